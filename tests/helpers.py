@@ -1,0 +1,26 @@
+"""Shared test helpers: lint a snippet with a chosen rule set."""
+
+from __future__ import annotations
+
+import textwrap
+
+from trainlint.config import Settings
+from trainlint.diagnostics import Diagnostic
+from trainlint.engine import lint_source
+
+
+def lint(code: str, select: str | None = None, name: str = "train.py", **settings: object) -> list[Diagnostic]:
+    """Diagnostics for a dedented snippet, with `select` (a code or prefix) or the default rules."""
+    s = Settings(select=(select,) if select else None, **settings)  # type: ignore[arg-type]
+    result = lint_source(textwrap.dedent(code), name, s)
+    assert not result.internal_error, result.diagnostics
+    return result.diagnostics
+
+
+def codes(code: str, select: str | None = None, **settings: object) -> list[str]:
+    return [d.code for d in lint(code, select, **settings)]
+
+
+def lines(code: str, rule: str) -> list[int]:
+    """Lines (1-based, of the dedented snippet) where `rule` fires."""
+    return [d.line for d in lint(code, rule)]

@@ -1,0 +1,94 @@
+"""The rule catalogue under `rules/`: one Markdown page per rule and an index, generated from the rule classes.
+
+Regenerate with `python -m trainlint.catalogue`; a test fails when a page is stale.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+from trainlint.rule import Rule
+from trainlint.rules import ALL_RULES
+
+CATALOGUE_DIR = Path(__file__).resolve().parent.parent / "rules"
+
+
+def _code_block(code: str) -> str:
+    return f"```python\n{textwrap.dedent(code).strip()}\n```"
+
+
+def page_name(rule: type[Rule]) -> str:
+    return f"{rule.code}-{rule.name}.md"
+
+
+def render_page(rule: type[Rule]) -> str:
+    """The rule's page: what it does, why it is bad, the story, example and fix, exceptions, verification."""
+    default = "on" if rule.default_enabled else "off (enable with `--extend-select " + rule.code + "`)"
+    parts = [
+        f"# {rule.code} {rule.name}",
+        "",
+        f"Severity: **{rule.severity.value}** · Default: **{default}**",
+        "",
+        "## What it does",
+        "",
+        rule.summary,
+        "",
+        "## Why is this bad?",
+        "",
+        rule.why,
+        "",
+    ]
+    if rule.story:
+        parts += ["## Where it comes from", "", rule.story, ""]
+    parts += ["## Example", "", _code_block(rule.example), "", "## Use instead", "", _code_block(rule.fixed_example), ""]
+    parts += ["## Fix", "", rule.hint, ""]
+    if rule.not_flagged:
+        parts += ["## Not flagged", "", rule.not_flagged, ""]
+    if rule.verification:
+        parts += ["## Runtime verification", "", rule.verification, ""]
+    parts += [
+        "## Suppression",
+        "",
+        f"`# noqa: {rule.code}` on the reported line, `# trainlint: noqa: {rule.code}` for a whole file, "
+        f'or `ignore = ["{rule.code}"]` under `[tool.trainlint]`.',
+        "",
+    ]
+    return "\n".join(parts)
+
+
+def render_index() -> str:
+    lines = [
+        "# trainlint rules",
+        "",
+        "Generated from the rule modules in `trainlint/rules/` by `python -m trainlint.catalogue`.",
+        "",
+        "| Code | Name | Severity | Default | What it flags |",
+        "|---|---|---|---|---|",
+    ]
+    for rule in ALL_RULES:
+        on = "on" if rule.default_enabled else "off"
+        lines.append(f"| [{rule.code}]({page_name(rule)}) | {rule.name} | {rule.severity.value} | {on} | {rule.summary} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def expected_files() -> dict[str, str]:
+    files = {page_name(r): render_page(r) for r in ALL_RULES}
+    files["README.md"] = render_index()
+    return files
+
+
+def write(directory: Path = CATALOGUE_DIR) -> None:
+    directory.mkdir(exist_ok=True)
+    files = expected_files()
+    for stale in directory.glob("*.md"):
+        if stale.name not in files:
+            stale.unlink()
+    for name, text in files.items():
+        (directory / name).write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    write(Path(sys.argv[1]) if len(sys.argv) > 1 else CATALOGUE_DIR)

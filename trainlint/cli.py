@@ -1,0 +1,245 @@
+"""The command line: `trainlint [check] PATH...`, `trainlint rule CODE`, `trainlint rules`.
+
+Exit codes: 0 no findings; 1 findings (a file that fails to parse counts); 2 usage, configuration
+or internal error. Heavy modules (libcst, rich) are imported inside the commands so that start-up
+stays fast; torch is never imported here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+import click
+
+from trainlint import __version__
+
+if TYPE_CHECKING:
+    from trainlint.config import Settings
+    from trainlint.engine import FileResult
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+OUTPUT_FORMATS = ("text", "concise", "json")
+
+
+class DefaultGroup(click.Group):
+    """A group whose default command is `check`: `trainlint src/` means `trainlint check src/`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+
+def _split_codes(values: Sequence[str]) -> list[str] | None:
+    if not values:
+        return None
+    return [c.strip().upper() if c.strip().upper() != "ALL" else "ALL" for v in values for c in v.split(",") if c.strip()]
+
+
+@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="trainlint")
+def main() -> None:
+    """trainlint: find the mistakes that silently ruin PyTorch training runs."""
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--select", multiple=True, help="Rule codes or prefixes to enable (replaces the defaults), e.g. TL1,TL401 or ALL.")
+@click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
+@click.option("--extend-select", multiple=True, help="Rule codes or prefixes to enable on top of the selection.")
+@click.option("--exclude", multiple=True, help="Gitignore-style patterns of files and folders to skip.")
+@click.option("--force-exclude", is_flag=True, help="Apply excludes to files named explicitly too (for pre-commit).")
+@click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True)
+@click.option("--statistics", is_flag=True, help="Print the number of findings per rule.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Parallel processes (default: CPU count).")
+@click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
+@click.option("--stdin-filename", type=click.Path(path_type=Path), default=None, help="The file name of source read from `-`.")
+@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None, help="A pyproject.toml to read [tool.trainlint] from.")
+@click.option("--fix", is_flag=True, help="Apply safe fixes in place.")
+@click.option("--unsafe-fixes", is_flag=True, help="Apply unsafe fixes too (with --fix or --diff).")
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them.")
+def check(
+    paths: tuple[Path, ...],
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    exclude: tuple[str, ...],
+    force_exclude: bool,
+    output_format: str,
+    statistics: bool,
+    exit_zero: bool,
+    jobs: int | None,
+    quiet: bool,
+    stdin_filename: Path | None,
+    config_file: Path | None,
+    fix: bool,
+    unsafe_fixes: bool,
+    diff: bool,
+) -> None:
+    """Lint PATHS (files or folders; `-` reads standard input)."""
+    from trainlint.config import ConfigError, find_config, load_settings, with_overrides
+    from trainlint.discovery import discover
+
+    paths = paths or (Path("."),)
+    anchor = stdin_filename or next((p for p in paths if str(p) != "-"), Path("."))
+    try:
+        base = load_settings(config_file or find_config(anchor))
+        settings = with_overrides(
+            base,
+            select=tuple(_split_codes(select)) if select else None,
+            ignore=tuple(base.ignore) + tuple(_split_codes(ignore) or ()) if ignore else None,
+            extend_select=tuple(base.extend_select) + tuple(_split_codes(extend_select) or ()) if extend_select else None,
+            exclude=tuple(base.exclude) + exclude if exclude else None,
+        )
+    except ConfigError as exc:
+        click.echo(f"trainlint: error: {exc}", err=True)
+        sys.exit(EXIT_ERROR)
+
+    results: list[FileResult] = []
+    if any(str(p) == "-" for p in paths):
+        from trainlint.engine import lint_bytes
+
+        name = str(stdin_filename or "-")
+        results.append(lint_bytes(sys.stdin.buffer.read(), name, settings))
+    disk_paths = [p for p in paths if str(p) != "-"]
+    if disk_paths:
+        from trainlint.engine import lint_paths
+
+        missing = [p for p in disk_paths if not p.exists()]
+        for p in missing:
+            click.echo(f"trainlint: error: {p}: no such file or directory", err=True)
+        targets = discover([p for p in disk_paths if p.exists()], settings.root, settings.exclude, force_exclude)
+        results.extend(lint_paths([(t.path, settings) for t in targets], jobs, keep_source=False))
+        if missing:
+            from trainlint.engine import FileResult as _FR, _error
+
+            results.extend(_FR(str(p), [_error(str(p), "no such file or directory")]) for p in missing)
+
+    if fix or diff:
+        results = _apply_fixes(results, settings, unsafe_fixes, write=fix and not diff)
+
+    _report(results, output_format, statistics, quiet)
+    if any(r.internal_error for r in results):
+        sys.exit(EXIT_ERROR)
+    if exit_zero:
+        sys.exit(EXIT_CLEAN)
+    sys.exit(EXIT_FINDINGS if any(r.diagnostics for r in results) else EXIT_CLEAN)
+
+
+def _apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, write: bool) -> list[FileResult]:
+    """Apply (or show) fixes; the remaining diagnostics are those not fixed."""
+    from trainlint.engine import decode, lint_source
+    from trainlint.fixes import applicable, apply_fixes, unified_diff, write_atomic
+
+    out = []
+    for result in results:
+        fixable = applicable(result.diagnostics, unsafe)
+        path = Path(result.path)
+        if not fixable or not path.is_file():
+            out.append(result)
+            continue
+        raw = path.read_bytes()
+        source = decode(raw)
+        new, applied = apply_fixes(source, fixable)
+        if not applied:
+            out.append(result)
+            continue
+        if write:
+            bom = "\ufeff" if raw.startswith(b"\xef\xbb\xbf") else ""
+            import tokenize, io
+
+            encoding = tokenize.detect_encoding(io.BytesIO(raw).readline)[0].replace("-sig", "")
+            write_atomic(path, bom + new, encoding)
+            relinted = lint_source(new, result.path, settings)
+            relinted.source = None
+            out.append(relinted)
+        else:
+            click.echo(unified_diff(result.path, source, new), nl=False)
+            out.append(result)
+        click.echo(f"{'Fixed' if write else 'Would fix'} {len(applied)} problem(s) in {result.path}", err=True)
+    return out
+
+
+def _report(results: list[FileResult], output_format: str, statistics: bool, quiet: bool) -> None:
+    diagnostics = [d for r in results for d in r.diagnostics]
+    if output_format == "json":
+        from trainlint.formats.json import render
+
+        click.echo(render(diagnostics))
+        return
+    from rich.console import Console
+
+    from trainlint.formats.text import render_concise, render_full, render_statistics, summary_line
+
+    console = Console(highlight=False, soft_wrap=True, no_color=bool(os.environ.get("NO_COLOR")))
+    if output_format == "concise":
+        render_concise(console, diagnostics)
+    else:
+        sources: dict[str, list[str]] = {}
+        for path in {d.path for d in diagnostics}:
+            try:
+                sources[path] = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                pass
+        render_full(console, diagnostics, sources)
+    if statistics:
+        render_statistics(console, diagnostics)
+    if not quiet:
+        console.print(summary_line(diagnostics), highlight=False)
+
+
+@main.command("rule")
+@click.argument("code")
+def rule_command(code: str) -> None:
+    """Explain a rule: what it flags, why, an example and the fix."""
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from trainlint.catalogue import render_page
+    from trainlint.rules import RULES_BY_CODE
+
+    rule = RULES_BY_CODE.get(code.upper())
+    if rule is None:
+        click.echo(f"trainlint: error: unknown rule {code!r}; `trainlint rules` lists them", err=True)
+        sys.exit(EXIT_ERROR)
+    console = Console(no_color=bool(os.environ.get("NO_COLOR")))
+    if console.is_terminal:
+        console.print(Markdown(render_page(rule)))
+    else:
+        click.echo(render_page(rule))
+
+
+@main.command("rules")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def rules_command(output_format: str) -> None:
+    """List all rules with code, name, severity and whether they are on by default."""
+    from trainlint.diagnostics import rule_url
+    from trainlint.rules import ALL_RULES
+
+    if output_format == "json":
+        import json
+
+        rows = [
+            {"code": r.code, "name": r.name, "severity": r.severity.value, "default": r.default_enabled,
+             "summary": r.summary, "url": rule_url(r.code, r.name)}
+            for r in ALL_RULES
+        ]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"trainlint rules ({len(ALL_RULES)})")
+    for col in ("Code", "Name", "Severity", "Default", "What it flags"):
+        table.add_column(col)
+    for r in ALL_RULES:
+        table.add_row(r.code, r.name, r.severity.value, "on" if r.default_enabled else "off", r.summary)
+    Console(no_color=bool(os.environ.get("NO_COLOR")), width=200 if not sys.stdout.isatty() else None).print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""`[tool.trainlint]` in pyproject.toml: discovery, validation and the resolved settings."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, replace
+from fnmatch import fnmatch
+from pathlib import Path
+
+from trainlint.model import AnalysisSettings
+from trainlint.rules import SelectionError, select_rules
+
+KNOWN_KEYS = {
+    "select": list,
+    "ignore": list,
+    "extend-select": list,
+    "exclude": list,
+    "extend-exclude": list,
+    "per-file-ignores": dict,
+    "step-functions": list,
+    "gate-names": list,
+    "max-file-size": int,
+}
+DEFAULT_EXCLUDES = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "site-packages", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache")
+
+
+class ConfigError(Exception):
+    """An invalid configuration: unknown key, wrong type, unknown rule code."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a lint run needs to know, after merging pyproject and command-line options."""
+
+    root: Path = field(default_factory=Path.cwd)
+    config_path: Path | None = None
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    step_functions: frozenset[str] = frozenset()
+    gate_names: frozenset[str] = frozenset()
+    max_file_size: int = 5_000_000
+
+    def rule_codes(self) -> tuple[str, ...]:
+        rules = select_rules(
+            list(self.select) if self.select is not None else None, list(self.ignore), list(self.extend_select)
+        )
+        return tuple(r.code for r in rules)
+
+    def ignored_for(self, path: Path) -> frozenset[str]:
+        """Codes that per-file-ignores switch off for this file (prefixes expanded by the caller)."""
+        rel = _relative(path, self.root)
+        out: set[str] = set()
+        for pattern, codes in self.per_file_ignores:
+            if fnmatch(rel, pattern) or fnmatch(path.name, pattern):
+                out.update(codes)
+        return frozenset(out)
+
+    def analysis(self) -> AnalysisSettings:
+        return AnalysisSettings(step_functions=self.step_functions, gate_names=self.gate_names)
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest pyproject.toml with a [tool.trainlint] table, walking up from `start`."""
+    here = start.resolve()
+    if here.is_file() or not here.exists():
+        here = here.parent
+    for directory in (here, *here.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                continue
+            if "trainlint" in data.get("tool", {}):
+                return candidate
+    return None
+
+
+def _string_list(key: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"[tool.trainlint] {key}: expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def load_settings(config_path: Path | None) -> Settings:
+    """Read and validate a pyproject's [tool.trainlint] table; defaults when there is none."""
+    if config_path is None:
+        return Settings()
+    try:
+        data = tomllib.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{config_path}: cannot read: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{config_path}: invalid TOML: {exc}") from exc
+    table = data.get("tool", {}).get("trainlint", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{config_path}: [tool.trainlint] must be a table")
+    for key, value in table.items():
+        if key not in KNOWN_KEYS:
+            known = ", ".join(sorted(KNOWN_KEYS))
+            raise ConfigError(f"{config_path}: unknown key [tool.trainlint] {key!r} (known keys: {known})")
+        if not isinstance(value, KNOWN_KEYS[key]) or isinstance(value, bool):
+            raise ConfigError(f"{config_path}: [tool.trainlint] {key}: expected {KNOWN_KEYS[key].__name__}, got {value!r}")
+    per_file: list[tuple[str, tuple[str, ...]]] = []
+    for pattern, codes in table.get("per-file-ignores", {}).items():
+        per_file.append((pattern, _string_list(f"per-file-ignores.{pattern!r}", codes)))
+    settings = Settings(
+        root=config_path.parent,
+        config_path=config_path,
+        select=_string_list("select", table["select"]) if "select" in table else None,
+        ignore=_string_list("ignore", table.get("ignore", [])),
+        extend_select=_string_list("extend-select", table.get("extend-select", [])),
+        exclude=_string_list("exclude", table.get("exclude", [])) + _string_list("extend-exclude", table.get("extend-exclude", [])),
+        per_file_ignores=tuple(per_file),
+        step_functions=frozenset(_string_list("step-functions", table.get("step-functions", []))),
+        gate_names=frozenset(_string_list("gate-names", table.get("gate-names", []))),
+        max_file_size=table.get("max-file-size", 5_000_000),
+    )
+    validate(settings)
+    return settings
+
+
+def validate(settings: Settings) -> None:
+    """Raise ConfigError when a selector names no rule."""
+    try:
+        settings.rule_codes()
+        for _, codes in settings.per_file_ignores:
+            select_rules(None, list(codes))
+    except SelectionError as exc:
+        where = settings.config_path or "command line"
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def with_overrides(settings: Settings, **overrides: object) -> Settings:
+    """Command-line options win over the file; None means "not given"."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    merged = replace(settings, **given)  # type: ignore[arg-type]
+    validate(merged)
+    return merged

@@ -1,0 +1,101 @@
+"""What a lint run produces: diagnostics, their fixes and severities."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+DOCS_BASE_URL = "https://github.com/trainlint/trainlint/blob/main/rules"
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+class Applicability(str, enum.Enum):
+    """Whether a fix can be applied without review (ruff's safe/unsafe split)."""
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text between two 1-based (line, column) positions; end is exclusive."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    content: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    description: str
+    edits: tuple[Edit, ...]
+    applicability: Applicability = Applicability.SAFE
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "description": self.description,
+            "applicability": self.applicability.value,
+            "edits": [
+                {
+                    "line": e.line,
+                    "column": e.column,
+                    "end_line": e.end_line,
+                    "end_column": e.end_column,
+                    "content": e.content,
+                }
+                for e in self.edits
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One finding, located by 1-based lines and columns (end column exclusive)."""
+
+    code: str
+    name: str
+    message: str
+    severity: Severity
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    hint: str = ""
+    fix: Fix | None = None
+    facts: dict[str, object] = field(default_factory=dict, compare=False)
+
+    @property
+    def url(self) -> str:
+        return rule_url(self.code, self.name)
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.path, self.line, self.column, self.code)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+            "severity": self.severity.value,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "hint": self.hint,
+            "fix": self.fix.to_dict() if self.fix else None,
+            "url": self.url,
+        }
+
+
+def rule_url(code: str, name: str) -> str:
+    """The rule page's address in the catalogue."""
+    return f"{DOCS_BASE_URL}/{code}-{name}.md"

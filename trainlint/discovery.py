@@ -1,0 +1,88 @@
+"""Which files to lint: Python files under the given paths, honouring .gitignore and excludes."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+from trainlint.config import DEFAULT_EXCLUDES
+
+
+@dataclass(frozen=True)
+class Target:
+    path: Path
+    explicit: bool  # named on the command line: linted even if an exclude would match
+
+
+def _spec(patterns: list[str]) -> pathspec.PathSpec:
+    return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+
+
+def _gitignore(directory: Path) -> pathspec.PathSpec | None:
+    path = directory / ".gitignore"
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return _spec(lines) if lines else None
+
+
+def is_excluded(path: Path, root: Path, exclude: tuple[str, ...]) -> bool:
+    """Whether a user `exclude` pattern (gitignore syntax, relative to the config root) matches."""
+    if not exclude:
+        return False
+    try:
+        rel = path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        rel = path.as_posix()
+    spec = _spec(list(exclude))
+    return spec.match_file(rel) or spec.match_file(path.name)
+
+
+def discover(
+    paths: list[Path], root: Path, exclude: tuple[str, ...] = (), force_exclude: bool = False
+) -> list[Target]:
+    """Files to lint, sorted. Explicit files are kept unless `force_exclude` and an exclude matches."""
+    found: dict[Path, Target] = {}
+    user_spec = _spec(list(exclude)) if exclude else None
+    for given in paths:
+        if not given.is_dir():
+            if force_exclude and is_excluded(given, root, exclude):
+                continue
+            found[given] = Target(given, explicit=True)
+            continue
+        ignores: list[tuple[Path, pathspec.PathSpec]] = []
+        for directory, dirnames, filenames in os.walk(given):
+            here = Path(directory)
+            spec = _gitignore(here)
+            if spec is not None:
+                ignores.append((here, spec))
+            ignores = [(base, s) for base, s in ignores if here == base or base in here.parents]
+
+            def ignored(p: Path, is_dir: bool) -> bool:
+                for base, s in ignores:
+                    rel = p.relative_to(base).as_posix() + ("/" if is_dir else "")
+                    if s.match_file(rel):
+                        return True
+                if user_spec is not None:
+                    try:
+                        rel_root = p.resolve().relative_to(root.resolve()).as_posix()
+                    except ValueError:
+                        rel_root = p.as_posix()
+                    if user_spec.match_file(rel_root) or user_spec.match_file(p.name):
+                        return True
+                return False
+
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in DEFAULT_EXCLUDES and not d.endswith(".egg-info") and not ignored(here / d, True)
+            )
+            for name in sorted(filenames):
+                if not name.endswith(".py"):
+                    continue
+                path = here / name
+                if not ignored(path, False):
+                    found.setdefault(path, Target(path, explicit=False))
+    return sorted(found.values(), key=lambda t: str(t.path))

@@ -1,0 +1,197 @@
+"""The per-file pipeline (read, prefilter, parse, model, rules, suppressions) and the process pool."""
+
+from __future__ import annotations
+
+import os
+import tokenize
+import io
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from trainlint.config import Settings
+from trainlint.diagnostics import Diagnostic, Edit, Fix, Severity
+from trainlint.model import TrainingModel
+from trainlint.noqa import parse_suppressions
+from trainlint.rule import Finding, NodeEdit, Rule
+from trainlint.rules import RULES_BY_CODE
+
+PARSE_ERROR = ("TL000", "parse-error")
+
+
+@dataclass
+class FileResult:
+    """The outcome of linting one file."""
+
+    path: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    source: str | None = None
+    internal_error: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return any(d.code == PARSE_ERROR[0] for d in self.diagnostics)
+
+
+def _error(path: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
+    return Diagnostic(
+        code=PARSE_ERROR[0],
+        name=PARSE_ERROR[1],
+        message=message,
+        severity=Severity.ERROR,
+        path=path,
+        line=line,
+        column=column,
+        end_line=line,
+        end_column=column,
+    )
+
+
+@lru_cache(maxsize=64)
+def _codes(settings: Settings) -> tuple[str, ...]:
+    return settings.rule_codes()
+
+
+@lru_cache(maxsize=32)
+def _rules(codes: tuple[str, ...]) -> tuple[Rule, ...]:
+    return tuple(RULES_BY_CODE[c]() for c in codes)
+
+
+def decode(data: bytes) -> str:
+    """Decode source bytes by their PEP 263 cookie (UTF-8 by default); raises UnicodeDecodeError/SyntaxError."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    text = data.decode(encoding)
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def lint_file(path: Path, settings: Settings) -> FileResult:
+    """Lint a file on disk; never raises."""
+    name = str(path)
+    try:
+        size = path.stat().st_size
+        if size > settings.max_file_size:
+            return FileResult(name, [_error(name, f"file too large to lint ({size} bytes > max-file-size {settings.max_file_size})")])
+        data = path.read_bytes()
+    except IsADirectoryError:
+        return FileResult(name, [_error(name, "is a directory, not a Python file")])
+    except OSError as exc:
+        return FileResult(name, [_error(name, f"cannot read file: {exc.strerror or exc}")])
+    return lint_bytes(data, name, settings)
+
+
+def lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
+    try:
+        source = decode(data)
+    except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
+        return FileResult(name, [_error(name, f"cannot decode file: {exc}")])
+    return lint_source(source, name, settings)
+
+
+def lint_source(source: str, name: str, settings: Settings) -> FileResult:
+    """Lint source text; never raises (an analysis bug becomes an internal-error diagnostic)."""
+    result = FileResult(name, source=source)
+    ignored = settings.ignored_for(Path(name))
+    codes = tuple(c for c in _codes(settings) if not any(c.startswith(i) for i in ignored))
+    rules = [r for r in _rules(codes) if not r.requires or any(tok in source for tok in r.requires)]
+    if not rules or not source.strip():
+        return result
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        message = " ".join(exc.message.split())
+        result.diagnostics.append(_error(name, f"syntax error: {message}", exc.raw_line, exc.raw_column + 1))
+        return result
+    except (RecursionError, MemoryError) as exc:
+        result.diagnostics.append(_error(name, f"cannot parse file: {type(exc).__name__}"))
+        return result
+    try:
+        model = TrainingModel.build(module, settings.analysis())
+        findings: list[tuple[Rule, Finding]] = []
+        for rule in rules:
+            findings.extend((rule, f) for f in rule.check(model))
+        if findings:
+            result.diagnostics.extend(_diagnostics(module, source, name, findings))
+    except RecursionError:
+        result.diagnostics.append(_error(name, "cannot analyse file: nesting too deep"))
+    except Exception as exc:  # an analysis bug must not stop the run
+        detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        result.diagnostics.append(_error(name, f"internal error while analysing this file: {detail}"))
+        result.internal_error = True
+    return result
+
+
+def _diagnostics(module: cst.Module, source: str, name: str, findings: list[tuple[Rule, Finding]]) -> list[Diagnostic]:
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    lines = source.splitlines()
+    suppressions = parse_suppressions(source)
+    seen: set[tuple[str, int, int]] = set()
+    out: list[Diagnostic] = []
+    for rule, finding in findings:
+        span = positions[finding.node]
+        key = (rule.code, span.start.line, span.start.column)
+        if key in seen or suppressions.suppressed(rule.code, span.start.line, span.end.line):
+            continue
+        seen.add(key)
+        fix = None
+        if finding.fix is not None:
+            edits = tuple(_edit(e, positions, lines) for e in finding.fix.edits)
+            fix = Fix(finding.fix.description, edits, finding.fix.applicability)
+        out.append(
+            Diagnostic(
+                code=rule.code,
+                name=rule.name,
+                message=finding.message,
+                severity=rule.severity,
+                path=name,
+                line=span.start.line,
+                column=span.start.column + 1,
+                end_line=span.end.line,
+                end_column=span.end.column + 1,
+                hint=rule.hint,
+                fix=fix,
+                facts=finding.facts,
+            )
+        )
+    return out
+
+
+def _edit(edit: NodeEdit, positions: object, lines: list[str]) -> Edit:
+    span = positions[edit.node]  # type: ignore[index]
+    if edit.where == "line_before":
+        line = span.start.line
+        text = lines[line - 1] if line - 1 < len(lines) else ""
+        indent = text[: len(text) - len(text.lstrip())]
+        return Edit(line, 1, line, 1, f"{indent}{edit.content}\n")
+    if edit.where == "after":
+        return Edit(span.end.line, span.end.column + 1, span.end.line, span.end.column + 1, edit.content)
+    return Edit(span.start.line, span.start.column + 1, span.end.line, span.end.column + 1, edit.content)
+
+
+def _work(task: tuple[str, Settings]) -> FileResult:
+    path, settings = task
+    result = lint_file(Path(path), settings)
+    result.source = None  # keep inter-process traffic small; --fix re-reads the file
+    return result
+
+
+def lint_paths(tasks: list[tuple[Path, Settings]], jobs: int | None = None, keep_source: bool = False) -> list[FileResult]:
+    """Lint many files, in a process pool when there are enough; results sorted by path."""
+    jobs = jobs or os.cpu_count() or 1
+    items = [(str(p), s) for p, s in tasks]
+    if jobs <= 1 or len(items) < 4:
+        results = [lint_file(Path(p), s) for p, s in items]
+    else:
+        chunk = max(1, min(32, len(items) // (jobs * 8)))
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            results = list(pool.map(_work, items, chunksize=chunk))
+    if not keep_source:
+        for r in results:
+            r.source = None
+    for r in results:
+        r.diagnostics.sort(key=Diagnostic.sort_key)
+    return sorted(results, key=lambda r: r.path)

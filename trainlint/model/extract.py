@@ -1,0 +1,323 @@
+"""One visitor pass over a module that collects the facts in `facts.py` with their context."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import libcst as cst
+
+from trainlint.model.facts import (
+    Assign,
+    Call,
+    Condition,
+    FormattedValue,
+    Function,
+    Loop,
+    Site,
+    WithItem,
+)
+from trainlint.model.gates import has_modulo, is_gate_test
+from trainlint.model.names import ImportMap, dotted
+from trainlint.model.torchnames import AUTOCAST, NO_GRAD, autocast_dtype
+
+
+def _target_texts(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        out: list[str] = []
+        for el in target.elements:
+            out.extend(_target_texts(el.value))
+        return out
+    if isinstance(target, cst.StarredElement):
+        return _target_texts(target.value)
+    text = dotted(target)
+    if text is not None:
+        return [text]
+    if isinstance(target, cst.Subscript):
+        base = dotted(target.value)
+        return [base + "[]"] if base else []
+    return []
+
+
+def _is_early_exit(node: cst.If) -> bool:
+    """`if not should_log: return` / `if step % n: continue` gates what follows in the block."""
+    body = node.body
+    stmts: Sequence[cst.BaseStatement | cst.BaseSmallStatement]
+    if isinstance(body, cst.IndentedBlock):
+        stmts = body.body
+        if not stmts:
+            return False
+        last = stmts[-1]
+        if isinstance(last, cst.SimpleStatementLine):
+            small = last.body[-1] if last.body else None
+        else:
+            return False
+    else:
+        small = body.body[-1] if body.body else None
+    return isinstance(small, (cst.Return, cst.Continue))
+
+
+class Extractor(cst.CSTVisitor):
+    """Collects calls, assignments, loops and functions with their enclosing context."""
+
+    def __init__(self, imports: ImportMap, extra_gates: frozenset[str] = frozenset()) -> None:
+        self.imports = imports
+        self.extra_gates = extra_gates
+        self.functions: list[Function] = []
+        self.loops: list[Loop] = []
+        self.calls: list[Call] = []
+        self.assigns: list[Assign] = []
+        self.conditions: list[Condition] = []
+        self.formatted: list[FormattedValue] = []
+        self.context_aliases: dict[str, WithItem] = {}
+        self.gate_names: set[str] = set()
+        # context stacks; a function starts a fresh frame of loops, gates and handlers
+        self._classes: list[tuple[str, tuple[str, ...]]] = []
+        self._function: Function | None = None
+        self._loop_stack: list[Loop] = []
+        self._gates: list[int] = []
+        self._excepts = 0
+        self._withs: list[WithItem] = []
+        self._frames: list[tuple[Function | None, list[Loop], list[int], int, list[WithItem]]] = []
+        self._block_gates: list[int] = []
+        self._order = 0
+        self._statement: cst.SimpleStatementLine | None = None
+
+    # -- context -------------------------------------------------------------------------------
+    def site(self) -> Site:
+        self._order += 1
+        return Site(
+            function=self._function,
+            loops=tuple(self._loop_stack),
+            gate_depths=tuple(self._gates),
+            in_except=self._excepts > 0,
+            withs=tuple(self._withs),
+            order=self._order,
+            statement=self._statement,
+        )
+
+    def _is_gate(self, test: cst.BaseExpression) -> bool:
+        return is_gate_test(test, self.gate_names, self.extra_gates)
+
+    # -- imports and module aliases ------------------------------------------------------------
+    def visit_Import(self, node: cst.Import) -> None:
+        self.imports.add_import(node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self.imports.add_import_from(node)
+
+    # -- definitions ---------------------------------------------------------------------------
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        bases = []
+        for arg in node.bases:
+            text = self.imports.resolve(arg.value) or dotted(arg.value)
+            if text:
+                bases.append(text)
+        self._classes.append((node.name.value, tuple(bases)))
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._classes.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        cls = self._classes[-1] if self._classes and self._function is None else None
+        decorators = []
+        for dec in node.decorators:
+            expr = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+            decorators.append(self.imports.resolve(expr) or dotted(expr) or "")
+        params = tuple(p.name.value for p in node.params.params)
+        fn = Function(
+            node=node,
+            name=node.name.value,
+            class_name=cls[0] if cls else None,
+            class_bases=cls[1] if cls else (),
+            decorators=tuple(decorators),
+            params=params,
+        )
+        self.functions.append(fn)
+        self._frames.append((self._function, self._loop_stack, self._gates, self._excepts, self._withs))
+        self._function, self._loop_stack, self._gates, self._excepts, self._withs = fn, [], [], 0, []
+        if any(d in NO_GRAD for d in decorators):
+            self._withs.append(WithItem("no_grad", None))
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._function, self._loop_stack, self._gates, self._excepts, self._withs = self._frames.pop()
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return True
+
+    # -- loops ---------------------------------------------------------------------------------
+    def _enter_loop(self, node: cst.For | cst.While) -> None:
+        loop = Loop(node=node, function=self._function, parent=self._loop_stack[-1] if self._loop_stack else None)
+        self.loops.append(loop)
+        self._loop_stack = [*self._loop_stack, loop]
+
+    def _leave_loop(self) -> None:
+        self._loop_stack = self._loop_stack[:-1]
+
+    def visit_For_body(self, node: cst.For) -> None:
+        self._enter_loop(node)
+
+    def leave_For_body(self, node: cst.For) -> None:
+        self._leave_loop()
+
+    def visit_While_test(self, node: cst.While) -> None:
+        self._enter_loop(node)
+
+    def leave_While_body(self, node: cst.While) -> None:
+        self._leave_loop()
+
+    def visit_While(self, node: cst.While) -> None:
+        self.conditions.append(Condition(node.test, "while", self.site()))
+
+    # -- gates ---------------------------------------------------------------------------------
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._block_gates.append(0)
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
+        count = self._block_gates.pop()
+        if count:
+            del self._gates[-count:]
+
+    def visit_If(self, node: cst.If) -> None:
+        self.conditions.append(Condition(node.test, "if", self.site()))
+
+    def visit_If_body(self, node: cst.If) -> None:
+        self._gates.append(len(self._loop_stack) if self._is_gate(node.test) else -1)
+
+    def leave_If_body(self, node: cst.If) -> None:
+        self._gates.pop()
+
+    def leave_If(self, original_node: cst.If) -> None:
+        if self._block_gates and _is_early_exit(original_node) and self._is_gate(original_node.test):
+            self._gates.append(len(self._loop_stack))
+            self._block_gates[-1] += 1
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self.conditions.append(Condition(node.test, "assert", self.site()))
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        self._excepts += 1
+
+    def leave_ExceptHandler(self, original_node: cst.ExceptHandler) -> None:
+        self._excepts -= 1
+
+    def visit_ExceptStarHandler(self, node: cst.ExceptStarHandler) -> None:
+        self._excepts += 1
+
+    def leave_ExceptStarHandler(self, original_node: cst.ExceptStarHandler) -> None:
+        self._excepts -= 1
+
+    # -- with ----------------------------------------------------------------------------------
+    def _with_item(self, expr: cst.BaseExpression) -> WithItem:
+        if isinstance(expr, cst.Name) and expr.value in self.context_aliases:
+            return self.context_aliases[expr.value]
+        if not isinstance(expr, cst.Call):
+            return WithItem("other", None)
+        qual = self.imports.resolve(expr.func)
+        method = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else None
+        if qual in AUTOCAST or (qual is None and method == "autocast"):
+            return WithItem("autocast", expr, autocast_dtype(expr, qual, self.imports))
+        if qual in NO_GRAD:
+            return WithItem("no_grad", expr)
+        if qual == "torch.set_grad_enabled":
+            arg = expr.args[0].value if expr.args else None
+            if isinstance(arg, cst.Name) and arg.value == "False":
+                return WithItem("no_grad", expr)
+            return WithItem("other", expr)
+        if qual == "torch.enable_grad":
+            return WithItem("enable_grad", expr)
+        if qual in ("torch.autograd.detect_anomaly", "torch.autograd.set_detect_anomaly"):
+            return WithItem("anomaly", expr)
+        return WithItem("other", expr)
+
+    def visit_With_body(self, node: cst.With) -> None:
+        self._withs = [*self._withs, *(self._with_item(item.item) for item in node.items)]
+
+    def leave_With_body(self, node: cst.With) -> None:
+        self._withs = self._withs[: len(self._withs) - len(node.items)]
+
+    # -- statements and expressions ------------------------------------------------------------
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self._statement = node
+
+    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine) -> None:
+        self._statement = None
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        targets: list[str] = []
+        for t in node.targets:
+            targets.extend(_target_texts(t.target))
+        self.assigns.append(Assign(node, tuple(targets), node.value, None, self.site()))
+        self._note_alias(targets, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            targets = _target_texts(node.target)
+            self.assigns.append(Assign(node, tuple(targets), node.value, None, self.site()))
+            self._note_alias(targets, node.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        op = node.operator.__class__.__name__
+        self.assigns.append(Assign(node, tuple(_target_texts(node.target)), node.value, op, self.site()))
+
+    def _note_alias(self, targets: list[str], value: cst.BaseExpression) -> None:
+        if len(targets) != 1 or "." in targets[0]:
+            return
+        name = targets[0]
+        if has_modulo(value) or (
+            isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)) and self._is_gate(value)
+        ):
+            self.gate_names.add(name)
+        if self._function is not None:
+            return
+        # module-level aliases: `ptdtype = torch.bfloat16`, `ctx = torch.autocast(...)`
+        resolved = self.imports.resolve(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+        if resolved and resolved.startswith("torch."):
+            self.imports.add_alias(name, resolved)
+            return
+        for call in _calls_in(value):
+            item = self._with_item(call)
+            if item.kind == "autocast":
+                self.context_aliases[name] = item
+                return
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if self._function is not None and node.value is not None:
+            self._function.returns.append(node.value)
+
+    def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
+        self.formatted.append(FormattedValue(node, self.site()))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        method = receiver = receiver_text = name = None
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            receiver = func.value
+            receiver_text = dotted(receiver)
+        elif isinstance(func, cst.Name):
+            name = func.value
+        call = Call(
+            node=node,
+            qualname=self.imports.resolve(func),
+            method=method,
+            receiver=receiver,
+            receiver_text=receiver_text,
+            name=name,
+            site=self.site(),
+        )
+        self.calls.append(call)
+        if self._function is not None:
+            self._function.calls.append(call)
+        if self._loop_stack:
+            self._loop_stack[-1].direct_calls.append(call)
+
+
+def _calls_in(expr: cst.BaseExpression) -> list[cst.Call]:
+    calls: list[cst.Call] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            calls.append(node)
+
+    expr.visit(_V())
+    return calls

@@ -1,0 +1,124 @@
+"""The facts one pass extracts from a module: functions, loops, calls, assignments and their context."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+
+@dataclass(eq=False)
+class Function:
+    """A function or method definition."""
+
+    node: cst.FunctionDef
+    name: str
+    class_name: str | None
+    class_bases: tuple[str, ...]
+    decorators: tuple[str, ...]
+    calls: list["Call"] = field(default_factory=list)
+    returns: list[cst.BaseExpression] = field(default_factory=list)
+    params: tuple[str, ...] = ()
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.class_name}.{self.name}" if self.class_name else self.name
+
+
+@dataclass(eq=False)
+class Loop:
+    """A `for` or `while` loop; `is_step` once the model knows it performs a training step."""
+
+    node: cst.For | cst.While
+    function: Function | None
+    parent: "Loop | None"
+    direct_calls: list["Call"] = field(default_factory=list)
+    is_step: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class WithItem:
+    """An enclosing `with` item that matters: autocast, no_grad, anomaly detection, ..."""
+
+    kind: str  # "autocast", "no_grad", "enable_grad", "anomaly", "other"
+    call: cst.Call | None
+    dtype: str | None = None  # for autocast: "float16", "bfloat16" or None when unknown
+
+
+@dataclass(frozen=True, eq=False)
+class Site:
+    """Where a fact sits: its function, enclosing loops, gates, handlers and `with` items."""
+
+    function: Function | None
+    loops: tuple[Loop, ...]
+    gate_depths: tuple[int, ...]
+    in_except: bool
+    withs: tuple[WithItem, ...]
+    order: int
+    statement: cst.SimpleStatementLine | None = None  # the statement line, for fixes that insert beside it
+
+    @property
+    def innermost_loop(self) -> Loop | None:
+        return self.loops[-1] if self.loops else None
+
+
+@dataclass(eq=False)
+class Call:
+    """A call expression, with the callee resolved where the module's imports allow."""
+
+    node: cst.Call
+    qualname: str | None  # "torch.cuda.synchronize" for a resolved callee
+    method: str | None  # "item" for `x.item()`
+    receiver: cst.BaseExpression | None  # `x` for `x.item()`
+    receiver_text: str | None  # dotted text of the receiver, "self.model"
+    name: str | None  # the plain callee name for `f(...)`
+    site: Site
+
+    def kwarg(self, name: str) -> cst.BaseExpression | None:
+        for arg in self.node.args:
+            if arg.keyword is not None and arg.keyword.value == name:
+                return arg.value
+        return None
+
+    def kwarg_node(self, name: str) -> cst.Arg | None:
+        for arg in self.node.args:
+            if arg.keyword is not None and arg.keyword.value == name:
+                return arg
+        return None
+
+    def positional(self, index: int) -> cst.BaseExpression | None:
+        args = [a for a in self.node.args if a.keyword is None and not a.star]
+        return args[index].value if index < len(args) else None
+
+    def arg(self, index: int, name: str) -> cst.BaseExpression | None:
+        """The argument given by keyword `name`, else the positional one at `index`."""
+        value = self.kwarg(name)
+        return value if value is not None else self.positional(index)
+
+
+@dataclass(eq=False)
+class Assign:
+    """`a = b`, `a += b`, `a: T = b`; targets are dotted texts (`loss`, `self.hidden`)."""
+
+    node: cst.CSTNode
+    targets: tuple[str, ...]
+    value: cst.BaseExpression
+    op: str | None  # "+=" etc for augmented assignment
+    site: Site
+
+
+@dataclass(eq=False)
+class Condition:
+    """The test of an `if`, `while` or `assert`: Python control flow on its value."""
+
+    node: cst.BaseExpression
+    kind: str  # "if", "while", "assert"
+    site: Site
+
+
+@dataclass(eq=False)
+class FormattedValue:
+    """An expression interpolated into an f-string."""
+
+    node: cst.FormattedStringExpression
+    site: Site

@@ -1,0 +1,104 @@
+"""Resolve names to dotted torch paths from a module's own import statements.
+
+Full scope analysis (libcst's QualifiedNameProvider) costs about ten times the parse; a module's
+imports plus simple module-level aliases (`ptdtype = torch.bfloat16`) resolve what the rules need.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+
+def dotted(expr: cst.BaseExpression) -> str | None:
+    """`self.model.encoder` -> "self.model.encoder"; None for anything but names and attributes."""
+    parts: list[str] = []
+    while isinstance(expr, cst.Attribute):
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if isinstance(expr, cst.Name):
+        parts.append(expr.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def root_name(expr: cst.BaseExpression) -> str | None:
+    """The leftmost name of an attribute/call/subscript chain: `model.fc.parameters()` -> "model"."""
+    while True:
+        if isinstance(expr, cst.Attribute):
+            expr = expr.value
+        elif isinstance(expr, cst.Call):
+            expr = expr.func
+        elif isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr, cst.Name):
+            return expr.value
+        else:
+            return None
+
+
+def module_path(expr: cst.BaseExpression) -> str:
+    """The dotted text of an import's module (`torch.cuda.amp`)."""
+    text = dotted(expr)
+    return text or ""
+
+
+_CAMEL = re.compile(r"[a-z0-9]+|[A-Z][a-z0-9]*")
+
+
+def tokens(identifier: str) -> list[str]:
+    """Split `log_interval`, `isLogStep`, `self.print_freq` into lower-case words."""
+    words: list[str] = []
+    for part in re.split(r"[_.\W]+", identifier):
+        words.extend(w.lower() for w in _CAMEL.findall(part))
+    return words
+
+
+class ImportMap:
+    """Local name -> dotted path, built from imports and module-level aliases."""
+
+    def __init__(self) -> None:
+        self._names: dict[str, str] = {}
+
+    def add_import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = module_path(alias.name)
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self._names[alias.asname.name.value] = full
+            else:
+                head = full.split(".")[0]
+                self._names[head] = head
+
+    def add_import_from(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        base = module_path(node.module)
+        for alias in node.names:
+            if not isinstance(alias.name, cst.Name):
+                continue
+            local = alias.name.value
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            self._names[local] = f"{base}.{alias.name.value}"
+
+    def add_alias(self, local: str, target: str) -> None:
+        """`ptdtype = torch.bfloat16` makes `ptdtype` resolve to torch.bfloat16."""
+        self._names[local] = target
+
+    def forget(self, local: str) -> None:
+        self._names.pop(local, None)
+
+    def resolve(self, expr: cst.BaseExpression) -> str | None:
+        """Dotted path of a name or attribute chain whose root is an imported name."""
+        text = dotted(expr)
+        if text is None:
+            return None
+        head, _, rest = text.partition(".")
+        target = self._names.get(head)
+        if target is None:
+            return None
+        return f"{target}.{rest}" if rest else target
+
+    def imports_module(self, prefix: str) -> bool:
+        return any(t == prefix or t.startswith(prefix + ".") for t in self._names.values())

@@ -1,0 +1,91 @@
+"""Knowledge of PyTorch's API surface: which dotted names mean autocast, scalers, optimizers, dtypes."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from trainlint.model.names import ImportMap
+
+AUTOCAST = frozenset(
+    {
+        "torch.autocast",
+        "torch.amp.autocast",
+        "torch.amp.autocast_mode.autocast",
+        "torch.cuda.amp.autocast",
+        "torch.cpu.amp.autocast",
+    }
+)
+NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
+GRAD_SCALER = frozenset(
+    {
+        "torch.cuda.amp.GradScaler",
+        "torch.amp.GradScaler",
+        "torch.GradScaler",
+        "torch.cpu.amp.GradScaler",
+        "torch.amp.grad_scaler.GradScaler",
+    }
+)
+CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients"})
+FP16 = frozenset({"torch.float16", "torch.half"})
+BF16 = frozenset({"torch.bfloat16"})
+LOW_PRECISION = FP16 | BF16
+LOW_PRECISION_STRINGS = {"float16": "float16", "fp16": "float16", "half": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16"}
+
+
+def dtype_name(expr: cst.BaseExpression | None, imports: ImportMap) -> str | None:
+    """"float16"/"bfloat16"/"float32"... for `torch.bfloat16`, an alias of it, or a dtype string."""
+    if expr is None:
+        return None
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        if isinstance(value, str):
+            return LOW_PRECISION_STRINGS.get(value.replace("torch.", ""), value)
+        return None
+    qual = imports.resolve(expr)
+    if qual is None or not qual.startswith("torch."):
+        return None
+    name = qual.removeprefix("torch.")
+    return {"half": "float16", "float": "float32", "double": "float64"}.get(name, name)
+
+
+def is_low_precision_dtype(expr: cst.BaseExpression | None, imports: ImportMap) -> bool:
+    return dtype_name(expr, imports) in ("float16", "bfloat16")
+
+
+def literal_string(expr: cst.BaseExpression | None) -> str | None:
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def is_false(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "False"
+
+
+def is_true(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "True"
+
+
+def autocast_dtype(call: cst.Call, qual: str | None, imports: ImportMap) -> str | None:
+    """The dtype an autocast call computes in: explicit, or the device's default; None if unknown."""
+    kwargs = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    positional = [a.value for a in call.args if a.keyword is None]
+    if is_false(kwargs.get("enabled")):
+        return None
+    dtype_expr = kwargs.get("dtype")
+    if dtype_expr is None and qual in ("torch.autocast", "torch.amp.autocast") and len(positional) > 1:
+        dtype_expr = positional[1]
+    if dtype_expr is not None:
+        return dtype_name(dtype_expr, imports)
+    if qual == "torch.cuda.amp.autocast":
+        return "float16"
+    if qual == "torch.cpu.amp.autocast":
+        return "bfloat16"
+    device = kwargs.get("device_type") or (positional[0] if positional else None)
+    device_text = literal_string(device)
+    if device_text == "cuda":
+        return "float16"
+    if device_text == "cpu":
+        return "bfloat16"
+    return None

@@ -1,0 +1,318 @@
+"""The training-code model of a module: its facts plus what runs per step.
+
+"Per step" (see the rule pages): the body of a step loop (a loop whose own body backpropagates or
+steps an optimizer, directly or through a function of this module), the body of any function called
+from per-step code, and framework step hooks (Lightning `training_step`, HF `Trainer.compute_loss`).
+Statements under a gate (`if step % n == 0`, `if do_log:`) or in an `except` handler are per step
+but not every step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import libcst as cst
+
+from trainlint.model.extract import Extractor
+from trainlint.model.facts import Assign, Call, Condition, FormattedValue, Function, Loop, Site
+from trainlint.model.names import ImportMap, dotted, root_name, tokens
+
+# Framework methods that run once per training step.
+STEP_HOOKS = frozenset(
+    {
+        "training_step",
+        "train_step",
+        "on_train_batch_start",
+        "on_train_batch_end",
+        "on_before_backward",
+        "on_after_backward",
+        "on_before_optimizer_step",
+        "on_before_zero_grad",
+        "optimizer_step",
+        "on_step_begin",
+        "on_step_end",
+        "on_substep_end",
+        "training_step_end",
+    }
+)
+# HF Trainer overrides that run per step, recognised in classes deriving from a *Trainer.
+TRAINER_STEP_HOOKS = frozenset({"compute_loss", "training_step"})
+OPTIMIZER_WORDS = frozenset({"optim", "optimizer", "optimizers", "opt", "scaler", "engine", "deepspeed", "ds"})
+NOT_OPTIMIZER_WORDS = frozenset({"scheduler", "sched", "lr", "env", "environment", "sim", "ema"})
+# callables whose result is a tensor when called: `model(x)`, `criterion(out, y)`, `self.loss_fn(...)`
+MODULE_WORDS = frozenset(
+    """model net network module criterion loss encoder decoder head backbone generator discriminator
+    classifier critic actor policy transformer gpt bert vae unet forward""".split()
+)
+TENSOR_METHODS = frozenset(
+    """sum mean detach clone float half bfloat16 double to cuda abs max min norm pow sqrt exp log std
+    var view reshape squeeze unsqueeze argmax argmin eq ne gt lt ge le softmax log_softmax sigmoid
+    tanh relu mul add sub div matmul masked_fill contiguous flatten any all prod cumsum gather
+    expand permute transpose t square neg sign clamp""".split()
+)
+TENSOR_ATTRIBUTES = frozenset({"loss", "logits", "grad", "data", "last_hidden_state", "hidden_states"})
+NOT_TENSOR_QUALIFIERS = ("torch.cuda.", "torch.optim.", "torch.utils.", "torch.distributed.", "torch.backends.")
+
+
+@dataclass
+class AnalysisSettings:
+    """Project-specific names the analysis should know (from `[tool.trainlint]`)."""
+
+    step_functions: frozenset[str] = frozenset()
+    gate_names: frozenset[str] = frozenset()
+
+
+@dataclass(eq=False)
+class TrainingModel:
+    """Facts of one module and the per-step analysis over them."""
+
+    module: cst.Module
+    imports: ImportMap
+    functions: list[Function]
+    loops: list[Loop]
+    calls: list[Call]
+    assigns: list[Assign]
+    conditions: list[Condition]
+    formatted: list[FormattedValue]
+    settings: AnalysisSettings = field(default_factory=AnalysisSettings)
+
+    @classmethod
+    def build(cls, module: cst.Module, settings: AnalysisSettings | None = None) -> "TrainingModel":
+        settings = settings or AnalysisSettings()
+        imports = ImportMap()
+        extractor = Extractor(imports, settings.gate_names)
+        module.visit(extractor)
+        model = cls(
+            module=module,
+            imports=imports,
+            functions=extractor.functions,
+            loops=extractor.loops,
+            calls=extractor.calls,
+            assigns=extractor.assigns,
+            conditions=extractor.conditions,
+            formatted=extractor.formatted,
+            settings=settings,
+        )
+        model._analyse()
+        return model
+
+    # -- step events ---------------------------------------------------------------------------
+    def is_optimizer_like(self, text: str | None) -> bool:
+        if not text:
+            return False
+        words = set(tokens(text.split(".")[-1]))
+        if words & NOT_OPTIMIZER_WORDS:
+            return False
+        return bool(words & OPTIMIZER_WORDS) or text in self.optimizer_names
+
+    @cached_property
+    def optimizer_names(self) -> frozenset[str]:
+        """Names bound to optimizers built in this module (`opt = torch.optim.AdamW(...)`)."""
+        names = set()
+        for a in self.assigns:
+            if isinstance(a.value, cst.Call):
+                qual = self.imports.resolve(a.value.func) or ""
+                if qual.startswith("torch.optim.") or (dotted(a.value.func) or "").endswith("Optimizer"):
+                    names.update(a.targets)
+        return frozenset(names)
+
+    def is_backward(self, call: Call) -> bool:
+        return call.method in ("backward", "manual_backward") or call.qualname == "torch.autograd.backward"
+
+    def is_optimizer_step(self, call: Call) -> bool:
+        return call.method == "step" and self.is_optimizer_like(call.receiver_text)
+
+    def is_step_event(self, call: Call) -> bool:
+        return self.is_backward(call) or self.is_optimizer_step(call)
+
+    # -- call graph ----------------------------------------------------------------------------
+    @cached_property
+    def _by_name(self) -> dict[str, list[Function]]:
+        table: dict[str, list[Function]] = {}
+        for fn in self.functions:
+            table.setdefault(fn.name, []).append(fn)
+        return table
+
+    def callee(self, call: Call) -> Function | None:
+        """The function of this module a call invokes: `f(...)`, `self.f(...)` or `cls.f(...)`."""
+        if call.name is not None and call.qualname is None:
+            for fn in self._by_name.get(call.name, ()):
+                if fn.class_name is None:
+                    return fn
+            return None
+        if call.method is not None and call.receiver_text in ("self", "cls"):
+            caller = call.site.function
+            candidates = self._by_name.get(call.method, ())
+            for fn in candidates:
+                if caller is not None and fn.class_name == caller.class_name:
+                    return fn
+            return candidates[0] if len(candidates) == 1 else None
+        return None
+
+    def _is_hook(self, fn: Function) -> bool:
+        if fn.name in self.settings.step_functions:
+            return True
+        if fn.class_name is None:
+            return False
+        if fn.name in STEP_HOOKS:
+            return True
+        return fn.name in TRAINER_STEP_HOOKS and any("Trainer" in b for b in fn.class_bases)
+
+    def _analyse(self) -> None:
+        # functions that perform a step outside any loop of their own, to a fixpoint over calls
+        stepping: set[Function] = set()
+        changed = True
+        while changed:
+            changed = False
+            for fn in self.functions:
+                if fn in stepping:
+                    continue
+                for call in fn.calls:
+                    if call.site.function is not fn or call.site.loops:
+                        continue
+                    if self.is_step_event(call) or self.callee(call) in stepping:
+                        stepping.add(fn)
+                        changed = True
+                        break
+        for loop in self.loops:
+            loop.is_step = any(
+                self.is_step_event(c) or self.callee(c) in stepping for c in loop.direct_calls
+            )
+        # per-step functions: hooks, stepping functions, and callees of ungated per-step code
+        per_step = {fn for fn in self.functions if self._is_hook(fn)} | stepping
+        changed = True
+        while changed:
+            changed = False
+            for call in self.calls:
+                fn = self.callee(call)
+                if fn is None or fn in per_step:
+                    continue
+                if self._in_step(call.site, per_step) and not self._gated(call.site, per_step):
+                    per_step.add(fn)
+                    changed = True
+        self.step_functions: frozenset[Function] = frozenset(per_step)
+
+    # -- per-step queries ----------------------------------------------------------------------
+    @staticmethod
+    def _outermost_step_loop(site: Site) -> int | None:
+        for i, loop in enumerate(site.loops):
+            if loop.is_step:
+                return i
+        return None
+
+    def _in_step(self, site: Site, step_functions: set[Function] | frozenset[Function]) -> bool:
+        if site.function is not None and site.function in step_functions:
+            return True
+        return self._outermost_step_loop(site) is not None
+
+    def _gated(self, site: Site, step_functions: set[Function] | frozenset[Function]) -> bool:
+        if site.in_except:
+            return True
+        if site.function is not None and site.function in step_functions:
+            base = 0
+        else:
+            index = self._outermost_step_loop(site)
+            if index is None:
+                return False
+            base = index + 1
+        return any(depth >= base for depth in site.gate_depths)
+
+    def in_step(self, site: Site) -> bool:
+        """Whether code at this site runs inside a training step (gated or not)."""
+        return self._in_step(site, self.step_functions)
+
+    def every_step(self, site: Site) -> bool:
+        """Whether code at this site runs on every training step: per step and not gated."""
+        return self._in_step(site, self.step_functions) and not self._gated(site, self.step_functions)
+
+    @cached_property
+    def has_training_step(self) -> bool:
+        """Whether this module backpropagates or steps an optimizer anywhere."""
+        return any(self.is_step_event(c) for c in self.calls)
+
+    # -- values --------------------------------------------------------------------------------
+    @cached_property
+    def _bindings(self) -> dict[tuple[Function | None, str], list[cst.BaseExpression]]:
+        table: dict[tuple[Function | None, str], list[cst.BaseExpression]] = {}
+        for a in self.assigns:
+            for target in a.targets:
+                table.setdefault((a.site.function, target), []).append(a.value)
+        return table
+
+    def bindings(self, function: Function | None, name: str) -> list[cst.BaseExpression]:
+        """Values assigned to `name` in this function (or at module level for None)."""
+        return self._bindings.get((function, name), [])
+
+    def is_tensor(self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0) -> bool:
+        """Whether an expression is (likely) a tensor: a model/loss output, a torch op, arithmetic on one."""
+        if _depth > 6:
+            return False
+        recurse = lambda e: self.is_tensor(e, function, _depth + 1)  # noqa: E731
+        if isinstance(expr, cst.Name):
+            values = self.bindings(function, expr.value)
+            if values:
+                return any(recurse(v) for v in values)
+            return "loss" in tokens(expr.value) or expr.value in ("logits",)
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in TENSOR_ATTRIBUTES:
+                return True
+            text = dotted(expr)
+            if text and text.startswith("self."):
+                values = [v for (fn, name), vs in self._bindings.items() if name == text for v in vs]
+                return any(recurse(v) for v in values)
+            return False
+        if isinstance(expr, cst.Call):
+            return self._call_returns_tensor(expr, function, _depth)
+        if isinstance(expr, cst.Subscript):
+            return recurse(expr.value)
+        if isinstance(expr, cst.BinaryOperation):
+            return recurse(expr.left) or recurse(expr.right)
+        if isinstance(expr, cst.UnaryOperation):
+            return recurse(expr.expression)
+        return False
+
+    def _call_returns_tensor(self, call: cst.Call, function: Function | None, depth: int) -> bool:
+        func = call.func
+        qual = self.imports.resolve(func)
+        if qual is not None:
+            if not qual.startswith("torch.") or qual.startswith(NOT_TENSOR_QUALIFIERS):
+                return False
+            last = qual.rsplit(".", 1)[-1]
+            return last[:1].islower() and last not in ("no_grad", "device", "dtype", "is_tensor", "manual_seed")
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in TENSOR_METHODS:
+                return self.is_tensor(func.value, function, depth + 1)
+            if method in ("item", "tolist", "numpy", "cpu"):
+                return False
+        name = dotted(func)
+        if name is None:
+            return False
+        last = name.rsplit(".", 1)[-1]
+        if last in self._by_name:
+            fn = self._by_name[last][0]
+            return any(self.is_tensor(r, fn, depth + 1) for r in fn.returns)
+        return bool(MODULE_WORDS & set(tokens(last)))
+
+    def roots_of(self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0) -> set[str]:
+        """Names an expression draws on, through local assignments: `[p for p in model.parameters()]` -> {model}."""
+        out: set[str] = set()
+        stack: list[cst.CSTNode] = [expr]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (cst.Attribute, cst.Name, cst.Call, cst.Subscript)):
+                text = dotted(node) if isinstance(node, (cst.Attribute, cst.Name)) else None
+                root = root_name(node) if not isinstance(node, cst.Call) else None
+                if text:
+                    out.add(text)
+                    parts = text.split(".")
+                    for i in range(1, len(parts)):
+                        out.add(".".join(parts[:i]))
+                if root:
+                    out.add(root)
+                    if _depth < 3:
+                        for value in self.bindings(function, root):
+                            out |= self.roots_of(value, function, _depth + 1)
+            stack.extend(node.children)
+        return out

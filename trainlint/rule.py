@@ -1,0 +1,64 @@
+"""The rule interface: a rule is a predicate over the training-code model plus its documentation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Iterator, Literal
+
+import libcst as cst
+
+from trainlint.diagnostics import Applicability, Severity
+from trainlint.model import TrainingModel
+
+
+@dataclass(frozen=True)
+class NodeEdit:
+    """An edit anchored on a node: replace it, or insert a line before its statement."""
+
+    node: cst.CSTNode
+    content: str
+    where: Literal["replace", "line_before", "after"] = "replace"
+
+
+@dataclass(frozen=True)
+class NodeFix:
+    description: str
+    edits: tuple[NodeEdit, ...]
+    applicability: Applicability = Applicability.SAFE
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a rule reports: the node to underline, the message, an optional fix and facts."""
+
+    node: cst.CSTNode
+    message: str
+    fix: NodeFix | None = None
+    facts: dict[str, object] = field(default_factory=dict)
+
+
+class Rule:
+    """Base class of all rules. Subclasses set the class attributes and implement `check`.
+
+    `valid` and `invalid` are code examples: each invalid example must produce at least one
+    finding of this rule and each valid one none; the test suite runs them all.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[Severity]
+    default_enabled: ClassVar[bool] = True
+    summary: ClassVar[str]  # one line: what it flags
+    hint: ClassVar[str]  # one line: the fix
+    requires: ClassVar[tuple[str, ...]] = ()  # prefilter: the source must contain one of these
+    why: ClassVar[str] = ""
+    story: ClassVar[str] = ""
+    example: ClassVar[str] = ""
+    fixed_example: ClassVar[str] = ""
+    not_flagged: ClassVar[str] = ""
+    verification: ClassVar[str] = ""
+    valid: ClassVar[tuple[str, ...]] = ()
+    invalid: ClassVar[tuple[str, ...]] = ()
+
+    def check(self, model: TrainingModel) -> Iterator[Finding]:
+        raise NotImplementedError

@@ -1,0 +1,297 @@
+"""TL101 low-precision-params-trained."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import libcst as cst
+
+from trainlint.diagnostics import Severity
+from trainlint.model import Call, Function, TrainingModel
+from trainlint.model.names import dotted
+from trainlint.model.torchnames import dtype_name, is_false
+from trainlint.rule import Finding, Rule
+
+# Optimizers that keep no fp32 master copy of the parameters they update.
+PLAIN_OPTIMIZER_PREFIX = "torch.optim."
+HALF_SPACING = {"bfloat16": "2^-8 = 0.0039", "float16": "2^-11 = 0.00049"}
+HF_TRAINERS = frozenset({"transformers.Trainer", "transformers.Seq2SeqTrainer", "trl.SFTTrainer", "trl.Trainer"})
+
+
+@dataclass(frozen=True)
+class Cast:
+    """A cast of a model's parameters to a low-precision dtype."""
+
+    call: Call
+    dtype: str
+    targets: frozenset[str]  # names holding the cast model in `function`
+    function: Function | None
+
+
+def _cast_dtype(model: TrainingModel, call: Call) -> str | None:
+    """The low-precision dtype a call casts its receiver (or result) to, if any."""
+    if call.method in ("half", "bfloat16") and not call.node.args and call.receiver is not None:
+        return "float16" if call.method == "half" else "bfloat16"
+    if call.method == "to" and call.receiver is not None:
+        for arg in call.node.args:
+            if arg.keyword is None or arg.keyword.value == "dtype":
+                name = dtype_name(arg.value, model.imports)
+                if name in ("float16", "bfloat16") and not isinstance(arg.value, cst.SimpleString):
+                    return name
+        return None
+    if call.method == "from_pretrained" or (call.qualname or "").endswith(".from_pretrained"):
+        for key in ("torch_dtype", "dtype"):
+            name = dtype_name(call.kwarg(key), model.imports)
+            if name in ("float16", "bfloat16"):
+                return name
+    return None
+
+
+def _assigned_targets(model: TrainingModel, call: Call) -> set[str]:
+    """Names that receive the value of the statement containing `call` (`model = Net().to(...)`)."""
+    stmt = call.site.statement
+    out: set[str] = set()
+    if stmt is None:
+        return out
+    for a in model.assigns:
+        if a.site.statement is stmt and a.site.function is call.site.function and _contains(a.value, call.node):
+            out.update(a.targets)
+    return out
+
+
+def _contains(expr: cst.CSTNode, target: cst.CSTNode) -> bool:
+    if expr is target:
+        return True
+    if isinstance(expr, cst.Call):
+        return _contains(expr.func, target)
+    if isinstance(expr, cst.Attribute):
+        return _contains(expr.value, target)
+    return False
+
+
+def _frozen(model: TrainingModel, targets: frozenset[str]) -> bool:
+    """`base.requires_grad_(False)` or `for p in base.parameters(): p.requires_grad = False`."""
+    for call in model.calls:
+        if call.method == "requires_grad_" and is_false(call.arg(0, "requires_grad")):
+            if call.receiver is not None and (_root(call.receiver) in targets or dotted(call.receiver) in targets):
+                return True
+    for a in model.assigns:
+        if any(t.endswith(".requires_grad") for t in a.targets) and is_false(a.value):
+            for loop in a.site.loops:
+                if isinstance(loop.node, cst.For) and model.roots_of(loop.node.iter, a.site.function) & targets:
+                    return True
+    return False
+
+
+def _root(expr: cst.BaseExpression) -> str | None:
+    text = dotted(expr)
+    return text.split(".")[0] if text else None
+
+
+class LowPrecisionParamsTrained(Rule):
+    code = "TL101"
+    name = "low-precision-params-trained"
+    severity = Severity.ERROR
+    summary = "A model cast to bf16/fp16 is trained by an optimizer that keeps no fp32 master copy."
+    hint = "Keep the parameters in fp32 and run the forward pass under `torch.autocast(device_type, dtype=torch.bfloat16)`."
+    requires = ("bfloat16", "float16", "half", "torch_dtype")
+    why = (
+        "bf16 keeps 8 bits of mantissa: the spacing between representable numbers at 1.0 is 2^-7 = 0.0078 "
+        "(2^-8 just below 1.0). An optimizer that updates bf16 parameters in place rounds each new value "
+        "to the nearest bf16, so any update smaller than about 0.002-0.004 at 1.0 is lost. AdamW's updates "
+        "are about the learning rate (1e-5 to 1e-3): norm weights initialised at 1.0 never move, and weight "
+        "decay (lr x wd ~ 1e-5) is lost everywhere. fp16 has 2^-10 spacing at 1.0, and its gradients and "
+        "Adam states also underflow. `torch.autocast` computes in bf16 while the parameters and the "
+        "optimizer state stay fp32 - that is the mixed-precision recipe the PyTorch docs give: \"You should "
+        "not call half() or bfloat16() on your model(s) or inputs when using autocasting.\""
+    )
+    story = (
+        "Field report 002: `model = model.to(dtype=torch.bfloat16)` in train.py, then AdamW at lr 3e-4. "
+        "After 754 steps the loss had not decreased; all 49 RMSNorm weights were still exactly 1.0 while "
+        "94% of the other parameters had moved. The fix removed the cast and kept bf16 in autocast."
+    )
+    example = """\
+import torch
+
+model = GPT(config).to(device)
+model = model.to(dtype=torch.bfloat16)        # parameters now bf16
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+"""
+    fixed_example = """\
+import torch
+
+model = GPT(config).to(device)                 # parameters stay fp32
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+for x, y in loader:
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(x, y)
+    loss.backward()
+    optimizer.step()
+"""
+    not_flagged = (
+        "Inference-only code (no optimizer over the cast model); a frozen low-precision base "
+        "(`requires_grad_(False)`, PEFT/LoRA adapters) whose trainable adapters are fp32; optimizers that "
+        "handle low-precision weights (anything outside `torch.optim`: optimi, torchao's bf16 stochastic "
+        "rounding AdamW, DeepSpeed engines with fp32 master weights); a cast of a different module than the "
+        "one optimized (a bf16 teacher with an fp32 student)."
+    )
+    verification = (
+        "`trainlint verify` predicts from the dtype's spacing (`torch.nextafter`) which fraction of parameter "
+        "elements can never move under this optimizer and learning rate, then measures it with a short run, "
+        "against fp32 master weights for contrast (AdamW lr=3e-4 on bf16 ones: 100% frozen; fp32: 0%)."
+    )
+    valid = (
+        """
+import torch
+model = GPT(config).to(torch.bfloat16)
+model.eval()
+with torch.no_grad():
+    out = model(x)
+""",
+        """
+import torch
+from transformers import AutoModelForCausalLM
+base = AutoModelForCausalLM.from_pretrained("gpt2", torch_dtype=torch.bfloat16)
+base.requires_grad_(False)
+adapters = torch.nn.ModuleList([LoRA(768) for _ in range(12)])
+optimizer = torch.optim.AdamW(adapters.parameters(), lr=1e-4)
+""",
+        """
+import torch
+model = GPT(config)
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    loss = model(x)
+""",
+    )
+    invalid = (
+        """
+import torch
+model = GPT(config)
+model = model.to(dtype=torch.bfloat16)
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+""",
+        """
+import torch as T
+def build(cfg):
+    net = Net(cfg)
+    net.half()
+    return net
+
+net = build(cfg)
+opt = T.optim.Adam([{"params": net.parameters(), "lr": 1e-3}])
+""",
+        """
+import torch
+from torch import bfloat16
+torch.set_default_dtype(bfloat16)
+model = Net()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+""",
+    )
+
+    def check(self, model: TrainingModel) -> Iterator[Finding]:
+        if model.imports.imports_module("peft"):
+            return
+        casts = self._casts(model)
+        optimizers = [c for c in model.calls if self._is_plain_optimizer(c)]
+        if not casts or not optimizers:
+            return
+        default_cast = next((c for c in casts if not c.targets and c.function is None), None)
+        for cast in casts:
+            if cast is default_cast or not cast.targets or _frozen(model, cast.targets):
+                continue
+            for opt in optimizers:
+                params = self._params(opt)
+                if params is None:
+                    continue
+                roots = model.roots_of(params, opt.site.function)
+                if self._reaches(cast, opt, roots):
+                    yield self._finding(model, cast, opt)
+                    break
+        if default_cast is not None:
+            later = [o for o in optimizers if o.site.order > default_cast.call.site.order]
+            if later:
+                yield self._finding(model, default_cast, later[0])
+
+    def _finding(self, model: TrainingModel, cast: Cast, opt: Call) -> Finding:
+        optimizer = (opt.qualname or opt.name or "optimizer").rsplit(".", 1)[-1]
+        line = model.module.code_for_node(opt.node).split("(")[0]
+        lr = opt.kwarg("lr")
+        facts: dict[str, object] = {"dtype": cast.dtype, "optimizer": optimizer}
+        if isinstance(lr, (cst.Float, cst.Integer)):
+            facts["lr"] = float(lr.value)
+        for key in ("weight_decay", "eps"):
+            value = opt.kwarg(key)
+            if isinstance(value, (cst.Float, cst.Integer)):
+                facts[key] = float(value.value)
+        what = "the default dtype is set to" if not cast.targets else f"`{sorted(cast.targets)[0]}` is cast to"
+        return Finding(
+            cast.call.node,
+            f"{what} {cast.dtype} and trained by `{line}`, which keeps no fp32 master copy: "
+            f"updates smaller than half the {cast.dtype} spacing at 1.0 ({HALF_SPACING[cast.dtype]}) round away, "
+            "so weights near 1.0 (norm gains) never move",
+            facts=facts,
+        )
+
+    @staticmethod
+    def _is_plain_optimizer(call: Call) -> bool:
+        qual = call.qualname or ""
+        if qual in HF_TRAINERS:
+            return call.kwarg("peft_config") is None
+        if not qual.startswith(PLAIN_OPTIMIZER_PREFIX) or qual.startswith("torch.optim.lr_scheduler"):
+            return False
+        return qual.rsplit(".", 1)[-1][:1].isupper()
+
+    @staticmethod
+    def _params(opt: Call) -> cst.BaseExpression | None:
+        if (opt.qualname or "") in HF_TRAINERS:
+            return opt.arg(0, "model")
+        return opt.arg(0, "params")
+
+    @staticmethod
+    def _reaches(cast: Cast, opt: Call, roots: set[str]) -> bool:
+        if not roots & cast.targets:
+            return False
+        if opt.site.function is cast.function:
+            return True
+        # `self.model` across methods, or a module-level model used inside a function
+        if cast.function is None:
+            return True
+        return any(t.startswith("self.") for t in roots & cast.targets) and (
+            opt.site.function is not None and opt.site.function.class_name == cast.function.class_name
+        )
+
+    def _casts(self, model: TrainingModel) -> list[Cast]:
+        casts: list[Cast] = []
+        returning: dict[str, str] = {}  # function name -> dtype of the cast model it returns
+        for call in model.calls:
+            fn = call.site.function
+            if call.qualname == "torch.set_default_dtype":
+                dtype = dtype_name(call.arg(0, "d"), model.imports)
+                if dtype in ("float16", "bfloat16"):
+                    casts.append(Cast(call, dtype, frozenset(), None))
+                continue
+            dtype = _cast_dtype(model, call)
+            if dtype is None:
+                continue
+            targets = _assigned_targets(model, call)
+            if call.method != "from_pretrained" and call.receiver is not None and call.site.statement is not None:
+                receiver = dotted(call.receiver)
+                if receiver and not targets:
+                    targets.add(receiver)  # in-place module cast: `model.bfloat16()`
+            if not targets:
+                continue
+            casts.append(Cast(call, dtype, frozenset(targets), fn))
+            if fn is not None and any(model.roots_of(r, fn) & targets for r in fn.returns):
+                returning[fn.name] = dtype
+        # `model = build(cfg)` where build returns a cast model
+        by_returning = {c.function.name: c for c in casts if c.function is not None and c.function.name in returning}
+        for call in model.calls:
+            if call.name in by_returning and model.callee(call) is not None:
+                targets = _assigned_targets(model, call)
+                if targets:
+                    origin = by_returning[call.name]
+                    casts.append(Cast(origin.call, origin.dtype, frozenset(targets), call.site.function))
+        return casts

@@ -1,0 +1,111 @@
+"""TL301 retain-graph-in-loop."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from trainlint.diagnostics import Severity
+from trainlint.model import Call, TrainingModel
+from trainlint.model.torchnames import is_true
+from trainlint.rule import Finding, Rule
+
+GRAD_FUNCTIONS = frozenset({"torch.autograd.grad", "torch.autograd.backward"})
+
+
+class RetainGraphInLoop(Rule):
+    code = "TL301"
+    name = "retain-graph-in-loop"
+    severity = Severity.WARNING
+    summary = "`backward(retain_graph=True)` or `autograd.grad(..., retain_graph=True)` on every training step."
+    hint = "Drop `retain_graph=True`: sum the losses and call backward once, and `.detach()` state carried to the next step."
+    requires = ("retain_graph",)
+    why = (
+        "`retain_graph=True` keeps every tensor the graph saved for backward alive after the backward pass. "
+        "Inside a training loop this is almost always a workaround for \"Trying to backward through the "
+        "graph a second time\", whose real cause is state (an RNN hidden state, a memory, a running "
+        "statistic) that links this step's graph to the previous one. Each step then holds on to the last "
+        "step's graph, and memory grows until CUDA runs out. The PyTorch docs: \"in nearly all cases setting "
+        "this option to True is not needed and often can be worked around in a much more efficient way.\""
+    )
+    story = (
+        "Field report 004: gradient accumulation with `retain_graph=True` and CUDA tensors stored on `self` "
+        "kept graphs alive across batches; training died with a CUDA OOM (28+ GB) on batch 2."
+    )
+    example = """\
+import torch
+
+for x, y in loader:
+    out, hidden = rnn(x, hidden)
+    loss = criterion(out, y)
+    loss.backward(retain_graph=True)   # hidden links every step's graph
+    optimizer.step()
+"""
+    fixed_example = """\
+import torch
+
+for x, y in loader:
+    hidden = hidden.detach()           # truncate backprop at the step boundary
+    out, hidden = rnn(x, hidden)
+    loss = criterion(out, y)
+    loss.backward()
+    optimizer.step()
+"""
+    not_flagged = (
+        "A `retain_graph=True` backward followed by another backward in the same step (two losses over one "
+        "graph, the GAN pattern), `retain_graph` given a non-literal value (`retain_graph=i < n - 1`), "
+        "`create_graph=True` alone, and calls outside training steps."
+    )
+    verification = "`trainlint verify` measures the autograd graph's node count and saved-tensor bytes per step."
+    valid = (
+        """
+for x in loader:
+    loss_a, loss_b = model(x)
+    loss_a.backward(retain_graph=True)
+    loss_b.backward()
+    optimizer.step()
+""",
+        """
+for x in loader:
+    loss = model(x)
+    loss.backward()
+    optimizer.step()
+""",
+    )
+    invalid = (
+        """
+for x in loader:
+    loss = model(x)
+    loss.backward(retain_graph=True)
+    optimizer.step()
+""",
+        """
+import torch as T
+def train_step(batch):
+    loss = model(batch)
+    grads = T.autograd.grad(loss, model.parameters(), retain_graph=True)
+    optimizer.step()
+""",
+    )
+
+    def check(self, model: TrainingModel) -> Iterator[Finding]:
+        grads = [c for c in model.calls if model.is_backward(c) or c.qualname in GRAD_FUNCTIONS]
+        for call in grads:
+            if not is_true(call.kwarg("retain_graph")) or not model.in_step(call.site) or call.site.in_except:
+                continue
+            if any(_same_step_later(call, other) for other in grads):
+                continue
+            yield Finding(
+                call.kwarg_node("retain_graph") or call.node,
+                "`retain_graph=True` on every training step keeps the graph's saved tensors alive; "
+                "state linking steps grows memory until OOM",
+            )
+
+
+def _same_step_later(call: Call, other: Call) -> bool:
+    """Another backward later in the same function and step loop consumes the retained graph."""
+    if other is call or other.site.function is not call.site.function:
+        return False
+    if other.site.order <= call.site.order:
+        return False
+    shared = [loop for loop in call.site.loops if loop in other.site.loops]
+    return bool(shared) or not call.site.loops
