@@ -58,6 +58,27 @@ def render_page(rule: type[Rule]) -> str:
     return "\n".join(parts)
 
 
+PARSE_ERROR_PAGE = """\
+# TL000 parse-error
+
+Severity: **error** · Default: **always on**
+
+## What it does
+
+Reports a file trainlint could not analyse: a syntax error (with the parser's message and
+position), a file that is not valid UTF-8 (or its declared encoding), a file larger than
+`max-file-size` (5 MB by default), or a path that cannot be read. The run goes on with the other
+files, and the exit code is 1.
+
+Files that cannot contain a finding (no training-step token such as `backward`, `.step(`,
+`training_step`, nor any token a selected rule needs) are skipped without being parsed, so a
+syntax error in such a file is left to your Python linter.
+
+An internal error of trainlint on a file is reported under this code too; the exit code is then 2.
+Please report it with the file.
+"""
+
+
 def render_index() -> str:
     lines = [
         "# trainlint rules",
@@ -66,6 +87,7 @@ def render_index() -> str:
         "",
         "| Code | Name | Severity | Default | What it flags |",
         "|---|---|---|---|---|",
+        "| [TL000](TL000-parse-error.md) | parse-error | error | always | A file that could not be analysed. |",
     ]
     for rule in ALL_RULES:
         on = "on" if rule.default_enabled else "off"
@@ -76,6 +98,7 @@ def render_index() -> str:
 
 def expected_files() -> dict[str, str]:
     files = {page_name(r): render_page(r) for r in ALL_RULES}
+    files["TL000-parse-error.md"] = PARSE_ERROR_PAGE
     files["README.md"] = render_index()
     return files
 

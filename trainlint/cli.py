@@ -110,8 +110,6 @@ def check(
         from trainlint.engine import lint_paths
 
         missing = [p for p in disk_paths if not p.exists()]
-        for p in missing:
-            click.echo(f"trainlint: error: {p}: no such file or directory", err=True)
         targets = discover([p for p in disk_paths if p.exists()], settings.root, settings.exclude, force_exclude)
         results.extend(lint_paths([(t.path, settings) for t in targets], jobs, keep_source=False))
         if missing:

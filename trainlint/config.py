@@ -80,7 +80,7 @@ def find_config(start: Path) -> Path | None:
             try:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-                continue
+                return candidate  # let load_settings report what is wrong with it
             if "trainlint" in data.get("tool", {}):
                 return candidate
     return None

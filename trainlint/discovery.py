@@ -18,7 +18,7 @@ class Target:
 
 
 def _spec(patterns: list[str]) -> pathspec.PathSpec:
-    return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
 
 
 def _gitignore(directory: Path) -> pathspec.PathSpec | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tokenize
 import io
 import traceback
@@ -22,6 +23,7 @@ from trainlint.rule import Finding, NodeEdit, Rule
 from trainlint.rules import RULES_BY_CODE
 
 PARSE_ERROR = ("TL000", "parse-error")
+_NATIVE_POSITION = re.compile(r"(?:parser error: )?error at (?P<line>\d+):(?P<column>\d+): ")
 
 
 @dataclass
@@ -97,14 +99,22 @@ def lint_source(source: str, name: str, settings: Settings) -> FileResult:
     result = FileResult(name, source=source)
     ignored = settings.ignored_for(Path(name))
     codes = tuple(c for c in _codes(settings) if not any(c.startswith(i) for i in ignored))
-    rules = [r for r in _rules(codes) if not r.requires or any(tok in source for tok in r.requires)]
+    # prefilter: skip parsing when no enabled rule's tokens (or a configured step function) occur
+    configured = any(fn in source for fn in settings.step_functions)
+    rules = [r for r in _rules(codes) if configured or not r.requires or any(tok in source for tok in r.requires)]
     if not rules or not source.strip():
         return result
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
         message = " ".join(exc.message.split())
-        result.diagnostics.append(_error(name, f"syntax error: {message}", exc.raw_line, exc.raw_column + 1))
+        line, column = exc.raw_line, exc.raw_column + 1
+        # the native parser's message carries the exact position: "parser error: error at 3:4: expected ..."
+        where = _NATIVE_POSITION.match(message)
+        if where:
+            line, column = int(where["line"]), int(where["column"]) + 1
+            message = message[where.end():]
+        result.diagnostics.append(_error(name, f"syntax error: {message}", line, column))
         return result
     except (RecursionError, MemoryError) as exc:
         result.diagnostics.append(_error(name, f"cannot parse file: {type(exc).__name__}"))

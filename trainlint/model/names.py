@@ -44,7 +44,7 @@ def module_path(expr: cst.BaseExpression) -> str:
     return text or ""
 
 
-_CAMEL = re.compile(r"[a-z0-9]+|[A-Z][a-z0-9]*")
+_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+")
 
 
 def tokens(identifier: str) -> list[str]:

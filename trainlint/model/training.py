@@ -52,7 +52,11 @@ TENSOR_METHODS = frozenset(
     expand permute transpose t square neg sign clamp""".split()
 )
 TENSOR_ATTRIBUTES = frozenset({"loss", "logits", "grad", "data", "last_hidden_state", "hidden_states"})
-NOT_TENSOR_QUALIFIERS = ("torch.cuda.", "torch.optim.", "torch.utils.", "torch.distributed.", "torch.backends.")
+# torch functions whose results are tensors: `torch.isnan(x)`, `F.cross_entropy(...)`, `torch.linalg.norm(...)`
+TENSOR_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special"})
+NOT_TENSOR_FUNCTIONS = frozenset({"no_grad", "enable_grad", "inference_mode", "device", "dtype", "manual_seed", "seed", "compile", "numel", "typename", "save", "load"})
+# loop-less functions that backpropagate are per step when their name says so (`train_step`, `closure`)
+STEP_NAME_WORDS = frozenset({"step", "train", "training", "update", "batch", "iteration", "iter", "optimize", "closure"})
 
 
 @dataclass
@@ -179,8 +183,9 @@ class TrainingModel:
             loop.is_step = any(
                 self.is_step_event(c) or self.callee(c) in stepping for c in loop.direct_calls
             )
-        # per-step functions: hooks, stepping functions, and callees of ungated per-step code
-        per_step = {fn for fn in self.functions if self._is_hook(fn)} | stepping
+        # per-step functions: hooks, stepping functions named as steps, and callees of ungated per-step code
+        per_step = {fn for fn in self.functions if self._is_hook(fn)}
+        per_step |= {fn for fn in stepping if STEP_NAME_WORDS & set(tokens(fn.name))}
         changed = True
         while changed:
             changed = False
@@ -276,10 +281,10 @@ class TrainingModel:
         func = call.func
         qual = self.imports.resolve(func)
         if qual is not None:
-            if not qual.startswith("torch.") or qual.startswith(NOT_TENSOR_QUALIFIERS):
+            namespace, _, last = qual.rpartition(".")
+            if namespace not in TENSOR_NAMESPACES or not last[:1].islower():
                 return False
-            last = qual.rsplit(".", 1)[-1]
-            return last[:1].islower() and last not in ("no_grad", "device", "dtype", "is_tensor", "manual_seed")
+            return not last.startswith(("is_", "get_", "set_", "_")) and last not in NOT_TENSOR_FUNCTIONS
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             if method in TENSOR_METHODS:

@@ -57,6 +57,6 @@ def select_rules(
             on = 0 if rule.default_enabled else -1
         on = max(on, specificity(extend_select or [], rule.code))
         off = specificity(ignore, rule.code)
-        if on >= 0 and on >= off:
+        if on >= 0 and on > off:  # a selector and an ignore equally specific: the ignore wins
             chosen.append(rule)
     return chosen

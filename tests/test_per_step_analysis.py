@@ -1,0 +1,267 @@
+"""The per-step analysis that every rule relies on, exercised through TL401 (host syncs)."""
+
+from __future__ import annotations
+
+from tests.helpers import lines
+
+
+def test_item_every_step_in_plain_loop():
+    code = """
+    import torch
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+    """
+    assert lines(code, "TL401") == [7]
+
+
+def test_gated_logging_is_not_per_step():
+    code = """
+    import torch
+    for step, (x, y) in enumerate(loader):
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        if step % 100 == 0:
+            print(loss.item())
+        if it % log_interval == 0 and master_process:
+            lossf = loss.item()
+        if step == 0:
+            print(float(loss))
+        if args.log_metrics:
+            wandb.log({"loss": loss.item()})
+    """
+    assert lines(code, "TL401") == []
+
+
+def test_gate_computed_into_a_variable():
+    code = """
+    for step, batch in enumerate(loader):
+        loss = model(batch)
+        loss.backward()
+        optimizer.step()
+        is_report_step = (step + 1) % cfg.n == 0
+        if is_report_step:
+            print(loss.item())
+    """
+    assert lines(code, "TL401") == []
+
+
+def test_item_after_the_loop_and_at_epoch_level_is_not_per_step():
+    code = """
+    for epoch in range(10):
+        for x in loader:
+            loss = model(x)
+            loss.backward()
+            optimizer.step()
+        print(f"epoch {epoch}: {loss.item()}")
+    print(loss.item())
+    """
+    assert lines(code, "TL401") == []
+
+
+def test_function_called_from_the_step_loop_is_per_step():
+    code = """
+    def log_step(loss):
+        print(loss.item())
+
+    def train(loader):
+        for x in loader:
+            loss = model(x)
+            loss.backward()
+            optimizer.step()
+            log_step(loss)
+    """
+    assert lines(code, "TL401") == [3]
+
+
+def test_step_function_called_from_a_loop_and_from_main():
+    code = """
+    def train_one_step(model, batch, optimizer):
+        loss = model(batch)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    def main():
+        for epoch in range(3):
+            for batch in loader:
+                train_one_step(model, batch, optimizer)
+    """
+    assert lines(code, "TL401") == [6]
+
+
+def test_gated_call_does_not_make_callee_per_step():
+    code = """
+    def report(loss):
+        print(loss.item())
+
+    for step, x in enumerate(loader):
+        loss = model(x)
+        loss.backward()
+        optimizer.step()
+        if step % 50 == 0:
+            report(loss)
+    """
+    assert lines(code, "TL401") == []
+
+
+def test_early_return_gate_in_a_helper():
+    code = """
+    def maybe_log(step, loss):
+        if step % 10 != 0:
+            return
+        print(loss.item())
+
+    for step, x in enumerate(loader):
+        loss = model(x)
+        loss.backward()
+        optimizer.step()
+        maybe_log(step, loss)
+    """
+    assert lines(code, "TL401") == []
+
+
+def test_except_handler_is_not_per_step():
+    code = """
+    for x in loader:
+        try:
+            loss = model(x)
+            loss.backward()
+            optimizer.step()
+        except RuntimeError:
+            print(loss.item())
+    """
+    assert lines(code, "TL401") == []
+
+
+def test_evaluation_loop_without_backward_is_not_a_step_loop():
+    code = """
+    import torch
+    def evaluate(model, loader):
+        total = 0.0
+        with torch.no_grad():
+            for x, y in loader:
+                total += criterion(model(x), y).item()
+        return total
+    """
+    assert lines(code, "TL401") == []
+
+
+def test_lightning_training_step_is_a_step_hook():
+    code = """
+    import lightning as L
+    class LitModel(L.LightningModule):
+        def training_step(self, batch, batch_idx):
+            loss = self.model(batch)
+            self.log("loss", loss.item())
+            return loss
+    """
+    assert lines(code, "TL401") == [6]
+
+
+def test_hf_trainer_compute_loss_override_is_a_step_hook():
+    code = """
+    from transformers import Trainer
+    class MyTrainer(Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False):
+            outputs = model(**inputs)
+            loss = outputs.loss
+            print(f"loss {loss:.3f}")
+            return loss
+    """
+    assert lines(code, "TL401") == [7]
+
+
+def test_compute_loss_outside_a_trainer_is_not_a_hook():
+    code = """
+    class Metrics:
+        def compute_loss(self, outputs):
+            return outputs.loss.item()
+    """
+    assert lines(code, "TL401") == []
+
+
+def test_nanogpt_style_while_loop_with_accumulation():
+    code = """
+    import torch
+    while True:
+        if iter_num % eval_interval == 0 and master_process:
+            losses = estimate_loss()
+        for micro_step in range(gradient_accumulation_steps):
+            with ctx:
+                logits, loss = model(X, Y)
+                loss = loss / gradient_accumulation_steps
+            X, Y = get_batch('train')
+            scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        if iter_num % log_interval == 0 and master_process:
+            lossf = loss.item() * gradient_accumulation_steps
+        iter_num += 1
+    """
+    assert lines(code, "TL401") == []
+
+
+def test_sync_chain_is_one_finding_and_float_of_tensor_counts():
+    code = """
+    import torch
+    for x, y in loader:
+        out = model(x)
+        loss = criterion(out, y)
+        loss.backward()
+        optimizer.step()
+        preds = out.argmax(1).cpu().numpy()
+        value = float(loss)
+        n = int(step)
+        if torch.isnan(loss):
+            break
+    """
+    assert lines(code, "TL401") == [8, 9, 11]
+
+
+def test_configured_step_function_and_gate_names():
+    code = """
+    def do_update(batch):
+        loss = model(batch)
+        print(loss.item())
+        if flush_now:
+            print(loss.item())
+    """
+    from tests.helpers import lint
+
+    found = lint(code, "TL401", step_functions=frozenset({"do_update"}), gate_names=frozenset({"flush_now"}))
+    assert [d.line for d in found] == [4]
+
+
+def test_library_function_that_backpropagates_once_is_not_per_step():
+    code = """
+    import torch
+    from torch.overrides import has_torch_function_unary
+    def check_gradients(model, x):
+        loss = model(x).sum()
+        loss.backward()
+        if has_torch_function_unary(x):
+            return None
+        if not torch.allclose(x.grad, ref):
+            print(loss.item())
+    """
+    assert lines(code, "TL401") == []
+
+
+def test_predicates_of_torch_are_not_tensors():
+    code = """
+    import torch
+    def train_step(batch):
+        loss = model(batch)
+        loss.backward()
+        optimizer.step()
+        if torch.is_grad_enabled() and torch.cuda.is_available():
+            pass
+        if not torch.isfinite(loss).all():
+            pass
+    """
+    assert lines(code, "TL401") == [9]
