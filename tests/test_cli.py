@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BAD = """\
 import torch
 for x, y in loader:
+    optimizer.zero_grad()
     loss = criterion(model(x), y)
     loss.backward()
     optimizer.step()
@@ -27,6 +28,7 @@ for x, y in loader:
 CLEAN = """\
 import torch
 for step, (x, y) in enumerate(loader):
+    optimizer.zero_grad()
     loss = criterion(model(x), y)
     loss.backward()
     optimizer.step()
@@ -65,6 +67,7 @@ def test_examples_exact_findings():
         ("examples/cifar_fp16.py", 21, "TL202"),
         ("examples/energy_trainer.py", 22, "TL403"),
         ("examples/energy_trainer.py", 26, "TL301"),
+        ("examples/energy_trainer.py", 27, "TL302"),
         ("examples/energy_trainer.py", 31, "TL401"),
     ]
     assert code == 1
@@ -83,7 +86,7 @@ def test_json_shape_is_stable(tmp_path):
     first = found[0]
     assert set(first) == {"code", "name", "message", "severity", "path", "line", "column", "end_line",
                           "end_column", "hint", "fix", "url"}
-    assert (first["code"], first["line"], first["column"], first["end_line"], first["end_column"]) == ("TL403", 6, 5, 6, 41)
+    assert (first["code"], first["line"], first["column"], first["end_line"], first["end_column"]) == ("TL403", 7, 5, 7, 41)
     assert first["severity"] == "info" and first["fix"] is None
     assert first["url"].endswith("rules/TL403-memory-stats-in-step.md")
 
@@ -92,7 +95,7 @@ def test_text_output_has_location_source_hint_link_and_summary(tmp_path):
     path = write(tmp_path, "t.py", BAD)
     code, out = run(str(path))
     assert code == 1
-    assert f"{path}:7:14: TL401 [host-sync-in-step]" in out
+    assert f"{path}:8:14: TL401 [host-sync-in-step]" in out
     assert "    total += loss.item()" in out and "^^^^^^^^^^^" in out
     assert "= fix:" in out and "= docs: https://" in out
     assert "Found 2 problems (1 warning, 1 info) in 1 file" in out
@@ -101,7 +104,7 @@ def test_text_output_has_location_source_hint_link_and_summary(tmp_path):
 def test_concise_and_statistics(tmp_path):
     path = write(tmp_path, "t.py", BAD)
     code, out = run(str(path), "--format", "concise", "--statistics")
-    assert f"{path}:6:5: TL403 " in out
+    assert f"{path}:7:5: TL403 " in out
     assert "1  TL401  host-sync-in-step" in " ".join(out.split("\n")) or "TL401" in out
 
 

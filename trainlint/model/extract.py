@@ -18,7 +18,7 @@ from trainlint.model.facts import (
 )
 from trainlint.model.gates import has_modulo, is_gate_test
 from trainlint.model.names import ImportMap, dotted
-from trainlint.model.torchnames import AUTOCAST, NO_GRAD, autocast_dtype
+from trainlint.model.torchnames import AUTOCAST, NO_GRAD, autocast_dtype, is_false
 
 
 def _target_texts(target: cst.BaseExpression) -> list[str]:
@@ -215,7 +215,10 @@ class Extractor(cst.CSTVisitor):
         qual = self.imports.resolve(expr.func)
         method = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else None
         if qual in AUTOCAST or (qual is None and method == "autocast"):
-            return WithItem("autocast", expr, autocast_dtype(expr, qual, self.imports))
+            disabled = any(
+                a.keyword is not None and a.keyword.value == "enabled" and is_false(a.value) for a in expr.args
+            )
+            return WithItem("autocast", expr, autocast_dtype(expr, qual, self.imports), disabled)
         if qual in NO_GRAD:
             return WithItem("no_grad", expr)
         if qual == "torch.set_grad_enabled":

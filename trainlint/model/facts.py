@@ -43,6 +43,7 @@ class WithItem:
     kind: str  # "autocast", "no_grad", "enable_grad", "anomaly", "other"
     call: cst.Call | None
     dtype: str | None = None  # for autocast: "float16", "bfloat16" or None when unknown
+    disabled: bool = False  # `autocast(..., enabled=False)`
 
 
 @dataclass(frozen=True, eq=False)

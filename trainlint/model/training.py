@@ -321,3 +321,61 @@ class TrainingModel:
                             out |= self.roots_of(value, function, _depth + 1)
             stack.extend(node.children)
         return out
+
+    # -- helpers shared by ordering and lifetime rules -----------------------------------------
+    @cached_property
+    def step_containing_loops(self) -> frozenset[Loop]:
+        """Loops that contain a step loop, or call a function that does (epoch loops and step loops)."""
+        stepping_fns = {fn for fn in self.functions if any(l.is_step and l.function is fn for l in self.loops)}
+        out: set[Loop] = set()
+        for loop in self.loops:
+            if loop.is_step or any(self.callee(c) in stepping_fns or self.callee(c) in self.step_functions for c in loop.direct_calls):
+                node: Loop | None = loop
+                while node is not None:
+                    out.add(node)
+                    node = node.parent
+        return frozenset(out)
+
+    def called_from(self, loops: frozenset[Loop]) -> frozenset[Function]:
+        """Functions of this module called (transitively) from inside any of these loops."""
+        found: set[Function] = set()
+        frontier = [self.callee(c) for c in self.calls if any(l in loops for l in c.site.loops)]
+        while frontier:
+            fn = frontier.pop()
+            if fn is None or fn in found:
+                continue
+            found.add(fn)
+            frontier.extend(self.callee(c) for c in fn.calls)
+        return frozenset(found)
+
+    def carries_graph(self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0) -> bool:
+        """Whether a value is a tensor that (likely) carries autograd history: not detached, not a number."""
+        if _depth > 6:
+            return False
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("detach", "item", "tolist", "numpy", "detach_"):
+                return False
+            if isinstance(func, cst.Name) and func.value in ("float", "int", "bool", "len", "sum"):
+                return False
+            if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_METHODS:
+                return self.carries_graph(func.value, function, _depth + 1)
+        if isinstance(expr, cst.Name):
+            values = self.bindings(function, expr.value)
+            if values:
+                return any(self.carries_graph(v, function, _depth + 1) for v in values)
+        if isinstance(expr, cst.BinaryOperation):
+            return self.carries_graph(expr.left, function, _depth + 1) or self.carries_graph(expr.right, function, _depth + 1)
+        if isinstance(expr, cst.Subscript):
+            return self.carries_graph(expr.value, function, _depth + 1)
+        return self.is_tensor(expr, function)
+
+    def under(self, site: Site, kind: str) -> bool:
+        return any(w.kind == kind for w in site.withs)
+
+    def under_no_grad_everywhere(self, fn: Function) -> bool:
+        """Whether a function runs without grad: decorated, or every call site of it is under no_grad."""
+        if any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators):
+            return True
+        sites = [c for c in self.calls if self.callee(c) is fn]
+        return bool(sites) and all(self.under(c.site, "no_grad") for c in sites)

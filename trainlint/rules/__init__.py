@@ -4,6 +4,23 @@ from __future__ import annotations
 
 from trainlint.rule import Rule
 from trainlint.rules.tl101_low_precision_params_trained import LowPrecisionParamsTrained
+from trainlint.rules.tl102_fp16_autocast_without_scaler import Fp16AutocastWithoutScaler
+from trainlint.rules.tl103_scaler_with_bf16 import ScalerWithBf16
+from trainlint.rules.tl104_adam_eps_underflows import AdamEpsUnderflows
+from trainlint.rules.tl105_backward_under_autocast import BackwardUnderAutocast
+from trainlint.rules.tl201_clip_before_unscale import ClipBeforeUnscale
+from trainlint.rules.tl203_scaler_step_without_update import ScalerStepWithoutUpdate
+from trainlint.rules.tl204_deepspeed_fp16_without_clipping import DeepspeedFp16WithoutClipping
+from trainlint.rules.tl302_autograd_history_accumulated import AutogradHistoryAccumulated
+from trainlint.rules.tl303_eval_forward_with_grad import EvalForwardWithGrad
+from trainlint.rules.tl304_allocator_flush_in_step import AllocatorFlushInStep
+from trainlint.rules.tl402_device_synchronize_in_step import DeviceSynchronizeInStep
+from trainlint.rules.tl404_anomaly_detection_enabled import AnomalyDetectionEnabled
+from trainlint.rules.tl405_dataloader_not_pinned import DataLoaderNotPinned
+from trainlint.rules.tl406_host_tensor_moved_per_step import HostTensorMovedPerStep
+from trainlint.rules.tl501_zero_grad_missing import ZeroGradMissing
+from trainlint.rules.tl502_scheduler_before_optimizer import SchedulerBeforeOptimizer
+from trainlint.rules.tl503_eval_mode_not_reset import EvalModeNotReset
 from trainlint.rules.tl202_fp16_without_clipping import Fp16WithoutClipping
 from trainlint.rules.tl301_retain_graph_in_loop import RetainGraphInLoop
 from trainlint.rules.tl401_host_sync_in_step import HostSyncInStep
@@ -17,6 +34,23 @@ ALL_RULES: tuple[type[Rule], ...] = tuple(
             RetainGraphInLoop,
             HostSyncInStep,
             MemoryStatsInStep,
+            Fp16AutocastWithoutScaler,
+            ScalerWithBf16,
+            AdamEpsUnderflows,
+            BackwardUnderAutocast,
+            ClipBeforeUnscale,
+            ScalerStepWithoutUpdate,
+            DeepspeedFp16WithoutClipping,
+            AutogradHistoryAccumulated,
+            EvalForwardWithGrad,
+            AllocatorFlushInStep,
+            DeviceSynchronizeInStep,
+            AnomalyDetectionEnabled,
+            DataLoaderNotPinned,
+            HostTensorMovedPerStep,
+            ZeroGradMissing,
+            SchedulerBeforeOptimizer,
+            EvalModeNotReset,
         ),
         key=lambda r: r.code,
     )

@@ -1,0 +1,158 @@
+"""TL302 autograd-history-accumulated."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from trainlint.diagnostics import Severity
+from trainlint.model import Assign, Call, TrainingModel
+from trainlint.rule import Finding, NodeEdit, NodeFix, Rule
+
+
+class AutogradHistoryAccumulated(Rule):
+    code = "TL302"
+    name = "autograd-history-accumulated"
+    severity = Severity.ERROR
+    summary = "A tensor carrying autograd history kept across steps: `total += loss`, `losses.append(loss)`, `self.x = out`."
+    hint = "Keep a detached copy: `total += loss.detach()` (or `.item()` at log steps only)."
+    requires = ("+=", ".append(", "self.")
+    why = (
+        "A loss or model output references the whole autograd graph that produced it, with every saved "
+        "activation. Adding it into a running total, appending it to a list or storing it on `self` keeps "
+        "that graph alive after the step: accumulated, memory grows every step until the GPU runs out; "
+        "stored, the last step's graph is held twice. The PyTorch FAQ: \"Don't accumulate history across "
+        "your training loop ... total_loss += loss ... fix this by writing total_loss += float(loss)\"."
+    )
+    story = (
+        "Field report 004: persistent tensors on `self` without detachment and retained graphs: CUDA OOM "
+        "(28+ GB) on batch 2; the fix added `detach_persistent_tensors()`. pytorch/pytorch #1840: "
+        "\"will keep the graph of all previous timesteps forever\"."
+    )
+    example = """\
+import torch
+
+total_loss = 0.0
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    total_loss += loss
+"""
+    fixed_example = """\
+import torch
+
+total_loss = 0.0
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    total_loss += loss.detach()
+"""
+    not_flagged = (
+        "Detached or converted values (`.detach()`, `.item()`, `float(...)`), accumulators reset within the "
+        "step, accumulators that are themselves backpropagated (gradient accumulation by summing losses), "
+        "values computed under `torch.no_grad()`, and code outside training steps."
+    )
+    verification = "`trainlint verify` measures the growth per step of live autograd nodes and saved-tensor bytes."
+    valid = (
+        """
+total = 0.0
+for x in loader:
+    loss = model(x)
+    loss.backward()
+    optimizer.step()
+    total += loss.item()
+""",
+        """
+for i, x in enumerate(loader):
+    loss = model(x)
+    acc_loss += loss
+    if (i + 1) % 4 == 0:
+        acc_loss.backward()
+        optimizer.step()
+        acc_loss = 0
+""",
+        """
+for x in loader:
+    loss = 0
+    for part in model(x):
+        loss += part
+    loss.backward()
+    optimizer.step()
+""",
+    )
+    invalid = (
+        """
+losses = []
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    losses.append(loss)
+""",
+        """
+class Trainer:
+    def train_step(self, x):
+        out = self.model(x)
+        self.last_out = out
+        loss = out.mean()
+        loss.backward()
+        self.opt.step()
+""",
+    )
+
+    def check(self, model: TrainingModel) -> Iterator[Finding]:
+        backpropagated = self._backpropagated(model)
+        for a in model.assigns:
+            if not model.in_step(a.site) or model.under(a.site, "no_grad") or len(a.targets) != 1:
+                continue
+            target = a.targets[0]
+            if target in backpropagated or not model.carries_graph(a.value, a.site.function):
+                continue
+            if a.op == "AddAssign" and self._outlives_step(model, a, target):
+                yield Finding(a.node, f"`{target} += ...` accumulates a tensor with its autograd graph: every step's graph stays alive", fix=_detach_fix(model, a.value))
+            elif a.op is None and target.startswith("self.") and a.site.function is not None and a.site.function.class_name:
+                yield Finding(a.node, f"`{target}` keeps a tensor with its autograd graph alive after the step", fix=_detach_fix(model, a.value))
+        for call in model.calls:
+            if call.method != "append" or len(call.node.args) != 1 or not model.in_step(call.site) or model.under(call.site, "no_grad"):
+                continue
+            value = call.node.args[0].value
+            if call.receiver_text and call.receiver_text not in backpropagated and self._outlives_step(model, call, call.receiver_text):
+                if model.carries_graph(value, call.site.function):
+                    yield Finding(call.node, f"`{call.receiver_text}.append(...)` keeps every step's tensor with its autograd graph", fix=_detach_fix(model, value))
+
+    @staticmethod
+    def _backpropagated(model: TrainingModel) -> set[str]:
+        names = set()
+        for call in model.calls:
+            if model.is_backward(call):
+                if call.receiver_text:
+                    names.add(call.receiver_text)
+                for arg in call.node.args:
+                    names |= model.roots_of(arg.value, call.site.function)
+        return names
+
+    @staticmethod
+    def _outlives_step(model: TrainingModel, fact: Assign | Call, target: str) -> bool:
+        """The accumulator is not reset (ungated) inside the step loop or step function holding `fact`."""
+        if target.startswith("self."):
+            return True
+        loops = [l for l in fact.site.loops if l.is_step]
+        for a in model.assigns:
+            if a.op is not None or target not in a.targets or a.site.function is not fact.site.function:
+                continue
+            if loops and loops[0] in a.site.loops and not a.site.gate_depths:
+                return False
+            if not loops and a.site.function is not None and model.every_step(a.site):
+                return False
+        return bool(loops) or (fact.site.function is not None and target not in fact.site.function.params and not any(
+            target in a.targets for a in model.assigns if a.site.function is fact.site.function))
+
+
+def _detach_fix(model: TrainingModel, value: cst.BaseExpression) -> NodeFix | None:
+    if not isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
+        return None
+    text = model.module.code_for_node(value)
+    return NodeFix(f"detach: `{text}.detach()`", (NodeEdit(value, f"{text}.detach()"),))

@@ -1,0 +1,106 @@
+"""TL303 eval-forward-with-grad."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from trainlint.diagnostics import Severity
+from trainlint.model import Function, TrainingModel
+from trainlint.model.names import dotted, tokens
+from trainlint.model.training import MODULE_WORDS
+from trainlint.rule import Finding, Rule
+
+EVAL_WORDS = frozenset({"validate", "validation", "evaluate", "evaluation", "eval", "val"})
+FORWARD_WORDS = MODULE_WORDS - {"loss", "criterion"}
+FRAMEWORK_HOOKS = frozenset({"validation_step", "test_step", "predict_step", "evaluation_loop", "prediction_step", "evaluate"})
+
+
+class EvalForwardWithGrad(Rule):
+    code = "TL303"
+    name = "eval-forward-with-grad"
+    severity = Severity.WARNING
+    summary = "Forward passes in evaluation code outside `torch.no_grad()` / `torch.inference_mode()`."
+    hint = "Wrap evaluation in `with torch.no_grad():` (or decorate the function with `@torch.inference_mode()`)."
+    requires = ("eval",)
+    why = (
+        "Outside `no_grad`, every forward pass on parameters that require grad records an autograd graph and "
+        "saves its activations for a backward that never comes. Evaluation then uses several times the "
+        "memory it needs (and OOMs on batch sizes that train fine) and runs slower; accumulated metrics keep "
+        "the graphs alive."
+    )
+    story = "skorch #218 (OOM narrowed to the validation step; fixed by `no_grad`), OpenNMT-py #1141, hszhao/semseg #60."
+    example = """\
+import torch
+
+def evaluate(model, loader):
+    model.eval()
+    total = 0
+    for x, y in loader:
+        total += criterion(model(x), y).item()
+    return total
+"""
+    fixed_example = """\
+import torch
+
+@torch.no_grad()
+def evaluate(model, loader):
+    model.eval()
+    total = 0
+    for x, y in loader:
+        total += criterion(model(x), y).item()
+    return total
+"""
+    not_flagged = (
+        "Evaluation under `no_grad`/`inference_mode` (a `with` block, a decorator, or every call site inside "
+        "one), functions that backpropagate (meta-learning, adversarial evaluation), framework hooks "
+        "(Lightning `validation_step`, HF `evaluate`) that disable gradients for you, and test functions."
+    )
+    verification = "`trainlint verify run` measures autograd-saved bytes during evaluation."
+    valid = (
+        """
+import torch
+def validate(model, loader):
+    model.eval()
+    with torch.no_grad():
+        for x in loader:
+            out = model(x)
+""",
+        """
+import torch
+def evaluate(model, loader):
+    for x in loader:
+        out = model(x)
+
+with torch.inference_mode():
+    evaluate(model, val_loader)
+""",
+    )
+    invalid = (
+        """
+import torch
+def validate(model, loader):
+    model.eval()
+    for x, y in loader:
+        loss = criterion(model(x), y)
+""",
+    )
+
+    def check(self, model: TrainingModel) -> Iterator[Finding]:
+        for fn in model.functions:
+            if not self._is_eval_function(model, fn) or model.under_no_grad_everywhere(fn):
+                continue
+            if any(model.is_backward(c) or model.is_optimizer_step(c) for c in fn.calls):
+                continue
+            for call in fn.calls:
+                if not call.site.loops or model.under(call.site, "no_grad") or call.site.function is not fn:
+                    continue
+                name = dotted(call.node.func) or ""
+                if FORWARD_WORDS & set(tokens(name.rsplit(".", 1)[-1])):
+                    yield Finding(call.node, f"forward pass in `{fn.name}` records an autograd graph: evaluation holds activations it never backpropagates")
+                    break
+
+    @staticmethod
+    def _is_eval_function(model: TrainingModel, fn: Function) -> bool:
+        if (fn.class_name and fn.name in FRAMEWORK_HOOKS) or fn.name.startswith("test_") or fn in model.step_functions:
+            return False
+        return bool(EVAL_WORDS & set(tokens(fn.name))) or any(c.method == "eval" and not c.node.args for c in fn.calls)

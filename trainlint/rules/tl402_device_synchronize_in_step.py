@@ -1,0 +1,85 @@
+"""TL402 device-synchronize-in-step."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from trainlint.diagnostics import Severity
+from trainlint.model import TrainingModel
+from trainlint.model.names import tokens
+from trainlint.rule import Finding, Rule
+
+SYNCHRONIZE = frozenset({"torch.cuda.synchronize", "torch.xpu.synchronize", "torch.mps.synchronize", "torch.cpu.synchronize", "torch.accelerator.synchronize"})
+
+
+class DeviceSynchronizeInStep(Rule):
+    code = "TL402"
+    name = "device-synchronize-in-step"
+    severity = Severity.WARNING
+    summary = "`torch.cuda.synchronize()` (or a stream's or event's `.synchronize()`) on every training step."
+    hint = "Remove it; to time steps use CUDA events (`start.record(); ...; end.record()`) read at log steps, or the profiler."
+    requires = ("synchronize",)
+    why = (
+        "A device synchronize stops the host until every queued kernel has finished, so the GPU drains "
+        "and idles while the host prepares the next step. Per step it serialises host and device work: "
+        "KPConv-PyTorch #22 measured ~25% slower training."
+    )
+    story = "Field report 004: frequent `torch.cuda.synchronize()` calls among the causes of batches 2-5x slower after the first."
+    example = """\
+import torch
+
+for x in loader:
+    loss = model(x)
+    loss.backward()
+    optimizer.step()
+    torch.cuda.synchronize()
+"""
+    fixed_example = """\
+import torch
+
+for step, x in enumerate(loader):
+    loss = model(x)
+    loss.backward()
+    optimizer.step()
+    if step % log_every == 0:
+        torch.cuda.synchronize()   # only when timing a log interval
+"""
+    not_flagged = "Synchronisation under a gate, at epoch level, in benchmarks outside training steps."
+    verification = "`trainlint verify` measures the cost per step on CUDA (and counts the calls on CPU)."
+    valid = (
+        """
+import torch
+for step, x in enumerate(loader):
+    model(x).backward()
+    optimizer.step()
+    if step % 100 == 0:
+        torch.cuda.synchronize()
+""",
+    )
+    invalid = (
+        """
+from torch.cuda import synchronize
+for x in loader:
+    model(x).backward()
+    optimizer.step()
+    synchronize()
+""",
+        """
+import torch
+def train_step(batch):
+    model(batch).backward()
+    optimizer.step()
+    torch.cuda.current_stream().synchronize()
+""",
+    )
+
+    def check(self, model: TrainingModel) -> Iterator[Finding]:
+        for call in model.calls:
+            if not model.every_step(call.site):
+                continue
+            if call.qualname in SYNCHRONIZE:
+                yield Finding(call.node, f"`{call.qualname}()` on every training step stalls the host until the device drains")
+            elif call.method == "synchronize" and not call.node.args and call.qualname is None:
+                receiver = model.module.code_for_node(call.receiver) if call.receiver is not None else ""
+                if {"stream", "event", "device", "cuda"} & set(tokens(receiver.replace("(", " ").replace(")", " "))):
+                    yield Finding(call.node, f"`{receiver}.synchronize()` on every training step stalls the host until the device drains")

@@ -1,0 +1,83 @@
+"""TL404 anomaly-detection-enabled."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from trainlint.diagnostics import Severity
+from trainlint.model import TrainingModel
+from trainlint.model.torchnames import is_true
+from trainlint.rule import Finding, Rule
+
+LIGHTNING_TRAINERS = frozenset({"pytorch_lightning.Trainer", "lightning.Trainer", "lightning.pytorch.Trainer"})
+
+
+class AnomalyDetectionEnabled(Rule):
+    code = "TL404"
+    name = "anomaly-detection-enabled"
+    severity = Severity.WARNING
+    summary = "Autograd anomaly detection switched on in training code, not behind a debug flag."
+    hint = "Enable it only while debugging: `torch.autograd.set_detect_anomaly(args.debug)`."
+    requires = ("anomaly",)
+    why = (
+        "Anomaly mode records a traceback for every forward op and checks every backward output for NaN. "
+        "The docs: \"This mode should be enabled only for debugging as the different tests will slow down "
+        "your program execution\". Reported slowdowns: 1.5x-3x (Lightning #12344, #17359), ~50% "
+        "(nerf-pytorch #42), \"thousands times slower\" (mbpo_pytorch #8)."
+    )
+    story = "Field report 004's trainer wrapped its training logic in `torch.autograd.set_detect_anomaly(...)` while chasing NaN gradients."
+    example = """\
+import torch
+
+torch.autograd.set_detect_anomaly(True)
+for x in loader:
+    model(x).backward()
+    optimizer.step()
+"""
+    fixed_example = """\
+import torch
+
+torch.autograd.set_detect_anomaly(args.debug_anomaly)
+for x in loader:
+    model(x).backward()
+    optimizer.step()
+"""
+    not_flagged = "A non-literal switch (`set_detect_anomaly(args.debug)`), calls under a debug gate (`if args.debug:`), `set_detect_anomaly(False)`, and modules that never backpropagate."
+    verification = "`trainlint verify run` reports `torch.is_anomaly_enabled()` during the run."
+    valid = (
+        """
+import torch
+if args.debug:
+    torch.autograd.set_detect_anomaly(True)
+torch.autograd.set_detect_anomaly(cfg.anomaly)
+model(x).backward()
+""",
+    )
+    invalid = (
+        """
+import torch
+with torch.autograd.detect_anomaly():
+    for x in loader:
+        model(x).backward()
+        optimizer.step()
+""",
+        """
+from torch import autograd
+autograd.set_detect_anomaly(True)
+loss.backward()
+""",
+    )
+
+    def check(self, model: TrainingModel) -> Iterator[Finding]:
+        if not model.has_training_step and not any((c.qualname or "") in LIGHTNING_TRAINERS for c in model.calls):
+            return
+        for call in model.calls:
+            if call.site.gate_depths and any(d >= 0 for d in call.site.gate_depths):
+                continue
+            qual = call.qualname or ""
+            if qual == "torch.autograd.set_detect_anomaly" and is_true(call.arg(0, "mode")):
+                yield Finding(call.node, "anomaly detection is on for the whole run: it records a traceback per op and checks every gradient, slowing training 1.5-3x or more")
+            elif qual == "torch.autograd.detect_anomaly":
+                yield Finding(call.node, "training under `detect_anomaly()` records a traceback per op and checks every gradient, slowing training 1.5-3x or more")
+            elif qual in LIGHTNING_TRAINERS and is_true(call.kwarg("detect_anomaly")):
+                yield Finding(call.node, "Lightning `detect_anomaly=True` slows training 1.5-3x; enable it only to debug")

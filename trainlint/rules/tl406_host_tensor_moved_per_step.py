@@ -1,0 +1,100 @@
+"""TL406 host-tensor-moved-per-step."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from trainlint.diagnostics import Applicability, Severity
+from trainlint.model import Call, TrainingModel
+from trainlint.rule import Finding, NodeEdit, NodeFix, Rule
+
+DETERMINISTIC = frozenset({"tensor", "zeros", "ones", "full", "arange", "eye", "empty", "linspace", "as_tensor", "zeros_like", "ones_like", "full_like", "empty_like"})
+RANDOM = frozenset({"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like"})
+
+
+class HostTensorMovedPerStep(Rule):
+    code = "TL406"
+    name = "host-tensor-moved-per-step"
+    severity = Severity.INFO
+    summary = "A tensor built on the host (`torch.zeros(...)`, `torch.tensor(...)`) then moved with `.cuda()`/`.to(device)` every step."
+    hint = "Create it on the device: `torch.zeros(n, device=device)`."
+    requires = (".cuda(", ".to(")
+    why = (
+        "Building a tensor on the CPU and copying it fills host memory, then issues a pageable "
+        "host-to-device copy that blocks the host - every step. The tuning guide: \"Instead of calling "
+        "torch.rand(size).cuda() ... produce the output directly on the target device\"; the profiler's "
+        "ExtraCUDACopyPattern reports exactly this."
+    )
+    story = "NVIDIA/TransformerEngine #1941 (`torch.tensor([0])` copies \"causing a lot of CPU syncs\"); mmsegmentation #3231 (`torch.rand(...).to(device)` vs `device=`)."
+    example = """\
+import torch
+
+for x in loader:
+    mask = torch.ones(x.shape[0]).to(device)
+    loss = model(x, mask)
+    loss.backward()
+    optimizer.step()
+"""
+    fixed_example = """\
+import torch
+
+for x in loader:
+    mask = torch.ones(x.shape[0], device=device)
+    loss = model(x, mask)
+    loss.backward()
+    optimizer.step()
+"""
+    not_flagged = "Moving the batch from the DataLoader (`x.to(device)`: use `pin_memory=True` and `non_blocking=True`), factories that already pass `device=`, and code outside training steps."
+    verification = "`trainlint verify` counts the host-to-device copies per step."
+    valid = (
+        """
+import torch
+for x in loader:
+    x = x.to(device, non_blocking=True)
+    mask = torch.ones(4, device=device)
+    model(x, mask).backward()
+    optimizer.step()
+""",
+    )
+    invalid = (
+        """
+import torch
+for x in loader:
+    noise = torch.randn(x.shape).cuda()
+    model(x + noise).backward()
+    optimizer.step()
+""",
+    )
+
+    def check(self, model: TrainingModel) -> Iterator[Finding]:
+        for call in model.calls:
+            if call.method not in ("cuda", "to") or not isinstance(call.receiver, cst.Call) or not model.every_step(call.site):
+                continue
+            factory = model.imports.resolve(call.receiver.func) or ""
+            name = factory.rsplit(".", 1)[-1]
+            if not factory.startswith("torch.") or factory.count(".") != 1 or name not in DETERMINISTIC | RANDOM:
+                continue
+            if any(a.keyword is not None and a.keyword.value == "device" for a in call.receiver.args):
+                continue
+            if call.method == "to" and not call.node.args:
+                continue
+            yield Finding(call.node, f"`torch.{name}(...)` is built on the host and copied to the device every step", fix=self._fix(model, call, name))
+
+    @staticmethod
+    def _fix(model: TrainingModel, call: Call, name: str) -> NodeFix | None:
+        args = call.node.args
+        if call.method == "cuda" and not args:
+            device = '"cuda"'
+        elif call.method == "to" and len(args) == 1 and args[0].keyword is None:
+            device = model.module.code_for_node(args[0].value)
+        else:
+            return None
+        factory = call.receiver
+        assert isinstance(factory, cst.Call)
+        inner = model.module.code_for_node(factory)
+        new = inner[:-1].rstrip() + (", " if factory.args else "") + f"device={device})"
+        # random factories draw from the device's generator: the values change, so the fix is unsafe
+        applicability = Applicability.UNSAFE if name in RANDOM else Applicability.SAFE
+        return NodeFix(f"create on the device: `{new}`", (NodeEdit(call.node, new),), applicability)

@@ -1,0 +1,119 @@
+"""TL501 zero-grad-missing."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from trainlint.diagnostics import Severity
+from trainlint.model import Call, TrainingModel
+from trainlint.model.names import tokens
+from trainlint.rule import Finding, Rule
+
+ENGINE_WORDS = frozenset({"engine", "deepspeed", "ds", "accelerator", "fabric"})
+
+
+class ZeroGradMissing(Rule):
+    code = "TL501"
+    name = "zero-grad-missing"
+    severity = Severity.ERROR
+    summary = "A training loop that never clears gradients, or `zero_grad()` between `backward()` and `step()`."
+    hint = "Call `optimizer.zero_grad(set_to_none=True)` at the start of each step (or right after `optimizer.step()`)."
+    requires = ("backward",)
+    why = (
+        "`.backward()` adds into `.grad`. Without clearing, each step applies the sum of all gradients so "
+        "far: the effective learning rate grows without bound and the model diverges or stalls. Clearing "
+        "between `backward()` and `step()` throws the gradients away, so `step()` applies zeros (or only "
+        "weight decay) and nothing learns."
+    )
+    story = "pytorch/pytorch #47175 asked PyTorch to warn when `zero_grad` is never called; it does not. wekws #72 (\"It's a bug\"), torchforge #71, cloneofsimo/lora #263 (`zero_grad()` after `loss.backward()`)."
+    example = """\
+import torch
+
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+"""
+    fixed_example = """\
+import torch
+
+for x, y in loader:
+    optimizer.zero_grad(set_to_none=True)
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+"""
+    not_flagged = (
+        "Modules that clear gradients anywhere (`zero_grad`, `p.grad = None`, `grad.zero_()`), DeepSpeed/"
+        "accelerate/Fabric engines whose `step()` clears them, gradient accumulation with `zero_grad` under "
+        "the accumulation boundary, and a `zero_grad` followed by another backward before the step (GANs)."
+    )
+    verification = "`trainlint verify run` compares the gradient norm of step 2 with that of step 1 on the same batch."
+    valid = (
+        """
+for i, x in enumerate(loader):
+    model(x).backward()
+    if (i + 1) % 4 == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+        """
+for real in loader:
+    d_opt.zero_grad()
+    d_loss(real).backward()
+    d_opt.step()
+    g_opt.zero_grad()
+    g_loss().backward()
+    g_opt.step()
+""",
+        """
+for batch in loader:
+    loss = model_engine(batch)
+    model_engine.backward(loss)
+    model_engine.step()
+""",
+    )
+    invalid = (
+        """
+for x in loader:
+    model(x).backward()
+    optimizer.step()
+""",
+        """
+for x in loader:
+    loss = model(x)
+    loss.backward()
+    optimizer.zero_grad()
+    optimizer.step()
+""",
+    )
+
+    def check(self, model: TrainingModel) -> Iterator[Finding]:
+        steps = [c for c in model.calls if model.is_optimizer_step(c) and model.in_step(c.site)]
+        if not steps or not any(model.is_backward(c) for c in model.calls):
+            return
+        clears = [c for c in model.calls if c.method in ("zero_grad", "zero_")]
+        clears_by_assign = any(t.endswith(".grad") for a in model.assigns for t in a.targets)
+        if not clears and not clears_by_assign:
+            for step in steps:
+                if not ENGINE_WORDS & set(tokens(step.receiver_text or "")) and "scaler" not in (step.receiver_text or ""):
+                    yield Finding(step.node, "gradients are never cleared: every `backward()` adds into `.grad`, so each step applies the sum of all past gradients")
+                    return
+            return
+        yield from self._cleared_before_step(model, steps, clears)
+
+    @staticmethod
+    def _cleared_before_step(model: TrainingModel, steps: list[Call], clears: list[Call]) -> Iterator[Finding]:
+        backwards = [c for c in model.calls if model.is_backward(c)]
+        for step in steps:
+            fn = step.site.function
+            optimizer = step.receiver_text
+            for clear in clears:
+                if clear.method != "zero_grad" or clear.site.function is not fn or clear.receiver_text != optimizer:
+                    continue
+                if clear.site.order > step.site.order:
+                    continue
+                between = [b for b in backwards if b.site.function is fn and clear.site.order < b.site.order < step.site.order]
+                before = [b for b in backwards if b.site.function is fn and b.site.order < clear.site.order and set(b.site.loops) >= set(step.site.loops)]
+                if before and not between:
+                    yield Finding(clear.node, f"`{optimizer}.zero_grad()` between `backward()` and `{optimizer}.step()` discards the gradients: the step applies zeros")

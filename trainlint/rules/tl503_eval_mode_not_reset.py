@@ -1,0 +1,94 @@
+"""TL503 eval-mode-not-reset."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from trainlint.diagnostics import Severity
+from trainlint.model import TrainingModel
+from trainlint.model.names import tokens
+from trainlint.model.training import MODULE_WORDS
+from trainlint.rule import Finding, Rule
+
+
+class EvalModeNotReset(Rule):
+    code = "TL503"
+    name = "eval-mode-not-reset"
+    severity = Severity.ERROR
+    summary = "`model.eval()` inside the epoch loop with no `model.train()` before the next training step."
+    hint = "Call `model.train()` at the start of each training epoch (or at the end of your evaluation function)."
+    requires = (".eval()",)
+    why = (
+        "`model.eval()` switches dropout off and makes batch norm use its running statistics. If training "
+        "resumes without `model.train()`, the rest of the run trains without dropout and with frozen "
+        "batch-norm statistics - silently different from what you think you are training."
+    )
+    story = "pytorch/tutorials #1624: the official quickstart's `test()` calls `model.eval()` and `train()` never calls `model.train()`; vsepp #4 saw \"non-negligible changes in the results\"."
+    example = """\
+import torch
+
+for epoch in range(epochs):
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    evaluate(model)
+"""
+    fixed_example = """\
+import torch
+
+for epoch in range(epochs):
+    model.train()
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    evaluate(model)
+"""
+    not_flagged = "Modules that call `.train()` on the same model anywhere (the evaluation helper may restore it), `eval()` outside the training loops, and `eval()` on names that are not models."
+    verification = "`trainlint verify run` reports `model.training` at each optimizer step."
+    valid = (
+        """
+def evaluate(model):
+    model.eval()
+    with torch.no_grad():
+        return sum(model(x) for x in val)
+
+for epoch in range(3):
+    model.train()
+    for x in loader:
+        model(x).backward()
+        optimizer.step()
+    evaluate(model)
+""",
+    )
+    invalid = (
+        """
+def test(model):
+    model.eval()
+    with torch.no_grad():
+        return sum(model(x) for x in val)
+
+for epoch in range(3):
+    for x in loader:
+        model(x).backward()
+        optimizer.step()
+    test(model)
+""",
+    )
+
+    def check(self, model: TrainingModel) -> Iterator[Finding]:
+        loops = model.step_containing_loops
+        # conservative: any `.train()` in the module may restore training mode
+        if not loops or any(c.method == "train" and len(c.node.args) <= 1 for c in model.calls):
+            return
+        reachable = model.called_from(loops)
+        for call in model.calls:
+            if call.method != "eval" or call.node.args or not call.receiver_text:
+                continue
+            if not MODULE_WORDS & set(tokens(call.receiver_text)):
+                continue
+            if any(l in loops for l in call.site.loops) or call.site.function in reachable:
+                yield Finding(call.node, f"`{call.receiver_text}.eval()` runs inside the training loop and nothing calls `.train()` again: later steps train without dropout and with frozen batch-norm statistics")
