@@ -30,6 +30,12 @@ def _gitignore(directory: Path) -> pathspec.PathSpec | None:
     return _spec(lines) if lines else None
 
 
+def is_deepspeed_config(name: str) -> bool:
+    """JSON files named like DeepSpeed configs: `ds_config.json`, `deepspeed_zero2.json`."""
+    lower = name.lower()
+    return lower.endswith(".json") and (lower.startswith("ds_") or "deepspeed" in lower or "ds_config" in lower)
+
+
 def is_excluded(path: Path, root: Path, exclude: tuple[str, ...]) -> bool:
     """Whether a user `exclude` pattern (gitignore syntax, relative to the config root) matches."""
     if not exclude:
@@ -80,7 +86,7 @@ def discover(
                 d for d in dirnames if d not in DEFAULT_EXCLUDES and not d.endswith(".egg-info") and not ignored(here / d, True)
             )
             for name in sorted(filenames):
-                if not name.endswith(".py"):
+                if not name.endswith(".py") and not is_deepspeed_config(name):
                     continue
                 path = here / name
                 if not ignored(path, False):

@@ -94,8 +94,28 @@ def lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
     return lint_source(source, name, settings)
 
 
+def lint_json(source: str, name: str, settings: Settings) -> FileResult:
+    """Lint a DeepSpeed JSON config (TL204)."""
+    from trainlint.rules.tl204_deepspeed_fp16_without_clipping import DeepspeedFp16WithoutClipping as rule
+    from trainlint.noqa import Suppressions
+
+    result = FileResult(name, source=source)
+    if rule.code not in _codes(settings) or rule.code in settings.ignored_for(Path(name)):
+        return result
+    from trainlint.rules.tl204_deepspeed_fp16_without_clipping import json_findings
+
+    for line, column, message in json_findings(source):
+        if not Suppressions().suppressed(rule.code, line):
+            result.diagnostics.append(
+                Diagnostic(rule.code, rule.name, message, rule.severity, name, line, column, line, column + 6, hint=rule.hint)
+            )
+    return result
+
+
 def lint_source(source: str, name: str, settings: Settings) -> FileResult:
     """Lint source text; never raises (an analysis bug becomes an internal-error diagnostic)."""
+    if name.endswith(".json"):
+        return lint_json(source, name, settings)
     result = FileResult(name, source=source)
     ignored = settings.ignored_for(Path(name))
     codes = tuple(c for c in _codes(settings) if not any(c.startswith(i) for i in ignored))

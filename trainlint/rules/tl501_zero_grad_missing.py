@@ -67,6 +67,13 @@ for real in loader:
     g_opt.step()
 """,
         """
+import torch.distributed.autograd as dist_autograd
+for x in loader:
+    with dist_autograd.context() as context_id:
+        dist_autograd.backward(context_id, [model(x)])
+        opt.step(context_id)
+""",
+        """
 for batch in loader:
     loss = model_engine(batch)
     model_engine.backward(loss)
@@ -90,7 +97,8 @@ for x in loader:
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         steps = [c for c in model.calls if model.is_optimizer_step(c) and model.in_step(c.site)]
-        if not steps or not any(model.is_backward(c) for c in model.calls):
+        # distributed autograd accumulates into a fresh context per iteration, not into `.grad`
+        if not steps or model.imports.imports_module("torch.distributed.autograd") or not any(model.is_backward(c) for c in model.calls):
             return
         clears = [c for c in model.calls if c.method in ("zero_grad", "zero_")]
         clears_by_assign = any(t.endswith(".grad") for a in model.assigns for t in a.targets)

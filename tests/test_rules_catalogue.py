@@ -1,0 +1,143 @@
+"""Real-shape positives and near-miss negatives for the catalogue beyond the first five rules, and fixes."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from tests.helpers import lines, lint
+from trainlint.cli import main
+
+
+def test_tl201_fix_inserts_unscale_and_result_parses(tmp_path):
+    code = textwrap.dedent("""\
+        import torch
+        for x in loader:
+            optimizer.zero_grad()
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(x)
+            scaler.scale(loss).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+        """)
+    path = tmp_path / "train.py"
+    path.write_text(code)
+    runner = CliRunner()
+    safe = runner.invoke(main, [str(path), "--fix", "--select", "TL201"])
+    assert path.read_text() == code, "an unsafe fix must not be applied by --fix alone"
+    result = runner.invoke(main, [str(path), "--fix", "--unsafe-fixes", "--select", "TL201"])
+    fixed = path.read_text()
+    assert "    scaler.unscale_(optimizer)\n    torch.nn.utils.clip_grad_norm_" in fixed
+    assert result.exit_code == 0 and safe.exit_code == 1
+    assert fixed.replace("    scaler.unscale_(optimizer)\n", "") == code
+
+
+def test_tl302_safe_fix_detaches_and_diff_does_not_write(tmp_path):
+    code = "total = 0\nfor x in loader:\n    optimizer.zero_grad()\n    loss = model(x)\n    loss.backward()\n    optimizer.step()\n    total += loss\n"
+    path = tmp_path / "t.py"
+    path.write_text(code)
+    runner = CliRunner()
+    diff = runner.invoke(main, [str(path), "--diff", "--select", "TL302"])
+    assert "+    total += loss.detach()" in diff.output and path.read_text() == code
+    runner.invoke(main, [str(path), "--fix", "--select", "TL302"])
+    assert path.read_text() == code.replace("total += loss", "total += loss.detach()")
+
+
+def test_tl406_fix_moves_device_into_factory():
+    found = lint("""
+        import torch
+        for x in loader:
+            mask = torch.ones(4).to(device)
+            model(x, mask).backward()
+            optimizer.step()
+        """, "TL406")
+    assert found[0].fix is not None and found[0].fix.edits[0].content == "torch.ones(4, device=device)"
+    assert found[0].fix.applicability.value == "safe"
+
+
+def test_tl204_json_config_file_and_discovery(tmp_path):
+    (tmp_path / "ds_config.json").write_text(json.dumps({"train_batch_size": 8, "fp16": {"enabled": True}}, indent=2))
+    (tmp_path / "ds_clipped.json").write_text(json.dumps({"fp16": {"enabled": True}, "gradient_clipping": 1.0}))
+    (tmp_path / "package.json").write_text(json.dumps({"fp16": {"enabled": True}}))
+    result = CliRunner().invoke(main, [str(tmp_path), "--format", "json"])
+    found = json.loads(result.stdout)
+    assert [(Path(d["path"]).name, d["code"], d["line"]) for d in found] == [("ds_config.json", "TL204", 3)]
+
+
+def test_tl102_and_tl103_split_by_dtype():
+    fp16 = """
+    import torch
+    for x in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(x)
+        loss.backward()
+    """
+    assert lines(fp16, "TL102") == [4] and lines(fp16, "TL103") == []
+
+
+def test_tl105_nanogpt_ctx_outside_is_clean():
+    code = """
+    import torch
+    ctx = torch.amp.autocast(device_type="cuda", dtype=torch.bfloat16)
+    for x in loader:
+        with ctx:
+            loss = model(x)
+        loss.backward()
+    """
+    assert lines(code, "TL105") == []
+
+
+def test_tl501_lightning_and_accelerate_styles():
+    accelerate = """
+    for batch in loader:
+        with accelerator.accumulate(model):
+            loss = model(**batch).loss
+            accelerator.backward(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+    assert lines(accelerate, "TL501") == []
+
+
+def test_tl502_epoch_scheduler_after_inner_loop_and_plateau():
+    code = """
+    for epoch in range(10):
+        for x in loader:
+            model(x).backward()
+            optimizer.step()
+        val = evaluate()
+        scheduler.step(val)
+    """
+    assert lines(code, "TL502") == []
+
+
+def test_tl503_eval_in_step_loop_every_n_steps_without_train():
+    code = """
+    for step, x in enumerate(loader):
+        model(x).backward()
+        optimizer.step()
+        if step % 500 == 0:
+            model.eval()
+            evaluate(model)
+    """
+    assert lines(code, "TL503") == [6]
+
+
+def test_tl303_not_flagged_when_eval_backpropagates():
+    code = """
+    def evaluate_adversarial(model, loader):
+        for x in loader:
+            x.requires_grad_(True)
+            loss = model(x)
+            loss.backward()
+    """
+    assert lines(code, "TL303") == []
+
+
+def test_all_22_rules_listed():
+    result = CliRunner().invoke(main, ["rules", "--format", "json"])
+    assert len(json.loads(result.output)) == 22
