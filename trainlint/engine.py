@@ -97,18 +97,15 @@ def lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
 def lint_json(source: str, name: str, settings: Settings) -> FileResult:
     """Lint a DeepSpeed JSON config (TL204)."""
     from trainlint.rules.tl204_deepspeed_fp16_without_clipping import DeepspeedFp16WithoutClipping as rule
-    from trainlint.noqa import Suppressions
+    from trainlint.rules.tl204_deepspeed_fp16_without_clipping import json_findings
 
     result = FileResult(name, source=source)
     if rule.code not in _codes(settings) or rule.code in settings.ignored_for(Path(name)):
         return result
-    from trainlint.rules.tl204_deepspeed_fp16_without_clipping import json_findings
-
     for line, column, message in json_findings(source):
-        if not Suppressions().suppressed(rule.code, line):
-            result.diagnostics.append(
-                Diagnostic(rule.code, rule.name, message, rule.severity, name, line, column, line, column + 6, hint=rule.hint)
-            )
+        result.diagnostics.append(
+            Diagnostic(rule.code, rule.name, message, rule.severity, name, line, column, line, column + 6, hint=rule.hint)
+        )
     return result
 
 

@@ -141,9 +141,6 @@ class Extractor(cst.CSTVisitor):
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self._function, self._loop_stack, self._gates, self._excepts, self._withs = self._frames.pop()
 
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return True
-
     # -- loops ---------------------------------------------------------------------------------
     def _enter_loop(self, node: cst.For | cst.While) -> None:
         loop = Loop(node=node, function=self._function, parent=self._loop_stack[-1] if self._loop_stack else None)

@@ -25,6 +25,7 @@ GRAD_SCALER = frozenset(
         "torch.amp.grad_scaler.GradScaler",
     }
 )
+LIGHTNING_TRAINERS = frozenset({"pytorch_lightning.Trainer", "lightning.Trainer", "lightning.pytorch.Trainer"})
 CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients"})
 FP16 = frozenset({"torch.float16", "torch.half"})
 BF16 = frozenset({"torch.bfloat16"})

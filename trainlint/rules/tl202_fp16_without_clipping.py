@@ -11,6 +11,7 @@ from trainlint.model import Call, TrainingModel
 from trainlint.model.torchnames import (
     CLIP_FUNCTIONS,
     GRAD_SCALER,
+    LIGHTNING_TRAINERS,
     autocast_dtype,
     AUTOCAST,
     is_false,
@@ -18,7 +19,6 @@ from trainlint.model.torchnames import (
 )
 from trainlint.rule import Finding, Rule
 
-LIGHTNING_TRAINERS = frozenset({"pytorch_lightning.Trainer", "lightning.Trainer", "lightning.pytorch.Trainer"})
 FP16_PRECISIONS = frozenset({"16", "16-mixed", "16-true", "fp16"})
 
 

@@ -6,10 +6,8 @@ from typing import Iterator
 
 from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
-from trainlint.model.torchnames import is_true
+from trainlint.model.torchnames import LIGHTNING_TRAINERS, is_true
 from trainlint.rule import Finding, Rule
-
-LIGHTNING_TRAINERS = frozenset({"pytorch_lightning.Trainer", "lightning.Trainer", "lightning.pytorch.Trainer"})
 
 
 class AnomalyDetectionEnabled(Rule):
