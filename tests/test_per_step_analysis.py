@@ -265,3 +265,132 @@ def test_predicates_of_torch_are_not_tensors():
             pass
     """
     assert lines(code, "TL401") == [9]
+
+
+# -- what makes a loop a training loop (found on real projects) ----------------------------------
+def test_gradient_helper_called_in_a_plotting_loop_is_not_a_step():
+    # a notebook: input gradients for a plot, in a module that trains elsewhere with an optimizer
+    code = """
+    import torch
+    def get_grads(act_fn, x):
+        x = x.clone().requires_grad_()
+        act_fn(x).sum().backward()
+        return x.grad
+
+    def vis(act_fn, x):
+        y_grads = get_grads(act_fn, x)
+        return y_grads.cpu().numpy()
+
+    for act_fn in act_fns:
+        vis(act_fn, x)
+
+    def train(model, loader, optimizer):
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            print(loss.item())
+    """
+    assert lines(code, "TL401") == [21]
+
+
+def test_manual_sgd_through_grad_is_a_step():
+    code = """
+    import torch
+    for t in range(500):
+        loss = (model(x) - y).pow(2).sum()
+        print(t, loss.item())
+        loss.backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= 1e-4 * p.grad
+    """
+    assert lines(code, "TL401") == [5]
+
+
+def test_library_updates_keep_backprop_loops_as_steps():
+    # no optimizer step in sight: the update happens in a library call, so backward alone marks the step
+    code = """
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        trainer.apply_update()
+        print(loss.item())
+    """
+    assert lines(code, "TL401") == [6]
+
+
+def test_backprop_helper_in_lightning_module_is_not_a_step():
+    code = """
+    import lightning as L
+    def show_receptive_field(img, out):
+        out.sum().backward(retain_graph=True)
+        return img.grad.abs().cpu().numpy()
+
+    class PixelCNN(L.LightningModule):
+        def training_step(self, batch, batch_idx):
+            return self.loss(batch)
+
+    for layer in range(4):
+        show_receptive_field(img, layers[layer](img))
+    """
+    assert lines(code, "TL401") == []
+    assert lines(code, "TL301") == []
+
+
+def test_kernel_backward_with_three_arguments_is_not_autograd():
+    code = """
+    import torch
+    for qlen in [128, 256]:
+        out = softmax_cuda.forward(inputs, masks, scale)
+        grad = softmax_cuda.backward(grad_out, out, scale)
+        print(out.max().item())
+    """
+    assert lines(code, "TL401") == []
+
+
+def test_item_on_a_host_tensor_is_not_a_sync():
+    code = """
+    import torch
+    scale = torch.tensor([1.0])
+    on_gpu = torch.tensor([1.0], device="cuda")
+    for x, y in loader:
+        loss = criterion(model(x), y) * scale[0].item()
+        loss.backward()
+        optimizer.step()
+        print(on_gpu.item())
+    """
+    assert lines(code, "TL401") == [9]
+
+
+def test_a_name_is_what_reaches_its_use():
+    code = """
+    import torch
+    for epoch in range(3):
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            losses = loss.item()
+            print(f"{losses}")
+            if torch.isnan(loss):
+                break
+        losses = torch.cat(val_losses)
+    """
+    # the `.item()` itself and the `if` on a tensor; the f-string formats a float
+    assert lines(code, "TL401") == [8, 10]
+
+
+def test_error_paths_are_not_per_step():
+    code = """
+    import torch
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        assert torch.isfinite(loss).all(), f"bad loss {loss}"
+        if step > limit:
+            raise RuntimeError(f"diverged at {loss.item()}")
+    """
+    assert lines(code, "TL401") == [7]

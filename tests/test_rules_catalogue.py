@@ -141,3 +141,66 @@ def test_tl303_not_flagged_when_eval_backpropagates():
 def test_all_22_rules_listed():
     result = CliRunner().invoke(main, ["rules", "--format", "json"])
     assert len(json.loads(result.output)) == 22
+
+
+# -- near-misses found on real projects ---------------------------------------------------------
+def test_tl202_project_clipping_wrapper_counts_as_clipping():
+    # timm's NativeScaler clips through its own `dispatch_clip_grad`
+    code = """
+    import torch
+    class NativeScaler:
+        def __init__(self):
+            self._scaler = torch.amp.GradScaler()
+        def __call__(self, loss, optimizer, clip_grad=None, parameters=None):
+            self._scaler.scale(loss).backward()
+            if clip_grad is not None:
+                self._scaler.unscale_(optimizer)
+                dispatch_clip_grad(parameters, clip_grad)
+            self._scaler.step(optimizer)
+            self._scaler.update()
+    """
+    assert lines(code, "TL202") == []
+
+
+def test_tl202_fp16_accelerator_replaced_before_training():
+    code = """
+    from accelerate import Accelerator
+    def main():
+        accelerator = Accelerator(mixed_precision="fp16")
+        wrapped = accelerator.prepare(model)
+        accelerator = Accelerator(mixed_precision="bf16")
+        for batch in loader:
+            accelerator.backward(model(batch))
+            optimizer.step()
+    """
+    assert lines(code, "TL202") == []
+    assert lines(code.replace('mixed_precision="bf16"', 'mixed_precision="fp16"'), "TL202") == [6]
+
+
+def test_tl501_overwriting_grad_counts_as_clearing():
+    code = """
+    import torch
+    for x in batches:
+        model(x).sum().backward()
+        for p in model.parameters():
+            p.grad.fill_(0.01)
+        optimizer.step()
+    """
+    assert lines(code, "TL501") == []
+    assert lines(code.replace("p.grad.fill_(0.01)", "print(p.grad.norm())"), "TL501") == [7]
+
+
+def test_tl302_gradients_and_detached_concatenations_carry_no_graph():
+    code = """
+    import torch
+    points = []
+    for _ in range(100):
+        loss = criterion(model(x))
+        points.append(torch.cat([weights.detach(), loss.unsqueeze(0).detach()]))
+        loss.backward()
+        for p_global, p_local in zip(model.parameters(), local.parameters()):
+            p_global.grad += p_local.grad
+        optim.step()
+    """
+    assert lines(code, "TL302") == []
+    assert lines(code.replace("loss.unsqueeze(0).detach()", "loss.unsqueeze(0)"), "TL302") == [6]

@@ -191,6 +191,19 @@ class Extractor(cst.CSTVisitor):
     def visit_Assert(self, node: cst.Assert) -> None:
         self.conditions.append(Condition(node.test, "assert", self.site()))
 
+    # an assert's message and a raised exception are built only on the error path, like a handler
+    def visit_Assert_msg(self, node: cst.Assert) -> None:
+        self._excepts += 1
+
+    def leave_Assert_msg(self, node: cst.Assert) -> None:
+        self._excepts -= 1
+
+    def visit_Raise(self, node: cst.Raise) -> None:
+        self._excepts += 1
+
+    def leave_Raise(self, original_node: cst.Raise) -> None:
+        self._excepts -= 1
+
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         self._excepts += 1
 
@@ -283,6 +296,11 @@ class Extractor(cst.CSTVisitor):
     def visit_Return(self, node: cst.Return) -> None:
         if self._function is not None and node.value is not None:
             self._function.returns.append(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "grad":
+            for loop in self._loop_stack:
+                loop.uses_grad = True
 
     def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
         self.formatted.append(FormattedValue(node, self.site()))

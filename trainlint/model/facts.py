@@ -33,6 +33,7 @@ class Loop:
     function: Function | None
     parent: "Loop | None"
     direct_calls: list["Call"] = field(default_factory=list)
+    uses_grad: bool = False  # reads or writes some `.grad` in its body (a manual update, clipping, logging)
     is_step: bool = False
 
 
@@ -53,7 +54,7 @@ class Site:
     function: Function | None
     loops: tuple[Loop, ...]
     gate_depths: tuple[int, ...]
-    in_except: bool
+    in_except: bool  # in an `except` handler, a `raise` or an assert's message: the error path
     withs: tuple[WithItem, ...]
     order: int
     statement: cst.SimpleStatementLine | None = None  # the statement line, for fixes that insert beside it

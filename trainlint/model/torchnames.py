@@ -27,6 +27,20 @@ GRAD_SCALER = frozenset(
 )
 LIGHTNING_TRAINERS = frozenset({"pytorch_lightning.Trainer", "lightning.Trainer", "lightning.pytorch.Trainer"})
 CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients"})
+
+
+def is_clip_name(name: str) -> bool:
+    """Whether a function's last name component clips gradients.
+
+    Projects wrap torch's clipping (timm's `dispatch_clip_grad`, `adaptive_clip_grad`), so any name
+    containing `clip_grad` counts, besides the exact torch/Lightning names.
+    """
+    return name in CLIP_FUNCTIONS or "clip_grad" in name
+# torch factories that build a tensor on the host unless given `device=`
+DETERMINISTIC_FACTORIES = frozenset(
+    {"tensor", "zeros", "ones", "full", "arange", "eye", "empty", "linspace", "as_tensor", "zeros_like", "ones_like", "full_like", "empty_like"}
+)
+RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like"})
 FP16 = frozenset({"torch.float16", "torch.half"})
 BF16 = frozenset({"torch.bfloat16"})
 LOW_PRECISION = FP16 | BF16

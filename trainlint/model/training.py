@@ -17,6 +17,7 @@ import libcst as cst
 from trainlint.model.extract import Extractor
 from trainlint.model.facts import Assign, Call, Condition, FormattedValue, Function, Loop, Site
 from trainlint.model.names import ImportMap, dotted, root_name, tokens
+from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES
 
 # Framework methods that run once per training step.
 STEP_HOOKS = frozenset(
@@ -122,7 +123,15 @@ class TrainingModel:
         return frozenset(names)
 
     def is_backward(self, call: Call) -> bool:
-        return call.method in ("backward", "manual_backward") or call.qualname == "torch.autograd.backward"
+        """`loss.backward()`, `engine.backward(loss)`, `torch.autograd.backward(...)`.
+
+        A `.backward` taking three or more positional arguments is a kernel's (`softmax_cuda.backward(
+        grad, out, scale)`), not autograd's, which takes at most the gradient positionally in practice.
+        """
+        if call.qualname == "torch.autograd.backward":
+            return True
+        positional = sum(1 for a in call.node.args if a.keyword is None and not a.star)
+        return call.method in ("backward", "manual_backward") and positional < 3
 
     def is_optimizer_step(self, call: Call) -> bool:
         return call.method == "step" and self.is_optimizer_like(call.receiver_text)
@@ -164,25 +173,29 @@ class TrainingModel:
         return fn.name in TRAINER_STEP_HOOKS and any("Trainer" in b for b in fn.class_bases)
 
     def _analyse(self) -> None:
-        # functions that perform a step outside any loop of their own, to a fixpoint over calls
-        stepping: set[Function] = set()
-        changed = True
-        while changed:
-            changed = False
-            for fn in self.functions:
-                if fn in stepping:
-                    continue
-                for call in fn.calls:
-                    if call.site.function is not fn or call.site.loops:
-                        continue
-                    if self.is_step_event(call) or self.callee(call) in stepping:
-                        stepping.add(fn)
-                        changed = True
-                        break
+        # Functions that update weights (an optimizer step) or backpropagate outside any loop of their
+        # own, directly or through such callees, to a fixpoint over calls.
+        updating = self._unlooped_closure(self.is_optimizer_step)
+        backpropagating = self._unlooped_closure(lambda c: self.is_step_event(c) or self.callee(c) in updating)
+        # A loop that only backpropagates trains when weights are updated in it (by hand through `.grad`)
+        # or around it (gradient accumulation), or when this module updates weights nowhere visible (a
+        # library does it; a framework's hooks do not count as hidden). Reading `.grad` alone is an
+        # optimizer's own loop over parameters. A loop
+        # that calls a gradient helper (`get_grads(f, x)` for a plot) among code that has its own
+        # optimizer steps elsewhere is not a training loop.
+        updates_visible = (
+            any(self.is_optimizer_step(c) for c in self.calls)
+            or any(loop.uses_grad for loop in self.loops)
+            or any(self._is_hook(fn) for fn in self.functions)  # a framework (Lightning, HF) runs the steps
+        )
         for loop in self.loops:
-            loop.is_step = any(
-                self.is_step_event(c) or self.callee(c) in stepping for c in loop.direct_calls
-            )
+            updates = any(self.is_optimizer_step(c) or self.callee(c) in updating for c in loop.direct_calls)
+            backprops = any(self.is_backward(c) or self.callee(c) in backpropagating for c in loop.direct_calls)
+            loop.is_step = updates or (backprops and (loop.uses_grad or not updates_visible))
+        for loop in self.loops:  # parents come before their children
+            if not loop.is_step and loop.parent is not None and loop.parent.is_step:
+                loop.is_step = any(self.is_backward(c) or self.callee(c) in backpropagating for c in loop.direct_calls)
+        stepping = backpropagating
         # per-step functions: hooks, stepping functions named as steps, and callees of ungated per-step code
         per_step = {fn for fn in self.functions if self._is_hook(fn)}
         per_step |= {fn for fn in stepping if STEP_NAME_WORDS & set(tokens(fn.name))}
@@ -197,6 +210,24 @@ class TrainingModel:
                     per_step.add(fn)
                     changed = True
         self.step_functions: frozenset[Function] = frozenset(per_step)
+
+    def _unlooped_closure(self, event) -> set[Function]:
+        """Functions with a call matching `event` outside their own loops, or calling such a function."""
+        found: set[Function] = set()
+        changed = True
+        while changed:
+            changed = False
+            for fn in self.functions:
+                if fn in found:
+                    continue
+                for call in fn.calls:
+                    if call.site.function is not fn or call.site.loops:
+                        continue
+                    if event(call) or self.callee(call) in found:
+                        found.add(fn)
+                        changed = True
+                        break
+        return found
 
     # -- per-step queries ----------------------------------------------------------------------
     @staticmethod
@@ -238,33 +269,63 @@ class TrainingModel:
 
     # -- values --------------------------------------------------------------------------------
     @cached_property
-    def _bindings(self) -> dict[tuple[Function | None, str], list[cst.BaseExpression]]:
-        table: dict[tuple[Function | None, str], list[cst.BaseExpression]] = {}
+    def _assigns_by_name(self) -> dict[tuple[Function | None, str], list[Assign]]:
+        table: dict[tuple[Function | None, str], list[Assign]] = {}
         for a in self.assigns:
             for target in a.targets:
-                table.setdefault((a.site.function, target), []).append(a.value)
+                table.setdefault((a.site.function, target), []).append(a)
         return table
 
     def bindings(self, function: Function | None, name: str) -> list[cst.BaseExpression]:
         """Values assigned to `name` in this function (or at module level for None)."""
-        return self._bindings.get((function, name), [])
+        return [a.value for a in self._assigns_by_name.get((function, name), [])]
 
-    def is_tensor(self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0) -> bool:
-        """Whether an expression is (likely) a tensor: a model/loss output, a torch op, arithmetic on one."""
+    def reaching(self, function: Function | None, name: str, at: Site | None) -> list[Assign]:
+        """The assignments to `name` that may reach a use at `at` (all of them when `at` is None).
+
+        A cheap reaching-definitions approximation over source order: the last plain assignment
+        before the use, in the use's loops and not under more `if`s than the use, hides the earlier
+        ones; later assignments reach the use only through a loop back-edge, from a loop that
+        encloses the use and lies inside that hiding assignment's loops.
+        """
+        assigns = self._assigns_by_name.get((function, name), [])
+        if at is None or not assigns:
+            return assigns
+        before = [a for a in assigns if a.site.order < at.order]
+        depth = 0  # loops of the use that a back-edge may come round
+        for a in reversed(before):
+            loops, ifs = a.site.loops, a.site.gate_depths
+            if a.op is None and loops == at.loops[: len(loops)] and len(ifs) <= len(at.gate_depths):
+                before = [b for b in before if b.site.order >= a.site.order]
+                depth = len(loops)
+                break
+        later = [
+            a for a in assigns
+            if a.site.order > at.order and any(loop in a.site.loops for loop in at.loops[depth:])
+        ]
+        return before + later or assigns
+
+    def is_tensor(
+        self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0, at: Site | None = None
+    ) -> bool:
+        """Whether an expression is (likely) a tensor: a model/loss output, a torch op, arithmetic on one.
+
+        `at`, where the expression is used, narrows a name to the assignments that reach it.
+        """
         if _depth > 6:
             return False
-        recurse = lambda e: self.is_tensor(e, function, _depth + 1)  # noqa: E731
+        recurse = lambda e: self.is_tensor(e, function, _depth + 1, at)  # noqa: E731
         if isinstance(expr, cst.Name):
-            values = self.bindings(function, expr.value)
-            if values:
-                return any(recurse(v) for v in values)
+            assigns = self.reaching(function, expr.value, at)
+            if assigns:
+                return any(self.is_tensor(a.value, function, _depth + 1, a.site) for a in assigns)
             return "loss" in tokens(expr.value) or expr.value in ("logits",)
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in TENSOR_ATTRIBUTES:
                 return True
             text = dotted(expr)
             if text and text.startswith("self."):
-                values = [v for (fn, name), vs in self._bindings.items() if name == text for v in vs]
+                values = [a.value for (fn, name), assigns in self._assigns_by_name.items() if name == text for a in assigns]
                 return any(recurse(v) for v in values)
             return False
         if isinstance(expr, cst.Call):
@@ -275,6 +336,29 @@ class TrainingModel:
             return recurse(expr.left) or recurse(expr.right)
         if isinstance(expr, cst.UnaryOperation):
             return recurse(expr.expression)
+        return False
+
+    def on_host(self, expr: cst.BaseExpression, function: Function | None, at: Site | None = None, _depth: int = 0) -> bool:
+        """Whether a tensor is known to be built on the host: `torch.tensor([1.0])` with no `device=`.
+
+        Reading such a tensor (`.item()`) waits for nothing on the GPU.
+        """
+        if _depth > 6:
+            return False
+        if isinstance(expr, cst.Name):
+            assigns = self.reaching(function, expr.value, at)
+            return bool(assigns) and all(self.on_host(a.value, function, a.site, _depth + 1) for a in assigns)
+        if isinstance(expr, cst.Subscript):
+            return self.on_host(expr.value, function, at, _depth + 1)
+        if isinstance(expr, cst.Call):
+            qual = self.imports.resolve(expr.func) or ""
+            namespace, _, last = qual.rpartition(".")
+            return (
+                namespace == "torch"
+                and last in DETERMINISTIC_FACTORIES | RANDOM_FACTORIES
+                and not last.endswith("_like")
+                and not any(a.keyword is not None and a.keyword.value == "device" for a in expr.args)
+            )
         return False
 
     def _call_returns_tensor(self, call: cst.Call, function: Function | None, depth: int) -> bool:
@@ -352,10 +436,21 @@ class TrainingModel:
         """Whether a value is a tensor that (likely) carries autograd history: not detached, not a number."""
         if _depth > 6:
             return False
+        if isinstance(expr, cst.Attribute) and expr.attr.value in ("grad", "data"):
+            return False  # gradients and `.data` carry no history (short of `create_graph=True`)
         if isinstance(expr, cst.Call):
             func = expr.func
             if isinstance(func, cst.Attribute) and func.attr.value in ("detach", "item", "tolist", "numpy", "detach_"):
                 return False
+            qual = self.imports.resolve(func) or ""
+            if qual.startswith("torch.") and qual.count(".") == 1:
+                # `torch.cat([a.detach(), b.detach()])`: history only if some tensor argument has it
+                parts = [
+                    e.value
+                    for a in expr.args
+                    for e in (a.value.elements if isinstance(a.value, (cst.List, cst.Tuple)) else [a])
+                ]
+                return any(self.carries_graph(v, function, _depth + 1) for v in parts)
             if isinstance(func, cst.Name) and func.value in ("float", "int", "bool", "len", "sum"):
                 return False
             if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_METHODS:

@@ -9,7 +9,7 @@ import libcst as cst
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Call, TrainingModel
 from trainlint.model.names import dotted
-from trainlint.model.torchnames import CLIP_FUNCTIONS
+from trainlint.model.torchnames import is_clip_name
 from trainlint.rule import Finding, NodeEdit, NodeFix, Rule
 
 
@@ -25,7 +25,7 @@ def scaled_backward_scaler(call: Call) -> str | None:
 
 def is_clip(call: Call) -> bool:
     last = (call.qualname or call.method or call.name or "").rsplit(".", 1)[-1]
-    return last in ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm") and call.receiver_text not in ("accelerator", "self.accelerator", "fabric")
+    return is_clip_name(last) and last != "clip_gradients" and call.receiver_text not in ("accelerator", "self.accelerator", "fabric")
 
 
 class ClipBeforeUnscale(Rule):

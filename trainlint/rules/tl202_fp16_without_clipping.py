@@ -9,10 +9,10 @@ import libcst as cst
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, TrainingModel
 from trainlint.model.torchnames import (
-    CLIP_FUNCTIONS,
     GRAD_SCALER,
     LIGHTNING_TRAINERS,
     autocast_dtype,
+    is_clip_name,
     AUTOCAST,
     is_false,
     literal_string,
@@ -44,12 +44,28 @@ def clips_gradients(model: TrainingModel) -> bool:
     """Whether the module clips gradients anywhere (manually, or through a framework setting)."""
     for call in model.calls:
         last = (call.qualname or call.method or call.name or "").rsplit(".", 1)[-1]
-        if last in CLIP_FUNCTIONS:
+        if is_clip_name(last):
             return True
         clip = call.kwarg("gradient_clip_val")
         if clip is not None and not is_zero(clip) and not (isinstance(clip, cst.Name) and clip.value == "None"):
             return True
     return False
+
+
+def superseded_before_backward(model: TrainingModel, call: Call) -> bool:
+    """Whether `acc = Accelerator(...)` is replaced before any `acc.backward` in its function uses it.
+
+    Test scripts build an fp16 Accelerator only to check wrapping, then train with another one.
+    """
+    assign = next((a for a in model.assigns if a.value is call.node and len(a.targets) == 1), None)
+    if assign is None:
+        return False
+    name = assign.targets[0]
+    uses = [
+        c for c in model.calls
+        if c.method == "backward" and c.receiver_text == name and c.site.function is call.site.function
+    ]
+    return bool(uses) and not any(assign in model.reaching(call.site.function, name, c.site) for c in uses)
 
 
 class Fp16WithoutClipping(Rule):
@@ -166,6 +182,6 @@ trainer.fit(model, loader)
             return
         for call in model.calls:
             what = fp16_enabling(model, call)
-            if what:
+            if what and not superseded_before_backward(model, call):
                 yield Finding(call.node, f"{what} enables fp16 training, but gradients are never clipped: fp16 overflows at 65504 and one exploding step makes the weights inf/NaN")
                 return

@@ -52,7 +52,8 @@ for x, y in loader:
 """
     not_flagged = (
         "Detached or converted values (`.detach()`, `.item()`, `float(...)`), accumulators reset within the "
-        "step, accumulators that are themselves backpropagated (gradient accumulation by summing losses), "
+        "step, lists drained with `pop()`/`clear()` in the same function (pipeline-schedule queues), "
+        "accumulators that are themselves backpropagated (gradient accumulation by summing losses), "
         "values computed under `torch.no_grad()`, and code outside training steps."
     )
     verification = "`trainlint verify` measures the growth per step of live autograd nodes and saved-tensor bytes."
@@ -80,6 +81,16 @@ for x in loader:
     for part in model(x):
         loss += part
     loss.backward()
+    optimizer.step()
+""",
+        # a pipeline schedule's queue: appended and popped within the step
+        """
+def forward_backward(model, batches, optimizer):
+    outputs = []
+    for x in batches:
+        outputs.append(model(x))
+        out = outputs.pop(0)
+        out.backward()
     optimizer.step()
 """,
     )
@@ -139,6 +150,12 @@ class Trainer:
         """The accumulator is not reset (ungated) inside the step loop or step function holding `fact`."""
         if target.startswith("self."):
             return True
+        # a list drained in the same function is a queue (pipeline schedules), not a history
+        if any(
+            c.receiver_text == target and c.method in ("pop", "popleft", "clear") and c.site.function is fact.site.function
+            for c in model.calls
+        ):
+            return False
         loops = [l for l in fact.site.loops if l.is_step]
         for a in model.assigns:
             if a.op is not None or target not in a.targets or a.site.function is not fact.site.function:

@@ -12,6 +12,11 @@ from trainlint.rule import Finding, Rule
 
 EVAL_WORDS = frozenset({"validate", "validation", "evaluate", "evaluation", "eval", "val"})
 FORWARD_WORDS = MODULE_WORDS - {"loss", "criterion"}
+# `convert_module(model)`, `load_model(path)`: verbs acting on a model, not a forward pass through one
+NOT_FORWARD_VERBS = frozenset(
+    """convert load build get set wrap unwrap setup prepare save create init make move copy freeze unfreeze
+    compile register print log reset apply count summarize summarise export""".split()
+)
 FRAMEWORK_HOOKS = frozenset({"validation_step", "test_step", "predict_step", "evaluation_loop", "prediction_step", "evaluate"})
 
 
@@ -57,6 +62,14 @@ def evaluate(model, loader):
     )
     verification = "`trainlint verify run` measures autograd-saved bytes during evaluation."
     valid = (
+        # preparing a model for inference is not a forward pass through it
+        """
+def load_for_eval(paths, fabric):
+    for path in paths:
+        model = load_model(path)
+        model.eval()
+        model = fabric.convert_module(model)
+""",
         """
 import torch
 def validate(model, loader):
@@ -94,8 +107,8 @@ def validate(model, loader):
             for call in fn.calls:
                 if not call.site.loops or model.under(call.site, "no_grad") or call.site.function is not fn:
                     continue
-                name = dotted(call.node.func) or ""
-                if FORWARD_WORDS & set(tokens(name.rsplit(".", 1)[-1])):
+                words = tokens((dotted(call.node.func) or "").rsplit(".", 1)[-1])
+                if FORWARD_WORDS & set(words) and words[0] not in NOT_FORWARD_VERBS:
                     yield Finding(call.node, f"forward pass in `{fn.name}` records an autograd graph: evaluation holds activations it never backpropagates")
                     break
 

@@ -7,7 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from trainlint.diagnostics import Severity
-from trainlint.model import Call, TrainingModel
+from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.names import tokens
 from trainlint.model.torchnames import literal_string
 from trainlint.rule import Finding, Rule
@@ -16,6 +16,16 @@ SYNC_METHODS = frozenset({"item", "cpu", "tolist", "numpy"})
 CONVERSIONS = frozenset({"float", "int", "bool"})
 MATH_TESTS = frozenset({"math.isfinite", "math.isnan", "math.isinf"})
 MODULE_RECEIVER_WORDS = frozenset({"model", "net", "module", "network", "self"})
+
+
+def _in_optimizer_class(site: Site) -> bool:
+    """Code of an optimizer or loss-scaler class: its step must read flags on the host (torch's own
+    `GradScaler.step` calls `.item()`), so the sync is the implementation's, not the training loop's."""
+    fn = site.function
+    if fn is None or fn.class_name is None:
+        return False
+    words = set(tokens(fn.class_name)).union(*(tokens(b) for b in fn.class_bases))
+    return bool(words & {"optimizer", "scaler"})
 
 
 class HostSyncInStep(Rule):
@@ -62,9 +72,11 @@ for step, (x, y) in enumerate(loader):
 """
     not_flagged = (
         "Syncs under a gate (`if step % n == 0`, `if do_log:`, `if step == 0`, an early `return` when not "
-        "logging), in `except` handlers, after the training loop, in epoch-level code outside the step loop, "
-        "and in evaluation loops that do not backpropagate. `float(x)`/`print(x)` only when `x` is known to "
-        "be a tensor (a model or loss output, a torch op)."
+        "logging), on the error path (`except` handlers, `raise`, an assert's message), after the training "
+        "loop, in epoch-level code outside the step loop, in evaluation loops that do not backpropagate, and "
+        "inside optimizer and loss-scaler classes, whose step must read an overflow flag on the host (torch's "
+        "`GradScaler.step` does too). `float(x)`/`print(x)` only when `x` is known to be a tensor (a model or "
+        "loss output, a torch op) at that point: a name rebound to `loss.item()` is a number."
     )
     verification = (
         "`trainlint verify` counts the synchronisations per step with a TorchFunctionMode and, on CUDA, "
@@ -89,6 +101,44 @@ for x, y in loader:
     optimizer.step()
     losses.append(loss.detach())
 print(torch.stack(losses).mean().item())
+""",
+        # a tensor built on the host: reading it waits for nothing on the GPU
+        """
+import torch
+scale = torch.tensor([1.0])
+for x, y in loader:
+    loss = criterion(model(x), y) * scale[0].item()
+    loss.backward()
+    optimizer.step()
+""",
+        # an assert's message is formatted only when the assert fails
+        """
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    assert torch.isfinite(loss).all(), f"loss {loss} is not finite"
+""",
+        # `losses` is a float by the time it is printed; the tensor binding comes later, in evaluation
+        """
+for epoch in range(3):
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses = 0.0
+        print(f"loss {losses}")
+    losses = torch.cat([criterion(model(x), y) for x, y in val_loader])
+""",
+        # an optimizer's own step must read its overflow flag: the sync is the implementation's
+        """
+class MixedPrecisionOptimizer:
+    def step(self):
+        self.unscale_and_check()
+        if self.found_inf.item() > 0:
+            return False
+        self.optimizer.step()
+        return True
 """,
     )
     invalid = (
@@ -117,17 +167,20 @@ for x, y in loader:
         for call in model.calls:
             if call.method in SYNC_METHODS and isinstance(call.receiver, cst.Call):
                 chained.add(id(call.receiver))
+        def per_step(site: Site) -> bool:
+            return model.every_step(site) and not _in_optimizer_class(site)
+
         for call in model.calls:
-            if not model.every_step(call.site):
+            if not per_step(call.site):
                 continue
             described = self._describe(model, call, chained)
             if described:
                 yield Finding(call.node, f"{described} synchronises the host with the GPU on every training step")
         for cond in model.conditions:
-            if cond.kind != "while" and model.every_step(cond.site) and model.is_tensor(cond.node, cond.site.function):
+            if cond.kind != "while" and per_step(cond.site) and model.is_tensor(cond.node, cond.site.function, at=cond.site):
                 yield Finding(cond.node, f"`{cond.kind}` on a tensor's value synchronises the host with the GPU on every training step")
         for fv in model.formatted:
-            if model.every_step(fv.site) and model.is_tensor(fv.node.expression, fv.site.function):
+            if per_step(fv.site) and model.is_tensor(fv.node.expression, fv.site.function, at=fv.site):
                 text = model.module.code_for_node(fv.node.expression)
                 yield Finding(fv.node, f"formatting tensor `{text}` in an f-string synchronises the host with the GPU on every training step")
 
@@ -135,6 +188,8 @@ for x, y in loader:
         code = model.module.code_for_node
         if call.method in SYNC_METHODS and id(call.node) not in chained and not call.node.args:
             if call.method == "cpu" and MODULE_RECEIVER_WORDS & set(tokens(call.receiver_text or "")):
+                return None
+            if call.receiver is not None and model.on_host(call.receiver, call.site.function, call.site):
                 return None
             return f"`{_short(code(call.node))}`"
         if call.method == "to" and call.node.args:

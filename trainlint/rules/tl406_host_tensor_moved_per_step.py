@@ -8,10 +8,9 @@ import libcst as cst
 
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Call, TrainingModel
+from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, RANDOM_FACTORIES as RANDOM
 from trainlint.rule import Finding, NodeEdit, NodeFix, Rule
 
-DETERMINISTIC = frozenset({"tensor", "zeros", "ones", "full", "arange", "eye", "empty", "linspace", "as_tensor", "zeros_like", "ones_like", "full_like", "empty_like"})
-RANDOM = frozenset({"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like"})
 
 
 class HostTensorMovedPerStep(Rule):

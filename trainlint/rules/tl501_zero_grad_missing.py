@@ -44,7 +44,8 @@ for x, y in loader:
     optimizer.step()
 """
     not_flagged = (
-        "Modules that clear gradients anywhere (`zero_grad`, `p.grad = None`, `grad.zero_()`), DeepSpeed/"
+        "Modules that clear or overwrite gradients anywhere (`zero_grad`, `p.grad = None`, `grad.zero_()`, "
+        "`grad.fill_()`, `grad.copy_()`), DeepSpeed/"
         "accelerate/Fabric engines whose `step()` clears them, gradient accumulation with `zero_grad` under "
         "the accumulation boundary, and a `zero_grad` followed by another backward before the step (GANs)."
     )
@@ -100,7 +101,12 @@ for x in loader:
         # distributed autograd accumulates into a fresh context per iteration, not into `.grad`
         if not steps or model.imports.imports_module("torch.distributed.autograd") or not any(model.is_backward(c) for c in model.calls):
             return
-        clears = [c for c in model.calls if c.method in ("zero_grad", "zero_")]
+        # `p.grad.fill_(v)` / `p.grad.copy_(g)` overwrite the gradient as surely as clearing it
+        clears = [
+            c for c in model.calls
+            if c.method in ("zero_grad", "zero_")
+            or (c.method in ("fill_", "copy_") and (c.receiver_text or "").endswith(".grad"))
+        ]
         clears_by_assign = any(t.endswith(".grad") for a in model.assigns for t in a.targets)
         if not clears and not clears_by_assign:
             for step in steps:
