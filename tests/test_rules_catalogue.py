@@ -204,3 +204,17 @@ def test_tl302_gradients_and_detached_concatenations_carry_no_graph():
     """
     assert lines(code, "TL302") == []
     assert lines(code.replace("loss.unsqueeze(0).detach()", "loss.unsqueeze(0)"), "TL302") == [6]
+
+
+def test_tl501_deepspeed_engine_named_model_clears_its_own_gradients():
+    code = """
+    import deepspeed
+    model, optimizer, _, _ = deepspeed.initialize(model=net, model_parameters=net.parameters(), config=cfg)
+    for batch in loader:
+        loss = model(batch)
+        model.backward(loss)
+        model.step()
+    """
+    assert lines(code, "TL501") == []
+    plain = code.replace("model, optimizer, _, _ = deepspeed.initialize(model=net, model_parameters=net.parameters(), config=cfg)", "optimizer = torch.optim.SGD(net.parameters(), lr=0.1)")
+    assert lines(plain.replace("model.step()", "optimizer.step()").replace("model.backward(loss)", "loss.backward()"), "TL501") == [7]

@@ -233,7 +233,7 @@ def test_tl401_print_and_fstring_of_tensor_and_cpu_of_model_not_flagged():
     code = """
     import torch
     for x, y in loader:
-        loss = criterion(model(x), y)
+        loss = criterion(model(x.cuda()), y.cuda())
         loss.backward()
         optimizer.step()
         print(loss)

@@ -19,6 +19,10 @@ from trainlint.model.facts import Assign, Call, Condition, FormattedValue, Funct
 from trainlint.model.names import ImportMap, dotted, root_name, tokens
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES
 
+# Libraries that place training on a device by themselves.
+ACCELERATOR_LIBRARIES = ("accelerate", "deepspeed", "lightning", "pytorch_lightning", "torch_xla", "transformers")
+DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "xla", "mps", "gpu"})
+
 # Framework methods that run once per training step.
 STEP_HOOKS = frozenset(
     {
@@ -120,6 +124,36 @@ class TrainingModel:
                 qual = self.imports.resolve(a.value.func) or ""
                 if qual.startswith("torch.optim.") or (dotted(a.value.func) or "").endswith("Optimizer"):
                     names.update(a.targets)
+        # the engine's step() updates weights, whatever the engine is called (`model` often)
+        return frozenset(names) | self.engine_names
+
+    @cached_property
+    def uses_accelerator(self) -> bool:
+        """Whether this module puts work on a device (`.cuda()`, `.to(device)`, `device=`, a launcher).
+
+        A script with no sign of a device runs on the CPU, where reading a tensor waits for nothing.
+        """
+        if any(self.imports.imports_module(m) for m in ACCELERATOR_LIBRARIES):
+            return True
+        for call in self.calls:
+            if call.method in ("cuda", "to"):
+                return True
+            if DEVICE_WORDS & set(tokens(call.qualname or dotted(call.node.func) or "")):
+                return True
+            if any(a.keyword is not None and a.keyword.value in ("device", "device_map") for a in call.node.args):
+                return True
+        return False
+
+    @cached_property
+    def engine_names(self) -> frozenset[str]:
+        """Names bound to DeepSpeed engines: `engine, optimizer, _, _ = deepspeed.initialize(...)`.
+
+        An engine's `step()` updates the weights and clears the gradients itself.
+        """
+        names = set()
+        for a in self.assigns:
+            if isinstance(a.value, cst.Call) and a.targets and self.imports.resolve(a.value.func) == "deepspeed.initialize":
+                names.add(a.targets[0])
         return frozenset(names)
 
     def is_backward(self, call: Call) -> bool:

@@ -50,6 +50,7 @@ class HostSyncInStep(Rule):
 import torch
 
 for step, (x, y) in enumerate(loader):
+    x, y = x.to(device), y.to(device)
     loss = criterion(model(x), y)
     loss.backward()
     optimizer.step()
@@ -61,6 +62,7 @@ import torch
 
 running_loss = torch.zeros((), device=device)
 for step, (x, y) in enumerate(loader):
+    x, y = x.to(device), y.to(device)
     loss = criterion(model(x), y)
     loss.backward()
     optimizer.step()
@@ -73,7 +75,9 @@ for step, (x, y) in enumerate(loader):
     not_flagged = (
         "Syncs under a gate (`if step % n == 0`, `if do_log:`, `if step == 0`, an early `return` when not "
         "logging), on the error path (`except` handlers, `raise`, an assert's message), after the training "
-        "loop, in epoch-level code outside the step loop, in evaluation loops that do not backpropagate, and "
+        "loop, in epoch-level code outside the step loop, in evaluation loops that do not backpropagate, "
+        "in modules with no sign of a device (no `.cuda()`, `.to(...)`, `device=`, accelerate, Lightning or "
+        "DeepSpeed): they run on the CPU, where `.item()` waits for nothing; and "
         "inside optimizer and loss-scaler classes, whose step must read an overflow flag on the host (torch's "
         "`GradScaler.step` does too). `float(x)`/`print(x)` only when `x` is known to be a tensor (a model or "
         "loss output, a torch op) at that point: a name rebound to `loss.item()` is a number."
@@ -101,6 +105,15 @@ for x, y in loader:
     optimizer.step()
     losses.append(loss.detach())
 print(torch.stack(losses).mean().item())
+""",
+        # a script with no sign of a device runs on the CPU, where reading a tensor waits for nothing
+        """
+for episode in range(1000):
+    action = policy(state).sample()
+    state, reward = env.step(action.item())
+    loss = -log_prob * reward
+    loss.backward()
+    optimizer.step()
 """,
         # a tensor built on the host: reading it waits for nothing on the GPU
         """
@@ -145,6 +158,7 @@ class MixedPrecisionOptimizer:
         """
 import torch
 for x, y in loader:
+    x, y = x.cuda(), y.cuda()
     loss = criterion(model(x), y)
     loss.backward()
     optimizer.step()
@@ -155,7 +169,7 @@ def log_metrics(loss):
     print(f"loss={loss:.3f}")
 
 for x, y in loader:
-    loss = criterion(model(x), y)
+    loss = criterion(model(x.cuda()), y.cuda())
     loss.backward()
     optimizer.step()
     log_metrics(loss)
@@ -167,6 +181,9 @@ for x, y in loader:
         for call in model.calls:
             if call.method in SYNC_METHODS and isinstance(call.receiver, cst.Call):
                 chained.add(id(call.receiver))
+        if not model.uses_accelerator:
+            return
+
         def per_step(site: Site) -> bool:
             return model.every_step(site) and not _in_optimizer_class(site)
 

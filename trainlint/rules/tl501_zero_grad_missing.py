@@ -110,9 +110,11 @@ for x in loader:
         clears_by_assign = any(t.endswith(".grad") for a in model.assigns for t in a.targets)
         if not clears and not clears_by_assign:
             for step in steps:
-                if not ENGINE_WORDS & set(tokens(step.receiver_text or "")) and "scaler" not in (step.receiver_text or ""):
-                    yield Finding(step.node, "gradients are never cleared: every `backward()` adds into `.grad`, so each step applies the sum of all past gradients")
-                    return
+                receiver = step.receiver_text or ""
+                if receiver in model.engine_names or ENGINE_WORDS & set(tokens(receiver)) or "scaler" in receiver:
+                    continue
+                yield Finding(step.node, "gradients are never cleared: every `backward()` adds into `.grad`, so each step applies the sum of all past gradients")
+                return
             return
         yield from self._cleared_before_step(model, steps, clears)
 
