@@ -221,7 +221,7 @@ def test_bad_inputs_give_one_diagnostic_each_and_the_run_goes_on(tmp_path):
     assert "empty.py" not in by_file
     assert by_file["inner.py"] == ["TL403", "TL401"] and by_file["good.py"] == ["TL403", "TL401"]
     syntax = next(d for d in found if d["path"].endswith("syntax.py"))
-    assert syntax["line"] == 3 and "syntax error" in syntax["message"]
+    assert (syntax["line"], syntax["column"]) == (2, 18) and "was never closed" in syntax["message"]
     assert code == 1
 
 

@@ -18,10 +18,11 @@ from trainlint import __version__
 
 if TYPE_CHECKING:
     from trainlint.config import Settings
+    from trainlint.diagnostics import Diagnostic
     from trainlint.engine import FileResult
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-OUTPUT_FORMATS = ("text", "concise", "json")
+OUTPUT_FORMATS = ("text", "concise", "json", "sarif", "github", "lsp")
 
 
 class DefaultGroup(click.Group):
@@ -164,10 +165,17 @@ def _apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wr
 
 def _report(results: list[FileResult], output_format: str, statistics: bool, quiet: bool) -> None:
     diagnostics = [d for r in results for d in r.diagnostics]
-    if output_format == "json":
-        from trainlint.formats.json import render
+    if output_format in ("json", "sarif", "github"):
+        from importlib import import_module
 
-        click.echo(render(diagnostics))
+        output = import_module(f"trainlint.formats.{output_format}").render(diagnostics)
+        if output:
+            click.echo(output)
+        return
+    if output_format == "lsp":
+        from trainlint.formats.lsp import render as render_lsp
+
+        click.echo(render_lsp([r.path for r in results], diagnostics, _source_lines(diagnostics)))
         return
     from rich.console import Console
 
@@ -177,17 +185,22 @@ def _report(results: list[FileResult], output_format: str, statistics: bool, qui
     if output_format == "concise":
         render_concise(console, diagnostics)
     else:
-        sources: dict[str, list[str]] = {}
-        for path in {d.path for d in diagnostics}:
-            try:
-                sources[path] = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
-                pass
-        render_full(console, diagnostics, sources)
+        render_full(console, diagnostics, _source_lines(diagnostics))
     if statistics:
         render_statistics(console, diagnostics)
     if not quiet:
         console.print(summary_line(diagnostics), highlight=False)
+
+
+def _source_lines(diagnostics: Sequence["Diagnostic"]) -> dict[str, list[str]]:
+    """The lines of each file with findings, for snippets and column conversions."""
+    sources: dict[str, list[str]] = {}
+    for path in {d.path for d in diagnostics}:
+        try:
+            sources[path] = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            pass
+    return sources
 
 
 @main.command("rule")
@@ -209,6 +222,17 @@ def rule_command(code: str) -> None:
         console.print(Markdown(render_page(rule)))
     else:
         click.echo(render_page(rule))
+
+
+@main.command("lsp")
+def lsp_command() -> None:
+    """Run the language server over stdio (for editors; needs `pip install trainlint[lsp]`)."""
+    try:
+        from trainlint.lsp.server import main as serve
+    except ImportError as exc:
+        click.echo(f"trainlint: error: the language server needs the `lsp` extra ({exc}); `pip install 'trainlint[lsp]'`", err=True)
+        sys.exit(EXIT_ERROR)
+    serve()
 
 
 @main.command("rules")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import tokenize
@@ -124,13 +125,7 @@ def lint_source(source: str, name: str, settings: Settings) -> FileResult:
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
-        message = " ".join(exc.message.split())
-        line, column = exc.raw_line, exc.raw_column + 1
-        # the native parser's message carries the exact position: "parser error: error at 3:4: expected ..."
-        where = _NATIVE_POSITION.match(message)
-        if where:
-            line, column = int(where["line"]), int(where["column"]) + 1
-            message = message[where.end():]
+        message, line, column = _syntax_error(source, exc)
         result.diagnostics.append(_error(name, f"syntax error: {message}", line, column))
         return result
     except (RecursionError, MemoryError) as exc:
@@ -150,6 +145,28 @@ def lint_source(source: str, name: str, settings: Settings) -> FileResult:
         result.diagnostics.append(_error(name, f"internal error while analysing this file: {detail}"))
         result.internal_error = True
     return result
+
+
+def _syntax_error(source: str, exc: cst.ParserSyntaxError) -> tuple[str, int, int]:
+    """Message and 1-based position of a syntax error.
+
+    CPython's own parser names the offending token (libcst's reports where its lookahead gave up,
+    often the next line), so it is asked first; libcst's account is kept for code CPython accepts.
+    """
+    try:
+        compile(source, "<trainlint>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as err:
+        if err.lineno is not None:
+            return err.msg, err.lineno, max(err.offset or 1, 1)
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    message = " ".join(exc.message.split())
+    line, column = exc.raw_line, exc.raw_column + 1
+    where = _NATIVE_POSITION.match(message)  # "parser error: error at 3:4: expected ..."
+    if where:
+        line, column = int(where["line"]), int(where["column"]) + 1
+        message = message[where.end():]
+    return message, line, column
 
 
 def _diagnostics(module: cst.Module, source: str, name: str, findings: list[tuple[Rule, Finding]]) -> list[Diagnostic]:

@@ -1,0 +1,1 @@
+"""The language server (`trainlint lsp`); needs the `lsp` extra (pygls, lsprotocol)."""
