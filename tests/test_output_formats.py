@@ -1,0 +1,110 @@
+"""`--format sarif|github|lsp`: validated against the official SARIF schema, and pinned."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from trainlint.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA = json.loads((ROOT / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
+FIXABLE = """\
+import torch
+history = []
+for x, y in loader:
+    x, y = x.cuda(), y.cuda()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    history.append(loss)  # ünïcode before: columns in code points
+"""
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def test_sarif_validates_against_the_official_schema(tmp_path: Path):
+    code, out = run(str(ROOT / "examples"), "--format", "sarif")
+    assert code == 1
+    log = json.loads(out)
+    jsonschema.validate(log, SCHEMA)
+    run_ = log["runs"][0]
+    rules = run_["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules][:3] == ["TL000", "TL101", "TL102"] and len(rules) == 23
+    tl101 = rules[1]
+    assert tl101["name"] == "low-precision-params-trained"
+    assert tl101["helpUri"].endswith("rules/TL101-low-precision-params-trained.md")
+    assert tl101["defaultConfiguration"]["level"] == "error" and tl101["help"]["markdown"].startswith("# TL101")
+    results = run_["results"]
+    assert sorted(r["ruleId"] for r in results) == ["TL101", "TL202", "TL301", "TL302", "TL401", "TL403"]
+    first = next(r for r in results if r["ruleId"] == "TL101")
+    region = first["locations"][0]["physicalLocation"]["region"]
+    assert (region["startLine"], region["startColumn"]) == (54, 13)
+    assert rules[first["ruleIndex"]]["id"] == "TL101"
+    assert {r["level"] for r in results} == {"error", "warning", "note"}
+
+
+def test_sarif_carries_fixes_and_the_validator_rejects_a_broken_log(tmp_path: Path):
+    path = tmp_path / "train.py"
+    path.write_text(FIXABLE, encoding="utf-8")
+    _, out = run(str(path), "--format", "sarif")
+    log = json.loads(out)
+    jsonschema.validate(log, SCHEMA)
+    (result,) = log["runs"][0]["results"]
+    (replacement,) = result["fixes"][0]["artifactChanges"][0]["replacements"]
+    assert replacement["insertedContent"]["text"] == "loss.detach()"
+    assert replacement["deletedRegion"] == {"startLine": 9, "startColumn": 20, "endLine": 9, "endColumn": 24}
+    result["level"] = "fatal"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(log, SCHEMA)
+
+
+def test_github_annotations_are_pinned(tmp_path: Path):
+    code, out = run(str(ROOT / "examples" / "energy_trainer.py"), "--format", "github")
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0] == (
+        "::notice file=" + str(ROOT / "examples" / "energy_trainer.py") + ",line=22,col=13,endLine=22,endColumn=49,"
+        "title=TL403 memory-stats-in-step::`torch.cuda.reset_peak_memory_stats()` runs on every training step. "
+        "Fix: Reset or read memory statistics at epoch boundaries or under a debug/log flag."
+    )
+    assert [line.split(" ", 1)[0] for line in lines] == ["::notice", "::warning", "::error", "::warning"]
+    # `%` is escaped in messages; `,` and `:` in properties
+    assert "if step %25 log_every == 0:" in lines[-1]
+
+
+def test_github_escapes_properties(tmp_path: Path):
+    from trainlint.diagnostics import Diagnostic, Severity
+    from trainlint.formats.github import annotation
+
+    d = Diagnostic("TL401", "host-sync-in-step", "100% bad\nreally", Severity.INFO, "a,b:c.py", 1, 2, 1, 3)
+    assert annotation(d) == "::notice file=a%2Cb%3Ac.py,line=1,col=2,endLine=1,endColumn=3,title=TL401 host-sync-in-step::100%25 bad%0Areally"
+
+
+def test_lsp_format_is_zero_based_utf16_and_lists_clean_files(tmp_path: Path):
+    bad = tmp_path / "train.py"
+    bad.write_text(FIXABLE.replace("history.append(loss)  #", "history.append(loss); s = '😀'; history.append(loss)  #"), encoding="utf-8")
+    clean = tmp_path / "clean.py"
+    clean.write_text("import torch\nloss.backward()\n", encoding="utf-8")
+    code, out = run(str(tmp_path), "--format", "lsp")
+    assert code == 1
+    by_uri = json.loads(out)
+    assert by_uri[clean.resolve().as_uri()] == []
+    found = by_uri[bad.resolve().as_uri()]
+    assert [d["code"] for d in found] == ["TL302", "TL302"]
+    first, second = found
+    assert first["range"] == {"start": {"line": 8, "character": 4}, "end": {"line": 8, "character": 24}}
+    # the emoji before the second finding is one code point but two UTF-16 units
+    line = FIXABLE.splitlines()[8].replace("history.append(loss)  #", "history.append(loss); s = '😀'; history.append(loss)  #")
+    assert second["range"]["start"]["character"] == line.index("history", 5) + 1
+    assert first["severity"] == 1 and first["source"] == "trainlint"
+    assert first["codeDescription"]["href"].endswith("TL302-autograd-history-accumulated.md")
+    assert first["data"]["fix"]["edits"][0]["content"] == "loss.detach()"
