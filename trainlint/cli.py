@@ -224,6 +224,46 @@ def rule_command(code: str) -> None:
         click.echo(render_page(rule))
 
 
+@main.command("verify")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="Where probes run (auto: CUDA when available).")
+@click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, help="Seconds each probe may run.")
+def verify_command(paths: tuple[Path, ...], output_format: str, device: str, timeout: float) -> None:
+    """Lint PATHS, then confirm or refute each finding by running a small torch experiment."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        click.echo("trainlint: error: the verifier needs torch: `pip install 'trainlint[verify]'`", err=True)
+        sys.exit(EXIT_ERROR)
+    from trainlint.config import ConfigError, find_config, load_settings
+    from trainlint.discovery import discover
+    from trainlint.engine import lint_paths
+    from trainlint.verify.runner import verify
+
+    paths = paths or (Path("."),)
+    try:
+        settings = load_settings(find_config(paths[0]))
+    except ConfigError as exc:
+        click.echo(f"trainlint: error: {exc}", err=True)
+        sys.exit(EXIT_ERROR)
+    targets = discover(list(paths), settings.root, settings.exclude)
+    results = lint_paths([(t.path, settings) for t in targets])
+    rows = verify([d for r in results for d in r.diagnostics], device, timeout)
+    if output_format == "json":
+        import json
+
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        from rich.console import Console
+
+        from trainlint.formats.verification import render
+
+        render(Console(highlight=False, soft_wrap=True, no_color=bool(os.environ.get("NO_COLOR"))), rows)
+    confirmed = any((r["verification"] or {}).get("status") == "confirmed" for r in rows)
+    sys.exit(EXIT_FINDINGS if confirmed else EXIT_CLEAN)
+
+
 @main.command("lsp")
 def lsp_command() -> None:
     """Run the language server over stdio (for editors; needs `pip install trainlint[lsp]`)."""
