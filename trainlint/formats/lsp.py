@@ -49,10 +49,7 @@ def to_lsp(diagnostic: Diagnostic, lines: Sequence[str] | None = None) -> dict[s
         "source": SOURCE,
         "message": message,
     }
-    if d.fix is not None:
-        out["data"] = {"fix": d.fix.to_dict(), "name": d.name}
-    else:
-        out["data"] = {"name": d.name}
+    out["data"] = {"name": d.name, **({"fix": d.fix.to_dict()} if d.fix is not None else {})}
     return out
 
 

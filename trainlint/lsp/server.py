@@ -33,7 +33,6 @@ PYPROJECT = "pyproject.toml"
 class DocumentState:
     """What the server last published for one open document."""
 
-    version: int | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
     last_good: list[Diagnostic] = field(default_factory=list)  # findings of the last text that parsed
 
@@ -83,7 +82,6 @@ class TrainlintServer(LanguageServer):
         else:
             state.diagnostics = result.diagnostics
             state.last_good = [d for d in result.diagnostics if d.code != PARSE_ERROR[0]]
-        state.version = document.version
         lines = document.lines
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(
