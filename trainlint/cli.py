@@ -17,6 +17,8 @@ import click
 from trainlint import __version__
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from trainlint.config import Settings
     from trainlint.diagnostics import Diagnostic
     from trainlint.engine import FileResult
@@ -26,11 +28,16 @@ OUTPUT_FORMATS = ("text", "concise", "json", "sarif", "github", "lsp")
 
 
 class DefaultGroup(click.Group):
-    """A group whose default command is `check`: `trainlint src/` means `trainlint check src/`."""
+    """A group with a default command: `trainlint src/` means `trainlint check src/`, and
+    `trainlint verify src/` means `trainlint verify probes src/`."""
+
+    def __init__(self, *args: object, default: str = "check", **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.default = default
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
-            args = ["check", *args]
+            args = [self.default, *args]
         return super().parse_args(ctx, args)
 
 
@@ -224,44 +231,99 @@ def rule_command(code: str) -> None:
         click.echo(render_page(rule))
 
 
-@main.command("verify")
-@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="Where probes run (auto: CUDA when available).")
-@click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, help="Seconds each probe may run.")
-def verify_command(paths: tuple[Path, ...], output_format: str, device: str, timeout: float) -> None:
-    """Lint PATHS, then confirm or refute each finding by running a small torch experiment."""
+@main.group("verify", cls=DefaultGroup, default="probes")
+def verify_group() -> None:
+    """Confirm findings by running code (needs `pip install trainlint[verify]`).
+
+    `trainlint verify PATH...` runs a probe per finding; `trainlint verify run SCRIPT` runs a
+    training script under instruments.
+    """
+
+
+def _need_torch() -> None:
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
         click.echo("trainlint: error: the verifier needs torch: `pip install 'trainlint[verify]'`", err=True)
         sys.exit(EXIT_ERROR)
+
+
+def _lint_for_verify(paths: Sequence[Path]) -> list[Diagnostic]:
     from trainlint.config import ConfigError, find_config, load_settings
     from trainlint.discovery import discover
     from trainlint.engine import lint_paths
-    from trainlint.verify.runner import verify
 
-    paths = paths or (Path("."),)
     try:
         settings = load_settings(find_config(paths[0]))
     except ConfigError as exc:
         click.echo(f"trainlint: error: {exc}", err=True)
         sys.exit(EXIT_ERROR)
     targets = discover(list(paths), settings.root, settings.exclude)
-    results = lint_paths([(t.path, settings) for t in targets])
-    rows = verify([d for r in results for d in r.diagnostics], device, timeout)
+    return [d for r in lint_paths([(t.path, settings) for t in targets]) for d in r.diagnostics]
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True, no_color=bool(os.environ.get("NO_COLOR")))
+
+
+@verify_group.command("probes")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="Where probes run (auto: CUDA when available).")
+@click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, help="Seconds each probe may run.")
+def verify_probes(paths: tuple[Path, ...], output_format: str, device: str, timeout: float) -> None:
+    """Lint PATHS, then confirm or refute each finding by running a small torch experiment."""
+    _need_torch()
+    from trainlint.verify.runner import verify
+
+    rows = verify(_lint_for_verify(paths or (Path("."),)), device, timeout)
     if output_format == "json":
         import json
 
         click.echo(json.dumps(rows, indent=2))
     else:
-        from rich.console import Console
-
         from trainlint.formats.verification import render
 
-        render(Console(highlight=False, soft_wrap=True, no_color=bool(os.environ.get("NO_COLOR"))), rows)
+        render(_console(), rows)
     confirmed = any((r["verification"] or {}).get("status") == "confirmed" for r in rows)
     sys.exit(EXIT_FINDINGS if confirmed else EXIT_CLEAN)
+
+
+@verify_group.command("run")
+@click.argument("script", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--steps", type=click.IntRange(min=1), default=50, show_default=True, help="Stop after this many optimizer steps.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=600.0, show_default=True, help="Seconds the script may run.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="cpu hides CUDA from the script; cuda requires it.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: float, device: str, output_format: str) -> None:
+    """Run SCRIPT unmodified (arguments after `--`) for N optimizer steps and report its training health.
+
+    Reports frozen parameters, non-finite losses and gradients, host-device syncs per step, autograd
+    graphs kept across steps and step times, and marks the script's static findings confirmed or
+    not. The script's own output goes to stderr. Exit code 1 when a problem or finding is confirmed,
+    2 when no optimizer step ran.
+    """
+    _need_torch()
+    from trainlint.verify.script_run import judge, problems, run_script
+
+    report = run_script(script, script_args, steps, timeout, device)
+    rows = judge(report, _lint_for_verify([script]))
+    found = problems(report)
+    if output_format == "json":
+        import json
+
+        click.echo(json.dumps({**report, "findings": rows, "problems": found}, indent=2))
+    else:
+        from trainlint.formats.verification import render_run
+
+        render_run(_console(), report, rows, found)
+    if not report.get("steps"):
+        sys.exit(EXIT_ERROR)
+    confirmed = any((r["verification"] or {}).get("status") == "confirmed" for r in rows)
+    sys.exit(EXIT_FINDINGS if found or confirmed else EXIT_CLEAN)
 
 
 @main.command("lsp")

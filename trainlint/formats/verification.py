@@ -1,23 +1,27 @@
-"""`trainlint verify` in the terminal: each finding with its verdict and measured evidence."""
+"""`trainlint verify` in the terminal: each finding with its verdict and measured evidence, and the
+health report of `trainlint verify run`."""
 
 from __future__ import annotations
 
-from typing import Sequence
+import os
+from typing import Any, Sequence
 
 from rich.console import Console
+from rich.table import Table
 
-STYLE = {"confirmed": "bold red", "not reproduced": "green", "cannot check here": "yellow"}
+STYLE = {"confirmed": "bold red", "not reproduced": "green", "not confirmed": "green", "cannot check here": "yellow"}
 
 
-def render(console: Console, rows: Sequence[dict[str, object]]) -> None:
+def render(console: Console, rows: Sequence[dict[str, object]], unchecked: str = "no probe") -> None:
+    """Each finding with its verdict, then a count per verdict; `unchecked` names findings with none."""
     counts: dict[str, int] = {}
     for row in rows:
         verdict = row.get("verification")
         where = f"{row['path']}:{row['line']}:{row['column']}"
         console.print(f"[bold]{where}[/] [cyan]{row['code']}[/] {row['message']}")
         if not verdict:
-            console.print("  = verification: no probe for this rule")
-            counts["no probe"] = counts.get("no probe", 0) + 1
+            console.print(f"  = verification: {unchecked} for this rule")
+            counts[unchecked] = counts.get(unchecked, 0) + 1
             continue
         status = str(verdict["status"])
         counts[status] = counts.get(status, 0) + 1
@@ -27,3 +31,98 @@ def render(console: Console, rows: Sequence[dict[str, object]]) -> None:
         console.print(f"  = [{STYLE.get(status, '')}]{status}[/]{on}{took}: {verdict['summary']}")
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     console.print(f"\nVerified {len(rows)} finding(s): {summary or 'nothing to verify'}")
+
+
+def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str, object]], problems: Sequence[str]) -> None:
+    """The training-health report of `trainlint verify run`, then the script's static findings judged."""
+    from trainlint.verify.script_run import FROZEN, format_bytes
+
+    steps = report.get("steps") or 0
+    took = f", {report['duration_s']:.1f} s" if isinstance(report.get("duration_s"), (int, float)) else ""
+    on = f" on {report['device']}" if report.get("device") else ""
+    console.print(f"[bold]{report['script']}[/]: {steps} optimizer step(s){on}{took}: {report.get('message', '')}")
+    if report.get("error"):
+        console.print(f"  [red]{report['error']}[/]")
+    if not steps:
+        return
+
+    console.print(f"\n[bold]Frozen parameters[/]: unchanged after {steps} steps although their gradient was non-zero")
+    frozen = [r for r in report.get("frozen") or [] if r["frozen_fraction"] >= FROZEN]
+    if frozen:
+        table = Table(box=None, padding=(0, 2, 0, 2), show_header=True, header_style="bold")
+        for column, justify in (("parameter", "left"), ("dtype", "left"), ("elements", "right"), ("unchanged", "right")):
+            table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        for r in frozen[:15]:
+            table.add_row(r["name"], r["dtype"], f"{r['numel']:,}", f"[red]{r['frozen_fraction']:.0%}[/]")
+        console.print(table)
+        if len(frozen) > 15:
+            console.print(f"  ... and {len(frozen) - 15} more")
+    else:
+        console.print(f"  none of {report.get('tensors_checked', 0)} tensors (none had {FROZEN:.0%} or more of its elements unchanged)")
+
+    console.print("\n[bold]Loss and gradients[/]")
+    for label, key in (("loss", "loss"), ("grad norm", "grad_norm")):
+        series = report.get(key) or {}
+        if series.get("first") is None:
+            console.print(f"  {label:<10} not seen")
+            continue
+        bad = series.get("nonfinite_steps") or []
+        state = f"[red]non-finite at step(s) {', '.join(map(str, bad[:5]))}[/]" if bad else "finite"
+        console.print(f"  {label:<10} {series['first']:.4g} -> {series['last']:.4g} (median {series['median']:.4g}, max {series['max']:.4g}), {state}")
+    scale = report.get("loss_scale")
+    if scale:
+        console.print(f"  loss scale {scale['first']:g} -> {scale['last']:g}, lowered {scale['decreases']} time(s) for inf/NaN gradients")
+    if report.get("nonfinite_parameters"):
+        console.print(f"  [red]non-finite parameters[/]: {', '.join(report['nonfinite_parameters'][:5])}")
+
+    console.print("\n[bold]Host-device syncs[/] called by the script (per step, over steps 2..N)")
+    syncs = report.get("syncs") or []
+    for s in syncs[:10]:
+        where = _relative(s["path"])
+        if s["every_step"]:
+            often = f"[red]{s['per_step']:.3g} per step[/]"
+        elif s["steps_seen"]:
+            often = f"in {s['steps_seen']} of {s['steps_measured']} steps"
+        else:
+            often = f"{s['count']} time(s), outside the steps measured"
+        console.print(f"  {where}:{s['line']}  {s['kind']}  {often}")
+    if not syncs:
+        console.print("  none")
+    elif report.get("device") == "cpu":
+        console.print("  [dim]on the CPU these are value reads that sync when the tensor lives on a GPU[/]")
+
+    console.print("\n[bold]Autograd graphs kept across steps[/]")
+    for g in report.get("graphs") or []:
+        nodes = g["nodes"]
+        console.print(f"  [red]{g['name']}[/]: +{g['growth_per_step']:.0f} nodes per step ({nodes[0]} after step 1, {nodes[-1]} after step {len(nodes)})")
+    saved = report.get("saved_bytes") or {}
+    values = saved.get("values") or [0]
+    growth = saved.get("growth_per_step") or 0
+    grows = f", [red]+{format_bytes(growth)} per step[/]" if growth > 0 else ""
+    console.print(f"  tensors saved for backward, alive at step end: {format_bytes(values[0])} after step 1, {format_bytes(values[-1])} after step {len(values)}{grows}")
+    cuda = report.get("cuda_memory")
+    if cuda and cuda.get("values"):
+        console.print(f"  CUDA memory allocated: {format_bytes(cuda['values'][0])} -> {format_bytes(cuda['values'][-1])} (+{format_bytes(cuda['growth_per_step'])} per step)")
+
+    timing = report.get("step_time")
+    if timing and timing.get("median_rest_s") is not None:
+        first, rest = timing["first_s"], timing["median_rest_s"]
+        slower = "  [red]later steps are slower than the first[/]" if rest > 1.2 * first else ""
+        console.print(f"\n[bold]Step time[/]: first {first * 1e3:.1f} ms, median of the rest {rest * 1e3:.1f} ms{slower}")
+
+    if rows:
+        console.print(f"\n[bold]Static findings[/] in {report['script']}, judged by this run")
+        render(console, rows, unchecked="no runtime check")
+    if problems:
+        console.print("\n[bold red]Problems[/]")
+        for line in problems:
+            console.print(f"  - {line}")
+    else:
+        console.print("\nNo training-health problem in this run.")
+
+
+def _relative(path: str) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return path

@@ -28,6 +28,14 @@ def is_clip(call: Call) -> bool:
     return is_clip_name(last) and last != "clip_gradients" and call.receiver_text not in ("accelerator", "self.accelerator", "fabric")
 
 
+def clip_facts(call: Call) -> dict[str, object]:
+    """The clip threshold when it is a literal: `clip_grad_norm_(params, 0.5)` -> {"max_norm": 0.5}."""
+    value = call.kwarg("max_norm") or call.kwarg("clip_value") or call.positional(1)
+    if isinstance(value, (cst.Integer, cst.Float)):
+        return {"max_norm": float(value.evaluated_value)}
+    return {}
+
+
 class ClipBeforeUnscale(Rule):
     code = "TL201"
     name = "clip-before-unscale"
@@ -103,7 +111,8 @@ for x in loader:
                 if call.method == "step" and call.receiver_text == scaler:
                     break
                 if is_clip(call):
-                    yield Finding(call.node, f"gradients are clipped while still multiplied by the loss scale: call `{scaler}.unscale_(optimizer)` first (the threshold is effectively max_norm x 65536)", fix=self._fix(model, call, scaler, later))
+                    message = f"gradients are clipped while still multiplied by the loss scale: call `{scaler}.unscale_(optimizer)` first (the threshold is effectively max_norm x 65536)"
+                    yield Finding(call.node, message, fix=self._fix(model, call, scaler, later), facts=clip_facts(call))
                     break
 
     @staticmethod

@@ -13,6 +13,7 @@ from trainlint.model.torchnames import literal_string
 from trainlint.rule import Finding, Rule
 
 SYNC_METHODS = frozenset({"item", "cpu", "tolist", "numpy"})
+HOST_COPIES = frozenset({"cpu", "numpy", "to"})
 CONVERSIONS = frozenset({"float", "int", "bool"})
 MATH_TESTS = frozenset({"math.isfinite", "math.isnan", "math.isinf"})
 MODULE_RECEIVER_WORDS = frozenset({"model", "net", "module", "network", "self"})
@@ -192,14 +193,15 @@ for x, y in loader:
                 continue
             described = self._describe(model, call, chained)
             if described:
-                yield Finding(call.node, f"{described} synchronises the host with the GPU on every training step")
+                kind = "host copy" if call.method in HOST_COPIES else "value read"  # for `trainlint verify run`
+                yield Finding(call.node, f"{described} synchronises the host with the GPU on every training step", facts={"kind": kind})
         for cond in model.conditions:
             if cond.kind != "while" and per_step(cond.site) and model.is_tensor(cond.node, cond.site.function, at=cond.site):
-                yield Finding(cond.node, f"`{cond.kind}` on a tensor's value synchronises the host with the GPU on every training step")
+                yield Finding(cond.node, f"`{cond.kind}` on a tensor's value synchronises the host with the GPU on every training step", facts={"kind": "value read"})
         for fv in model.formatted:
             if per_step(fv.site) and model.is_tensor(fv.node.expression, fv.site.function, at=fv.site):
                 text = model.module.code_for_node(fv.node.expression)
-                yield Finding(fv.node, f"formatting tensor `{text}` in an f-string synchronises the host with the GPU on every training step")
+                yield Finding(fv.node, f"formatting tensor `{text}` in an f-string synchronises the host with the GPU on every training step", facts={"kind": "value read"})
 
     def _describe(self, model: TrainingModel, call: Call, chained: set[int]) -> str | None:
         code = model.module.code_for_node

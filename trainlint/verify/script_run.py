@@ -1,0 +1,162 @@
+"""`trainlint verify run`: run a training script under the instruments, then judge its static findings.
+
+This side never imports torch: it starts `trainlint.verify.instruments` in a child process, reads
+the report it writes, and marks each static finding of the script confirmed or not by that evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+from trainlint.diagnostics import Diagnostic
+
+Report = dict[str, Any]
+FROZEN = 0.5  # a tensor whose elements with a gradient stayed unchanged at least this often is frozen
+LOW_PRECISION = ("bfloat16", "float16")
+GRACE_S = 60.0  # for torch's import and the report, beyond the script's own timeout
+
+
+def run_script(script: Path, args: Sequence[str], steps: int, timeout: float, device: str) -> Report:
+    """The instruments' report for `script` run with `args`; the script's output goes to our stderr."""
+    env = dict(os.environ)
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    env.setdefault("PYTHONUNBUFFERED", "1")  # the script's prints appear as it runs
+    with tempfile.TemporaryDirectory(prefix="trainlint-run-") as tmp:
+        report_path = Path(tmp) / "report.json"
+        request = {
+            "script": str(script), "args": list(args), "steps": steps, "timeout": timeout, "device": device,
+            "report": str(report_path), "threads_set": "OMP_NUM_THREADS" in os.environ,
+        }
+        command = [sys.executable, "-m", "trainlint.verify.instruments", json.dumps(request)]
+        try:
+            done = subprocess.run(command, stdout=_script_output(), env=env, timeout=timeout + GRACE_S)
+            code: int | None = done.returncode
+        except subprocess.TimeoutExpired:
+            code = None
+        if report_path.is_file():
+            return json.loads(report_path.read_text(encoding="utf-8"))
+    ended = f"did not end within {timeout + GRACE_S:g} s" if code is None else f"ended with exit code {code}"
+    return {"script": str(script), "steps": 0, "stopped": "error", "message": f"the instrumented run {ended} and wrote no report", "error": None}
+
+
+def _script_output() -> Any:
+    """The script's stdout goes to our stderr, so that our stdout holds only the report."""
+    try:
+        sys.stderr.fileno()
+        return sys.stderr
+    except (AttributeError, OSError, ValueError):
+        return subprocess.DEVNULL
+
+
+def problems(report: Report) -> list[str]:
+    """Training-health problems the run showed, one line each (empty when healthy)."""
+    found = []
+    frozen = [r for r in report.get("frozen") or [] if r["frozen_fraction"] >= FROZEN]
+    if frozen:
+        found.append(f"{len(frozen)} parameter tensor(s) frozen: {_examples(frozen)}")
+    for what in ("loss", "grad_norm"):
+        bad = (report.get(what) or {}).get("nonfinite_steps") or []
+        if bad:
+            found.append(f"{what.replace('_', ' ')} non-finite at step(s) {_steps(bad)}")
+    if report.get("nonfinite_parameters"):
+        found.append(f"non-finite parameters: {', '.join(report['nonfinite_parameters'][:5])}")
+    for graph in report.get("graphs") or []:
+        found.append(f"`{graph['name']}` keeps autograd graphs: +{graph['growth_per_step']:.0f} nodes per step")
+    growth = (report.get("saved_bytes") or {}).get("growth_per_step") or 0
+    if growth > 0:
+        found.append(f"tensors saved for backward stay alive: +{format_bytes(growth)} per step")
+    return found
+
+
+def judge(report: Report, diagnostics: Sequence[Diagnostic]) -> list[Report]:
+    """Each static finding as a dict with a `verification` from the run's evidence (None: no runtime check)."""
+    rows = []
+    for d in diagnostics:
+        row = d.to_dict()
+        verdict = _verdict(report, d)
+        row["verification"] = None if verdict is None else {"status": verdict[0], "summary": verdict[1]}
+        rows.append(row)
+    return rows
+
+
+def _verdict(report: Report, d: Diagnostic) -> tuple[str, str] | None:
+    steps = report.get("steps") or 0
+    if steps == 0:
+        return ("cannot check here", "no optimizer step ran") if d.code in JUDGED else None
+    if d.code == "TL101":
+        low = [r for r in report.get("frozen") or [] if r["dtype"] in LOW_PRECISION and r["frozen_fraction"] >= FROZEN]
+        if low:
+            return "confirmed", f"{len(low)} {low[0]['dtype']} tensor(s) unchanged after {steps} steps though their gradients were non-zero: {_examples(low)}"
+        return "not confirmed", f"every low-precision parameter moved in {steps} steps"
+    if d.code in ("TL102", "TL104", "TL202", "TL204"):
+        return _stability(report, steps)
+    if d.code in ("TL301", "TL302"):
+        graphs = report.get("graphs") or []
+        growth = (report.get("saved_bytes") or {}).get("growth_per_step") or 0
+        if graphs or growth > 0:
+            parts = [f"`{g['name']}` grows by {g['growth_per_step']:.0f} autograd nodes per step" for g in graphs[:2]]
+            if growth > 0:
+                parts.append(f"tensors saved for backward grow by {format_bytes(growth)} per step")
+            return "confirmed", "; ".join(parts)
+        return "not confirmed", f"no variable's autograd graph grew over {steps} steps"
+    if d.code in ("TL401", "TL402", "TL304", "TL403"):
+        return _sync_verdict(report, d, steps)
+    return None
+
+
+def _stability(report: Report, steps: int) -> tuple[str, str]:
+    bad = [
+        f"{what.replace('_', ' ')} non-finite at step {report[what]['nonfinite_steps'][0]}"
+        for what in ("loss", "grad_norm") if (report.get(what) or {}).get("nonfinite_steps")
+    ]
+    if report.get("nonfinite_parameters"):
+        bad.append(f"non-finite parameters ({', '.join(report['nonfinite_parameters'][:3])})")
+    if bad:
+        return "confirmed", "; ".join(bad)
+    top = (report.get("grad_norm") or {}).get("max")
+    peak = f" (largest gradient norm {top:.3g})" if isinstance(top, (int, float)) else ""
+    return "not confirmed", f"loss, gradients and parameters stayed finite for {steps} steps{peak}"
+
+
+def _sync_verdict(report: Report, d: Diagnostic, steps: int) -> tuple[str, str]:
+    path = os.path.abspath(d.path)
+    end = d.end_line or d.line
+    at_line = [s for s in report.get("syncs") or [] if s["path"] == path and d.line <= s["line"] <= end]
+    every = [s for s in at_line if s["every_step"]]
+    if every:
+        s = every[0]
+        return "confirmed", f"{s['kind']} ran {s['per_step']:.3g} time(s) per step, in {s['steps_seen']} of {s['steps_measured']} steps"
+    if at_line:
+        s = at_line[0]
+        return "not confirmed", f"{s['kind']} ran in {s['steps_seen']} of {s['steps_measured']} steps only"
+    cuda_only = d.code != "TL401" or d.facts.get("kind") == "host copy"
+    if report.get("device") == "cpu" and cuda_only:
+        return "cannot check here", "on the CPU this line does not run or syncs nothing (it needs CUDA)"
+    return "not confirmed", f"no sync at this line in {steps} steps"
+
+
+JUDGED = frozenset({"TL101", "TL102", "TL104", "TL202", "TL204", "TL301", "TL302", "TL304", "TL401", "TL402", "TL403"})
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _examples(rows: Sequence[Report], limit: int = 3) -> str:
+    shown = ", ".join(f"{r['name']} {r['frozen_fraction']:.0%}" for r in rows[:limit])
+    return shown + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
+
+
+def _steps(steps: Sequence[int], limit: int = 5) -> str:
+    return ", ".join(map(str, steps[:limit])) + (f" and {len(steps) - limit} more" if len(steps) > limit else "")
