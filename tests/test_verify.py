@@ -100,3 +100,40 @@ def test_verify_command_on_the_examples():
         capture_output=True, text=True, timeout=600,
     )
     assert clean.returncode == 0 and "nothing to verify" in clean.stdout
+
+
+def test_tl103_bf16_gradients_need_no_scaler():
+    result = probes.probe_tl103({}, "cpu")
+    assert result["status"] == "confirmed"
+    assert result["evidence"]["underflow_bf16"] == 0.0 and result["evidence"]["underflow_fp16"] > 0.01
+    # gradients far below bf16's smallest normal (~1e-38) underflow there too: nothing to confirm
+    assert probes.probe_tl103({"grad_scale": 1e-40}, "cpu")["status"] == "not reproduced"
+
+
+def test_rule_pages_promise_only_the_checks_that_exist():
+    from trainlint.rules import ALL_RULES
+    from trainlint.verify.runner import PROBED
+    from trainlint.verify.script_run import JUDGED
+
+    assert PROBED == set(probes.PROBES)
+    for rule in ALL_RULES:
+        text = rule.verification
+        assert ("`trainlint verify run`" in text) == (rule.code in JUDGED), rule.code
+        assert ("`trainlint verify` " in text) == (rule.code in PROBED), rule.code
+
+
+def test_tl201_probe_gets_the_code_s_max_norm():
+    from trainlint.config import Settings
+    from trainlint.engine import lint_source
+
+    source = (
+        "import torch\n"
+        "for x in loader:\n"
+        "    scaler.scale(model(x)).backward()\n"
+        "    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=0.5)\n"
+        "    scaler.step(optimizer)\n"
+        "    scaler.update()\n"
+    )
+    (finding,) = lint_source(source, "train.py", Settings()).diagnostics
+    assert finding.code == "TL201" and finding.facts == {"max_norm": 0.5}
+    assert probes.probe_tl201(finding.facts, "cpu")["evidence"]["effective_threshold"] == 0.5 / 65536

@@ -110,6 +110,12 @@ def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str
         slower = "  [red]later steps are slower than the first[/]" if rest > 1.2 * first else ""
         console.print(f"\n[bold]Step time[/]: first {first * 1e3:.1f} ms, median of the rest {rest * 1e3:.1f} ms{slower}")
 
+    notes = _step_notes(report)
+    if notes:
+        console.print("\n[bold]During the steps[/]")
+        for note in notes:
+            console.print(f"  {note}")
+
     if rows:
         console.print(f"\n[bold]Static findings[/] in {report['script']}, judged by this run")
         render(console, rows, unchecked="no runtime check")
@@ -121,8 +127,32 @@ def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str
         console.print("\nNo training-health problem in this run.")
 
 
+def _step_notes(report: dict[str, Any]) -> list[str]:
+    """Lines about the steps beyond the figures above: mode, gradient clearing, schedulers, events."""
+    steps = report["steps"]
+    notes = []
+    if report.get("eval_mode_steps"):
+        notes.append(f"[red]the model was in eval mode[/] at {len(report['eval_mode_steps'])} of {steps} optimizer steps")
+    if steps >= 2 and report.get("zero_grad_calls") == 0 and report.get("renewed_grads_steps") == 0:
+        notes.append("[red]gradients were never cleared[/]: no zero_grad() call, no .grad reset")
+    if report.get("scheduler_steps_before_first_step"):
+        notes.append(f"the LR scheduler stepped {report['scheduler_steps_before_first_step']} time(s) before the first optimizer step")
+    if report.get("anomaly_steps"):
+        notes.append(f"anomaly detection was on at {len(report['anomaly_steps'])} of {steps} steps")
+    wait = report.get("data_wait")
+    if wait:
+        notes.append(f"waiting for the DataLoader: {wait['per_step_s'] * 1e3:.2f} ms per step ({wait['fraction']:.0%} of the step time)")
+    for e in report.get("events") or []:
+        if e["kind"] != "forward with autograd on":
+            often = f"{e['per_step']:.3g} per step" if e["every_step"] else f"{e['count']} time(s)"
+            notes.append(f"{_relative(e['path'])}:{e['line']}  {e['kind']}  {often}")
+    return notes
+
+
 def _relative(path: str) -> str:
+    """`path` relative to the working directory when it lies below it."""
     try:
-        return os.path.relpath(path)
-    except ValueError:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive
         return path
+    return path if relative.startswith("..") else relative

@@ -139,7 +139,9 @@ for x, y in loader:
     verification = (
         "`trainlint verify` predicts from the dtype's spacing (`torch.nextafter`) which fraction of parameter "
         "elements can never move under this optimizer and learning rate, then measures it with a short run, "
-        "against fp32 master weights for contrast (AdamW lr=3e-4 on bf16 ones: 100% frozen; fp32: 0%)."
+        "against fp32 master weights for contrast (AdamW lr=3e-4 on bf16 ones: 100% frozen; fp32: 0%). "
+        "`trainlint verify run` lists the script's parameter tensors whose elements stayed unchanged although "
+        "their gradients were non-zero."
     )
     valid = (
         """

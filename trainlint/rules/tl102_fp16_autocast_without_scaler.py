@@ -54,7 +54,11 @@ for x, y in loader:
         "autocast with an unknown dtype (a config variable), modules that build a GradScaler or use "
         "accelerate/Lightning (which scale for you), and inference-only autocast (no backward in the module)."
     )
-    verification = "`trainlint verify` measures the fraction of gradient elements that underflow to 0 in fp16 without loss scaling, against a scaled run."
+    verification = (
+        "`trainlint verify` measures the fraction of gradient elements that underflow to 0 in fp16 without "
+        "loss scaling, against a 65536 scale. `trainlint verify run` reports non-finite losses, gradient norms "
+        "and parameters."
+    )
     valid = (
         """
 import torch

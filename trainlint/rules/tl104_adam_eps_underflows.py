@@ -42,7 +42,10 @@ model = Net()                       # fp32 parameters and Adam state
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 """
     not_flagged = "bf16 parameters (bf16 has fp32's range: 1e-8 is representable), fp32 parameters, `eps` of 6e-8 or more, and non-Adam optimizers."
-    verification = "`trainlint verify` shows `torch.tensor(eps, dtype=torch.float16) == 0` and a zero-gradient element turning NaN after one step."
+    verification = (
+        "`trainlint verify` shows `torch.tensor(eps, dtype=torch.float16) == 0` and a zero-gradient element "
+        "turning NaN after one step. `trainlint verify run` reports non-finite parameters after the steps."
+    )
     valid = (
         """
 import torch

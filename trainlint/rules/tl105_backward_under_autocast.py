@@ -42,7 +42,7 @@ for x, y in loader:
     optimizer.step()
 """
     not_flagged = "Backward after the `with` block; autocast regions with `enabled=False`; regions that are not autocast."
-    verification = "`trainlint verify run` reports whether autocast is enabled when backward runs."
+    verification = "`trainlint verify run` records each backward that runs while autocast is enabled, with its line."
     valid = (
         """
 import torch

@@ -70,7 +70,10 @@ scaler.step(optimizer)
 scaler.update()
 """
     not_flagged = "Clipping after `scaler.unscale_(...)`, `accelerator.clip_grad_norm_` (accelerate unscales first), clipping without a scaled backward."
-    verification = "`trainlint verify` computes the effective clipping threshold (`max_norm x 65536`) and shows clipping never triggers on realistic gradients."
+    verification = (
+        "`trainlint verify` computes the effective clipping threshold (`max_norm x 65536`, with the code's "
+        "max_norm) and shows what clipping scaled gradients leaves of the real gradient norm."
+    )
     valid = (
         """
 import torch

@@ -117,8 +117,9 @@ for x, y in loader:
         "(a scaler handed to a trainer elsewhere)."
     )
     verification = (
-        "`trainlint verify` measures how many gradient elements overflow when squared in fp16 (Adam's second "
-        "moment) and underflow without loss scaling."
+        "`trainlint verify` sends two finite fp16 gradient spikes through SGD with momentum: without clipping "
+        "the fp16 weights turn non-finite, clipped at 1.0 they stay finite. `trainlint verify run` reports "
+        "non-finite losses, gradient norms and parameters, and how often the GradScaler lowered its scale."
     )
     valid = (
         """

@@ -39,7 +39,7 @@ scaler.step(optimizer)
 scaler.update()
 """
     not_flagged = "Modules that call `scaler.update()` anywhere (it may sit behind the accumulation boundary)."
-    verification = "`trainlint verify run` records the loss scale per step and whether it ever changes."
+    verification = "`trainlint verify run` counts `scaler.scale()` and `scaler.update()` calls: losses scaled by a scale that is never updated confirm it."
     valid = (
         """
 for x in loader:

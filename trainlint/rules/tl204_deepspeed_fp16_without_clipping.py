@@ -87,7 +87,11 @@ ds_config = {"train_batch_size": 64, "fp16": {"enabled": True}, "gradient_clippi
 engine, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
 """
     not_flagged = "Configs with `gradient_clipping` set (including `\"auto\"`), bf16 or fp32 configs, and configs built from variables trainlint cannot read. JSON files are linted when their name looks like a DeepSpeed config (`ds_config*.json`, `*deepspeed*.json`)."
-    verification = "`trainlint verify` measures how often gradients overflow fp16 when squared, with and without clipping."
+    verification = (
+        "`trainlint verify` sends two finite fp16 gradient spikes through SGD with momentum: without clipping "
+        "the fp16 weights turn non-finite, clipped at 1.0 they stay finite. `trainlint verify run` reports "
+        "non-finite losses, gradient norms and parameters."
+    )
     valid = (
         """
 import deepspeed

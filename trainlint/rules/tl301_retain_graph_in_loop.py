@@ -55,7 +55,11 @@ for x, y in loader:
         "graph, the GAN pattern), `retain_graph` given a non-literal value (`retain_graph=i < n - 1`), "
         "`create_graph=True` alone, and calls outside training steps."
     )
-    verification = "`trainlint verify` measures the autograd graph's node count and saved-tensor bytes per step."
+    verification = (
+        "`trainlint verify` measures the growth per step of an accumulated graph's autograd nodes. "
+        "`trainlint verify run` names the script's variables whose graphs grow per step, and the bytes saved "
+        "for backward that stay alive."
+    )
     valid = (
         """
 for x in loader:

@@ -56,7 +56,11 @@ for x, y in loader:
         "accumulators that are themselves backpropagated (gradient accumulation by summing losses), "
         "values computed under `torch.no_grad()`, and code outside training steps."
     )
-    verification = "`trainlint verify` measures the growth per step of live autograd nodes and saved-tensor bytes."
+    verification = (
+        "`trainlint verify` measures the growth per step of an accumulated graph's autograd nodes. "
+        "`trainlint verify run` names the script's variables whose graphs grow per step, and the bytes saved "
+        "for backward that stay alive."
+    )
     valid = (
         """
 total = 0.0

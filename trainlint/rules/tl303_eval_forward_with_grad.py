@@ -60,7 +60,7 @@ def evaluate(model, loader):
         "one), functions that backpropagate (meta-learning, adversarial evaluation), framework hooks "
         "(Lightning `validation_step`, HF `evaluate`) that disable gradients for you, and test functions."
     )
-    verification = "`trainlint verify run` measures autograd-saved bytes during evaluation."
+    verification = "`trainlint verify run` records, by line, the script's outermost forward calls that run with autograd on (in eval mode or not)."
     valid = (
         # preparing a model for inference is not a forward pass through it
         """

@@ -47,7 +47,7 @@ for x in loader:
     optimizer.step()
 """
     not_flagged = "Flushes under a gate (`if step % 100 == 0`), at epoch level, in `except` handlers (an OOM handler), and outside training steps. Scheduled GC (`gc.disable()` plus a gated collect) is fine."
-    verification = "`trainlint verify` measures the step time with and without the flush on CUDA."
+    verification = "`trainlint verify` times a step with and without the flush on CUDA; `trainlint verify run` counts the calls per step by line."
     valid = (
         """
 import gc, torch

@@ -84,8 +84,9 @@ for step, (x, y) in enumerate(loader):
         "loss output, a torch op) at that point: a name rebound to `loss.item()` is a number."
     )
     verification = (
-        "`trainlint verify` counts the synchronisations per step with a TorchFunctionMode and, on CUDA, "
-        "measures the time each costs in a step of realistic size."
+        "`trainlint verify` times a step with and without `.item()` on CUDA. `trainlint verify run` records "
+        "each value read and copy to the host the script makes, by line and per step (a TorchFunctionMode; "
+        "syncs inside torch are not the script's)."
     )
     valid = (
         """

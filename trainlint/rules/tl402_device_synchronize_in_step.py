@@ -45,7 +45,7 @@ for step, x in enumerate(loader):
         torch.cuda.synchronize()   # only when timing a log interval
 """
     not_flagged = "Synchronisation under a gate, at epoch level, in benchmarks outside training steps."
-    verification = "`trainlint verify` measures the cost per step on CUDA (and counts the calls on CPU)."
+    verification = "`trainlint verify` times a step with and without `torch.cuda.synchronize()` on CUDA; `trainlint verify run` counts the calls per step by line."
     valid = (
         """
 import torch

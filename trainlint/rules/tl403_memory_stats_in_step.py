@@ -62,7 +62,7 @@ for epoch in range(epochs):
     print(torch.cuda.max_memory_allocated())
 """
     not_flagged = "Calls at epoch level, under a gate (`if step % n == 0`, `if debug_memory:`), or outside training steps."
-    verification = "`trainlint verify` counts the calls per step of the instrumented script."
+    verification = "`trainlint verify run` counts the calls per step by line (they run only with CUDA)."
     valid = (
         """
 import torch

@@ -41,7 +41,7 @@ for x in loader:
     optimizer.step()
 """
     not_flagged = "A non-literal switch (`set_detect_anomaly(args.debug)`), calls under a debug gate (`if args.debug:`), `set_detect_anomaly(False)`, and modules that never backpropagate."
-    verification = "`trainlint verify run` reports `torch.is_anomaly_enabled()` during the run."
+    verification = "`trainlint verify run` checks `torch.is_anomaly_enabled()` at each optimizer step."
     valid = (
         """
 import torch

@@ -48,7 +48,7 @@ for x, y in loader:
     optimizer.step()
 """
     not_flagged = "DataLoaders in modules that never use CUDA, and loaders given both settings (any non-literal value counts as set). Off by default: tiny in-memory datasets do not need workers."
-    verification = "`trainlint verify run` reports the time per step spent waiting for the next batch."
+    verification = "`trainlint verify run` measures the time each step waits in the DataLoader's `next()` and its share of the step (on CUDA)."
     valid = (
         """
 from torch.utils.data import DataLoader

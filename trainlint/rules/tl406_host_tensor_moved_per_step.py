@@ -46,7 +46,7 @@ for x in loader:
     optimizer.step()
 """
     not_flagged = "Moving the batch from the DataLoader (`x.to(device)`: use `pin_memory=True` and `non_blocking=True`), factories that already pass `device=`, and code outside training steps."
-    verification = "`trainlint verify` counts the host-to-device copies per step."
+    verification = "`trainlint verify run` records copies of host tensors to the device by line and per step (on CUDA)."
     valid = (
         """
 import torch

@@ -49,7 +49,10 @@ for x, y in loader:
         "accelerate/Fabric engines whose `step()` clears them, gradient accumulation with `zero_grad` under "
         "the accumulation boundary, and a `zero_grad` followed by another backward before the step (GANs)."
     )
-    verification = "`trainlint verify run` compares the gradient norm of step 2 with that of step 1 on the same batch."
+    verification = (
+        "`trainlint verify run` counts `zero_grad()` calls and checks whether the `.grad` tensors are replaced "
+        "between steps; with neither, gradients accumulate, and the gradient norm's growth shows it."
+    )
     valid = (
         """
 for i, x in enumerate(loader):

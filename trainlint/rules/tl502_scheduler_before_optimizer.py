@@ -47,7 +47,7 @@ for x in loader:
     scheduler.step()
 """
     not_flagged = "Scheduler steps after an optimizer step in the same loop, per-epoch steps after the inner step loop, and scheduler steps with no optimizer step in the same function."
-    verification = "`trainlint verify run` records the learning rate of the first optimizer step against the schedule's first value."
+    verification = "`trainlint verify run` counts the scheduler steps the script takes before its first optimizer step."
     valid = (
         """
 for epoch in range(10):

@@ -48,7 +48,7 @@ for epoch in range(epochs):
     evaluate(model)
 """
     not_flagged = "Modules that call `.train()` on the same model anywhere (the evaluation helper may restore it), `eval()` outside the training loops, and `eval()` on names that are not models."
-    verification = "`trainlint verify run` reports `model.training` at each optimizer step."
+    verification = "`trainlint verify run` checks whether the model is in eval mode at each optimizer step."
     valid = (
         """
 def evaluate(model):

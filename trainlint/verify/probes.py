@@ -131,6 +131,23 @@ def probe_fp16_gradients(facts: Evidence, device: str) -> Evidence:
     return {"status": "confirmed" if confirmed else "not reproduced", "evidence": evidence, "summary": summary}
 
 
+def probe_tl103(facts: Evidence, device: str) -> Evidence:
+    """A GradScaler with bf16: the gradients that fp16 would flush to 0 survive in bf16 unscaled."""
+    grads = _mlp_gradients(device) * float(facts.get("grad_scale", 1e-3))
+    nonzero = grads != 0
+    evidence = {
+        "elements": int(nonzero.sum()),
+        "underflow_bf16": float(((grads.bfloat16() == 0) & nonzero).float().mean()),
+        "underflow_fp16": float(((grads.half() == 0) & nonzero).float().mean()),
+    }
+    confirmed = evidence["underflow_bf16"] < 1e-4
+    summary = (
+        f"{evidence['underflow_bf16']:.2%} of gradient elements underflow in bf16 without scaling "
+        f"({evidence['underflow_fp16']:.1%} in fp16): bf16 has fp32's exponent range, the scaler has nothing to rescue"
+    )
+    return {"status": "confirmed" if confirmed else "not reproduced", "evidence": evidence, "summary": summary}
+
+
 def probe_tl202(facts: Evidence, device: str) -> Evidence:
     """Two exploding steps in fp16: momentum adds past 65504, the weights turn non-finite; clipping
     the gradient norm first keeps them finite."""
@@ -251,9 +268,11 @@ def probe_sync_cost(facts: Evidence, device: str) -> Evidence:
 PROBES: dict[str, Callable[[Evidence, str], Evidence]] = {
     "TL101": probe_tl101,
     "TL102": probe_fp16_gradients,
+    "TL103": probe_tl103,
     "TL104": probe_tl104,
     "TL201": probe_tl201,
     "TL202": probe_tl202,
+    "TL204": probe_tl202,
     "TL301": probe_graph_growth,
     "TL302": probe_graph_growth,
     "TL304": lambda facts, device: probe_sync_cost({**facts, "kind": "empty_cache"}, device),

@@ -11,7 +11,7 @@ from typing import Sequence
 from trainlint.diagnostics import Diagnostic
 
 # rules with a probe (kept here so that choosing probes never imports torch)
-PROBED = frozenset({"TL101", "TL102", "TL104", "TL201", "TL202", "TL301", "TL302", "TL304", "TL401", "TL402"})
+PROBED = frozenset({"TL101", "TL102", "TL103", "TL104", "TL201", "TL202", "TL204", "TL301", "TL302", "TL304", "TL401", "TL402"})
 
 
 def run_probe(code: str, facts: dict[str, object], device: str, timeout: float) -> dict[str, object]:

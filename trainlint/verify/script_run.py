@@ -20,6 +20,11 @@ Report = dict[str, Any]
 FROZEN = 0.5  # a tensor whose elements with a gradient stayed unchanged at least this often is frozen
 LOW_PRECISION = ("bfloat16", "float16")
 GRACE_S = 60.0  # for torch's import and the report, beyond the script's own timeout
+# rules whose findings a run can confirm or not
+JUDGED = frozenset({
+    "TL101", "TL102", "TL104", "TL105", "TL202", "TL203", "TL204", "TL301", "TL302", "TL303", "TL304",
+    "TL401", "TL402", "TL403", "TL404", "TL405", "TL406", "TL501", "TL502", "TL503",
+})
 
 
 def run_script(script: Path, args: Sequence[str], steps: int, timeout: float, device: str) -> Report:
@@ -72,7 +77,15 @@ def problems(report: Report) -> list[str]:
     growth = (report.get("saved_bytes") or {}).get("growth_per_step") or 0
     if growth > 0:
         found.append(f"tensors saved for backward stay alive: +{format_bytes(growth)} per step")
+    if report.get("eval_mode_steps"):
+        found.append(f"the model trained in eval mode at {len(report['eval_mode_steps'])} of {report['steps']} steps")
+    if _never_cleared(report):
+        found.append(f"gradients were never cleared in {report['steps']} steps: each step applied their running sum")
     return found
+
+
+def _never_cleared(report: Report) -> bool:
+    return (report.get("steps") or 0) >= 2 and report.get("zero_grad_calls") == 0 and report.get("renewed_grads_steps") == 0
 
 
 def judge(report: Report, diagnostics: Sequence[Diagnostic]) -> list[Report]:
@@ -108,7 +121,72 @@ def _verdict(report: Report, d: Diagnostic) -> tuple[str, str] | None:
         return "not confirmed", f"no variable's autograd graph grew over {steps} steps"
     if d.code in ("TL401", "TL402", "TL304", "TL403"):
         return _sync_verdict(report, d, steps)
+    if d.code in ("TL105", "TL303", "TL406"):
+        return _event_verdict(report, d, steps)
+    if d.code == "TL203":
+        scale = report.get("loss_scale") or {}
+        if scale.get("scaled_losses") and not scale.get("updates"):
+            return "confirmed", f"GradScaler.update() never ran: {scale['scaled_losses']} loss(es) scaled, the scale never adjusted"
+        return "not confirmed", f"GradScaler.update() ran {scale.get('updates', 0)} time(s) in {steps} steps"
+    if d.code == "TL404":
+        on = report.get("anomaly_steps") or []
+        if on:
+            return "confirmed", f"anomaly detection was on at {len(on)} of {steps} steps"
+        return "not confirmed", f"anomaly detection was off at every one of {steps} steps"
+    if d.code == "TL405":
+        wait = report.get("data_wait")
+        waited = f"; the steps waited {wait['per_step_s'] * 1e3:.2f} ms per step for data ({wait['fraction']:.0%} of the time)" if wait else ""
+        if report.get("device") == "cpu":
+            return "cannot check here", f"pinned memory and background loading pay off with copies to a GPU{waited}"
+        if wait and wait["fraction"] >= 0.1:
+            return "confirmed", waited.removeprefix("; ")
+        return "not confirmed", f"the steps barely waited for data{waited}"
+    if d.code == "TL501":
+        if _never_cleared(report):
+            norm = report.get("grad_norm") or {}
+            trend = f" (gradient norm {norm['first']:.3g} -> {norm['last']:.3g})" if norm.get("first") is not None else ""
+            return "confirmed", f"no zero_grad() and no .grad reset in {steps} steps: gradients accumulated{trend}"
+        return "not confirmed", "gradients were cleared between steps"
+    if d.code == "TL502":
+        early = report.get("scheduler_steps_before_first_step") or 0
+        if early:
+            return "confirmed", f"the LR scheduler stepped {early} time(s) before the first optimizer step: the schedule's first value was skipped"
+        return "not confirmed", "the LR scheduler did not step before the first optimizer step"
+    if d.code == "TL503":
+        evals = report.get("eval_mode_steps") or []
+        if evals:
+            return "confirmed", f"the model was in eval mode at {len(evals)} of {steps} optimizer steps, from step {evals[0]}"
+        return "not confirmed", f"the model was in training mode at every one of {steps} steps"
     return None
+
+
+EVENT_KINDS = {
+    "TL105": ("backward inside autocast",),
+    "TL303": ("forward in eval mode with autograd on", "forward with autograd on"),
+    "TL406": ("host-to-device copy",),
+}
+
+
+def _event_verdict(report: Report, d: Diagnostic, steps: int) -> tuple[str, str]:
+    rows = [e for e in _at_line(report.get("events") or [], d) if e["kind"] in EVENT_KINDS[d.code]]
+    if d.code == "TL406":
+        if any(e["every_step"] for e in rows):
+            e = next(e for e in rows if e["every_step"])
+            return "confirmed", f"a host-to-device copy ran {e['per_step']:.3g} time(s) per step"
+        if report.get("device") == "cpu":
+            return "cannot check here", "on the CPU there is no copy to a device"
+        return "not confirmed", "no host-to-device copy at this line on every step"
+    if rows:
+        e = rows[0]
+        return "confirmed", f"{e['kind']}: {e['count']} time(s) in {steps} steps"
+    if d.code == "TL303":
+        return "not confirmed", f"this forward did not run with autograd on in {steps} steps (evaluation may come later: raise --steps)"
+    return "not confirmed", f"no backward ran inside autocast at this line in {steps} steps"
+
+
+def _at_line(rows: Sequence[Report], d: Diagnostic) -> list[Report]:
+    path = os.path.abspath(d.path)
+    return [r for r in rows if r["path"] == path and d.line <= r["line"] <= (d.end_line or d.line)]
 
 
 def _stability(report: Report, steps: int) -> tuple[str, str]:
@@ -126,9 +204,7 @@ def _stability(report: Report, steps: int) -> tuple[str, str]:
 
 
 def _sync_verdict(report: Report, d: Diagnostic, steps: int) -> tuple[str, str]:
-    path = os.path.abspath(d.path)
-    end = d.end_line or d.line
-    at_line = [s for s in report.get("syncs") or [] if s["path"] == path and d.line <= s["line"] <= end]
+    at_line = _at_line(report.get("syncs") or [], d)
     every = [s for s in at_line if s["every_step"]]
     if every:
         s = every[0]
@@ -142,7 +218,6 @@ def _sync_verdict(report: Report, d: Diagnostic, steps: int) -> tuple[str, str]:
     return "not confirmed", f"no sync at this line in {steps} steps"
 
 
-JUDGED = frozenset({"TL101", "TL102", "TL104", "TL202", "TL204", "TL301", "TL302", "TL304", "TL401", "TL402", "TL403"})
 
 
 def format_bytes(n: float) -> str:

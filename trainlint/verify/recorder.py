@@ -1,0 +1,336 @@
+"""The state of one instrumented run, fed by the hooks of `instruments.py`, and its JSON report.
+
+Nothing here adds a host-device sync to the script's step: values stay on the device until the
+report is built (once, at the end).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+import weakref
+from collections import Counter
+from types import FrameType
+from typing import Any
+
+import torch
+
+from trainlint.verify.live_objects import calling_frame, graph_sizes, parameter_owners
+
+Report = dict[str, Any]
+Sites = dict[tuple[str, int, str], Counter[int]]  # (path, line, kind) -> calls per step interval
+
+
+class StopRun(BaseException):
+    """Raised from the optimizer-step hook once the requested steps have run (BaseException, so
+    that the script's `except Exception` does not swallow it)."""
+
+
+class SavedTensor:
+    """Holds a tensor saved for backward; its death means the graph that saved it was freed."""
+
+    __slots__ = ("tensor", "nbytes", "recorder")
+
+    def __init__(self, tensor: torch.Tensor, nbytes: int, recorder: Recorder) -> None:
+        self.tensor, self.nbytes, self.recorder = tensor, nbytes, recorder
+        recorder.saved_bytes += nbytes
+
+    def __del__(self) -> None:
+        self.recorder.saved_bytes -= self.nbytes
+
+
+class Recorder:
+    """What the hooks saw; `finish()` writes the report."""
+
+    def __init__(self, script: str, steps: int, device: str, report_path: str) -> None:
+        self.script, self.wanted, self.device, self.report_path = script, steps, device, report_path
+        self.on_cpu = device == "cpu"
+        self.steps = 0  # optimizer steps completed (of the optimizer that stepped most)
+        self.optimizer_steps: Counter[int] = Counter()
+        self.started = time.perf_counter()
+        self.own_time = 0.0  # spent in our own scans, left out of the step times
+        self.first_forward: float | None = None
+        self.forward_depth = 0
+        self.boundaries: list[float] = []
+        self.tracked: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}  # param, host snapshot, grad-nonzero mask
+        self.last_grads: dict[int, weakref.ref[torch.Tensor]] = {}
+        self.renewed_grads_steps = 0  # steps whose .grad tensors were new objects (cleared to None before)
+        self.zero_grad_calls = 0
+        self.names: dict[int, str] = {}
+        self.roots: list[torch.nn.Module] = []
+        self.norm_squares: list[torch.Tensor] = []  # this step's, one per optimizer step
+        self.grad_norms: list[torch.Tensor] = []
+        self.norm_device: torch.device | None = None
+        self.last_loss: torch.Tensor | None = None
+        self.losses: list[torch.Tensor | None] = []
+        self.scaled: tuple[int, torch.Tensor] | None = None  # id of scaler.scale(loss)'s output, and loss
+        self.scaled_losses = 0
+        self.scale_updates = 0
+        self.scales: list[torch.Tensor] = []
+        self.syncs: Sites = {}
+        self.events: Sites = {}
+        self.in_recorded_sync = False
+        self.saved_bytes = 0
+        self.saved_per_step: list[int] = []
+        self.cuda_memory: list[int] = []
+        self.graphs: dict[str, list[int]] = {}
+        self.data_wait: Counter[int] = Counter()
+        self.anomaly_steps: list[int] = []
+        self.eval_mode_steps: list[int] = []
+        self.scheduler_steps_before_first_step = 0
+        self.stopped: str | None = None
+        self.message = ""
+        self.error: str | None = None
+
+    # -- what the hooks report ----------------------------------------------------------------
+    def sync(self, kind: str, frame: FrameType | None) -> None:
+        """A host-device sync called at `frame`; ignored when torch itself made the call."""
+        self._site(self.syncs, kind, calling_frame(frame))
+
+    def event(self, kind: str, frame: FrameType | None, through_torch: bool = False) -> None:
+        """Something other than a sync that the script did at `frame` (a forward in eval mode...)."""
+        self._site(self.events, kind, calling_frame(frame, through_torch))
+
+    def _site(self, sites: Sites, kind: str, frame: FrameType | None) -> None:
+        if frame is not None:
+            key = (os.path.abspath(frame.f_code.co_filename), frame.f_lineno, kind)
+            sites.setdefault(key, Counter())[self.steps] += 1
+
+    def backward(self, tensor: Any) -> None:
+        if any(torch.is_autocast_enabled(d) for d in ("cuda", "cpu")):
+            self.event("backward inside autocast", sys._getframe(2))
+        if isinstance(tensor, (list, tuple)):
+            tensor = tensor[0] if tensor else None
+        if not isinstance(tensor, torch.Tensor) or tensor.numel() != 1:
+            return
+        if self.scaled is not None and self.scaled[0] == id(tensor):
+            tensor = self.scaled[1]
+        self.last_loss = tensor.detach().float().reshape(())
+
+    def before_forward(self, module: torch.nn.Module, *_: Any) -> None:
+        if self.forward_depth == 0:  # the outermost module call: the script's own
+            if self.first_forward is None:
+                self.first_forward = self.clock()
+            if torch.is_grad_enabled():
+                kind = "forward with autograd on" if module.training else "forward in eval mode with autograd on"
+                self.event(kind, sys._getframe(1), through_torch=True)
+        self.forward_depth += 1
+
+    def after_forward(self, *_: Any) -> None:
+        self.forward_depth = max(0, self.forward_depth - 1)
+
+    def before_step(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
+        if self.stopped is not None:
+            os._exit(0)  # the script caught StopRun and trained on; the report is written
+        squares, renewed = [], False
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                grad = param.grad
+                if grad is None:
+                    continue
+                previous = self.last_grads.get(id(param))
+                renewed = renewed or (previous is not None and previous() is not grad)
+                self.last_grads[id(param)] = weakref.ref(grad)
+                if grad.is_sparse:
+                    grad = grad.coalesce().to_dense()
+                entry = self.tracked.get(id(param))
+                if entry is None:
+                    # one host copy per parameter, at its first step
+                    entry = (param, param.detach().to("cpu", copy=True), torch.zeros_like(param, dtype=torch.bool))
+                    self.tracked[id(param)] = entry
+                entry[2].logical_or_(grad.detach() != 0)
+                if self.norm_device is None:
+                    self.norm_device = grad.device
+                squares.append(torch.linalg.vector_norm(grad.detach(), dtype=torch.float32).square().to(self.norm_device))
+        if squares:
+            self.norm_squares.append(torch.stack(squares).sum())
+        self.renewed_grads_steps += renewed
+        if not self.roots and self.tracked:
+            start = time.perf_counter()
+            self.names, self.roots = parameter_owners()
+            self.own_time += time.perf_counter() - start
+
+    def after_step(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
+        self.optimizer_steps[id(optimizer)] += 1
+        if self.optimizer_steps[id(optimizer)] <= self.steps:
+            return  # a second optimizer in the same step (a GAN's generator)
+        self.steps += 1
+        self.boundaries.append(self.clock())
+        self.grad_norms.append(torch.stack(self.norm_squares).sum().sqrt() if self.norm_squares else torch.tensor(float("nan")))
+        self.norm_squares = []
+        self.losses.append(self.last_loss)
+        self.saved_per_step.append(self.saved_bytes)
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            self.cuda_memory.append(torch.cuda.memory_allocated())
+        if torch.is_anomaly_enabled():
+            self.anomaly_steps.append(self.steps)
+        if any(not root.training for root in self.roots):
+            self.eval_mode_steps.append(self.steps)
+        start = time.perf_counter()
+        for name, nodes in graph_sizes(sys._getframe(1)).items():
+            self.graphs.setdefault(name, [0] * (self.steps - 1)).append(nodes)
+        self.own_time += time.perf_counter() - start
+        if self.steps >= self.wanted:
+            self.finish("steps", f"stopped after {self.steps} optimizer steps")
+            raise StopRun  # the report is written: if the script swallows this, its next step ends the process
+
+    def clock(self) -> float:
+        """Seconds since the start on the script's own clock: wall time less the time of our scans."""
+        return time.perf_counter() - self.started - self.own_time
+
+    def scheduler_step(self, frame: FrameType | None) -> None:
+        if not self.optimizer_steps and calling_frame(frame) is not None:
+            self.scheduler_steps_before_first_step += 1
+
+    def scale(self, loss: torch.Tensor, scaled: Any) -> None:
+        self.scaled_losses += 1
+        if isinstance(loss, torch.Tensor) and isinstance(scaled, torch.Tensor):
+            self.scaled = (id(scaled), loss)
+
+    def scale_updated(self, scaler: Any) -> None:
+        self.scale_updates += 1
+        scale = getattr(scaler, "_scale", None)
+        if isinstance(scale, torch.Tensor):
+            self.scales.append(scale.detach().float().reshape(()).clone())
+
+    def waited_for_data(self, seconds: float) -> None:
+        self.data_wait[self.steps] += seconds
+
+    def pack(self, tensor: torch.Tensor) -> SavedTensor:
+        # parameters are saved by every linear layer but live on anyway: count activations only
+        nbytes = 0 if tensor.is_leaf and tensor.requires_grad else tensor.numel() * tensor.element_size()
+        return SavedTensor(tensor.detach(), nbytes, self)
+
+    # -- the report -------------------------------------------------------------------------
+    def finish(self, stopped: str, message: str, error: str | None = None) -> None:
+        """Record why the run ended and write the report; only the first call counts."""
+        if self.stopped is not None:
+            return
+        self.stopped, self.message, self.error = stopped, message, error
+        if stopped == "finished" and self.steps == 0:
+            self.message = "the script finished without calling an optimizer's step(): nothing to measure"
+        with open(self.report_path, "w", encoding="utf-8") as out:
+            json.dump(self.report(), out)
+
+    def report(self) -> Report:
+        """The run's figures, JSON-ready."""
+        if self.tracked:
+            self.names, self.roots = parameter_owners()  # modules built after the first step too
+        return {
+            "script": self.script,
+            "device": self.device,
+            "torch": torch.__version__,
+            "requested_steps": self.wanted,
+            "steps": self.steps,
+            "stopped": self.stopped,
+            "message": self.message,
+            "error": self.error,
+            "duration_s": round(time.perf_counter() - self.started, 3),
+            "frozen": self._frozen(),
+            "nonfinite_parameters": [self._name(p) for p, _, _ in self.tracked.values() if p.is_floating_point() and not bool(torch.isfinite(p.detach()).all())],
+            "tensors_checked": len(self.tracked),
+            "loss": _series([None if t is None else float(t) for t in self.losses]),
+            "grad_norm": _series([float(t) for t in self.grad_norms]),
+            "loss_scale": self._loss_scale(),
+            "syncs": self._site_rows(self.syncs),
+            "events": self._site_rows(self.events),
+            "graphs": self._graphs(),
+            "saved_bytes": {"values": self.saved_per_step, "growth_per_step": growth(self.saved_per_step)},
+            "cuda_memory": {"values": self.cuda_memory, "growth_per_step": growth(self.cuda_memory)} if self.cuda_memory else None,
+            "step_time": self._step_time(),
+            "data_wait": self._data_wait(),
+            "zero_grad_calls": self.zero_grad_calls,
+            "renewed_grads_steps": self.renewed_grads_steps,
+            "scheduler_steps_before_first_step": self.scheduler_steps_before_first_step,
+            "anomaly_steps": self.anomaly_steps,
+            "eval_mode_steps": self.eval_mode_steps,
+        }
+
+    def _name(self, param: torch.Tensor) -> str:
+        return self.names.get(id(param), f"parameter {tuple(param.shape)}")
+
+    def _frozen(self) -> list[Report]:
+        rows = []
+        for param, snapshot, mask in self.tracked.values():
+            moved = mask.cpu()
+            with_grad = int(moved.sum())
+            same = int(((param.detach().cpu() == snapshot) & moved).sum()) if with_grad else 0
+            if same:
+                rows.append({
+                    "name": self._name(param), "dtype": str(param.dtype).removeprefix("torch."), "numel": param.numel(),
+                    "elements_with_gradient": with_grad, "frozen_fraction": same / with_grad,
+                })
+        return sorted(rows, key=lambda r: (-r["frozen_fraction"], -r["numel"], r["name"]))
+
+    def _measured(self) -> range:
+        """The step intervals measured: interval k ran between step k-1 and step k; step 1 includes
+        the set-up, so it is left out when there are others."""
+        return range(2, self.steps + 1) if self.steps >= 2 else range(1, self.steps + 1)
+
+    def _site_rows(self, sites: Sites) -> list[Report]:
+        rows = []
+        measured = self._measured()
+        for (path, line, kind), per_interval in sites.items():
+            in_steps = [per_interval.get(k - 1, 0) for k in measured]
+            seen = sum(1 for n in in_steps if n)
+            rows.append({
+                "path": path, "line": line, "kind": kind, "count": sum(per_interval.values()),
+                "steps_seen": seen, "steps_measured": len(in_steps),
+                "per_step": sum(in_steps) / len(in_steps) if in_steps else 0.0,
+                "every_step": bool(in_steps) and seen >= 0.9 * len(in_steps),
+            })
+        return sorted(rows, key=lambda r: (not r["every_step"], -r["per_step"], r["path"], r["line"]))
+
+    def _graphs(self) -> list[Report]:
+        rows = [{"name": name, "nodes": sizes, "growth_per_step": growth(sizes)} for name, sizes in self.graphs.items()]
+        return sorted((r for r in rows if r["growth_per_step"] > 0), key=lambda r: -r["growth_per_step"])
+
+    def _step_time(self) -> Report | None:
+        if not self.boundaries:
+            return None
+        start = self.first_forward if self.first_forward is not None and self.first_forward < self.boundaries[0] else 0.0
+        times = [self.boundaries[0] - start] + [b - a for a, b in zip(self.boundaries, self.boundaries[1:])]
+        rest = statistics.median(times[1:]) if len(times) > 1 else None
+        return {"values": [round(t, 6) for t in times], "first_s": times[0], "median_rest_s": rest}
+
+    def _data_wait(self) -> Report | None:
+        if not self.data_wait or len(self.boundaries) < 2:
+            return None
+        measured = self._measured()
+        waited = sum(self.data_wait.get(k - 1, 0.0) for k in measured)
+        stepped = self.boundaries[-1] - self.boundaries[measured.start - 2] if measured.start >= 2 else 0.0
+        return {"per_step_s": waited / len(measured), "fraction": waited / stepped if stepped > 0 else 0.0}
+
+    def _loss_scale(self) -> Report | None:
+        if not self.scaled_losses:
+            return None
+        scales = [float(t) for t in self.scales]
+        # GradScaler lowers its scale after each step it skipped for inf/NaN gradients
+        lowered = sum(1 for a, b in zip(scales, scales[1:]) if b < a)
+        first, last = (scales[0], scales[-1]) if scales else (None, None)
+        return {"values": scales, "first": first, "last": last, "decreases": lowered, "scaled_losses": self.scaled_losses, "updates": self.scale_updates}
+
+
+def _series(values: list[float | None]) -> Report:
+    finite = [v for v in values if v is not None and v == v and abs(v) != float("inf")]
+    nonfinite = [i + 1 for i, v in enumerate(values) if v is not None and not (v == v and abs(v) != float("inf"))]
+    return {
+        "values": values,
+        "nonfinite_steps": nonfinite,
+        "first": finite[0] if finite else None,
+        "last": finite[-1] if finite else None,
+        "median": statistics.median(finite) if finite else None,
+        "max": max(finite) if finite else None,
+    }
+
+
+def growth(values: list[int]) -> float:
+    """Growth per step over steps 2..N when the series rises at least 80% of the time, else 0."""
+    tail = values[1:] if len(values) > 2 else values
+    if len(tail) < 2 or tail[-1] <= tail[0]:
+        return 0.0
+    rises = sum(1 for a, b in zip(tail, tail[1:]) if b > a)
+    return (tail[-1] - tail[0]) / (len(tail) - 1) if rises >= 0.8 * (len(tail) - 1) else 0.0
