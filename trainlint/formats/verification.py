@@ -20,7 +20,7 @@ def render(console: Console, rows: Sequence[dict[str, object]], unchecked: str =
         where = f"{row['path']}:{row['line']}:{row['column']}"
         console.print(f"[bold]{where}[/] [cyan]{row['code']}[/] {row['message']}")
         if not verdict:
-            console.print(f"  = verification: {unchecked} for this rule")
+            console.print(f"  = verification: {unchecked} for this rule{_run_hint(str(row['code']), unchecked)}")
             counts[unchecked] = counts.get(unchecked, 0) + 1
             continue
         status = str(verdict["status"])
@@ -125,6 +125,12 @@ def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str
             console.print(f"  - {line}")
     else:
         console.print("\nNo training-health problem in this run.")
+
+
+def _run_hint(code: str, unchecked: str) -> str:
+    from trainlint.verify.script_run import JUDGED
+
+    return "; `trainlint verify run SCRIPT` checks it" if unchecked == "no probe" and code in JUDGED else ""
 
 
 def _step_notes(report: dict[str, Any]) -> list[str]:

@@ -1,6 +1,6 @@
 """The instrumented run: execute a training script unmodified and record its health at each optimizer step.
 
-Run in a child process by `trainlint verify run` (`python -m trainlint.verify.instruments REQUEST_JSON`);
+Run in a child process by `trainlint verify run` (`main([REQUEST_JSON])`);
 it writes one JSON report to the path the request names. This module installs the hooks:
 - global optimizer-step hooks: count steps, snapshot parameters, mask elements with a non-zero
   gradient, take the gradient norm, and stop the script after the requested steps;
@@ -166,6 +166,7 @@ def _install(recorder: Recorder) -> None:
     register_optimizer_step_post_hook(recorder.after_step)
     torch.nn.modules.module.register_module_forward_pre_hook(recorder.before_forward)
     torch.nn.modules.module.register_module_forward_hook(recorder.after_forward, always_call=True)
+    warnings.filterwarnings("ignore", message="Using `torch.compile\\(module\\)` when there are global hooks")  # ours
     _patch(torch.amp.GradScaler, "scale", after=lambda result, scaler, loss, *_: recorder.scale(loss, result))
     _patch(torch.amp.GradScaler, "update", after=lambda result, scaler, *_: recorder.scale_updated(scaler))
     _patch(torch.optim.lr_scheduler.LRScheduler, "step", before=lambda frame, *_: recorder.scheduler_step(frame))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import os
 import sysconfig
-import warnings
 from collections import deque
 from types import FrameType, ModuleType
 from typing import Any, Iterator
@@ -119,9 +118,8 @@ def count_nodes(roots: list[Any]) -> int:
 
 def parameter_owners() -> tuple[dict[int, str], list[torch.nn.Module]]:
     """id(parameter) -> dotted name in the largest live module that holds it, and those modules."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # isinstance() on some lazy torch objects warns
-        modules = [m for m in gc.get_objects() if isinstance(m, torch.nn.Module)]
+    # type(), not isinstance(): dead weak proxies raise on isinstance, lazy torch objects warn
+    modules = [m for m in gc.get_objects() if issubclass(type(m), torch.nn.Module)]
     by_size = sorted(((sum(1 for _ in m.parameters()), i, m) for i, m in enumerate(modules)), key=lambda t: (-t[0], t[1]))
     names: dict[int, str] = {}
     roots: list[torch.nn.Module] = []

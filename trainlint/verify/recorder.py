@@ -212,8 +212,15 @@ class Recorder:
         self.stopped, self.message, self.error = stopped, message, error
         if stopped == "finished" and self.steps == 0:
             self.message = "the script finished without calling an optimizer's step(): nothing to measure"
+        try:
+            text = json.dumps(self.report())
+        except Exception as exc:  # a failure of ours must not hide how the script ended
+            text = json.dumps({
+                "script": self.script, "device": self.device, "steps": self.steps, "stopped": stopped,
+                "message": f"{self.message}; building the report failed: {type(exc).__name__}: {exc}", "error": error,
+            })
         with open(self.report_path, "w", encoding="utf-8") as out:
-            json.dump(self.report(), out)
+            out.write(text)
 
     def report(self) -> Report:
         """The run's figures, JSON-ready."""

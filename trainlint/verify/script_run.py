@@ -39,14 +39,19 @@ def run_script(script: Path, args: Sequence[str], steps: int, timeout: float, de
             "script": str(script), "args": list(args), "steps": steps, "timeout": timeout, "device": device,
             "report": str(report_path), "threads_set": "OMP_NUM_THREADS" in os.environ,
         }
-        command = [sys.executable, "-m", "trainlint.verify.instruments", json.dumps(request)]
+        # not `-m trainlint.verify.instruments`: the script runs as __main__, and torch.compile looks up
+        # the instruments' globals in their module
+        entry = "import sys; from trainlint.verify.instruments import main; main(sys.argv[1:])"
+        command = [sys.executable, "-c", entry, json.dumps(request)]
         try:
             done = subprocess.run(command, stdout=_script_output(), env=env, timeout=timeout + GRACE_S)
             code: int | None = done.returncode
         except subprocess.TimeoutExpired:
             code = None
-        if report_path.is_file():
+        try:
             return json.loads(report_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            pass
     ended = f"did not end within {timeout + GRACE_S:g} s" if code is None else f"ended with exit code {code}"
     return {"script": str(script), "steps": 0, "stopped": "error", "message": f"the instrumented run {ended} and wrote no report", "error": None}
 
