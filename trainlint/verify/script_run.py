@@ -223,9 +223,8 @@ def _sync_verdict(report: Report, d: Diagnostic, steps: int) -> tuple[str, str]:
     return "not confirmed", f"no sync at this line in {steps} steps"
 
 
-
-
 def format_bytes(n: float) -> str:
+    """1536 -> "1.5 KiB"."""
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
