@@ -150,7 +150,7 @@ def test_script_arguments_errors_exits_and_swallowed_stops(tmp_path: Path):
     assert report["stopped"] == "error" and report["steps"] == 3
     assert report["error"].startswith("ValueError: bad batch at ") and report["error"].endswith("crash.py:9")
     assert 'crash.py", line 9' in stderr and "instruments.py" not in stderr  # the script's traceback only
-    assert code == 0  # the run itself was healthy
+    assert code == 2  # healthy steps, but the script failed
 
     exits = write(tmp_path, "exits.py", "import sys\nsys.exit(4)\n")
     code, report, _ = verify_run(exits)

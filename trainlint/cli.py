@@ -304,7 +304,7 @@ def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: 
     Reports frozen parameters, non-finite losses and gradients, host-device syncs per step, autograd
     graphs kept across steps and step times, and marks the script's static findings confirmed or
     not. The script's own output goes to stderr. Exit code 1 when a problem or finding is confirmed,
-    2 when no optimizer step ran.
+    else 2 when no optimizer step ran or the script raised an error.
     """
     _need_torch()
     from trainlint.verify.script_run import judge, problems, run_script
@@ -320,10 +320,10 @@ def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: 
         from trainlint.formats.verification import render_run
 
         render_run(_console(), report, rows, found)
-    if not report.get("steps"):
-        sys.exit(EXIT_ERROR)
     confirmed = any((r["verification"] or {}).get("status") == "confirmed" for r in rows)
-    sys.exit(EXIT_FINDINGS if found or confirmed else EXIT_CLEAN)
+    if found or confirmed:
+        sys.exit(EXIT_FINDINGS)
+    sys.exit(EXIT_ERROR if not report.get("steps") or report.get("stopped") == "error" else EXIT_CLEAN)
 
 
 @main.command("lsp")
