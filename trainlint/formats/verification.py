@@ -94,7 +94,8 @@ def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str
     console.print("\n[bold]Autograd graphs kept across steps[/]")
     for g in report.get("graphs") or []:
         nodes = g["nodes"]
-        console.print(f"  [red]{g['name']}[/]: +{g['growth_per_step']:.0f} nodes per step ({nodes[0]} after step 1, {nodes[-1]} after step {len(nodes)})")
+        holding = f", holding {format_bytes(g['saved_bytes_at_end'])} saved for backward" if g.get("saved_bytes_at_end") else ""
+        console.print(f"  [red]{g['name']}[/]: +{g['growth_per_step']:.0f} nodes per step ({nodes[0]} after step 1, {nodes[-1]} after step {len(nodes)}{holding})")
     saved = report.get("saved_bytes") or {}
     values = saved.get("values") or [0]
     growth = saved.get("growth_per_step") or 0

@@ -59,10 +59,10 @@ def user_frames(frame: FrameType | None) -> Iterator[FrameType]:
         frame = frame.f_back
 
 
-def graph_sizes(frame: FrameType | None) -> dict[str, int]:
-    """Autograd nodes reachable from each variable of the script's frames on the stack, and from one
-    level of their attributes (`self.history`)."""
-    sizes: dict[str, int] = {}
+def graph_roots(frame: FrameType | None) -> dict[str, list[Any]]:
+    """The autograd graphs (their output nodes) that each variable of the script's frames on the
+    stack holds, directly or through one level of attributes and containers (`self.history`)."""
+    found: dict[str, list[Any]] = {}
     seen_objects: set[int] = set()
     for user_frame in user_frames(frame):
         is_module_level = user_frame.f_code.co_name == "<module>"
@@ -75,8 +75,8 @@ def graph_sizes(frame: FrameType | None) -> dict[str, int]:
                 seen_objects.add(id(obj))
                 roots = [t.grad_fn for t in _tensors(obj) if t.grad_fn is not None]
                 if roots:
-                    sizes[label] = count_nodes(roots)
-    return sizes
+                    found[label] = roots
+    return found
 
 
 def _candidates(name: str, value: Any) -> Iterator[tuple[str, Any]]:
@@ -103,7 +103,7 @@ def _tensors(obj: Any, depth: int = 0) -> Iterator[torch.Tensor]:
             yield from _tensors(item, depth + 1)
 
 
-def count_nodes(roots: list[Any]) -> int:
+def graph_nodes(roots: list[Any]) -> set[Any]:
     """Autograd nodes reachable from `roots` (at most MAX_GRAPH_NODES)."""
     seen: set[Any] = set()
     stack = list(roots)
@@ -113,7 +113,29 @@ def count_nodes(roots: list[Any]) -> int:
             continue
         seen.add(node)
         stack.extend(next_fn for next_fn, _ in node.next_functions)
-    return len(seen)
+    return seen
+
+
+def saved_bytes(nodes: set[Any], skip_storages: set[int]) -> int:
+    """Bytes of the tensors these nodes saved for backward and still hold, each storage once, less
+    `skip_storages` (the parameters', which live on anyway)."""
+    counted = set(skip_storages)
+    total = 0
+    for node in nodes:
+        for attr in dir(node):
+            if not attr.startswith("_saved_"):
+                continue
+            try:
+                value = getattr(node, attr)
+            except RuntimeError:  # freed by a backward without retain_graph
+                continue
+            for tensor in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(tensor, torch.Tensor) and tensor.layout == torch.strided:
+                    storage = tensor.untyped_storage()
+                    if storage.data_ptr() not in counted:
+                        counted.add(storage.data_ptr())
+                        total += storage.nbytes()
+    return total
 
 
 def parameter_owners() -> tuple[dict[int, str], list[torch.nn.Module]]:

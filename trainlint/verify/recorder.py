@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from trainlint.verify.live_objects import calling_frame, graph_sizes, parameter_owners
+from trainlint.verify.live_objects import calling_frame, graph_nodes, graph_roots, parameter_owners, saved_bytes
 
 Report = dict[str, Any]
 Sites = dict[tuple[str, int, str], Counter[int]]  # (path, line, kind) -> calls per step interval
@@ -30,16 +30,35 @@ class StopRun(BaseException):
 
 
 class SavedTensor:
-    """Holds a tensor saved for backward; its death means the graph that saved it was freed."""
+    """Holds a tensor saved for backward; its death means the graph that saved it was freed.
 
-    __slots__ = ("tensor", "nbytes", "recorder")
+    Bytes are counted per storage, once however many nodes save it (views, shared inputs).
+    """
 
-    def __init__(self, tensor: torch.Tensor, nbytes: int, recorder: Recorder) -> None:
-        self.tensor, self.nbytes, self.recorder = tensor, nbytes, recorder
-        recorder.saved_bytes += nbytes
+    __slots__ = ("tensor", "storage", "recorder")
+
+    def __init__(self, tensor: torch.Tensor, recorder: Recorder) -> None:
+        self.tensor, self.recorder = tensor.detach(), recorder
+        # parameters are saved by every linear layer but live on anyway: count activations only
+        if (tensor.is_leaf and tensor.requires_grad) or tensor.layout != torch.strided:
+            self.storage = None
+            return
+        storage = tensor.untyped_storage()
+        self.storage = (storage.device, storage.data_ptr())
+        holders = recorder.saved_storages.get(self.storage)
+        if holders is None:
+            recorder.saved_storages[self.storage] = [1, storage.nbytes()]
+            recorder.saved_bytes += storage.nbytes()
+        else:
+            holders[0] += 1
 
     def __del__(self) -> None:
-        self.recorder.saved_bytes -= self.nbytes
+        holders = self.recorder.saved_storages.get(self.storage) if self.storage is not None else None
+        if holders is not None:
+            holders[0] -= 1
+            if holders[0] == 0:
+                del self.recorder.saved_storages[self.storage]
+                self.recorder.saved_bytes -= holders[1]
 
 
 class Recorder:
@@ -74,9 +93,11 @@ class Recorder:
         self.events: Sites = {}
         self.in_recorded_sync = False
         self.saved_bytes = 0
+        self.saved_storages: dict[tuple[torch.device, int], list[int]] = {}  # -> [holders, bytes]
         self.saved_per_step: list[int] = []
         self.cuda_memory: list[int] = []
         self.graphs: dict[str, list[int]] = {}
+        self.graph_bytes: dict[str, int] = {}
         self.data_wait: Counter[int] = Counter()
         self.anomaly_steps: list[int] = []
         self.eval_mode_steps: list[int] = []
@@ -170,10 +191,15 @@ class Recorder:
         if any(not root.training for root in self.roots):
             self.eval_mode_steps.append(self.steps)
         start = time.perf_counter()
-        for name, nodes in graph_sizes(sys._getframe(1)).items():
-            self.graphs.setdefault(name, [0] * (self.steps - 1)).append(nodes)
+        last = self.steps >= self.wanted
+        for name, roots in graph_roots(sys._getframe(1)).items():
+            nodes = graph_nodes(roots)
+            sizes = self.graphs.setdefault(name, [0] * (self.steps - 1))
+            sizes.append(len(nodes))
+            if last and growth(sizes) > 0:  # what a growing graph holds, once, at the end
+                self.graph_bytes[name] = saved_bytes(nodes, {p.untyped_storage().data_ptr() for p, _, _ in self.tracked.values()})
         self.own_time += time.perf_counter() - start
-        if self.steps >= self.wanted:
+        if last:
             self.finish("steps", f"stopped after {self.steps} optimizer steps")
             raise StopRun  # the report is written: if the script swallows this, its next step ends the process
 
@@ -200,9 +226,7 @@ class Recorder:
         self.data_wait[self.steps] += seconds
 
     def pack(self, tensor: torch.Tensor) -> SavedTensor:
-        # parameters are saved by every linear layer but live on anyway: count activations only
-        nbytes = 0 if tensor.is_leaf and tensor.requires_grad else tensor.numel() * tensor.element_size()
-        return SavedTensor(tensor.detach(), nbytes, self)
+        return SavedTensor(tensor, self)
 
     # -- the report -------------------------------------------------------------------------
     def finish(self, stopped: str, message: str, error: str | None = None) -> None:
@@ -292,7 +316,10 @@ class Recorder:
         return sorted(rows, key=lambda r: (not r["every_step"], -r["per_step"], r["path"], r["line"]))
 
     def _graphs(self) -> list[Report]:
-        rows = [{"name": name, "nodes": sizes, "growth_per_step": growth(sizes)} for name, sizes in self.graphs.items()]
+        rows = [
+            {"name": name, "nodes": sizes, "growth_per_step": growth(sizes), "saved_bytes_at_end": self.graph_bytes.get(name)}
+            for name, sizes in self.graphs.items()
+        ]
         return sorted((r for r in rows if r["growth_per_step"] > 0), key=lambda r: -r["growth_per_step"])
 
     def _step_time(self) -> Report | None:

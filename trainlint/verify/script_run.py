@@ -119,7 +119,7 @@ def _verdict(report: Report, d: Diagnostic) -> tuple[str, str] | None:
         graphs = report.get("graphs") or []
         growth = (report.get("saved_bytes") or {}).get("growth_per_step") or 0
         if graphs or growth > 0:
-            parts = [f"`{g['name']}` grows by {g['growth_per_step']:.0f} autograd nodes per step" for g in graphs[:2]]
+            parts = [f"`{g['name']}` grows by {g['growth_per_step']:.0f} autograd nodes per step{_holding(g)}" for g in graphs[:2]]
             if growth > 0:
                 parts.append(f"tensors saved for backward grow by {format_bytes(growth)} per step")
             return "confirmed", "; ".join(parts)
@@ -187,6 +187,11 @@ def _event_verdict(report: Report, d: Diagnostic, steps: int) -> tuple[str, str]
     if d.code == "TL303":
         return "not confirmed", f"this forward did not run with autograd on in {steps} steps (evaluation may come later: raise --steps)"
     return "not confirmed", f"no backward ran inside autocast at this line in {steps} steps"
+
+
+def _holding(graph: Report) -> str:
+    held = graph.get("saved_bytes_at_end")
+    return f" ({format_bytes(held)} saved for backward after step {len(graph['nodes'])})" if held else ""
 
 
 def _at_line(rows: Sequence[Report], d: Diagnostic) -> list[Report]:
