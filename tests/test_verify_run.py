@@ -64,6 +64,7 @@ def test_retain_graph_example_grows_its_graph_every_step():
     (history,) = report["graphs"]
     assert history["name"] == "self.history" and history["growth_per_step"] > 0
     assert history["nodes"] == sorted(history["nodes"])
+    assert history["saved_bytes_at_end"] > 0
     assert report["saved_bytes"]["growth_per_step"] > 0
     found = verdicts(report)
     assert found["TL301"] == "confirmed" and found["TL302"] == "confirmed"
@@ -72,6 +73,38 @@ def test_retain_graph_example_grows_its_graph_every_step():
     (item,) = [s for s in report["syncs"] if s["every_step"]]
     assert item["line"] == 31 and item["per_step"] == 2.0
     assert found["TL403"] == "cannot check here"  # guarded by torch.cuda.is_available()
+
+
+ACCUMULATED_LOSS = """\
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+    def train(steps):
+        total_loss = 0.0
+        for step in range(steps):
+            loss = model(torch.randn(8, 16)).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            total_loss += {accumulated}
+        return total_loss
+
+
+    train(100)
+"""
+
+
+@pytest.mark.parametrize("accumulated, grows", [("loss", True), ("loss.detach()", False)])
+def test_a_running_loss_sum_keeps_graphs_unless_detached(tmp_path: Path, accumulated: str, grows: bool):
+    script = write(tmp_path, "running_loss.py", ACCUMULATED_LOSS.format(accumulated=accumulated))
+    code, report, _ = verify_run(script, "--steps", "6")
+    names = [g["name"] for g in report["graphs"]]
+    assert names == (["total_loss"] if grows else [])
+    assert (code == 1) == grows
+    assert verdicts(report).get("TL302") == ("confirmed" if grows else None)  # the static finding, confirmed
 
 
 @pytest.mark.parametrize("name", ["trainer_fixed.py", "bf16_autocast_lm.py", "lora_frozen_base.py"])
