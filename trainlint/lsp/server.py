@@ -155,7 +155,7 @@ def _noqa_edit(d: Diagnostic, lines: list[str]) -> types.TextEdit:
     if marker >= 0:
         insert_at = len(text)
         new_text = f", {d.code}"
-    elif "# noqa" in text:  # a bare `# noqa` already silences everything
+    elif "# noqa" in text:  # a bare noqa comment already silences everything
         insert_at, new_text = len(text), ""
     else:
         insert_at, new_text = len(text), f"  # noqa: {d.code}"
