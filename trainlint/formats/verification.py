@@ -136,11 +136,13 @@ def _run_hint(code: str, unchecked: str) -> str:
 
 def _step_notes(report: dict[str, Any]) -> list[str]:
     """Lines about the steps beyond the figures above: mode, gradient clearing, schedulers, events."""
+    from trainlint.verify.script_run import never_cleared
+
     steps = report["steps"]
     notes = []
     if report.get("eval_mode_steps"):
         notes.append(f"[red]the model was in eval mode[/] at {len(report['eval_mode_steps'])} of {steps} optimizer steps")
-    if steps >= 2 and report.get("zero_grad_calls") == 0 and report.get("renewed_grads_steps") == 0:
+    if never_cleared(report):
         notes.append("[red]gradients were never cleared[/]: no zero_grad() call, no .grad reset")
     if report.get("scheduler_steps_before_first_step"):
         notes.append(f"the LR scheduler stepped {report['scheduler_steps_before_first_step']} time(s) before the first optimizer step")

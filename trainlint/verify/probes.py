@@ -14,6 +14,8 @@ from typing import Any, Callable
 
 import torch
 
+from trainlint.verify.live_objects import graph_nodes
+
 Evidence = dict[str, Any]
 ADAM_FAMILY = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax")
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -110,17 +112,19 @@ def _mlp_gradients(device: str) -> torch.Tensor:
     return torch.cat([p.grad.flatten() for p in model.parameters()])
 
 
+def _flushed(grads: torch.Tensor, dtype: torch.dtype) -> float:
+    """The fraction of elements that are non-zero but flush to 0 when cast to `dtype`."""
+    return float(((grads.to(dtype) == 0) & (grads != 0)).float().mean())
+
+
 def probe_fp16_gradients(facts: Evidence, device: str) -> Evidence:
     """TL102/TL202: gradients that underflow to 0 in fp16 without loss scaling, and grad² overflow."""
     grads = _mlp_gradients(device) * float(facts.get("grad_scale", 1e-3))  # a later-training gradient scale
-    nonzero = grads != 0
-    unscaled = (grads.half() == 0) & nonzero
-    scaled = ((grads * 65536).half() == 0) & nonzero
     overflow_sq = float((grads.abs() * 65536 > 256).float().mean())
     evidence = {
-        "elements": int(nonzero.sum()),
-        "underflow_without_scaler": float(unscaled.float().mean()),
-        "underflow_with_scaler_65536": float(scaled.float().mean()),
+        "elements": int((grads != 0).sum()),
+        "underflow_without_scaler": _flushed(grads, torch.float16),
+        "underflow_with_scaler_65536": _flushed(grads * 65536, torch.float16),
         "square_overflows_at_scale_65536": overflow_sq,
     }
     confirmed = evidence["underflow_without_scaler"] > evidence["underflow_with_scaler_65536"]
@@ -134,11 +138,10 @@ def probe_fp16_gradients(facts: Evidence, device: str) -> Evidence:
 def probe_tl103(facts: Evidence, device: str) -> Evidence:
     """A GradScaler with bf16: the gradients that fp16 would flush to 0 survive in bf16 unscaled."""
     grads = _mlp_gradients(device) * float(facts.get("grad_scale", 1e-3))
-    nonzero = grads != 0
     evidence = {
-        "elements": int(nonzero.sum()),
-        "underflow_bf16": float(((grads.bfloat16() == 0) & nonzero).float().mean()),
-        "underflow_fp16": float(((grads.half() == 0) & nonzero).float().mean()),
+        "elements": int((grads != 0).sum()),
+        "underflow_bf16": _flushed(grads, torch.bfloat16),
+        "underflow_fp16": _flushed(grads, torch.float16),
     }
     confirmed = evidence["underflow_bf16"] < 1e-4
     summary = (
@@ -212,24 +215,13 @@ def probe_graph_growth(facts: Evidence, device: str) -> Evidence:
             opt.step()
             opt.zero_grad()
             total = total + loss  # the flagged pattern: no .detach()
-            nodes.append(_count_nodes(total.grad_fn))
+            nodes.append(len(graph_nodes([total.grad_fn])))
             bytes_.append(sum(saved))
     growth = [b - a for a, b in zip(nodes, nodes[1:])]
     evidence = {"graph_nodes_per_step": nodes, "node_growth_per_step": growth[-1] if growth else 0, "saved_bytes_recorded": bytes_}
     confirmed = bool(growth) and growth[-1] > 0
     summary = f"the accumulator's graph grows by {evidence['node_growth_per_step']} autograd nodes per step ({nodes[0]} after step 1, {nodes[-1]} after step {len(nodes)})"
     return {"status": "confirmed" if confirmed else "not reproduced", "evidence": evidence, "summary": summary}
-
-
-def _count_nodes(fn: Any) -> int:
-    seen, stack = set(), [fn]
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        stack.extend(next_fn for next_fn, _ in node.next_functions)
-    return len(seen)
 
 
 def probe_sync_cost(facts: Evidence, device: str) -> Evidence:

@@ -84,12 +84,13 @@ def problems(report: Report) -> list[str]:
         found.append(f"tensors saved for backward stay alive: +{format_bytes(growth)} per step")
     if report.get("eval_mode_steps"):
         found.append(f"the model trained in eval mode at {len(report['eval_mode_steps'])} of {report['steps']} steps")
-    if _never_cleared(report):
+    if never_cleared(report):
         found.append(f"gradients were never cleared in {report['steps']} steps: each step applied their running sum")
     return found
 
 
-def _never_cleared(report: Report) -> bool:
+def never_cleared(report: Report) -> bool:
+    """No zero_grad() call and no `.grad` reset over two steps or more: gradients accumulated."""
     return (report.get("steps") or 0) >= 2 and report.get("zero_grad_calls") == 0 and report.get("renewed_grads_steps") == 0
 
 
@@ -147,7 +148,7 @@ def _verdict(report: Report, d: Diagnostic) -> tuple[str, str] | None:
             return "confirmed", waited.removeprefix("; ")
         return "not confirmed", f"the steps barely waited for data{waited}"
     if d.code == "TL501":
-        if _never_cleared(report):
+        if never_cleared(report):
             norm = report.get("grad_norm") or {}
             trend = f" (gradient norm {norm['first']:.3g} -> {norm['last']:.3g})" if norm.get("first") is not None else ""
             return "confirmed", f"no zero_grad() and no .grad reset in {steps} steps: gradients accumulated{trend}"
