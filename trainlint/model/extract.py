@@ -18,7 +18,7 @@ from trainlint.model.facts import (
     Site,
     WithItem,
 )
-from trainlint.model.gates import has_modulo, is_gate_test
+from trainlint.model.gates import has_modulo, is_gate_test, is_lazy_init_test
 from trainlint.model.names import ImportMap, dotted
 from trainlint.model.torchnames import AUTOCAST, NO_GRAD, autocast_dtype, is_false
 
@@ -249,7 +249,8 @@ class Extractor(cst.CSTVisitor):
         self.conditions.append(Condition(node.test, "if", self.site()))
 
     def visit_If_body(self, node: cst.If) -> None:
-        self._gates.append(len(self._loop_stack) if self._is_gate(node.test) else -1)
+        gate = self._is_gate(node.test) or is_lazy_init_test(node.test)
+        self._gates.append(len(self._loop_stack) if gate else -1)
         if is_error_branch(node):
             self._excepts += 1
 

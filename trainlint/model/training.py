@@ -85,6 +85,19 @@ def is_test_path(path: str) -> bool:
     )
 
 
+# classes of frameworks that implement steps for their users' loops
+FRAMEWORK_WORDS = frozenset(
+    """precision plugin strategy accelerator callback algorithm hook trainer loop engine wrapper optimizer
+    scaler mixin amp connector""".split()
+)
+ONCE_DECORATORS = frozenset({"functools.lru_cache", "functools.cache", "lru_cache", "cache", "functools.cached_property", "cached_property"})
+
+
+def _runs_once(fn: Function) -> bool:
+    """A memoised function (`@lru_cache`) computes once per argument, not once per step."""
+    return any(d in ONCE_DECORATORS for d in fn.decorators)
+
+
 @dataclass
 class AnalysisSettings:
     """Project-specific names the analysis should know (from `[tool.trainlint]`)."""
@@ -297,8 +310,15 @@ class TrainingModel:
         """
         if any(self.imports.imports_module(m) for m in ACCELERATOR_LIBRARIES):
             return True
+        cpu_only = self.imports.imports_module("intel_extension_for_pytorch") or any(
+            (c.qualname or "").startswith("torch.cpu.amp") for c in self.calls
+        )
         for call in self.calls:
-            if call.method in ("cuda", "to"):
+            if call.method == "cuda" or (call.qualname or "").startswith("torch.cuda."):
+                return True
+            if cpu_only:
+                continue
+            if call.method == "to":
                 return True
             if DEVICE_WORDS & set(tokens(call.qualname or dotted(call.node.func) or "")):
                 return True
@@ -377,6 +397,30 @@ class TrainingModel:
                     return fn
             return candidates[0] if len(candidates) == 1 else None
         return None
+
+    @cached_property
+    def _calls_by_callee(self) -> dict[int, list[Call]]:
+        table: dict[int, list[Call]] = {}
+        for call in self.calls:
+            fn = self.callee(call)
+            if fn is not None:
+                table.setdefault(id(fn), []).append(call)
+        return table
+
+    def calls_of(self, fn: Function) -> list[Call]:
+        """The calls of a function of this module."""
+        return self._calls_by_callee.get(id(fn), [])
+
+    def framework_internal(self, site: Site) -> bool:
+        """Code of a framework's class (a precision plugin, a trainer base, a strategy) that owns no
+        step loop: it implements a step for users' loops, it is not one."""
+        fn = site.function
+        if fn is None or fn.class_name is None:
+            return False
+        if any(loop.is_step and loop.function is not None and loop.function.class_name == fn.class_name for loop in self.loops):
+            return False
+        words = set(tokens(fn.class_name)).union(*(tokens(b.rsplit(".", 1)[-1]) for b in fn.class_bases))
+        return bool(words & FRAMEWORK_WORDS)
 
     def _is_hook(self, fn: Function) -> bool:
         if fn.name in self.settings.step_functions:
@@ -460,6 +504,8 @@ class TrainingModel:
         return None
 
     def _in_step(self, site: Site, step_functions: set[Function] | frozenset[Function]) -> bool:
+        if self.is_test_code or (site.function is not None and _runs_once(site.function)):
+            return False
         if site.function is not None and site.function in step_functions:
             return True
         return self._outermost_step_loop(site) is not None

@@ -287,7 +287,7 @@ class ValueModel:
         qual = m.imports.resolve(cst.Name(name))
         if qual is not None:
             return self._imported(qual)
-        return UNKNOWN
+        return _named_like_tensor(name)
 
     def _assigned(self, assign, name: str) -> Value:  # type: ignore[no-untyped-def]
         """The value `name` receives from an assignment (unpacking a tuple takes the element)."""
@@ -304,17 +304,42 @@ class ValueModel:
         return value
 
     def _parameter(self, fn: "Function", name: str) -> Value:
+        """A parameter: its annotation, else what this module's calls of the function pass, else its default."""
         annotation = fn.annotations.get(name)
         if annotation:
             value = self._annotation(annotation)
             if value is not None:
                 return value
+        passed = self._arguments(fn, name)
+        if passed is not None:
+            return passed
         default = fn.defaults.get(name)
         if default is not None and not (isinstance(default, cst.Name) and default.value == "None"):
             value = self.of(default, None, None)
             if value.kind in (Kind.NUMBER, Kind.STRING, Kind.BOOL):
                 return value
-        return UNKNOWN
+        return _named_like_tensor(name)
+
+    def _arguments(self, fn: "Function", name: str) -> Value | None:
+        """The join of the arguments this module's calls pass for parameter `name` (None if no call)."""
+        index = fn.params.index(name)
+        if fn.class_name is not None and fn.params and fn.params[0] in ("self", "cls"):
+            index -= 1
+        values: list[Value] = []
+        for call in self.model.calls_of(fn):
+            arg = None
+            for position, a in enumerate(a for a in call.node.args if a.keyword is None and not a.star):
+                if position == index:
+                    arg = a
+            for a in call.node.args:
+                if a.keyword is not None and a.keyword.value == name:
+                    arg = a
+                if a.star:
+                    return None
+            if arg is None:
+                continue
+            values.append(self.of(arg.value, call.site.function, call.site))
+        return join(values) if values else None
 
     def _annotation(self, text: str) -> Value | None:
         last = text.rsplit(".", 1)[-1]
@@ -410,6 +435,12 @@ class ValueModel:
         if isinstance(func, cst.Name):
             name = func.value
             if qual is None:
+                if name in ("any", "all") and call.args:
+                    inner = self.of(call.args[0].value, fn, at)
+                    if inner.kind is Kind.COLLECTION and inner.element is not None and inner.element.is_tensor:
+                        # `any(not torch.isfinite(p.grad).all() for p in params)` reads each tensor
+                        return Value(Kind.TENSOR, inner.element.device, False, "bool")
+                    return BOOL
                 if name in NUMBER_BUILTINS:
                     return NUMBER if name != "bool" else BOOL
                 if name in ("str", "repr", "format"):
@@ -646,6 +677,14 @@ class ValueModel:
             self._in_progress.discard(("returns", key))
         self._returns_memo[key] = value
         return value
+
+
+def _named_like_tensor(name: str) -> Value:
+    """A name the analysis cannot trace, called `loss` or `logits`: in training code, a tensor."""
+    words = tokens(name)
+    if words and words[-1] in ("loss", "logits"):  # `total_loss`, not `loss_scaler` or `loss_fn`
+        return Value(Kind.TENSOR)
+    return UNKNOWN
 
 
 def _kwarg(call: cst.Call, name: str) -> cst.BaseExpression | None:
