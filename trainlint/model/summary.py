@@ -39,6 +39,7 @@ class FunctionSummary:
     synchronizes: tuple[str, ...] = ()  # device synchronisations on every call, as code text
     reads_arguments: bool = False  # reads the values of its tensor arguments on the host (`v.item()`)
     no_grad: bool = False
+    sets_train_mode: bool = False  # calls `.train()` on a module (restores training mode)
     returns: Value = UNKNOWN
 
     def to_json(self) -> dict[str, Any]:
@@ -145,7 +146,7 @@ class Summarizer:
 
     def _summarize(self, fn: "Function") -> FunctionSummary:
         m = self.model
-        steps = backprops = trains = clears = clips = scales = reads = False
+        steps = backprops = trains = clears = clips = scales = reads = train_mode = False
         synchronizes: list[str] = []
         params = set(fn.params) - {"self", "cls"}
         for call in fn.calls:
@@ -159,6 +160,8 @@ class Summarizer:
                 clips = True
             if call.method == "zero_grad" or (sub is not None and sub.clears_grads):
                 clears = True
+            if (call.method == "train" and len(call.node.args) <= 1) or (sub is not None and sub.sets_train_mode):
+                train_mode = True
             if call.method == "scale" or (call.qualname or "") in GRAD_SCALER or (sub is not None and sub.scales):
                 scales = True
             if not own:
@@ -189,6 +192,7 @@ class Summarizer:
             synchronizes=tuple(dict.fromkeys(synchronizes)),
             reads_arguments=reads,
             no_grad=no_grad,
+            sets_train_mode=train_mode,
             returns=returns if returns.kind is not Kind.UNKNOWN else UNKNOWN,
         )
 

@@ -213,7 +213,13 @@ class TrainingModel:
             return None
         if isinstance(symbol, ClassSummary):
             return Value(symbol.kind, origin=qualname)
-        return symbol.returns if symbol.returns.kind is not Kind.UNKNOWN else None
+        if symbol.returns.kind is not Kind.UNKNOWN:
+            return symbol.returns
+        owner, _, method = qualname.rpartition(".")
+        if method.startswith("from_") and isinstance(self.project_symbol(owner), ClassSummary):
+            # `GPT.from_pretrained(...)`: an alternative constructor
+            return Value(self.project_symbol(owner).kind, origin=owner)  # type: ignore[union-attr]
+        return None
 
     def class_methods(self, origin: str | None) -> "dict[str, FunctionSummary] | None":
         """Method summaries of the class that made a value (a local class, or a project one)."""
