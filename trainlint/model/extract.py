@@ -179,7 +179,8 @@ class Extractor(cst.CSTVisitor):
         for dec in node.decorators:
             expr = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
             decorators.append(self.imports.resolve(expr) or dotted(expr) or "")
-        all_params = [*node.params.posonly_params, *node.params.params, *node.params.kwonly_params]
+        stars = [p for p in (node.params.star_arg, node.params.star_kwarg) if isinstance(p, cst.Param)]
+        all_params = [*node.params.posonly_params, *node.params.params, *node.params.kwonly_params, *stars]
         params = tuple(p.name.value for p in all_params)
         annotations = {}
         defaults = {}

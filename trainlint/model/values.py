@@ -147,6 +147,11 @@ MODULE_RESULT_WORDS = frozenset(
     """model net network module criterion loss encoder decoder head backbone generator discriminator
     classifier critic actor policy transformer gpt bert vae unet forward""".split()
 )
+# names that, unbound, are modules: `vae.cpu()` offloads a model, it reads no value
+MODULE_NAME_WORDS = frozenset(
+    """model net network module vae unet encoder decoder backbone generator discriminator classifier critic
+    actor policy transformer gpt bert teacher student""".split()
+)
 HOST_CALL_WORDS = frozenset({"tokenizer", "tokenize", "encode", "decode", "processor", "feature", "extractor", "json", "yaml", "open", "read"})
 COLLECTION_BUILTINS = frozenset({"list", "tuple", "dict", "set", "sorted", "zip", "enumerate", "range", "map", "filter", "reversed"})
 NUMBER_BUILTINS = frozenset({"float", "int", "len", "round", "abs", "sum", "min", "max", "bool", "hash", "ord"})
@@ -287,7 +292,7 @@ class ValueModel:
         qual = m.imports.resolve(cst.Name(name))
         if qual is not None:
             return self._imported(qual)
-        return _named_like_tensor(name)
+        return _named_like(name)
 
     def _assigned(self, assign, name: str) -> Value:  # type: ignore[no-untyped-def]
         """The value `name` receives from an assignment (unpacking a tuple takes the element)."""
@@ -318,10 +323,13 @@ class ValueModel:
             value = self.of(default, None, None)
             if value.kind in (Kind.NUMBER, Kind.STRING, Kind.BOOL):
                 return value
-        return _named_like_tensor(name)
+        return _named_like(name)
 
     def _arguments(self, fn: "Function", name: str) -> Value | None:
         """The join of the arguments this module's calls pass for parameter `name` (None if no call)."""
+        stars = (fn.node.params.star_arg, fn.node.params.star_kwarg)
+        if any(isinstance(p, cst.Param) and p.name.value == name for p in stars):
+            return None  # `*args`, `**kwargs`: a collection of what is passed
         index = fn.params.index(name)
         if fn.class_name is not None and fn.params and fn.params[0] in ("self", "cls"):
             index -= 1
@@ -457,11 +465,11 @@ class ValueModel:
                 cls = m.local_class(name)
                 if cls is not None:
                     return m.instance_of_local_class(name)
+            if qual is None and name[:1].isupper() and not m.reaching(fn, name, at):
+                return self._by_words(name, at)  # `Net(cfg)`: an object of a class we cannot see
             callee = self.of(func, fn, at)
             if callee.kind is Kind.MODULE:
                 return self._forward(at)
-            if qual is None and m.project_value(name) is not None:
-                return m.project_value(name)  # type: ignore[return-value]
             return self._by_words(name, at)
         callee = self.of(func, fn, at)
         if callee.kind is Kind.MODULE:
@@ -475,6 +483,8 @@ class ValueModel:
 
     def _by_words(self, name: str, at: "Site | None") -> Value:
         words = set(tokens(name))
+        if name[:1].isupper():  # `Net(cfg)`: constructing an object, not a forward pass
+            return Value(Kind.MODULE) if words & MODULE_NAME_WORDS else Value(Kind.OBJECT)
         if words & HOST_CALL_WORDS:
             return Value(Kind.COLLECTION, HOST)
         if words & MODULE_RESULT_WORDS:
@@ -679,11 +689,14 @@ class ValueModel:
         return value
 
 
-def _named_like_tensor(name: str) -> Value:
-    """A name the analysis cannot trace, called `loss` or `logits`: in training code, a tensor."""
+def _named_like(name: str) -> Value:
+    """A name the analysis cannot trace: called `loss` or `logits`, in training code it is a tensor;
+    called `model`, `vae` or `unet`, a module. Anything else stays unknown."""
     words = tokens(name)
     if words and words[-1] in ("loss", "logits"):  # `total_loss`, not `loss_scaler` or `loss_fn`
         return Value(Kind.TENSOR)
+    if words and words[-1] in MODULE_NAME_WORDS:
+        return Value(Kind.MODULE)
     return UNKNOWN
 
 

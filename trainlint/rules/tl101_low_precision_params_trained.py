@@ -104,7 +104,7 @@ class LowPrecisionParamsTrained(Rule):
     severity = Severity.ERROR
     summary = "A model cast to bf16/fp16 is trained by an optimizer that keeps no fp32 master copy."
     hint = "Keep the parameters in fp32 and run the forward pass under `torch.autocast(device_type, dtype=torch.bfloat16)`."
-    requires = ("bfloat16", "float16", "half", "torch_dtype")
+    requires = ("bfloat16", "float16", "half", "torch_dtype", "optim")  # a cast may live in an imported builder
     why = (
         "bf16 keeps 8 bits of mantissa: the spacing between representable numbers at 1.0 is 2^-7 = 0.0078 "
         "(2^-8 just below 1.0). An optimizer that updates bf16 parameters in place rounds each new value "
