@@ -150,22 +150,21 @@ def check(
 
     options = ReportOptions(output_format, statistics, quiet, color, unsafe_fixes)
     before = [d for r in results for d in r.diagnostics]
+    would_fix = any(fixable_by(unsafe_fixes)(d) for d in before)
     if stdin_result is not None and (fix or diff):
-        fixed = _fix_stdin(stdin_result, settings, unsafe_fixes, diff)
-        results[results.index(stdin_result)] = fixed
-        if fix and not diff:  # the fixed source went to stdout: findings left go to stderr
-            options = ReportOptions(output_format, statistics, quiet, "never" if color == "auto" else color, unsafe_fixes)
+        # like ruff: the fixed source (or the diff) is the output; with --fix what is left goes to stderr
+        results[results.index(stdin_result)] = _fix_stdin(stdin_result, settings, unsafe_fixes, diff)
+        if not diff:
             _report_to(results, options, output_file, err=True)
             _exit(results, exit_zero)
-    if fix or diff:
-        disk = [r for r in results if r is not stdin_result]
-        fixed_disk = _apply_fixes(disk, settings, unsafe_fixes, write=fix and not diff)
-        results = sorted(fixed_disk + ([results[results.index(stdin_result)]] if stdin_result in results else []), key=lambda r: r.path)
+    elif fix or diff:
+        results = _apply_fixes(results, settings, unsafe_fixes, write=fix and not diff)
     if diff:  # only the diff: exit 1 when there was something to fix
-        sys.exit(EXIT_FINDINGS if any(fixable_by(unsafe_fixes)(d) for d in before) and not exit_zero else EXIT_CLEAN)
+        sys.exit(EXIT_FINDINGS if would_fix and not exit_zero else EXIT_CLEAN)
     _report_to(results, options, output_file)
-    if show_fixes:
-        _print_fix_summary(before, [d for r in results for d in r.diagnostics], fix, unsafe_fixes)
+    if show_fixes:  # (on stderr when stdout holds a machine-readable report)
+        after = [d for r in results for d in r.diagnostics]
+        _print_fix_summary(before, after, fix, unsafe_fixes, err=output_format not in ("text", "concise"))
     _exit(results, exit_zero)
 
 
@@ -294,7 +293,7 @@ def _add_noqa(results: Sequence[FileResult]) -> int:
     """`--add-noqa`: write the comments that silence each file's findings; the number added."""
     from trainlint.diagnostics import Fix
     from trainlint.noqa import noqa_edits
-    from trainlint.notebook import NotebookError, load
+    from trainlint.notebook import NotebookError, notebook_noqa_edits
 
     added = 0
     for result in results:
@@ -303,29 +302,17 @@ def _add_noqa(results: Sequence[FileResult]) -> int:
         if read is None:
             continue
         raw, source = read
-        if result.path.endswith(".ipynb"):
-            try:
-                notebook = load(source)
-            except NotebookError:
-                continue
-            starts = {c.number: c.first_line for c in notebook.cells}
-            joined = [replace(d, line=starts[d.cell] + d.line - 1, end_line=starts[d.cell] + d.end_line - 1)
-                      for d in result.diagnostics if d.cell in starts]
-            edits = [replace(e, line=line, end_line=line, cell=cell)
-                     for e in noqa_edits(notebook.code, joined) for cell, line in [_cell_line(notebook, e.line)]]
-        else:
-            edits = noqa_edits(source, result.diagnostics)
+        try:
+            edits = (notebook_noqa_edits if result.path.endswith(".ipynb") else noqa_edits)(source, result.diagnostics)
+        except NotebookError:
+            continue
+        # each edit rides on a diagnostic so that fixes' machinery applies it (and checks the result parses)
         carriers = [replace(result.diagnostics[0], fix=Fix("add noqa", (e,))) for e in edits]
         new, applied = _fix_document(result.path, source, carriers)
         if applied:
             _write_source(path, raw, new)
             added += len(applied)
     return added
-
-
-def _cell_line(notebook: object, line: int) -> tuple[int, int]:
-    cell, in_cell = notebook.cell_at(line)  # type: ignore[attr-defined]
-    return cell.number, in_cell
 
 
 def _fix_stdin(result: FileResult, settings: Settings, unsafe: bool, diff: bool) -> FileResult:
@@ -356,7 +343,7 @@ def _report_to(results: Sequence[FileResult], options: ReportOptions, output_fil
         render(results, options, sys.stderr if err else None)
 
 
-def _print_fix_summary(before: Sequence[Diagnostic], after: Sequence[Diagnostic], fixed: bool, unsafe: bool) -> None:
+def _print_fix_summary(before: Sequence[Diagnostic], after: Sequence[Diagnostic], fixed: bool, unsafe: bool, err: bool) -> None:
     """`--show-fixes`: per file, how many findings of each rule were fixed (or can be), like ruff's."""
     from collections import Counter
 
@@ -366,12 +353,12 @@ def _print_fix_summary(before: Sequence[Diagnostic], after: Sequence[Diagnostic]
         counts -= Counter((d.path, d.code, d.name) for d in after)
     total = sum(counts.values())
     noun = "problem" if total == 1 else "problems"
-    click.echo(f"{'Fixed' if fixed else 'Fixable with --fix:'} {total} {noun}{':' if total else '.'}")
+    click.echo(f"{'Fixed' if fixed else 'Fixable with --fix:'} {total} {noun}{':' if total else '.'}", err=err)
     for path in sorted({p for p, _, _ in counts}):
-        click.echo(f"- {path}:")
+        click.echo(f"- {path}:", err=err)
         for (p, code, name), n in sorted(counts.items()):
             if p == path:
-                click.echo(f"    {n} × {code} ({name})")
+                click.echo(f"    {n} × {code} ({name})", err=err)
 
 
 def _apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, write: bool) -> list[FileResult]:

@@ -66,6 +66,19 @@ class Notebook:
         cell = self.cells[index]
         return cell, min(max(line - cell.first_line + 1, 1), max(len(cell.lines), 1))
 
+    def to_cell(self, edit: Edit) -> Edit:
+        """An edit of the joined code, located in its cell."""
+        cell, line = self.cell_at(edit.line)
+        return replace(edit, line=line, end_line=max(edit.end_line - cell.first_line + 1, line), cell=cell.number)
+
+    def joined_line(self, cell: int | None, line: int) -> int:
+        """The line of the joined code where a line of a cell is."""
+        return next(c.first_line for c in self.cells if c.number == cell) + line - 1
+
+    def to_joined(self, item: Edit | Diagnostic) -> Edit | Diagnostic:
+        """An edit or a diagnostic located in a cell, located in the joined code."""
+        return replace(item, line=self.joined_line(item.cell, item.line), end_line=self.joined_line(item.cell, item.end_line), cell=None)
+
 
 def _members(text: str, i: int) -> Iterator[tuple[str, int, int]]:
     """(key, value start, value end) of the JSON object at `i` (valid JSON assumed)."""
@@ -114,11 +127,12 @@ def _source_spans(text: str) -> list[tuple[tuple[int, int], list[tuple[int, int]
     start = _WS.match(text).end()  # type: ignore[union-attr]
     out: list[tuple[tuple[int, int], list[tuple[int, int]]]] = []
     for key, value, _ in _members(text, start):
-        if key != "cells":
+        if key != "cells" or text[value] != "[":
             continue
+        out = []  # a repeated key: the last one counts, as for json.loads
         for cell_start, _ in _items(text, value):
             span, strings = (0, 0), []
-            for cell_key, s, e in _members(text, cell_start):
+            for cell_key, s, e in _members(text, cell_start) if text[cell_start] == "{" else ():
                 if cell_key == "source":
                     span = (s, e)
                     strings = list(_items(text, s)) if text[s] == "[" else [(s, e)]
@@ -162,7 +176,10 @@ def load(text: str) -> Notebook:
         raise NotebookError("notebook is not valid JSON: nesting too deep") from exc
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise NotebookError("not a Jupyter notebook: no `cells` list")
-    spans = _source_spans(text)
+    try:
+        spans = _source_spans(text)
+    except RecursionError as exc:
+        raise NotebookError("notebook is not valid JSON: nesting too deep") from exc
     cells: list[Cell] = []
     code: list[str] = []
     for number, (raw, (span, items)) in enumerate(zip(data["cells"], spans), start=1):
@@ -213,11 +230,6 @@ def _file_position(nb: Notebook, starts: list[int], cell: Cell, line: int, colum
     return 1, 1
 
 
-def _map_edit(nb: Notebook, edit: Edit) -> Edit:
-    cell, line = nb.cell_at(edit.line)
-    return replace(edit, line=line, end_line=max(edit.end_line - cell.first_line + 1, line), cell=cell.number)
-
-
 def map_diagnostic(nb: Notebook, d: Diagnostic, starts: list[int]) -> Diagnostic:
     """A diagnostic of the joined code, located in its cell and in the notebook's JSON text."""
     if not nb.cells:
@@ -230,7 +242,7 @@ def map_diagnostic(nb: Notebook, d: Diagnostic, starts: list[int]) -> Diagnostic
         end_column = len(cell.lines[-1]) + 1 if cell.lines else 1
     fix = d.fix
     if fix is not None:
-        fix = Fix(fix.description, tuple(_map_edit(nb, e) for e in fix.edits), fix.applicability)
+        fix = Fix(fix.description, tuple(nb.to_cell(e) for e in fix.edits), fix.applicability)
     span = None
     if cell.items and cell.lines:
         span = (*_file_position(nb, starts, cell, line, d.column), *_file_position(nb, starts, cell, end_line, end_column))
@@ -291,16 +303,15 @@ def apply_fixes(text: str, diagnostics: Sequence[Diagnostic]) -> tuple[str, list
     """
     from trainlint.fixes import apply_fixes as apply_to_code
 
-    nb = load(text)
+    try:
+        nb = load(text)
+    except NotebookError:  # (changed on disk since it was linted)
+        return text, []
     by_number = {c.number: c for c in nb.cells}
     joined: list[Diagnostic] = []
     for d in diagnostics:
         assert d.fix is not None
-        edits = tuple(
-            replace(e, line=by_number[e.cell].first_line + e.line - 1, end_line=by_number[e.cell].first_line + e.end_line - 1, cell=None)
-            for e in d.fix.edits
-            if e.cell in by_number
-        )
+        edits = tuple(nb.to_joined(e) for e in d.fix.edits if e.cell in by_number)
         joined.append(replace(d, cell=None, fix=replace(d.fix, edits=edits)))
     _, applied = apply_to_code(nb.code, joined)
     original_of = {id(j): d for j, d in zip(joined, diagnostics)}
@@ -319,3 +330,13 @@ def apply_fixes(text: str, diagnostics: Sequence[Diagnostic]) -> tuple[str, list
         start, end = cell.value_span
         new = new[:start] + _encode_source(text, cell.value_span, source) + new[end:]
     return new, chosen
+
+
+def notebook_noqa_edits(text: str, diagnostics: Sequence[Diagnostic]) -> list[Edit]:
+    """`--add-noqa` in a notebook: the edits of `trainlint.noqa.noqa_edits`, located in cells."""
+    from trainlint.noqa import noqa_edits
+
+    nb = load(text)
+    numbers = {c.number for c in nb.cells}
+    joined = [nb.to_joined(d) for d in diagnostics if d.cell in numbers]
+    return [nb.to_cell(e) for e in noqa_edits(nb.code, joined)]  # type: ignore[arg-type]
