@@ -250,7 +250,7 @@ def _lint_targets(targets: Sequence[Target], settings: Settings, jobs: int | Non
     results: list[FileResult] = []
     with Progress(*columns, console=make_console(color, stderr=True), transient=True) as progress:
         bar = progress.add_task("lint", total=len(tasks))
-        size = max(64, len(tasks) // 40)  # batches big enough to keep the process pool busy
+        size = max(100, len(tasks) // 20)  # batches big enough to keep the process pool busy
         for start in range(0, len(tasks), size):
             batch = tasks[start : start + size]
             results.extend(lint_paths(batch, jobs, keep_source=False))
