@@ -7,7 +7,6 @@ stays fast; torch is never imported here.
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path

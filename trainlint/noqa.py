@@ -13,7 +13,7 @@ import tokenize
 from dataclasses import dataclass, field
 from typing import Collection, Iterable, Sequence
 
-from trainlint.diagnostics import Diagnostic, Edit, Fix, Severity, rule_url
+from trainlint.diagnostics import Diagnostic, Edit, Fix, Severity
 
 _CODES = r"(?P<codes>[A-Z]+[0-9]+(?:\s*,?\s*[A-Z]+[0-9]+)*)"
 _NOQA = re.compile(rf"#\s*noqa(?::\s*{_CODES})?", re.IGNORECASE)
@@ -144,7 +144,7 @@ def parse_suppressions(source: str) -> Suppressions:
     result = Suppressions()
     if "noqa" not in source.lower():
         return result
-    lines = source.splitlines()
+    lines = source.split("\n")  # numbered as tokenize numbers them (not at \f or \x1c)
     for tok in _comment_tokens(source):
         file_match = _FILE_NOQA.search(tok.string)
         if file_match:
@@ -184,7 +184,7 @@ def noqa_edits(source: str, diagnostics: Sequence[Diagnostic]) -> list[Edit]:
         line = next((ln for ln in (d.line, d.end_line) if ln in ends), None)
         if line is not None and d.code not in ("TL000", UNUSED_NOQA[0]):
             wanted.setdefault(line, set()).add(d.code)
-    lines = source.splitlines()
+    lines = source.split("\n")  # numbered as tokenize numbers them (not at \f or \x1c)
     edits = []
     for line, codes in sorted(wanted.items()):
         comment = comments.get(line)
