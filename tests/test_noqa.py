@@ -40,7 +40,7 @@ def test_unused_noqa_is_reported_for_codes_of_rules_that_ran(tmp_path: Path):
         + "    seen = 1  # noqa: TL401, E501\n"  # TL401 unused; E501 is another tool's
         + "    other = 2  # noqa: E501, F401\n"  # never reported
         + "    order = 3  # noqa: TL501\n"  # unused when TL501 runs
-        + "    fp16 = 4  # noqa: TL101\n"  # TL101 does not run (nothing here is cast): never reported
+        + "    pinned = 4  # noqa: TL405\n"  # TL405 is off by default, so it does not run: never reported
         + "    bare = 5  # noqa\n"
     )
     assert found(path) == []  # off by default, like ruff's RUF100
