@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from trainlint.cli import main
@@ -150,3 +152,21 @@ def test_invalid_json_and_other_languages(tmp_path: Path):
     assert (d["line"], d["column"]) > (1, 1)
     r_notebook = write(tmp_path, notebook(code_cell(["for x in loader:\n", "    loss.backward()\n"]), language="R"), name="r.ipynb")
     assert findings(str(r_notebook)) == []
+
+
+@pytest.mark.parametrize("indent", [1, 2, 4, "\t", None])
+@pytest.mark.parametrize("ensure_ascii", [True, False])
+@pytest.mark.parametrize("as_string", [True, False])
+def test_positions_and_fixes_whatever_the_json_style(tmp_path: Path, indent: object, ensure_ascii: bool, as_string: bool):
+    data = json.loads(TRAINING)
+    if as_string:
+        for cell in data["cells"]:
+            cell["source"] = "".join(cell["source"])
+    text = json.dumps(data, indent=indent, ensure_ascii=ensure_ascii)  # type: ignore[arg-type]
+    path = write(tmp_path, text)
+    _, out = run(str(path), "--output-format", "github")
+    line, column = (int(v) for v in re.search(r"line=(\d+),col=(\d+)", out).groups())  # type: ignore[union-attr]
+    assert text.splitlines()[line - 1][column - 1 :].startswith("history.append(loss)")
+    run(str(path), "--fix")
+    after = path.read_text(encoding="utf-8")
+    assert after == text.replace("history.append(loss)", "history.append(loss.detach())")

@@ -278,21 +278,26 @@ def _splice(text: str, edits: Sequence[Edit]) -> str:
     return text
 
 
-def _encode_source(text: str, span: tuple[int, int], source: str) -> str:
-    """A cell's new `source` value, written in the style of the old one (list or string, indentation)."""
-    old = text[span[0] : span[1]]
+def _encode_source(text: str, cell: Cell, source: str) -> str:
+    """A cell's new `source` value, written in the style of the old one (list or string, its spacing)."""
+    (start, end), items = cell.value_span, cell.items
     ascii_only = "\\u" in text and not any(ord(ch) > 127 for ch in text)
-    if not old.startswith("["):
+    if text[start] != "[":
         return json.dumps(source, ensure_ascii=ascii_only)
-    line_start = text.rfind("\n", 0, span[0]) + 1
-    key_indent = re.match(r"[ \t]*", text[line_start:]).group()  # type: ignore[union-attr]
-    opening = re.match(r"\[\s*", old).group()[1:] or f"\n{key_indent} "  # type: ignore[union-attr]
-    closing = re.search(r"\s*\]$", old).group()[:-1] or f"\n{key_indent}"  # type: ignore[union-attr]
-    lines = source.splitlines(keepends=True)
+    if items:
+        opening, closing = text[start + 1 : items[0][0]], text[items[-1][1] : end - 1]
+    else:  # `[]`: as Jupyter writes it, one space deeper than the key
+        line_start = text.rfind("\n", 0, start) + 1
+        key_indent = re.match(r"[ \t]*", text[line_start:]).group()  # type: ignore[union-attr]
+        opening, closing = f"\n{key_indent} ", f"\n{key_indent}"
+    if len(items) > 1:
+        separator = text[items[0][1] : items[1][0]]
+    else:
+        separator = f",{opening}" if opening else ", "
+    lines = re.findall(r"[^\n]*\n|[^\n]+$", source)  # split at "\n" only, as Jupyter does
     if not lines:
         return "[]"
-    body = f",{opening}".join(json.dumps(line, ensure_ascii=ascii_only) for line in lines)
-    return f"[{opening}{body}{closing}]"
+    return f"[{opening}{separator.join(json.dumps(line, ensure_ascii=ascii_only) for line in lines)}{closing}]"
 
 
 def apply_fixes(text: str, diagnostics: Sequence[Diagnostic]) -> tuple[str, list[Diagnostic]]:
@@ -328,7 +333,7 @@ def apply_fixes(text: str, diagnostics: Sequence[Diagnostic]) -> tuple[str, list
         if not ("".join(original) if isinstance(original, list) else original).endswith("\n"):
             source = source[:-1] if source.endswith("\n") else source
         start, end = cell.value_span
-        new = new[:start] + _encode_source(text, cell.value_span, source) + new[end:]
+        new = new[:start] + _encode_source(text, cell, source) + new[end:]
     return new, chosen
 
 
