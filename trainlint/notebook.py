@@ -20,6 +20,7 @@ import json
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from json.decoder import scanstring
 from typing import TYPE_CHECKING, Iterator, Sequence
 
@@ -59,6 +60,11 @@ class Notebook:
     cells: list[Cell]
     code: str
     python: bool = True
+
+    @cached_property
+    def line_starts(self) -> list[int]:
+        """The offset in `text` where each line starts."""
+        return [0, *(m.end() for m in re.finditer("\n", self.text))]
 
     def cell_at(self, line: int) -> tuple[Cell, int]:
         """The cell holding a 1-based line of the joined code, and the line within that cell."""
@@ -180,8 +186,7 @@ def load(text: str) -> Notebook:
         spans = _source_spans(text)
     except RecursionError as exc:
         raise NotebookError("notebook is not valid JSON: nesting too deep") from exc
-    cells: list[Cell] = []
-    code: list[str] = []
+    sources: list[tuple[int, str, list[tuple[int, int]], tuple[int, int]]] = []
     for number, (raw, (span, items)) in enumerate(zip(data["cells"], spans), start=1):
         if not isinstance(raw, dict) or raw.get("cell_type") != "code":
             continue
@@ -190,12 +195,29 @@ def load(text: str) -> Notebook:
             source = "".join(source)
         if not isinstance(source, str):
             raise NotebookError(f"not a Jupyter notebook: cell {number} has a `source` that is not text")
+        sources.append((number, source, items, span))
+    notebook = join_cells([(number, source) for number, source, _, _ in sources], _is_python(data))
+    for cell, (_, _, items, span) in zip(notebook.cells, sources):
+        cell.items, cell.value_span = items, span
+    notebook.text = text
+    return notebook
+
+
+def join_cells(sources: Sequence[tuple[int, str]], python: bool = True) -> Notebook:
+    """A notebook of code cells given as (cell number, source text): their joined code and positions.
+
+    For clients that hold the cells rather than the JSON (a language server's notebook documents);
+    its findings map back with `map_diagnostic`.
+    """
+    cells: list[Cell] = []
+    code: list[str] = []
+    for number, source in sources:
         lines = source.split("\n")
         if source.endswith("\n") or not source:
             lines.pop()
-        cells.append(Cell(number, lines, len(code) + 1, items, span))
+        cells.append(Cell(number, lines, len(code) + 1))
         code.extend(_blank_magics(lines))
-    return Notebook(text, cells, "".join(f"{line}\n" for line in code), _is_python(data))
+    return Notebook("", cells, "".join(f"{line}\n" for line in code), python)
 
 
 def cell_lines(text: str) -> dict[int, list[str]]:
@@ -217,20 +239,20 @@ def _raw_offset(text: str, start: int, index: int) -> int:
     return i
 
 
-def _file_position(nb: Notebook, starts: list[int], cell: Cell, line: int, column: int) -> tuple[int, int]:
+def _file_position(nb: Notebook, cell: Cell, line: int, column: int) -> tuple[int, int]:
     """A (cell, line, column) position as a (line, column) of the notebook's JSON text."""
     offset = sum(len(x) + 1 for x in cell.lines[: line - 1]) + column - 1
     for start, end in cell.items:
         length = len(json.loads(nb.text[start:end]))
         if offset < length or (start, end) == cell.items[-1]:
             raw = _raw_offset(nb.text, start, offset)
-            file_line = bisect_right(starts, raw)
-            return file_line, raw - starts[file_line - 1] + 1
+            file_line = bisect_right(nb.line_starts, raw)
+            return file_line, raw - nb.line_starts[file_line - 1] + 1
         offset -= length
     return 1, 1
 
 
-def map_diagnostic(nb: Notebook, d: Diagnostic, starts: list[int]) -> Diagnostic:
+def map_diagnostic(nb: Notebook, d: Diagnostic) -> Diagnostic:
     """A diagnostic of the joined code, located in its cell and in the notebook's JSON text."""
     if not nb.cells:
         return d
@@ -245,7 +267,7 @@ def map_diagnostic(nb: Notebook, d: Diagnostic, starts: list[int]) -> Diagnostic
         fix = Fix(fix.description, tuple(nb.to_cell(e) for e in fix.edits), fix.applicability)
     span = None
     if cell.items and cell.lines:
-        span = (*_file_position(nb, starts, cell, line, d.column), *_file_position(nb, starts, cell, end_line, end_column))
+        span = (*_file_position(nb, cell, line, d.column), *_file_position(nb, cell, end_line, end_column))
     return replace(d, line=line, end_line=end_line, end_column=end_column, fix=fix, cell=cell.number, file_span=span)
 
 
@@ -260,8 +282,7 @@ def lint_notebook(text: str, name: str, settings: Settings) -> FileResult:
     if not nb.python:
         return FileResult(name, source=text)
     result = lint_python(nb.code, name, settings)
-    starts = [0, *(m.end() for m in re.finditer("\n", text))]
-    result.diagnostics = [map_diagnostic(nb, d, starts) for d in result.diagnostics]
+    result.diagnostics = [map_diagnostic(nb, d) for d in result.diagnostics]
     result.source = text
     return result
 
