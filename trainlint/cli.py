@@ -213,7 +213,7 @@ def _check_settings(
 
 
 def _print_settings(settings: Settings) -> None:
-    """`--show-settings`: the resolved settings, one `key = value` line each (TOML values)."""
+    """`--show-settings`: the resolved settings, one `key = value` line each (JSON values; `(none)` when unset)."""
     import json
 
     rows = {
