@@ -15,7 +15,7 @@ class AutogradHistoryAccumulated(Rule):
     code = "TL302"
     name = "autograd-history-accumulated"
     severity = Severity.ERROR
-    summary = "A tensor carrying autograd history kept across steps: `total += loss`, `losses.append(loss)`, `self.x = out`."
+    summary = "A tensor carrying autograd history kept across steps: `total += loss`, `losses.append(loss)`, `self.h = f(x, self.h)`."
     hint = "Keep a detached copy: `total += loss.detach()` (or `.item()` at log steps only)."
     requires = ("+=", ".append(", "self.")
     why = (
@@ -54,7 +54,10 @@ for x, y in loader:
         "Detached or converted values (`.detach()`, `.item()`, `float(...)`), accumulators reset within the "
         "step, lists drained with `pop()`/`clear()` in the same function (pipeline-schedule queues), "
         "accumulators that are themselves backpropagated (gradient accumulation by summing losses), "
-        "values computed under `torch.no_grad()`, and code outside training steps."
+        "accumulators reset on the optimizer-step branch (`if (i + 1) % accum == 0: ...; total = 0`), "
+        "values computed under `torch.no_grad()` or detached upstream (two lines above, or in a callee), "
+        "values the analysis does not know to carry a graph, a last output kept on `self` (its saved "
+        "tensors were freed by backward; nothing grows), test code, and code outside training steps."
     )
     verification = (
         "`trainlint verify` measures the growth per step of an accumulated graph's autograd nodes. "
