@@ -215,10 +215,13 @@ for i, (x, y) in enumerate(loader):
 
 def _on_step_branch(model: TrainingModel, assign: Assign) -> bool:
     """A reset under the optimizer-step branch (`if (i + 1) % accum == 0: ...; opt.step(); total = 0`)
-    runs once per optimizer step: the accumulator lives for one step."""
+    runs once per optimizer step: the accumulator lives for one step. The step may sit deeper in that
+    branch (`if not optimizer_in_backward: opt.step()`)."""
+    gated = [d for d in assign.site.gate_depths if d >= 0]
     return any(
         model.is_optimizer_step(c) and c.site.function is assign.site.function
-        and c.site.loops == assign.site.loops and c.site.gate_depths == assign.site.gate_depths
+        and c.site.loops == assign.site.loops and [d for d in c.site.gate_depths if d >= 0][: len(gated)] == gated
+        and c.site.gate_depths[: len(assign.site.gate_depths)] == assign.site.gate_depths
         for c in model.calls
     )
 
