@@ -298,8 +298,16 @@ class ValueModel:
         """The value `name` receives from an assignment (unpacking a tuple takes the element)."""
         value = self.of(assign.value, assign.site.function, assign.site)
         if assign.op is not None:
-            # `total += loss`: the old value joined with the arithmetic result
-            return value if value.kind is Kind.TENSOR else (NUMBER if value.kind is Kind.NUMBER else UNKNOWN)
+            # `total += loss`, `x /= n`: the old value combined with the right-hand side
+            key = ("augmented", id(assign.node))
+            if key in self._in_progress:
+                return value
+            self._in_progress.add(key)
+            try:
+                before = self._name(name, assign.site.function, assign.site) if "." not in name else UNKNOWN
+            finally:
+                self._in_progress.discard(key)
+            return self._arithmetic([before, value])
         if len(assign.targets) > 1 or assign.unpacked:
             if value.kind is Kind.COLLECTION and value.element is not None:
                 return value.element

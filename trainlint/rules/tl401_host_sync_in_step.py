@@ -8,6 +8,7 @@ import libcst as cst
 
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, Site, TrainingModel
+from trainlint.model.gates import child_nodes
 from trainlint.model.names import dotted as dotted_name, tokens
 from trainlint.model.torchnames import literal_string
 from trainlint.model.values import HOST, Kind, Value
@@ -242,6 +243,8 @@ for x, y in loader:
             if any(_device_tensor(model.value(v, site)) for v in logged):
                 return f"logging a tensor (`{_short(code(call.node))}`)"
         summary = model.project_call_summary(call) if call.qualname is None or not call.qualname.startswith("torch") else None
+        if summary is not None and summary.syncs:
+            return f"`{_short(code(call.node))}` reads a device tensor on the host (`{_short(summary.syncs[0], 40)}` in {summary.where})"
         if summary is not None and summary.reads_arguments:
             args = [a.value for a in call.node.args]
             if any(_device_tensor(model.value(v, site)) for v in args):
@@ -275,7 +278,7 @@ def _feeds_environment(model: TrainingModel, call: Call) -> bool:
 def _contains_call(expr: cst.CSTNode, target: cst.CSTNode) -> bool:
     if expr is target:
         return True
-    return any(_contains_call(child, target) for child in expr.children) if isinstance(expr, (cst.Call, cst.Attribute, cst.Subscript, cst.Tuple, cst.List)) else False
+    return any(_contains_call(child, target) for child in child_nodes(expr)) if isinstance(expr, (cst.Call, cst.Attribute, cst.Subscript, cst.Tuple, cst.List)) else False
 
 
 def _chain_base(expr: cst.BaseExpression) -> cst.BaseExpression:
