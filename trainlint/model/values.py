@@ -484,17 +484,19 @@ class ValueModel:
                 return self._by_words(name, at)  # `Net(cfg)`: an object of a class we cannot see
             callee = self.of(func, fn, at)
             if callee.kind is Kind.MODULE:
-                return self._forward(at)
+                return self._forward(at, callee)
             return self._by_words(name, at)
         callee = self.of(func, fn, at)
         if callee.kind is Kind.MODULE:
-            return self._forward(at)
+            return self._forward(at, callee)
         return UNKNOWN
 
-    def _forward(self, at: "Site | None") -> Value:
-        """The output of a forward pass: a tensor with a graph, unless autograd is off there."""
+    def _forward(self, at: "Site | None", module: Value | None = None) -> Value:
+        """The output of a forward pass: a tensor with a graph, unless autograd is off there or the
+        module is frozen (`requires_grad_(False)`)."""
         no_grad = at is not None and any(w.kind == "no_grad" for w in at.withs)
-        return Value(Kind.TENSOR, UNKNOWN_DEVICE, False if no_grad else True)
+        frozen = module is not None and module.graph is False
+        return Value(Kind.TENSOR, UNKNOWN_DEVICE, False if no_grad or frozen else True)
 
     def _by_words(self, name: str, at: "Site | None") -> Value:
         words = set(tokens(name))
@@ -614,7 +616,11 @@ class ValueModel:
                     device = HOST
                 elif method == "cuda":
                     device = ACCEL
-                return replace(base, dtype=dtype, device=device)
+                graph = base.graph
+                if method == "requires_grad_":
+                    # a frozen module: its forward records no graph (for inputs that need none)
+                    graph = False if call.args and is_false(call.args[0].value) else None
+                return replace(base, dtype=dtype, device=device, graph=graph)
             if method in ("parameters", "named_parameters", "state_dict", "modules", "children", "buffers"):
                 return Value(Kind.COLLECTION, base.device, origin="parameters")
             if method in ("generate", "sample"):

@@ -202,10 +202,14 @@ for i, (x, y) in enumerate(loader):
         ):
             return False
         loops = [l for l in fact.site.loops if l.is_step]
+        # `metrics[key] += v` is reset by rebinding `metrics`
+        names = {target, target[:-2]} if target.endswith("[]") else {target}
         for a in model.assigns:
-            if a.op is not None or target not in a.targets or a.site.function is not fact.site.function:
+            if a.op is not None or not names & set(a.targets) or a.site.function is not fact.site.function:
                 continue
-            if loops and loops[0] in a.site.loops and (not a.site.gate_depths or _on_step_branch(model, a)):
+            if loops and loops[0] in a.site.loops and (
+                not a.site.gate_depths or model.every_step(a.site) or _on_step_branch(model, a)
+            ):
                 return False
             if not loops and a.site.function is not None and model.every_step(a.site):
                 return False
