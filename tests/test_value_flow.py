@@ -445,3 +445,28 @@ def test_helper_in_another_module_that_reads_a_device_tensor(tmp_path):
         """,
     }
     assert "engine.py:10:TL401" in lint_tree(tmp_path, files, "TL401")
+
+
+def test_metrics_dict_reset_by_rebinding_and_frozen_evaluation_model():
+    dpo = """
+    for idx, batch in enumerate(loader):
+        loss, chosen, rejected = loss_fn(policy(batch), reference(batch))
+        loss = loss / accum
+        running_metrics["rewards/chosen"] += chosen.mean()
+        loss.backward()
+        if (idx + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+            running_metrics = {k: 0 for k in running_metrics}
+    """
+    assert found(dpo, "TL302") == []
+    frozen = """
+    import copy
+    def evaluate_metrics(opts, loader):
+        G = copy.deepcopy(opts.G).eval().requires_grad_(False)
+        feats = []
+        for z in loader:
+            feats.append(G(z))
+        return feats
+    """
+    assert found(frozen, "TL303") == []

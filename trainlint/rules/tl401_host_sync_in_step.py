@@ -77,14 +77,19 @@ for step, (x, y) in enumerate(loader):
         running_loss.zero_()
 """
     not_flagged = (
-        "Syncs under a gate (`if step % n == 0`, `if do_log:`, `if step == 0`, an early `return` when not "
-        "logging), on the error path (`except` handlers, `raise`, an assert's message), after the training "
-        "loop, in epoch-level code outside the step loop, in evaluation loops that do not backpropagate, "
-        "in modules with no sign of a device (no `.cuda()`, `.to(...)`, `device=`, accelerate, Lightning or "
-        "DeepSpeed): they run on the CPU, where `.item()` waits for nothing; and "
-        "inside optimizer and loss-scaler classes, whose step must read an overflow flag on the host (torch's "
-        "`GradScaler.step` does too). `float(x)`/`print(x)` only when `x` is known to be a tensor (a model or "
-        "loss output, a torch op) at that point: a name rebound to `loss.item()` is a number."
+        "Syncs under a gate (`if step % n == 0`, `if do_log:`, `if step == 0`, `if self.graph is None:`, an early "
+        "`return` when not logging), on the error path (`except` handlers, `raise`, an assert's message, a "
+        "branch that exits or skips a non-finite batch), after the training loop, in epoch-level code outside "
+        "the step loop, in evaluation loops that do not backpropagate, in memoised helpers (`@lru_cache`), in "
+        "test code, in modules with no sign of a device or whose only device is the CPU (`torch.device(\"cpu\")`, "
+        "`torch.cpu.amp`, IPEX): there `.item()` waits for nothing; inside optimizer and loss-scaler classes, "
+        "whose step must read an overflow flag on the host (torch's `GradScaler.step` does too); reads of values "
+        "known to live on the host (a `.cpu()` copy, numbers, numpy arrays, a tokenizer's output, host-built "
+        "tensors); modules moved or offloaded (`vae.cpu()`); and actions copied to a host environment "
+        "(`envs.step(actions.cpu().numpy())`), which the algorithm needs. `float(x)`/`print(x)`/f-strings only "
+        "when `x` is known to be a tensor at that point: a name rebound to `loss.item()` is a number. The "
+        "optimizer-step branch is no gate: code under `if (i + 1) % accum == 0:` (with the step) or "
+        "`if accelerator.sync_gradients:` runs on every training step and is flagged."
     )
     verification = (
         "`trainlint verify` times a step with and without `.item()` on CUDA. `trainlint verify run` records "
