@@ -25,7 +25,10 @@ from trainlint.model.names import ImportMap, dotted, root_name, tokens
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES, literal_string
 
 # Libraries that place training on a device by themselves.
-ACCELERATOR_LIBRARIES = ("accelerate", "deepspeed", "lightning", "pytorch_lightning", "torch_xla", "transformers")
+ACCELERATOR_LIBRARIES = (
+    "accelerate", "deepspeed", "lightning", "pytorch_lightning", "torch_xla", "transformers", "detectron2", "mmengine",
+    "mmcv", "composer", "torchtune", "torchtitan", "fairseq", "megatron", "apex",
+)
 DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "xla", "mps", "gpu"})
 
 # Framework methods that run once per training step.
