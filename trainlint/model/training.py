@@ -617,6 +617,11 @@ class TrainingModel:
         assigns = self._assigns_by_name.get((function, name), [])
         if at is None or not assigns:
             return assigns
+        # `x = x.to("cpu")`: the right-hand side reads the binding from before its own statement
+        if at.statement is not None:
+            assigns = [a for a in assigns if a.site.statement is not at.statement]
+            if not assigns:
+                return []
         before = [a for a in assigns if a.site.order < at.order]
         depth = 0  # loops of the use that a back-edge may come round
         for a in reversed(before):

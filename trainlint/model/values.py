@@ -113,11 +113,18 @@ HOST_DATA = Value(Kind.HOST_ARRAY, HOST)
 TENSOR = Value(Kind.TENSOR)
 
 
+# what a name is while its own definition is being evaluated (`x = x.to(device)` in a loop): no
+# information, dropped from joins and never memoised, so the other definitions decide
+CYCLE = Value(Kind.UNKNOWN, origin="<cycle>")
+
+
 def join(values: Iterable[Value]) -> Value:
     out: Value | None = None
     for v in values:
+        if v is CYCLE:
+            continue
         out = v if out is None else out | v
-    return out or UNKNOWN
+    return out or CYCLE
 
 
 # -- knowledge of the API surface ------------------------------------------------------------
@@ -184,13 +191,14 @@ class ValueModel:
         if cached is not None:
             return cached
         if key in self._in_progress:
-            return UNKNOWN
+            return CYCLE
         self._in_progress.add(key)
         try:
             value = self._evaluate(expr, function, at)
         finally:
             self._in_progress.discard(key)
-        self._memo[key] = value
+        if value is not CYCLE:
+            self._memo[key] = value
         return value
 
     # -- expressions -------------------------------------------------------------------------------
@@ -286,6 +294,14 @@ class ValueModel:
             loop_value = self._loop_variable(fn, name, at)
             if loop_value is not None:
                 return loop_value
+            enclosing = fn.parent
+            while enclosing is not None:  # a closure reads its enclosing function's names
+                outer = m.reaching(enclosing, name, None)
+                if outer:
+                    return join(self._assigned(a, name) for a in outer)
+                if name in enclosing.params:
+                    return self._parameter(enclosing, name)
+                enclosing = enclosing.parent
             module_level = m.reaching(None, name, None)
             if module_level:
                 return join(self._assigned(a, name) for a in module_level)
@@ -424,7 +440,7 @@ class ValueModel:
         if key in self._attr_memo:
             return self._attr_memo[key]
         if key in self._in_progress:
-            return UNKNOWN
+            return CYCLE
         self._in_progress.add(key)
         try:
             assigns = [
@@ -434,7 +450,8 @@ class ValueModel:
             value = join(self._assigned(a, text) for a in assigns) if assigns else UNKNOWN
         finally:
             self._in_progress.discard(key)
-        self._attr_memo[key] = value
+        if value is not CYCLE:
+            self._attr_memo[key] = value
         return value
 
     # -- calls ---------------------------------------------------------------------------------
@@ -531,12 +548,13 @@ class ValueModel:
             return self.of(call.args[0].value, fn, at) if call.args else UNKNOWN
         if qual.startswith(("numpy.", "math.", "random.", "time.", "os.", "json.", "pickle.")):
             return NUMBER if qual.startswith(("math.", "time.", "random.")) else HOST_DATA
-        if last == "from_pretrained" or qual.endswith(".from_pretrained"):
-            if last[:1].isupper() or "Model" in namespace or "model" in namespace.lower() or "Auto" in namespace:
-                dtype = dtype_name(_kwarg(call, "torch_dtype") or _kwarg(call, "dtype"), m.imports)
-                if "Tokenizer" in namespace or "Processor" in namespace:
-                    return Value(Kind.OBJECT, HOST, origin=qual)
-                return Value(Kind.MODULE, dtype=dtype, origin=qual)
+        if last in ("from_pretrained", "from_config", "from_single_file"):
+            owner = namespace.rsplit(".", 1)[-1]
+            if any(w in owner for w in ("Tokenizer", "Processor", "Config", "Scheduler", "FeatureExtractor")):
+                return Value(Kind.OBJECT, HOST, origin=qual)
+            # models and pipelines (which hold models and move with `.to()`)
+            dtype = dtype_name(_kwarg(call, "torch_dtype") or _kwarg(call, "dtype"), m.imports)
+            return Value(Kind.MODULE, dtype=dtype, origin=qual)
         if namespace.startswith("torch.nn") and last[:1].isupper() and not namespace.startswith("torch.nn.utils"):
             return Value(Kind.MODULE, origin=qual)
         if namespace.startswith("torch.nn.parallel") or last in ("DistributedDataParallel", "DataParallel", "FullyShardedDataParallel"):
@@ -577,6 +595,8 @@ class ValueModel:
     def _method_call(self, method: str, receiver: cst.BaseExpression, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
         m = self.model
         base = self.of(receiver, fn, at)
+        if base is CYCLE and method in MODULE_METHODS | TENSOR_METHODS:
+            return CYCLE
         if base.kind is Kind.TENSOR:
             if method in NUMBER_METHODS:
                 return NUMBER if method != "tolist" else Value(Kind.COLLECTION, HOST, element=NUMBER)
@@ -697,7 +717,7 @@ class ValueModel:
         if key in self._returns_memo:
             return self._returns_memo[key]
         if ("returns", key) in self._in_progress:
-            return UNKNOWN
+            return CYCLE
         self._in_progress.add(("returns", key))
         try:
             values = [self.of(r.value, function, r.site) for r in function.return_facts]
@@ -706,7 +726,8 @@ class ValueModel:
                 value = replace(value, graph=False)
         finally:
             self._in_progress.discard(("returns", key))
-        self._returns_memo[key] = value
+        if value is not CYCLE:
+            self._returns_memo[key] = value
         return value
 
 
