@@ -1,4 +1,5 @@
-"""What the contained child process runs for the server: lint a buffer, or find its safe fixes.
+"""What the contained child process runs for the server: lint a buffer or a notebook's cells, or
+find a buffer's safe fixes.
 
 Module-level functions, so that they can be named across the pipe (see `contained.py`).
 """
@@ -9,6 +10,7 @@ from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic, Severity
 from trainlint.engine import PARSE_ERROR, FileResult, lint_source
 from trainlint.fixes import applicable, apply_fixes
+from trainlint.lsp.notebooks import CellText, as_notebook_json, joined_code
 from trainlint.lsp.precheck import nesting_problem
 
 
@@ -33,3 +35,11 @@ def safe_fixes(source: str, name: str, settings: Settings) -> list[Diagnostic]:
     result = lint_buffer(source, name, settings)
     _, applied = apply_fixes(source, applicable(result.diagnostics, unsafe=False))
     return applied
+
+
+def lint_cells(cells: list[CellText], name: str, settings: Settings) -> FileResult:
+    """Lint a notebook's cells as one module; findings carry their 1-based cell."""
+    problem = nesting_problem(joined_code(cells))
+    if problem is not None:
+        return FileResult(name, [not_analysed(name, problem)])
+    return lint_source(as_notebook_json(cells), name, settings)

@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generator, Sequence
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.io_ import StdoutWriter
@@ -39,8 +40,9 @@ from trainlint.diagnostics import Diagnostic
 from trainlint.engine import PARSE_ERROR, FileResult
 from trainlint.formats.lsp import lsp_range
 from trainlint.lsp import actions
-from trainlint.lsp.analysis import lint_buffer, not_analysed, safe_fixes
+from trainlint.lsp.analysis import lint_buffer, lint_cells, not_analysed, safe_fixes
 from trainlint.lsp.contained import ContainedFailure, ContainedProcess
+from trainlint.lsp.notebooks import NOTEBOOK_SYNC, CellText, by_cell, joined_code
 from trainlint.lsp.options import EditorOptions, parse_options
 from trainlint.lsp.transport import serve
 from trainlint.rules import RULES_BY_CODE
@@ -85,8 +87,9 @@ class TrainlintServer(LanguageServer):
     """The server, with per-document state and a settings cache keyed by configuration file."""
 
     def __init__(self) -> None:
-        super().__init__("trainlint", __version__, protocol_cls=TrainlintProtocol)
-        self.documents: dict[str, DocumentState] = {}
+        super().__init__("trainlint", __version__, protocol_cls=TrainlintProtocol, notebook_document_sync=NOTEBOOK_SYNC)
+        self.documents: dict[str, DocumentState] = {}  # text documents and notebook cells
+        self.notebooks: dict[str, set[str]] = {}  # notebook URI -> the cells published for it
         self.options = EditorOptions()
         self.contained = ContainedProcess()
         self._pending: dict[str, asyncio.TimerHandle] = {}
@@ -143,8 +146,24 @@ class TrainlintServer(LanguageServer):
     # -- linting -------------------------------------------------------------------------------
     def open_text(self, uri: str) -> tuple[int | None, str] | None:
         """(version, text) of an open document, or None for a URI the client has not opened."""
-        document = self.workspace.text_documents.get(uri)
+        document = self.workspace.text_documents.get(unquote(uri))
         return None if document is None else (document.version, document.source)
+
+    def notebook_of(self, cell_uri: str) -> str | None:
+        notebook = self.workspace.get_notebook_document(cell_uri=cell_uri)
+        return None if notebook is None else notebook.uri
+
+    def notebook_cells(self, uri: str) -> list[CellText] | None:
+        """The cells of an open notebook in order, as last sent; None if it is not open."""
+        notebook = self.workspace.get_notebook_document(notebook_uri=uri)
+        if notebook is None:
+            return None
+        cells = []
+        for cell in notebook.cells:
+            opened = self.open_text(cell.document)
+            version, text = opened if opened is not None else (None, "")
+            cells.append(CellText(cell.document, version, cell.kind == types.NotebookCellKind.Code, clean_text(text)))
+        return cells
 
     def analyse(self, source: str, name: str, settings: Settings) -> FileResult:
         """Lint a buffer away from the server process (blocking: run it off the event loop)."""
@@ -157,9 +176,24 @@ class TrainlintServer(LanguageServer):
         except ContainedFailure as exc:
             return FileResult(name, [not_analysed(name, f"could not be analysed: {exc}")])
 
+    def analyse_cells(self, cells: list[CellText], name: str, settings: Settings) -> FileResult:
+        """Lint a notebook's cells as one module, away from the server process."""
+        size = len(joined_code(cells).encode("utf-8"))
+        if size > settings.max_file_size:
+            message = f"notebook too large to lint ({size} bytes of code > max-file-size {settings.max_file_size})"
+            return FileResult(name, [not_analysed(name, message)])
+        try:
+            return self.contained.call(lint_cells, cells, name, settings)
+        except ContainedFailure as exc:
+            return FileResult(name, [not_analysed(name, f"could not be analysed: {exc}")])
+
     async def lint(self, uri: str) -> None:
         """Lint the document's current text and publish the result (unless it changed meanwhile)."""
         self._pending.pop(uri, None)
+        notebook = uri if uri in self.notebooks else self.notebook_of(uri)
+        if notebook is not None:
+            await self.lint_notebook(notebook)
+            return
         opened = self.open_text(uri)
         if opened is None:
             return
@@ -179,10 +213,35 @@ class TrainlintServer(LanguageServer):
             state.diagnostics = result.diagnostics
             state.last_good = [d for d in result.diagnostics if d.code != PARSE_ERROR[0]]
         state.version, state.lines = version, split_lines(source)
+        self.publish(uri, state)
+
+    async def lint_notebook(self, uri: str) -> None:
+        """Lint an open notebook's cells as one module and publish each cell's findings on it."""
+        self._pending.pop(uri, None)
+        cells = self.notebook_cells(uri)
+        if cells is None:
+            return
+        path = Path(to_fs_path(uri) or uri)
+        name = str(path) if path.suffix == ".ipynb" else f"{path}.ipynb"
+        settings = self.settings_for(path)
+        result = await asyncio.get_running_loop().run_in_executor(None, self.analyse_cells, cells, name, settings)
+        if self.notebook_cells(uri) != cells:
+            return  # edited or closed meanwhile
+        found = by_cell(cells, result.diagnostics)
+        for gone in self.notebooks.get(uri, set()) - found.keys():  # deleted, or no longer code
+            self.clear(gone)
+        self.notebooks[uri] = set(found)
+        for cell in cells:
+            if cell.uri in found:
+                state = self.documents.setdefault(cell.uri, DocumentState())
+                state.version, state.lines, state.diagnostics = cell.version, split_lines(cell.text), found[cell.uri]
+                self.publish(cell.uri, state)
+
+    def publish(self, uri: str, state: DocumentState) -> None:
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(
                 uri=uri,
-                version=version,
+                version=state.version,
                 diagnostics=[actions.published(d, state.lines) for d in state.diagnostics],
             )
         )
@@ -198,14 +257,21 @@ class TrainlintServer(LanguageServer):
         self._pending[uri] = asyncio.get_running_loop().call_later(DEBOUNCE_SECONDS, self.lint_soon, uri)
 
     def close(self, uri: str) -> None:
+        """Forget a document (or a notebook and its cells) and clear what was published for it."""
         pending = self._pending.pop(uri, None)
         if pending is not None:
             pending.cancel()
+        for cell in self.notebooks.pop(uri, set()):
+            self.clear(cell)
+        self.clear(uri)
+
+    def clear(self, uri: str) -> None:
         self.documents.pop(uri, None)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     def relint_open_documents(self) -> None:
-        for uri in list(self.documents):
+        cells = {cell for published in self.notebooks.values() for cell in published}
+        for uri in [*self.notebooks, *(u for u in self.documents if u not in cells)]:
             self.lint_soon(uri)
 
     async def safe_fixes_for(self, uri: str) -> tuple[list[Diagnostic], list[str]] | None:
@@ -281,6 +347,19 @@ def build_server() -> TrainlintServer:
         ls.documents.setdefault(params.text_document.uri, DocumentState())
         await ls.lint(params.text_document.uri)
 
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    async def did_open_notebook(ls: TrainlintServer, params: types.DidOpenNotebookDocumentParams) -> None:
+        ls.notebooks.setdefault(params.notebook_document.uri, set())
+        await ls.lint_notebook(params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def did_change_notebook(ls: TrainlintServer, params: types.DidChangeNotebookDocumentParams) -> None:
+        ls.lint_later(params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def did_close_notebook(ls: TrainlintServer, params: types.DidCloseNotebookDocumentParams) -> None:
+        ls.close(params.notebook_document.uri)
+
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: TrainlintServer, params: types.DidChangeTextDocumentParams) -> None:
         ls.lint_later(params.text_document.uri)
@@ -319,8 +398,10 @@ def build_server() -> TrainlintServer:
             rng = params.range
             findings = [d for d in actions.on_lines(state.diagnostics, rng.start.line, rng.end.line) if d.code != PARSE_ERROR[0]]
             out.extend(actions.quick_fixes(uri, findings, state.lines, state.version == opened[0]))
-        # unasked-for, the fix-all action is offered only when a safe fix is known to be there
-        if actions.wants(only, actions.FIX_ALL_KIND) and (only is not None or _fixable(state.diagnostics)):
+        # unasked-for, the fix-all action is offered only when a safe fix is known to be there;
+        # in a notebook each cell's fixes are offered on their own
+        fix_all = actions.wants(only, actions.FIX_ALL_KIND) and (only is not None or _fixable(state.diagnostics))
+        if fix_all and ls.notebook_of(uri) is None:
             fixes = await ls.safe_fixes_for(uri)
             if fixes is not None and (action := actions.fix_all(uri, *fixes)) is not None:
                 out.append(action)
