@@ -131,3 +131,20 @@ async def test_config_path_setting_and_bad_settings(client: LanguageClient, tmp_
     message = await client.wait_for_notification(types.WINDOW_SHOW_MESSAGE)
     assert message.type == types.MessageType.Error and "TL999" in message.message
     assert [d.code for d in await wait_for_diagnostics(client, uri)] == ["TL302", "TL302", "TL302"]
+
+
+async def test_positions_stay_utf16_when_the_client_prefers_utf8(client: LanguageClient, tmp_path: Path):
+    # Neovim 0.10+ lists utf-8 first; trainlint's columns are converted to UTF-16, so it keeps that
+    result = await client.initialize_session(
+        types.InitializeParams(
+            capabilities=types.ClientCapabilities(
+                general=types.GeneralClientCapabilities(position_encodings=[types.PositionEncodingKind.Utf8, types.PositionEncodingKind.Utf16])
+            )
+        )
+    )
+    assert result.capabilities.position_encoding == types.PositionEncodingKind.Utf16
+    text = TRAIN.replace("    history.append(loss)", '    tag = "é𝛼"; history.append(loss)')
+    uri = open_document(client, tmp_path / "train.py", text)
+    found = await wait_for_diagnostics(client, uri)
+    (on_line,) = [d for d in found if d.range.start.line == 11]
+    assert on_line.range.start.character == len('    tag = "é𝛼"; '.encode("utf-16-le")) // 2
