@@ -36,7 +36,7 @@ from pygls.uris import to_fs_path
 
 from trainlint import __version__
 from trainlint.config import ConfigError, Settings, find_config, load_settings
-from trainlint.diagnostics import Diagnostic
+from trainlint.diagnostics import Applicability, Diagnostic
 from trainlint.engine import PARSE_ERROR, FileResult
 from trainlint.formats.lsp import lsp_range
 from trainlint.lsp import actions
@@ -326,7 +326,7 @@ def hover_text(d: Diagnostic) -> str:
 
 
 def _fixable(findings: Sequence[Diagnostic]) -> bool:
-    return any(d.fix is not None and d.fix.applicability.value == "safe" for d in findings)
+    return any(d.fix is not None and d.fix.applicability is Applicability.SAFE for d in findings)
 
 
 def build_server() -> TrainlintServer:
@@ -400,8 +400,8 @@ def build_server() -> TrainlintServer:
             out.extend(actions.quick_fixes(uri, findings, state.lines, state.version == opened[0]))
         # unasked-for, the fix-all action is offered only when a safe fix is known to be there;
         # in a notebook each cell's fixes are offered on their own
-        fix_all = actions.wants(only, actions.FIX_ALL_KIND) and (only is not None or _fixable(state.diagnostics))
-        if fix_all and ls.notebook_of(uri) is None:
+        offer_fix_all = actions.wants(only, actions.FIX_ALL_KIND) and (only is not None or _fixable(state.diagnostics))
+        if offer_fix_all and ls.notebook_of(uri) is None:
             fixes = await ls.safe_fixes_for(uri)
             if fixes is not None and (action := actions.fix_all(uri, *fixes)) is not None:
                 out.append(action)
