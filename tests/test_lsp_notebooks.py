@@ -117,3 +117,23 @@ async def test_a_step_defined_in_an_earlier_cell_counts_as_per_step(client: Lang
         )
     )
     assert await published(client, {first, second}, lambda shown: not shown[second]) == {first: [], second: []}
+
+
+async def test_fix_all_in_a_notebook_edits_every_cell_at_once(client: LanguageClient, tmp_path: Path):
+    first_loop = LOOP.replace("history.append(loss)", "history.append(loss)\nprint('epoch done')")
+    setup, loop, again = open_notebook(client, tmp_path / "nb.ipynb", [(True, SETUP), (True, first_loop), (True, LOOP)])
+    shown = await published(client, {setup, loop, again}, lambda shown: shown[loop] and shown[again])
+    assert [d.code for d in shown[loop] + shown[again]] == ["TL302", "TL302"]
+    origin = types.Position(line=0, character=0)
+    (action,) = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=again),
+            range=types.Range(start=origin, end=origin),
+            context=types.CodeActionContext(diagnostics=[], only=["source.fixAll"]),
+        )
+    )
+    assert action.title == "Fix all trainlint findings (2 safe fixes)"
+    assert sorted(action.edit.changes) == sorted([loop, again])
+    for uri in (loop, again):
+        (edit,) = action.edit.changes[uri]
+        assert (edit.range.start.line, edit.range.start.character, edit.new_text) == (6, 19, "loss.detach()")

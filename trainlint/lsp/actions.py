@@ -89,17 +89,24 @@ def quick_fixes(uri: str, findings: Sequence[Diagnostic], lines: Sequence[str], 
     return actions
 
 
-def fix_all(uri: str, fixed: Sequence[Diagnostic], lines: Sequence[str]) -> types.CodeAction | None:
-    """One action applying every safe fix at once, as one WorkspaceEdit; None when there is none."""
-    if not fixed:
+def fix_all(fixed: dict[str, tuple[Sequence[Diagnostic], Sequence[str]]]) -> types.CodeAction | None:
+    """One action applying every safe fix at once, as one WorkspaceEdit; None when there is none.
+
+    `fixed` maps each document (a file, or a notebook's cells) to its fixed findings and its lines.
+    """
+    changes = {
+        uri: [edit for d in found if d.fix is not None for edit in text_edits(d.fix.edits, lines)]
+        for uri, (found, lines) in fixed.items()
+        if found
+    }
+    count = sum(len(found) for found, _ in fixed.values())
+    if not count:
         return None
-    edits = [edit for d in fixed for edit in text_edits(d.fix.edits, lines) if d.fix is not None]
-    count = len(fixed)
     return types.CodeAction(
         title=f"Fix all trainlint findings ({count} safe fix{'es' if count != 1 else ''})",
         kind=FIX_ALL_KIND,
-        diagnostics=[published(d, lines) for d in fixed],
-        edit=types.WorkspaceEdit(changes={uri: edits}),
+        diagnostics=[published(d, lines) for found, lines in fixed.values() for d in found],
+        edit=types.WorkspaceEdit(changes=changes),
     )
 
 

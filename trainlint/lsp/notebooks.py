@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from lsprotocol import types
 
@@ -54,16 +55,28 @@ def joined_code(cells: list[CellText]) -> str:
     return "\n".join(c.text for c in cells if c.code)
 
 
+def notebook_name(path: Path) -> str:
+    """The name a notebook is linted under: it must end in .ipynb to be read as a notebook."""
+    return str(path) if path.suffix == ".ipynb" else f"{path}.ipynb"
+
+
+def by_cell_number(cells: list[CellText], diagnostics: list[Diagnostic]) -> list[list[Diagnostic]]:
+    """The findings of each cell, in the cells' order (findings without a cell are left out)."""
+    out: list[list[Diagnostic]] = [[] for _ in cells]
+    for d in diagnostics:
+        if d.cell is not None and 0 < d.cell <= len(cells):
+            out[d.cell - 1].append(d)
+    return out
+
+
 def by_cell(cells: list[CellText], diagnostics: list[Diagnostic]) -> dict[str, list[Diagnostic]]:
     """Each code cell's findings (every code cell present, so that fixed cells are cleared).
 
     A finding without a cell (a TL000 about the whole notebook) goes on the first code cell.
     """
-    out: dict[str, list[Diagnostic]] = {c.uri: [] for c in cells if c.code}
+    out = {c.uri: found for c, found in zip(cells, by_cell_number(cells, diagnostics)) if c.code}
+    loose = [d for d in diagnostics if d.cell is None or not 0 < d.cell <= len(cells)]
     first_code = next((c.uri for c in cells if c.code), None)
-    for d in diagnostics:
-        cell = getattr(d, "cell", None)
-        uri = cells[cell - 1].uri if cell is not None and 0 < cell <= len(cells) else first_code
-        if uri is not None:
-            out.setdefault(uri, []).append(d)
+    if loose and first_code is not None:
+        out[first_code] = loose + out[first_code]
     return out

@@ -40,9 +40,9 @@ from trainlint.diagnostics import Applicability, Diagnostic
 from trainlint.engine import PARSE_ERROR, FileResult
 from trainlint.formats.lsp import lsp_range
 from trainlint.lsp import actions
-from trainlint.lsp.analysis import lint_buffer, lint_cells, not_analysed, safe_fixes
+from trainlint.lsp.analysis import lint_buffer, lint_cells, not_analysed, safe_cell_fixes, safe_fixes
 from trainlint.lsp.contained import ContainedFailure, ContainedProcess
-from trainlint.lsp.notebooks import NOTEBOOK_SYNC, CellText, by_cell, joined_code
+from trainlint.lsp.notebooks import NOTEBOOK_SYNC, CellText, by_cell, by_cell_number, joined_code, notebook_name
 from trainlint.lsp.options import EditorOptions, parse_options
 from trainlint.lsp.transport import serve
 from trainlint.rules import RULES_BY_CODE
@@ -222,9 +222,8 @@ class TrainlintServer(LanguageServer):
         if cells is None:
             return
         path = Path(to_fs_path(uri) or uri)
-        name = str(path) if path.suffix == ".ipynb" else f"{path}.ipynb"
         settings = self.settings_for(path)
-        result = await asyncio.get_running_loop().run_in_executor(None, self.analyse_cells, cells, name, settings)
+        result = await asyncio.get_running_loop().run_in_executor(None, self.analyse_cells, cells, notebook_name(path), settings)
         if self.notebook_cells(uri) != cells:
             return  # edited or closed meanwhile
         found = by_cell(cells, result.diagnostics)
@@ -274,8 +273,12 @@ class TrainlintServer(LanguageServer):
         for uri in [*self.notebooks, *(u for u in self.documents if u not in cells)]:
             self.lint_soon(uri)
 
-    async def safe_fixes_for(self, uri: str) -> tuple[list[Diagnostic], list[str]] | None:
-        """The safe fixes of the document's current text, with its lines; None if it changed meanwhile."""
+    async def safe_fixes_for(self, uri: str) -> dict[str, tuple[list[Diagnostic], list[str]]] | None:
+        """The safe fixes that apply together to a document's current text (to every cell of its
+        notebook, for a cell), by document, with their lines; None if the text changed meanwhile."""
+        notebook = self.notebook_of(uri)
+        if notebook is not None:
+            return await self._notebook_safe_fixes(notebook)
         opened = self.open_text(uri)
         if opened is None:
             return None
@@ -283,16 +286,35 @@ class TrainlintServer(LanguageServer):
         path = Path(to_fs_path(uri) or uri)
         settings = self.settings_for(path)
         if len(source.encode("utf-8")) > settings.max_file_size:
-            return [], []
+            return {}
+        fixed = await self._contained_or_nothing(safe_fixes, source, str(path), settings)
+        return {uri: (fixed, split_lines(source))} if self.open_text(uri) == opened else None
 
-        def contained() -> list[Diagnostic]:
+    async def _notebook_safe_fixes(self, uri: str) -> dict[str, tuple[list[Diagnostic], list[str]]] | None:
+        cells = self.notebook_cells(uri)
+        if cells is None:
+            return None
+        path = Path(to_fs_path(uri) or uri)
+        settings = self.settings_for(path)
+        if len(joined_code(cells).encode("utf-8")) > settings.max_file_size:
+            return {}
+        fixed = await self._contained_or_nothing(safe_cell_fixes, cells, notebook_name(path), settings)
+        if self.notebook_cells(uri) != cells:
+            return None
+        return {
+            cell.uri: (found, split_lines(cell.text)) for cell, found in zip(cells, by_cell_number(cells, fixed)) if found
+        }
+
+    async def _contained_or_nothing(self, function: Any, *args: Any) -> list[Diagnostic]:
+        """`function(*args)` in the contained child, off the event loop; nothing if the child fails."""
+
+        def call() -> list[Diagnostic]:
             try:
-                return self.contained.call(safe_fixes, source, str(path), settings)
+                return self.contained.call(function, *args)
             except ContainedFailure:
                 return []
 
-        fixed = await asyncio.get_running_loop().run_in_executor(None, contained)
-        return (fixed, split_lines(source)) if self.open_text(uri) == opened else None
+        return await asyncio.get_running_loop().run_in_executor(None, call)
 
     # -- queries on published findings ---------------------------------------------------------
     def findings_at(self, uri: str, rng: types.Range) -> list[Diagnostic]:
@@ -398,12 +420,10 @@ def build_server() -> TrainlintServer:
             rng = params.range
             findings = [d for d in actions.on_lines(state.diagnostics, rng.start.line, rng.end.line) if d.code != PARSE_ERROR[0]]
             out.extend(actions.quick_fixes(uri, findings, state.lines, state.version == opened[0]))
-        # unasked-for, the fix-all action is offered only when a safe fix is known to be there;
-        # in a notebook each cell's fixes are offered on their own
-        offer_fix_all = actions.wants(only, actions.FIX_ALL_KIND) and (only is not None or _fixable(state.diagnostics))
-        if offer_fix_all and ls.notebook_of(uri) is None:
+        # unasked-for, the fix-all action is offered only when a safe fix is known to be there
+        if actions.wants(only, actions.FIX_ALL_KIND) and (only is not None or _fixable(state.diagnostics)):
             fixes = await ls.safe_fixes_for(uri)
-            if fixes is not None and (action := actions.fix_all(uri, *fixes)) is not None:
+            if fixes is not None and (action := actions.fix_all(fixes)) is not None:
                 out.append(action)
         return out
 
