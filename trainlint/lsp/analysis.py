@@ -6,15 +6,13 @@ Module-level functions, so that they can be named across the pipe (see `containe
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from trainlint.config import Settings
-from trainlint.diagnostics import Diagnostic, Fix, Severity
-from trainlint.engine import PARSE_ERROR, FileResult, lint_source
+from trainlint.diagnostics import Diagnostic, Severity
+from trainlint.engine import PARSE_ERROR, FileResult, lint_python, lint_source
 from trainlint.fixes import applicable, apply_fixes
-from trainlint.lsp.notebooks import CellText, as_notebook_json, joined_code
+from trainlint.lsp.notebooks import CellText
 from trainlint.lsp.precheck import nesting_problem
-from trainlint.notebook import load
+from trainlint.notebook import Notebook, join_cells, map_diagnostic
 
 
 def not_analysed(name: str, message: str, line: int = 1) -> Diagnostic:
@@ -40,25 +38,30 @@ def safe_fixes(source: str, name: str, settings: Settings) -> list[Diagnostic]:
     return applied
 
 
-def lint_cells(cells: list[CellText], name: str, settings: Settings) -> FileResult:
-    """Lint a notebook's cells as one module; findings carry their 1-based cell."""
-    problem = nesting_problem(joined_code(cells))
+def _lint_joined(notebook: Notebook, name: str, settings: Settings) -> FileResult:
+    """Lint a notebook's joined code (positions in the joined code)."""
+    problem = nesting_problem(notebook.code)
     if problem is not None:
         return FileResult(name, [not_analysed(name, problem)])
-    return lint_source(as_notebook_json(cells), name, settings)
+    return lint_python(notebook.code, name, settings)
+
+
+def _joined(cells: list[CellText]) -> Notebook:
+    return join_cells([(number, c.text) for number, c in enumerate(cells, start=1) if c.code])
+
+
+def lint_cells(cells: list[CellText], name: str, settings: Settings) -> FileResult:
+    """Lint a notebook's cells as one module; findings carry their 1-based cell and cell lines."""
+    notebook = _joined(cells)
+    result = _lint_joined(notebook, name, settings)
+    result.diagnostics = [map_diagnostic(notebook, d) for d in result.diagnostics]
+    return result
 
 
 def safe_cell_fixes(cells: list[CellText], name: str, settings: Settings) -> list[Diagnostic]:
     """The notebook's findings whose safe fixes apply together, checked on the joined code (where a
-    fix that breaks the module is refused as in a file); their edits stay located in their cells."""
-    findings = applicable(lint_cells(cells, name, settings).diagnostics, unsafe=False)
-    notebook = load(as_notebook_json(cells))
-    pairs: list[tuple[Diagnostic, Diagnostic]] = []  # (in the joined code, in its cell)
-    for d in findings:
-        assert d.fix is not None
-        edits = tuple(notebook.to_joined(e) for e in d.fix.edits)
-        located = replace(notebook.to_joined(d), fix=Fix(d.fix.description, edits, d.fix.applicability))  # type: ignore[arg-type]
-        pairs.append((located, d))
-    _, applied = apply_fixes(notebook.code, [located for located, _ in pairs])
-    done = {id(d) for d in applied}
-    return [in_cell for located, in_cell in pairs if id(located) in done]
+    fix that breaks the module is refused as in a file), located in their cells."""
+    notebook = _joined(cells)
+    found = _lint_joined(notebook, name, settings).diagnostics
+    _, applied = apply_fixes(notebook.code, applicable(found, unsafe=False))
+    return [map_diagnostic(notebook, d) for d in applied]

@@ -1,16 +1,14 @@
 """Notebooks opened through LSP notebook sync: the cells, joined, are linted as one module.
 
-The client sends a notebook as an ordered list of cells, each its own text document. The cells
-are written out as a minimal notebook and linted by `trainlint.notebook` (code cells joined as
-the command line joins them, magics blanked), which reports each finding in its 1-based cell with
-cell-relative lines: exactly what is published on that cell's document.
+The client sends a notebook as an ordered list of cells, each its own text document. The code
+cells are joined by `trainlint.notebook.join_cells` as the command line joins an .ipynb's (magics
+blanked) and linted as one module; each finding is mapped back to its 1-based cell (counting every
+cell) with cell-relative lines: exactly what is published on that cell's document.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from lsprotocol import types
 
@@ -35,29 +33,9 @@ class CellText:
     text: str
 
 
-def as_notebook_json(cells: list[CellText]) -> str:
-    """A minimal .ipynb text holding the cells in order (markup cells as markdown)."""
-    return json.dumps(
-        {
-            "cells": [
-                {"cell_type": "code" if c.code else "markdown", "metadata": {}, "source": c.text, **({"outputs": [], "execution_count": None} if c.code else {})}
-                for c in cells
-            ],
-            "metadata": {"language_info": {"name": "python"}},
-            "nbformat": 4,
-            "nbformat_minor": 5,
-        }
-    )
-
-
-def joined_code(cells: list[CellText]) -> str:
-    """The code cells one after another (for the nesting pre-check, which is line-agnostic)."""
-    return "\n".join(c.text for c in cells if c.code)
-
-
-def notebook_name(path: Path) -> str:
-    """The name a notebook is linted under: it must end in .ipynb to be read as a notebook."""
-    return str(path) if path.suffix == ".ipynb" else f"{path}.ipynb"
+def code_size(cells: list[CellText]) -> int:
+    """Bytes of code in the cells (what max-file-size bounds)."""
+    return sum(len(c.text.encode("utf-8")) for c in cells if c.code)
 
 
 def by_cell_number(cells: list[CellText], diagnostics: list[Diagnostic]) -> list[list[Diagnostic]]:

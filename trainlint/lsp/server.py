@@ -42,7 +42,7 @@ from trainlint.formats.lsp import lsp_range
 from trainlint.lsp import actions
 from trainlint.lsp.analysis import lint_buffer, lint_cells, not_analysed, safe_cell_fixes, safe_fixes
 from trainlint.lsp.contained import ContainedFailure, ContainedProcess
-from trainlint.lsp.notebooks import NOTEBOOK_SYNC, CellText, by_cell, by_cell_number, joined_code, notebook_name
+from trainlint.lsp.notebooks import NOTEBOOK_SYNC, CellText, by_cell, by_cell_number, code_size
 from trainlint.lsp.options import EditorOptions, parse_options
 from trainlint.lsp.transport import serve
 from trainlint.rules import RULES_BY_CODE
@@ -178,7 +178,7 @@ class TrainlintServer(LanguageServer):
 
     def analyse_cells(self, cells: list[CellText], name: str, settings: Settings) -> FileResult:
         """Lint a notebook's cells as one module, away from the server process."""
-        size = len(joined_code(cells).encode("utf-8"))
+        size = code_size(cells)
         if size > settings.max_file_size:
             message = f"notebook too large to lint ({size} bytes of code > max-file-size {settings.max_file_size})"
             return FileResult(name, [not_analysed(name, message)])
@@ -223,7 +223,7 @@ class TrainlintServer(LanguageServer):
             return
         path = Path(to_fs_path(uri) or uri)
         settings = self.settings_for(path)
-        result = await asyncio.get_running_loop().run_in_executor(None, self.analyse_cells, cells, notebook_name(path), settings)
+        result = await asyncio.get_running_loop().run_in_executor(None, self.analyse_cells, cells, str(path), settings)
         if self.notebook_cells(uri) != cells:
             return  # edited or closed meanwhile
         found = by_cell(cells, result.diagnostics)
@@ -296,9 +296,9 @@ class TrainlintServer(LanguageServer):
             return None
         path = Path(to_fs_path(uri) or uri)
         settings = self.settings_for(path)
-        if len(joined_code(cells).encode("utf-8")) > settings.max_file_size:
+        if code_size(cells) > settings.max_file_size:
             return {}
-        fixed = await self._contained_or_nothing(safe_cell_fixes, cells, notebook_name(path), settings)
+        fixed = await self._contained_or_nothing(safe_cell_fixes, cells, str(path), settings)
         if self.notebook_cells(uri) != cells:
             return None
         return {
