@@ -4,6 +4,7 @@ reported to the caller, and the next call gets a fresh child."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pytest
@@ -57,3 +58,23 @@ def test_an_exception_comes_back_as_a_failure_and_the_child_stays():
         assert contained.call(os.getpid) == pid
     finally:
         contained.close()
+
+
+def test_close_ends_a_call_in_progress():
+    contained = ContainedProcess(timeout_s=60)
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            contained.call(time.sleep, 30)
+        except ContainedFailure as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    time.sleep(1.0)  # the child is started and sleeping
+    started = time.monotonic()
+    contained.close()
+    worker.join(timeout=20)
+    assert not worker.is_alive() and time.monotonic() - started < 15
+    assert len(outcome) == 1 and "crashed (SIGKILL)" in str(outcome[0])

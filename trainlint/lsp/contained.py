@@ -68,9 +68,11 @@ class ContainedProcess:
             raise ContainedFailure(f"the analysis failed: {value}")
 
     def close(self) -> None:
-        """End the child (the server is shutting down)."""
-        with self._lock:
-            self._stop_child()
+        """End the child (the server is shutting down); a call waiting on it fails at once."""
+        child = self._child
+        if child is not None and child.poll() is None:
+            child.kill()  # without the lock: a call in progress holds it for up to its time limit
+            child.wait()
 
     def _ensure_child(self) -> subprocess.Popen[bytes]:
         if self._child is None or self._child.poll() is not None:
