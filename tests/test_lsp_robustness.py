@@ -230,3 +230,29 @@ def test_a_burst_of_edits_ends_with_the_last_texts_diagnostics(server: RawClient
             assert server.alive_and_answering()
     assert server.diagnostics(uri, 301) != []  # version 301 is the odd one: BAD
     assert server.alive_and_answering()
+
+
+def read_proc(path: Path) -> str:
+    """A /proc file's text ("" once its thread or process is gone); NULs as spaces."""
+    try:
+        return path.read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def test_the_contained_child_starts_with_the_session(tmp_path: Path):
+    client = RawClient(tmp_path)
+    try:
+        client.call("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})
+        client.notify("initialized", {})
+        tasks = Path(f"/proc/{client.process.pid}/task")
+        if not (tasks / str(client.process.pid) / "children").exists():
+            pytest.skip("no /proc children lists on this system")
+        deadline = time.monotonic() + TIMEOUT
+        commands: list[str] = []
+        while time.monotonic() < deadline and not any("trainlint.lsp.contained" in c for c in commands):
+            time.sleep(0.2)
+            commands = [read_proc(Path(f"/proc/{pid}/cmdline")) for task in tasks.glob("*/children") for pid in read_proc(task).split()]
+        assert any("trainlint.lsp.contained" in c for c in commands), commands  # before any document opens
+    finally:
+        client.close()

@@ -65,3 +65,8 @@ def safe_cell_fixes(cells: list[CellText], name: str, settings: Settings) -> lis
     found = _lint_joined(notebook, name, settings).diagnostics
     _, applied = apply_fixes(notebook.code, applicable(found, unsafe=False))
     return [map_diagnostic(notebook, d) for d in applied]
+
+
+def warm_up() -> None:
+    """Load the parser and the rules (the child's start-up), so that the first buffer is quick."""
+    lint_source("import torch\nloss.backward()\n", "warm_up.py", Settings())

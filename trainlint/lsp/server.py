@@ -40,7 +40,7 @@ from trainlint.diagnostics import Applicability, Diagnostic
 from trainlint.engine import PARSE_ERROR, FileResult
 from trainlint.formats.lsp import lsp_range
 from trainlint.lsp import actions
-from trainlint.lsp.analysis import lint_buffer, lint_cells, not_analysed, safe_cell_fixes, safe_fixes
+from trainlint.lsp.analysis import lint_buffer, lint_cells, not_analysed, safe_cell_fixes, safe_fixes, warm_up
 from trainlint.lsp.contained import ContainedFailure, ContainedProcess
 from trainlint.lsp.notebooks import NOTEBOOK_SYNC, CellText, by_cell, by_cell_number, code_size
 from trainlint.lsp.options import EditorOptions, parse_options
@@ -305,10 +305,10 @@ class TrainlintServer(LanguageServer):
             cell.uri: (found, split_lines(cell.text)) for cell, found in zip(cells, by_cell_number(cells, fixed)) if found
         }
 
-    async def _contained_or_nothing(self, function: Any, *args: Any) -> list[Diagnostic]:
-        """`function(*args)` in the contained child, off the event loop; nothing if the child fails."""
+    async def _contained_or_nothing(self, function: Any, *args: Any) -> Any:
+        """`function(*args)` in the contained child, off the event loop; [] if the child fails."""
 
-        def call() -> list[Diagnostic]:
+        def call() -> Any:
             try:
                 return self.contained.call(function, *args)
             except ContainedFailure:
@@ -358,6 +358,11 @@ def build_server() -> TrainlintServer:
     @server.feature(types.INITIALIZE)
     def initialize(ls: TrainlintServer, params: types.InitializeParams) -> None:
         ls.set_options(params.initialization_options)
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: TrainlintServer, params: types.InitializedParams) -> None:
+        # start the child while the editor is still opening its files
+        await ls._contained_or_nothing(warm_up)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def did_change_configuration(ls: TrainlintServer, params: types.DidChangeConfigurationParams) -> None:
