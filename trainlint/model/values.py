@@ -150,7 +150,7 @@ MODULE_RESULT_WORDS = frozenset(
 # names that, unbound, are modules: `vae.cpu()` offloads a model, it reads no value
 MODULE_NAME_WORDS = frozenset(
     """model net network module vae unet encoder decoder backbone generator discriminator classifier critic
-    actor policy transformer gpt bert teacher student""".split()
+    actor policy transformer gpt bert teacher student pipeline pipe""".split()
 )
 HOST_CALL_WORDS = frozenset({"tokenizer", "tokenize", "encode", "decode", "processor", "feature", "extractor", "json", "yaml", "open", "read"})
 COLLECTION_BUILTINS = frozenset({"list", "tuple", "dict", "set", "sorted", "zip", "enumerate", "range", "map", "filter", "reversed"})
@@ -298,8 +298,16 @@ class ValueModel:
         """The value `name` receives from an assignment (unpacking a tuple takes the element)."""
         value = self.of(assign.value, assign.site.function, assign.site)
         if assign.op is not None:
-            # `total += loss`: the old value joined with the arithmetic result
-            return value if value.kind is Kind.TENSOR else (NUMBER if value.kind is Kind.NUMBER else UNKNOWN)
+            # `total += loss`, `x /= n`: the old value combined with the right-hand side
+            key = ("augmented", id(assign.node))
+            if key in self._in_progress:
+                return value
+            self._in_progress.add(key)
+            try:
+                before = self._name(name, assign.site.function, assign.site) if "." not in name else UNKNOWN
+            finally:
+                self._in_progress.discard(key)
+            return self._arithmetic([before, value])
         if len(assign.targets) > 1 or assign.unpacked:
             if value.kind is Kind.COLLECTION and value.element is not None:
                 return value.element
@@ -449,6 +457,13 @@ class ValueModel:
                         # `any(not torch.isfinite(p.grad).all() for p in params)` reads each tensor
                         return Value(Kind.TENSOR, inner.element.device, False, "bool")
                     return BOOL
+                if name in ("sum", "min", "max", "abs") and call.args:
+                    # `sum(F.mse_loss(q, t) for q in qs)`, `max(a_loss, b_loss)`: tensors in, a tensor out
+                    inner = [self.of(a.value, fn, at) for a in call.args if a.keyword is None]
+                    elements = [v.element if v.kind is Kind.COLLECTION and v.element is not None else v for v in inner]
+                    tensors = [e for e in elements if e.kind is Kind.TENSOR]
+                    if tensors:
+                        return self._arithmetic(tensors)
                 if name in NUMBER_BUILTINS:
                     return NUMBER if name != "bool" else BOOL
                 if name in ("str", "repr", "format"):
@@ -469,17 +484,19 @@ class ValueModel:
                 return self._by_words(name, at)  # `Net(cfg)`: an object of a class we cannot see
             callee = self.of(func, fn, at)
             if callee.kind is Kind.MODULE:
-                return self._forward(at)
+                return self._forward(at, callee)
             return self._by_words(name, at)
         callee = self.of(func, fn, at)
         if callee.kind is Kind.MODULE:
-            return self._forward(at)
+            return self._forward(at, callee)
         return UNKNOWN
 
-    def _forward(self, at: "Site | None") -> Value:
-        """The output of a forward pass: a tensor with a graph, unless autograd is off there."""
+    def _forward(self, at: "Site | None", module: Value | None = None) -> Value:
+        """The output of a forward pass: a tensor with a graph, unless autograd is off there or the
+        module is frozen (`requires_grad_(False)`)."""
         no_grad = at is not None and any(w.kind == "no_grad" for w in at.withs)
-        return Value(Kind.TENSOR, UNKNOWN_DEVICE, False if no_grad else True)
+        frozen = module is not None and module.graph is False
+        return Value(Kind.TENSOR, UNKNOWN_DEVICE, False if no_grad or frozen else True)
 
     def _by_words(self, name: str, at: "Site | None") -> Value:
         words = set(tokens(name))
@@ -599,7 +616,11 @@ class ValueModel:
                     device = HOST
                 elif method == "cuda":
                     device = ACCEL
-                return replace(base, dtype=dtype, device=device)
+                graph = base.graph
+                if method == "requires_grad_":
+                    # a frozen module: its forward records no graph (for inputs that need none)
+                    graph = False if call.args and is_false(call.args[0].value) else None
+                return replace(base, dtype=dtype, device=device, graph=graph)
             if method in ("parameters", "named_parameters", "state_dict", "modules", "children", "buffers"):
                 return Value(Kind.COLLECTION, base.device, origin="parameters")
             if method in ("generate", "sample"):

@@ -8,7 +8,8 @@ import libcst as cst
 
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, Site, TrainingModel
-from trainlint.model.names import tokens
+from trainlint.model.gates import child_nodes
+from trainlint.model.names import dotted as dotted_name, tokens
 from trainlint.model.torchnames import literal_string
 from trainlint.model.values import HOST, Kind, Value
 from trainlint.rule import Finding, Rule
@@ -76,14 +77,19 @@ for step, (x, y) in enumerate(loader):
         running_loss.zero_()
 """
     not_flagged = (
-        "Syncs under a gate (`if step % n == 0`, `if do_log:`, `if step == 0`, an early `return` when not "
-        "logging), on the error path (`except` handlers, `raise`, an assert's message), after the training "
-        "loop, in epoch-level code outside the step loop, in evaluation loops that do not backpropagate, "
-        "in modules with no sign of a device (no `.cuda()`, `.to(...)`, `device=`, accelerate, Lightning or "
-        "DeepSpeed): they run on the CPU, where `.item()` waits for nothing; and "
-        "inside optimizer and loss-scaler classes, whose step must read an overflow flag on the host (torch's "
-        "`GradScaler.step` does too). `float(x)`/`print(x)` only when `x` is known to be a tensor (a model or "
-        "loss output, a torch op) at that point: a name rebound to `loss.item()` is a number."
+        "Syncs under a gate (`if step % n == 0`, `if do_log:`, `if step == 0`, `if self.graph is None:`, an early "
+        "`return` when not logging), on the error path (`except` handlers, `raise`, an assert's message, a "
+        "branch that exits or skips a non-finite batch), after the training loop, in epoch-level code outside "
+        "the step loop, in evaluation loops that do not backpropagate, in memoised helpers (`@lru_cache`), in "
+        "test code, in modules with no sign of a device or whose only device is the CPU (`torch.device(\"cpu\")`, "
+        "`torch.cpu.amp`, IPEX): there `.item()` waits for nothing; inside optimizer and loss-scaler classes, "
+        "whose step must read an overflow flag on the host (torch's `GradScaler.step` does too); reads of values "
+        "known to live on the host (a `.cpu()` copy, numbers, numpy arrays, a tokenizer's output, host-built "
+        "tensors); modules moved or offloaded (`vae.cpu()`); and actions copied to a host environment "
+        "(`envs.step(actions.cpu().numpy())`), which the algorithm needs. `float(x)`/`print(x)`/f-strings only "
+        "when `x` is known to be a tensor at that point: a name rebound to `loss.item()` is a number. The "
+        "optimizer-step branch is no gate: code under `if (i + 1) % accum == 0:` (with the step) or "
+        "`if accelerator.sync_gradients:` runs on every training step and is flagged."
     )
     verification = (
         "`trainlint verify` times a step with and without `.item()` on CUDA. `trainlint verify run` records "
@@ -192,7 +198,7 @@ for x, y in loader:
             return model.every_step(site) and not _in_optimizer_class(site)
 
         for call in model.calls:
-            if not per_step(call.site):
+            if not per_step(call.site) or _feeds_environment(model, call):
                 continue
             described = self._describe(model, call, chained)
             if described:
@@ -242,6 +248,8 @@ for x, y in loader:
             if any(_device_tensor(model.value(v, site)) for v in logged):
                 return f"logging a tensor (`{_short(code(call.node))}`)"
         summary = model.project_call_summary(call) if call.qualname is None or not call.qualname.startswith("torch") else None
+        if summary is not None and summary.syncs:
+            return f"`{_short(code(call.node))}` reads a device tensor on the host (`{_short(summary.syncs[0], 40)}` in {summary.where})"
         if summary is not None and summary.reads_arguments:
             args = [a.value for a in call.node.args]
             if any(_device_tensor(model.value(v, site)) for v in args):
@@ -253,6 +261,29 @@ for x, y in loader:
 NOT_DEVICE_DATA = frozenset({Kind.MODULE, Kind.OPTIMIZER, Kind.SCALER, Kind.SCHEDULER, Kind.DATALOADER, Kind.OBJECT})
 METRIC_LOGGERS = frozenset({"wandb.log", "mlflow.log_metric", "mlflow.log_metrics"})
 METRIC_METHODS = frozenset({"add_scalar", "add_scalars"})
+
+
+def _feeds_environment(model: TrainingModel, call: Call) -> bool:
+    """`actions = q.argmax(1).cpu().numpy(); envs.step(actions)`: an action must reach a host
+    environment on every step; the copy is the algorithm's, with nothing to remove."""
+    node = call.node
+    targets: set[str] = set()
+    for a in model.assigns:
+        if a.site.statement is call.site.statement and a.site.function is call.site.function and _contains_call(a.value, node):
+            targets.update(a.targets)
+    for other in model.calls:
+        if other.method != "step" or other.site.function is not call.site.function or model.is_optimizer_step(other):
+            continue
+        args = [a.value for a in other.node.args]
+        if any(_contains_call(v, node) for v in args) or any(dotted_name(v) in targets for v in args):
+            return True
+    return False
+
+
+def _contains_call(expr: cst.CSTNode, target: cst.CSTNode) -> bool:
+    if expr is target:
+        return True
+    return any(_contains_call(child, target) for child in child_nodes(expr)) if isinstance(expr, (cst.Call, cst.Attribute, cst.Subscript, cst.Tuple, cst.List)) else False
 
 
 def _chain_base(expr: cst.BaseExpression) -> cst.BaseExpression:
