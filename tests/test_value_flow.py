@@ -470,3 +470,35 @@ def test_metrics_dict_reset_by_rebinding_and_frozen_evaluation_model():
         return feats
     """
     assert found(frozen, "TL303") == []
+
+
+def test_host_tensor_built_a_line_before_its_copy_and_nested_parameters():
+    code = """
+    import torch
+    for real in loader:
+        real = real.cuda()
+        alpha = torch.rand(real.size(0), 1, 1, 1)
+        alpha = alpha.cuda()
+        halves = alpha.to(torch.float16)
+        loss = critic(alpha * real).mean()
+        loss.backward()
+        optimizer.step()
+    """
+    assert found(code, "TL406") == [6]
+    offload = """
+    import torch
+    from diffusers import SanaPipeline
+    pipe = SanaPipeline.from_pretrained("x")
+
+    def embed(prompt, pipe):
+        pipe = pipe.to("cuda")
+        out = pipe.encode(prompt)
+        pipe = pipe.to("cpu")
+        return out
+
+    for batch in loader:
+        loss = model(batch.cuda(), embed(batch["p"], pipe))
+        loss.backward()
+        optimizer.step()
+    """
+    assert found(offload, "TL401") == []

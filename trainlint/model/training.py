@@ -634,6 +634,8 @@ class TrainingModel:
             a for a in assigns
             if a.site.order > at.order and any(loop in a.site.loops for loop in at.loops[depth:])
         ]
+        if not before and not later and function is not None and name in function.params:
+            return []  # read before any rebinding: the parameter's value
         return before + later or assigns
 
     def is_tensor(

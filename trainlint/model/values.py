@@ -578,7 +578,7 @@ class ValueModel:
                 )
                 return Value(Kind.TENSOR, device, False, dtype)
             device = device_of_argument(device_arg) if device_arg is not None else HOST
-            return Value(Kind.TENSOR, device, False, dtype)
+            return Value(Kind.TENSOR, device, False, dtype, origin=f"torch.{name}")
         args = [self.of(a.value, fn, at) for a in call.args if a.keyword is None]
         elements: list[Value] = []
         for a in args:
