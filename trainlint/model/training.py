@@ -21,7 +21,7 @@ from trainlint.model.extract import Extractor
 from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Site
 from trainlint.model.values import Kind, Value, ValueModel
 from trainlint.model.names import ImportMap, dotted, root_name, tokens
-from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES
+from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES, literal_string
 
 # Libraries that place training on a device by themselves.
 ACCELERATOR_LIBRARIES = ("accelerate", "deepspeed", "lightning", "pytorch_lightning", "torch_xla", "transformers")
@@ -324,12 +324,26 @@ class TrainingModel:
                 return True
             if cpu_only:
                 continue
-            if call.method == "to":
+            if call.method == "to" and not (call.node.args and self._cpu_device(call.node.args[0].value, call.site)):
                 return True
+            if call.qualname == "torch.device" and call.node.args and self._cpu_device(call.node, call.site):
+                continue
             if DEVICE_WORDS & set(tokens(call.qualname or dotted(call.node.func) or "")):
                 return True
-            if any(a.keyword is not None and a.keyword.value in ("device", "device_map") for a in call.node.args):
-                return True
+            for a in call.node.args:
+                if a.keyword is not None and a.keyword.value in ("device", "device_map") and not self._cpu_device(a.value, call.site):
+                    return True
+        return False
+
+    def _cpu_device(self, expr: cst.BaseExpression, site: Site, depth: int = 0) -> bool:
+        """`"cpu"`, `torch.device("cpu")`, or a name bound only to those: a device that is the host."""
+        if literal_string(expr) is not None:
+            return (literal_string(expr) or "").split(":")[0] == "cpu"
+        if isinstance(expr, cst.Call) and self.imports.resolve(expr.func) == "torch.device" and expr.args:
+            return self._cpu_device(expr.args[0].value, site, depth + 1)
+        if isinstance(expr, cst.Name) and depth < 3:
+            assigns = self.reaching(site.function, expr.value, site) or self.reaching(None, expr.value, None)
+            return bool(assigns) and all(self._cpu_device(a.value, a.site, depth + 1) for a in assigns)
         return False
 
     @cached_property

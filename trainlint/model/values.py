@@ -150,7 +150,7 @@ MODULE_RESULT_WORDS = frozenset(
 # names that, unbound, are modules: `vae.cpu()` offloads a model, it reads no value
 MODULE_NAME_WORDS = frozenset(
     """model net network module vae unet encoder decoder backbone generator discriminator classifier critic
-    actor policy transformer gpt bert teacher student""".split()
+    actor policy transformer gpt bert teacher student pipeline pipe""".split()
 )
 HOST_CALL_WORDS = frozenset({"tokenizer", "tokenize", "encode", "decode", "processor", "feature", "extractor", "json", "yaml", "open", "read"})
 COLLECTION_BUILTINS = frozenset({"list", "tuple", "dict", "set", "sorted", "zip", "enumerate", "range", "map", "filter", "reversed"})
@@ -449,6 +449,13 @@ class ValueModel:
                         # `any(not torch.isfinite(p.grad).all() for p in params)` reads each tensor
                         return Value(Kind.TENSOR, inner.element.device, False, "bool")
                     return BOOL
+                if name in ("sum", "min", "max", "abs") and call.args:
+                    # `sum(F.mse_loss(q, t) for q in qs)`, `max(a_loss, b_loss)`: tensors in, a tensor out
+                    inner = [self.of(a.value, fn, at) for a in call.args if a.keyword is None]
+                    elements = [v.element if v.kind is Kind.COLLECTION and v.element is not None else v for v in inner]
+                    tensors = [e for e in elements if e.kind is Kind.TENSOR]
+                    if tensors:
+                        return self._arithmetic(tensors)
                 if name in NUMBER_BUILTINS:
                     return NUMBER if name != "bool" else BOOL
                 if name in ("str", "repr", "format"):

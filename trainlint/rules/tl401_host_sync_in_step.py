@@ -8,7 +8,7 @@ import libcst as cst
 
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, Site, TrainingModel
-from trainlint.model.names import tokens
+from trainlint.model.names import dotted as dotted_name, tokens
 from trainlint.model.torchnames import literal_string
 from trainlint.model.values import HOST, Kind, Value
 from trainlint.rule import Finding, Rule
@@ -192,7 +192,7 @@ for x, y in loader:
             return model.every_step(site) and not _in_optimizer_class(site)
 
         for call in model.calls:
-            if not per_step(call.site):
+            if not per_step(call.site) or _feeds_environment(model, call):
                 continue
             described = self._describe(model, call, chained)
             if described:
@@ -253,6 +253,29 @@ for x, y in loader:
 NOT_DEVICE_DATA = frozenset({Kind.MODULE, Kind.OPTIMIZER, Kind.SCALER, Kind.SCHEDULER, Kind.DATALOADER, Kind.OBJECT})
 METRIC_LOGGERS = frozenset({"wandb.log", "mlflow.log_metric", "mlflow.log_metrics"})
 METRIC_METHODS = frozenset({"add_scalar", "add_scalars"})
+
+
+def _feeds_environment(model: TrainingModel, call: Call) -> bool:
+    """`actions = q.argmax(1).cpu().numpy(); envs.step(actions)`: an action must reach a host
+    environment on every step; the copy is the algorithm's, with nothing to remove."""
+    node = call.node
+    targets: set[str] = set()
+    for a in model.assigns:
+        if a.site.statement is call.site.statement and a.site.function is call.site.function and _contains_call(a.value, node):
+            targets.update(a.targets)
+    for other in model.calls:
+        if other.method != "step" or other.site.function is not call.site.function or model.is_optimizer_step(other):
+            continue
+        args = [a.value for a in other.node.args]
+        if any(_contains_call(v, node) for v in args) or any(dotted_name(v) in targets for v in args):
+            return True
+    return False
+
+
+def _contains_call(expr: cst.CSTNode, target: cst.CSTNode) -> bool:
+    if expr is target:
+        return True
+    return any(_contains_call(child, target) for child in expr.children) if isinstance(expr, (cst.Call, cst.Attribute, cst.Subscript, cst.Tuple, cst.List)) else False
 
 
 def _chain_base(expr: cst.BaseExpression) -> cst.BaseExpression:
