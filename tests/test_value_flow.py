@@ -502,3 +502,25 @@ def test_host_tensor_built_a_line_before_its_copy_and_nested_parameters():
         optimizer.step()
     """
     assert found(offload, "TL401") == []
+
+
+def test_loop_over_data_around_a_counted_step_loop_runs_per_step():
+    code = """
+    import torch
+    class Recipe:
+        def rollout(self, batch):
+            torch.cuda.empty_cache()
+            return self.policy.generate(batch)
+
+        def train(self):
+            for epoch in range(self.epochs):
+                for idx, batch in enumerate(self._dataloader):
+                    trajectory = self.rollout(batch)
+                    for _ in range(self._ppo_epochs):
+                        loss = self.loss(trajectory)
+                        loss.backward()
+                        self._optimizer.step()
+                        self._optimizer.zero_grad()
+                torch.cuda.empty_cache()
+    """
+    assert found(code, "TL304") == [5]

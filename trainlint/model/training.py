@@ -97,6 +97,26 @@ FRAMEWORK_WORDS = frozenset(
 ONCE_DECORATORS = frozenset({"functools.lru_cache", "functools.cache", "lru_cache", "cache", "functools.cached_property", "cached_property"})
 
 
+def _counted(loop: Loop) -> bool:
+    """`for _ in range(k):`: a loop that repeats a fixed number of times."""
+    node = loop.node
+    return isinstance(node, cst.For) and isinstance(node.iter, cst.Call) and dotted(node.iter.func) == "range"
+
+
+def _over_data(loop: Loop) -> bool:
+    """`for batch in loader:`, `for i, b in enumerate(loader):`: a loop over a data source, not a count."""
+    node = loop.node
+    if not isinstance(node, cst.For):
+        return False
+    it = node.iter
+    if isinstance(it, cst.Call) and dotted(it.func) in ("enumerate", "zip", "tqdm", "tqdm.tqdm") and it.args:
+        it = it.args[0].value
+    if isinstance(it, cst.Call) and dotted(it.func) == "range":
+        return False
+    text = dotted(it) if isinstance(it, (cst.Name, cst.Attribute)) else None
+    return bool(text) and bool({"loader", "dataloader", "data", "batches", "dataset", "iterator", "stream"} & set(tokens(text)))
+
+
 def _runs_once(fn: Function) -> bool:
     """A memoised function (`@lru_cache`) computes once per argument, not once per step."""
     return any(d in ONCE_DECORATORS for d in fn.decorators)
@@ -507,6 +527,12 @@ class TrainingModel:
         for loop in self.loops:  # parents come before their children
             if not loop.is_step and loop.parent is not None and loop.parent.is_step:
                 loop.is_step = any(self.is_backward(c) or self.callee(c) in backpropagating for c in loop.direct_calls)
+        # `for batch in loader: trajectory = rollout(batch); for _ in range(ppo_epochs): ...; opt.step()`:
+        # a loop over data around a counted inner step loop runs once per training step, not per epoch
+        for loop in reversed(self.loops):
+            parent = loop.parent
+            if loop.is_step and parent is not None and not parent.is_step and _counted(loop) and _over_data(parent):
+                parent.is_step = True
         # an `if` that holds the optimizer step (an accumulation boundary, `if step % k == 0` of a
         # delayed actor update, an early `continue` before the step) runs on every training step
         self._step_branches: set[int] = set()
