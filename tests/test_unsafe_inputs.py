@@ -170,3 +170,12 @@ def test_a_file_over_max_file_size_on_disk_is_refused(tmp_path: Path):
     assert _json(trainlint("big.py", "--format", "json", cwd=tmp_path)) == {
         "big.py": ["TL000: file too large to lint (6000 bytes > max-file-size 1000)"]
     }
+
+
+def test_a_nul_byte_is_a_syntax_error_not_an_internal_error(tmp_path: Path):
+    # found by the fuzzing harness: a NUL inside a DeepSpeed dict's string key crashed TL204's literal reader
+    (tmp_path / "train.py").write_bytes(
+        b'import deepspeed\ncfg = {"fp16": {"enabled": True}, "a\x00b": 1}\ndeepspeed.initialize(model=model, config=cfg)\n'
+    )
+    run = trainlint("train.py", "--format", "json", cwd=tmp_path)
+    assert _json(run) == {"train.py": ["TL000: syntax error: source code cannot contain null bytes"]} and run.returncode == 1

@@ -91,6 +91,10 @@ def lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
         source = decode(data)
     except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
         return FileResult(name, [_error(name, f"cannot decode file: {exc}")])
+    nul = source.find("\0")
+    if nul >= 0 and not name.endswith(".json"):  # Python refuses such source; libcst would not say so
+        line = source.count("\n", 0, nul) + 1
+        return FileResult(name, [_error(name, "syntax error: source code cannot contain null bytes", line, nul - source.rfind("\n", 0, nul))])
     return lint_source(source, name, settings)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import codecs
+import itertools
 import json
 import os
 import random
@@ -27,7 +28,7 @@ import warnings
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 MB = 1 << 20
@@ -275,10 +276,10 @@ class Report:
         )
 
 
-def make_cases(seed: int, count: int, sources: list[str], deep: bool, huge: bool) -> list[Case]:
-    """`count` files: about two thirds mutations of real files, the rest generated pathological ones."""
+def make_cases(seed: int, count: int, sources: list[str], deep: bool, huge: bool) -> Iterator[Case]:
+    """`count` files, made one at a time: about two thirds mutations of real files, the rest
+    generated pathological ones."""
     rng = random.Random(seed)
-    cases: list[Case] = []
     generators: list[tuple[str, Callable[[], tuple[str, bytes]]]] = [
         ("mutated_json", lambda: ("ds_config.json", mutated_json(rng, ""))),
         ("long_line_100k", lambda: ("train.py", long_line(rng, 100_000))),
@@ -307,8 +308,7 @@ def make_cases(seed: int, count: int, sources: list[str], deep: bool, huge: bool
             kind, make = rng.choice(generators)
             name, data = make()
         stem, _, ext = name.rpartition(".")
-        cases.append(Case(f"{i:05d}_{kind}_{stem}.{ext}" if ext == "py" else f"ds_{i:05d}_{kind}.json", kind, data))
-    return cases
+        yield Case(f"{i:05d}_{kind}_{stem}.{ext}" if ext == "py" else f"ds_{i:05d}_{kind}.json", kind, data)
 
 
 def _session_rss_mb(session: int) -> float:
@@ -373,6 +373,9 @@ def run_batch(cases: list[Case], workdir: Path, timeout: float, memory_mb: float
     for case in cases:
         (folder / case.name).write_bytes(case.data)
         report.kinds[case.kind] = report.kinds.get(case.kind, 0) + 1
+        if len(case.data) > 2 * MB:
+            # not kept: a forked child starts with this process's memory, which would count as its peak
+            case.data = b""
     base = [sys.executable, "-m", "trainlint", ".", "--format", "json", "--select", "ALL", "-j", str(jobs)]
     for label, extra in (("lint", []), ("fix", ["--fix", "--unsafe-fixes"])):
         code, stdout, stderr, rss = _run(base + extra, folder, timeout)
@@ -389,7 +392,7 @@ def run_batch(cases: list[Case], workdir: Path, timeout: float, memory_mb: float
         if rss > memory_mb:
             report.failures.append(Failure("memory", f"{where}: peak {rss:.0f} MB > {memory_mb:.0f} MB", names))
     for case in cases:
-        if case.name.endswith(".py") and len(case.data) < 2 * MB and _compiles(case.data):
+        if case.name.endswith(".py") and case.data and _compiles(case.data):
             fixed = (folder / case.name).read_bytes()
             if fixed != case.data and not _compiles(fixed):
                 report.failures.append(Failure("fix-broke-file", f"--fix turned {case.name} into a file that does not compile", [case.name]))
@@ -426,14 +429,14 @@ def fuzz(seed: int, count: int, batch: int = 100, deep: bool = False, huge: bool
     started = time.monotonic()
     cases = make_cases(seed, count, seed_sources(extra), deep, huge)
     report = Report()
-    by_name = {c.name: c for c in cases}
     with tempfile.TemporaryDirectory(prefix="trainlint-fuzz-") as tmp:
         workdir = Path(tmp)
-        for start in range(0, len(cases), batch):
+        while chunk := list(itertools.islice(cases, batch)):
             before = len(report.failures)
-            run_batch(cases[start : start + batch], workdir, timeout, memory_mb, jobs, report)
+            run_batch(chunk, workdir, timeout, memory_mb, jobs, report)
             shutil.rmtree(workdir / f"batch{report.batches - 1:04d}", ignore_errors=True)
             if find_culprits:
+                by_name = {c.name: c for c in chunk}
                 for failure in report.failures[before:]:
                     if len(failure.files) > 1:
                         failure.files = pinpoint(failure, by_name, workdir, timeout, memory_mb) or failure.files
