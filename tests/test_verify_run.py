@@ -15,7 +15,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from trainlint.diagnostics import Diagnostic, Severity  # noqa: E402
-from trainlint.verify.script_run import judge, problems  # noqa: E402
+from trainlint.verify.health import problems  # noqa: E402
+from trainlint.verify.script_run import judge  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -187,7 +188,7 @@ def test_script_arguments_errors_exits_and_swallowed_stops(tmp_path: Path):
 
     exits = write(tmp_path, "exits.py", "import sys\nsys.exit(4)\n")
     code, report, _ = verify_run(exits)
-    assert code == 2 and report["stopped"] == "exit" and "code 4" in report["message"]
+    assert code == 2 and report["stopped"] == "exit" and "status 4" in report["message"]
 
 
 def test_syncs_inside_torch_are_not_the_script_s(tmp_path: Path):

@@ -301,13 +301,15 @@ def verify_probes(paths: tuple[Path, ...], output_format: str, device: str, time
 def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: float, device: str, output_format: str) -> None:
     """Run SCRIPT unmodified (arguments after `--`) for N optimizer steps and report its training health.
 
-    Reports frozen parameters, non-finite losses and gradients, host-device syncs per step, autograd
-    graphs kept across steps and step times, and marks the script's static findings confirmed or
-    not. The script's own output goes to stderr. Exit code 1 when a problem or finding is confirmed,
-    else 2 when no optimizer step ran or the script raised an error.
+    Reports frozen parameters, non-finite losses and gradients, divergence and gradient-norm spikes,
+    host-device syncs per step, autograd graphs kept across steps and step times, and marks the
+    script's static findings confirmed or not. The script's own output goes to stderr. Exit code 2
+    when the script failed (an error, a non-zero exit status), no optimizer step ran or trainlint's
+    instruments failed; else 1 when a problem or finding is confirmed; else 0.
     """
     _need_torch()
-    from trainlint.verify.script_run import judge, problems, run_script
+    from trainlint.verify.health import failed_ourselves, problems, script_failed
+    from trainlint.verify.script_run import judge, run_script
 
     report = run_script(script, script_args, steps, timeout, device)
     rows = judge(report, _lint_for_verify([script]))
@@ -320,10 +322,17 @@ def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: 
         from trainlint.formats.verification import render_run
 
         render_run(_console(), report, rows, found)
+    failure = script_failed(report)
+    if failed_ourselves(report):
+        click.echo(f"trainlint: error: {report.get('message')}: {report.get('error') or 'no detail'}", err=True)
+        sys.exit(EXIT_ERROR)
+    if failure:
+        click.echo(f"trainlint: {failure}", err=True)
+        sys.exit(EXIT_ERROR)
     confirmed = any((r["verification"] or {}).get("status") == "confirmed" for r in rows)
     if found or confirmed:
         sys.exit(EXIT_FINDINGS)
-    sys.exit(EXIT_ERROR if not report.get("steps") or report.get("stopped") == "error" else EXIT_CLEAN)
+    sys.exit(EXIT_ERROR if not report.get("steps") else EXIT_CLEAN)
 
 
 @main.command("lsp")
