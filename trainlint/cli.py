@@ -278,7 +278,7 @@ def verify_probes(paths: tuple[Path, ...], output_format: str, device: str, time
     _need_torch()
     from trainlint.verify.runner import verify
 
-    rows = verify(_lint_for_verify(paths or (Path("."),)), device, timeout)
+    rows = verify(_lint_for_verify(paths or (Path("."),)), device, timeout, progress=sys.stderr.isatty())
     if output_format == "json":
         import json
 

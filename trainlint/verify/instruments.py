@@ -145,7 +145,7 @@ def run(request: dict[str, Any]) -> None:
         torch.set_num_threads(1)
     importlib.import_module("torch._dynamo")  # the first optimizer step imports it (~1 s): keep that out of step 1's time
 
-    recorder = Recorder(script, request["steps"], device, report_path)
+    recorder = Recorder(script, request["steps"], device, report_path, progress=request.get("progress", False))
     _install(recorder)
     watchdog = threading.Timer(request["timeout"], _on_timeout, (recorder, request["timeout"]))
     watchdog.daemon = True

@@ -22,6 +22,7 @@ from typing import Any, Callable
 import torch
 
 from trainlint.verify.grad_norms import GradNorms
+from trainlint.verify.progress import Progress
 from trainlint.verify.live_objects import OWN_DIR, calling_frame, graph_nodes, graph_roots, parameter_owners, saved_bytes, user_frames
 
 Report = dict[str, Any]
@@ -68,8 +69,9 @@ class SavedTensor:
 class Recorder:
     """What the hooks saw; `finish()` writes the report."""
 
-    def __init__(self, script: str, steps: int, device: str, report_path: str) -> None:
+    def __init__(self, script: str, steps: int, device: str, report_path: str, progress: bool = False) -> None:
         self.script, self.wanted, self.device, self.report_path = script, steps, device, report_path
+        self.progress = Progress(progress)
         self.on_cpu = device == "cpu"
         self.steps = 0  # optimizer steps completed (of the optimizer that stepped most)
         self.optimizer_steps: Counter[int] = Counter()
@@ -184,6 +186,7 @@ class Recorder:
             return  # a second optimizer in the same step (a GAN's generator)
         self.steps += 1
         self.boundaries.append(self.clock())
+        self.progress.show(f"trainlint: step {self.steps}/{self.wanted} of {os.path.basename(self.script)}", force=self.steps == self.wanted)
         self.norms.end_step()
         self.losses.append(self.last_loss)
         self.saved_per_step.append(self.saved_bytes)
@@ -279,6 +282,7 @@ class Recorder:
         if self.stopped is not None:
             return
         self.stopped, self.message, self.error = stopped, message, error
+        self.progress.clear()
         if stopped == "finished" and self.steps == 0:
             self.message = "the script finished without calling an optimizer's step(): nothing to measure"
         try:

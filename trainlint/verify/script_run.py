@@ -40,7 +40,7 @@ def run_script(script: Path, args: Sequence[str], steps: int, timeout: float, de
         report_path = Path(tmp) / "report.json"
         request = {
             "script": str(script), "args": list(args), "steps": steps, "timeout": timeout, "device": device,
-            "report": str(report_path), "threads_set": "OMP_NUM_THREADS" in os.environ,
+            "report": str(report_path), "threads_set": "OMP_NUM_THREADS" in os.environ, "progress": _stderr_is_terminal(),
         }
         # not `-m trainlint.verify.instruments`: the script runs as __main__, and torch.compile looks up
         # the instruments' globals in their module
@@ -70,6 +70,13 @@ def _run_process_tree(command: Sequence[str], env: dict[str, str], timeout: floa
         except (ProcessLookupError, PermissionError):
             pass
         process.wait()
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _script_output() -> Any:
