@@ -298,7 +298,8 @@ def verify_probes(paths: tuple[Path, ...], output_format: str, device: str, time
 @click.option("--timeout", type=click.FloatRange(min=1), default=600.0, show_default=True, help="Seconds the script may run.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="cpu hides CUDA from the script; cuda requires it.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: float, device: str, output_format: str) -> None:
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write the report as one self-contained HTML page.")
+def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: float, device: str, output_format: str, html_path: Path | None) -> None:
     """Run SCRIPT unmodified (arguments after `--`) for N optimizer steps and report its training health.
 
     Reports frozen parameters, non-finite losses and gradients, divergence and gradient-norm spikes,
@@ -322,6 +323,14 @@ def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: 
         from trainlint.formats.verification import render_run
 
         render_run(_console(), report, rows, found)
+    if html_path is not None:
+        from trainlint.formats.verification_html import render_html
+
+        try:
+            html_path.write_text(render_html(report, rows, found), encoding="utf-8")
+        except OSError as exc:
+            click.echo(f"trainlint: error: cannot write {html_path}: {exc.strerror}", err=True)
+            sys.exit(EXIT_ERROR)
     failure = script_failed(report)
     if failed_ourselves(report):
         click.echo(f"trainlint: error: {report.get('message')}: {report.get('error') or 'no detail'}", err=True)
