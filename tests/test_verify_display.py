@@ -85,3 +85,21 @@ def test_progress_is_shown_on_a_terminal_and_nowhere_else(tmp_path: Path):
     assert re.search(r"\rtrainlint: step 6/6 of train\.py, [\d.]+ s elapsed", shown.replace("\x1b[K", ""))
     piped = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert piped.returncode == 0 and "elapsed" not in piped.stderr and "\r" not in piped.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_probes_show_progress_on_a_terminal(tmp_path: Path):
+    pytest.importorskip("torch")
+    script = tmp_path / "fp16_adam.py"
+    script.write_text(textwrap.dedent("""\
+        import torch
+        model = torch.nn.Linear(4, 4).half()
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        for step in range(100):
+            loss = model(torch.randn(2, 4).half()).float().pow(2).mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """), encoding="utf-8")
+    code, shown = _run_on_a_terminal([sys.executable, "-m", "trainlint", "verify", str(script), "--device", "cpu"])
+    assert re.search(r"\rtrainlint: verifying finding 1/\d \(TL\d+\), [\d.]+ s elapsed", shown.replace("\x1b[K", "")), shown

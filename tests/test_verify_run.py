@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import process_alive
+
 torch = pytest.importorskip("torch")
 
 from trainlint.diagnostics import Diagnostic, Severity  # noqa: E402
@@ -338,15 +340,6 @@ def test_step_order_bugs_are_confirmed_and_their_fixes_are_not(tmp_path: Path):
     assert not [e for e in report["events"] if e["kind"] != "forward with autograd on"]
 
 
-def _alive(pid: int) -> bool:
-    """Running (a zombie waiting for its parent counts as ended)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
-
-
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
 def test_the_run_ends_the_script_s_whole_process_tree(tmp_path: Path):
     pid_file = tmp_path / "spinner.pid"
@@ -365,7 +358,7 @@ def test_the_run_ends_the_script_s_whole_process_tree(tmp_path: Path):
     # stdout and stderr are pipes: `communicate` returns only when no process holds them open
     code, report, _ = verify_run(script, "--steps", "3")
     assert code == 0 and report["steps"] == 3
-    assert not _alive(int(pid_file.read_text()))
+    assert not process_alive(int(pid_file.read_text()))
 
 
 def test_the_script_s_exit_status_and_syntax_errors_are_reported(tmp_path: Path):

@@ -298,8 +298,9 @@ def verify_probes(paths: tuple[Path, ...], output_format: str, device: str, time
 @click.option("--timeout", type=click.FloatRange(min=1), default=600.0, show_default=True, help="Seconds the script may run.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="cpu hides CUDA from the script; cuda requires it.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--nproc-per-node", "nproc", type=click.IntRange(min=1), default=1, show_default=True, help="Run SCRIPT under torchrun in this many processes, instruments in each, and merge their evidence.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write the report as one self-contained HTML page.")
-def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: float, device: str, output_format: str, html_path: Path | None) -> None:
+def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: float, device: str, output_format: str, nproc: int, html_path: Path | None) -> None:
     """Run SCRIPT unmodified (arguments after `--`) for N optimizer steps and report its training health.
 
     Reports frozen parameters, non-finite losses and gradients, divergence and gradient-norm spikes,
@@ -312,7 +313,7 @@ def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: 
     from trainlint.verify.health import failed_ourselves, problems, script_failed
     from trainlint.verify.script_run import judge, run_script
 
-    report = run_script(script, script_args, steps, timeout, device)
+    report = run_script(script, script_args, steps, timeout, device, nproc)
     rows = judge(report, _lint_for_verify([script]))
     found = problems(report)
     if output_format == "json":

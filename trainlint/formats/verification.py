@@ -11,7 +11,7 @@ from rich.table import Table
 
 from trainlint.formats.sparkline import marker_column, sparkline
 from trainlint.verify.health import (
-    FROZEN, clipping_line, failed_ourselves, format_bytes, format_value, frozen_cause, never_cleared, relative_path, run_series,
+    FROZEN, clipping_line, failed_ourselves, format_bytes, format_value, frozen_cause, never_cleared, rank_lines, relative_path, run_series,
 )
 
 STYLE = {"confirmed": "bold red", "not reproduced": "green", "not confirmed": "green", "cannot check here": "yellow"}
@@ -50,7 +50,7 @@ def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str
         console.print(f"  [red]{report['error']}[/]")
     if failed_ourselves(report) or not steps:
         return
-    for section in (_frozen, _series, _syncs, _graphs, _step_notes):
+    for section in (_ranks, _frozen, _series, _syncs, _graphs, _step_notes):
         try:
             section(console, report)
         except Exception as exc:  # a gap in one section, not a lost report
@@ -64,6 +64,14 @@ def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str
             console.print(f"  - {line}")
     else:
         console.print("\nNo training-health problem in this run.")
+
+
+def _ranks(console: Console, report: dict[str, Any]) -> None:
+    lines = rank_lines(report)
+    if lines:
+        console.print(f"\n[bold]Ranks[/] ({report.get('world_size')} processes under torchrun; the sections below are rank 0's, frozen tensors of every rank)")
+        for line in lines:
+            console.print(f"  {'[red]' + line + '[/]' if 'DIVERGE' in line else line}")
 
 
 def _frozen(console: Console, report: dict[str, Any]) -> None:
@@ -83,7 +91,7 @@ def _frozen(console: Console, report: dict[str, Any]) -> None:
         console.print(f"  ... and {len(frozen) - 15} more")
     cause = frozen_cause(frozen)
     if cause:
-        console.print(f"  cause{cause.removeprefix(';')}")
+        console.print(f"  cause: {cause.removeprefix('; ')}")
 
 
 def _series(console: Console, report: dict[str, Any]) -> None:
@@ -116,7 +124,7 @@ def _series(console: Console, report: dict[str, Any]) -> None:
     if timing and timing.get("median_rest_s") is not None:
         first, rest = timing["first_s"], timing["median_rest_s"]
         slower = "  [red]later steps are slower than the first[/]" if rest > 1.2 * first else ""
-        console.print(f"  step time: first {first * 1e3:.1f} ms, median of the rest {rest * 1e3:.1f} ms{slower}")
+        console.print(f"  step time: median of steps 2..N {rest * 1e3:.1f} ms (step 1: {first * 1e3:.1f} ms){slower}")
 
 
 def _syncs(console: Console, report: dict[str, Any]) -> None:

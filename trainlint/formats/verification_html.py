@@ -9,7 +9,7 @@ from html import escape
 from typing import Any, Sequence
 
 from trainlint.verify.health import (
-    FROZEN, clipping_line, format_bytes, format_value, frozen_cause, relative_path, run_series, script_failed,
+    FROZEN, clipping_line, format_bytes, format_value, frozen_cause, rank_lines, relative_path, run_series, script_failed,
 )
 
 Report = dict[str, Any]
@@ -192,13 +192,9 @@ def _findings(rows: Sequence[Report]) -> str:
 
 
 def _ranks(report: Report) -> list[str]:
-    """One section for a multi-process run: each rank's state (the merged evidence is above)."""
-    ranks = report.get("ranks") or []
-    if not ranks:
+    """One section for a multi-process run: each rank's state and whether their parameters agree."""
+    lines = rank_lines(report)
+    if not lines:
         return []
-    rows = [
-        [str(r.get("rank")), str(r.get("steps", 0)), escape(str(r.get("stopped") or "")), escape(str(r.get("message") or "")),
-         str(len([f for f in r.get("frozen") or [] if f["frozen_fraction"] >= FROZEN]))]
-        for r in ranks
-    ]
-    return ["<h2>Ranks</h2>" + _table(["rank", "steps", "ended", "how", "frozen tensors"], rows, numeric=(0, 1, 4))]
+    items = "".join(f"<li class=\"{'bad' if 'DIVERGE' in line else ''}\">{escape(line)}</li>" for line in lines)
+    return [f"<h2>Ranks</h2><p class=\"meta\">{report.get('world_size')} processes under torchrun; the sections above are rank 0's</p><ul>{items}</ul>"]

@@ -40,6 +40,12 @@ def problems(report: Report) -> list[str]:
             f"gradient-norm spikes: {len(spikes['steps'])} step(s) above {SPIKE_FACTOR:g}x the run's median norm ({spikes['median']:.3g}), "
             f"from step {spikes['steps'][0]} ({spikes['first']:.4g}; largest {spikes['max']:.4g})"
         )
+    agreement = report.get("rank_agreement") or {}
+    if agreement.get("status") == "diverge":
+        found.append(
+            f"the ranks diverge: parameter checksums of rank(s) {', '.join(map(str, agreement['ranks']))} differ from rank {agreement.get('reference_rank', 0)}'s "
+            f"after step {agreement['first_step']} (replicas trained apart: no DDP wrapper, or a rank-dependent update)"
+        )
     for graph in report.get("graphs") or []:
         found.append(f"`{graph['name']}` keeps autograd graphs: +{graph['growth_per_step']:.0f} nodes per step")
     growth = (report.get("saved_bytes") or {}).get("growth_per_step") or 0
@@ -59,6 +65,8 @@ def failed_ourselves(report: Report) -> bool:
 
 def script_failed(report: Report) -> str | None:
     """A line saying how the script failed (an error, a non-zero exit status), or None."""
+    if report.get("stopped") == "rank-failed":
+        return f"a rank failed: {report.get('error')}"
     if report.get("stopped") == "error":
         return f"the script raised an error (exit status 1): {report.get('error') or ''}".rstrip(": ")
     status = report.get("exit_code")
@@ -205,3 +213,26 @@ def clipping_line(report: Report) -> str | None:
     if site["kind"] == "norm":
         line += f"; the norm (measured before clipping, unscaled) exceeded it at {clipping['steps_clipped']} of {report.get('steps', 0)} steps"
     return line
+
+
+def rank_lines(report: Report) -> list[str]:
+    """A multi-process run: one line per rank, then whether their parameters agree."""
+    lines = []
+    for rank in report.get("ranks") or []:
+        collectives = ", ".join(f"{c['kind']} {c['per_step']:.3g}" for c in rank.get("collectives") or [])
+        frozen = len([f for f in rank.get("frozen") or [] if f["frozen_fraction"] >= FROZEN])
+        loss = f", loss {rank['loss_first']:.4g} -> {rank['loss_last']:.4g}" if rank.get("loss_first") is not None else ""
+        per_step = f"; collectives per step: {collectives}" if collectives else ""
+        syncs = len([s for s in rank.get("syncs") or [] if s["every_step"]])
+        lines.append(
+            f"rank {rank['rank']}: {rank['steps']} step(s), {rank.get('message') or rank.get('stopped')}{loss}, "
+            f"{frozen} frozen tensor(s), {syncs} sync site(s) every step{per_step}"
+        )
+    agreement = report.get("rank_agreement") or {}
+    if agreement.get("status") == "agree":
+        lines.append(f"parameters agree across ranks {', '.join(map(str, agreement['ranks_compared']))} after each of {agreement['steps_compared']} steps")
+    elif agreement.get("status") == "diverge":
+        lines.append(f"parameters DIVERGE: rank(s) {', '.join(map(str, agreement['ranks']))} differ from rank {agreement['reference_rank']} after step {agreement['first_step']}")
+    elif agreement:
+        lines.append(f"parameters not compared: {agreement.get('detail')}")
+    return lines

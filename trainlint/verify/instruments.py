@@ -29,6 +29,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.overrides import TorchFunctionMode
 
+from trainlint.verify.distributed import RankEvidence, rank_and_world
 from trainlint.verify.live_objects import calling_frame, is_internal
 from trainlint.verify.recorder import Recorder, SavedTensor, StopRun
 
@@ -137,6 +138,9 @@ def _patch(recorder: Recorder, owner: Any, name: str, before: Callable[..., Any]
 def run(request: dict[str, Any]) -> None:
     """Run the script of `request` under the instruments and write the report to its path."""
     script, report_path = request["script"], request["report"]
+    rank, world_size = rank_and_world()
+    if world_size > 1:  # one report per rank, merged by `ranks.merge`
+        report_path = f"{report_path}.rank{rank}"
     if request["device"] == "cuda" and not torch.cuda.is_available():
         Recorder(script, request["steps"], "cuda", report_path).finish("error", "no CUDA device is available", "--device cuda needs a CUDA device")
         return
@@ -145,8 +149,12 @@ def run(request: dict[str, Any]) -> None:
         torch.set_num_threads(1)
     importlib.import_module("torch._dynamo")  # the first optimizer step imports it (~1 s): keep that out of step 1's time
 
-    recorder = Recorder(script, request["steps"], device, report_path, progress=request.get("progress", False))
+    recorder = Recorder(script, request["steps"], device, report_path, progress=request.get("progress", False) and rank == 0)
     _install(recorder)
+    if world_size > 1:
+        recorder.rank, recorder.world_size = rank, world_size
+        recorder.rank_evidence = RankEvidence(recorder)
+        recorder.rank_evidence.install()
     watchdog = threading.Timer(request["timeout"], _on_timeout, (recorder, request["timeout"]))
     watchdog.daemon = True
     watchdog.start()

@@ -12,6 +12,7 @@ import linecache
 import os
 import statistics
 import sys
+import threading
 import time
 import traceback
 import weakref
@@ -107,9 +108,12 @@ class Recorder:
         self.anomaly_steps: list[int] = []
         self.eval_mode_steps: list[int] = []
         self.scheduler_steps_before_first_step = 0
+        self.rank_evidence: Any = None  # distributed.RankEvidence in a multi-process run
+        self.rank, self.world_size = 0, 1
         self.default_dtype_site: Report | None = None
         self.exit_code: int | None = None  # the status the script asked for with sys.exit()
         self.stopped: str | None = None
+        self.finishing = threading.RLock()  # held while the report is written
         self.message = ""
         self.error: str | None = None
 
@@ -153,7 +157,8 @@ class Recorder:
 
     def before_step(self, optimizer: torch.optim.Optimizer, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> None:
         if self.stopped is not None:
-            os._exit(0)  # the script caught StopRun and trained on; the report is written
+            with self.finishing:  # (another thread may still be writing it)
+                os._exit(0)  # the script caught StopRun and trained on; the report is written
         renewed = False
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         for param in params:
@@ -188,6 +193,8 @@ class Recorder:
         self.boundaries.append(self.clock())
         self.progress.show(f"trainlint: step {self.steps}/{self.wanted} of {os.path.basename(self.script)}", force=self.steps == self.wanted)
         self.norms.end_step()
+        if self.rank_evidence is not None:
+            self.rank_evidence.after_step([p for p, _, _ in self.tracked.values()])
         self.losses.append(self.last_loss)
         self.saved_per_step.append(self.saved_bytes)
         if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -278,9 +285,13 @@ class Recorder:
 
     # -- the report -------------------------------------------------------------------------
     def finish(self, stopped: str, message: str, error: str | None = None) -> None:
-        """Record why the run ended and write the report; only the first call counts."""
-        if self.stopped is not None:
-            return
+        """Record why the run ended and write the report; only the first call counts, and a call
+        from another thread (the timeout, the launcher's SIGTERM) returns once the report is written."""
+        with self.finishing:
+            if self.stopped is None:
+                self._write(stopped, message, error)
+
+    def _write(self, stopped: str, message: str, error: str | None) -> None:
         self.stopped, self.message, self.error = stopped, message, error
         self.progress.clear()
         if stopped == "finished" and self.steps == 0:
@@ -293,8 +304,10 @@ class Recorder:
                 "message": f"{self.message}; building the report failed (a fault in trainlint, not in the script)",
                 "error": f"{type(exc).__name__}: {exc}", "script_error": error, "exit_code": self.exit_code,
             })
-        with open(self.report_path, "w", encoding="utf-8") as out:
+        partial = f"{self.report_path}.partial"  # a process killed mid-write leaves no half report
+        with open(partial, "w", encoding="utf-8") as out:
             out.write(text)
+        os.replace(partial, self.report_path)
 
     def report(self) -> Report:
         """The run's figures, JSON-ready."""
@@ -330,6 +343,9 @@ class Recorder:
             "scheduler_steps_before_first_step": self.scheduler_steps_before_first_step,
             "anomaly_steps": self.anomaly_steps,
             "eval_mode_steps": self.eval_mode_steps,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "distributed": self.rank_evidence.report() if self.rank_evidence is not None else None,
         }
 
     def _name(self, param: torch.Tensor) -> str:

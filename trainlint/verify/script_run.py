@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trainlint.diagnostics import Diagnostic
+from trainlint.verify.ranks import merge, no_report
 from trainlint.verify.health import (
     FROZEN, divergence, failed_ourselves, format_bytes, frozen_cause, frozen_examples, grad_norm_spikes, never_cleared,
 )
@@ -30,8 +31,11 @@ JUDGED = frozenset({
 })
 
 
-def run_script(script: Path, args: Sequence[str], steps: int, timeout: float, device: str) -> Report:
-    """The instruments' report for `script` run with `args`; the script's output goes to our stderr."""
+def run_script(script: Path, args: Sequence[str], steps: int, timeout: float, device: str, nproc: int = 1) -> Report:
+    """The instruments' report for `script` run with `args`; the script's output goes to our stderr.
+
+    With `nproc` > 1 the script runs under torch's elastic launcher (torchrun) in that many processes,
+    the instruments in each, and their reports are merged (`ranks.merge`)."""
     env = dict(os.environ)
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -45,14 +49,26 @@ def run_script(script: Path, args: Sequence[str], steps: int, timeout: float, de
         # not `-m trainlint.verify.instruments`: the script runs as __main__, and torch.compile looks up
         # the instruments' globals in their module
         entry = "import sys; from trainlint.verify.instruments import main; main(sys.argv[1:])"
-        command = [sys.executable, "-c", entry, json.dumps(request)]
-        code = _run_process_tree(command, env, timeout + GRACE_S)
-        try:
-            return json.loads(report_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            pass
-    ended = f"did not end within {timeout + GRACE_S:g} s" if code is None else f"ended with exit code {code}"
-    return {"script": str(script), "steps": 0, "stopped": "internal-error", "message": f"the instrumented run {ended} and wrote no report", "error": None}
+        if nproc > 1:
+            # SIGTERM (the launcher stopping a rank) is blocked before any thread starts, so that the
+            # instruments' own thread takes it and writes the rank's report (`distributed.py`)
+            entry = "import signal; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}); " + entry
+            launcher = [
+                sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "--max-restarts=0",
+                "--no-python", sys.executable,
+            ]
+            code = _run_process_tree([*launcher, "-c", entry, json.dumps(request)], env, timeout + GRACE_S)
+            return merge([_read_report(Path(f"{report_path}.rank{rank}")) for rank in range(nproc)], code, str(script))
+        code = _run_process_tree([sys.executable, "-c", entry, json.dumps(request)], env, timeout + GRACE_S)
+        report = _read_report(report_path)
+    return report if report is not None else no_report(str(script), code, timeout + GRACE_S)
+
+
+def _read_report(path: Path) -> Report | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def _run_process_tree(command: Sequence[str], env: dict[str, str], timeout: float) -> int | None:
