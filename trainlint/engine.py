@@ -132,7 +132,9 @@ def lint_source(source: str, name: str, settings: Settings) -> FileResult:
         result.diagnostics.append(_error(name, f"cannot parse file: {type(exc).__name__}"))
         return result
     try:
-        model = TrainingModel.build(module, settings.analysis())
+        from trainlint.project import shared
+
+        model = TrainingModel.build(module, settings.analysis(), path=name, project=shared())
         findings: list[tuple[Rule, Finding]] = []
         for rule in rules:
             findings.extend((rule, f) for f in rule.check(model))

@@ -13,7 +13,11 @@ GATE_WORDS = frozenset(
     plot monitor profile profiling freq frequency period periodic first last""".split()
 )
 # counters compared with a constant: `if step == 0`, `if i == 0`
-COUNTER_WORDS = frozenset("step steps iter iters iteration it epoch batch idx i n global count counter".split())
+COUNTER_WORDS = frozenset(
+    "step steps iter iters iteration iterations it epoch batch idx i n global count counter updates update num".split()
+)
+# `if rank == 0`, `if local_rank == 0`: the main process runs it on every step, it is no gate
+RANK_WORDS = frozenset("rank process master main world gpu gpus device devices node local size".split())
 # accumulation boundaries: the statements under them run once per optimizer step, not per micro-batch
 BOUNDARY_NAMES = frozenset({"sync_gradients"})
 
@@ -48,8 +52,22 @@ def _is_counter_equality(expr: cst.CSTNode) -> bool:
     if not any(isinstance(s, cst.Integer) for s in sides):
         return False
     return any(
-        isinstance(s, (cst.Name, cst.Attribute)) and COUNTER_WORDS & set(tokens(_identifiers(s)[0]))
+        isinstance(s, (cst.Name, cst.Attribute))
+        and COUNTER_WORDS & set(tokens(_identifiers(s)[0]))
+        and not RANK_WORDS & set(tokens(_identifiers(s)[0]))
         for s in sides
+    )
+
+
+def is_lazy_init_test(test: cst.BaseExpression) -> bool:
+    """`if self.graph is None:` / `if cache is None:`: a body that runs once, to build what is missing."""
+    return (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Is)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
+        and isinstance(test.left, cst.Attribute)
     )
 
 
