@@ -11,7 +11,8 @@ from rich.table import Table
 
 from trainlint.formats.sparkline import marker_column, sparkline
 from trainlint.verify.health import (
-    FROZEN, clipping_line, failed_ourselves, format_bytes, format_value, frozen_cause, never_cleared, rank_lines, relative_path, run_series,
+    FROZEN, clipping_line, failed_ourselves, format_bytes, format_value, frozen_cause, never_cleared, rank_lines, relative_path,
+    run_series, script_failed,
 )
 
 STYLE = {"confirmed": "bold red", "not reproduced": "green", "not confirmed": "green", "cannot check here": "yellow"}
@@ -63,7 +64,8 @@ def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str
         for line in problems:
             console.print(f"  - {line}")
     else:
-        console.print("\nNo training-health problem in this run.")
+        scope = f"the {steps} step(s) before the run failed" if script_failed(report) else "this run"
+        console.print(f"\nNo training-health problem in {scope}.")
 
 
 def _ranks(console: Console, report: dict[str, Any]) -> None:

@@ -29,8 +29,7 @@ th { border-bottom: 1px solid #ccd; } td.num, th.num { text-align: right; } code
 
 def render_html(report: Report, rows: Sequence[Report], problems: Sequence[str]) -> str:
     """The whole page as one string."""
-    parts = [_header(report, problems), _series(report), _frozen(report), _syncs(report), _graphs(report), _findings(rows)]
-    parts.extend(_ranks(report))
+    parts = [_header(report, problems), *_ranks(report), _series(report), _frozen(report), _syncs(report), _graphs(report), _findings(rows)]
     body = "\n".join(p for p in parts if p)
     title = f"trainlint verify run: {report.get('script', '')}"
     return (
@@ -52,7 +51,8 @@ def _header(report: Report, problems: Sequence[str]) -> str:
     if problems:
         out.append("<h2>Problems</h2><ul class=\"problems\">" + "".join(f"<li>{escape(p)}</li>" for p in problems) + "</ul>")
     elif steps and report.get("stopped") != "internal-error":
-        out.append("<p class=\"good\">No training-health problem in this run.</p>")
+        scope = f"the {steps} step(s) before the run failed" if failure else "this run"
+        out.append(f"<p class=\"good\">No training-health problem in {scope}.</p>")
     return "\n".join(out)
 
 
@@ -197,4 +197,4 @@ def _ranks(report: Report) -> list[str]:
     if not lines:
         return []
     items = "".join(f"<li class=\"{'bad' if 'DIVERGE' in line else ''}\">{escape(line)}</li>" for line in lines)
-    return [f"<h2>Ranks</h2><p class=\"meta\">{report.get('world_size')} processes under torchrun; the sections above are rank 0's</p><ul>{items}</ul>"]
+    return [f"<h2>Ranks</h2><p class=\"meta\">{report.get('world_size')} processes under torchrun; the sections below are rank 0's</p><ul>{items}</ul>"]

@@ -14,6 +14,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from trainlint.verify.grad_norms import local
+
 # torch.distributed's collectives as the script (or FSDP, which calls them from Python) reaches them
 # (the `_single` ones are FSDP2's; names a torch version lacks are skipped)
 COLLECTIVES = (
@@ -101,8 +103,8 @@ class RankEvidence:
         """A checksum of this rank's parameters (no sync: read at the end)."""
         if any(type(p).__name__ == "DTensor" for p in params):
             self.sharded = True
-        local = [getattr(p, "_local_tensor", p).detach() for p in params]
-        self.checksums.append(torch.stack([t.double().sum() for t in local]).sum() if local else torch.zeros((), dtype=torch.float64))
+        shards = [local(p.detach()) for p in params]
+        self.checksums.append(torch.stack([t.double().sum() for t in shards]).sum() if shards else torch.zeros((), dtype=torch.float64))
 
     def report(self) -> dict[str, Any]:
         steps = self.recorder.steps

@@ -61,7 +61,8 @@ class GradNorms:
             if grad is None or id(param) in self.measured:
                 continue
             self.measured.add(id(param))
-            grads.append(grad.detach().coalesce().values() if grad.is_sparse else grad.detach())
+            grad = local(grad.detach())  # a shard's norm: the global one would need a collective of ours
+            grads.append(grad.coalesce().values() if grad.is_sparse else grad)
         if not grads:
             return
         if self.device is None:
@@ -94,6 +95,13 @@ class GradNorms:
             for (path, line, kind), limits in self.clips.items()
         ]
         return {"sites": sites, "steps_clipped": len(over), "first_clipped_step": over[0] if over else None}
+
+
+def local(tensor: torch.Tensor) -> torch.Tensor:
+    """This process's shard of a sharded tensor (FSDP2's DTensor), the tensor itself otherwise: the
+    instruments never start a collective of their own (one that another rank never joins would hang)."""
+    to_local = getattr(tensor, "to_local", None)
+    return to_local() if callable(to_local) else tensor
 
 
 def _norm_dtype(dtype: torch.dtype) -> torch.dtype | None:

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import torch
 
-from trainlint.verify.grad_norms import GradNorms
+from trainlint.verify.grad_norms import GradNorms, local
 from trainlint.verify.progress import Progress
 from trainlint.verify.live_objects import OWN_DIR, calling_frame, graph_nodes, graph_roots, parameter_owners, saved_bytes, user_frames
 
@@ -167,7 +167,8 @@ class Recorder:
             self.last_grads[id(param)] = weakref.ref(param.grad)
             if id(param) not in self.tracked:
                 # one host copy per parameter, at its first step
-                self.tracked[id(param)] = (param, param.detach().to("cpu", copy=True), torch.zeros_like(param, dtype=torch.bool))
+                values = local(param.detach())
+                self.tracked[id(param)] = (param, values.to("cpu", copy=True), torch.zeros_like(values, dtype=torch.bool))
         if not (args and callable(args[0])) and not (kwargs or {}).get("closure"):
             self.norms.add(params)  # those a clip call did not measure already
         self.renewed_grads_steps += renewed
@@ -182,7 +183,7 @@ class Recorder:
             for param in group["params"]:
                 entry = self.tracked.get(id(param))
                 if entry is not None and param.grad is not None:
-                    grad = param.grad.detach()
+                    grad = local(param.grad.detach())
                     entry[2].logical_or_((grad.coalesce().to_dense() if grad.is_sparse else grad) != 0)
         # a closure (LBFGS) computes the gradients inside step(): measure them now
         self.norms.add(p for group in optimizer.param_groups for p in group["params"])
@@ -356,7 +357,7 @@ class Recorder:
         for param, snapshot, mask in self.tracked.values():
             moved = mask.cpu()
             with_grad = int(moved.sum())
-            same = int(((param.detach().cpu() == snapshot) & moved).sum()) if with_grad else 0
+            same = int(((local(param.detach()).cpu() == snapshot) & moved).sum()) if with_grad else 0
             if same:
                 low = param.dtype in (torch.bfloat16, torch.float16)
                 rows.append({
