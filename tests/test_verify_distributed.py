@@ -21,10 +21,10 @@ if not distributed.is_available() or not distributed.is_gloo_available():
 SCRIPT = Path(__file__).resolve().parent / "fixtures" / "scripts" / "ddp_style.py"
 
 
-def verify_run(*script_args: str, steps: int = 6, output: str = "json") -> tuple[int, Any, str]:
+def verify_run(*script_args: str, steps: int = 6, output: str = "json", timeout: int = 600) -> tuple[int, Any, str]:
     done = subprocess.run(
         [sys.executable, "-m", "trainlint", "verify", "run", str(SCRIPT), "--nproc-per-node", "2", "--steps", str(steps),
-         "--device", "cpu", "--format", output, "--", *script_args],
+         "--device", "cpu", "--format", output, "--timeout", str(timeout), "--", *script_args],
         capture_output=True, text=True, timeout=300,
     )
     return done.returncode, (json.loads(done.stdout) if output == "json" else done.stdout), done.stderr
@@ -67,5 +67,16 @@ def test_a_killed_rank_ends_the_run_with_a_clear_report_and_no_orphans(tmp_path:
     rank0, rank1 = report["ranks"]
     assert rank0["reported"] and rank0["steps"] == 3 and not rank1["reported"]
     assert "trainlint: a rank failed: rank 1 ended without writing its report" in stderr
+    pids = [int(p.read_text()) for p in tmp_path.glob("rank*.pid")]
+    assert len(pids) == 2 and not any(process_alive(pid) for pid in pids)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+def test_a_hung_rank_ends_the_run_at_the_timeout_with_a_clear_report(tmp_path: Path):
+    code, report, stderr = verify_run("--hang-rank", "1", "--die-step", "3", "--pid-dir", str(tmp_path), steps=20, timeout=10)
+    assert code == 2
+    assert report["stopped"] == "rank-failed" and report["steps"] == 3
+    assert "stopped by the timeout (stopped by the 10 s timeout after 3 optimizer steps): a rank hangs" in report["error"]
+    assert "trainlint: a rank failed: rank" in stderr
     pids = [int(p.read_text()) for p in tmp_path.glob("rank*.pid")]
     assert len(pids) == 2 and not any(process_alive(pid) for pid in pids)

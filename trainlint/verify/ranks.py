@@ -41,10 +41,20 @@ def merge(reports: Sequence[Report | None], launcher_code: int | None, script: s
         merged["steps"] = min(r.get("steps") or 0 for r in present)
     missing = [rank for rank, r in enumerate(reports) if r is None]
     failed = [(rank, r) for rank, r in enumerate(reports) if r is not None and r.get("stopped") in ("error", "internal-error")]
+    # ranks stopped by the timeout: one hung (the others then wait for it in a collective), or slow steps
+    hung = [rank for rank, r in enumerate(reports) if r is not None and r.get("stopped") == "timeout"]
     if missing:
         merged["stopped"] = "rank-failed"
         merged["error"] = f"rank {', '.join(map(str, missing))} ended without writing its report (killed, or crashed in native code); the launcher {_ended(launcher_code)}"
         merged["message"] = f"rank {missing[0]} died; the other ranks' evidence is kept"
+    elif hung:
+        then = f"; rank {failed[0][0]} then failed: {failed[0][1].get('error') or failed[0][1].get('message')}" if failed else ""
+        merged["stopped"] = "rank-failed"
+        merged["error"] = (
+            f"rank {', '.join(map(str, hung))} stopped by the timeout ({reports[hung[0]].get('message')}): a rank hangs "  # type: ignore[union-attr]
+            f"(waiting in a collective another rank never joined?) or the steps are slower than --timeout{then}"
+        )
+        merged["message"] = f"rank {', '.join(map(str, hung))} did not finish the steps in time; the ranks' evidence is kept"
     elif failed:
         rank, worst = failed[0]
         merged.update({key: worst.get(key) for key in ("stopped", "message", "error", "exit_code")})
