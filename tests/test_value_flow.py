@@ -397,3 +397,51 @@ def test_no_grad_callee_and_train_mode_restored_by_another_module(tmp_path):
         """,
     }
     assert lint_tree(tmp_path, files, "TL5") == []
+
+
+def test_syncs_on_the_optimizer_step_branch_run_every_step():
+    code = """
+    import torch
+    for idx, batch in enumerate(loader):
+        loss = model(batch.cuda()) / accum
+        loss.backward()
+        running_loss += loss.detach()
+        if (idx + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+            loss_to_log = running_loss.item()
+            pbar.set_description(f"loss {loss_to_log}")
+            running_loss = 0
+            if (idx + 1) % (accum * 100) == 0:
+                print(loss.item())
+    """
+    assert found(code, "TL401") == [10]
+
+
+def test_helper_in_another_module_that_reads_a_device_tensor(tmp_path):
+    files = {
+        "misc.py": """
+            import torch
+
+            def all_reduce_mean(x):
+                world_size = get_world_size()
+                if world_size > 1:
+                    x_reduce = torch.tensor(x).cuda()
+                    dist.all_reduce(x_reduce)
+                    x_reduce /= world_size
+                    return x_reduce.item()
+                return x
+        """,
+        "engine.py": """
+            import misc
+
+            def train_one_epoch(model, loader, optimizer, device):
+                for samples in loader:
+                    loss = model(samples.to(device))
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    loss_value_reduce = misc.all_reduce_mean(1.0)
+        """,
+    }
+    assert "engine.py:10:TL401" in lint_tree(tmp_path, files, "TL401")

@@ -8,7 +8,9 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from trainlint.model import AnalysisSettings
-from trainlint.rules import SelectionError, select_rules
+from trainlint.rules import RULES_BY_CODE, SelectionError, select_rules
+
+UNUSED_NOQA_CODE = "TL001"  # see trainlint.noqa
 
 KNOWN_KEYS = {
     "select": list,
@@ -45,9 +47,21 @@ class Settings:
 
     def rule_codes(self) -> tuple[str, ...]:
         rules = select_rules(
-            list(self.select) if self.select is not None else None, list(self.ignore), list(self.extend_select)
+            _rule_selectors(self.select) if self.select is not None else None,
+            _rule_selectors(self.ignore),
+            _rule_selectors(self.extend_select),
         )
         return tuple(r.code for r in rules)
+
+    def reports_unused_noqa(self, path: Path | None = None) -> bool:
+        """Whether TL001 unused-noqa is selected (off by default, like ruff's RUF100), for `path`'s ignores."""
+
+        def specificity(selectors: tuple[str, ...] | frozenset[str]) -> int:
+            return max((len(s) if s != "ALL" else 0 for s in selectors if s == "ALL" or UNUSED_NOQA_CODE.startswith(s)), default=-1)
+
+        on = max(specificity(self.select) if self.select is not None else -1, specificity(self.extend_select))
+        off = specificity((*self.ignore, *(self.ignored_for(path) if path is not None else ())))
+        return on >= 0 and on > off
 
     def ignored_for(self, path: Path) -> frozenset[str]:
         """Codes that per-file-ignores switch off for this file (prefixes expanded by the caller)."""
@@ -60,6 +74,11 @@ class Settings:
 
     def analysis(self) -> AnalysisSettings:
         return AnalysisSettings(step_functions=self.step_functions, gate_names=self.gate_names)
+
+
+def _rule_selectors(selectors: tuple[str, ...] | list[str]) -> list[str]:
+    """Selectors without those naming only TL001 (a code of the suppression layer, not a rule class)."""
+    return [s for s in selectors if s == "ALL" or not UNUSED_NOQA_CODE.startswith(s) or any(c.startswith(s) for c in RULES_BY_CODE)]
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -135,7 +154,7 @@ def validate(settings: Settings) -> None:
     try:
         settings.rule_codes()
         for _, codes in settings.per_file_ignores:
-            select_rules(None, list(codes))
+            select_rules(None, _rule_selectors(codes))
     except SelectionError as exc:
         where = settings.config_path or "command line"
         raise ConfigError(f"{where}: {exc}") from exc

@@ -19,7 +19,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic, Edit, Fix, Severity
 from trainlint.model import TrainingModel
-from trainlint.noqa import parse_suppressions
+from trainlint.noqa import Suppressions, parse_suppressions
 from trainlint.rule import Finding, NodeEdit, Rule
 from trainlint.rules import RULES_BY_CODE
 
@@ -111,9 +111,18 @@ def lint_json(source: str, name: str, settings: Settings) -> FileResult:
 
 
 def lint_source(source: str, name: str, settings: Settings) -> FileResult:
-    """Lint source text; never raises (an analysis bug becomes an internal-error diagnostic)."""
+    """Lint source text (Python, a notebook or a DeepSpeed JSON config by its name); never raises."""
     if name.endswith(".json"):
         return lint_json(source, name, settings)
+    if name.endswith(".ipynb"):
+        from trainlint.notebook import lint_notebook
+
+        return lint_notebook(source, name, settings)
+    return lint_python(source, name, settings)
+
+
+def lint_python(source: str, name: str, settings: Settings) -> FileResult:
+    """Lint Python source text; never raises (an analysis bug becomes an internal-error diagnostic)."""
     result = FileResult(name, source=source)
     ignored = settings.ignored_for(Path(name))
     codes = tuple(c for c in _codes(settings) if not any(c.startswith(i) for i in ignored))
@@ -138,8 +147,11 @@ def lint_source(source: str, name: str, settings: Settings) -> FileResult:
         findings: list[tuple[Rule, Finding]] = []
         for rule in rules:
             findings.extend((rule, f) for f in rule.check(model))
+        suppressions = parse_suppressions(source)
         if findings:
-            result.diagnostics.extend(_diagnostics(module, source, name, findings))
+            result.diagnostics.extend(_diagnostics(module, source, name, findings, suppressions))
+        if settings.reports_unused_noqa(Path(name)):
+            result.diagnostics.extend(suppressions.unused(name, {r.code for r in rules}))
     except RecursionError:
         result.diagnostics.append(_error(name, "cannot analyse file: nesting too deep"))
     except Exception as exc:  # an analysis bug must not stop the run
@@ -171,10 +183,11 @@ def _syntax_error(source: str, exc: cst.ParserSyntaxError) -> tuple[str, int, in
     return message, line, column
 
 
-def _diagnostics(module: cst.Module, source: str, name: str, findings: list[tuple[Rule, Finding]]) -> list[Diagnostic]:
+def _diagnostics(
+    module: cst.Module, source: str, name: str, findings: list[tuple[Rule, Finding]], suppressions: Suppressions
+) -> list[Diagnostic]:
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     lines = source.splitlines()
-    suppressions = parse_suppressions(source)
     seen: set[tuple[str, int, int]] = set()
     out: list[Diagnostic] = []
     for rule, finding in findings:

@@ -16,8 +16,8 @@ from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, Module
 
 # a module containing none of these can say nothing a training step needs
 TRAINING_TOKENS = (
-    "backward", "step(", "zero_grad", "clip_grad", "GradScaler", "autocast", "half()", "bfloat16", "float16",
-    "synchronize", ".item()", "no_grad", "inference_mode", ".cpu()", "torch_dtype", "Optimizer", ".scale(",
+    "backward", ".step(", "zero_grad", "clip_grad", "GradScaler", ".scale(", "synchronize", ".item()",
+    ".train(", "optim", "half()", "bfloat16", "float16", "torch_dtype",
 )
 # top-level names that are never the project's own (a local folder of that name would be unusual)
 LIBRARY_ROOTS = frozenset(

@@ -201,6 +201,19 @@ def print_diff(findings: list[Finding], labels: dict[Key, Label], repos: set[str
             print(f"  {sign} {key[0]} {key[1]}:{key[2]} {key[3]} {verdict}")
 
 
+def print_errors(findings: list[Finding], labels: dict[Key, Label], repos: set[str]) -> None:
+    """The false findings still reported, and the true ones (`tp` or `fn` labels) not found."""
+    found = {f.key for f in findings}
+    false = [f for f in findings if (l := labels.get(f.key)) is not None and l.verdict == "fp"]
+    missed = [l for l in labels.values() if l.repo in repos and l.verdict in ("tp", "fn") and l.key not in found]
+    print(f"\nfalse findings still reported: {len(false)}")
+    for f in false:
+        print(f"  {f.repo} {f.path}:{f.line} {f.code} [{labels[f.key].reason}]")
+    print(f"\nexpected findings missed: {len(missed)}")
+    for l in sorted(missed, key=lambda l: l.key):
+        print(f"  {l.repo} {l.path}:{l.line} {l.code} [{l.verdict}: {l.reason}]")
+
+
 def record(findings: list[Finding], repos: set[str]) -> None:
     """Rewrite last_run.json: the linted repositories' findings replace their previous entries."""
     data = json.loads(LAST_RUN.read_text(encoding="utf-8")) if LAST_RUN.is_file() else {}
@@ -217,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repo", action="append", help="only this repository (repeatable)")
     parser.add_argument("--unlabelled", action="store_true", help="list unlabelled findings with code context")
     parser.add_argument("--record", action="store_true", help="rewrite last_run.json with this run's findings")
+    parser.add_argument("--errors", action="store_true", help="list the false findings still reported and the expected ones missed")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args(argv)
     specs = load_manifest()
@@ -250,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     print_diff(findings, labels, repos)
     if args.unlabelled:
         print_unlabelled(args.corpus, linted, findings, labels)
+    if args.errors:
+        print_errors(findings, labels, repos)
     if args.record:
         record(findings, repos)
     return 0

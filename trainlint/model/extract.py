@@ -18,7 +18,7 @@ from trainlint.model.facts import (
     Site,
     WithItem,
 )
-from trainlint.model.gates import has_modulo, is_gate_test, is_lazy_init_test
+from trainlint.model.gates import child_nodes, has_modulo, is_gate_test, is_lazy_init_test
 from trainlint.model.names import ImportMap, dotted
 from trainlint.model.torchnames import AUTOCAST, NO_GRAD, autocast_dtype, is_false
 
@@ -102,7 +102,7 @@ def _words(expr: cst.CSTNode) -> list[str]:
             out.extend(tokens(n.value))
             out.append(n.value.lower())
         else:
-            stack.extend(n.children)
+            stack.extend(child_nodes(n))
     return out
 
 
@@ -126,9 +126,10 @@ class Extractor(cst.CSTVisitor):
         self._function: Function | None = None
         self._loop_stack: list[Loop] = []
         self._gates: list[int] = []
+        self._gate_nodes: list[cst.If | None] = []
         self._excepts = 0
         self._withs: list[WithItem] = []
-        self._frames: list[tuple[Function | None, list[Loop], list[int], int, list[WithItem]]] = []
+        self._frames: list[tuple[Function | None, list[Loop], list[int], int, list[WithItem], list[cst.If | None]]] = []
         self._block_gates: list[int] = []
         self._class_infos: list[ClassInfo | None] = []
         self._order = 0
@@ -141,6 +142,7 @@ class Extractor(cst.CSTVisitor):
             function=self._function,
             loops=tuple(self._loop_stack),
             gate_depths=tuple(self._gates),
+            gate_nodes=tuple(self._gate_nodes),
             in_except=self._excepts > 0,
             withs=tuple(self._withs),
             order=self._order,
@@ -205,13 +207,13 @@ class Extractor(cst.CSTVisitor):
         info = self._class_infos[-1] if self._class_infos and cls else None
         if info is not None:
             info.methods.setdefault(fn.name, fn)
-        self._frames.append((self._function, self._loop_stack, self._gates, self._excepts, self._withs))
-        self._function, self._loop_stack, self._gates, self._excepts, self._withs = fn, [], [], 0, []
+        self._frames.append((self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes))
+        self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes = fn, [], [], 0, [], []
         if any(d in NO_GRAD for d in decorators):
             self._withs.append(WithItem("no_grad", None))
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self._function, self._loop_stack, self._gates, self._excepts, self._withs = self._frames.pop()
+        self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes = self._frames.pop()
 
     # -- loops ---------------------------------------------------------------------------------
     def _enter_loop(self, node: cst.For | cst.While) -> None:
@@ -245,6 +247,7 @@ class Extractor(cst.CSTVisitor):
         count = self._block_gates.pop()
         if count:
             del self._gates[-count:]
+            del self._gate_nodes[-count:]
 
     def visit_If(self, node: cst.If) -> None:
         self.conditions.append(Condition(node.test, "if", self.site()))
@@ -252,17 +255,20 @@ class Extractor(cst.CSTVisitor):
     def visit_If_body(self, node: cst.If) -> None:
         gate = self._is_gate(node.test) or is_lazy_init_test(node.test)
         self._gates.append(len(self._loop_stack) if gate else -1)
+        self._gate_nodes.append(node)
         if is_error_branch(node):
             self._excepts += 1
 
     def leave_If_body(self, node: cst.If) -> None:
         self._gates.pop()
+        self._gate_nodes.pop()
         if is_error_branch(node):
             self._excepts -= 1
 
     def leave_If(self, original_node: cst.If) -> None:
         if self._block_gates and _is_early_exit(original_node) and self._is_gate(original_node.test):
             self._gates.append(len(self._loop_stack))
+            self._gate_nodes.append(original_node)
             self._block_gates[-1] += 1
 
     def visit_Assert(self, node: cst.Assert) -> None:

@@ -79,6 +79,7 @@ class Site:
     withs: tuple[WithItem, ...]
     order: int
     statement: cst.SimpleStatementLine | None = None  # the statement line, for fixes that insert beside it
+    gate_nodes: tuple[cst.If | None, ...] = ()  # the `if` of each entry of gate_depths
 
     @property
     def innermost_loop(self) -> Loop | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import libcst as cst
 
 from trainlint.model.names import tokens
@@ -22,11 +24,39 @@ RANK_WORDS = frozenset("rank process master main world gpu gpus device devices n
 BOUNDARY_NAMES = frozenset({"sync_gradients"})
 
 
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+# fields that hold only whitespace, punctuation or operators: never an operand
+_SKIPPED = ("whitespace", "lpar", "rpar", "comma", "dot", "semicolon", "colon", "equal", "star", "operator", "lbracket", "rbracket", "lbrace", "rbrace")
+
+
+def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """A node's children read from its fields (libcst's `.children` runs a visitor, far slower)."""
+    names = _CHILD_FIELDS.get(type(node))
+    if names is None:
+        names = _CHILD_FIELDS[type(node)] = tuple(
+            f.name for f in dataclasses.fields(node) if not f.name.startswith(_SKIPPED) and "whitespace" not in f.name
+        )
+    out: list[cst.CSTNode] = []
+    for name in names:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            out.append(value)
+        elif isinstance(value, (list, tuple)):
+            out.extend(v for v in value if isinstance(v, cst.CSTNode))
+    return out
+
+
 def has_modulo(expr: cst.CSTNode) -> bool:
-    """Whether an expression contains `a % b`."""
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo):
-        return True
-    return any(has_modulo(child) for child in expr.children)
+    """Whether an expression contains `a % b` (string literals and nested functions are not searched)."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            return True
+        if isinstance(node, (cst.Name, cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.Lambda)):
+            continue
+        stack.extend(child_nodes(node))
+    return False
 
 
 def _identifiers(expr: cst.CSTNode) -> list[str]:
@@ -37,7 +67,7 @@ def _identifiers(expr: cst.CSTNode) -> list[str]:
     if isinstance(expr, (cst.SimpleString, cst.Integer, cst.Float)):
         return []
     out: list[str] = []
-    for child in expr.children:
+    for child in child_nodes(expr):
         out.extend(_identifiers(child))
     return out
 
@@ -87,5 +117,5 @@ def is_gate_test(test: cst.BaseExpression, gate_names: set[str], extra_gates: fr
                 if GATE_WORDS.intersection(tokens(ident)):
                     return True
             continue
-        stack.extend(node.children)
+        stack.extend(child_nodes(node))
     return False

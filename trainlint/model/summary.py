@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from trainlint.model.torchnames import GRAD_SCALER, is_clip_name
-from trainlint.model.values import UNKNOWN, Kind, Value
+from trainlint.model.values import ACCEL, UNKNOWN, Kind, Value
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Call, ClassInfo, Function
@@ -37,6 +37,7 @@ class FunctionSummary:
     clips: bool = False  # clips gradients (possibly only when asked, `clip_grad=...`)
     scales: bool = False  # scales the loss (a GradScaler inside)
     synchronizes: tuple[str, ...] = ()  # device synchronisations on every call, as code text
+    syncs: tuple[str, ...] = ()  # reads of accelerator tensors on the host on every call (`t.cuda()...item()`)
     reads_arguments: bool = False  # reads the values of its tensor arguments on the host (`v.item()`)
     no_grad: bool = False
     sets_train_mode: bool = False  # calls `.train()` on a module (restores training mode)
@@ -52,6 +53,7 @@ class FunctionSummary:
         data = dict(data)
         data["returns"] = value_from_json(data["returns"])
         data["synchronizes"] = tuple(data["synchronizes"])
+        data["syncs"] = tuple(data["syncs"])
         return cls(**data)
 
 
@@ -148,6 +150,7 @@ class Summarizer:
         m = self.model
         steps = backprops = trains = clears = clips = scales = reads = train_mode = False
         synchronizes: list[str] = []
+        syncs: list[str] = []
         params = set(fn.params) - {"self", "cls"}
         for call in fn.calls:
             own = call.site.function is fn
@@ -176,6 +179,12 @@ class Summarizer:
                 synchronizes.append(f"{call.qualname}()")
             elif every and sub is not None and sub.synchronizes:
                 synchronizes.extend(sub.synchronizes)
+            if every and call.method in VALUE_READS and call.receiver is not None:
+                value = m.value(call.receiver, call.site)
+                if value.is_tensor and value.device == ACCEL:
+                    syncs.append(m.module.code_for_node(call.node))
+            elif every and sub is not None and sub.syncs:
+                syncs.extend(sub.syncs)
             if call.method in VALUE_READS and call.receiver is not None and params:
                 if m.roots_of(call.receiver, fn) & (params | _loop_names_over(fn, call, params, m)):
                     reads = True
@@ -190,6 +199,7 @@ class Summarizer:
             clips=clips,
             scales=scales,
             synchronizes=tuple(dict.fromkeys(synchronizes)),
+            syncs=tuple(dict.fromkeys(syncs)),
             reads_arguments=reads,
             no_grad=no_grad,
             sets_train_mode=train_mode,

@@ -18,10 +18,11 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from trainlint.model.extract import Extractor
+from trainlint.model.gates import child_nodes
 from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Site
 from trainlint.model.values import Kind, Value, ValueModel
 from trainlint.model.names import ImportMap, dotted, root_name, tokens
-from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES
+from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES, literal_string
 
 # Libraries that place training on a device by themselves.
 ACCELERATOR_LIBRARIES = ("accelerate", "deepspeed", "lightning", "pytorch_lightning", "torch_xla", "transformers")
@@ -324,12 +325,26 @@ class TrainingModel:
                 return True
             if cpu_only:
                 continue
-            if call.method == "to":
+            if call.method == "to" and not (call.node.args and self._cpu_device(call.node.args[0].value, call.site)):
                 return True
+            if call.qualname == "torch.device" and call.node.args and self._cpu_device(call.node, call.site):
+                continue
             if DEVICE_WORDS & set(tokens(call.qualname or dotted(call.node.func) or "")):
                 return True
-            if any(a.keyword is not None and a.keyword.value in ("device", "device_map") for a in call.node.args):
-                return True
+            for a in call.node.args:
+                if a.keyword is not None and a.keyword.value in ("device", "device_map") and not self._cpu_device(a.value, call.site):
+                    return True
+        return False
+
+    def _cpu_device(self, expr: cst.BaseExpression, site: Site, depth: int = 0) -> bool:
+        """`"cpu"`, `torch.device("cpu")`, or a name bound only to those: a device that is the host."""
+        if literal_string(expr) is not None:
+            return (literal_string(expr) or "").split(":")[0] == "cpu"
+        if isinstance(expr, cst.Call) and self.imports.resolve(expr.func) == "torch.device" and expr.args:
+            return self._cpu_device(expr.args[0].value, site, depth + 1)
+        if isinstance(expr, cst.Name) and depth < 3:
+            assigns = self.reaching(site.function, expr.value, site) or self.reaching(None, expr.value, None)
+            return bool(assigns) and all(self._cpu_device(a.value, a.site, depth + 1) for a in assigns)
         return False
 
     @cached_property
@@ -368,12 +383,34 @@ class TrainingModel:
             return False
         return self.is_optimizer_like(call.receiver_text)
 
+    @cached_property
+    def _loop_reach(self) -> frozenset[Function]:
+        """Functions of this module that run inside some loop of it (called from a loop, transitively)."""
+        found: set[Function] = set()
+        frontier = [self.callee(c) for c in self.calls if c.site.loops]
+        while frontier:
+            fn = frontier.pop()
+            if fn is None or fn in found:
+                continue
+            found.add(fn)
+            frontier.extend(self.callee(c) for c in fn.calls)
+        return frozenset(found)
+
+    def _may_step(self, call: Call) -> bool:
+        """Whether a project call can make a loop of this module a training loop: it sits in a loop, or
+        in a function that a loop calls (a model file's calls are never asked about)."""
+        return bool(call.site.loops) or (call.site.function is not None and call.site.function in self._loop_reach)
+
     def project_steps(self, call: Call) -> bool:
         """A call into the project that updates weights (an imported step helper, a loss scaler)."""
+        if not self._may_step(call):
+            return False
         summary = self.project_call_summary(call)
         return summary is not None and summary.steps
 
     def project_backprops(self, call: Call) -> bool:
+        if not self._may_step(call):
+            return False
         summary = self.project_call_summary(call)
         return summary is not None and (summary.backprops or summary.steps)
 
@@ -467,6 +504,15 @@ class TrainingModel:
         for loop in self.loops:  # parents come before their children
             if not loop.is_step and loop.parent is not None and loop.parent.is_step:
                 loop.is_step = any(self.is_backward(c) or self.callee(c) in backpropagating for c in loop.direct_calls)
+        # an `if` that holds the optimizer step (an accumulation boundary, `if step % k == 0` of a
+        # delayed actor update, an early `continue` before the step) runs on every training step
+        self._step_branches: set[int] = set()
+        for call in self.calls:
+            if self.is_optimizer_step(call) or self.callee(call) in updating or self.project_steps(call):
+                self._step_branches.update(id(n) for n in call.site.gate_nodes if n is not None)
+            for node in call.site.gate_nodes:  # `if accelerator.sync_gradients:`: once per optimizer step
+                if node is not None and "sync_gradients" in (dotted(node.test) or ""):
+                    self._step_branches.add(id(node))
         stepping = backpropagating
         # per-step functions: hooks, stepping functions named as steps, and callees of ungated per-step code
         per_step = {fn for fn in self.functions if self._is_hook(fn)}
@@ -526,7 +572,10 @@ class TrainingModel:
             if index is None:
                 return False
             base = index + 1
-        return any(depth >= base for depth in site.gate_depths)
+        return any(
+            depth >= base and not (node is not None and id(node) in self._step_branches)
+            for depth, node in zip(site.gate_depths, site.gate_nodes or (None,) * len(site.gate_depths))
+        )
 
     def in_step(self, site: Site) -> bool:
         """Whether code at this site runs inside a training step (gated or not)."""
@@ -677,7 +726,7 @@ class TrainingModel:
                     if _depth < 3:
                         for value in self.bindings(function, root):
                             out |= self.roots_of(value, function, _depth + 1)
-            stack.extend(node.children)
+            stack.extend(child_nodes(node))
         return out
 
     # -- helpers shared by ordering and lifetime rules -----------------------------------------

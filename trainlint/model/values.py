@@ -150,7 +150,7 @@ MODULE_RESULT_WORDS = frozenset(
 # names that, unbound, are modules: `vae.cpu()` offloads a model, it reads no value
 MODULE_NAME_WORDS = frozenset(
     """model net network module vae unet encoder decoder backbone generator discriminator classifier critic
-    actor policy transformer gpt bert teacher student""".split()
+    actor policy transformer gpt bert teacher student pipeline pipe""".split()
 )
 HOST_CALL_WORDS = frozenset({"tokenizer", "tokenize", "encode", "decode", "processor", "feature", "extractor", "json", "yaml", "open", "read"})
 COLLECTION_BUILTINS = frozenset({"list", "tuple", "dict", "set", "sorted", "zip", "enumerate", "range", "map", "filter", "reversed"})
@@ -298,8 +298,16 @@ class ValueModel:
         """The value `name` receives from an assignment (unpacking a tuple takes the element)."""
         value = self.of(assign.value, assign.site.function, assign.site)
         if assign.op is not None:
-            # `total += loss`: the old value joined with the arithmetic result
-            return value if value.kind is Kind.TENSOR else (NUMBER if value.kind is Kind.NUMBER else UNKNOWN)
+            # `total += loss`, `x /= n`: the old value combined with the right-hand side
+            key = ("augmented", id(assign.node))
+            if key in self._in_progress:
+                return value
+            self._in_progress.add(key)
+            try:
+                before = self._name(name, assign.site.function, assign.site) if "." not in name else UNKNOWN
+            finally:
+                self._in_progress.discard(key)
+            return self._arithmetic([before, value])
         if len(assign.targets) > 1 or assign.unpacked:
             if value.kind is Kind.COLLECTION and value.element is not None:
                 return value.element
@@ -449,6 +457,13 @@ class ValueModel:
                         # `any(not torch.isfinite(p.grad).all() for p in params)` reads each tensor
                         return Value(Kind.TENSOR, inner.element.device, False, "bool")
                     return BOOL
+                if name in ("sum", "min", "max", "abs") and call.args:
+                    # `sum(F.mse_loss(q, t) for q in qs)`, `max(a_loss, b_loss)`: tensors in, a tensor out
+                    inner = [self.of(a.value, fn, at) for a in call.args if a.keyword is None]
+                    elements = [v.element if v.kind is Kind.COLLECTION and v.element is not None else v for v in inner]
+                    tensors = [e for e in elements if e.kind is Kind.TENSOR]
+                    if tensors:
+                        return self._arithmetic(tensors)
                 if name in NUMBER_BUILTINS:
                     return NUMBER if name != "bool" else BOOL
                 if name in ("str", "repr", "format"):

@@ -15,7 +15,7 @@ class AutogradHistoryAccumulated(Rule):
     code = "TL302"
     name = "autograd-history-accumulated"
     severity = Severity.ERROR
-    summary = "A tensor carrying autograd history kept across steps: `total += loss`, `losses.append(loss)`, `self.x = out`."
+    summary = "A tensor carrying autograd history kept across steps: `total += loss`, `losses.append(loss)`, `self.h = f(x, self.h)`."
     hint = "Keep a detached copy: `total += loss.detach()` (or `.item()` at log steps only)."
     requires = ("+=", ".append(", "self.")
     why = (
@@ -54,7 +54,10 @@ for x, y in loader:
         "Detached or converted values (`.detach()`, `.item()`, `float(...)`), accumulators reset within the "
         "step, lists drained with `pop()`/`clear()` in the same function (pipeline-schedule queues), "
         "accumulators that are themselves backpropagated (gradient accumulation by summing losses), "
-        "values computed under `torch.no_grad()`, and code outside training steps."
+        "accumulators reset on the optimizer-step branch (`if (i + 1) % accum == 0: ...; total = 0`), "
+        "values computed under `torch.no_grad()` or detached upstream (two lines above, or in a callee), "
+        "values the analysis does not know to carry a graph, a last output kept on `self` (its saved "
+        "tensors were freed by backward; nothing grows), test code, and code outside training steps."
     )
     verification = (
         "`trainlint verify` measures the growth per step of an accumulated graph's autograd nodes. "
@@ -212,10 +215,13 @@ for i, (x, y) in enumerate(loader):
 
 def _on_step_branch(model: TrainingModel, assign: Assign) -> bool:
     """A reset under the optimizer-step branch (`if (i + 1) % accum == 0: ...; opt.step(); total = 0`)
-    runs once per optimizer step: the accumulator lives for one step."""
+    runs once per optimizer step: the accumulator lives for one step. The step may sit deeper in that
+    branch (`if not optimizer_in_backward: opt.step()`)."""
+    gated = [d for d in assign.site.gate_depths if d >= 0]
     return any(
         model.is_optimizer_step(c) and c.site.function is assign.site.function
-        and c.site.loops == assign.site.loops and c.site.gate_depths == assign.site.gate_depths
+        and c.site.loops == assign.site.loops and [d for d in c.site.gate_depths if d >= 0][: len(gated)] == gated
+        and c.site.gate_depths[: len(assign.site.gate_depths)] == assign.site.gate_depths
         for c in model.calls
     )
 

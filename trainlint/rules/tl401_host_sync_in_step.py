@@ -8,7 +8,8 @@ import libcst as cst
 
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, Site, TrainingModel
-from trainlint.model.names import tokens
+from trainlint.model.gates import child_nodes
+from trainlint.model.names import dotted as dotted_name, tokens
 from trainlint.model.torchnames import literal_string
 from trainlint.model.values import HOST, Kind, Value
 from trainlint.rule import Finding, Rule
@@ -192,7 +193,7 @@ for x, y in loader:
             return model.every_step(site) and not _in_optimizer_class(site)
 
         for call in model.calls:
-            if not per_step(call.site):
+            if not per_step(call.site) or _feeds_environment(model, call):
                 continue
             described = self._describe(model, call, chained)
             if described:
@@ -242,6 +243,8 @@ for x, y in loader:
             if any(_device_tensor(model.value(v, site)) for v in logged):
                 return f"logging a tensor (`{_short(code(call.node))}`)"
         summary = model.project_call_summary(call) if call.qualname is None or not call.qualname.startswith("torch") else None
+        if summary is not None and summary.syncs:
+            return f"`{_short(code(call.node))}` reads a device tensor on the host (`{_short(summary.syncs[0], 40)}` in {summary.where})"
         if summary is not None and summary.reads_arguments:
             args = [a.value for a in call.node.args]
             if any(_device_tensor(model.value(v, site)) for v in args):
@@ -253,6 +256,29 @@ for x, y in loader:
 NOT_DEVICE_DATA = frozenset({Kind.MODULE, Kind.OPTIMIZER, Kind.SCALER, Kind.SCHEDULER, Kind.DATALOADER, Kind.OBJECT})
 METRIC_LOGGERS = frozenset({"wandb.log", "mlflow.log_metric", "mlflow.log_metrics"})
 METRIC_METHODS = frozenset({"add_scalar", "add_scalars"})
+
+
+def _feeds_environment(model: TrainingModel, call: Call) -> bool:
+    """`actions = q.argmax(1).cpu().numpy(); envs.step(actions)`: an action must reach a host
+    environment on every step; the copy is the algorithm's, with nothing to remove."""
+    node = call.node
+    targets: set[str] = set()
+    for a in model.assigns:
+        if a.site.statement is call.site.statement and a.site.function is call.site.function and _contains_call(a.value, node):
+            targets.update(a.targets)
+    for other in model.calls:
+        if other.method != "step" or other.site.function is not call.site.function or model.is_optimizer_step(other):
+            continue
+        args = [a.value for a in other.node.args]
+        if any(_contains_call(v, node) for v in args) or any(dotted_name(v) in targets for v in args):
+            return True
+    return False
+
+
+def _contains_call(expr: cst.CSTNode, target: cst.CSTNode) -> bool:
+    if expr is target:
+        return True
+    return any(_contains_call(child, target) for child in child_nodes(expr)) if isinstance(expr, (cst.Call, cst.Attribute, cst.Subscript, cst.Tuple, cst.List)) else False
 
 
 def _chain_base(expr: cst.BaseExpression) -> cst.BaseExpression:
