@@ -24,3 +24,12 @@ def codes(code: str, select: str | None = None, **settings: object) -> list[str]
 def lines(code: str, rule: str) -> list[int]:
     """Lines (1-based, of the dedented snippet) where `rule` fires."""
     return [d.line for d in lint(code, rule)]
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` is running (a zombie waiting for its parent counts as ended); reads /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False

@@ -12,10 +12,13 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import process_alive
+
 torch = pytest.importorskip("torch")
 
 from trainlint.diagnostics import Diagnostic, Severity  # noqa: E402
-from trainlint.verify.script_run import judge, problems  # noqa: E402
+from trainlint.verify.health import problems  # noqa: E402
+from trainlint.verify.script_run import judge  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -187,7 +190,7 @@ def test_script_arguments_errors_exits_and_swallowed_stops(tmp_path: Path):
 
     exits = write(tmp_path, "exits.py", "import sys\nsys.exit(4)\n")
     code, report, _ = verify_run(exits)
-    assert code == 2 and report["stopped"] == "exit" and "code 4" in report["message"]
+    assert code == 2 and report["stopped"] == "exit" and "status 4" in report["message"]
 
 
 def test_syncs_inside_torch_are_not_the_script_s(tmp_path: Path):
@@ -335,3 +338,51 @@ def test_step_order_bugs_are_confirmed_and_their_fixes_are_not(tmp_path: Path):
     assert code == 0 and report["problems"] == [] and report["findings"] == []
     assert report["eval_mode_steps"] == [] and report["zero_grad_calls"] == 10 and report["scheduler_steps_before_first_step"] == 0
     assert not [e for e in report["events"] if e["kind"] != "forward with autograd on"]
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+def test_the_run_ends_the_script_s_whole_process_tree(tmp_path: Path):
+    pid_file = tmp_path / "spinner.pid"
+    script = write(tmp_path, "spawns.py", f"""\
+        import subprocess, sys
+        import torch
+        spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        open({str(pid_file)!r}, "w").write(str(spinner.pid))
+        p = torch.nn.Parameter(torch.ones(4))
+        opt = torch.optim.SGD([p], lr=0.1)
+        for _ in range(100):
+            p.sum().backward()
+            opt.step()
+            opt.zero_grad()
+        """)
+    # stdout and stderr are pipes: `communicate` returns only when no process holds them open
+    code, report, _ = verify_run(script, "--steps", "3")
+    assert code == 0 and report["steps"] == 3
+    assert not process_alive(int(pid_file.read_text()))
+
+
+def test_the_script_s_exit_status_and_syntax_errors_are_reported(tmp_path: Path):
+    exits = write(tmp_path, "exits_late.py", """\
+        import sys
+        import torch
+        p = torch.nn.Parameter(torch.ones(4))
+        opt = torch.optim.SGD([p], lr=0.1)
+        for step in range(5):
+            p.sum().backward()
+            opt.step()
+            opt.zero_grad()
+        sys.exit(4)
+        """)
+    code, report, stderr = verify_run(exits, "--steps", "50")
+    assert report["steps"] == 5 and report["stopped"] == "exit" and report["exit_code"] == 4
+    assert code == 2 and "trainlint: the script exited with status 4" in stderr
+    done = write(tmp_path, "exits_zero.py", exits.read_text().replace("sys.exit(4)", "sys.exit(0)"))
+    code, report, _ = verify_run(done, "--steps", "50")
+    assert code == 0 and report["exit_code"] == 0
+
+    broken = write(tmp_path, "broken.py", "import torch\nfor step in range(3)\n    pass\n")
+    code, report, stderr = verify_run(broken)
+    assert code == 2 and report["stopped"] == "error" and report["error"].startswith("SyntaxError")
+    assert report["error"].endswith("broken.py:2")
+    assert stderr.lstrip().startswith(f'File "{broken}", line 2')
+    assert "trainlint" not in stderr.split("SyntaxError")[0] and "runpy" not in stderr

@@ -483,7 +483,7 @@ def verify_probes(paths: tuple[Path, ...], output_format: str, device: str, time
     _need_torch()
     from trainlint.verify.runner import verify
 
-    rows = verify(_lint_for_verify(paths or (Path("."),)), device, timeout)
+    rows = verify(_lint_for_verify(paths or (Path("."),)), device, timeout, progress=sys.stderr.isatty())
     if output_format == "json":
         import json
 
@@ -503,18 +503,22 @@ def verify_probes(paths: tuple[Path, ...], output_format: str, device: str, time
 @click.option("--timeout", type=click.FloatRange(min=1), default=600.0, show_default=True, help="Seconds the script may run.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="cpu hides CUDA from the script; cuda requires it.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: float, device: str, output_format: str) -> None:
+@click.option("--nproc-per-node", "nproc", type=click.IntRange(min=1), default=1, show_default=True, help="Run SCRIPT under torchrun in this many processes, instruments in each, and merge their evidence.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write the report as one self-contained HTML page.")
+def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: float, device: str, output_format: str, nproc: int, html_path: Path | None) -> None:
     """Run SCRIPT unmodified (arguments after `--`) for N optimizer steps and report its training health.
 
-    Reports frozen parameters, non-finite losses and gradients, host-device syncs per step, autograd
-    graphs kept across steps and step times, and marks the script's static findings confirmed or
-    not. The script's own output goes to stderr. Exit code 1 when a problem or finding is confirmed,
-    else 2 when no optimizer step ran or the script raised an error.
+    Reports frozen parameters, non-finite losses and gradients, divergence and gradient-norm spikes,
+    host-device syncs per step, autograd graphs kept across steps and step times, and marks the
+    script's static findings confirmed or not. The script's own output goes to stderr. Exit code 2
+    when the script failed (an error, a non-zero exit status), no optimizer step ran or trainlint's
+    instruments failed; else 1 when a problem or finding is confirmed; else 0.
     """
     _need_torch()
-    from trainlint.verify.script_run import judge, problems, run_script
+    from trainlint.verify.health import failed_ourselves, problems, script_failed
+    from trainlint.verify.script_run import judge, run_script
 
-    report = run_script(script, script_args, steps, timeout, device)
+    report = run_script(script, script_args, steps, timeout, device, nproc)
     rows = judge(report, _lint_for_verify([script]))
     found = problems(report)
     if output_format == "json":
@@ -525,10 +529,25 @@ def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: 
         from trainlint.formats.verification import render_run
 
         render_run(_console(), report, rows, found)
+    if html_path is not None:
+        from trainlint.formats.verification_html import render_html
+
+        try:
+            html_path.write_text(render_html(report, rows, found), encoding="utf-8")
+        except OSError as exc:
+            click.echo(f"trainlint: error: cannot write {html_path}: {exc.strerror}", err=True)
+            sys.exit(EXIT_ERROR)
+    failure = script_failed(report)
+    if failed_ourselves(report):
+        click.echo(f"trainlint: error: {report.get('message')}: {report.get('error') or 'no detail'}", err=True)
+        sys.exit(EXIT_ERROR)
+    if failure:
+        click.echo(f"trainlint: {failure}", err=True)
+        sys.exit(EXIT_ERROR)
     confirmed = any((r["verification"] or {}).get("status") == "confirmed" for r in rows)
     if found or confirmed:
         sys.exit(EXIT_FINDINGS)
-    sys.exit(EXIT_ERROR if not report.get("steps") or report.get("stopped") == "error" else EXIT_CLEAN)
+    sys.exit(EXIT_ERROR if not report.get("steps") else EXIT_CLEAN)
 
 
 @main.command("lsp")

@@ -3,11 +3,17 @@ health report of `trainlint verify run`."""
 
 from __future__ import annotations
 
-import os
+import math
 from typing import Any, Sequence
 
 from rich.console import Console
 from rich.table import Table
+
+from trainlint.formats.sparkline import marker_column, sparkline
+from trainlint.verify.health import (
+    FROZEN, clipping_line, failed_ourselves, format_bytes, format_value, frozen_cause, never_cleared, rank_lines, relative_path,
+    run_series, script_failed,
+)
 
 STYLE = {"confirmed": "bold red", "not reproduced": "green", "not confirmed": "green", "cannot check here": "yellow"}
 
@@ -34,51 +40,100 @@ def render(console: Console, rows: Sequence[dict[str, object]], unchecked: str =
 
 
 def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str, object]], problems: Sequence[str]) -> None:
-    """The training-health report of `trainlint verify run`, then the script's static findings judged."""
-    from trainlint.verify.script_run import FROZEN, format_bytes
+    """The training-health report of `trainlint verify run`, then the script's static findings judged.
 
+    Each section is drawn on its own: evidence of an unexpected shape costs that section, never the report."""
     steps = report.get("steps") or 0
     took = f", {report['duration_s']:.1f} s" if isinstance(report.get("duration_s"), (int, float)) else ""
     on = f" on {report['device']}" if report.get("device") else ""
-    console.print(f"[bold]{report['script']}[/]: {steps} optimizer step(s){on}{took}: {report.get('message', '')}")
+    console.print(f"[bold]{report.get('script')}[/]: {steps} optimizer step(s){on}{took}: {report.get('message', '')}")
     if report.get("error"):
         console.print(f"  [red]{report['error']}[/]")
-    if not steps:
+    if failed_ourselves(report) or not steps:
         return
+    for section in (_ranks, _frozen, _series, _syncs, _graphs, _step_notes):
+        try:
+            section(console, report)
+        except Exception as exc:  # a gap in one section, not a lost report
+            console.print(f"\n  [yellow](this part of the report could not be shown: {type(exc).__name__}: {exc}; `--format json` has the figures)[/]")
+    if rows:
+        console.print(f"\n[bold]Static findings[/] in {report['script']}, judged by this run")
+        render(console, rows, unchecked="no runtime check")
+    if problems:
+        console.print("\n[bold red]Problems[/]")
+        for line in problems:
+            console.print(f"  - {line}")
+    else:
+        scope = f"the {steps} step(s) before the run failed" if script_failed(report) else "this run"
+        console.print(f"\nNo training-health problem in {scope}.")
 
+
+def _ranks(console: Console, report: dict[str, Any]) -> None:
+    lines = rank_lines(report)
+    if lines:
+        console.print(f"\n[bold]Ranks[/] ({report.get('world_size')} processes under torchrun; the sections below are rank 0's, frozen tensors of every rank)")
+        for line in lines:
+            console.print(f"  {'[red]' + line + '[/]' if 'DIVERGE' in line else line}")
+
+
+def _frozen(console: Console, report: dict[str, Any]) -> None:
+    steps = report["steps"]
     console.print(f"\n[bold]Frozen parameters[/]: unchanged after {steps} steps although their gradient was non-zero")
     frozen = [r for r in report.get("frozen") or [] if r["frozen_fraction"] >= FROZEN]
-    if frozen:
-        table = Table(box=None, padding=(0, 2, 0, 2), show_header=True, header_style="bold")
-        for column, justify in (("parameter", "left"), ("dtype", "left"), ("elements", "right"), ("unchanged", "right")):
-            table.add_column(column, justify=justify)  # type: ignore[arg-type]
-        for r in frozen[:15]:
-            table.add_row(r["name"], r["dtype"], f"{r['numel']:,}", f"[red]{r['frozen_fraction']:.0%}[/]")
-        console.print(table)
-        if len(frozen) > 15:
-            console.print(f"  ... and {len(frozen) - 15} more")
-    else:
+    if not frozen:
         console.print(f"  none of {report.get('tensors_checked', 0)} tensors (none had {FROZEN:.0%} or more of its elements unchanged)")
+        return
+    table = Table(box=None, padding=(0, 2, 0, 2), show_header=True, header_style="bold")
+    for column, justify in (("parameter", "left"), ("dtype", "left"), ("elements", "right"), ("unchanged", "right")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for r in frozen[:15]:
+        table.add_row(r["name"], r["dtype"], f"{r['numel']:,}", f"[red]{r['frozen_fraction']:.0%}[/]")
+    console.print(table)
+    if len(frozen) > 15:
+        console.print(f"  ... and {len(frozen) - 15} more")
+    cause = frozen_cause(frozen)
+    if cause:
+        console.print(f"  cause: {cause.removeprefix('; ')}")
 
-    console.print("\n[bold]Loss and gradients[/]")
-    for label, key in (("loss", "loss"), ("grad norm", "grad_norm")):
-        series = report.get(key) or {}
-        if series.get("first") is None:
-            console.print(f"  {label:<10} not seen")
-            continue
-        bad = series.get("nonfinite_steps") or []
-        state = f"[red]non-finite at step(s) {', '.join(map(str, bad[:5]))}[/]" if bad else "finite"
-        console.print(f"  {label:<10} {series['first']:.4g} -> {series['last']:.4g} (median {series['median']:.4g}, max {series['max']:.4g}), {state}")
+
+def _series(console: Console, report: dict[str, Any]) -> None:
+    console.print(f"\n[bold]Per step[/] (steps 1..{report['steps']})")
+    for row in run_series(report):
+        values = row["values"]
+        finite = [v for v in values if v is not None and math.isfinite(v)]
+        line = sparkline(values)
+        figures = ""
+        if finite:
+            shown = [v for v in values if v is not None]
+            figures = "  ".join(
+                f"{name} {format_value(v, row['unit'])}" for name, v in (("first", shown[0]), ("last", shown[-1]), ("min", min(finite)), ("max", max(finite)))
+            )
+        console.print(f"  {row['label']:<12}{line}  {figures}")
+        for mark in row["marks"]:
+            column = marker_column(mark["step"], len(values))
+            console.print(f"  {'':<12}{' ' * column}[red]^ {mark['text']}[/]")
+    clip = clipping_line(report)
+    if clip:
+        console.print(f"  {clip}")
     scale = report.get("loss_scale")
-    if scale:
-        console.print(f"  loss scale {scale['first']:g} -> {scale['last']:g}, lowered {scale['decreases']} time(s) for inf/NaN gradients")
+    if scale and scale.get("enabled") is False:
+        console.print(f"  GradScaler disabled: {scale.get('scaled_losses', 0)} loss(es) passed through unscaled")
+    elif scale and scale.get("first") is not None:
+        console.print(f"  loss scale {scale['first']:g} -> {scale['last']:g}, lowered {scale.get('decreases', 0)} time(s) for inf/NaN gradients")
     if report.get("nonfinite_parameters"):
         console.print(f"  [red]non-finite parameters[/]: {', '.join(report['nonfinite_parameters'][:5])}")
+    timing = report.get("step_time")
+    if timing and timing.get("median_rest_s") is not None:
+        first, rest = timing["first_s"], timing["median_rest_s"]
+        slower = "  [red]later steps are slower than the first[/]" if rest > 1.2 * first else ""
+        console.print(f"  step time: median of steps 2..N {rest * 1e3:.1f} ms (step 1: {first * 1e3:.1f} ms){slower}")
 
+
+def _syncs(console: Console, report: dict[str, Any]) -> None:
     console.print("\n[bold]Host-device syncs[/] called by the script (per step, over steps 2..N)")
     syncs = report.get("syncs") or []
     for s in syncs[:10]:
-        where = _relative(s["path"])
+        where = relative_path(s["path"])
         if s["every_step"]:
             often = f"[red]{s['per_step']:.3g} per step[/]"
         elif s["steps_seen"]:
@@ -91,6 +146,8 @@ def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str
     elif report.get("device") == "cpu":
         console.print("  [dim]on the CPU these are value reads that sync when the tensor lives on a GPU[/]")
 
+
+def _graphs(console: Console, report: dict[str, Any]) -> None:
     console.print("\n[bold]Autograd graphs kept across steps[/]")
     for g in report.get("graphs") or []:
         nodes = g["nodes"]
@@ -105,39 +162,15 @@ def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str
     if cuda and cuda.get("values"):
         console.print(f"  CUDA memory allocated: {format_bytes(cuda['values'][0])} -> {format_bytes(cuda['values'][-1])} (+{format_bytes(cuda['growth_per_step'])} per step)")
 
-    timing = report.get("step_time")
-    if timing and timing.get("median_rest_s") is not None:
-        first, rest = timing["first_s"], timing["median_rest_s"]
-        slower = "  [red]later steps are slower than the first[/]" if rest > 1.2 * first else ""
-        console.print(f"\n[bold]Step time[/]: first {first * 1e3:.1f} ms, median of the rest {rest * 1e3:.1f} ms{slower}")
-
-    notes = _step_notes(report)
-    if notes:
-        console.print("\n[bold]During the steps[/]")
-        for note in notes:
-            console.print(f"  {note}")
-
-    if rows:
-        console.print(f"\n[bold]Static findings[/] in {report['script']}, judged by this run")
-        render(console, rows, unchecked="no runtime check")
-    if problems:
-        console.print("\n[bold red]Problems[/]")
-        for line in problems:
-            console.print(f"  - {line}")
-    else:
-        console.print("\nNo training-health problem in this run.")
-
 
 def _run_hint(code: str, unchecked: str) -> str:
-    from trainlint.verify.script_run import JUDGED
+    from trainlint.verify.script_run import JUDGED  # torch-free, but only needed for this hint
 
     return "; `trainlint verify run SCRIPT` checks it" if unchecked == "no probe" and code in JUDGED else ""
 
 
-def _step_notes(report: dict[str, Any]) -> list[str]:
+def _step_notes(console: Console, report: dict[str, Any]) -> None:
     """Lines about the steps beyond the figures above: mode, gradient clearing, schedulers, events."""
-    from trainlint.verify.script_run import never_cleared
-
     steps = report["steps"]
     notes = []
     if report.get("eval_mode_steps"):
@@ -154,14 +187,8 @@ def _step_notes(report: dict[str, Any]) -> list[str]:
     for e in report.get("events") or []:
         if e["kind"] != "forward with autograd on":
             often = f"{e['per_step']:.3g} per step" if e["every_step"] else f"{e['count']} time(s)"
-            notes.append(f"{_relative(e['path'])}:{e['line']}  {e['kind']}  {often}")
-    return notes
-
-
-def _relative(path: str) -> str:
-    """`path` relative to the working directory when it lies below it."""
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:  # another drive
-        return path
-    return path if relative.startswith("..") else relative
+            notes.append(f"{relative_path(e['path'])}:{e['line']}  {e['kind']}  {often}")
+    if notes:
+        console.print("\n[bold]During the steps[/]")
+        for note in notes:
+            console.print(f"  {note}")

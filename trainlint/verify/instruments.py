@@ -29,7 +29,8 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.overrides import TorchFunctionMode
 
-from trainlint.verify.live_objects import is_internal
+from trainlint.verify.distributed import RankEvidence, rank_and_world
+from trainlint.verify.live_objects import calling_frame, is_internal
 from trainlint.verify.recorder import Recorder, SavedTensor, StopRun
 
 # Tensor methods that copy a value to the host: on an accelerator each waits for the queued work.
@@ -60,9 +61,10 @@ class _SyncMode(TorchFunctionMode):
     def __init__(self, recorder: Recorder) -> None:
         super().__init__()
         self.recorder = recorder
+        self.observe = recorder.guarded(self._observe)
 
-    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
-        kwargs = kwargs or {}
+    def _observe(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], frame: Any) -> str | None:
+        """Record what the call is (a copy, a backward); the kind of sync it is, or None."""
         kind = VALUE_READS.get(func)
         if kind is not None:
             if not (self.recorder.on_cpu or _on_accelerator(args[0])):
@@ -72,12 +74,17 @@ class _SyncMode(TorchFunctionMode):
             if target == "cpu" and _on_accelerator(args[0]) and func in HOST_COPIES:
                 kind = HOST_COPIES[func]
             elif target not in (None, "cpu", "meta") and isinstance(args[0], torch.Tensor) and args[0].device.type == "cpu":
-                self.recorder.event("host-to-device copy", sys._getframe(1))
+                self.recorder.event("host-to-device copy", frame)
         elif func is torch.Tensor.backward or func is torch.autograd.backward:
-            self.recorder.backward(args[0] if args else kwargs.get("tensors"))
+            self.recorder.backward(args[0] if args else kwargs.get("tensors"), frame)
+        return kind
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
+        kwargs = kwargs or {}
+        kind = self.observe(func, args, kwargs, sys._getframe(1))
         if kind is None:
             return func(*args, **kwargs)
-        self.recorder.sync(kind, sys._getframe(1))
+        self.recorder.guarded(self.recorder.sync)(kind, sys._getframe(1))
         self.recorder.in_recorded_sync = True  # CUDA's sync warning for this call is the same sync
         try:
             return func(*args, **kwargs)
@@ -107,10 +114,14 @@ def _target_device(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
         return None
 
 
-def _patch(owner: Any, name: str, before: Callable[..., Any] | None = None, after: Callable[..., Any] | None = None) -> None:
+def _patch(recorder: Recorder, owner: Any, name: str, before: Callable[..., Any] | None = None, after: Callable[..., Any] | None = None) -> None:
+    """Wrap `owner.name` so that `before(frame, *args)` and `after(result, *args)` run around it;
+    their failures are ours (`Recorder.guarded`), the original's are the script's."""
     original = getattr(owner, name, None)
     if original is None:
         return
+    before = recorder.guarded(before) if before is not None else None
+    after = recorder.guarded(after) if after is not None else None
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if before is not None:
@@ -127,6 +138,9 @@ def _patch(owner: Any, name: str, before: Callable[..., Any] | None = None, afte
 def run(request: dict[str, Any]) -> None:
     """Run the script of `request` under the instruments and write the report to its path."""
     script, report_path = request["script"], request["report"]
+    rank, world_size = rank_and_world()
+    if world_size > 1:  # one report per rank, merged by `ranks.merge`
+        report_path = f"{report_path}.rank{rank}"
     if request["device"] == "cuda" and not torch.cuda.is_available():
         Recorder(script, request["steps"], "cuda", report_path).finish("error", "no CUDA device is available", "--device cuda needs a CUDA device")
         return
@@ -135,22 +149,28 @@ def run(request: dict[str, Any]) -> None:
         torch.set_num_threads(1)
     importlib.import_module("torch._dynamo")  # the first optimizer step imports it (~1 s): keep that out of step 1's time
 
-    recorder = Recorder(script, request["steps"], device, report_path)
+    recorder = Recorder(script, request["steps"], device, report_path, progress=request.get("progress", False) and rank == 0)
     _install(recorder)
+    if world_size > 1:
+        recorder.rank, recorder.world_size = rank, world_size
+        recorder.rank_evidence = RankEvidence(recorder)
+        recorder.rank_evidence.install()
     watchdog = threading.Timer(request["timeout"], _on_timeout, (recorder, request["timeout"]))
     watchdog.daemon = True
     watchdog.start()
     sys.argv = [script, *request["args"]]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
-        with torch.autograd.graph.saved_tensors_hooks(recorder.pack, _unpack), _SyncMode(recorder):
+        with torch.autograd.graph.saved_tensors_hooks(recorder.guarded(recorder.pack), _unpack), _SyncMode(recorder):
             runpy.run_path(script, run_name="__main__")
     except StopRun:
         pass
     except SystemExit as exc:
-        recorder.finish("exit", f"the script exited (code {exc.code}) after {recorder.steps} optimizer steps")
+        recorder.exit_code = _exit_status(exc)
+        recorder.finish("exit", f"the script exited with status {recorder.exit_code} after {recorder.steps} optimizer steps")
     except BaseException as exc:  # the script's own error: report what ran before it
         _print_script_traceback(exc)
+        recorder.exit_code = 1  # what Python exits with after an uncaught exception
         recorder.finish("error", f"the script raised {type(exc).__name__} after {recorder.steps} optimizer steps", _error_line(exc))
     watchdog.cancel()
     recorder.finish("finished", f"the script finished after {recorder.steps} optimizer steps")
@@ -162,22 +182,75 @@ def _unpack(saved: SavedTensor) -> torch.Tensor:
 
 def _install(recorder: Recorder) -> None:
     """The global hooks and patches; the saved-tensor hooks and the mode are entered around the script."""
-    register_optimizer_step_pre_hook(recorder.before_step)
-    register_optimizer_step_post_hook(recorder.after_step)
-    torch.nn.modules.module.register_module_forward_pre_hook(recorder.before_forward)
-    torch.nn.modules.module.register_module_forward_hook(recorder.after_forward, always_call=True)
+    guarded = recorder.guarded
+    register_optimizer_step_pre_hook(guarded(recorder.before_step))
+    register_optimizer_step_post_hook(guarded(recorder.after_step))
+    torch.nn.modules.module.register_module_forward_pre_hook(guarded(recorder.before_forward))
+    torch.nn.modules.module.register_module_forward_hook(guarded(recorder.after_forward), always_call=True)
     warnings.filterwarnings("ignore", message="Using `torch.compile\\(module\\)` when there are global hooks")  # ours
-    _patch(torch.amp.GradScaler, "scale", after=lambda result, scaler, loss, *_: recorder.scale(loss, result))
-    _patch(torch.amp.GradScaler, "update", after=lambda result, scaler, *_: recorder.scale_updated(scaler))
-    _patch(torch.optim.lr_scheduler.LRScheduler, "step", before=lambda frame, *_: recorder.scheduler_step(frame))
+
+    def scaled(result: Any, scaler: Any, loss: Any, *_: Any) -> None:
+        recorder.scale(loss, result)
+        recorder.norms.scaled_by(scaler)
+
+    _patch(recorder, torch.amp.GradScaler, "scale", after=scaled)
+    _patch(recorder, torch.amp.GradScaler, "unscale_", before=lambda *_: recorder.norms.unscaled())
+    _patch(recorder, torch.amp.GradScaler, "update", after=lambda result, scaler, *_: recorder.scale_updated(scaler))
+    _patch(recorder, torch.optim.lr_scheduler.LRScheduler, "step", before=lambda frame, *_: recorder.scheduler_step(frame))
     for owner in (torch.optim.Optimizer, torch.nn.Module):
-        _patch(owner, "zero_grad", before=lambda *_: setattr(recorder, "zero_grad_calls", recorder.zero_grad_calls + 1))
+        _patch(recorder, owner, "zero_grad", before=lambda *_: setattr(recorder, "zero_grad_calls", recorder.zero_grad_calls + 1))
+    _patch(recorder, torch, "set_default_dtype", before=lambda frame, dtype, *_: recorder.default_dtype_set(frame, dtype))
+    _watch_clipping(recorder)
+    _watch_casts(recorder)
     _time_data_loading(recorder)
     for name, kind in CUDA_CALLS.items():
-        _patch(torch.cuda, name, before=lambda frame, *_, kind=kind: recorder.sync(kind, frame))
+        _patch(recorder, torch.cuda, name, before=lambda frame, *_, kind=kind: recorder.sync(kind, frame))
     if recorder.device == "cuda":
         torch.cuda.set_sync_debug_mode("warn")  # syncs inside kernels launched by the script's own lines
         _capture_sync_warnings(recorder)
+
+
+def _watch_clipping(recorder: Recorder) -> None:
+    """`clip_grad_norm_` / `clip_grad_value_`: the gradient norm is measured before they change it."""
+    import torch.nn.utils.clip_grad as clip_grad
+
+    for kind, name, limit_name in (("norm", "clip_grad_norm_", "max_norm"), ("value", "clip_grad_value_", "clip_value")):
+        original = getattr(clip_grad, name)
+        measure = recorder.guarded(recorder.norms.clip)
+
+        def clipped(*args: Any, _original: Any = original, _kind: str = kind, _limit: str = limit_name, **kwargs: Any) -> Any:
+            parameters = args[0] if args else kwargs.pop("parameters")
+            limit = args[1] if len(args) > 1 else kwargs.get(_limit)
+            parameters = measure(_kind, parameters, limit, calling_frame(sys._getframe(1)))
+            return _original(parameters, *args[1:], **kwargs)
+
+        clipped.__wrapped__ = original  # type: ignore[attr-defined]
+        for owner in (clip_grad, torch.nn.utils):
+            if getattr(owner, name, None) is original:
+                setattr(owner, name, clipped)
+
+
+def _watch_casts(recorder: Recorder) -> None:
+    """`Module._apply` (behind `.to(dtype)`, `.half()`, `.bfloat16()`, `.double()`): where the
+    script changed its parameters' dtype."""
+    original = torch.nn.Module._apply
+    depth = [0]
+    cast = recorder.guarded(recorder.cast)
+    dtypes = recorder.guarded(lambda module: {n: p.dtype for n, p in module.named_parameters()})
+
+    def apply(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        if depth[0]:  # the children of the module the script converts
+            return original(module, *args, **kwargs)
+        before = dtypes(module)
+        depth[0] += 1
+        try:
+            result = original(module, *args, **kwargs)
+        finally:
+            depth[0] -= 1
+        cast(before, module, sys._getframe(1))
+        return result
+
+    torch.nn.Module._apply = apply  # type: ignore[method-assign]
 
 
 def _time_data_loading(recorder: Recorder) -> None:
@@ -185,12 +258,14 @@ def _time_data_loading(recorder: Recorder) -> None:
     iterator = torch.utils.data.dataloader._BaseDataLoaderIter
     original = iterator.__next__
 
+    waited = recorder.guarded(recorder.waited_for_data)
+
     def timed_next(self: Any) -> Any:
         start = time.perf_counter()
         try:
             return original(self)
         finally:
-            recorder.waited_for_data(time.perf_counter() - start)
+            waited(time.perf_counter() - start)
 
     iterator.__next__ = timed_next  # type: ignore[method-assign]
 
@@ -203,23 +278,39 @@ def _capture_sync_warnings(recorder: Recorder) -> None:
             shown(message, category, filename, lineno, file, line)
             return
         if not recorder.in_recorded_sync:
-            recorder.sync("sync inside an op", sys._getframe(1))
+            recorder.guarded(recorder.sync)("sync inside an op", sys._getframe(1))
 
     warnings.filterwarnings("always", message=".*synchronizing")
     warnings.showwarning = showwarning
 
 
+def _exit_status(exc: SystemExit) -> int:
+    """The status Python would exit with for `sys.exit(code)`; a message is printed as Python does."""
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
 def _print_script_traceback(exc: BaseException) -> None:
-    """The traceback as Python would print it for the script alone, without the runner's frames."""
+    """The traceback as Python would print it for the script alone, without the runner's frames
+    (a syntax error in the script has none of the script's frames: just its file and line)."""
     tb = exc.__traceback__
     while tb is not None and is_internal(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
-    traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
+    traceback.print_exception(type(exc), exc, tb)
 
 
 def _error_line(exc: BaseException) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not is_internal(f.filename)]
-    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    if frames:
+        where = f" at {frames[-1].filename}:{frames[-1].lineno}"
+    elif isinstance(exc, SyntaxError) and exc.filename:
+        where = f" at {exc.filename}:{exc.lineno}"
+    else:
+        where = ""
     return f"{type(exc).__name__}: {exc}{where}"
 
 

@@ -38,12 +38,13 @@ def _is_stdlib(filename: str) -> bool:
 def calling_frame(frame: FrameType | None, through_torch: bool = False) -> FrameType | None:
     """The script's frame that made a call seen at `frame`, or None when torch or trainlint made it.
 
-    Skips torch's dispatch plumbing and the standard library (the warnings module, functools); with
+    Skips trainlint's wrappers, torch's dispatch plumbing and the standard library (the warnings module, functools); with
     `through_torch`, all of torch (a module's forward hook runs under `Module.__call__`).
     """
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not (filename.startswith(PLUMBING) or _is_stdlib(filename) or (through_torch and filename.startswith(TORCH_DIR))):
+        # our own wrappers (the hooks' guards, patched functions) are never the script's call
+        if not (filename.startswith((OWN_DIR, *PLUMBING)) or _is_stdlib(filename) or (through_torch and filename.startswith(TORCH_DIR))):
             break
         frame = frame.f_back
     if frame is None or is_internal(frame.f_code.co_filename):

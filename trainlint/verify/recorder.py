@@ -6,19 +6,25 @@ report is built (once, at the end).
 
 from __future__ import annotations
 
+import functools
 import json
+import linecache
 import os
 import statistics
 import sys
+import threading
 import time
+import traceback
 import weakref
 from collections import Counter
 from types import FrameType
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
-from trainlint.verify.live_objects import calling_frame, graph_nodes, graph_roots, parameter_owners, saved_bytes
+from trainlint.verify.grad_norms import GradNorms, local
+from trainlint.verify.progress import Progress
+from trainlint.verify.live_objects import OWN_DIR, calling_frame, graph_nodes, graph_roots, parameter_owners, saved_bytes, user_frames
 
 Report = dict[str, Any]
 Sites = dict[tuple[str, int, str], Counter[int]]  # (path, line, kind) -> calls per step interval
@@ -64,8 +70,9 @@ class SavedTensor:
 class Recorder:
     """What the hooks saw; `finish()` writes the report."""
 
-    def __init__(self, script: str, steps: int, device: str, report_path: str) -> None:
+    def __init__(self, script: str, steps: int, device: str, report_path: str, progress: bool = False) -> None:
         self.script, self.wanted, self.device, self.report_path = script, steps, device, report_path
+        self.progress = Progress(progress)
         self.on_cpu = device == "cpu"
         self.steps = 0  # optimizer steps completed (of the optimizer that stepped most)
         self.optimizer_steps: Counter[int] = Counter()
@@ -80,9 +87,8 @@ class Recorder:
         self.zero_grad_calls = 0
         self.names: dict[int, str] = {}
         self.roots: list[torch.nn.Module] = []
-        self.norm_squares: list[torch.Tensor] = []  # this step's, one per optimizer step
-        self.grad_norms: list[torch.Tensor] = []
-        self.norm_device: torch.device | None = None
+        self.norms = GradNorms()
+        self.casts: dict[int, Report] = {}  # id(parameter) -> where its module cast it to another dtype
         self.last_loss: torch.Tensor | None = None
         self.losses: list[torch.Tensor | None] = []
         self.scaled: tuple[int, torch.Tensor] | None = None  # id of scaler.scale(loss)'s output, and loss
@@ -102,7 +108,12 @@ class Recorder:
         self.anomaly_steps: list[int] = []
         self.eval_mode_steps: list[int] = []
         self.scheduler_steps_before_first_step = 0
+        self.rank_evidence: Any = None  # distributed.RankEvidence in a multi-process run
+        self.rank, self.world_size = 0, 1
+        self.default_dtype_site: Report | None = None
+        self.exit_code: int | None = None  # the status the script asked for with sys.exit()
         self.stopped: str | None = None
+        self.finishing = threading.RLock()  # held while the report is written
         self.message = ""
         self.error: str | None = None
 
@@ -120,9 +131,10 @@ class Recorder:
             key = (os.path.abspath(frame.f_code.co_filename), frame.f_lineno, kind)
             sites.setdefault(key, Counter())[self.steps] += 1
 
-    def backward(self, tensor: Any) -> None:
+    def backward(self, tensor: Any, frame: FrameType | None) -> None:
+        """`backward` called at `frame`: keep the loss, and note a backward inside autocast."""
         if any(torch.is_autocast_enabled(d) for d in ("cuda", "cpu")):
-            self.event("backward inside autocast", sys._getframe(2))
+            self.event("backward inside autocast", frame)
         if isinstance(tensor, (list, tuple)):
             tensor = tensor[0] if tensor else None
         if not isinstance(tensor, torch.Tensor) or tensor.numel() != 1:
@@ -143,31 +155,22 @@ class Recorder:
     def after_forward(self, *_: Any) -> None:
         self.forward_depth = max(0, self.forward_depth - 1)
 
-    def before_step(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
+    def before_step(self, optimizer: torch.optim.Optimizer, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> None:
         if self.stopped is not None:
-            os._exit(0)  # the script caught StopRun and trained on; the report is written
-        squares, renewed = [], False
-        for group in optimizer.param_groups:
-            for param in group["params"]:
-                grad = param.grad
-                if grad is None:
-                    continue
-                previous = self.last_grads.get(id(param))
-                renewed = renewed or (previous is not None and previous() is not grad)
-                self.last_grads[id(param)] = weakref.ref(grad)
-                if grad.is_sparse:
-                    grad = grad.coalesce().to_dense()
-                entry = self.tracked.get(id(param))
-                if entry is None:
-                    # one host copy per parameter, at its first step
-                    entry = (param, param.detach().to("cpu", copy=True), torch.zeros_like(param, dtype=torch.bool))
-                    self.tracked[id(param)] = entry
-                entry[2].logical_or_(grad.detach() != 0)
-                if self.norm_device is None:
-                    self.norm_device = grad.device
-                squares.append(torch.linalg.vector_norm(grad.detach(), dtype=torch.float32).square().to(self.norm_device))
-        if squares:
-            self.norm_squares.append(torch.stack(squares).sum())
+            with self.finishing:  # (another thread may still be writing it)
+                os._exit(0)  # the script caught StopRun and trained on; the report is written
+        renewed = False
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        for param in params:
+            previous = self.last_grads.get(id(param))
+            renewed = renewed or (previous is not None and previous() is not param.grad)
+            self.last_grads[id(param)] = weakref.ref(param.grad)
+            if id(param) not in self.tracked:
+                # one host copy per parameter, at its first step
+                values = local(param.detach())
+                self.tracked[id(param)] = (param, values.to("cpu", copy=True), torch.zeros_like(values, dtype=torch.bool))
+        if not (args and callable(args[0])) and not (kwargs or {}).get("closure"):
+            self.norms.add(params)  # those a clip call did not measure already
         self.renewed_grads_steps += renewed
         if not self.roots and self.tracked:
             start = time.perf_counter()
@@ -175,13 +178,24 @@ class Recorder:
             self.own_time += time.perf_counter() - start
 
     def after_step(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
+        # elements with a gradient, counted once the step that applied it is done
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                entry = self.tracked.get(id(param))
+                if entry is not None and param.grad is not None:
+                    grad = local(param.grad.detach())
+                    entry[2].logical_or_((grad.coalesce().to_dense() if grad.is_sparse else grad) != 0)
+        # a closure (LBFGS) computes the gradients inside step(): measure them now
+        self.norms.add(p for group in optimizer.param_groups for p in group["params"])
         self.optimizer_steps[id(optimizer)] += 1
         if self.optimizer_steps[id(optimizer)] <= self.steps:
             return  # a second optimizer in the same step (a GAN's generator)
         self.steps += 1
         self.boundaries.append(self.clock())
-        self.grad_norms.append(torch.stack(self.norm_squares).sum().sqrt() if self.norm_squares else torch.tensor(float("nan")))
-        self.norm_squares = []
+        self.progress.show(f"trainlint: step {self.steps}/{self.wanted} of {os.path.basename(self.script)}", force=self.steps == self.wanted)
+        self.norms.end_step()
+        if self.rank_evidence is not None:
+            self.rank_evidence.after_step([p for p, _, _ in self.tracked.values()])
         self.losses.append(self.last_loss)
         self.saved_per_step.append(self.saved_bytes)
         if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -228,23 +242,73 @@ class Recorder:
     def pack(self, tensor: torch.Tensor) -> SavedTensor:
         return SavedTensor(tensor, self)
 
+    def cast(self, before: dict[str, torch.dtype], module: torch.nn.Module, frame: FrameType | None) -> None:
+        """`module` converted its parameters (`.to(dtype)`, `.half()`, `.double()`): remember the
+        script's line that changed a parameter's dtype."""
+        site = next(user_frames(frame), None)
+        if site is None:
+            return
+        for name, param in module.named_parameters():
+            old = before.get(name)
+            if old is not None and old != param.dtype:
+                self.casts[id(param)] = _site_of(site, old, param.dtype)
+
+    def default_dtype_set(self, frame: FrameType | None, dtype: Any) -> None:
+        """`torch.set_default_dtype(dtype)`: parameters created after it have that dtype uncast."""
+        site = next(user_frames(frame), None)
+        if site is not None and isinstance(dtype, torch.dtype):
+            self.default_dtype_site = _site_of(site, torch.float32, dtype)
+
+    def guarded(self, hook: Callable[..., Any]) -> Callable[..., Any]:
+        """`hook` whose failure (a fault of ours, never the script's) stops the run with a report
+        that says so, instead of surfacing as the script's error."""
+
+        @functools.wraps(hook)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return hook(*args, **kwargs)
+            except StopRun:
+                raise
+            except Exception as exc:
+                self.failed(exc)
+                raise StopRun from exc
+
+        return wrapper
+
+    def failed(self, exc: BaseException) -> None:
+        """The instruments raised `exc`: end the run, blaming trainlint, with no evidence judged."""
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(OWN_DIR)]
+        where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+        self.finish(
+            "internal-error", f"trainlint's instruments failed after {self.steps} optimizer steps (a fault in trainlint, not in the script)",
+            f"{type(exc).__name__}: {exc}{where}",
+        )
+
     # -- the report -------------------------------------------------------------------------
     def finish(self, stopped: str, message: str, error: str | None = None) -> None:
-        """Record why the run ended and write the report; only the first call counts."""
-        if self.stopped is not None:
-            return
+        """Record why the run ended and write the report; only the first call counts, and a call
+        from another thread (the timeout, the launcher's SIGTERM) returns once the report is written."""
+        with self.finishing:
+            if self.stopped is None:
+                self._write(stopped, message, error)
+
+    def _write(self, stopped: str, message: str, error: str | None) -> None:
         self.stopped, self.message, self.error = stopped, message, error
+        self.progress.clear()
         if stopped == "finished" and self.steps == 0:
             self.message = "the script finished without calling an optimizer's step(): nothing to measure"
         try:
             text = json.dumps(self.report())
-        except Exception as exc:  # a failure of ours must not hide how the script ended
+        except Exception as exc:  # a failure of ours must not hide how the script ended, nor pass for evidence
             text = json.dumps({
-                "script": self.script, "device": self.device, "steps": self.steps, "stopped": stopped,
-                "message": f"{self.message}; building the report failed: {type(exc).__name__}: {exc}", "error": error,
+                "script": self.script, "device": self.device, "steps": self.steps, "stopped": "internal-error",
+                "message": f"{self.message}; building the report failed (a fault in trainlint, not in the script)",
+                "error": f"{type(exc).__name__}: {exc}", "script_error": error, "exit_code": self.exit_code,
             })
-        with open(self.report_path, "w", encoding="utf-8") as out:
+        partial = f"{self.report_path}.partial"  # a process killed mid-write leaves no half report
+        with open(partial, "w", encoding="utf-8") as out:
             out.write(text)
+        os.replace(partial, self.report_path)
 
     def report(self) -> Report:
         """The run's figures, JSON-ready."""
@@ -259,12 +323,14 @@ class Recorder:
             "stopped": self.stopped,
             "message": self.message,
             "error": self.error,
+            "exit_code": self.exit_code,
             "duration_s": round(time.perf_counter() - self.started, 3),
             "frozen": self._frozen(),
             "nonfinite_parameters": [self._name(p) for p, _, _ in self.tracked.values() if p.is_floating_point() and not bool(torch.isfinite(p.detach()).all())],
             "tensors_checked": len(self.tracked),
             "loss": _series([None if t is None else float(t) for t in self.losses]),
-            "grad_norm": _series([float(t) for t in self.grad_norms]),
+            "grad_norm": _series(self.norms.values()),
+            "clipping": self.norms.clipping(),
             "loss_scale": self._loss_scale(),
             "syncs": self._site_rows(self.syncs),
             "events": self._site_rows(self.events),
@@ -278,6 +344,9 @@ class Recorder:
             "scheduler_steps_before_first_step": self.scheduler_steps_before_first_step,
             "anomaly_steps": self.anomaly_steps,
             "eval_mode_steps": self.eval_mode_steps,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "distributed": self.rank_evidence.report() if self.rank_evidence is not None else None,
         }
 
     def _name(self, param: torch.Tensor) -> str:
@@ -288,11 +357,15 @@ class Recorder:
         for param, snapshot, mask in self.tracked.values():
             moved = mask.cpu()
             with_grad = int(moved.sum())
-            same = int(((param.detach().cpu() == snapshot) & moved).sum()) if with_grad else 0
+            same = int(((local(param.detach()).cpu() == snapshot) & moved).sum()) if with_grad else 0
             if same:
+                low = param.dtype in (torch.bfloat16, torch.float16)
                 rows.append({
-                    "name": self._name(param), "dtype": str(param.dtype).removeprefix("torch."), "numel": param.numel(),
+                    "name": self._name(param), "dtype": _dtype_name(param.dtype), "numel": param.numel(),
                     "elements_with_gradient": with_grad, "frozen_fraction": same / with_grad,
+                    # the optimizer updates this very tensor: in bf16/fp16 there is no fp32 master copy
+                    "no_master_copy": low,
+                    "cast_at": self.casts.get(id(param)) or (self.default_dtype_site if low else None),
                 })
         return sorted(rows, key=lambda r: (-r["frozen_fraction"], -r["numel"], r["name"]))
 
@@ -345,7 +418,22 @@ class Recorder:
         # GradScaler lowers its scale after each step it skipped for inf/NaN gradients
         lowered = sum(1 for a, b in zip(scales, scales[1:]) if b < a)
         first, last = (scales[0], scales[-1]) if scales else (None, None)
-        return {"values": scales, "first": first, "last": last, "decreases": lowered, "scaled_losses": self.scaled_losses, "updates": self.scale_updates}
+        return {
+            "enabled": bool(scales), "values": scales, "first": first, "last": last, "decreases": lowered,
+            "scaled_losses": self.scaled_losses, "updates": self.scale_updates,
+        }
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _site_of(frame: FrameType, old: torch.dtype, new: torch.dtype) -> Report:
+    path = os.path.abspath(frame.f_code.co_filename)
+    return {
+        "path": path, "line": frame.f_lineno, "code": linecache.getline(path, frame.f_lineno).strip(),
+        "from": _dtype_name(old), "to": _dtype_name(new),
+    }
 
 
 def _series(values: list[float | None]) -> Report:

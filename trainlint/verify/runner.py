@@ -9,6 +9,7 @@ import sys
 from typing import Sequence
 
 from trainlint.diagnostics import Diagnostic
+from trainlint.verify.progress import Progress
 
 # rules with a probe (kept here so that choosing probes never imports torch)
 PROBED = frozenset({"TL101", "TL102", "TL103", "TL104", "TL201", "TL202", "TL204", "TL301", "TL302", "TL304", "TL401", "TL402"})
@@ -30,14 +31,17 @@ def run_probe(code: str, facts: dict[str, object], device: str, timeout: float) 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def verify(diagnostics: Sequence[Diagnostic], device: str = "auto", timeout: float = 120.0) -> list[dict[str, object]]:
+def verify(diagnostics: Sequence[Diagnostic], device: str = "auto", timeout: float = 120.0, progress: bool = False) -> list[dict[str, object]]:
     """Each diagnostic as a dict with a `verification` object (None for rules without a probe).
 
-    Findings with the same rule and facts share one probe run.
+    Findings with the same rule and facts share one probe run. With `progress`, a status line on
+    stderr counts the findings done.
     """
     cache: dict[tuple[str, str], dict[str, object]] = {}
     out = []
-    for d in diagnostics:
+    status = Progress(progress)
+    for done, d in enumerate(diagnostics):
+        status.show(f"trainlint: verifying finding {done + 1}/{len(diagnostics)} ({d.code})", force=True)
         row = d.to_dict()
         row["facts"] = d.facts
         if d.code in PROBED:
@@ -48,4 +52,5 @@ def verify(diagnostics: Sequence[Diagnostic], device: str = "auto", timeout: flo
         else:
             row["verification"] = None
         out.append(row)
+    status.clear()
     return out

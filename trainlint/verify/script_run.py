@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -15,9 +16,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trainlint.diagnostics import Diagnostic
+from trainlint.verify.ranks import merge, no_report
+from trainlint.verify.health import (
+    FROZEN, divergence, failed_ourselves, format_bytes, frozen_cause, frozen_examples, grad_norm_spikes, never_cleared,
+)
 
 Report = dict[str, Any]
-FROZEN = 0.5  # a tensor whose elements with a gradient stayed unchanged at least this often is frozen
 LOW_PRECISION = ("bfloat16", "float16")
 GRACE_S = 60.0  # for torch's import and the report, beyond the script's own timeout
 # rules whose findings a run can confirm or not
@@ -27,8 +31,11 @@ JUDGED = frozenset({
 })
 
 
-def run_script(script: Path, args: Sequence[str], steps: int, timeout: float, device: str) -> Report:
-    """The instruments' report for `script` run with `args`; the script's output goes to our stderr."""
+def run_script(script: Path, args: Sequence[str], steps: int, timeout: float, device: str, nproc: int = 1) -> Report:
+    """The instruments' report for `script` run with `args`; the script's output goes to our stderr.
+
+    With `nproc` > 1 the script runs under torch's elastic launcher (torchrun) in that many processes,
+    the instruments in each, and their reports are merged (`ranks.merge`)."""
     env = dict(os.environ)
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -37,23 +44,55 @@ def run_script(script: Path, args: Sequence[str], steps: int, timeout: float, de
         report_path = Path(tmp) / "report.json"
         request = {
             "script": str(script), "args": list(args), "steps": steps, "timeout": timeout, "device": device,
-            "report": str(report_path), "threads_set": "OMP_NUM_THREADS" in os.environ,
+            "report": str(report_path), "threads_set": "OMP_NUM_THREADS" in os.environ, "progress": _stderr_is_terminal(),
         }
         # not `-m trainlint.verify.instruments`: the script runs as __main__, and torch.compile looks up
         # the instruments' globals in their module
         entry = "import sys; from trainlint.verify.instruments import main; main(sys.argv[1:])"
-        command = [sys.executable, "-c", entry, json.dumps(request)]
+        if nproc > 1:
+            # SIGTERM (the launcher stopping a rank) is blocked before any thread starts, so that the
+            # instruments' own thread takes it and writes the rank's report (`distributed.py`)
+            entry = "import signal; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}); " + entry
+            launcher = [
+                sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "--max-restarts=0",
+                "--no-python", sys.executable,
+            ]
+            code = _run_process_tree([*launcher, "-c", entry, json.dumps(request)], env, timeout + GRACE_S)
+            return merge([_read_report(Path(f"{report_path}.rank{rank}")) for rank in range(nproc)], code, str(script))
+        code = _run_process_tree([sys.executable, "-c", entry, json.dumps(request)], env, timeout + GRACE_S)
+        report = _read_report(report_path)
+    return report if report is not None else no_report(str(script), code, timeout + GRACE_S)
+
+
+def _read_report(path: Path) -> Report | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _run_process_tree(command: Sequence[str], env: dict[str, str], timeout: float) -> int | None:
+    """Run `command` in a session of its own and end every process left in it (the script's workers,
+    a child it started and forgot) once it is done, times out or we are interrupted; its exit code
+    (None on timeout)."""
+    process = subprocess.Popen(command, stdout=_script_output(), env=env, start_new_session=True)
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:
         try:
-            done = subprocess.run(command, stdout=_script_output(), env=env, timeout=timeout + GRACE_S)
-            code: int | None = done.returncode
-        except subprocess.TimeoutExpired:
-            code = None
-        try:
-            return json.loads(report_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
             pass
-    ended = f"did not end within {timeout + GRACE_S:g} s" if code is None else f"ended with exit code {code}"
-    return {"script": str(script), "steps": 0, "stopped": "error", "message": f"the instrumented run {ended} and wrote no report", "error": None}
+        process.wait()
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _script_output() -> Any:
@@ -63,35 +102,6 @@ def _script_output() -> Any:
         return sys.stderr
     except (AttributeError, OSError, ValueError):
         return subprocess.DEVNULL
-
-
-def problems(report: Report) -> list[str]:
-    """Training-health problems the run showed, one line each (empty when healthy)."""
-    found = []
-    frozen = [r for r in report.get("frozen") or [] if r["frozen_fraction"] >= FROZEN]
-    if frozen:
-        found.append(f"{len(frozen)} parameter tensor(s) frozen: {_examples(frozen)}")
-    for what in ("loss", "grad_norm"):
-        bad = (report.get(what) or {}).get("nonfinite_steps") or []
-        if bad:
-            found.append(f"{what.replace('_', ' ')} non-finite at step(s) {_steps(bad)}")
-    if report.get("nonfinite_parameters"):
-        found.append(f"non-finite parameters: {', '.join(report['nonfinite_parameters'][:5])}")
-    for graph in report.get("graphs") or []:
-        found.append(f"`{graph['name']}` keeps autograd graphs: +{graph['growth_per_step']:.0f} nodes per step")
-    growth = (report.get("saved_bytes") or {}).get("growth_per_step") or 0
-    if growth > 0:
-        found.append(f"tensors saved for backward stay alive: +{format_bytes(growth)} per step")
-    if report.get("eval_mode_steps"):
-        found.append(f"the model trained in eval mode at {len(report['eval_mode_steps'])} of {report['steps']} steps")
-    if never_cleared(report):
-        found.append(f"gradients were never cleared in {report['steps']} steps: each step applied their running sum")
-    return found
-
-
-def never_cleared(report: Report) -> bool:
-    """No zero_grad() call and no `.grad` reset over two steps or more: gradients accumulated."""
-    return (report.get("steps") or 0) >= 2 and report.get("zero_grad_calls") == 0 and report.get("renewed_grads_steps") == 0
 
 
 def judge(report: Report, diagnostics: Sequence[Diagnostic]) -> list[Report]:
@@ -107,12 +117,14 @@ def judge(report: Report, diagnostics: Sequence[Diagnostic]) -> list[Report]:
 
 def _verdict(report: Report, d: Diagnostic) -> tuple[str, str] | None:
     steps = report.get("steps") or 0
+    if failed_ourselves(report):
+        return ("cannot check here", "trainlint's instruments failed: no evidence") if d.code in JUDGED else None
     if steps == 0:
         return ("cannot check here", "no optimizer step ran") if d.code in JUDGED else None
     if d.code == "TL101":
         low = [r for r in report.get("frozen") or [] if r["dtype"] in LOW_PRECISION and r["frozen_fraction"] >= FROZEN]
         if low:
-            return "confirmed", f"{len(low)} {low[0]['dtype']} tensor(s) unchanged after {steps} steps though their gradients were non-zero: {_examples(low)}"
+            return "confirmed", f"{len(low)} {low[0]['dtype']} tensor(s) unchanged after {steps} steps though their gradients were non-zero: {frozen_examples(low)}{frozen_cause(low)}"
         return "not confirmed", f"every low-precision parameter moved in {steps} steps"
     if d.code in ("TL102", "TL104", "TL202", "TL204"):
         return _stability(report, steps)
@@ -205,6 +217,12 @@ def _stability(report: Report, steps: int) -> tuple[str, str]:
         f"{what.replace('_', ' ')} non-finite at step {report[what]['nonfinite_steps'][0]}"
         for what in ("loss", "grad_norm") if (report.get(what) or {}).get("nonfinite_steps")
     ]
+    spikes = grad_norm_spikes(report)
+    if spikes:
+        bad.append(f"gradient-norm spike of {spikes['first']:.4g} at step {spikes['steps'][0]} ({spikes['first'] / spikes['median']:.0f}x the median)")
+    rise = divergence(report)
+    if rise:
+        bad.append(f"the loss diverged from step {rise['began']} ({rise['baseline']:.4g} -> {rise['last']:.4g})")
     if report.get("nonfinite_parameters"):
         bad.append(f"non-finite parameters ({', '.join(report['nonfinite_parameters'][:3])})")
     if bad:
@@ -227,21 +245,3 @@ def _sync_verdict(report: Report, d: Diagnostic, steps: int) -> tuple[str, str]:
     if report.get("device") == "cpu" and cuda_only:
         return "cannot check here", "on the CPU this line does not run or syncs nothing (it needs CUDA)"
     return "not confirmed", f"no sync at this line in {steps} steps"
-
-
-def format_bytes(n: float) -> str:
-    """1536 -> "1.5 KiB"."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
-
-
-def _examples(rows: Sequence[Report], limit: int = 3) -> str:
-    shown = ", ".join(f"{r['name']} {r['frozen_fraction']:.0%}" for r in rows[:limit])
-    return shown + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
-
-
-def _steps(steps: Sequence[int], limit: int = 5) -> str:
-    return ", ".join(map(str, steps[:limit])) + (f" and {len(steps) - limit} more" if len(steps) > limit else "")

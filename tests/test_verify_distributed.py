@@ -1,0 +1,82 @@
+"""`trainlint verify run --nproc-per-node 2`: a data-parallel script under torchrun on the CPU (gloo),
+the instruments in both ranks and their evidence merged; a rank that dies ends the run cleanly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import process_alive
+
+pytest.importorskip("torch")
+distributed = pytest.importorskip("torch.distributed")
+if not distributed.is_available() or not distributed.is_gloo_available():
+    pytest.skip("this torch build has no gloo backend", allow_module_level=True)
+
+SCRIPT = Path(__file__).resolve().parent / "fixtures" / "scripts" / "ddp_style.py"
+
+
+def verify_run(*script_args: str, steps: int = 6, output: str = "json", timeout: int = 600) -> tuple[int, Any, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "trainlint", "verify", "run", str(SCRIPT), "--nproc-per-node", "2", "--steps", str(steps),
+         "--device", "cpu", "--format", output, "--timeout", str(timeout), "--", *script_args],
+        capture_output=True, text=True, timeout=300,
+    )
+    return done.returncode, (json.loads(done.stdout) if output == "json" else done.stdout), done.stderr
+
+
+def test_ddp_ranks_agree_and_count_their_gradient_all_reduces():
+    code, text, stderr = verify_run(output="text")
+    assert code == 0, stderr[-3000:]
+    assert "Ranks (2 processes under torchrun" in text
+    assert "parameters agree across ranks 0, 1 after each of 6 steps" in text
+    for rank in (0, 1):
+        assert f"rank {rank}: 6 step(s), stopped after 6 optimizer steps" in text
+    assert text.count("collectives per step: all_reduce (DDP gradient bucket) 1") == 2
+    assert "No training-health problem in this run." in text
+
+
+def test_ranks_trained_apart_diverge():
+    # the DDP wrapper forgotten: each rank steps on its own shard of the data
+    code, report, _ = verify_run("--wrap", "none")
+    assert report["world_size"] == 2 and report["steps"] == 6
+    assert report["rank_agreement"] == {"status": "diverge", "first_step": 1, "ranks": [1], "reference_rank": 0, "steps_compared": 6}
+    assert any(p.startswith("the ranks diverge") for p in report["problems"])
+    assert code == 1
+
+
+def test_fsdp_shards_are_not_compared_and_its_collectives_are_counted():
+    code, report, stderr = verify_run("--wrap", "fsdp")
+    assert code == 0, stderr[-3000:]
+    assert report["rank_agreement"]["status"] == "sharded"
+    kinds = {c["kind"]: c["per_step"] for c in report["ranks"][0]["collectives"]}
+    assert kinds.get("all_gather_single", 0) > 0 and kinds.get("reduce_scatter_single", 0) > 0
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+def test_a_killed_rank_ends_the_run_with_a_clear_report_and_no_orphans(tmp_path: Path):
+    code, report, stderr = verify_run("--die-rank", "1", "--die-step", "3", "--pid-dir", str(tmp_path), steps=20)
+    assert code == 2
+    assert report["stopped"] == "rank-failed" and report["message"] == "rank 1 died; the other ranks' evidence is kept"
+    assert report["error"].startswith("rank 1 ended without writing its report")
+    rank0, rank1 = report["ranks"]
+    assert rank0["reported"] and rank0["steps"] == 3 and not rank1["reported"]
+    assert "trainlint: a rank failed: rank 1 ended without writing its report" in stderr
+    pids = [int(p.read_text()) for p in tmp_path.glob("rank*.pid")]
+    assert len(pids) == 2 and not any(process_alive(pid) for pid in pids)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+def test_a_hung_rank_ends_the_run_at_the_timeout_with_a_clear_report(tmp_path: Path):
+    code, report, stderr = verify_run("--hang-rank", "1", "--die-step", "3", "--pid-dir", str(tmp_path), steps=20, timeout=10)
+    assert code == 2
+    assert report["stopped"] == "rank-failed" and report["steps"] == 3
+    assert "stopped by the timeout (stopped by the 10 s timeout after 3 optimizer steps): a rank hangs" in report["error"]
+    assert "trainlint: a rank failed: rank" in stderr
+    pids = [int(p.read_text()) for p in tmp_path.glob("rank*.pid")]
+    assert len(pids) == 2 and not any(process_alive(pid) for pid in pids)

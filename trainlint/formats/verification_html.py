@@ -1,0 +1,200 @@
+"""`trainlint verify run --html FILE`: the run on one self-contained page (inline SVG charts and CSS,
+no script, nothing fetched): the per-step series, frozen parameters, sync sites by line, graphs
+kept across steps, and each static finding with its verdict."""
+
+from __future__ import annotations
+
+import math
+from html import escape
+from typing import Any, Sequence
+
+from trainlint.verify.health import (
+    FROZEN, clipping_line, format_bytes, format_value, frozen_cause, rank_lines, relative_path, run_series, script_failed,
+)
+
+Report = dict[str, Any]
+CHART_W, CHART_H, PAD_L, PAD_B, PAD_T = 640, 180, 70, 24, 12
+VERDICT_CLASS = {"confirmed": "bad", "not confirmed": "good", "cannot check here": "warn"}
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1000px; color: #1d2330; background: #fff; }
+h1 { font-size: 20px; margin-bottom: 4px; } h2 { font-size: 16px; margin-top: 28px; border-bottom: 1px solid #dde; padding-bottom: 4px; }
+.meta { color: #556; } .bad { color: #b3261e; } .good { color: #1b7a3a; } .warn { color: #9a6700; }
+table { border-collapse: collapse; width: 100%; } th, td { text-align: left; padding: 3px 10px 3px 0; vertical-align: top; }
+th { border-bottom: 1px solid #ccd; } td.num, th.num { text-align: right; } code { font-size: 13px; }
+.problems li { color: #b3261e; margin: 3px 0; } .chart { margin: 8px 0 18px; } .chart h3 { font-size: 14px; margin: 0 0 2px; }
+.badge { display: inline-block; padding: 0 6px; border-radius: 3px; font-size: 12px; border: 1px solid currentColor; }
+.none { color: #778; }
+"""
+
+
+def render_html(report: Report, rows: Sequence[Report], problems: Sequence[str]) -> str:
+    """The whole page as one string."""
+    parts = [_header(report, problems), *_ranks(report), _series(report), _frozen(report), _syncs(report), _graphs(report), _findings(rows)]
+    body = "\n".join(p for p in parts if p)
+    title = f"trainlint verify run: {report.get('script', '')}"
+    return (
+        f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
+        f"<style>{STYLE}</style></head>\n<body>\n{body}\n</body></html>\n"
+    )
+
+
+def _header(report: Report, problems: Sequence[str]) -> str:
+    steps = report.get("steps") or 0
+    took = f", {report['duration_s']:.1f} s" if isinstance(report.get("duration_s"), (int, float)) else ""
+    out = [
+        f"<h1>{escape(relative_path(str(report.get('script', ''))))}</h1>",
+        f"<p class=\"meta\">{steps} optimizer step(s) on {escape(str(report.get('device', '?')))}{took}: {escape(str(report.get('message', '')))}</p>",
+    ]
+    failure = script_failed(report) if report.get("stopped") != "internal-error" else f"{report.get('message')}: {report.get('error')}"
+    if failure:
+        out.append(f"<p class=\"bad\">{escape(failure)}</p>")
+    if problems:
+        out.append("<h2>Problems</h2><ul class=\"problems\">" + "".join(f"<li>{escape(p)}</li>" for p in problems) + "</ul>")
+    elif steps and report.get("stopped") != "internal-error":
+        scope = f"the {steps} step(s) before the run failed" if failure else "this run"
+        out.append(f"<p class=\"good\">No training-health problem in {scope}.</p>")
+    return "\n".join(out)
+
+
+def _series(report: Report) -> str:
+    charts = []
+    limit = _clip_limit(report)
+    for row in run_series(report):
+        guide = limit if row["label"] == "grad norm" else None
+        charts.append(f"<div class=\"chart\"><h3>{escape(row['label'])}</h3>{line_chart(row['values'], row['unit'], row['marks'], guide)}</div>")
+    if not charts:
+        return ""
+    notes = [line for line in (clipping_line(report),) if line]
+    return "<h2>Per step</h2>" + "".join(charts) + "".join(f"<p class=\"meta\">{escape(n)}</p>" for n in notes)
+
+
+def _clip_limit(report: Report) -> float | None:
+    sites = (report.get("clipping") or {}).get("sites") or []
+    try:
+        return float(sites[0]["limit"]) if sites and sites[0]["kind"] == "norm" else None
+    except (TypeError, ValueError):
+        return None
+
+
+def line_chart(values: Sequence[float | None], unit: str, marks: Sequence[Report], guide: float | None = None) -> str:
+    """An inline SVG line chart of `values` (step 1..N), with red markers at `marks` and a dashed
+    horizontal `guide` (the clip limit)."""
+    points = [(i + 1, v) for i, v in enumerate(values) if v is not None and math.isfinite(v)]
+    if not points:
+        return "<p class=\"none\">no finite value</p>"
+    shown = [v for _, v in points] + ([guide] if guide is not None else [])
+    low, high = min(shown), max(shown)
+    # a spike 1000x the rest would flatten everything else: positive series that wide get a log scale
+    logarithmic = low > 0 and high / low > 100
+    scale = math.log10 if logarithmic else float
+    span = (scale(high) - scale(low)) or 1.0
+    n = max(len(values), 2)
+    width, height = CHART_W - PAD_L - 8, CHART_H - PAD_B - PAD_T
+
+    def x(step: float) -> float:
+        return PAD_L + (step - 1) / (n - 1) * width
+
+    def y(value: float) -> float:
+        return PAD_T + (1 - (scale(value) - scale(low)) / span) * height
+
+    path = " ".join(f"{'M' if i == 0 else 'L'}{x(s):.1f},{y(v):.1f}" for i, (s, v) in enumerate(points))
+    svg = [
+        f"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{CHART_W}\" height=\"{CHART_H}\" role=\"img\">",
+        f"<rect x=\"{PAD_L}\" y=\"{PAD_T}\" width=\"{width}\" height=\"{height}\" fill=\"#f7f8fb\" stroke=\"#dde\"/>",
+        f"<text x=\"{PAD_L - 6}\" y=\"{PAD_T + 10}\" text-anchor=\"end\" font-size=\"11\">{escape(format_value(high, unit))}</text>",
+        f"<text x=\"{PAD_L - 6}\" y=\"{PAD_T + height}\" text-anchor=\"end\" font-size=\"11\">{escape(format_value(low, unit))}</text>",
+        f"<text x=\"{PAD_L}\" y=\"{CHART_H - 6}\" font-size=\"11\">step 1</text>",
+        f"<text x=\"{PAD_L + width}\" y=\"{CHART_H - 6}\" text-anchor=\"end\" font-size=\"11\">step {len(values)}</text>",
+    ]
+    if logarithmic:
+        svg.append(f"<text x=\"{PAD_L + width / 2:.0f}\" y=\"{CHART_H - 6}\" text-anchor=\"middle\" font-size=\"11\" fill=\"#556\">log scale</text>")
+    if guide is not None:
+        svg.append(
+            f"<line x1=\"{PAD_L}\" x2=\"{PAD_L + width}\" y1=\"{y(guide):.1f}\" y2=\"{y(guide):.1f}\" stroke=\"#9a6700\" stroke-dasharray=\"5,4\"/>"
+            f"<text x=\"{PAD_L + width - 4}\" y=\"{y(guide) - 4:.1f}\" text-anchor=\"end\" font-size=\"11\" fill=\"#9a6700\">clip {guide:g}</text>"
+        )
+    for mark in marks:
+        mx = x(mark["step"])
+        svg.append(
+            f"<line x1=\"{mx:.1f}\" x2=\"{mx:.1f}\" y1=\"{PAD_T}\" y2=\"{PAD_T + height}\" stroke=\"#b3261e\" stroke-width=\"1.5\"/>"
+            f"<text x=\"{mx + 4:.1f}\" y=\"{PAD_T + 12}\" font-size=\"11\" fill=\"#b3261e\">{escape(mark['text'])}</text>"
+        )
+    svg.append(f"<path d=\"{path}\" fill=\"none\" stroke=\"#2f5fb3\" stroke-width=\"1.6\"/>")
+    if len(points) == 1:
+        svg.append(f"<circle cx=\"{x(points[0][0]):.1f}\" cy=\"{y(points[0][1]):.1f}\" r=\"3\" fill=\"#2f5fb3\"/>")
+    svg.append("</svg>")
+    return "".join(svg)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[int] = ()) -> str:
+    """A table of already-escaped cells; columns in `numeric` are right-aligned."""
+    right = ' class="num"'
+    head = "".join(f"<th{right if i in numeric else ''}>{h}</th>" for i, h in enumerate(headers))
+    body = "".join("<tr>" + "".join(f"<td{right if i in numeric else ''}>{c}</td>" for i, c in enumerate(r)) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _frozen(report: Report) -> str:
+    frozen = [r for r in report.get("frozen") or [] if r["frozen_fraction"] >= FROZEN]
+    title = f"<h2>Frozen parameters</h2><p class=\"meta\">unchanged after {report.get('steps', 0)} steps although their gradient was non-zero</p>"
+    if not frozen:
+        return title + f"<p class=\"none\">none of {report.get('tensors_checked', 0)} tensors</p>"
+    rows = [
+        [f"<code>{escape(r['name'])}</code>", escape(r["dtype"]), f"{r['numel']:,}", f"<span class=\"bad\">{r['frozen_fraction']:.0%}</span>",
+         escape(f"{relative_path(r['cast_at']['path'])}:{r['cast_at']['line']} {r['cast_at']['code']}") if r.get("cast_at") else ""]
+        for r in frozen
+    ]
+    cause = frozen_cause(frozen)
+    return title + _table(["parameter", "dtype", "elements", "unchanged", "cast at"], rows, numeric=(2, 3)) + (
+        f"<p>{escape(cause.removeprefix('; '))}</p>" if cause else "")
+
+
+def _syncs(report: Report) -> str:
+    syncs = report.get("syncs") or []
+    if not syncs:
+        return "<h2>Host-device syncs</h2><p class=\"none\">none called by the script</p>"
+    rows = [
+        [f"<code>{escape(relative_path(s['path']))}:{s['line']}</code>", escape(s["kind"]),
+         f"<span class=\"{'bad' if s['every_step'] else ''}\">{s['per_step']:.3g}</span>", f"{s['steps_seen']} of {s['steps_measured']}"]
+        for s in syncs
+    ]
+    note = "<p class=\"meta\">on the CPU these are value reads that sync when the tensor lives on a GPU</p>" if report.get("device") == "cpu" else ""
+    return "<h2>Host-device syncs, by line</h2>" + _table(["line", "kind", "per step", "steps seen"], rows, numeric=(2,)) + note
+
+
+def _graphs(report: Report) -> str:
+    graphs = report.get("graphs") or []
+    saved = report.get("saved_bytes") or {}
+    values = saved.get("values") or [0]
+    tail = f"<p class=\"meta\">tensors saved for backward, alive at step end: {format_bytes(values[0])} after step 1, {format_bytes(values[-1])} after step {len(values)}</p>"
+    if not graphs:
+        return "<h2>Autograd graphs kept across steps</h2><p class=\"none\">none</p>" + tail
+    rows = [
+        [f"<code>{escape(g['name'])}</code>", f"+{g['growth_per_step']:.0f}", f"{g['nodes'][0]} → {g['nodes'][-1]}",
+         format_bytes(g["saved_bytes_at_end"]) if g.get("saved_bytes_at_end") else ""]
+        for g in graphs
+    ]
+    return "<h2>Autograd graphs kept across steps</h2>" + _table(["variable", "nodes per step", "nodes", "saved for backward"], rows, numeric=(1,)) + tail
+
+
+def _findings(rows: Sequence[Report]) -> str:
+    if not rows:
+        return "<h2>Static findings</h2><p class=\"none\">none in this script</p>"
+    cells = []
+    for r in rows:
+        verdict = r.get("verification") or {}
+        status = str(verdict.get("status", "no runtime check"))
+        cells.append([
+            f"<code>{escape(relative_path(str(r['path'])))}:{r['line']}</code>", f"<b>{escape(str(r['code']))}</b>", escape(str(r["message"])),
+            f"<span class=\"badge {VERDICT_CLASS.get(status, '')}\">{escape(status)}</span> {escape(str(verdict.get('summary', '')))}",
+        ])
+    return "<h2>Static findings, judged by this run</h2>" + _table(["where", "rule", "finding", "verdict"], cells)
+
+
+def _ranks(report: Report) -> list[str]:
+    """One section for a multi-process run: each rank's state and whether their parameters agree."""
+    lines = rank_lines(report)
+    if not lines:
+        return []
+    items = "".join(f"<li class=\"{'bad' if 'DIVERGE' in line else ''}\">{escape(line)}</li>" for line in lines)
+    return [f"<h2>Ranks</h2><p class=\"meta\">{report.get('world_size')} processes under torchrun; the sections below are rank 0's</p><ul>{items}</ul>"]

@@ -1,0 +1,134 @@
+"""The instruments of one rank in a multi-process run (torchrun): collectives counted per step, a
+checksum of the parameters after each step (ranks that should agree can be compared), and a report
+written when the launcher stops this rank because another one failed. Imports torch."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections import Counter
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from trainlint.verify.grad_norms import local
+
+# torch.distributed's collectives as the script (or FSDP, which calls them from Python) reaches them
+# (the `_single` ones are FSDP2's; names a torch version lacks are skipped)
+COLLECTIVES = (
+    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "all_gather_single", "all_gather_coalesced",
+    "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single", "broadcast", "reduce", "barrier", "all_to_all",
+    "all_to_all_single", "gather", "scatter", "all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list",
+    "send", "recv", "isend", "irecv",
+)
+DDP_BUCKET = "all_reduce (DDP gradient bucket)"
+
+
+def rank_and_world() -> tuple[int, int]:
+    """This process's rank and the world size, from the launcher's environment (0 and 1 alone)."""
+    try:
+        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 0, 1
+
+
+class RankEvidence:
+    """What one rank adds to the report: collectives per step, parameter checksums, sharding."""
+
+    def __init__(self, recorder: Any) -> None:
+        self.recorder = recorder
+        self.collectives: dict[str, Counter[int]] = {}
+        self.checksums: list[torch.Tensor] = []
+        self.sharded = False
+        self.hooked: set[int] = set()  # DDP modules whose gradient buckets are counted
+        self.in_bucket_hook = False
+
+    def install(self) -> None:
+        """Count the collectives; stop with a report on the launcher's SIGTERM."""
+        for name in COLLECTIVES:
+            original = getattr(dist, name, None)
+            if original is not None:
+                setattr(dist, name, self._counting(name, original))
+        torch.nn.modules.module.register_module_forward_pre_hook(self.recorder.guarded(self._before_forward))
+        _report_on_sigterm(self.recorder)
+
+    def _counting(self, name: str, original: Any) -> Any:
+        count = self.recorder.guarded(self.count)
+
+        def collective(*args: Any, **kwargs: Any) -> Any:
+            count(name)
+            return original(*args, **kwargs)
+
+        collective.__wrapped__ = original  # type: ignore[attr-defined]
+        return collective
+
+    def count(self, kind: str) -> None:
+        if self.in_bucket_hook and kind != DDP_BUCKET:
+            return
+        self.collectives.setdefault(kind, Counter())[self.recorder.steps] += 1
+
+    def _before_forward(self, module: torch.nn.Module, *_: Any) -> None:
+        """DDP all-reduces gradients from C++: count its buckets through a comm hook (the default
+        all-reduce), registered at the wrapper's first forward unless the script registered one."""
+        if id(module) in self.hooked:
+            return
+        if type(module).__name__ in ("FullyShardedDataParallel", "FSDPModule") or any(
+            type(p).__name__ == "DTensor" for p in module.parameters(recurse=False)
+        ) or "FSDP" in type(module).__name__:
+            self.sharded = True
+        if not isinstance(module, torch.nn.parallel.DistributedDataParallel):
+            return
+        self.hooked.add(id(module))
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        count = self.count
+
+        def counted_allreduce(state, bucket):  # type: ignore[no-untyped-def]  # DDP rejects annotations other than its own
+            count(DDP_BUCKET)
+            self.in_bucket_hook = True  # its dist.all_reduce is this bucket's, counted once
+            try:
+                return allreduce_hook(state, bucket)
+            finally:
+                self.in_bucket_hook = False
+
+        try:
+            module.register_comm_hook(module.process_group, counted_allreduce)
+        except RuntimeError:  # the script's own hook is in place: its collectives go uncounted
+            pass
+
+    def after_step(self, params: list[torch.Tensor]) -> None:
+        """A checksum of this rank's parameters (no sync: read at the end)."""
+        if any(type(p).__name__ == "DTensor" for p in params):
+            self.sharded = True
+        shards = [local(p.detach()) for p in params]
+        self.checksums.append(torch.stack([t.double().sum() for t in shards]).sum() if shards else torch.zeros((), dtype=torch.float64))
+
+    def report(self) -> dict[str, Any]:
+        steps = self.recorder.steps
+        measured = range(2, steps + 1) if steps >= 2 else range(1, steps + 1)
+        return {
+            "checksums": [float(t) for t in self.checksums],
+            "sharded": self.sharded,
+            "collectives": [
+                {"kind": kind, "count": sum(per.values()), "per_step": sum(per.get(k - 1, 0) for k in measured) / max(len(measured), 1)}
+                for kind, per in sorted(self.collectives.items())
+            ],
+        }
+
+
+def _report_on_sigterm(recorder: Any) -> None:
+    """torchrun stops the other ranks with SIGTERM when one fails. A rank blocked in a collective
+    never returns to Python to run a signal handler, so the signal is taken by a thread instead."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+    def wait() -> None:
+        signal.sigwait({signal.SIGTERM})
+        recorder.finish("stopped", f"stopped by the launcher after {recorder.steps} optimizer steps (another rank failed or the run was ended)")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    threading.Thread(target=wait, name="trainlint-sigterm", daemon=True).start()

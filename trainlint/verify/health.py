@@ -1,0 +1,238 @@
+"""How healthy an instrumented run was: the problems its report shows (frozen parameters and their
+cause, divergence, gradient-norm spikes, growing graphs...), the series to draw, and how the script
+ended. Works on the JSON report only: no torch here."""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from typing import Any, Sequence
+
+Report = dict[str, Any]
+FROZEN = 0.5  # a tensor whose elements with a gradient stayed unchanged at least this often is frozen
+
+
+def problems(report: Report) -> list[str]:
+    """Training-health problems the run showed, one line each (empty when healthy, and when our own
+    instruments failed: then there is no evidence to judge)."""
+    if failed_ourselves(report):
+        return []
+    found = []
+    frozen = [r for r in report.get("frozen") or [] if r["frozen_fraction"] >= FROZEN]
+    if frozen:
+        found.append(f"{len(frozen)} parameter tensor(s) frozen: {frozen_examples(frozen)}{frozen_cause(frozen)}")
+    for what in ("loss", "grad_norm"):
+        bad = (report.get(what) or {}).get("nonfinite_steps") or []
+        if bad:
+            found.append(f"{what.replace('_', ' ')} non-finite at step(s) {list_steps(bad)}")
+    if report.get("nonfinite_parameters"):
+        found.append(f"non-finite parameters: {', '.join(report['nonfinite_parameters'][:5])}")
+    rise = divergence(report)
+    if rise:
+        found.append(
+            f"the loss diverged: {rise['baseline']:.4g} at the start, {rise['last']:.4g} after step {rise['steps']} "
+            f"({rise['factor']:.0f}x), rising from step {rise['began']}"
+        )
+    spikes = grad_norm_spikes(report)
+    if spikes:
+        found.append(
+            f"gradient-norm spikes: {len(spikes['steps'])} step(s) above {SPIKE_FACTOR:g}x the run's median norm ({spikes['median']:.3g}), "
+            f"from step {spikes['steps'][0]} ({spikes['first']:.4g}; largest {spikes['max']:.4g})"
+        )
+    agreement = report.get("rank_agreement") or {}
+    if agreement.get("status") == "diverge":
+        found.append(
+            f"the ranks diverge: parameter checksums of rank(s) {', '.join(map(str, agreement['ranks']))} differ from rank {agreement.get('reference_rank', 0)}'s "
+            f"after step {agreement['first_step']} (replicas trained apart: no DDP wrapper, or a rank-dependent update)"
+        )
+    for graph in report.get("graphs") or []:
+        found.append(f"`{graph['name']}` keeps autograd graphs: +{graph['growth_per_step']:.0f} nodes per step")
+    growth = (report.get("saved_bytes") or {}).get("growth_per_step") or 0
+    if growth > 0:
+        found.append(f"tensors saved for backward stay alive: +{format_bytes(growth)} per step")
+    if report.get("eval_mode_steps"):
+        found.append(f"the model trained in eval mode at {len(report['eval_mode_steps'])} of {report['steps']} steps")
+    if never_cleared(report):
+        found.append(f"gradients were never cleared in {report['steps']} steps: each step applied their running sum")
+    return found
+
+
+def failed_ourselves(report: Report) -> bool:
+    """The instruments (trainlint), not the script, failed: the evidence is incomplete."""
+    return report.get("stopped") == "internal-error"
+
+
+def script_failed(report: Report) -> str | None:
+    """A line saying how the script failed (an error, a non-zero exit status), or None."""
+    if report.get("stopped") == "rank-failed":
+        return f"a rank failed: {report.get('error')}"
+    if report.get("stopped") == "error":
+        return f"the script raised an error (exit status 1): {report.get('error') or ''}".rstrip(": ")
+    status = report.get("exit_code")
+    if isinstance(status, int) and status != 0:
+        return f"the script exited with status {status}"
+    return None
+
+
+def frozen_cause(frozen: Sequence[Report]) -> str:
+    """Why low-precision tensors froze: no fp32 master copy, and the line that cast them."""
+    low = [r for r in frozen if r.get("no_master_copy")]
+    if not low:
+        return ""
+    dtype = low[0]["dtype"]
+    cause = f"; they are {dtype} and the optimizer updates them in place with no float32 master copy, so updates smaller than half their spacing round away"
+    casts = [r["cast_at"] for r in low if r.get("cast_at")]
+    if casts:
+        site = max(casts, key=lambda c: sum(1 for other in casts if other["line"] == c["line"] and other["path"] == c["path"]))
+        code = f" (`{site['code']}`)" if site.get("code") else ""
+        cause += f"; cast to {site['to']} at {relative_path(site['path'])}:{site['line']}{code}"
+    return cause
+
+
+DIVERGE_FACTOR = 10.0  # the loss ending this many times above its start has diverged
+SPIKE_FACTOR = 10.0  # a gradient norm this many times the run's median is a spike
+
+
+def divergence(report: Report) -> Report | None:
+    """The loss rising by DIVERGE_FACTOR or more over the run, with the step the rise began."""
+    values = [v for v in (report.get("loss") or {}).get("values") or [] if v is not None]
+    finite = [v for v in values if math.isfinite(v)]
+    if len(finite) < 4 or len(finite) != len(values):  # non-finite losses are reported as such
+        return None
+    head = max(1, min(5, len(values) // 5))
+    baseline = min(values[:head])  # the start, before a fast rise in the first steps
+    last = statistics.median(values[-min(3, len(values) - head):])
+    if baseline <= 0 or last < DIVERGE_FACTOR * baseline:
+        return None
+    # the rise began after the last step whose loss was still within twice the start
+    within = [i for i, v in enumerate(values) if v <= 2 * baseline]
+    began = (within[-1] + 2) if within else 1
+    return {"baseline": baseline, "last": values[-1], "factor": last / baseline, "began": began, "steps": len(values)}
+
+
+def grad_norm_spikes(report: Report) -> Report | None:
+    """Steps whose gradient norm is SPIKE_FACTOR times the run's median or more."""
+    values = (report.get("grad_norm") or {}).get("values") or []
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if len(finite) < 5:
+        return None
+    median = statistics.median(finite)
+    steps = [i + 1 for i, v in enumerate(values) if v is not None and math.isfinite(v) and median > 0 and v >= SPIKE_FACTOR * median]
+    if not steps:
+        return None
+    return {"steps": steps, "median": median, "first": values[steps[0] - 1], "max": max(values[s - 1] for s in steps)}
+
+
+def never_cleared(report: Report) -> bool:
+    """No zero_grad() call and no `.grad` reset over two steps or more: gradients accumulated."""
+    return (report.get("steps") or 0) >= 2 and report.get("zero_grad_calls") == 0 and report.get("renewed_grads_steps") == 0
+
+
+
+def relative_path(path: str) -> str:
+    """`path` relative to the working directory when it lies below it."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive
+        return path
+    return path if relative.startswith("..") else relative
+
+
+def format_bytes(n: float) -> str:
+    """1536 -> "1.5 KiB"."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def frozen_examples(rows: Sequence[Report], limit: int = 3) -> str:
+    shown = ", ".join(f"{r['name']} {r['frozen_fraction']:.0%}" for r in rows[:limit])
+    return shown + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
+
+
+def list_steps(steps: Sequence[int], limit: int = 5) -> str:
+    return ", ".join(map(str, steps[:limit])) + (f" and {len(steps) - limit} more" if len(steps) > limit else "")
+
+
+
+def run_series(report: Report) -> list[Report]:
+    """The per-step series worth drawing (loss, gradient norm, step time, CUDA memory), each with
+    `label`, `unit` ("" / "s" / "bytes"), `values` and `marks`: the steps where a problem began."""
+    rows = []
+    loss = (report.get("loss") or {}).get("values") or []
+    if any(v is not None for v in loss):
+        marks = []
+        bad = (report.get("loss") or {}).get("nonfinite_steps") or []
+        if bad:
+            marks.append({"step": bad[0], "text": f"non-finite from step {bad[0]}"})
+        rise = divergence(report)
+        if rise:
+            marks.append({"step": rise["began"], "text": f"diverging from step {rise['began']}"})
+        rows.append({"label": "loss", "unit": "", "values": loss, "marks": marks})
+    norms = (report.get("grad_norm") or {}).get("values") or []
+    if any(v is not None for v in norms):
+        marks = []
+        bad = (report.get("grad_norm") or {}).get("nonfinite_steps") or []
+        if bad:
+            marks.append({"step": bad[0], "text": f"non-finite from step {bad[0]}"})
+        spikes = grad_norm_spikes(report)
+        if spikes:
+            marks.append({"step": spikes["steps"][0], "text": f"spike at step {spikes['steps'][0]}"})
+        rows.append({"label": "grad norm", "unit": "", "values": norms, "marks": marks})
+    times = (report.get("step_time") or {}).get("values") or []
+    if times:
+        rows.append({"label": "step time", "unit": "s", "values": times, "marks": []})
+    memory = (report.get("cuda_memory") or {}).get("values") or []
+    if memory:
+        rows.append({"label": "CUDA memory", "unit": "bytes", "values": memory, "marks": []})
+    return rows
+
+
+def format_value(value: float | None, unit: str) -> str:
+    """A series value for people: 0.0123 s -> "12.3 ms", 2048 bytes -> "2.0 KiB"."""
+    if value is None or not math.isfinite(value):
+        return str(value)
+    if unit == "s":
+        return f"{value * 1e3:.3g} ms" if value < 1 else f"{value:.3g} s"
+    if unit == "bytes":
+        return format_bytes(value)
+    return f"{value:.4g}"
+
+
+def clipping_line(report: Report) -> str | None:
+    """"the script clips the gradient norm to 1 at train.py:80 (...)" or None when it does not clip."""
+    clipping = report.get("clipping")
+    if not clipping or not clipping.get("sites"):
+        return None
+    site = clipping["sites"][0]
+    what = "the gradient norm" if site["kind"] == "norm" else "each gradient value"
+    line = f"the script clips {what} to {site['limit']} at {relative_path(site['path'])}:{site['line']}"
+    if site["kind"] == "norm":
+        line += f"; the norm (measured before clipping, unscaled) exceeded it at {clipping['steps_clipped']} of {report.get('steps', 0)} steps"
+    return line
+
+
+def rank_lines(report: Report) -> list[str]:
+    """A multi-process run: one line per rank, then whether their parameters agree."""
+    lines = []
+    for rank in report.get("ranks") or []:
+        collectives = ", ".join(f"{c['kind']} {c['per_step']:.3g}" for c in rank.get("collectives") or [])
+        frozen = len([f for f in rank.get("frozen") or [] if f["frozen_fraction"] >= FROZEN])
+        loss = f", loss {rank['loss_first']:.4g} -> {rank['loss_last']:.4g}" if rank.get("loss_first") is not None else ""
+        per_step = f"; collectives per step: {collectives}" if collectives else ""
+        syncs = len([s for s in rank.get("syncs") or [] if s["every_step"]])
+        lines.append(
+            f"rank {rank['rank']}: {rank['steps']} step(s), {rank.get('message') or rank.get('stopped')}{loss}, "
+            f"{frozen} frozen tensor(s), {syncs} sync site(s) every step{per_step}"
+        )
+    agreement = report.get("rank_agreement") or {}
+    if agreement.get("status") == "agree":
+        lines.append(f"parameters agree across ranks {', '.join(map(str, agreement['ranks_compared']))} after each of {agreement['steps_compared']} steps")
+    elif agreement.get("status") == "diverge":
+        lines.append(f"parameters DIVERGE: rank(s) {', '.join(map(str, agreement['ranks']))} differ from rank {agreement['reference_rank']} after step {agreement['first_step']}")
+    elif agreement:
+        lines.append(f"parameters not compared: {agreement.get('detail')}")
+    return lines
