@@ -524,3 +524,19 @@ def test_loop_over_data_around_a_counted_step_loop_runs_per_step():
                 torch.cuda.empty_cache()
     """
     assert found(code, "TL304") == [5]
+
+
+def test_predicates_presence_checks_and_percent_formatting():
+    code = """
+    import torch
+    for i, (x, y) in enumerate(loader):
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+        if is_peft_model(model):
+            pass
+        if log_writer is not None:
+            log_writer.add_scalar("loss", loss, i)
+        print("loss %f" % (loss.data,))
+    """
+    assert sorted(found(code, "TL401")) == [10, 11]

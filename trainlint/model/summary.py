@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from trainlint.model.torchnames import GRAD_SCALER, is_clip_name
-from trainlint.model.values import ACCEL, UNKNOWN, Kind, Value
+from trainlint.model.values import HOST, UNKNOWN, Kind, Value
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Call, ClassInfo, Function
@@ -155,7 +155,8 @@ class Summarizer:
         for call in fn.calls:
             own = call.site.function is fn
             unlooped = own and not call.site.loops
-            every = unlooped and not call.site.in_except and not any(d >= 0 for d in call.site.gate_depths)
+            # every call of the function runs it (inside a loop of its own: several times per call)
+            every = own and not call.site.in_except and not any(d >= 0 for d in call.site.gate_depths)
             callee = m.callee(call)
             sub = self.function(callee) if callee is not None else m.project_call_summary(call)
             last = (call.qualname or call.method or call.name or "").rsplit(".", 1)[-1]
@@ -181,7 +182,7 @@ class Summarizer:
                 synchronizes.extend(sub.synchronizes)
             if every and call.method in VALUE_READS and call.receiver is not None:
                 value = m.value(call.receiver, call.site)
-                if value.is_tensor and value.device == ACCEL:
+                if value.is_tensor and value.device != HOST:
                     syncs.append(m.module.code_for_node(call.node))
             elif every and sub is not None and sub.syncs:
                 syncs.extend(sub.syncs)

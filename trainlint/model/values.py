@@ -516,6 +516,8 @@ class ValueModel:
         return Value(Kind.TENSOR, UNKNOWN_DEVICE, False if no_grad or frozen else True)
 
     def _by_words(self, name: str, at: "Site | None") -> Value:
+        if name.startswith(("is_", "has_", "should_", "can_", "use_")):
+            return BOOL  # `is_peft_model(model)`: a predicate
         words = set(tokens(name))
         if name[:1].isupper():  # `Net(cfg)`: constructing an object, not a forward pass
             return Value(Kind.MODULE) if words & MODULE_NAME_WORDS else Value(Kind.OBJECT)

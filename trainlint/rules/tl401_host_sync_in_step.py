@@ -238,6 +238,8 @@ for x, y in loader:
         if call.name == "print" and call.qualname is None:
             if any(a.keyword is None and _device_tensor(model.value(a.value, site)) for a in call.node.args):
                 return f"printing a tensor (`{_short(code(call.node))}`)"
+            if any(_formats_tensor(model, a.value, site) for a in call.node.args):
+                return f"formatting a tensor with `%` (`{_short(code(call.node))}`)"
         if call.method == "format" and isinstance(call.receiver, (cst.SimpleString, cst.ConcatenatedString)):
             if any(_device_tensor(model.value(a.value, site)) for a in call.node.args):
                 return f"formatting a tensor (`{_short(code(call.node))}`)"
@@ -284,6 +286,17 @@ def _contains_call(expr: cst.CSTNode, target: cst.CSTNode) -> bool:
     if expr is target:
         return True
     return any(_contains_call(child, target) for child in child_nodes(expr)) if isinstance(expr, (cst.Call, cst.Attribute, cst.Subscript, cst.Tuple, cst.List)) else False
+
+
+def _formats_tensor(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> bool:
+    """`"loss %f" % (loss,)`: %-formatting converts each tensor operand on the host."""
+    if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo)):
+        return False
+    if not isinstance(expr.left, (cst.SimpleString, cst.ConcatenatedString)):
+        return False
+    right = expr.right
+    operands = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
+    return any(_device_tensor(model.value(v, site)) for v in operands)
 
 
 def _chain_base(expr: cst.BaseExpression) -> cst.BaseExpression:
