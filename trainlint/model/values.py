@@ -154,6 +154,7 @@ MODULE_RESULT_WORDS = frozenset(
     """model net network module criterion loss encoder decoder head backbone generator discriminator
     classifier critic actor policy transformer gpt bert vae unet forward""".split()
 )
+PREDICATE_PREFIXES = ("is_", "has_", "should_", "can_", "use_")
 # names that, unbound, are modules: `vae.cpu()` offloads a model, it reads no value
 MODULE_NAME_WORDS = frozenset(
     """model net network module vae unet encoder decoder backbone generator discriminator classifier critic
@@ -497,7 +498,7 @@ class ValueModel:
                 cls = m.local_class(name)
                 if cls is not None:
                     return m.instance_of_local_class(name)
-            if qual is None and name[:1].isupper() and not m.reaching(fn, name, at):
+            if qual is None and (name[:1].isupper() or name.startswith(PREDICATE_PREFIXES)) and not m.reaching(fn, name, at):
                 return self._by_words(name, at)  # `Net(cfg)`: an object of a class we cannot see
             callee = self.of(func, fn, at)
             if callee.kind is Kind.MODULE:
@@ -516,7 +517,7 @@ class ValueModel:
         return Value(Kind.TENSOR, UNKNOWN_DEVICE, False if no_grad or frozen else True)
 
     def _by_words(self, name: str, at: "Site | None") -> Value:
-        if name.startswith(("is_", "has_", "should_", "can_", "use_")):
+        if name.startswith(PREDICATE_PREFIXES):
             return BOOL  # `is_peft_model(model)`: a predicate
         words = set(tokens(name))
         if name[:1].isupper():  # `Net(cfg)`: constructing an object, not a forward pass
