@@ -643,11 +643,14 @@ class TrainingModel:
         assigns = self._assigns_by_name.get((function, name), [])
         if at is None or not assigns:
             return assigns
-        # `x = x.to("cpu")`: the right-hand side reads the binding from before its own statement
+        # `x = x.to("cpu")`: the right-hand side reads the binding from before its own statement (or,
+        # in a loop, the one its own statement made on the previous iteration)
+        own: list[Assign] = []
         if at.statement is not None:
+            own = [a for a in assigns if a.site.statement is at.statement]
             assigns = [a for a in assigns if a.site.statement is not at.statement]
             if not assigns:
-                return []
+                return own if at.loops and any(loop in a.site.loops for a in own for loop in at.loops) else []
         before = [a for a in assigns if a.site.order < at.order]
         depth = 0  # loops of the use that a back-edge may come round
         for a in reversed(before):
@@ -657,8 +660,8 @@ class TrainingModel:
                 depth = len(loops)
                 break
         later = [
-            a for a in assigns
-            if a.site.order > at.order and any(loop in a.site.loops for loop in at.loops[depth:])
+            a for a in [*assigns, *own]
+            if (a.site.order > at.order or a in own) and any(loop in a.site.loops for loop in at.loops[depth:])
         ]
         if not before and not later and function is not None and name in function.params:
             return []  # read before any rebinding: the parameter's value

@@ -154,6 +154,7 @@ MODULE_RESULT_WORDS = frozenset(
     """model net network module criterion loss encoder decoder head backbone generator discriminator
     classifier critic actor policy transformer gpt bert vae unet forward""".split()
 )
+CONFIG_NAMES = frozenset({"args", "cfg", "config", "opt", "opts", "hparams", "hp", "flags", "FLAGS", "conf"})
 PREDICATE_PREFIXES = ("is_", "has_", "should_", "can_", "use_")
 # names that, unbound, are modules: `vae.cpu()` offloads a model, it reads no value
 MODULE_NAME_WORDS = frozenset(
@@ -235,7 +236,9 @@ class ValueModel:
             if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons):
                 return BOOL
             tensors = [s for s in sides if s.kind is Kind.TENSOR]
-            return replace(tensors[0], graph=False, dtype="bool") if tensors else BOOL
+            if tensors:
+                return replace(tensors[0], graph=False, dtype="bool", origin=None)
+            return BOOL if all(s.kind in (Kind.NUMBER, Kind.STRING, Kind.BOOL, Kind.NONE) for s in sides) else UNKNOWN
         if isinstance(expr, cst.BooleanOperation):
             return self.of(expr.left, fn, at) | self.of(expr.right, fn, at)
         if isinstance(expr, cst.IfExp):
@@ -270,7 +273,9 @@ class ValueModel:
                 )
             if any(s.kind is Kind.UNKNOWN for s in sides):
                 out = replace(out, graph=True if out.graph else None)
-            return out
+            # `(hi - lo) * torch.rand(n) + lo` is still a factory's tensor; mixed with data it is not
+            mixed = len(tensors) > 1 or any(s.kind not in (Kind.TENSOR, Kind.NUMBER) for s in sides)
+            return replace(out, origin=None) if mixed else out
         if sides and all(s.kind is Kind.NUMBER for s in sides):
             return NUMBER
         if any(s.kind is Kind.HOST_ARRAY for s in sides) and all(s.on_host for s in sides):
@@ -417,6 +422,8 @@ class ValueModel:
     # -- attributes ----------------------------------------------------------------------------
     def _attribute(self, expr: cst.Attribute, fn: "Function | None", at: "Site | None") -> Value:
         attr = expr.attr.value
+        if isinstance(expr.value, cst.Name) and expr.value.value in CONFIG_NAMES and not self.model.reaching(fn, expr.value.value, at):
+            return NUMBER  # `args.w_max`: a setting from the command line or a config file, host data
         base = self.of(expr.value, fn, at)
         if attr in ("grad", "data"):
             return Value(Kind.TENSOR, base.device if base.kind is Kind.TENSOR else UNKNOWN_DEVICE, False, base.dtype)

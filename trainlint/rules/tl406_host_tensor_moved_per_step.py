@@ -28,6 +28,8 @@ def _moves_device(call: Call) -> bool:
     text = dotted(first.value) or ""
     if text.startswith("torch.") and text.rsplit(".", 1)[-1] in DTYPE_NAMES:
         return False
+    if text and "dtype" in text.rsplit(".", 1)[-1].lower():
+        return False  # `w.to(dtype)`: a cast, the tensor stays where it is
     return (literal_string(first.value) or "cuda").split(":")[0] != "cpu"
 
 
