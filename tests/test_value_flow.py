@@ -540,3 +540,20 @@ def test_predicates_presence_checks_and_percent_formatting():
         print("loss %f" % (loss.data,))
     """
     assert sorted(found(code, "TL401")) == [10, 11]
+
+
+def test_host_tensor_rebound_to_its_device_copy_in_the_loop_is_copied_once():
+    code = """
+    import torch
+    latents_mean = torch.tensor(vae.config.latents_mean).view(1, 4, 1, 1)
+    for batch in loader:
+        x = vae.encode(batch.cuda()).sample()
+        latents_mean = latents_mean.to(device=x.device, dtype=x.dtype)
+        w = (args.w_max - args.w_min) * torch.rand((x.shape[0],)) + args.w_min
+        emb = embed(w.to(dtype))
+        w = w.to(device=x.device)
+        loss = unet(x - latents_mean, emb).mean()
+        loss.backward()
+        optimizer.step()
+    """
+    assert found(code, "TL406") == [9]
