@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from trainlint.model.names import tokens
 from trainlint.model.torchnames import GRAD_SCALER, is_clip_name
 from trainlint.model.values import HOST, UNKNOWN, Kind, Value
 
@@ -23,6 +24,7 @@ SYNCHRONIZE = frozenset(
     {"torch.cuda.synchronize", "torch.xpu.synchronize", "torch.mps.synchronize", "torch.accelerator.synchronize"}
 )
 VALUE_READS = frozenset({"item", "tolist"})
+ENV_WORDS = frozenset({"env", "envs", "environment", "environments"})
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,8 @@ class Summarizer:
             if call.method in VALUE_READS and call.receiver is not None and params:
                 if m.roots_of(call.receiver, fn) & (params | _loop_names_over(fn, call, params, m)):
                     reads = True
+        if any(c.method == "step" and ENV_WORDS & set(tokens(c.receiver_text or "")) for c in fn.calls):
+            syncs = []  # acting in a host environment: the action must reach the host every step
         no_grad = any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators)
         returns = m.values.returns(fn) if fn.return_facts else UNKNOWN
         return FunctionSummary(
