@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 from trainlint.model.extract import Extractor
 from trainlint.model.gates import child_nodes
 from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Site
-from trainlint.model.values import Kind, Value, ValueModel
+from trainlint.model.values import MODULE_RESULT_WORDS, Kind, Value, ValueModel
 from trainlint.model.names import ImportMap, dotted, root_name, tokens
-from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES, literal_string
+from trainlint.model.torchnames import literal_string
 
 # Libraries that place training on a device by themselves.
 ACCELERATOR_LIBRARIES = (
@@ -54,20 +54,7 @@ TRAINER_STEP_HOOKS = frozenset({"compute_loss", "training_step"})
 OPTIMIZER_WORDS = frozenset({"optim", "optimizer", "optimizers", "opt", "scaler", "engine", "deepspeed", "ds"})
 NOT_OPTIMIZER_WORDS = frozenset({"scheduler", "sched", "lr", "env", "environment", "sim", "ema"})
 # callables whose result is a tensor when called: `model(x)`, `criterion(out, y)`, `self.loss_fn(...)`
-MODULE_WORDS = frozenset(
-    """model net network module criterion loss encoder decoder head backbone generator discriminator
-    classifier critic actor policy transformer gpt bert vae unet forward""".split()
-)
-TENSOR_METHODS = frozenset(
-    """sum mean detach clone float half bfloat16 double to cuda abs max min norm pow sqrt exp log std
-    var view reshape squeeze unsqueeze argmax argmin eq ne gt lt ge le softmax log_softmax sigmoid
-    tanh relu mul add sub div matmul masked_fill contiguous flatten any all prod cumsum gather
-    expand permute transpose t square neg sign clamp""".split()
-)
-TENSOR_ATTRIBUTES = frozenset({"loss", "logits", "grad", "data", "last_hidden_state", "hidden_states"})
-# torch functions whose results are tensors: `torch.isnan(x)`, `F.cross_entropy(...)`, `torch.linalg.norm(...)`
-TENSOR_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special"})
-NOT_TENSOR_FUNCTIONS = frozenset({"no_grad", "enable_grad", "inference_mode", "device", "dtype", "manual_seed", "seed", "compile", "numel", "typename", "save", "load"})
+MODULE_WORDS = MODULE_RESULT_WORDS
 # loop-less functions that backpropagate are per step when their name says so (`train_step`, `closure`)
 STEP_NAME_WORDS = frozenset({"step", "train", "training", "update", "batch", "iteration", "iter", "optimize", "closure"})
 
@@ -409,15 +396,7 @@ class TrainingModel:
     @cached_property
     def _loop_reach(self) -> frozenset[Function]:
         """Functions of this module that run inside some loop of it (called from a loop, transitively)."""
-        found: set[Function] = set()
-        frontier = [self.callee(c) for c in self.calls if c.site.loops]
-        while frontier:
-            fn = frontier.pop()
-            if fn is None or fn in found:
-                continue
-            found.add(fn)
-            frontier.extend(self.callee(c) for c in fn.calls)
-        return frozenset(found)
+        return self.called_from(frozenset(self.loops))
 
     def _may_step(self, call: Call) -> bool:
         """Whether a project call can make a loop of this module a training loop: it sits in a loop, or
@@ -667,85 +646,6 @@ class TrainingModel:
             return []  # read before any rebinding: the parameter's value
         return before + later or assigns
 
-    def is_tensor(
-        self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0, at: Site | None = None
-    ) -> bool:
-        """Whether an expression is (likely) a tensor: a model/loss output, a torch op, arithmetic on one.
-
-        `at`, where the expression is used, narrows a name to the assignments that reach it.
-        """
-        if _depth > 6:
-            return False
-        recurse = lambda e: self.is_tensor(e, function, _depth + 1, at)  # noqa: E731
-        if isinstance(expr, cst.Name):
-            assigns = self.reaching(function, expr.value, at)
-            if assigns:
-                return any(self.is_tensor(a.value, function, _depth + 1, a.site) for a in assigns)
-            return "loss" in tokens(expr.value) or expr.value in ("logits",)
-        if isinstance(expr, cst.Attribute):
-            if expr.attr.value in TENSOR_ATTRIBUTES:
-                return True
-            text = dotted(expr)
-            if text and text.startswith("self."):
-                values = [a.value for (fn, name), assigns in self._assigns_by_name.items() if name == text for a in assigns]
-                return any(recurse(v) for v in values)
-            return False
-        if isinstance(expr, cst.Call):
-            return self._call_returns_tensor(expr, function, _depth)
-        if isinstance(expr, cst.Subscript):
-            return recurse(expr.value)
-        if isinstance(expr, cst.BinaryOperation):
-            return recurse(expr.left) or recurse(expr.right)
-        if isinstance(expr, cst.UnaryOperation):
-            return recurse(expr.expression)
-        return False
-
-    def on_host(self, expr: cst.BaseExpression, function: Function | None, at: Site | None = None, _depth: int = 0) -> bool:
-        """Whether a tensor is known to be built on the host: `torch.tensor([1.0])` with no `device=`.
-
-        Reading such a tensor (`.item()`) waits for nothing on the GPU.
-        """
-        if _depth > 6:
-            return False
-        if isinstance(expr, cst.Name):
-            assigns = self.reaching(function, expr.value, at)
-            return bool(assigns) and all(self.on_host(a.value, function, a.site, _depth + 1) for a in assigns)
-        if isinstance(expr, cst.Subscript):
-            return self.on_host(expr.value, function, at, _depth + 1)
-        if isinstance(expr, cst.Call):
-            qual = self.imports.resolve(expr.func) or ""
-            namespace, _, last = qual.rpartition(".")
-            return (
-                namespace == "torch"
-                and last in DETERMINISTIC_FACTORIES | RANDOM_FACTORIES
-                and not last.endswith("_like")
-                and not any(a.keyword is not None and a.keyword.value == "device" for a in expr.args)
-            )
-        return False
-
-    def _call_returns_tensor(self, call: cst.Call, function: Function | None, depth: int) -> bool:
-        func = call.func
-        qual = self.imports.resolve(func)
-        if qual is not None:
-            namespace, _, last = qual.rpartition(".")
-            if namespace not in TENSOR_NAMESPACES or not last[:1].islower():
-                return False
-            return not last.startswith(("is_", "get_", "set_", "_")) and last not in NOT_TENSOR_FUNCTIONS
-        if isinstance(func, cst.Attribute):
-            method = func.attr.value
-            if method in TENSOR_METHODS:
-                return self.is_tensor(func.value, function, depth + 1)
-            if method in ("item", "tolist", "numpy", "cpu"):
-                return False
-        name = dotted(func)
-        if name is None:
-            return False
-        last = name.rsplit(".", 1)[-1]
-        if last in self._by_name:
-            fn = self._by_name[last][0]
-            return any(self.is_tensor(r, fn, depth + 1) for r in fn.returns)
-        return bool(MODULE_WORDS & set(tokens(last)))
-
     def roots_of(self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0) -> set[str]:
         """Names an expression draws on, through local assignments: `[p for p in model.parameters()]` -> {model}."""
         out: set[str] = set()
@@ -793,39 +693,6 @@ class TrainingModel:
             found.add(fn)
             frontier.extend(self.callee(c) for c in fn.calls)
         return frozenset(found)
-
-    def carries_graph(self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0) -> bool:
-        """Whether a value is a tensor that (likely) carries autograd history: not detached, not a number."""
-        if _depth > 6:
-            return False
-        if isinstance(expr, cst.Attribute) and expr.attr.value in ("grad", "data"):
-            return False  # gradients and `.data` carry no history (short of `create_graph=True`)
-        if isinstance(expr, cst.Call):
-            func = expr.func
-            if isinstance(func, cst.Attribute) and func.attr.value in ("detach", "item", "tolist", "numpy", "detach_"):
-                return False
-            qual = self.imports.resolve(func) or ""
-            if qual.startswith("torch.") and qual.count(".") == 1:
-                # `torch.cat([a.detach(), b.detach()])`: history only if some tensor argument has it
-                parts = [
-                    e.value
-                    for a in expr.args
-                    for e in (a.value.elements if isinstance(a.value, (cst.List, cst.Tuple)) else [a])
-                ]
-                return any(self.carries_graph(v, function, _depth + 1) for v in parts)
-            if isinstance(func, cst.Name) and func.value in ("float", "int", "bool", "len", "sum"):
-                return False
-            if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_METHODS:
-                return self.carries_graph(func.value, function, _depth + 1)
-        if isinstance(expr, cst.Name):
-            values = self.bindings(function, expr.value)
-            if values:
-                return any(self.carries_graph(v, function, _depth + 1) for v in values)
-        if isinstance(expr, cst.BinaryOperation):
-            return self.carries_graph(expr.left, function, _depth + 1) or self.carries_graph(expr.right, function, _depth + 1)
-        if isinstance(expr, cst.Subscript):
-            return self.carries_graph(expr.value, function, _depth + 1)
-        return self.is_tensor(expr, function)
 
     def under(self, site: Site, kind: str) -> bool:
         return any(w.kind == kind for w in site.withs)
