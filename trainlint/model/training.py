@@ -17,6 +17,7 @@ import libcst as cst
 from trainlint.model.extract import Extractor
 from trainlint.model.facts import Assign, Call, Condition, FormattedValue, Function, Loop, Site
 from trainlint.model.names import ImportMap, dotted, root_name, tokens
+from trainlint.model.walk import walk
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES
 
 # Libraries that place training on a device by themselves.
@@ -91,7 +92,7 @@ class TrainingModel:
         settings = settings or AnalysisSettings()
         imports = ImportMap()
         extractor = Extractor(imports, settings.gate_names)
-        module.visit(extractor)
+        walk(module, extractor)  # libcst's visit would rebuild every node
         model = cls(
             module=module,
             imports=imports,
