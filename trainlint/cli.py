@@ -70,6 +70,10 @@ def main() -> None:
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place.")
 @click.option("--unsafe-fixes", is_flag=True, help="Apply unsafe fixes too (with --fix or --diff).")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them.")
+@click.option("--no-cache", is_flag=True, help="Analyse every file; neither read nor write the cache.")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, envvar="TRAINLINT_CACHE_DIR", help="Where results are cached (default: the user cache directory; env TRAINLINT_CACHE_DIR).")
+@click.option("--file-timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="Seconds one file's analysis may take before it is reported as TL000 (default 20).")
+@click.option("--file-memory", type=click.IntRange(min=1), default=None, help="MB of memory one worker may use for a file before it is reported as TL000 (default 1024).")
 def check(
     paths: tuple[Path, ...],
     select: tuple[str, ...],
@@ -87,6 +91,10 @@ def check(
     fix: bool,
     unsafe_fixes: bool,
     diff: bool,
+    no_cache: bool,
+    cache_dir: Path | None,
+    file_timeout: float | None,
+    file_memory: int | None,
 ) -> None:
     """Lint PATHS (files or folders; `-` reads standard input)."""
     from trainlint.config import ConfigError, find_config, load_settings, with_overrides
@@ -102,6 +110,8 @@ def check(
             ignore=tuple(base.ignore) + tuple(_split_codes(ignore) or ()) if ignore else None,
             extend_select=tuple(base.extend_select) + tuple(_split_codes(extend_select) or ()) if extend_select else None,
             exclude=tuple(base.exclude) + exclude if exclude else None,
+            file_timeout=file_timeout,
+            file_memory=file_memory,
         )
     except ConfigError as exc:
         click.echo(f"trainlint: error: {exc}", err=True)
@@ -119,7 +129,7 @@ def check(
 
         missing = [p for p in disk_paths if not p.exists()]
         targets = discover([p for p in disk_paths if p.exists()], settings.root, settings.exclude, force_exclude)
-        results.extend(lint_paths([(t.path, settings) for t in targets], jobs, keep_source=False))
+        results.extend(lint_paths([(t.path, settings) for t in targets], jobs, keep_source=False, cache=_cache(no_cache, cache_dir)))
         if missing:
             from trainlint.engine import FileResult as _FR, _error
 
@@ -134,6 +144,15 @@ def check(
     if exit_zero:
         sys.exit(EXIT_CLEAN)
     sys.exit(EXIT_FINDINGS if any(r.diagnostics for r in results) else EXIT_CLEAN)
+
+
+def _cache(no_cache: bool, directory: Path | None) -> object:
+    """The result cache of a `check` run (None with --no-cache)."""
+    if no_cache:
+        return None
+    from trainlint.cache import Cache, default_directory
+
+    return Cache(directory or default_directory())
 
 
 def _apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, write: bool) -> list[FileResult]:

@@ -240,17 +240,22 @@ class _Plan:
 _PLANS: dict[type, _Plan] = {}
 
 
+def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """A node's children in libcst's visiting order (whitespace and punctuation included)."""
+    children: list[cst.CSTNode] = []
+    for attribute in _visit_order(node):
+        value = getattr(node, attribute, None)
+        if isinstance(value, cst.CSTNode):
+            children.append(value)
+        elif isinstance(value, (tuple, list)):
+            children.extend(v for v in value if isinstance(v, cst.CSTNode))
+    return children
+
+
 def iter_nodes(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
     """Every node of a subtree, parents before children, in source order."""
     stack = [node]
     while stack:
         current = stack.pop()
         yield current
-        children: list[cst.CSTNode] = []
-        for attribute in _visit_order(current):
-            value = getattr(current, attribute, None)
-            if isinstance(value, cst.CSTNode):
-                children.append(value)
-            elif isinstance(value, (tuple, list)):
-                children.extend(v for v in value if isinstance(v, cst.CSTNode))
-        stack.extend(reversed(children))
+        stack.extend(reversed(child_nodes(current)))
