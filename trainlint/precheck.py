@@ -37,8 +37,8 @@ class Limits:
 def refuse(source: str, limits: Limits) -> str | None:
     """Why `source` must not be parsed, or None when it is safe to parse."""
     longest = max(map(len, source.splitlines()), default=0)
-    if longest > limits.max_line_length:
-        return f"a line of {longest:,} characters (max-line-length {limits.max_line_length:,})"
+    if longest > limits.max_line_length:  # the nesting, when that is what makes it long, says more
+        return _measure(source, limits) or f"a line of {longest:,} characters (max-line-length {limits.max_line_length:,})"
     if not _needs_tokens(source, longest, limits):
         return None
     return _measure(source, limits)
