@@ -155,6 +155,28 @@ def test_positions_are_those_of_libcst_position_provider_for_every_node_of_real_
     assert checked > 50_000
 
 
+def test_positions_of_a_few_nodes_are_found_without_regenerating_the_module(monkeypatch):
+    """The usual case: a handful of findings, looked up by their text and their statement alone."""
+    import random
+
+    import trainlint.positions as module_positions
+
+    def no_whole_module(*args, **kwargs):
+        raise AssertionError("the whole module was regenerated")
+
+    rng = random.Random(13)
+    for path in _real_files():
+        source = path.read_text()
+        module = cst.parse_module(source)
+        reference = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        nodes = [n for n in iter_nodes(module) if n in reference and not isinstance(n, (*_TRIVIA, cst.Module))]
+        monkeypatch.setattr(module_positions, "MetadataWrapper", no_whole_module)
+        for size in (1, 3, 10):
+            chosen = rng.sample(nodes, min(size, len(nodes)))
+            assert positions(module, source, chosen) == {n: reference[n] for n in chosen}, path
+        monkeypatch.undo()
+
+
 def test_positions_fall_back_to_libcst_for_code_python_cannot_compile():
     source = "def f[T](x: T) -> T:\n    return x.backward()\n" if sys.version_info < (3, 12) else "print 1\n"
     try:

@@ -129,12 +129,8 @@ def lint_source(source: str, name: str, settings: Settings) -> FileResult:
     if name.endswith(".json"):
         return lint_json(source, name, settings)
     result = FileResult(name, source=source)
-    ignored = settings.ignored_for(Path(name))
-    codes = tuple(c for c in _codes(settings) if not any(c.startswith(i) for i in ignored))
-    # prefilter: skip parsing when no enabled rule's tokens (or a configured step function) occur
-    configured = any(fn in source for fn in settings.step_functions)
-    rules = [r for r in _rules(codes) if configured or not r.requires or any(tok in source for tok in r.requires)]
-    if not rules or not source.strip():
+    rules = rules_for(source, name, settings)
+    if not rules:
         return result
     from trainlint.precheck import refuse
 
@@ -152,6 +148,19 @@ def lint_source(source: str, name: str, settings: Settings) -> FileResult:
         if collecting:
             gc.enable()
     return result
+
+
+def rules_for(source: str, name: str, settings: Settings) -> list[Rule]:
+    """The prefilter: the enabled rules whose tokens (or a configured step function) occur in `source`.
+
+    A file for which this is empty is not parsed at all.
+    """
+    if not source.strip():
+        return []
+    ignored = settings.ignored_for(Path(name))
+    codes = tuple(c for c in _codes(settings) if not any(c.startswith(i) for i in ignored))
+    configured = any(fn in source for fn in settings.step_functions)
+    return [r for r in _rules(codes) if configured or not r.requires or any(tok in source for tok in r.requires)]
 
 
 def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], result: FileResult) -> None:

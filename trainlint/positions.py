@@ -13,6 +13,8 @@ libcst accepts, a node outside any statement), the whole module goes through `Po
 from __future__ import annotations
 
 import ast
+import bisect
+import re
 from typing import Iterable, Sequence
 
 import libcst as cst
@@ -20,25 +22,42 @@ from libcst.metadata import CodePosition, CodeRange
 from libcst.metadata import MetadataWrapper, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
-from trainlint.model.walk import child_nodes
+from trainlint.model.walk import TRIVIA, content_children
 
-# nodes no rule reports: the search for reported nodes does not enter them
-_TRIVIA = (
-    cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.TrailingWhitespace, cst.Newline, cst.EmptyLine,
-    cst.Comment, cst.Comma, cst.Dot, cst.Colon, cst.Semicolon, cst.AssignEqual, cst.LeftParen, cst.RightParen,
-    cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
-)
+_TRIVIA = TRIVIA  # nodes no rule reports: the search for reported nodes does not enter them
+
+
+_NEWLINE = re.compile(r"\r\n?|\n")  # how libcst and CPython end lines
 
 
 class _Mismatch(Exception):
     """The libcst and ast statement lists do not line up."""
 
 
+class _Found(Exception):
+    """Every wanted node of a statement has its position: the rest of its code is not needed."""
+
+
+class _UntilFound(dict):  # type: ignore[type-arg]
+    """The positions libcst's codegen records, stopping it once the wanted nodes have theirs."""
+
+    def __init__(self, wanted: set[int]) -> None:
+        super().__init__()
+        self.missing = set(wanted)
+
+    def __setitem__(self, node: cst.CSTNode, span: CodeRange) -> None:
+        super().__setitem__(node, span)
+        if self.missing:
+            self.missing.discard(id(node))
+            if not self.missing:
+                raise _Found
+
+
 class _Recorded:
     """Stands in for the metadata provider that libcst's codegen state records positions into."""
 
-    def __init__(self) -> None:
-        self._computed: dict[cst.CSTNode, CodeRange] = {}
+    def __init__(self, wanted: set[int]) -> None:
+        self._computed = _UntilFound(wanted)
 
 
 def positions(module: cst.Module, source: str, nodes: Iterable[cst.CSTNode]) -> dict[cst.CSTNode, CodeRange]:
@@ -48,7 +67,7 @@ def positions(module: cst.Module, source: str, nodes: Iterable[cst.CSTNode]) -> 
         return {}
     try:
         tree = compile(source, "<trainlint>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-        found = _Search(wanted, module.default_indent).run(module, tree)
+        found = _Search(wanted, module, source).run(tree)
         if len(found) == len(wanted):
             return _regenerate(module, found)
     except (_Mismatch, SyntaxError, ValueError, RecursionError, MemoryError, KeyError):
@@ -61,53 +80,86 @@ Anchor = tuple[cst.CSTNode, int, tuple[str, ...]]  # statement, its ast line, th
 
 
 class _Search:
-    """Finds, for each wanted node, the innermost statement anchor that holds it."""
+    """Finds, for each wanted node, the innermost statement anchor that holds it.
 
-    def __init__(self, wanted: dict[int, cst.CSTNode], default_indent: str) -> None:
+    First where the node's text says it is: the first line of its code, looked up in the source,
+    names the innermost statement on that line, and only that statement is searched (by identity).
+    What that does not find is searched for statement by statement.
+    """
+
+    def __init__(self, wanted: dict[int, cst.CSTNode], module: cst.Module, source: str) -> None:
         self.wanted = wanted
-        self.default_indent = default_indent
+        self.module = module
+        self.source = source
         self.found: dict[cst.CSTNode, Anchor] = {}
+        self.anchors: list[tuple[Anchor, cst.CSTNode | None]] = []
+        self.innermost: dict[int, int] = {}  # line -> index of the innermost anchor on it
 
-    def run(self, module: cst.Module, tree: ast.Module) -> dict[cst.CSTNode, Anchor]:
-        self._statements(module.body, tree.body, ())
+    def run(self, tree: ast.Module) -> dict[cst.CSTNode, Anchor]:
+        self._index(self.module.body, tree.body, ())
+        line_starts = [0] + [m.end() for m in _NEWLINE.finditer(self.source)]
+        for node in list(self.wanted.values()):
+            if node not in self.found:
+                self._by_text(node, line_starts)
+        for index in range(len(self.anchors)):
+            if len(self.found) == len(self.wanted):
+                break
+            self._nodes(index)
         return self.found
 
-    def _statements(self, statements: Sequence[cst.BaseStatement], asts: list[ast.stmt], indents: tuple[str, ...]) -> bool:
-        """Search a statement list; True once every wanted node is found."""
+    def _index(self, statements: Sequence[cst.BaseStatement], asts: list[ast.stmt], indents: tuple[str, ...]) -> None:
+        """Pair libcst's statements with CPython's, descending through the bodies of compound ones."""
         i = 0
         for stmt in statements:
             if i >= len(asts):
                 raise _Mismatch
             anchor_ast = asts[i]
             i += len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
-            anchor = (stmt, anchor_ast.lineno, indents)
+            last = asts[i - 1]
+            # CPython numbers a statement by its first decorator, else its first line
+            decorators = getattr(anchor_ast, "decorator_list", None)
+            first = decorators[0].lineno if decorators else anchor_ast.lineno
             block = getattr(stmt, "body", None)
             nested = isinstance(block, cst.IndentedBlock) and isinstance(getattr(anchor_ast, "body", None), list)
-            if self._nodes(stmt, anchor, block if nested else None):
-                return True
+            index = len(self.anchors)
+            self.anchors.append(((stmt, first, indents), block if nested else None))
+            for line in range(first, (last.end_lineno or first) + 1):
+                self.innermost[line] = index  # inner statements, indexed later, overwrite
             if nested:
-                indent = block.indent if block.indent is not None else self.default_indent
-                if self._statements(block.body, anchor_ast.body, (*indents, indent)):  # type: ignore[union-attr]
-                    return True
+                indent = block.indent if block.indent is not None else self.module.default_indent  # type: ignore[union-attr]
+                self._index(block.body, anchor_ast.body, (*indents, indent))  # type: ignore[union-attr]
         if i != len(asts):
             raise _Mismatch
-        return False
 
-    def _nodes(self, stmt: cst.CSTNode, anchor: Anchor, skip_block: cst.CSTNode | None) -> bool:
-        """Record the wanted nodes of a statement, not entering its nested block's statements."""
-        stack = [stmt]
+    def _by_text(self, node: cst.CSTNode, line_starts: list[int]) -> None:
+        try:
+            code = self.module.code_for_node(node)
+        except Exception:  # some nodes print only within their parent (an annotation's `:` or `->`)
+            return
+        first = next((ln.strip() for ln in code.splitlines() if ln.strip() and not ln.strip().startswith("#")), "")
+        if not first:
+            return
+        searched: set[int] = set()
+        at = self.source.find(first)
+        while at >= 0 and node not in self.found:
+            index = self.innermost.get(bisect.bisect_right(line_starts, at))
+            if index is not None and index not in searched:
+                searched.add(index)
+                self._nodes(index)
+            at = self.source.find(first, at + 1)
+
+    def _nodes(self, index: int) -> None:
+        """Record the wanted nodes of an anchor's statement, not entering its nested block's statements."""
+        anchor, skip_block = self.anchors[index]
+        stack = [anchor[0]]
         while stack:
             node = stack.pop()
             if id(node) in self.wanted:
                 self.found[node] = anchor
-                if len(self.found) == len(self.wanted):
-                    return True
-            if node is skip_block:
-                # the block's own header and footer belong to this statement, its statements do not
-                stack.extend(c for c in child_nodes(node) if not isinstance(c, cst.BaseStatement))
-                continue
-            stack.extend(c for c in child_nodes(node) if not isinstance(c, _TRIVIA))
-        return False
+            children = content_children(node)
+            if node is skip_block:  # the block's statements are anchors of their own
+                children = [c for c in children if not isinstance(c, cst.BaseStatement)]
+            stack.extend(children)
 
 
 def _regenerate(module: cst.Module, found: dict[cst.CSTNode, Anchor]) -> dict[cst.CSTNode, CodeRange]:
@@ -119,18 +171,23 @@ def _regenerate(module: cst.Module, found: dict[cst.CSTNode, Anchor]) -> dict[cs
     out: dict[cst.CSTNode, CodeRange] = {}
     for key, nodes in by_anchor.items():
         stmt, line, indents = anchors[key]
-        recorded = _Recorded()
+        recorded = _Recorded({id(n) for n in nodes})
         state = PositionProvidingCodegenState(
             default_indent=module.default_indent,
             default_newline=module.default_newline,
             provider=recorded,  # type: ignore[arg-type]
             indent_tokens=list(indents),
         )
-        stmt._codegen(state)
         computed = recorded._computed
-        # CPython numbers a simple statement line by its first statement, a compound one by its keyword
-        first = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else stmt
-        shift = line - computed[first].start.line
+        try:
+            stmt._codegen(state)
+        except _Found:
+            pass
+        except KeyError:  # an enclosing node, cut short, looked for a child's position: harmless once found
+            if computed.missing:
+                raise
+        # the statement's code starts at line 1 with its blank and comment lines, one line each
+        shift = line - (1 + len(stmt.leading_lines))  # type: ignore[attr-defined]
         for node in nodes:
             span = computed[node]
             out[node] = CodeRange(

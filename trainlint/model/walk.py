@@ -19,6 +19,7 @@ What is precomputed, once per process:
 from __future__ import annotations
 
 import dataclasses
+import operator
 import typing
 from typing import Any, Callable, Iterable
 
@@ -249,6 +250,46 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
             children.append(value)
         elif isinstance(value, (tuple, list)):
             children.extend(v for v in value if isinstance(v, cst.CSTNode))
+    return children
+
+
+# whitespace, comments and punctuation: never what a rule reports
+TRIVIA: tuple[type[cst.CSTNode], ...] = (
+    cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.TrailingWhitespace, cst.Newline, cst.EmptyLine,
+    cst.Comment, cst.Comma, cst.Dot, cst.Colon, cst.Semicolon, cst.AssignEqual, cst.LeftParen, cst.RightParen,
+    cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
+)
+_CONTENT_GETTERS: dict[type, Callable[[cst.CSTNode], tuple[Any, ...]]] = {}
+
+
+def _content_getter(node: cst.CSTNode) -> Callable[[cst.CSTNode], tuple[Any, ...]]:
+    table = _types().fields.get(type(node), {})
+    trivia = set(TRIVIA)
+    fields = [
+        f for f in _visit_order(node)
+        if table.get(f, (None, True))[0] is None or not table[f][0] <= trivia  # type: ignore[operator]
+    ]
+    if not fields:
+        getter: Callable[[cst.CSTNode], tuple[Any, ...]] = lambda n: ()
+    elif len(fields) == 1:
+        one = operator.attrgetter(fields[0])
+        getter = lambda n: (one(n),)
+    else:
+        getter = operator.attrgetter(*fields)
+    _CONTENT_GETTERS[type(node)] = getter
+    return getter
+
+
+def content_children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """A node's children in visiting order, leaving out the fields that can hold only trivia."""
+    getter = _CONTENT_GETTERS.get(type(node)) or _content_getter(node)
+    children: list[cst.CSTNode] = []
+    for value in getter(node):
+        if isinstance(value, cst.CSTNode):
+            if not isinstance(value, TRIVIA):
+                children.append(value)
+        elif value.__class__ in (tuple, list):
+            children.extend(v for v in value if not isinstance(v, TRIVIA))
     return children
 
 
