@@ -173,5 +173,5 @@ def run(
                 worker.conn.send(None)
             except (OSError, ValueError):
                 pass
-            retire(worker, kill=False)
+            retire(worker, kill=worker.task is not None)  # interrupted mid-file: do not wait for it
         gc.unfreeze()
