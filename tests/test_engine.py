@@ -218,3 +218,15 @@ def test_selectors_are_validated_without_importing_the_rules():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
     assert "'TL9' matches no rule code" in out and out.strip().endswith("False False")
+
+
+def test_standard_input_that_crashes_the_parser_gets_a_tl000(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.trainlint]\nmax-line-length = 10000000\nmax-nesting = 100000\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainlint", "-", "--stdin-filename", "train.py", "--format", "json", "--no-cache"],
+        input=STEP + DEEP["nested_dicts.py"], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    [diagnostic] = json.loads(proc.stdout)
+    assert diagnostic["code"] == "TL000" and "the parser crashed" in diagnostic["message"]

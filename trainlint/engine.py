@@ -8,6 +8,7 @@ from the cache never loads them.
 from __future__ import annotations
 
 import ast
+import functools
 import gc
 import io
 import os
@@ -86,8 +87,9 @@ def decode(data: bytes) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def lint_file(path: Path, settings: Settings) -> FileResult:
-    """Lint a file on disk; never raises."""
+def lint_file(path: Path | str, settings: Settings) -> FileResult:
+    """Lint a file on disk, in this process; never raises."""
+    path = Path(path)
     name = str(path)
     try:
         size = path.stat().st_size
@@ -98,10 +100,26 @@ def lint_file(path: Path, settings: Settings) -> FileResult:
         return FileResult(name, [_error(name, "is a directory, not a Python file")])
     except OSError as exc:
         return FileResult(name, [_error(name, f"cannot read file: {exc.strerror or exc}")])
-    return lint_bytes(data, name, settings)
+    return _lint_bytes(data, name, settings)
 
 
 def lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
+    """Lint source bytes (standard input) in a worker process, where a parser crash, a hang or a
+    memory blow-up is contained like a file's; never raises."""
+    from trainlint import workers
+
+    _preload()
+    analyse = functools.partial(_lint_named_bytes, data)
+    for _, result in workers.run([(name, settings)], 1, analyse, _file_timeout, _file_memory):
+        return result
+    raise AssertionError("unreachable: a worker run yields one result per task")
+
+
+def _lint_named_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
+    return _lint_bytes(data, name, settings)
+
+
+def _lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
     try:
         source = decode(data)
     except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
@@ -303,12 +321,7 @@ def lint_paths(
     if misses:
         from trainlint import workers
 
-        # imported here, before the workers are forked, so that each starts with them loaded
-        import libcst  # noqa: F401
-
-        import trainlint.model  # noqa: F401
-        import trainlint.rules  # noqa: F401
-
+        _preload()
         for j, result in workers.run(misses, jobs, lint_file, _file_timeout, _file_memory):
             results[miss_index[j]] = result
             key = keys[j]
@@ -322,6 +335,16 @@ def lint_paths(
             r.source = None
         r.diagnostics.sort(key=Diagnostic.sort_key)
     return sorted(done, key=lambda r: r.path)
+
+
+def _preload() -> None:
+    """Import the analysis before workers are forked, so that each starts with it loaded."""
+    import libcst  # noqa: F401
+
+    import trainlint.model  # noqa: F401
+    import trainlint.positions  # noqa: F401
+    import trainlint.precheck  # noqa: F401
+    import trainlint.rules  # noqa: F401
 
 
 def _file_timeout(settings: Settings) -> float:

@@ -21,7 +21,6 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from pathlib import Path
 from typing import Callable, Iterator
 
 from trainlint.config import Settings
@@ -51,7 +50,7 @@ def _limit_memory(cap_mb: int) -> None:
         pass  # no /proc or no rlimit (macOS, Windows): the time limit still bounds the worker
 
 
-def _serve(conn: Connection, cap_mb: int, lint: Callable[[Path, Settings], FileResult]) -> None:
+def _serve(conn: Connection, cap_mb: int, lint: Callable[[str, Settings], FileResult]) -> None:
     """A worker's loop: analyse the files it is sent until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
     _limit_memory(cap_mb)
@@ -65,7 +64,7 @@ def _serve(conn: Connection, cap_mb: int, lint: Callable[[Path, Settings], FileR
             return
         index, path, settings = task
         try:
-            result = lint(Path(path), settings)
+            result = lint(path, settings)
         except MemoryError:
             result = FileResult(path, [could_not_analyse(path, f"needed more than {cap_mb} MB (--file-memory)")], cacheable=False)
         result.source = None  # keep the traffic small; --fix re-reads the file
@@ -102,7 +101,7 @@ def _signal_name(code: int | None) -> str:
 def run(
     tasks: list[tuple[str, Settings]],
     jobs: int,
-    lint: Callable[[Path, Settings], FileResult],
+    lint: Callable[[str, Settings], FileResult],
     timeout: Callable[[Settings], float],
     cap_mb: Callable[[Settings], int],
 ) -> Iterator[tuple[int, FileResult]]:
