@@ -58,10 +58,12 @@ def code_key() -> str:
             if name.endswith(".py"):
                 st = os.stat(os.path.join(folder, name))
                 digest.update(f"{os.path.relpath(os.path.join(folder, name), package)}|{st.st_size}|{st.st_mtime_ns}".encode())
-    try:  # libcst's version without importing it
-        from importlib.metadata import version
+    try:  # libcst's version, without importing libcst (or importlib.metadata, slower still)
+        from importlib.util import find_spec
 
-        digest.update(version("libcst").encode())
+        spec = find_spec("libcst")
+        version_file = Path(spec.origin).with_name("_version.py")  # type: ignore[union-attr, arg-type]
+        digest.update(version_file.read_bytes())
     except Exception:
         digest.update(b"libcst?")
     return digest.hexdigest()
