@@ -104,29 +104,28 @@ class Cache:
     def _entry(self, key: str) -> Path:
         return self.directory / key[:2] / key
 
-    def lookup(self, path: str, settings: Settings) -> tuple[FileResult | None, str | None]:
-        """The cached result of linting `path` now, and the key to store a fresh result under."""
+    def lookup(self, path: str, settings: Settings) -> tuple[FileResult | None, str | None, bytes | None]:
+        """The cached result of linting `path` now, else the key to store a fresh result under and
+        the bytes it was computed from (analyse those, not what the file holds a moment later)."""
         if not self.enabled:
-            return None, None
+            return None, None, None
         try:
             st = os.stat(path)
             if not stat.S_ISREG(st.st_mode) or st.st_size > settings.max_file_size:
-                return None, None  # the analysis reports these itself, without reading a FIFO here
+                return None, None, None  # the analysis reports these itself, without reading a FIFO here
             with open(path, "rb") as fh:
                 data = fh.read()
         except OSError:
-            return None, None
+            return None, None, None
         key = self.key(path, data, settings)
         try:
             with open(self._entry(key), "rb") as fh:
                 result = pickle.load(fh)
-        except FileNotFoundError:
-            return None, key
-        except Exception:  # a damaged or foreign entry is a miss
-            return None, key
+        except Exception:  # no entry, or a damaged or foreign one: a miss
+            return None, key, data
         if getattr(result, "path", None) != path:
-            return None, key
-        return result, key
+            return None, key, data
+        return result, key, None
 
     def store(self, key: str, result: FileResult) -> None:
         """Write an entry atomically; a cache that cannot be written is switched off, not fatal."""

@@ -8,7 +8,6 @@ from the cache never loads them.
 from __future__ import annotations
 
 import ast
-import functools
 import gc
 import io
 import os
@@ -109,14 +108,14 @@ def lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
     from trainlint import workers
 
     _preload()
-    analyse = functools.partial(_lint_named_bytes, data)
-    for _, result in workers.run([(name, settings)], 1, analyse, _file_timeout, _file_memory):
+    for _, result in workers.run([(name, settings, data)], 1, _lint_task, _file_timeout, _file_memory):
         return result
     raise AssertionError("unreachable: a worker run yields one result per task")
 
 
-def _lint_named_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
-    return _lint_bytes(data, name, settings)
+def _lint_task(name: str, settings: Settings, data: bytes | None) -> FileResult:
+    """A worker's job: the bytes already read (keyed in the cache) under their name, else the file."""
+    return lint_file(name, settings) if data is None else _lint_bytes(data, name, settings)
 
 
 def _lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
@@ -307,22 +306,22 @@ def lint_paths(
     """
     jobs = jobs or os.cpu_count() or 1
     results: list[FileResult | None] = [None] * len(tasks)
-    misses: list[tuple[str, Settings]] = []
+    misses: list[tuple[str, Settings, bytes | None]] = []
     miss_index: list[int] = []
     keys: list[str | None] = []
     for i, (path, settings) in enumerate(tasks):
-        hit, key = cache.lookup(str(path), settings) if cache is not None else (None, None)
+        hit, key, data = cache.lookup(str(path), settings) if cache is not None else (None, None, None)
         if hit is not None:
             results[i] = hit
         else:
-            misses.append((str(path), settings))
+            misses.append((str(path), settings, data))
             miss_index.append(i)
             keys.append(key)
     if misses:
         from trainlint import workers
 
         _preload()
-        for j, result in workers.run(misses, jobs, lint_file, _file_timeout, _file_memory):
+        for j, result in workers.run(misses, jobs, _lint_task, _file_timeout, _file_memory):
             results[miss_index[j]] = result
             key = keys[j]
             if cache is not None and key is not None and result.cacheable and not result.internal_error:

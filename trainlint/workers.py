@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 from trainlint.config import Settings
 from trainlint.engine import FileResult, could_not_analyse
 
-Task = tuple[int, str, Settings]
+Task = tuple[int, str, Settings, bytes | None]  # index, name, settings, the bytes when already read
 
 
 def _rss_mb() -> float:
@@ -50,7 +50,7 @@ def _limit_memory(cap_mb: int) -> None:
         pass  # no /proc or no rlimit (macOS, Windows): the time limit still bounds the worker
 
 
-def _serve(conn: Connection, cap_mb: int, lint: Callable[[str, Settings], FileResult]) -> None:
+def _serve(conn: Connection, cap_mb: int, lint: Callable[[str, Settings, bytes | None], FileResult]) -> None:
     """A worker's loop: analyse the files it is sent until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
     _limit_memory(cap_mb)
@@ -62,9 +62,9 @@ def _serve(conn: Connection, cap_mb: int, lint: Callable[[str, Settings], FileRe
             return
         if task is None:
             return
-        index, path, settings = task
+        index, path, settings, data = task
         try:
-            result = lint(path, settings)
+            result = lint(path, settings, data)
         except MemoryError:
             result = FileResult(path, [could_not_analyse(path, f"needed more than {cap_mb} MB (--file-memory)")], cacheable=False)
         result.source = None  # keep the traffic small; --fix re-reads the file
@@ -99,16 +99,16 @@ def _signal_name(code: int | None) -> str:
 
 
 def run(
-    tasks: list[tuple[str, Settings]],
+    tasks: list[tuple[str, Settings, bytes | None]],
     jobs: int,
-    lint: Callable[[str, Settings], FileResult],
+    lint: Callable[[str, Settings, bytes | None], FileResult],
     timeout: Callable[[Settings], float],
     cap_mb: Callable[[Settings], int],
 ) -> Iterator[tuple[int, FileResult]]:
     """Analyse `tasks` in up to `jobs` workers; yields (task index, result) as files finish."""
     context = _context()
-    pending: deque[Task] = deque((i, path, s) for i, (path, s) in enumerate(tasks))
-    cap = max((cap_mb(s) for _, s in tasks), default=1024)
+    pending: deque[Task] = deque((i, path, s, data) for i, (path, s, data) in enumerate(tasks))
+    cap = max((cap_mb(s) for _, s, _ in tasks), default=1024)
     workers: list[_Worker] = []
 
     def start() -> _Worker:
@@ -145,7 +145,7 @@ def run(
             for worker in busy:
                 task = worker.task
                 assert task is not None
-                index, path, settings = task
+                index, path, settings, _ = task
                 if worker.conn in ready:
                     try:
                         got, result, recycle = worker.conn.recv()
