@@ -103,9 +103,12 @@ def test_text_output_has_location_source_hint_link_and_summary(tmp_path):
 
 def test_concise_and_statistics(tmp_path):
     path = write(tmp_path, "t.py", BAD)
+    code, out = run(str(path), "--format", "concise")
+    assert f"{path}:7:5: TL403 " in out and "Found 2 problems" in out
     code, out = run(str(path), "--format", "concise", "--statistics")
-    assert f"{path}:7:5: TL403 " in out
-    assert "1  TL401  host-sync-in-step" in " ".join(out.split("\n")) or "TL401" in out
+    # like ruff: only the table, no findings and no summary
+    assert [line.split() for line in out.splitlines()] == [["1", "TL401", "host-sync-in-step"], ["1", "TL403", "memory-stats-in-step"]]
+    assert code == 1
 
 
 @pytest.mark.parametrize(

@@ -38,8 +38,8 @@ def test_sarif_validates_against_the_official_schema(tmp_path: Path):
     jsonschema.validate(log, SCHEMA)
     run_ = log["runs"][0]
     rules = run_["tool"]["driver"]["rules"]
-    assert [r["id"] for r in rules][:3] == ["TL000", "TL101", "TL102"] and len(rules) == 23
-    tl101 = rules[1]
+    assert [r["id"] for r in rules][:3] == ["TL000", "TL001", "TL101"] and len(rules) == 24
+    tl101 = rules[2]
     assert tl101["name"] == "low-precision-params-trained"
     assert tl101["helpUri"].endswith("rules/TL101-low-precision-params-trained.md")
     assert tl101["defaultConfiguration"]["level"] == "error" and tl101["help"]["markdown"].startswith("# TL101")

@@ -3,8 +3,9 @@
 An entry is keyed on everything a file's result depends on: the file's bytes and the name it is
 linted under, the settings that change what is reported, trainlint's own code (its version and the
 size and modification time of each of its source files, so that an edited checkout never reads a
-stale result) and the versions of Python and libcst. When the analysis reads the summaries of the
-local modules a file imports, those summaries join the key through `dependency_key`.
+stale result) and the versions of Python and libcst. A result that read the summaries of local modules
+the file imports lists those modules' files (and the candidate paths probed for them) with their
+size and modification time; a lookup whose dependencies changed is a miss.
 
 Files with findings are cached like clean ones. What depends on the machine rather than the file (a
 crash, the time or memory limit, an internal error) is never stored. Entries are written to a
@@ -79,11 +80,6 @@ def settings_key(settings: Settings) -> str:
     return repr(parts)
 
 
-def dependency_key(path: str, settings: Settings) -> str:
-    """The summaries of the local modules `path` imports, once the analysis reads them (none yet)."""
-    return ""
-
-
 class Cache:
     """Lint results by content key, stored under `directory`."""
 
@@ -95,7 +91,7 @@ class Cache:
 
     def key(self, path: str, data: bytes, settings: Settings) -> str:
         digest = hashlib.sha256()
-        for part in (code_key(), settings_key(settings), path, dependency_key(path, settings)):
+        for part in (code_key(), settings_key(settings), path):
             digest.update(part.encode("utf-8", "surrogatepass"))
             digest.update(b"\0")
         digest.update(data)
@@ -125,6 +121,10 @@ class Cache:
             return None, key, data
         if getattr(result, "path", None) != path:
             return None, key, data
+        from trainlint.engine import file_state
+
+        if any(file_state(dep[0]) != dep for dep in result.dependencies):
+            return None, key, data  # a local module it imports changed (or appeared, or went)
         return result, key, None
 
     def store(self, key: str, result: FileResult) -> None:

@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from trainlint.noqa import UNUSED_NOQA_PAGE, UNUSED_NOQA_SUMMARY
 from trainlint.rule import Rule
 from trainlint.rules import ALL_RULES
 
@@ -88,6 +89,7 @@ def render_index() -> str:
         "| Code | Name | Severity | Default | What it flags |",
         "|---|---|---|---|---|",
         "| [TL000](TL000-parse-error.md) | parse-error | error | always | A file that could not be analysed. |",
+        f"| [TL001](TL001-unused-noqa.md) | unused-noqa | warning | off | {UNUSED_NOQA_SUMMARY} |",
     ]
     for rule in ALL_RULES:
         on = "on" if rule.default_enabled else "off"
@@ -99,6 +101,7 @@ def render_index() -> str:
 def expected_files() -> dict[str, str]:
     files = {page_name(r): render_page(r) for r in ALL_RULES}
     files["TL000-parse-error.md"] = PARSE_ERROR_PAGE
+    files["TL001-unused-noqa.md"] = UNUSED_NOQA_PAGE
     files["README.md"] = render_index()
     return files
 

@@ -7,20 +7,23 @@ stays fast; torch is never imported here.
 
 from __future__ import annotations
 
-import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import click
 
 from trainlint import __version__
+from trainlint.report import COLOR_CHOICES, ReportOptions, fixable_by, make_console
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from trainlint.cache import Cache
     from trainlint.config import Settings
     from trainlint.diagnostics import Diagnostic
+    from trainlint.discovery import Target
     from trainlint.engine import FileResult
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -58,18 +61,26 @@ def main() -> None:
 @click.option("--select", multiple=True, help="Rule codes or prefixes to enable (replaces the defaults), e.g. TL1,TL401 or ALL.")
 @click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
 @click.option("--extend-select", multiple=True, help="Rule codes or prefixes to enable on top of the selection.")
+@click.option("--extend-ignore", multiple=True, help="Rule codes or prefixes to disable on top of the configured ignores.")
+@click.option("--per-file-ignores", multiple=True, metavar="PATTERN:CODES", help="Disable codes for files matching a pattern, e.g. 'tests/*.py:TL401,TL403'.")
 @click.option("--exclude", multiple=True, help="Gitignore-style patterns of files and folders to skip.")
 @click.option("--force-exclude", is_flag=True, help="Apply excludes to files named explicitly too (for pre-commit).")
-@click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True)
-@click.option("--statistics", is_flag=True, help="Print the number of findings per rule.")
+@click.option("--output-format", "--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True, help="How findings are printed.")
+@click.option("-o", "--output-file", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Write the findings to this file instead of standard output.")
+@click.option("--statistics", is_flag=True, help="Print only the number of findings per rule.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Parallel processes (default: CPU count).")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
 @click.option("--stdin-filename", type=click.Path(path_type=Path), default=None, help="The file name of source read from `-`.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None, help="A pyproject.toml to read [tool.trainlint] from.")
-@click.option("--fix", is_flag=True, help="Apply safe fixes in place.")
+@click.option("--fix", is_flag=True, help="Apply safe fixes in place (with `-`: print the fixed source).")
 @click.option("--unsafe-fixes", is_flag=True, help="Apply unsafe fixes too (with --fix or --diff).")
-@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them.")
+@click.option("--diff", is_flag=True, help="Print only the fixes as a unified diff, writing nothing.")
+@click.option("--show-fixes", is_flag=True, help="List the fixes applied (with --fix) or available, per file and rule.")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` comments that silence every finding, then exit.")
+@click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True, help="Colour in text output (NO_COLOR in the environment means never, unless always).")
+@click.option("--show-files", is_flag=True, help="List the files that would be linted, then exit.")
+@click.option("--show-settings", is_flag=True, help="Print the settings in effect (after configuration and options), then exit.")
 @click.option("--no-cache", is_flag=True, help="Analyse every file; neither read nor write the cache.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, envvar="TRAINLINT_CACHE_DIR", help="Where results are cached (default: the user cache directory; env TRAINLINT_CACHE_DIR).")
 @click.option("--file-timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="Seconds one file's analysis may take before it is reported as TL000 (default 20).")
@@ -79,9 +90,12 @@ def check(
     select: tuple[str, ...],
     ignore: tuple[str, ...],
     extend_select: tuple[str, ...],
+    extend_ignore: tuple[str, ...],
+    per_file_ignores: tuple[str, ...],
     exclude: tuple[str, ...],
     force_exclude: bool,
     output_format: str,
+    output_file: Path | None,
     statistics: bool,
     exit_zero: bool,
     jobs: int | None,
@@ -91,54 +105,79 @@ def check(
     fix: bool,
     unsafe_fixes: bool,
     diff: bool,
+    show_fixes: bool,
+    add_noqa: bool,
+    color: str,
+    show_files: bool,
+    show_settings: bool,
     no_cache: bool,
     cache_dir: Path | None,
     file_timeout: float | None,
     file_memory: int | None,
 ) -> None:
-    """Lint PATHS (files or folders; `-` reads standard input)."""
-    from trainlint.config import ConfigError, find_config, load_settings, with_overrides
+    """Lint PATHS (files, folders, notebooks; `-` reads standard input)."""
     from trainlint.discovery import discover
+    from trainlint.engine import FileResult, _error
 
     paths = paths or (Path("."),)
     anchor = stdin_filename or next((p for p in paths if str(p) != "-"), Path("."))
-    try:
-        base = load_settings(config_file or find_config(anchor))
-        settings = with_overrides(
-            base,
-            select=tuple(_split_codes(select)) if select else None,
-            ignore=tuple(base.ignore) + tuple(_split_codes(ignore) or ()) if ignore else None,
-            extend_select=tuple(base.extend_select) + tuple(_split_codes(extend_select) or ()) if extend_select else None,
-            exclude=tuple(base.exclude) + exclude if exclude else None,
-            file_timeout=file_timeout,
-            file_memory=file_memory,
-        )
-    except ConfigError as exc:
-        click.echo(f"trainlint: error: {exc}", err=True)
-        sys.exit(EXIT_ERROR)
+    settings = _check_settings(config_file, anchor, select, (*ignore, *extend_ignore), extend_select, per_file_ignores, exclude)
+    settings = _with_limits(settings, file_timeout, file_memory)
+    if unsafe_fixes and not (fix or diff):
+        _warn("--unsafe-fixes applies nothing without --fix or --diff (findings it would fix are marked [*])")
+    if show_settings:
+        _print_settings(settings)
+        sys.exit(EXIT_CLEAN)
+    stdin = any(str(p) == "-" for p in paths)
+    disk_paths = [p for p in paths if str(p) != "-"]
+    missing = [p for p in disk_paths if not p.exists()]
+    targets = discover([p for p in disk_paths if p.exists()], settings.root, settings.exclude, force_exclude)
+    if show_files:
+        for target in targets:
+            click.echo(str(target.path))
+        sys.exit(EXIT_CLEAN)
+    if not (targets or missing or stdin):
+        _warn("No Python files found")
+        if output_format in ("text", "concise"):  # machine formats still print their empty report
+            sys.exit(EXIT_CLEAN)
 
-    results: list[FileResult] = []
-    if any(str(p) == "-" for p in paths):
+    results = _lint_targets(targets, settings, jobs, color, _cache(no_cache, cache_dir))
+    results.extend(FileResult(str(p), [_error(str(p), "no such file or directory")]) for p in missing)
+    stdin_result = None
+    if stdin:
         from trainlint.engine import lint_bytes
 
-        name = str(stdin_filename or "-")
-        results.append(lint_bytes(sys.stdin.buffer.read(), name, settings))
-    disk_paths = [p for p in paths if str(p) != "-"]
-    if disk_paths:
-        from trainlint.engine import lint_paths
+        stdin_result = lint_bytes(sys.stdin.buffer.read(), str(stdin_filename or "-"), settings)
+        results.append(stdin_result)
+    for result in results:
+        result.diagnostics.sort(key=lambda d: d.sort_key())
+    results.sort(key=lambda r: r.path)
+    if add_noqa:
+        added = _add_noqa([r for r in results if r is not stdin_result])
+        _warn(f"Added {added} noqa directive{'s' if added != 1 else ''}.", prefix="")
+        sys.exit(EXIT_CLEAN)
 
-        missing = [p for p in disk_paths if not p.exists()]
-        targets = discover([p for p in disk_paths if p.exists()], settings.root, settings.exclude, force_exclude)
-        results.extend(lint_paths([(t.path, settings) for t in targets], jobs, keep_source=False, cache=_cache(no_cache, cache_dir)))
-        if missing:
-            from trainlint.engine import FileResult as _FR, _error
-
-            results.extend(_FR(str(p), [_error(str(p), "no such file or directory")]) for p in missing)
-
-    if fix or diff:
+    options = ReportOptions(output_format, statistics, quiet, color, unsafe_fixes)
+    before = [d for r in results for d in r.diagnostics]
+    would_fix = any(fixable_by(unsafe_fixes)(d) for d in before)
+    if stdin_result is not None and (fix or diff):
+        # like ruff: the fixed source (or the diff) is the output; with --fix what is left goes to stderr
+        results[results.index(stdin_result)] = _fix_stdin(stdin_result, settings, unsafe_fixes, diff)
+        if not diff:
+            _report_to(results, options, output_file, err=True)
+            _exit(results, exit_zero)
+    elif fix or diff:
         results = _apply_fixes(results, settings, unsafe_fixes, write=fix and not diff)
+    if diff:  # only the diff: exit 1 when there was something to fix
+        sys.exit(EXIT_FINDINGS if would_fix and not exit_zero else EXIT_CLEAN)
+    _report_to(results, options, output_file)
+    if show_fixes:  # (on stderr when stdout holds a machine-readable report)
+        after = [d for r in results for d in r.diagnostics]
+        _print_fix_summary(before, after, fix, unsafe_fixes, err=output_format not in ("text", "concise"))
+    _exit(results, exit_zero)
 
-    _report(results, output_format, statistics, quiet)
+
+def _exit(results: Sequence[FileResult], exit_zero: bool) -> None:
     if any(r.internal_error for r in results):
         sys.exit(EXIT_ERROR)
     if exit_zero:
@@ -146,7 +185,79 @@ def check(
     sys.exit(EXIT_FINDINGS if any(r.diagnostics for r in results) else EXIT_CLEAN)
 
 
-def _cache(no_cache: bool, directory: Path | None) -> object:
+def _warn(message: str, prefix: str = "warning: ") -> None:
+    click.echo(f"{prefix}{message}", err=True)
+
+
+def _check_settings(
+    config_file: Path | None,
+    anchor: Path,
+    select: Sequence[str],
+    ignore: Sequence[str],
+    extend_select: Sequence[str],
+    per_file_ignores: Sequence[str],
+    exclude: Sequence[str],
+) -> Settings:
+    """The configuration file's settings with the command line's options on top; exit 2 when invalid."""
+    from trainlint.config import ConfigError, find_config, load_settings, with_overrides
+
+    try:
+        base = load_settings(config_file or find_config(anchor))
+        per_file = []
+        for value in per_file_ignores:
+            pattern, _, codes = value.rpartition(":")
+            if not pattern or not codes.strip():
+                raise ConfigError(f"--per-file-ignores {value!r}: expected PATTERN:CODES, e.g. 'tests/*.py:TL401'")
+            per_file.append((pattern, tuple(_split_codes([codes]) or ())))
+        return with_overrides(
+            base,
+            select=tuple(_split_codes(select)) if select else None,
+            ignore=tuple(base.ignore) + tuple(_split_codes(ignore) or ()) if ignore else None,
+            extend_select=tuple(base.extend_select) + tuple(_split_codes(extend_select) or ()) if extend_select else None,
+            exclude=tuple(base.exclude) + tuple(exclude) if exclude else None,
+            per_file_ignores=base.per_file_ignores + tuple(per_file) if per_file else None,
+        )
+    except ConfigError as exc:
+        click.echo(f"trainlint: error: {exc}", err=True)
+        sys.exit(EXIT_ERROR)
+
+
+def _print_settings(settings: Settings) -> None:
+    """`--show-settings`: the resolved settings, one `key = value` line each (JSON values; `(none)` when unset)."""
+    import json
+
+    rows = {
+        "config": str(settings.config_path) if settings.config_path else None,
+        "root": str(settings.root),
+        "rules": [*settings.rule_codes(), *(["TL001"] if settings.reports_unused_noqa() else [])],
+        "select": list(settings.select) if settings.select is not None else None,
+        "ignore": list(settings.ignore),
+        "extend-select": list(settings.extend_select),
+        "exclude": list(settings.exclude),
+        "per-file-ignores": {pattern: list(codes) for pattern, codes in settings.per_file_ignores},
+        "step-functions": sorted(settings.step_functions),
+        "gate-names": sorted(settings.gate_names),
+        "max-file-size": settings.max_file_size,
+    }
+    for key, value in rows.items():
+        click.echo(f"{key} = {json.dumps(value) if value is not None else '(none)'}")
+
+
+PROGRESS_MIN_FILES = 300  # a progress bar only on runs long enough to want one
+
+
+def _with_limits(settings: Settings, file_timeout: float | None, file_memory: int | None) -> Settings:
+    """The per-file time and memory limits of the command line over the configuration's."""
+    from dataclasses import replace
+
+    if file_timeout is not None:
+        settings = replace(settings, file_timeout=file_timeout)
+    if file_memory is not None:
+        settings = replace(settings, file_memory=file_memory)
+    return settings
+
+
+def _cache(no_cache: bool, directory: Path | None) -> Cache | None:
     """The result cache of a `check` run (None with --no-cache)."""
     if no_cache:
         return None
@@ -155,10 +266,134 @@ def _cache(no_cache: bool, directory: Path | None) -> object:
     return Cache(directory or default_directory())
 
 
+def _lint_targets(targets: Sequence[Target], settings: Settings, jobs: int | None, color: str, cache: Cache | None = None) -> list[FileResult]:
+    """Lint the discovered files; with a progress bar on stderr when it is a terminal and the run is long."""
+    from trainlint.engine import lint_paths
+
+    tasks = [(t.path, settings) for t in targets]
+    if len(tasks) < PROGRESS_MIN_FILES or not sys.stderr.isatty():
+        return lint_paths(tasks, jobs, keep_source=False, cache=cache)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("Linting"), BarColumn(), MofNCompleteColumn(), TextColumn("files"), TimeElapsedColumn())
+    results: list[FileResult] = []
+    with Progress(*columns, console=make_console(color, stderr=True), transient=True) as progress:
+        bar = progress.add_task("lint", total=len(tasks))
+        size = max(100, len(tasks) // 20)  # batches big enough to keep the process pool busy
+        for start in range(0, len(tasks), size):
+            batch = tasks[start : start + size]
+            results.extend(lint_paths(batch, jobs, keep_source=False, cache=cache))
+            progress.advance(bar, len(batch))
+    return results
+
+
+def _read_source(path: Path) -> tuple[bytes, str] | None:
+    """A file's bytes and its decoded text, or None when it cannot be read or decoded."""
+    from trainlint.engine import decode
+
+    try:
+        raw = path.read_bytes()
+        return raw, decode(raw)
+    except (OSError, UnicodeDecodeError, SyntaxError, LookupError):
+        return None
+
+
+def _write_source(path: Path, raw: bytes, text: str) -> None:
+    """Write `text` back in the encoding (and byte-order mark) the file had."""
+    import io
+    import tokenize
+
+    from trainlint.fixes import write_atomic
+
+    bom = "\ufeff" if raw.startswith(b"\xef\xbb\xbf") else ""
+    encoding = tokenize.detect_encoding(io.BytesIO(raw).readline)[0].replace("-sig", "")
+    write_atomic(path, bom + text, encoding)
+
+
+def _fix_document(path: str, source: str, diagnostics: Sequence[Diagnostic]) -> tuple[str, list[Diagnostic]]:
+    """Apply fixes to a Python file's or a notebook's text."""
+    from trainlint.fixes import apply_fixes
+    from trainlint.notebook import apply_fixes as apply_notebook_fixes
+
+    return (apply_notebook_fixes if path.endswith(".ipynb") else apply_fixes)(source, diagnostics)
+
+
+def _add_noqa(results: Sequence[FileResult]) -> int:
+    """`--add-noqa`: write the comments that silence each file's findings; the number added."""
+    from trainlint.diagnostics import Fix
+    from trainlint.noqa import noqa_edits
+    from trainlint.notebook import NotebookError, notebook_noqa_edits
+
+    added = 0
+    for result in results:
+        path = Path(result.path)
+        read = _read_source(path) if result.diagnostics and path.is_file() else None
+        if read is None:
+            continue
+        raw, source = read
+        try:
+            edits = (notebook_noqa_edits if result.path.endswith(".ipynb") else noqa_edits)(source, result.diagnostics)
+        except NotebookError:
+            continue
+        # each edit rides on a diagnostic so that fixes' machinery applies it (and checks the result parses)
+        carriers = [replace(result.diagnostics[0], fix=Fix("add noqa", (e,))) for e in edits]
+        new, applied = _fix_document(result.path, source, carriers)
+        if applied:
+            _write_source(path, raw, new)
+            added += len(applied)
+    return added
+
+
+def _fix_stdin(result: FileResult, settings: Settings, unsafe: bool, diff: bool) -> FileResult:
+    """`-` with `--fix`: print the fixed source (all of it, fixed or not); with `--diff`: print the diff."""
+    from trainlint.engine import lint_source
+    from trainlint.fixes import applicable, unified_diff
+
+    source = result.source or ""
+    new, applied = _fix_document(result.path, source, applicable(result.diagnostics, unsafe))
+    if diff:
+        click.echo(unified_diff(result.path, source, new), nl=False)
+        return result
+    click.echo(new, nl=False)
+    if applied:
+        _warn(f"Fixed {len(applied)} problem(s) in {result.path}", prefix="")
+    return lint_source(new, result.path, settings) if applied else result
+
+
+def _report_to(results: Sequence[FileResult], options: ReportOptions, output_file: Path | None, err: bool = False) -> None:
+    """Render the report to `--output-file`, standard error, or standard output."""
+    from trainlint.report import render
+
+    if output_file is not None:
+        output_file.parent.mkdir(parents=True, exist_ok=True)
+        with output_file.open("w", encoding="utf-8") as out:
+            render(results, options, out)
+    else:
+        render(results, options, sys.stderr if err else None)
+
+
+def _print_fix_summary(before: Sequence[Diagnostic], after: Sequence[Diagnostic], fixed: bool, unsafe: bool, err: bool) -> None:
+    """`--show-fixes`: per file, how many findings of each rule were fixed (or can be), like ruff's."""
+    from collections import Counter
+
+    fixable = fixable_by(unsafe)
+    counts = Counter((d.path, d.code, d.name) for d in before if fixable(d))
+    if fixed:
+        counts -= Counter((d.path, d.code, d.name) for d in after)
+    total = sum(counts.values())
+    noun = "problem" if total == 1 else "problems"
+    click.echo(f"{'Fixed' if fixed else 'Fixable with --fix:'} {total} {noun}{':' if total else '.'}", err=err)
+    for path in sorted({p for p, _, _ in counts}):
+        click.echo(f"- {path}:", err=err)
+        for (p, code, name), n in sorted(counts.items()):
+            if p == path:
+                click.echo(f"    {n} × {code} ({name})", err=err)
+
+
 def _apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, write: bool) -> list[FileResult]:
     """Apply (or show) fixes; the remaining diagnostics are those not fixed."""
     from trainlint.engine import decode, lint_source
-    from trainlint.fixes import applicable, apply_fixes, unified_diff, write_atomic
+    from trainlint.fixes import applicable, unified_diff
 
     out = []
     for result in results:
@@ -169,16 +404,12 @@ def _apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wr
             continue
         raw = path.read_bytes()
         source = decode(raw)
-        new, applied = apply_fixes(source, fixable)
+        new, applied = _fix_document(result.path, source, fixable)
         if not applied:
             out.append(result)
             continue
         if write:
-            bom = "\ufeff" if raw.startswith(b"\xef\xbb\xbf") else ""
-            import tokenize, io
-
-            encoding = tokenize.detect_encoding(io.BytesIO(raw).readline)[0].replace("-sig", "")
-            write_atomic(path, bom + new, encoding)
+            _write_source(path, raw, new)
             relinted = lint_source(new, result.path, settings)
             relinted.source = None
             out.append(relinted)
@@ -189,65 +420,30 @@ def _apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wr
     return out
 
 
-def _report(results: list[FileResult], output_format: str, statistics: bool, quiet: bool) -> None:
-    diagnostics = [d for r in results for d in r.diagnostics]
-    if output_format in ("json", "sarif", "github"):
-        from importlib import import_module
-
-        output = import_module(f"trainlint.formats.{output_format}").render(diagnostics)
-        if output:
-            click.echo(output)
-        return
-    if output_format == "lsp":
-        from trainlint.formats.lsp import render as render_lsp
-
-        click.echo(render_lsp([r.path for r in results], diagnostics, _source_lines(diagnostics)))
-        return
-    from rich.console import Console
-
-    from trainlint.formats.text import render_concise, render_full, render_statistics, summary_line
-
-    console = Console(highlight=False, soft_wrap=True, no_color=bool(os.environ.get("NO_COLOR")))
-    if output_format == "concise":
-        render_concise(console, diagnostics)
-    else:
-        render_full(console, diagnostics, _source_lines(diagnostics))
-    if statistics:
-        render_statistics(console, diagnostics)
-    if not quiet:
-        console.print(summary_line(diagnostics), highlight=False)
-
-
-def _source_lines(diagnostics: Sequence["Diagnostic"]) -> dict[str, list[str]]:
-    """The lines of each file with findings, for snippets and column conversions."""
-    sources: dict[str, list[str]] = {}
-    for path in {d.path for d in diagnostics}:
-        try:
-            sources[path] = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            pass
-    return sources
-
-
 @main.command("rule")
 @click.argument("code")
 def rule_command(code: str) -> None:
-    """Explain a rule: what it flags, why, an example and the fix."""
-    from rich.console import Console
+    """Explain a rule: what it flags, why, an example and the fix (`trainlint explain CODE` too)."""
     from rich.markdown import Markdown
 
-    from trainlint.catalogue import render_page
+    from trainlint.catalogue import PARSE_ERROR_PAGE, render_page
+    from trainlint.noqa import UNUSED_NOQA, UNUSED_NOQA_PAGE
     from trainlint.rules import RULES_BY_CODE
 
     rule = RULES_BY_CODE.get(code.upper())
-    if rule is None:
+    pages = {"TL000": PARSE_ERROR_PAGE, UNUSED_NOQA[0]: UNUSED_NOQA_PAGE}
+    page = render_page(rule) if rule is not None else pages.get(code.upper())
+    if page is None:
         click.echo(f"trainlint: error: unknown rule {code!r}; `trainlint rules` lists them", err=True)
         sys.exit(EXIT_ERROR)
-    console = Console(no_color=bool(os.environ.get("NO_COLOR")))
+    console = make_console()
     if console.is_terminal:
-        console.print(Markdown(render_page(rule)))
+        console.print(Markdown(page))
     else:
-        click.echo(render_page(rule))
+        click.echo(page)
+
+
+main.add_command(rule_command, "explain")
 
 
 @main.group("verify", cls=DefaultGroup, default="probes")
@@ -282,9 +478,7 @@ def _lint_for_verify(paths: Sequence[Path]) -> list[Diagnostic]:
 
 
 def _console() -> Console:
-    from rich.console import Console
-
-    return Console(highlight=False, soft_wrap=True, no_color=bool(os.environ.get("NO_COLOR")))
+    return make_console()
 
 
 @verify_group.command("probes")
@@ -373,15 +567,18 @@ def rules_command(output_format: str) -> None:
         ]
         click.echo(json.dumps(rows, indent=2))
         return
-    from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"trainlint rules ({len(ALL_RULES)})")
     for col in ("Code", "Name", "Severity", "Default", "What it flags"):
         table.add_column(col)
     for r in ALL_RULES:
-        table.add_row(r.code, r.name, r.severity.value, "on" if r.default_enabled else "off", r.summary)
-    Console(no_color=bool(os.environ.get("NO_COLOR")), width=200 if not sys.stdout.isatty() else None).print(table)
+        table.add_row(r.code, r.name, r.severity.value, "on" if r.default_enabled else "off", escape(r.summary))
+    console = make_console()
+    if not sys.stdout.isatty():
+        console.width = 200
+    console.print(table)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ if TYPE_CHECKING:  # libcst and the rules load only when a file is analysed (see
     from trainlint.model import AnalysisSettings
     from trainlint.precheck import Limits
 
+UNUSED_NOQA_CODE = "TL001"  # see trainlint.noqa
+
 KNOWN_KEYS = {
     "select": list,
     "ignore": list,
@@ -63,9 +65,21 @@ class Settings:
         from trainlint.rules import select_rules
 
         rules = select_rules(
-            list(self.select) if self.select is not None else None, list(self.ignore), list(self.extend_select)
+            _rule_selectors(self.select) if self.select is not None else None,
+            _rule_selectors(self.ignore),
+            _rule_selectors(self.extend_select),
         )
         return tuple(r.code for r in rules)
+
+    def reports_unused_noqa(self, path: Path | None = None) -> bool:
+        """Whether TL001 unused-noqa is selected (off by default, like ruff's RUF100), for `path`'s ignores."""
+
+        def specificity(selectors: tuple[str, ...] | frozenset[str]) -> int:
+            return max((len(s) if s != "ALL" else 0 for s in selectors if s == "ALL" or UNUSED_NOQA_CODE.startswith(s)), default=-1)
+
+        on = max(specificity(self.select) if self.select is not None else -1, specificity(self.extend_select))
+        off = specificity((*self.ignore, *(self.ignored_for(path) if path is not None else ())))
+        return on >= 0 and on > off
 
     def ignored_for(self, path: Path) -> frozenset[str]:
         """Codes that per-file-ignores switch off for this file (prefixes expanded by the caller)."""
@@ -86,6 +100,11 @@ class Settings:
         from trainlint.model import AnalysisSettings
 
         return AnalysisSettings(step_functions=self.step_functions, gate_names=self.gate_names)
+
+
+def _rule_selectors(selectors: tuple[str, ...] | list[str]) -> list[str]:
+    """Selectors without those naming only TL001 (a code of the suppression layer, not a rule class)."""
+    return [s for s in selectors if s == "ALL" or not UNUSED_NOQA_CODE.startswith(s) or any(c.startswith(s) for c in rule_codes_on_disk())]
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -170,7 +189,7 @@ def validate(settings: Settings) -> None:
     Checked against the rule modules' file names (`tl101_....py`), so that validating a
     configuration does not import the rules; a test keeps the two lists equal.
     """
-    known = rule_codes_on_disk()
+    known = rule_codes_on_disk() | {UNUSED_NOQA_CODE}
     checks = [("select", settings.select or ()), ("ignore", settings.ignore), ("extend-select", settings.extend_select)]
     checks += [("per-file-ignores", codes) for _, codes in settings.per_file_ignores]
     for where_in, selectors in checks:

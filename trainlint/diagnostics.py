@@ -30,6 +30,19 @@ class Edit:
     end_line: int
     end_column: int
     content: str
+    cell: int | None = None  # in a notebook: the cell the positions are relative to
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "content": self.content,
+        }
+        if self.cell is not None:
+            out["cell"] = self.cell
+        return out
 
 
 @dataclass(frozen=True)
@@ -42,16 +55,7 @@ class Fix:
         return {
             "description": self.description,
             "applicability": self.applicability.value,
-            "edits": [
-                {
-                    "line": e.line,
-                    "column": e.column,
-                    "end_line": e.end_line,
-                    "end_column": e.end_column,
-                    "content": e.content,
-                }
-                for e in self.edits
-            ],
+            "edits": [e.to_dict() for e in self.edits],
         }
 
 
@@ -71,13 +75,22 @@ class Diagnostic:
     hint: str = ""
     fix: Fix | None = None
     facts: dict[str, object] = field(default_factory=dict, compare=False)
+    # In a notebook: the 1-based cell (counting every cell) that `line`/`end_line` are relative to,
+    # and the same span as (line, column, end_line, end_column) in the notebook file's JSON text.
+    cell: int | None = None
+    file_span: tuple[int, int, int, int] | None = field(default=None, compare=False)
 
     @property
     def url(self) -> str:
         return rule_url(self.code, self.name)
 
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.path, self.line, self.column, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        return (self.path, self.cell or 0, self.line, self.column, self.code)
+
+    @property
+    def file_region(self) -> tuple[int, int, int, int]:
+        """(line, column, end_line, end_column) in the file as stored (a notebook's JSON text)."""
+        return self.file_span or (self.line, self.column, self.end_line, self.end_column)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -93,6 +106,7 @@ class Diagnostic:
             "hint": self.hint,
             "fix": self.fix.to_dict() if self.fix else None,
             "url": self.url,
+            **({"cell": self.cell} if self.cell is not None else {}),
         }
 
 

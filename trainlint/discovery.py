@@ -1,4 +1,4 @@
-"""Which files to lint: Python files under the given paths, honouring .gitignore and excludes."""
+"""Which files to lint: Python files and notebooks under the given paths, honouring .gitignore and excludes."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def discover(
                 d for d in dirnames if d not in DEFAULT_EXCLUDES and not d.endswith(".egg-info") and not ignored(here / d, True)
             )
             for name in sorted(filenames):
-                if not name.endswith(".py") and not is_deepspeed_config(name):
+                if not name.endswith((".py", ".ipynb")) and not is_deepspeed_config(name):
                     continue
                 path = here / name
                 if not ignored(path, False):

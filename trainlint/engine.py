@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from trainlint.cache import Cache
     from trainlint.config import Settings
+    from trainlint.noqa import Suppressions
     from trainlint.rule import Finding, NodeEdit, Rule
 
 PARSE_ERROR = ("TL000", "parse-error")
@@ -42,10 +43,21 @@ class FileResult:
     internal_error: bool = False
     # False for an outcome that depends on the machine, not the file (a crash, the time or memory limit)
     cacheable: bool = True
+    # other files the result depends on (local modules it imports): (path, size, mtime_ns), -1 if absent
+    dependencies: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def failed(self) -> bool:
         return any(d.code == PARSE_ERROR[0] for d in self.diagnostics)
+
+
+def file_state(path: str) -> tuple[str, int, int]:
+    """What says whether a file changed: (path, size, modification time in ns); -1s when absent."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (path, -1, -1)
+    return (path, st.st_size, st.st_mtime_ns)
 
 
 def could_not_analyse(path: str, why: str) -> Diagnostic:
@@ -142,9 +154,18 @@ def lint_json(source: str, name: str, settings: Settings) -> FileResult:
 
 
 def lint_source(source: str, name: str, settings: Settings) -> FileResult:
-    """Lint source text; never raises (an analysis bug becomes an internal-error diagnostic)."""
+    """Lint source text (Python, a notebook or a DeepSpeed JSON config by its name); never raises."""
     if name.endswith(".json"):
         return lint_json(source, name, settings)
+    if name.endswith(".ipynb"):
+        from trainlint.notebook import lint_notebook
+
+        return lint_notebook(source, name, settings)
+    return lint_python(source, name, settings)
+
+
+def lint_python(source: str, name: str, settings: Settings) -> FileResult:
+    """Lint Python source text; never raises (an analysis bug becomes an internal-error diagnostic)."""
     result = FileResult(name, source=source)
     rules = rules_for(source, name, settings)
     if not rules:
@@ -184,6 +205,7 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
     import libcst as cst
 
     from trainlint.model import TrainingModel
+    from trainlint.noqa import parse_suppressions
 
     try:
         module = cst.parse_module(source)
@@ -201,12 +223,19 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
         result.diagnostics.append(could_not_analyse(name, "the parser ran out of memory"))
         return
     try:
-        model = TrainingModel.build(module, settings.analysis())
-        findings: list[tuple[Rule, Finding]] = []
-        for rule in rules:
-            findings.extend((rule, f) for f in rule.check(model))
+        from trainlint.project import shared, watching
+
+        with watching() as depends:
+            model = TrainingModel.build(module, settings.analysis(), path=name, project=shared())
+            findings: list[tuple[Rule, Finding]] = []
+            for rule in rules:
+                findings.extend((rule, f) for f in rule.check(model))
+        result.dependencies = tuple(sorted(file_state(str(p)) for p in depends))
+        suppressions = parse_suppressions(source)
         if findings:
-            result.diagnostics.extend(_diagnostics(module, source, name, findings))
+            result.diagnostics.extend(_diagnostics(module, source, name, findings, suppressions))
+        if settings.reports_unused_noqa(Path(name)):
+            result.diagnostics.extend(suppressions.unused(name, {r.code for r in rules}))
     except RecursionError:
         result.diagnostics.append(could_not_analyse(name, "nesting too deep"))
     except MemoryError:
@@ -241,15 +270,15 @@ def _syntax_error(source: str, exc: Any) -> tuple[str, int, int, bool]:
     return message, line, column, accepted
 
 
-def _diagnostics(module: cst.Module, source: str, name: str, findings: list[tuple[Rule, Finding]]) -> list[Diagnostic]:
-    from trainlint.noqa import parse_suppressions
+def _diagnostics(
+    module: cst.Module, source: str, name: str, findings: list[tuple[Rule, Finding]], suppressions: Suppressions
+) -> list[Diagnostic]:
     from trainlint.positions import positions as positions_of
 
     wanted = [f.node for _, f in findings]
     wanted += [e.node for _, f in findings if f.fix is not None for e in f.fix.edits]
     positions = positions_of(module, source, wanted)
     lines = source.splitlines()
-    suppressions = parse_suppressions(source)
     seen: set[tuple[str, int, int]] = set()
     out: list[Diagnostic] = []
     for rule, finding in findings:

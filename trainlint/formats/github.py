@@ -18,19 +18,26 @@ def _escape_property(text: str) -> str:
 
 
 def annotation(d: Diagnostic) -> str:
-    """`::error file=f,line=1,col=2,endLine=1,endColumn=9,title=TL101 name::message`."""
+    """`::error file=f,line=1,col=2,endLine=1,endColumn=9,title=TL101 name::message`.
+
+    A notebook's finding is placed at its line in the notebook's JSON text (where the pull request's
+    diff shows it), and its message starts with `cell N, line L:`.
+    """
+    line, column, end_line, end_column = d.file_region
     properties = ",".join(
         f"{key}={_escape_property(str(value))}"
         for key, value in (
             ("file", d.path),
-            ("line", d.line),
-            ("col", d.column),
-            ("endLine", d.end_line),
-            ("endColumn", d.end_column),
+            ("line", line),
+            ("col", column),
+            ("endLine", end_line),
+            ("endColumn", end_column),
             ("title", f"{d.code} {d.name}"),
         )
     )
     message = f"{d.message}. Fix: {d.hint}" if d.hint else d.message
+    if d.cell is not None:
+        message = f"cell {d.cell}, line {d.line}: {message}"
     return f"::{COMMAND[d.severity]} {properties}::{_escape_data(message)}"
 
 

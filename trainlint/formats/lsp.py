@@ -1,7 +1,8 @@
 """`--format lsp`: `{file URI: LSP Diagnostic[]}` for editors that run trainlint as a command.
 
 LSP positions are 0-based and count UTF-16 code units; trainlint's are 1-based code points, so each
-column is converted against its line's text.
+column is converted against its line's text. A finding in a notebook has its range in its cell's
+lines and the cell's 1-based number under `data.cell`.
 """
 
 from __future__ import annotations
@@ -49,7 +50,11 @@ def to_lsp(diagnostic: Diagnostic, lines: Sequence[str] | None = None) -> dict[s
         "source": SOURCE,
         "message": message,
     }
-    out["data"] = {"name": d.name, **({"fix": d.fix.to_dict()} if d.fix is not None else {})}
+    out["data"] = {
+        "name": d.name,
+        **({"cell": d.cell} if d.cell is not None else {}),
+        **({"fix": d.fix.to_dict()} if d.fix is not None else {}),
+    }
     return out
 
 
@@ -57,7 +62,9 @@ def file_uri(path: str) -> str:
     return Path(path).resolve().as_uri()
 
 
-def render(paths: Sequence[str], diagnostics: Sequence[Diagnostic], sources: Mapping[str, Sequence[str]]) -> str:
+def render(
+    paths: Sequence[str], diagnostics: Sequence[Diagnostic], sources: Mapping[tuple[str, int | None], Sequence[str]]
+) -> str:
     """Every linted file's URI mapped to its diagnostics (an empty list clears a file's markers)."""
     out: dict[str, list[dict[str, object]]] = {}
     for path in paths:
@@ -65,5 +72,5 @@ def render(paths: Sequence[str], diagnostics: Sequence[Diagnostic], sources: Map
             out.setdefault(file_uri(path), [])
     for d in diagnostics:
         key = file_uri(d.path) if d.path != "-" else "untitled:-"
-        out.setdefault(key, []).append(to_lsp(d, sources.get(d.path)))
+        out.setdefault(key, []).append(to_lsp(d, sources.get((d.path, d.cell))))
     return json.dumps(out, indent=2)

@@ -12,6 +12,7 @@ from typing import Sequence
 
 from trainlint import __version__
 from trainlint.diagnostics import Diagnostic, Edit, Severity, rule_url
+from trainlint.noqa import UNUSED_NOQA, UNUSED_NOQA_HINT, UNUSED_NOQA_PAGE, UNUSED_NOQA_SUMMARY
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/trainlint/trainlint"
@@ -31,7 +32,16 @@ def _rule_descriptors() -> list[dict[str, object]]:
             "help": {"text": PARSE_ERROR_PAGE, "markdown": PARSE_ERROR_PAGE},
             "helpUri": rule_url("TL000", "parse-error"),
             "defaultConfiguration": {"level": "error"},
-        }
+        },
+        {
+            "id": UNUSED_NOQA[0],
+            "name": UNUSED_NOQA[1],
+            "shortDescription": {"text": UNUSED_NOQA_SUMMARY},
+            "fullDescription": {"text": UNUSED_NOQA_SUMMARY},
+            "help": {"text": f"{UNUSED_NOQA_SUMMARY} Fix: {UNUSED_NOQA_HINT}", "markdown": UNUSED_NOQA_PAGE},
+            "helpUri": rule_url(*UNUSED_NOQA),
+            "defaultConfiguration": {"level": "warning", "enabled": False},
+        },
     ]
     for rule in ALL_RULES:
         page = render_page(rule)
@@ -67,7 +77,7 @@ def _replacement(edit: Edit) -> dict[str, object]:
 
 
 def _result(d: Diagnostic, index: dict[str, int]) -> dict[str, object]:
-    location = {"physicalLocation": {"artifactLocation": {"uri": _uri(d.path)}, "region": _region(d.line, d.column, d.end_line, d.end_column)}}
+    location = {"physicalLocation": {"artifactLocation": {"uri": _uri(d.path)}, "region": _region(*d.file_region)}}
     result: dict[str, object] = {
         "ruleId": d.code,
         "ruleIndex": index[d.code],
@@ -75,7 +85,9 @@ def _result(d: Diagnostic, index: dict[str, int]) -> dict[str, object]:
         "message": {"text": f"{d.message}. Fix: {d.hint}" if d.hint else d.message},
         "locations": [location],
     }
-    if d.fix is not None:
+    if d.cell is not None:  # a notebook: the region is in its JSON text; say where in which cell
+        result["properties"] = {"cell": d.cell, "cellLine": d.line, "cellColumn": d.column}
+    elif d.fix is not None:  # (a notebook's fix edits cell sources, not regions of the JSON text)
         result["fixes"] = [
             {
                 "description": {"text": f"{d.fix.description} ({d.fix.applicability.value} fix)"},

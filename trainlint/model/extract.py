@@ -9,14 +9,16 @@ import libcst as cst
 from trainlint.model.facts import (
     Assign,
     Call,
+    ClassInfo,
     Condition,
     FormattedValue,
     Function,
     Loop,
+    Return,
     Site,
     WithItem,
 )
-from trainlint.model.gates import has_modulo, is_gate_test
+from trainlint.model.gates import child_nodes, has_modulo, is_gate_test, is_lazy_init_test
 from trainlint.model.names import ImportMap, dotted
 from trainlint.model.torchnames import AUTOCAST, NO_GRAD, autocast_dtype, is_false
 
@@ -56,6 +58,54 @@ def _is_early_exit(node: cst.If) -> bool:
     return isinstance(small, (cst.Return, cst.Continue))
 
 
+EXIT_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
+NON_FINITE_WORDS = frozenset({"nan", "inf", "finite", "isnan", "isinf", "isfinite", "overflow", "found_inf"})
+
+
+def _last_statement(node: cst.If) -> cst.BaseSmallStatement | cst.BaseStatement | None:
+    body = node.body
+    if isinstance(body, cst.IndentedBlock):
+        if not body.body:
+            return None
+        last = body.body[-1]
+        if isinstance(last, cst.SimpleStatementLine):
+            return last.body[-1] if last.body else None
+        return last
+    return body.body[-1] if body.body else None
+
+
+def is_error_branch(node: cst.If) -> bool:
+    """A branch that ends the run or skips a broken batch: `if not isfinite(loss): print(...); sys.exit(1)`.
+
+    What it does runs only when something went wrong, like an `except` handler.
+    """
+    last = _last_statement(node)
+    if isinstance(last, cst.Raise):
+        return True
+    if isinstance(last, cst.Expr) and isinstance(last.value, cst.Call):
+        name = dotted(last.value.func)
+        if name in EXIT_CALLS:
+            return True
+    if isinstance(last, (cst.Continue, cst.Return)):
+        return bool(NON_FINITE_WORDS & set(_words(node.test)))
+    return False
+
+
+def _words(expr: cst.CSTNode) -> list[str]:
+    from trainlint.model.names import tokens
+
+    out: list[str] = []
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            out.extend(tokens(n.value))
+            out.append(n.value.lower())
+        else:
+            stack.extend(child_nodes(n))
+    return out
+
+
 class Extractor(cst.CSTVisitor):
     """Collects calls, assignments, loops and functions with their enclosing context."""
 
@@ -70,15 +120,18 @@ class Extractor(cst.CSTVisitor):
         self.formatted: list[FormattedValue] = []
         self.context_aliases: dict[str, WithItem] = {}
         self.gate_names: set[str] = set()
+        self.classes: list[ClassInfo] = []
         # context stacks; a function starts a fresh frame of loops, gates and handlers
         self._classes: list[tuple[str, tuple[str, ...]]] = []
         self._function: Function | None = None
         self._loop_stack: list[Loop] = []
         self._gates: list[int] = []
+        self._gate_nodes: list[cst.If | None] = []
         self._excepts = 0
         self._withs: list[WithItem] = []
-        self._frames: list[tuple[Function | None, list[Loop], list[int], int, list[WithItem]]] = []
+        self._frames: list[tuple[Function | None, list[Loop], list[int], int, list[WithItem], list[cst.If | None]]] = []
         self._block_gates: list[int] = []
+        self._class_infos: list[ClassInfo | None] = []
         self._order = 0
         self._statement: cst.SimpleStatementLine | None = None
 
@@ -89,6 +142,7 @@ class Extractor(cst.CSTVisitor):
             function=self._function,
             loops=tuple(self._loop_stack),
             gate_depths=tuple(self._gates),
+            gate_nodes=tuple(self._gate_nodes),
             in_except=self._excepts > 0,
             withs=tuple(self._withs),
             order=self._order,
@@ -113,9 +167,13 @@ class Extractor(cst.CSTVisitor):
             if text:
                 bases.append(text)
         self._classes.append((node.name.value, tuple(bases)))
+        if self._function is None:
+            self.classes.append(ClassInfo(node, node.name.value, tuple(bases)))
+        self._class_infos.append(self.classes[-1] if self._function is None else None)
 
     def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
         self._classes.pop()
+        self._class_infos.pop()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         cls = self._classes[-1] if self._classes and self._function is None else None
@@ -123,7 +181,18 @@ class Extractor(cst.CSTVisitor):
         for dec in node.decorators:
             expr = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
             decorators.append(self.imports.resolve(expr) or dotted(expr) or "")
-        params = tuple(p.name.value for p in node.params.params)
+        stars = [p for p in (node.params.star_arg, node.params.star_kwarg) if isinstance(p, cst.Param)]
+        all_params = [*node.params.posonly_params, *node.params.params, *node.params.kwonly_params, *stars]
+        params = tuple(p.name.value for p in all_params)
+        annotations = {}
+        defaults = {}
+        for p in all_params:
+            if p.annotation is not None:
+                text = self.imports.resolve(p.annotation.annotation) or dotted(p.annotation.annotation)
+                if text:
+                    annotations[p.name.value] = text
+            if p.default is not None:
+                defaults[p.name.value] = p.default
         fn = Function(
             node=node,
             name=node.name.value,
@@ -131,15 +200,20 @@ class Extractor(cst.CSTVisitor):
             class_bases=cls[1] if cls else (),
             decorators=tuple(decorators),
             params=params,
+            annotations=annotations,
+            defaults=defaults,
         )
         self.functions.append(fn)
-        self._frames.append((self._function, self._loop_stack, self._gates, self._excepts, self._withs))
-        self._function, self._loop_stack, self._gates, self._excepts, self._withs = fn, [], [], 0, []
+        info = self._class_infos[-1] if self._class_infos and cls else None
+        if info is not None:
+            info.methods.setdefault(fn.name, fn)
+        self._frames.append((self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes))
+        self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes = fn, [], [], 0, [], []
         if any(d in NO_GRAD for d in decorators):
             self._withs.append(WithItem("no_grad", None))
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self._function, self._loop_stack, self._gates, self._excepts, self._withs = self._frames.pop()
+        self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes = self._frames.pop()
 
     # -- loops ---------------------------------------------------------------------------------
     def _enter_loop(self, node: cst.For | cst.While) -> None:
@@ -173,19 +247,28 @@ class Extractor(cst.CSTVisitor):
         count = self._block_gates.pop()
         if count:
             del self._gates[-count:]
+            del self._gate_nodes[-count:]
 
     def visit_If(self, node: cst.If) -> None:
         self.conditions.append(Condition(node.test, "if", self.site()))
 
     def visit_If_body(self, node: cst.If) -> None:
-        self._gates.append(len(self._loop_stack) if self._is_gate(node.test) else -1)
+        gate = self._is_gate(node.test) or is_lazy_init_test(node.test)
+        self._gates.append(len(self._loop_stack) if gate else -1)
+        self._gate_nodes.append(node)
+        if is_error_branch(node):
+            self._excepts += 1
 
     def leave_If_body(self, node: cst.If) -> None:
         self._gates.pop()
+        self._gate_nodes.pop()
+        if is_error_branch(node):
+            self._excepts -= 1
 
     def leave_If(self, original_node: cst.If) -> None:
         if self._block_gates and _is_early_exit(original_node) and self._is_gate(original_node.test):
             self._gates.append(len(self._loop_stack))
+            self._gate_nodes.append(original_node)
             self._block_gates[-1] += 1
 
     def visit_Assert(self, node: cst.Assert) -> None:
@@ -257,9 +340,11 @@ class Extractor(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         targets: list[str] = []
+        unpacked = False
         for t in node.targets:
             targets.extend(_target_texts(t.target))
-        self.assigns.append(Assign(node, tuple(targets), node.value, None, self.site()))
+            unpacked = unpacked or isinstance(t.target, (cst.Tuple, cst.List))
+        self.assigns.append(Assign(node, tuple(targets), node.value, None, self.site(), unpacked))
         self._note_alias(targets, node.value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
@@ -282,11 +367,14 @@ class Extractor(cst.CSTVisitor):
             self.gate_names.add(name)
         if self._function is not None:
             return
-        # module-level aliases: `ptdtype = torch.bfloat16`, `ctx = torch.autocast(...)`
-        resolved = self.imports.resolve(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
-        if resolved and resolved.startswith("torch."):
-            self.imports.add_alias(name, resolved)
-            return
+        # module-level aliases: `ptdtype = torch.bfloat16`, `ctx = torch.autocast(...)`,
+        # `synchronize = torch.cuda.synchronize if cuda else lambda: None`
+        candidates = [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
+        for candidate in candidates:
+            resolved = self.imports.resolve(candidate) if isinstance(candidate, (cst.Name, cst.Attribute)) else None
+            if resolved and resolved.startswith("torch."):
+                self.imports.add_alias(name, resolved)
+                return
         for call in _calls_in(value):
             item = self._with_item(call)
             if item.kind == "autocast":
@@ -296,6 +384,7 @@ class Extractor(cst.CSTVisitor):
     def visit_Return(self, node: cst.Return) -> None:
         if self._function is not None and node.value is not None:
             self._function.returns.append(node.value)
+            self._function.return_facts.append(Return(node.value, self.site()))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value == "grad":

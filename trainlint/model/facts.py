@@ -19,10 +19,31 @@ class Function:
     calls: list["Call"] = field(default_factory=list)
     returns: list[cst.BaseExpression] = field(default_factory=list)
     params: tuple[str, ...] = ()
+    annotations: dict[str, str] = field(default_factory=dict)  # parameter -> dotted annotation
+    defaults: dict[str, cst.BaseExpression] = field(default_factory=dict)  # parameter -> default value
+    return_facts: list["Return"] = field(default_factory=list)
 
     @property
     def qualified(self) -> str:
         return f"{self.class_name}.{self.name}" if self.class_name else self.name
+
+
+@dataclass(eq=False)
+class ClassInfo:
+    """A class definition: its resolved bases and its methods."""
+
+    node: cst.ClassDef
+    name: str
+    bases: tuple[str, ...]
+    methods: dict[str, "Function"] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class Return:
+    """`return value` in a function, with its site."""
+
+    value: cst.BaseExpression
+    site: "Site"
 
 
 @dataclass(eq=False)
@@ -58,6 +79,7 @@ class Site:
     withs: tuple[WithItem, ...]
     order: int
     statement: cst.SimpleStatementLine | None = None  # the statement line, for fixes that insert beside it
+    gate_nodes: tuple[cst.If | None, ...] = ()  # the `if` of each entry of gate_depths
 
     @property
     def innermost_loop(self) -> Loop | None:
@@ -107,6 +129,7 @@ class Assign:
     value: cst.BaseExpression
     op: str | None  # "+=" etc for augmented assignment
     site: Site
+    unpacked: bool = False  # `a, b = value`: each target receives an element
 
 
 @dataclass(eq=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import libcst as cst
 
 from trainlint.model.names import tokens
@@ -13,16 +15,48 @@ GATE_WORDS = frozenset(
     plot monitor profile profiling freq frequency period periodic first last""".split()
 )
 # counters compared with a constant: `if step == 0`, `if i == 0`
-COUNTER_WORDS = frozenset("step steps iter iters iteration it epoch batch idx i n global count counter".split())
+COUNTER_WORDS = frozenset(
+    "step steps iter iters iteration iterations it epoch batch idx i n global count counter updates update num".split()
+)
+# `if rank == 0`, `if local_rank == 0`: the main process runs it on every step, it is no gate
+RANK_WORDS = frozenset("rank process master main world gpu gpus device devices node local size".split())
 # accumulation boundaries: the statements under them run once per optimizer step, not per micro-batch
 BOUNDARY_NAMES = frozenset({"sync_gradients"})
 
 
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+# fields that hold only whitespace, punctuation or operators: never an operand
+_SKIPPED = ("whitespace", "lpar", "rpar", "comma", "dot", "semicolon", "colon", "equal", "star", "operator", "lbracket", "rbracket", "lbrace", "rbrace")
+
+
+def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """A node's children read from its fields (libcst's `.children` runs a visitor, far slower)."""
+    names = _CHILD_FIELDS.get(type(node))
+    if names is None:
+        names = _CHILD_FIELDS[type(node)] = tuple(
+            f.name for f in dataclasses.fields(node) if not f.name.startswith(_SKIPPED) and "whitespace" not in f.name
+        )
+    out: list[cst.CSTNode] = []
+    for name in names:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            out.append(value)
+        elif isinstance(value, (list, tuple)):
+            out.extend(v for v in value if isinstance(v, cst.CSTNode))
+    return out
+
+
 def has_modulo(expr: cst.CSTNode) -> bool:
-    """Whether an expression contains `a % b`."""
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo):
-        return True
-    return any(has_modulo(child) for child in expr.children)
+    """Whether an expression contains `a % b` (string literals and nested functions are not searched)."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            return True
+        if isinstance(node, (cst.Name, cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.Lambda)):
+            continue
+        stack.extend(child_nodes(node))
+    return False
 
 
 def _identifiers(expr: cst.CSTNode) -> list[str]:
@@ -33,7 +67,7 @@ def _identifiers(expr: cst.CSTNode) -> list[str]:
     if isinstance(expr, (cst.SimpleString, cst.Integer, cst.Float)):
         return []
     out: list[str] = []
-    for child in expr.children:
+    for child in child_nodes(expr):
         out.extend(_identifiers(child))
     return out
 
@@ -48,8 +82,22 @@ def _is_counter_equality(expr: cst.CSTNode) -> bool:
     if not any(isinstance(s, cst.Integer) for s in sides):
         return False
     return any(
-        isinstance(s, (cst.Name, cst.Attribute)) and COUNTER_WORDS & set(tokens(_identifiers(s)[0]))
+        isinstance(s, (cst.Name, cst.Attribute))
+        and COUNTER_WORDS & set(tokens(_identifiers(s)[0]))
+        and not RANK_WORDS & set(tokens(_identifiers(s)[0]))
         for s in sides
+    )
+
+
+def is_lazy_init_test(test: cst.BaseExpression) -> bool:
+    """`if self.graph is None:` / `if cache is None:`: a body that runs once, to build what is missing."""
+    return (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Is)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
+        and isinstance(test.left, cst.Attribute)
     )
 
 
@@ -69,5 +117,5 @@ def is_gate_test(test: cst.BaseExpression, gate_names: set[str], extra_gates: fr
                 if GATE_WORDS.intersection(tokens(ident)):
                     return True
             continue
-        stack.extend(node.children)
+        stack.extend(child_nodes(node))
     return False

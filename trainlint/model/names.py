@@ -71,9 +71,15 @@ class ImportMap:
                 self._names[head] = head
 
     def add_import_from(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+        """`from a.b import c as d`: d -> "a.b.c"; relative imports keep their dots (`.utils.c`)."""
+        if isinstance(node.names, cst.ImportStar):
             return
-        base = module_path(node.module)
+        dots = "." * len(node.relative)
+        if node.module is None and not dots:
+            return
+        module = module_path(node.module) if node.module is not None else ""
+        # `from .utils import x` -> ".utils.x"; `from . import x` -> ".x"; `from .. import x` -> "..x"
+        base = dots + module if module else dots[:-1]
         for alias in node.names:
             if not isinstance(alias.name, cst.Name):
                 continue
@@ -81,6 +87,11 @@ class ImportMap:
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
             self._names[local] = f"{base}.{alias.name.value}"
+
+    @property
+    def names(self) -> dict[str, str]:
+        """Local name -> dotted path, for every import and alias."""
+        return self._names
 
     def add_alias(self, local: str, target: str) -> None:
         """`ptdtype = torch.bfloat16` makes `ptdtype` resolve to torch.bfloat16."""

@@ -14,14 +14,22 @@ from functools import cached_property
 
 import libcst as cst
 
+from pathlib import PurePath
+from typing import TYPE_CHECKING
+
 from trainlint.model.extract import Extractor
-from trainlint.model.facts import Assign, Call, Condition, FormattedValue, Function, Loop, Site
+from trainlint.model.gates import child_nodes
+from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Site
+from trainlint.model.values import Kind, Value, ValueModel
 from trainlint.model.names import ImportMap, dotted, root_name, tokens
+from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES, literal_string
 from trainlint.model.walk import walk
-from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES
 
 # Libraries that place training on a device by themselves.
-ACCELERATOR_LIBRARIES = ("accelerate", "deepspeed", "lightning", "pytorch_lightning", "torch_xla", "transformers")
+ACCELERATOR_LIBRARIES = (
+    "accelerate", "deepspeed", "lightning", "pytorch_lightning", "torch_xla", "transformers", "detectron2", "mmengine",
+    "mmcv", "composer", "torchtune", "torchtitan", "fairseq", "megatron", "apex",
+)
 DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "xla", "mps", "gpu"})
 
 # Framework methods that run once per training step.
@@ -65,6 +73,36 @@ NOT_TENSOR_FUNCTIONS = frozenset({"no_grad", "enable_grad", "inference_mode", "d
 STEP_NAME_WORDS = frozenset({"step", "train", "training", "update", "batch", "iteration", "iter", "optimize", "closure"})
 
 
+if TYPE_CHECKING:
+    from trainlint.model.summary import FunctionSummary, Summarizer
+    from trainlint.project import Project
+
+TEST_DIRS = frozenset({"tests", "test", "testing", "test_utils", "unittests"})
+
+
+def is_test_path(path: str) -> bool:
+    """`tests/...`, `test_*.py`, `*_test.py`, `conftest.py`: test code, not a training script."""
+    parts = PurePath(path).parts
+    name = parts[-1] if parts else ""
+    return (
+        name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+        or any(p in TEST_DIRS for p in parts[:-1])
+    )
+
+
+# classes of frameworks that implement steps for their users' loops
+FRAMEWORK_WORDS = frozenset(
+    """precision plugin strategy accelerator callback algorithm hook trainer loop engine wrapper optimizer
+    scaler mixin amp connector""".split()
+)
+ONCE_DECORATORS = frozenset({"functools.lru_cache", "functools.cache", "lru_cache", "cache", "functools.cached_property", "cached_property"})
+
+
+def _runs_once(fn: Function) -> bool:
+    """A memoised function (`@lru_cache`) computes once per argument, not once per step."""
+    return any(d in ONCE_DECORATORS for d in fn.decorators)
+
+
 @dataclass
 class AnalysisSettings:
     """Project-specific names the analysis should know (from `[tool.trainlint]`)."""
@@ -86,9 +124,23 @@ class TrainingModel:
     conditions: list[Condition]
     formatted: list[FormattedValue]
     settings: AnalysisSettings = field(default_factory=AnalysisSettings)
+    classes: list[ClassInfo] = field(default_factory=list)
+    path: str = ""
+    project: "Project | None" = None
 
     @classmethod
-    def build(cls, module: cst.Module, settings: AnalysisSettings | None = None) -> "TrainingModel":
+    def build(
+        cls,
+        module: cst.Module,
+        settings: AnalysisSettings | None = None,
+        path: str = "",
+        project: "Project | None" = None,
+    ) -> "TrainingModel":
+        """Extract the facts of a module and analyse its training step.
+
+        `path` names the file (test code is recognised by it, and local imports are found from it);
+        `project` supplies the summaries of the local modules it imports.
+        """
         settings = settings or AnalysisSettings()
         imports = ImportMap()
         extractor = Extractor(imports, settings.gate_names)
@@ -103,9 +155,142 @@ class TrainingModel:
             conditions=extractor.conditions,
             formatted=extractor.formatted,
             settings=settings,
+            classes=extractor.classes,
+            path=path,
+            project=project,
         )
         model._analyse()
         return model
+
+    # -- values and summaries ------------------------------------------------------------------
+    @cached_property
+    def values(self) -> ValueModel:
+        """The value of any expression of this module (see `trainlint.model.values`)."""
+        return ValueModel(self)
+
+    def value(self, expr: cst.BaseExpression, at: Site | None = None, function: Function | None = None) -> Value:
+        """The abstract value of `expr`, used at `at` (whose function is the scope)."""
+        fn = at.function if at is not None else function
+        return self.values.of(expr, fn, at)
+
+    @cached_property
+    def summarizer(self) -> "Summarizer":
+        from trainlint.model.summary import Summarizer
+
+        return Summarizer(self, PurePath(self.path).name if self.path else "<module>")
+
+    @cached_property
+    def is_test_code(self) -> bool:
+        return bool(self.path) and is_test_path(self.path)
+
+    @cached_property
+    def _classes_by_name(self) -> dict[str, ClassInfo]:
+        return {c.name: c for c in self.classes}
+
+    def local_function(self, name: str) -> Function | None:
+        for fn in self._by_name.get(name, ()):
+            if fn.class_name is None:
+                return fn
+        return None
+
+    def local_class(self, name: str) -> ClassInfo | None:
+        return self._classes_by_name.get(name)
+
+    def instance_of_local_class(self, name: str) -> Value:
+        from trainlint.model.summary import class_kind
+
+        info = self._classes_by_name[name]
+        summary = self.summarizer.cls(info)
+        return Value(class_kind(info, summary.methods), origin=name)
+
+    def project_symbol(self, qualname: str):  # type: ignore[no-untyped-def]
+        """The summary of a name of a local module this one imports (None for libraries)."""
+        if self.project is None or not qualname:
+            return None
+        return self.project.symbol(self.path, qualname)
+
+    def project_value(self, qualname: str) -> Value | None:
+        """What calling an imported project name returns: an instance of its class, or its result."""
+        from trainlint.model.summary import ClassSummary
+
+        symbol = self.project_symbol(qualname)
+        if symbol is None:
+            return None
+        if isinstance(symbol, ClassSummary):
+            return Value(symbol.kind, origin=qualname)
+        if symbol.returns.kind is not Kind.UNKNOWN:
+            return symbol.returns
+        owner, _, method = qualname.rpartition(".")
+        if method.startswith("from_") and isinstance(self.project_symbol(owner), ClassSummary):
+            # `GPT.from_pretrained(...)`: an alternative constructor
+            return Value(self.project_symbol(owner).kind, origin=owner)  # type: ignore[union-attr]
+        return None
+
+    def class_methods(self, origin: str | None) -> "dict[str, FunctionSummary] | None":
+        """Method summaries of the class that made a value (a local class, or a project one)."""
+        from trainlint.model.summary import ClassSummary
+
+        if origin is None:
+            return None
+        info = self._classes_by_name.get(origin)
+        if info is not None:
+            return {name: self.summarizer.function(fn) for name, fn in info.methods.items()}
+        symbol = self.project_symbol(origin)
+        return symbol.methods if isinstance(symbol, ClassSummary) else None
+
+    def method_value(self, base: Value, method: str) -> Value | None:
+        methods = self.class_methods(base.origin)
+        if methods is None or method not in methods:
+            return None
+        returns = methods[method].returns
+        return returns if returns.kind is not Kind.UNKNOWN else None
+
+    def bound_method(self, receiver: cst.BaseExpression, method: str, function: Function | None) -> Function | None:
+        """`self.helper(...)`: the method of the caller's class."""
+        if not (isinstance(receiver, cst.Name) and receiver.value in ("self", "cls")) or function is None:
+            return None
+        for fn in self._by_name.get(method, ()):
+            if fn.class_name == function.class_name:
+                return fn
+        return None
+
+    def project_call_summary(self, call: Call) -> "FunctionSummary | None":
+        """What a call into the project does: an imported function, a method of an object whose class
+        the analysis knows (local or imported), or calling such an object (`loss_scaler(loss, opt)`)."""
+        from trainlint.model.summary import ClassSummary, FunctionSummary
+
+        qual = call.qualname
+        if qual is not None and (qual.startswith(".") or qual.split(".", 1)[0] not in ("torch",)):
+            symbol = self.project_symbol(qual)
+            if isinstance(symbol, FunctionSummary):
+                return symbol
+            if isinstance(symbol, ClassSummary):
+                return None  # constructing an object
+        fn = call.site.function
+        if call.method is not None and call.receiver is not None and call.receiver_text not in ("self", "cls"):
+            base = self.values.of(call.receiver, fn, call.site)
+            methods = self.class_methods(base.origin)
+            if methods is not None:
+                return methods.get(call.method)
+        elif call.name is not None or (call.method is None):
+            callee = self.values.of(call.node.func, fn, call.site)
+            methods = self.class_methods(callee.origin)
+            if methods is not None:
+                return methods.get("__call__")
+            # `loss_scaler(loss, optimizer, clip_grad=...)`: a loss-scaler object handed in as a
+            # parameter (timm/DeiT/MAE style): it scales, backpropagates, steps and updates
+            name = call.name or ""
+            if "scaler" in tokens(name) and len(call.node.args) >= 2 and callee.kind in (Kind.UNKNOWN, Kind.SCALER):
+                clips = call.kwarg("clip_grad") is not None or call.kwarg("clip_value") is not None
+                return FunctionSummary(where=name, steps=True, backprops=True, scales=True, clips=clips)
+        return None
+
+    def call_summary(self, call: Call) -> "FunctionSummary | None":
+        """What a call does: a function of this module, or of the project."""
+        callee = self.callee(call)
+        if callee is not None:
+            return self.summarizer.function(callee)
+        return self.project_call_summary(call)
 
     # -- step events ---------------------------------------------------------------------------
     def is_optimizer_like(self, text: str | None) -> bool:
@@ -136,13 +321,34 @@ class TrainingModel:
         """
         if any(self.imports.imports_module(m) for m in ACCELERATOR_LIBRARIES):
             return True
+        cpu_only = self.imports.imports_module("intel_extension_for_pytorch") or any(
+            (c.qualname or "").startswith("torch.cpu.amp") for c in self.calls
+        )
         for call in self.calls:
-            if call.method in ("cuda", "to"):
+            if call.method == "cuda" or (call.qualname or "").startswith("torch.cuda."):
                 return True
+            if cpu_only:
+                continue
+            if call.method == "to" and not (call.node.args and self._cpu_device(call.node.args[0].value, call.site)):
+                return True
+            if call.qualname == "torch.device" and call.node.args and self._cpu_device(call.node, call.site):
+                continue
             if DEVICE_WORDS & set(tokens(call.qualname or dotted(call.node.func) or "")):
                 return True
-            if any(a.keyword is not None and a.keyword.value in ("device", "device_map") for a in call.node.args):
-                return True
+            for a in call.node.args:
+                if a.keyword is not None and a.keyword.value in ("device", "device_map") and not self._cpu_device(a.value, call.site):
+                    return True
+        return False
+
+    def _cpu_device(self, expr: cst.BaseExpression, site: Site, depth: int = 0) -> bool:
+        """`"cpu"`, `torch.device("cpu")`, or a name bound only to those: a device that is the host."""
+        if literal_string(expr) is not None:
+            return (literal_string(expr) or "").split(":")[0] == "cpu"
+        if isinstance(expr, cst.Call) and self.imports.resolve(expr.func) == "torch.device" and expr.args:
+            return self._cpu_device(expr.args[0].value, site, depth + 1)
+        if isinstance(expr, cst.Name) and depth < 3:
+            assigns = self.reaching(site.function, expr.value, site) or self.reaching(None, expr.value, None)
+            return bool(assigns) and all(self._cpu_device(a.value, a.site, depth + 1) for a in assigns)
         return False
 
     @cached_property
@@ -169,7 +375,48 @@ class TrainingModel:
         return call.method in ("backward", "manual_backward") and positional < 3
 
     def is_optimizer_step(self, call: Call) -> bool:
-        return call.method == "step" and self.is_optimizer_like(call.receiver_text)
+        """`optimizer.step()`, `scaler.step(opt)`, `engine.step()`: by what the receiver is, else its name."""
+        if call.method != "step" or call.receiver is None:
+            return False
+        if isinstance(call.receiver, cst.Name) and call.receiver.value in ("self", "cls"):
+            return False
+        kind = self.values.of(call.receiver, call.site.function, call.site).kind
+        if kind in (Kind.OPTIMIZER, Kind.SCALER):
+            return True
+        if kind in (Kind.SCHEDULER, Kind.MODULE, Kind.DATALOADER, Kind.NUMBER, Kind.COLLECTION):
+            return False
+        return self.is_optimizer_like(call.receiver_text)
+
+    @cached_property
+    def _loop_reach(self) -> frozenset[Function]:
+        """Functions of this module that run inside some loop of it (called from a loop, transitively)."""
+        found: set[Function] = set()
+        frontier = [self.callee(c) for c in self.calls if c.site.loops]
+        while frontier:
+            fn = frontier.pop()
+            if fn is None or fn in found:
+                continue
+            found.add(fn)
+            frontier.extend(self.callee(c) for c in fn.calls)
+        return frozenset(found)
+
+    def _may_step(self, call: Call) -> bool:
+        """Whether a project call can make a loop of this module a training loop: it sits in a loop, or
+        in a function that a loop calls (a model file's calls are never asked about)."""
+        return bool(call.site.loops) or (call.site.function is not None and call.site.function in self._loop_reach)
+
+    def project_steps(self, call: Call) -> bool:
+        """A call into the project that updates weights (an imported step helper, a loss scaler)."""
+        if not self._may_step(call):
+            return False
+        summary = self.project_call_summary(call)
+        return summary is not None and summary.steps
+
+    def project_backprops(self, call: Call) -> bool:
+        if not self._may_step(call):
+            return False
+        summary = self.project_call_summary(call)
+        return summary is not None and (summary.backprops or summary.steps)
 
     def is_step_event(self, call: Call) -> bool:
         return self.is_backward(call) or self.is_optimizer_step(call)
@@ -198,6 +445,30 @@ class TrainingModel:
             return candidates[0] if len(candidates) == 1 else None
         return None
 
+    @cached_property
+    def _calls_by_callee(self) -> dict[int, list[Call]]:
+        table: dict[int, list[Call]] = {}
+        for call in self.calls:
+            fn = self.callee(call)
+            if fn is not None:
+                table.setdefault(id(fn), []).append(call)
+        return table
+
+    def calls_of(self, fn: Function) -> list[Call]:
+        """The calls of a function of this module."""
+        return self._calls_by_callee.get(id(fn), [])
+
+    def framework_internal(self, site: Site) -> bool:
+        """Code of a framework's class (a precision plugin, a trainer base, a strategy) that owns no
+        step loop: it implements a step for users' loops, it is not one."""
+        fn = site.function
+        if fn is None or fn.class_name is None:
+            return False
+        if any(loop.is_step and loop.function is not None and loop.function.class_name == fn.class_name for loop in self.loops):
+            return False
+        words = set(tokens(fn.class_name)).union(*(tokens(b.rsplit(".", 1)[-1]) for b in fn.class_bases))
+        return bool(words & FRAMEWORK_WORDS)
+
     def _is_hook(self, fn: Function) -> bool:
         if fn.name in self.settings.step_functions:
             return True
@@ -210,8 +481,10 @@ class TrainingModel:
     def _analyse(self) -> None:
         # Functions that update weights (an optimizer step) or backpropagate outside any loop of their
         # own, directly or through such callees, to a fixpoint over calls.
-        updating = self._unlooped_closure(self.is_optimizer_step)
-        backpropagating = self._unlooped_closure(lambda c: self.is_step_event(c) or self.callee(c) in updating)
+        updating = self._unlooped_closure(lambda c: self.is_optimizer_step(c) or self.project_steps(c))
+        backpropagating = self._unlooped_closure(
+            lambda c: self.is_step_event(c) or self.callee(c) in updating or self.project_backprops(c)
+        )
         # A loop that only backpropagates trains when weights are updated in it (by hand through `.grad`)
         # or around it (gradient accumulation), or when this module updates weights nowhere visible (a
         # library does it; a framework's hooks do not count as hidden). Reading `.grad` alone is an
@@ -219,17 +492,31 @@ class TrainingModel:
         # that calls a gradient helper (`get_grads(f, x)` for a plot) among code that has its own
         # optimizer steps elsewhere is not a training loop.
         updates_visible = (
-            any(self.is_optimizer_step(c) for c in self.calls)
+            any(self.is_optimizer_step(c) or self.project_steps(c) for c in self.calls)
             or any(loop.uses_grad for loop in self.loops)
             or any(self._is_hook(fn) for fn in self.functions)  # a framework (Lightning, HF) runs the steps
         )
         for loop in self.loops:
-            updates = any(self.is_optimizer_step(c) or self.callee(c) in updating for c in loop.direct_calls)
-            backprops = any(self.is_backward(c) or self.callee(c) in backpropagating for c in loop.direct_calls)
+            updates = any(
+                self.is_optimizer_step(c) or self.callee(c) in updating or self.project_steps(c) for c in loop.direct_calls
+            )
+            backprops = any(
+                self.is_backward(c) or self.callee(c) in backpropagating or self.project_backprops(c)
+                for c in loop.direct_calls
+            )
             loop.is_step = updates or (backprops and (loop.uses_grad or not updates_visible))
         for loop in self.loops:  # parents come before their children
             if not loop.is_step and loop.parent is not None and loop.parent.is_step:
                 loop.is_step = any(self.is_backward(c) or self.callee(c) in backpropagating for c in loop.direct_calls)
+        # an `if` that holds the optimizer step (an accumulation boundary, `if step % k == 0` of a
+        # delayed actor update, an early `continue` before the step) runs on every training step
+        self._step_branches: set[int] = set()
+        for call in self.calls:
+            if self.is_optimizer_step(call) or self.callee(call) in updating or self.project_steps(call):
+                self._step_branches.update(id(n) for n in call.site.gate_nodes if n is not None)
+            for node in call.site.gate_nodes:  # `if accelerator.sync_gradients:`: once per optimizer step
+                if node is not None and "sync_gradients" in (dotted(node.test) or ""):
+                    self._step_branches.add(id(node))
         stepping = backpropagating
         # per-step functions: hooks, stepping functions named as steps, and callees of ungated per-step code
         per_step = {fn for fn in self.functions if self._is_hook(fn)}
@@ -273,6 +560,8 @@ class TrainingModel:
         return None
 
     def _in_step(self, site: Site, step_functions: set[Function] | frozenset[Function]) -> bool:
+        if self.is_test_code or (site.function is not None and _runs_once(site.function)):
+            return False
         if site.function is not None and site.function in step_functions:
             return True
         return self._outermost_step_loop(site) is not None
@@ -287,7 +576,10 @@ class TrainingModel:
             if index is None:
                 return False
             base = index + 1
-        return any(depth >= base for depth in site.gate_depths)
+        return any(
+            depth >= base and not (node is not None and id(node) in self._step_branches)
+            for depth, node in zip(site.gate_depths, site.gate_nodes or (None,) * len(site.gate_depths))
+        )
 
     def in_step(self, site: Site) -> bool:
         """Whether code at this site runs inside a training step (gated or not)."""
@@ -438,7 +730,7 @@ class TrainingModel:
                     if _depth < 3:
                         for value in self.bindings(function, root):
                             out |= self.roots_of(value, function, _depth + 1)
-            stack.extend(node.children)
+            stack.extend(child_nodes(node))
         return out
 
     # -- helpers shared by ordering and lifetime rules -----------------------------------------

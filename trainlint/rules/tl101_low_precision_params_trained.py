@@ -11,6 +11,7 @@ from trainlint.diagnostics import Severity
 from trainlint.model import Call, Function, TrainingModel
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import dtype_name, is_false
+from trainlint.model.values import Kind
 from trainlint.rule import Finding, Rule
 
 # Optimizers that keep no fp32 master copy of the parameters they update.
@@ -84,6 +85,14 @@ def _frozen(model: TrainingModel, targets: frozenset[str]) -> bool:
     return False
 
 
+def _builds_optimizer(model: TrainingModel, call: Call) -> bool:
+    """`model.configure_optimizers(...)` (nanoGPT/minGPT): a method that returns a torch optimizer."""
+    if call.method is None or call.receiver is None:
+        return False
+    value = model.value(call.node, call.site)
+    return value.kind is Kind.OPTIMIZER and (value.origin or "").startswith(PLAIN_OPTIMIZER_PREFIX)
+
+
 def _root(expr: cst.BaseExpression) -> str | None:
     text = dotted(expr)
     return text.split(".")[0] if text else None
@@ -95,7 +104,7 @@ class LowPrecisionParamsTrained(Rule):
     severity = Severity.ERROR
     summary = "A model cast to bf16/fp16 is trained by an optimizer that keeps no fp32 master copy."
     hint = "Keep the parameters in fp32 and run the forward pass under `torch.autocast(device_type, dtype=torch.bfloat16)`."
-    requires = ("bfloat16", "float16", "half", "torch_dtype")
+    requires = ("bfloat16", "float16", "half", "torch_dtype", "optim")  # a cast may live in an imported builder
     why = (
         "bf16 keeps 8 bits of mantissa: the spacing between representable numbers at 1.0 is 2^-7 = 0.0078 "
         "(2^-8 just below 1.0). An optimizer that updates bf16 parameters in place rounds each new value "
@@ -197,7 +206,7 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         if model.imports.imports_module("peft"):
             return
         casts = self._casts(model)
-        optimizers = [c for c in model.calls if self._is_plain_optimizer(c)]
+        optimizers = [c for c in model.calls if self._is_plain_optimizer(c) or _builds_optimizer(model, c)]
         if not casts or not optimizers:
             return
         default_cast = next((c for c in casts if not c.targets and c.function is None), None)
@@ -250,6 +259,8 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     def _params(opt: Call) -> cst.BaseExpression | None:
         if (opt.qualname or "") in HF_TRAINERS:
             return opt.arg(0, "model")
+        if not (opt.qualname or "").startswith(PLAIN_OPTIMIZER_PREFIX) and opt.receiver is not None:
+            return opt.receiver  # `model.configure_optimizers(...)` optimizes the model's parameters
         return opt.arg(0, "params")
 
     @staticmethod
@@ -288,6 +299,16 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
             casts.append(Cast(call, dtype, frozenset(targets), fn))
             if fn is not None and any(model.roots_of(r, fn) & targets for r in fn.returns):
                 returning[fn.name] = dtype
+        # `model = build_model(cfg)` where a function of another module of the project returns a cast model
+        for a in model.assigns:
+            if not isinstance(a.value, cst.Call) or len(a.targets) != 1 or a.op is not None:
+                continue
+            call = next((c for c in model.calls if c.node is a.value), None)
+            if call is None or call.qualname is None or model.project_symbol(call.qualname) is None:
+                continue
+            value = model.value(a.value, a.site)
+            if value.kind is Kind.MODULE and value.dtype in ("float16", "bfloat16"):
+                casts.append(Cast(call, value.dtype, frozenset(a.targets), a.site.function))
         # `model = build(cfg)` where build returns a cast model
         by_returning = {c.function.name: c for c in casts if c.function is not None and c.function.name in returning}
         for call in model.calls:

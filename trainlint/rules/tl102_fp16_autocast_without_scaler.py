@@ -8,6 +8,7 @@ from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
 from trainlint.model.torchnames import AUTOCAST, GRAD_SCALER, autocast_dtype
 from trainlint.rule import Finding, Rule
+from trainlint.rules.tl202_fp16_without_clipping import on_training_path
 
 
 class Fp16AutocastWithoutScaler(Rule):
@@ -104,13 +105,18 @@ def train_step(batch):
     )
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
-        if not any(model.is_backward(c) for c in model.calls):
+        if model.is_test_code or not any(model.is_backward(c) or model.project_backprops(c) for c in model.calls):
             return
         for call in model.calls:
             qual = call.qualname or ""
             if qual in GRAD_SCALER or qual.endswith(("ShardedGradScaler", "accelerate.Accelerator")) or call.method == "scale":
                 return
+            summary = model.call_summary(call)
+            if summary is not None and summary.scales:
+                return  # a loss-scaler helper of the project (`loss_scaler(loss, optimizer)`)
         for call in model.calls:
+            if model.framework_internal(call.site) or not on_training_path(model, call):
+                continue
             if call.qualname in AUTOCAST and autocast_dtype(call.node, call.qualname, model.imports) == "float16":
                 yield Finding(
                     call.node,

@@ -21,7 +21,7 @@ class AdamEpsUnderflows(Rule):
     severity = Severity.ERROR
     summary = "An Adam-family optimizer whose `eps` rounds to 0 in fp16 (below ~6e-8; the default 1e-8 included) over fp16 parameters."
     hint = "Keep parameters and optimizer state in fp32 (autocast for compute); if they must be fp16, use `eps=1e-4` or larger."
-    requires = ("half", "float16")
+    requires = ("half", "float16", "Adam")  # a cast may live in an imported builder
     why = (
         "fp16's smallest subnormal is 2^-24 ~ 5.96e-8, so `eps=1e-8` (Adam's default) is exactly 0 in fp16. "
         "For any element whose gradient is 0 (an unused embedding row, a dead unit) the second moment is 0 "

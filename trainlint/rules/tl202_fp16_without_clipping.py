@@ -32,6 +32,8 @@ def fp16_enabling(model: TrainingModel, call: Call) -> str | None:
     if qual in GRAD_SCALER or qual.endswith("ShardedGradScaler"):
         if is_false(call.arg(4 if qual.startswith("torch.cuda") else 5, "enabled")):
             return None
+        if model.value(call.node, call.site).enabled is False:
+            return None
         return "a GradScaler (fp16 loss scaling)"
     if qual in AUTOCAST and autocast_dtype(call.node, qual, model.imports) == "float16":
         return "fp16 autocast"
@@ -40,16 +42,45 @@ def fp16_enabling(model: TrainingModel, call: Call) -> str | None:
     return None
 
 
+# keyword arguments that ask a framework, an optimizer (LAMB's `max_grad_norm`) or a loss-scaler
+# helper (`loss_scaler(loss, opt, clip_grad=...)`) to clip
+CLIP_KEYWORDS = ("gradient_clip_val", "max_grad_norm", "clip_grad", "clip_grad_norm", "grad_clip", "gradient_clipping", "clip_value", "max_norm")
+
+
 def clips_gradients(model: TrainingModel) -> bool:
-    """Whether the module clips gradients anywhere (manually, or through a framework setting)."""
+    """Whether the module clips gradients anywhere: manually, through a helper of this module or of the
+    project, or through a framework or optimizer setting."""
     for call in model.calls:
         last = (call.qualname or call.method or call.name or "").rsplit(".", 1)[-1]
         if is_clip_name(last):
             return True
-        clip = call.kwarg("gradient_clip_val")
-        if clip is not None and not is_zero(clip) and not (isinstance(clip, cst.Name) and clip.value == "None"):
+        for key in CLIP_KEYWORDS:
+            clip = call.kwarg(key)
+            if clip is not None and not is_zero(clip) and not (isinstance(clip, cst.Name) and clip.value in ("None", "False")):
+                return True
+        summary = model.call_summary(call)
+        if summary is not None and summary.clips:
             return True
     return False
+
+
+def trains_here(model: TrainingModel, call: Call) -> bool:
+    """Whether a call belongs to training code: a module with a step loop or step hooks, outside test
+    code and framework internals (a precision plugin that owns no loop)."""
+    if model.is_test_code or model.framework_internal(call.site):
+        return False
+    return any(loop.is_step for loop in model.loops) or bool(model.step_functions)
+
+
+def on_training_path(model: TrainingModel, call: Call) -> bool:
+    """An autocast that wraps training, not an evaluation or an inference pipeline."""
+    if model.under(call.site, "no_grad"):
+        return False
+    fn = call.site.function
+    if fn is None or model.in_step(call.site):
+        return True
+    summary = model.summarizer.function(fn)
+    return summary.backprops or summary.steps or summary.trains
 
 
 def superseded_before_backward(model: TrainingModel, call: Call) -> bool:
@@ -179,10 +210,18 @@ trainer.fit(model, loader)
                 if text in FP16_PRECISIONS:
                     yield Finding(call.node, f"Lightning trains in fp16 (`precision={text!r}`) with no gradient clipping: one exploding step makes the weights inf/NaN")
                     return
-        if not any(model.is_backward(c) for c in model.calls):
+        if not any(model.is_backward(c) or model.project_backprops(c) for c in model.calls):
             return
+        candidates = []
         for call in model.calls:
             what = fp16_enabling(model, call)
-            if what and not superseded_before_backward(model, call):
-                yield Finding(call.node, f"{what} enables fp16 training, but gradients are never clipped: fp16 overflows at 65504 and one exploding step makes the weights inf/NaN")
-                return
+            if not what or not trains_here(model, call) or superseded_before_backward(model, call):
+                continue
+            if what == "fp16 autocast" and not on_training_path(model, call):
+                continue
+            candidates.append((what, call))
+        # point at the scaler (set-up) first, else the training step's autocast
+        candidates.sort(key=lambda wc: (wc[0] == "fp16 autocast", wc[1].site.order))
+        if candidates:
+            what, call = candidates[0]
+            yield Finding(call.node, f"{what} enables fp16 training, but gradients are never clipped: fp16 overflows at 65504 and one exploding step makes the weights inf/NaN")

@@ -96,13 +96,28 @@ def train_step(batch):
         for call in grads:
             if not is_true(call.kwarg("retain_graph")) or not model.in_step(call.site) or call.site.in_except:
                 continue
-            if any(_same_step_later(call, other) for other in grads):
+            # `autograd.grad(..., create_graph=True)`: the gradient is differentiated again (a gradient
+            # penalty), so the graph must survive until that backward consumes it
+            if is_true(call.kwarg("create_graph")):
+                continue
+            if any(_same_step_later(call, other) for other in grads) or _consumed_by_caller(model, call, grads):
                 continue
             yield Finding(
                 call.kwarg_node("retain_graph") or call.node,
                 "`retain_graph=True` on every training step keeps the graph's saved tensors alive; "
                 "state linking steps grows memory until OOM",
             )
+
+
+def _consumed_by_caller(model: TrainingModel, call: Call, grads: list[Call]) -> bool:
+    """The retaining helper is called from a step that backpropagates after the call returns."""
+    fn = call.site.function
+    if fn is None:
+        return False
+    return any(
+        any(_same_step_later(site_call, other) for other in grads)
+        for site_call in model.calls_of(fn)
+    )
 
 
 def _same_step_later(call: Call, other: Call) -> bool:

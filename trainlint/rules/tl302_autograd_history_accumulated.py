@@ -15,7 +15,7 @@ class AutogradHistoryAccumulated(Rule):
     code = "TL302"
     name = "autograd-history-accumulated"
     severity = Severity.ERROR
-    summary = "A tensor carrying autograd history kept across steps: `total += loss`, `losses.append(loss)`, `self.x = out`."
+    summary = "A tensor carrying autograd history kept across steps: `total += loss`, `losses.append(loss)`, `self.h = f(x, self.h)`."
     hint = "Keep a detached copy: `total += loss.detach()` (or `.item()` at log steps only)."
     requires = ("+=", ".append(", "self.")
     why = (
@@ -54,7 +54,10 @@ for x, y in loader:
         "Detached or converted values (`.detach()`, `.item()`, `float(...)`), accumulators reset within the "
         "step, lists drained with `pop()`/`clear()` in the same function (pipeline-schedule queues), "
         "accumulators that are themselves backpropagated (gradient accumulation by summing losses), "
-        "values computed under `torch.no_grad()`, and code outside training steps."
+        "accumulators reset on the optimizer-step branch (`if (i + 1) % accum == 0: ...; total = 0`), "
+        "values computed under `torch.no_grad()` or detached upstream (two lines above, or in a callee), "
+        "values the analysis does not know to carry a graph, a last output kept on `self` (its saved "
+        "tensors were freed by backward; nothing grows), test code, and code outside training steps."
     )
     verification = (
         "`trainlint verify` measures the growth per step of an accumulated graph's autograd nodes. "
@@ -87,6 +90,28 @@ for x in loader:
     loss.backward()
     optimizer.step()
 """,
+        # the last output kept on `self`: its saved tensors were freed by backward; nothing grows
+        """
+class Trainer:
+    def train_step(self, x):
+        out = self.model(x)
+        self.last_out = out
+        loss = out.mean()
+        loss.backward()
+        self.opt.step()
+""",
+        # reset on the optimizer-step branch: the accumulator lives for one optimizer step
+        """
+for i, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y) / accum
+    loss.backward()
+    running += loss
+    if (i + 1) % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+        log(running)
+        running = 0
+""",
         # a pipeline schedule's queue: appended and popped within the step
         """
 def forward_backward(model, batches, optimizer):
@@ -110,32 +135,48 @@ for x, y in loader:
         """
 class Trainer:
     def train_step(self, x):
-        out = self.model(x)
-        self.last_out = out
+        out, self.hidden = self.model(x, self.hidden)
         loss = out.mean()
         loss.backward()
         self.opt.step()
+""",
+        """
+running_loss = 0.0
+for i, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    running_loss += loss * x.size(0)
+    if i % 100 == 99:
+        print(running_loss / 100)
+        running_loss = 0.0
 """,
     )
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         backpropagated = self._backpropagated(model)
         for a in model.assigns:
-            if not model.in_step(a.site) or model.under(a.site, "no_grad") or len(a.targets) != 1:
+            if not model.in_step(a.site) or model.under(a.site, "no_grad"):
+                continue
+            if model.value(a.value, a.site).graph is not True:
+                continue
+            for target in a.targets:
+                if a.op is None and _chains_itself(model, a, target):
+                    # truncated backpropagation through time needs `.detach()`: a consumed graph is
+                    # backpropagated again next step, a retained one grows
+                    fix = _detach_fix(model, a.value) if len(a.targets) == 1 else None
+                    yield Finding(a.node, f"`{target}` is computed from its previous value with its autograd graph: every step's graph stays linked to the next", fix=fix)
+            if len(a.targets) != 1 or a.targets[0] in backpropagated:
                 continue
             target = a.targets[0]
-            if target in backpropagated or not model.carries_graph(a.value, a.site.function):
-                continue
             if a.op == "AddAssign" and self._outlives_step(model, a, target):
                 yield Finding(a.node, f"`{target} += ...` accumulates a tensor with its autograd graph: every step's graph stays alive", fix=_detach_fix(model, a.value))
-            elif a.op is None and target.startswith("self.") and a.site.function is not None and a.site.function.class_name:
-                yield Finding(a.node, f"`{target}` keeps a tensor with its autograd graph alive after the step", fix=_detach_fix(model, a.value))
         for call in model.calls:
             if call.method != "append" or len(call.node.args) != 1 or not model.in_step(call.site) or model.under(call.site, "no_grad"):
                 continue
             value = call.node.args[0].value
             if call.receiver_text and call.receiver_text not in backpropagated and self._outlives_step(model, call, call.receiver_text):
-                if model.carries_graph(value, call.site.function):
+                if model.value(value, call.site).graph is True:
                     yield Finding(call.node, f"`{call.receiver_text}.append(...)` keeps every step's tensor with its autograd graph", fix=_detach_fix(model, value))
 
     @staticmethod
@@ -161,15 +202,39 @@ class Trainer:
         ):
             return False
         loops = [l for l in fact.site.loops if l.is_step]
+        # `metrics[key] += v` is reset by rebinding `metrics`
+        names = {target, target[:-2]} if target.endswith("[]") else {target}
         for a in model.assigns:
-            if a.op is not None or target not in a.targets or a.site.function is not fact.site.function:
+            if a.op is not None or not names & set(a.targets) or a.site.function is not fact.site.function:
                 continue
-            if loops and loops[0] in a.site.loops and not a.site.gate_depths:
+            if loops and loops[0] in a.site.loops and (
+                not a.site.gate_depths or model.every_step(a.site) or _on_step_branch(model, a)
+            ):
                 return False
             if not loops and a.site.function is not None and model.every_step(a.site):
                 return False
         return bool(loops) or (fact.site.function is not None and target not in fact.site.function.params and not any(
             target in a.targets for a in model.assigns if a.site.function is fact.site.function))
+
+
+def _on_step_branch(model: TrainingModel, assign: Assign) -> bool:
+    """A reset under the optimizer-step branch (`if (i + 1) % accum == 0: ...; opt.step(); total = 0`)
+    runs once per optimizer step: the accumulator lives for one step. The step may sit deeper in that
+    branch (`if not optimizer_in_backward: opt.step()`)."""
+    gated = [d for d in assign.site.gate_depths if d >= 0]
+    return any(
+        model.is_optimizer_step(c) and c.site.function is assign.site.function
+        and c.site.loops == assign.site.loops and [d for d in c.site.gate_depths if d >= 0][: len(gated)] == gated
+        and c.site.gate_depths[: len(assign.site.gate_depths)] == assign.site.gate_depths
+        for c in model.calls
+    )
+
+
+def _chains_itself(model: TrainingModel, assign: Assign, target: str) -> bool:
+    """`self.hidden = model(x, self.hidden)` on `self`: each step's graph hangs on the previous one."""
+    if not target.startswith("self.") or assign.site.function is None or not assign.site.function.class_name:
+        return False
+    return target in model.roots_of(assign.value, assign.site.function)
 
 
 def _detach_fix(model: TrainingModel, value: cst.BaseExpression) -> NodeFix | None:

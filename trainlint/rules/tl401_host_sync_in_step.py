@@ -8,8 +8,10 @@ import libcst as cst
 
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, Site, TrainingModel
-from trainlint.model.names import tokens
+from trainlint.model.gates import child_nodes
+from trainlint.model.names import dotted as dotted_name, tokens
 from trainlint.model.torchnames import literal_string
+from trainlint.model.values import HOST, Kind, Value
 from trainlint.rule import Finding, Rule
 
 SYNC_METHODS = frozenset({"item", "cpu", "tolist", "numpy"})
@@ -35,7 +37,8 @@ class HostSyncInStep(Rule):
     severity = Severity.WARNING
     summary = "A host-device synchronisation (`.item()`, `.cpu()`, `float(t)`, `print(t)`, ...) on every training step."
     hint = "Accumulate on the device (`running += loss.detach()`) and read values only when logging (`if step % log_every == 0:`)."
-    requires = ("backward", ".step(", "training_step", "compute_loss")
+    # a step loop can also be one whose step, loss scaler or optimizer lives in another module
+    requires = ("backward", "step(", "training_step", "compute_loss", "scaler", "optim")
     why = (
         "CUDA kernels run asynchronously: the host queues work and races ahead. Reading a tensor's value on "
         "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`, `if t:`, printing or "
@@ -74,14 +77,19 @@ for step, (x, y) in enumerate(loader):
         running_loss.zero_()
 """
     not_flagged = (
-        "Syncs under a gate (`if step % n == 0`, `if do_log:`, `if step == 0`, an early `return` when not "
-        "logging), on the error path (`except` handlers, `raise`, an assert's message), after the training "
-        "loop, in epoch-level code outside the step loop, in evaluation loops that do not backpropagate, "
-        "in modules with no sign of a device (no `.cuda()`, `.to(...)`, `device=`, accelerate, Lightning or "
-        "DeepSpeed): they run on the CPU, where `.item()` waits for nothing; and "
-        "inside optimizer and loss-scaler classes, whose step must read an overflow flag on the host (torch's "
-        "`GradScaler.step` does too). `float(x)`/`print(x)` only when `x` is known to be a tensor (a model or "
-        "loss output, a torch op) at that point: a name rebound to `loss.item()` is a number."
+        "Syncs under a gate (`if step % n == 0`, `if do_log:`, `if step == 0`, `if self.graph is None:`, an early "
+        "`return` when not logging), on the error path (`except` handlers, `raise`, an assert's message, a "
+        "branch that exits or skips a non-finite batch), after the training loop, in epoch-level code outside "
+        "the step loop, in evaluation loops that do not backpropagate, in memoised helpers (`@lru_cache`), in "
+        "test code, in modules with no sign of a device or whose only device is the CPU (`torch.device(\"cpu\")`, "
+        "`torch.cpu.amp`, IPEX): there `.item()` waits for nothing; inside optimizer and loss-scaler classes, "
+        "whose step must read an overflow flag on the host (torch's `GradScaler.step` does too); reads of values "
+        "known to live on the host (a `.cpu()` copy, numbers, numpy arrays, a tokenizer's output, host-built "
+        "tensors); modules moved or offloaded (`vae.cpu()`); and actions copied to a host environment "
+        "(`envs.step(actions.cpu().numpy())`), which the algorithm needs. `float(x)`/`print(x)`/f-strings only "
+        "when `x` is known to be a tensor at that point: a name rebound to `loss.item()` is a number. The "
+        "optimizer-step branch is no gate: code under `if (i + 1) % accum == 0:` (with the step) or "
+        "`if accelerator.sync_gradients:` runs on every training step and is flagged."
     )
     verification = (
         "`trainlint verify` times a step with and without `.item()` on CUDA. `trainlint verify run` records "
@@ -179,54 +187,125 @@ for x, y in loader:
     )
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
+        if not model.uses_accelerator:
+            return
         chained: set[int] = set()
         for call in model.calls:
             if call.method in SYNC_METHODS and isinstance(call.receiver, cst.Call):
                 chained.add(id(call.receiver))
-        if not model.uses_accelerator:
-            return
 
         def per_step(site: Site) -> bool:
             return model.every_step(site) and not _in_optimizer_class(site)
 
         for call in model.calls:
-            if not per_step(call.site):
+            if not per_step(call.site) or _feeds_environment(model, call):
                 continue
             described = self._describe(model, call, chained)
             if described:
                 kind = "host copy" if call.method in HOST_COPIES else "value read"  # for `trainlint verify run`
                 yield Finding(call.node, f"{described} synchronises the host with the GPU on every training step", facts={"kind": kind})
         for cond in model.conditions:
-            if cond.kind != "while" and per_step(cond.site) and model.is_tensor(cond.node, cond.site.function, at=cond.site):
+            if cond.kind != "while" and per_step(cond.site) and _device_tensor(model.value(cond.node, cond.site)):
                 yield Finding(cond.node, f"`{cond.kind}` on a tensor's value synchronises the host with the GPU on every training step", facts={"kind": "value read"})
         for fv in model.formatted:
-            if per_step(fv.site) and model.is_tensor(fv.node.expression, fv.site.function, at=fv.site):
+            if per_step(fv.site) and _device_tensor(model.value(fv.node.expression, fv.site)):
                 text = model.module.code_for_node(fv.node.expression)
                 yield Finding(fv.node, f"formatting tensor `{text}` in an f-string synchronises the host with the GPU on every training step", facts={"kind": "value read"})
 
     def _describe(self, model: TrainingModel, call: Call, chained: set[int]) -> str | None:
         code = model.module.code_for_node
-        if call.method in SYNC_METHODS and id(call.node) not in chained and not call.node.args:
+        site = call.site
+        if call.method in SYNC_METHODS and id(call.node) not in chained and not call.node.args and call.receiver is not None:
+            receiver = model.value(_chain_base(call.receiver), site)
+            if receiver.on_host or receiver.kind in NOT_DEVICE_DATA:
+                return None
             if call.method == "cpu" and MODULE_RECEIVER_WORDS & set(tokens(call.receiver_text or "")):
                 return None
-            if call.receiver is not None and model.on_host(call.receiver, call.site.function, call.site):
-                return None
             return f"`{_short(code(call.node))}`"
-        if call.method == "to" and call.node.args:
+        if call.method == "to" and call.node.args and call.receiver is not None:
             first = call.node.args[0]
             if literal_string(first.value) == "cpu" and (first.keyword is None or first.keyword.value == "device"):
+                receiver = model.value(call.receiver, site)
+                if receiver.on_host or receiver.kind in NOT_DEVICE_DATA:
+                    return None
                 return f"`{_short(code(call.node))}`"
             return None
-        fn = call.site.function
         if call.name in CONVERSIONS and call.qualname is None and len(call.node.args) == 1:
-            if model.is_tensor(call.node.args[0].value, fn):
+            if _device_tensor(model.value(call.node.args[0].value, site)):
                 return f"`{_short(code(call.node))}`"
-        if call.qualname in MATH_TESTS and call.node.args and model.is_tensor(call.node.args[0].value, fn):
+        if call.qualname in MATH_TESTS and call.node.args and _device_tensor(model.value(call.node.args[0].value, site)):
             return f"`{_short(code(call.node))}`"
         if call.name == "print" and call.qualname is None:
-            if any(a.keyword is None and model.is_tensor(a.value, fn) for a in call.node.args):
+            if any(a.keyword is None and _device_tensor(model.value(a.value, site)) for a in call.node.args):
                 return f"printing a tensor (`{_short(code(call.node))}`)"
+        if call.method == "format" and isinstance(call.receiver, (cst.SimpleString, cst.ConcatenatedString)):
+            if any(_device_tensor(model.value(a.value, site)) for a in call.node.args):
+                return f"formatting a tensor (`{_short(code(call.node))}`)"
+        if _is_metric_log(model, call):
+            logged = [a.value for a in call.node.args] + [
+                e.value for a in call.node.args if isinstance(a.value, cst.Dict) for e in a.value.elements if isinstance(e, cst.DictElement)
+            ]
+            if any(_device_tensor(model.value(v, site)) for v in logged):
+                return f"logging a tensor (`{_short(code(call.node))}`)"
+        summary = model.project_call_summary(call) if call.qualname is None or not call.qualname.startswith("torch") else None
+        if summary is not None and summary.syncs:
+            return f"`{_short(code(call.node))}` reads a device tensor on the host (`{_short(summary.syncs[0], 40)}` in {summary.where})"
+        if summary is not None and summary.reads_arguments:
+            args = [a.value for a in call.node.args]
+            if any(_device_tensor(model.value(v, site)) for v in args):
+                return f"`{_short(code(call.node))}` reads its tensor arguments on the host ({summary.where})"
         return None
+
+
+# values that are not device tensors even when their methods share a tensor's names
+NOT_DEVICE_DATA = frozenset({Kind.MODULE, Kind.OPTIMIZER, Kind.SCALER, Kind.SCHEDULER, Kind.DATALOADER, Kind.OBJECT})
+METRIC_LOGGERS = frozenset({"wandb.log", "mlflow.log_metric", "mlflow.log_metrics"})
+METRIC_METHODS = frozenset({"add_scalar", "add_scalars"})
+
+
+def _feeds_environment(model: TrainingModel, call: Call) -> bool:
+    """`actions = q.argmax(1).cpu().numpy(); envs.step(actions)`: an action must reach a host
+    environment on every step; the copy is the algorithm's, with nothing to remove."""
+    node = call.node
+    targets: set[str] = set()
+    for a in model.assigns:
+        if a.site.statement is call.site.statement and a.site.function is call.site.function and _contains_call(a.value, node):
+            targets.update(a.targets)
+    for other in model.calls:
+        if other.method != "step" or other.site.function is not call.site.function or model.is_optimizer_step(other):
+            continue
+        args = [a.value for a in other.node.args]
+        if any(_contains_call(v, node) for v in args) or any(dotted_name(v) in targets for v in args):
+            return True
+    return False
+
+
+def _contains_call(expr: cst.CSTNode, target: cst.CSTNode) -> bool:
+    if expr is target:
+        return True
+    return any(_contains_call(child, target) for child in child_nodes(expr)) if isinstance(expr, (cst.Call, cst.Attribute, cst.Subscript, cst.Tuple, cst.List)) else False
+
+
+def _chain_base(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`out.argmax(1).cpu()` for the chain `out.argmax(1).cpu().numpy()`: one finding, judged at its first copy."""
+    while (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value in SYNC_METHODS
+        and not expr.args
+    ):
+        expr = expr.func.value
+    return expr
+
+
+def _device_tensor(value: Value) -> bool:
+    """A tensor that may live on the accelerator (known to be a tensor, not known to be on the host)."""
+    return value.is_tensor and value.device != HOST
+
+
+def _is_metric_log(model: TrainingModel, call: Call) -> bool:
+    """`wandb.log({...})`, `writer.add_scalar(tag, value, step)`: loggers convert tensors on the host."""
+    return call.qualname in METRIC_LOGGERS or (call.method in METRIC_METHODS and call.qualname is None)
 
 
 def _short(text: str, limit: int = 60) -> str:

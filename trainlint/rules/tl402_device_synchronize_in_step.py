@@ -18,7 +18,7 @@ class DeviceSynchronizeInStep(Rule):
     severity = Severity.WARNING
     summary = "`torch.cuda.synchronize()` (or a stream's or event's `.synchronize()`) on every training step."
     hint = "Remove it; to time steps use CUDA events (`start.record(); ...; end.record()`) read at log steps, or the profiler."
-    requires = ("synchronize",)
+    requires = ("synchronize", "backward", "step(", "optim", "scaler")  # the call may live in an imported helper
     why = (
         "A device synchronize stops the host until every queued kernel has finished, so the GPU drains "
         "and idles while the host prepares the next step. Per step it serialises host and device work: "
@@ -79,6 +79,9 @@ def train_step(batch):
                 continue
             if call.qualname in SYNCHRONIZE:
                 yield Finding(call.node, f"`{call.qualname}()` on every training step stalls the host until the device drains")
+            elif (summary := model.project_call_summary(call)) is not None and summary.synchronizes:
+                text = model.module.code_for_node(call.node.func)
+                yield Finding(call.node, f"`{text}()` calls `{summary.synchronizes[0]}` ({summary.where}) on every training step, stalling the host until the device drains")
             elif call.method == "synchronize" and not call.node.args and call.qualname is None:
                 receiver = model.module.code_for_node(call.receiver) if call.receiver is not None else ""
                 if {"stream", "event", "device", "cuda"} & set(tokens(receiver.replace("(", " ").replace(")", " "))):

@@ -75,6 +75,8 @@ for x in loader:
             name = factory.rsplit(".", 1)[-1]
             if not factory.startswith("torch.") or factory.count(".") != 1 or name not in DETERMINISTIC | RANDOM:
                 continue
+            if name.endswith("_like"):
+                continue  # `torch.randn_like(x)` is built on x's device; nothing came from the host
             if any(a.keyword is not None and a.keyword.value == "device" for a in call.receiver.args):
                 continue
             if call.method == "to" and not call.node.args:

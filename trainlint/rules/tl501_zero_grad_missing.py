@@ -12,6 +12,12 @@ from trainlint.rule import Finding, Rule
 ENGINE_WORDS = frozenset({"engine", "deepspeed", "ds", "accelerator", "fabric"})
 
 
+def _clears_through(model: TrainingModel, call: Call) -> bool:
+    """A call of a helper (this module's or the project's) that clears gradients."""
+    summary = model.call_summary(call)
+    return summary is not None and summary.clears_grads
+
+
 class ZeroGradMissing(Rule):
     code = "TL501"
     name = "zero-grad-missing"
@@ -100,7 +106,10 @@ for x in loader:
     )
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
-        steps = [c for c in model.calls if model.is_optimizer_step(c) and model.in_step(c.site)]
+        steps = [
+            c for c in model.calls
+            if model.is_optimizer_step(c) and model.in_step(c.site) and not model.framework_internal(c.site)
+        ]
         # distributed autograd accumulates into a fresh context per iteration, not into `.grad`
         if not steps or model.imports.imports_module("torch.distributed.autograd") or not any(model.is_backward(c) for c in model.calls):
             return
@@ -108,7 +117,9 @@ for x in loader:
         clears = [
             c for c in model.calls
             if c.method in ("zero_grad", "zero_")
+            or c.name == "zero_grad"
             or (c.method in ("fill_", "copy_") and (c.receiver_text or "").endswith(".grad"))
+            or _clears_through(model, c)
         ]
         clears_by_assign = any(t.endswith(".grad") for a in model.assigns for t in a.targets)
         if not clears and not clears_by_assign:

@@ -11,6 +11,10 @@ from trainlint.model.training import MODULE_WORDS
 from trainlint.rule import Finding, Rule
 
 
+# copies that are never the model being trained: EMA weights, a teacher, a target network
+NOT_TRAINED_WORDS = frozenset({"ema", "teacher", "target", "swa", "averaged", "avg", "shadow", "momentum", "frozen", "ref", "reference", "old", "prev", "pretrained"})
+
+
 class EvalModeNotReset(Rule):
     code = "TL503"
     name = "eval-mode-not-reset"
@@ -84,11 +88,14 @@ for epoch in range(3):
         # conservative: any `.train()` in the module may restore training mode
         if not loops or any(c.method == "train" and len(c.node.args) <= 1 for c in model.calls):
             return
+        if any((summary := model.call_summary(c)) is not None and summary.sets_train_mode for c in model.calls):
+            return  # a helper (an epoch function in another module) puts the model back in training mode
         reachable = model.called_from(loops)
         for call in model.calls:
             if call.method != "eval" or call.node.args or not call.receiver_text:
                 continue
-            if not MODULE_WORDS & set(tokens(call.receiver_text)):
+            words = set(tokens(call.receiver_text))
+            if not MODULE_WORDS & words or words & NOT_TRAINED_WORDS:
                 continue
             if any(l in loops for l in call.site.loops) or call.site.function in reachable:
                 yield Finding(call.node, f"`{call.receiver_text}.eval()` runs inside the training loop and nothing calls `.train()` again: later steps train without dropout and with frozen batch-norm statistics")

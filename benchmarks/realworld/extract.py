@@ -1,0 +1,160 @@
+"""Extract the pinned repositories of manifest.toml into a corpus folder outside this repository.
+
+    python benchmarks/realworld/extract.py [--corpus DIR] [--mirror DIR] [--repo OWNER/NAME]
+
+Each repository's `paths` are taken at its pinned `commit` with `git archive` from a local git
+directory (a mirror: DIR/<owner>+<name>/, the git directory inside it found automatically), or,
+when no mirror holds it, from a partial `git clone` of https://github.com/<owner>/<name> made in
+a temporary folder. Only Python files and JSON files (DeepSpeed configs) are written, to
+CORPUS/<owner>__<name>/, which is emptied first so that a re-run reproduces the pinned snapshot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MANIFEST = HERE / "manifest.toml"
+KEPT_SUFFIXES = (".py", ".json")
+
+
+@dataclass(frozen=True)
+class RepoSpec:
+    """One `[[repo]]` entry of the manifest."""
+
+    name: str
+    commit: str
+    paths: tuple[str, ...]
+    style: str
+
+    @property
+    def folder(self) -> str:
+        """The corpus folder name: `owner__name` (a slash cannot be part of a folder name)."""
+        return self.name.replace("/", "__")
+
+
+def load_manifest(path: Path = MANIFEST) -> list[RepoSpec]:
+    """The manifest's repositories, in file order."""
+    with open(path, "rb") as fh:
+        data = tomllib.load(fh)
+    return [
+        RepoSpec(r["name"], r["commit"], tuple(r.get("paths", ["."])), r.get("style", ""))
+        for r in data.get("repo", [])
+    ]
+
+
+def default_corpus() -> Path:
+    """$TRAINLINT_REALWORLD, else ~/.cache/trainlint-realworld (never inside the repository)."""
+    env = os.environ.get("TRAINLINT_REALWORLD")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "trainlint-realworld"
+
+
+def _git(args: list[str], git_dir: Path | None = None, **kwargs) -> subprocess.CompletedProcess:
+    prefix = ["git"] + (["--git-dir", str(git_dir)] if git_dir is not None else [])
+    return subprocess.run(prefix + args, capture_output=True, **kwargs)
+
+
+def find_git_dir(mirror_root: Path, spec: RepoSpec) -> Path | None:
+    """A git directory under MIRROR/<owner>+<name>/ that holds the pinned commit, if any."""
+    base = mirror_root / spec.name.replace("/", "+")
+    if not base.is_dir():
+        return None
+    candidates = [base, base / ".git", *sorted(p for p in base.iterdir() if p.is_dir())]
+    candidates += [p / ".git" for p in candidates[2:]]
+    for candidate in candidates:
+        if not (candidate / "HEAD").is_file():
+            continue
+        if _git(["cat-file", "-e", f"{spec.commit}^{{commit}}"], candidate).returncode == 0:
+            return candidate
+    return None
+
+
+def clone(spec: RepoSpec, into: Path) -> Path:
+    """A blob-less bare clone of the GitHub repository, holding the pinned commit."""
+    url = f"https://github.com/{spec.name}"
+    done = _git(["clone", "--bare", "--filter=blob:none", url, str(into)])
+    if done.returncode != 0:
+        raise RuntimeError(f"git clone {url} failed: {done.stderr.decode(errors='replace').strip()}")
+    return into
+
+
+def wanted_files(git_dir: Path, spec: RepoSpec) -> list[str]:
+    """The Python and JSON files under the spec's paths at its commit (mirrors may lack large blobs)."""
+    paths = [p for p in spec.paths if p not in (".", "")]
+    done = _git(["ls-tree", "-r", "-z", "--name-only", spec.commit, "--", *paths], git_dir)
+    if done.returncode != 0:
+        raise RuntimeError(f"git ls-tree failed for {spec.name}: {done.stderr.decode(errors='replace').strip()}")
+    names = done.stdout.decode("utf-8", errors="surrogateescape").split("\0")
+    return [n for n in names if n.endswith(KEPT_SUFFIXES)]
+
+
+def archive(git_dir: Path, spec: RepoSpec, dest: Path) -> tuple[int, int]:
+    """Write the spec's Python/JSON files at its commit under `dest`; returns (files, lines) written."""
+    names = wanted_files(git_dir, spec)
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    files = lines = 0
+    for start in range(0, len(names), 400):  # several archives: command lines stay short
+        chunk = names[start : start + 400]
+        done = _git(["archive", "--format=tar", spec.commit, "--", *(f":(literal){n}" for n in chunk)], git_dir)
+        if done.returncode != 0:
+            raise RuntimeError(f"git archive failed for {spec.name}: {done.stderr.decode(errors='replace').strip()}")
+        with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
+            for member in tar.getmembers():
+                if not member.isfile():
+                    continue
+                target = (dest / member.name).resolve()
+                if dest.resolve() not in target.parents:  # a hostile path never escapes the corpus
+                    continue
+                data = tar.extractfile(member).read()
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+                files += 1
+                if member.name.endswith(".py"):
+                    lines += data.count(b"\n")
+    return files, lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", type=Path, default=default_corpus())
+    parser.add_argument("--mirror", type=Path, default=Path("/work/.mirror"))
+    parser.add_argument("--repo", action="append", help="only this repository (repeatable)")
+    args = parser.parse_args(argv)
+    corpus = args.corpus.expanduser().resolve()
+    if HERE.parents[1] in (corpus, *corpus.parents):
+        parser.error(f"the corpus must live outside the repository, not in {corpus}")
+    specs = [s for s in load_manifest() if not args.repo or s.name in args.repo]
+    total_files = total_lines = 0
+    failures = 0
+    for spec in specs:
+        try:
+            git_dir = find_git_dir(args.mirror, spec)
+            with tempfile.TemporaryDirectory() as tmp:
+                if git_dir is None:
+                    git_dir = clone(spec, Path(tmp) / "clone.git")
+                files, lines = archive(git_dir, spec, corpus / spec.folder)
+        except (RuntimeError, OSError, tarfile.TarError) as exc:
+            print(f"{spec.name:40} FAILED: {exc}", file=sys.stderr)
+            failures += 1
+            continue
+        total_files += files
+        total_lines += lines
+        print(f"{spec.name:40} {files:6} files {lines:8} lines")
+    print(f"{'total':40} {total_files:6} files {total_lines:8} lines -> {corpus}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,472 @@
+"""The value-flow model on code shaped like real training projects: what a value is, where its
+graph goes, when code runs, whose code it is, and facts that cross functions and modules."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from tests.helpers import lint
+from trainlint.config import Settings
+from trainlint.engine import lint_paths
+
+
+def found(code: str, rule: str, name: str = "train.py") -> list[int]:
+    return [d.line for d in lint(code, rule, name=name) if d.code == rule]
+
+
+def lint_tree(tmp_path: Path, files: dict[str, str], rule: str | None = None) -> list[str]:
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    settings = Settings(select=(rule,) if rule else None, root=tmp_path)
+    results = lint_paths([(tmp_path / n, settings) for n in files], jobs=1)
+    return [f"{Path(d.path).name}:{d.line}:{d.code}" for r in results for d in r.diagnostics]
+
+
+# -- what a value is -------------------------------------------------------------------------------
+def test_like_factory_sits_on_its_sources_device():
+    code = """
+    import torch
+    for x, y in loader:
+        x = x.to(device)
+        noise = torch.randn_like(x).to(device)
+        loss = criterion(model(x + noise), y)
+        loss.backward()
+        optimizer.step()
+    """
+    assert found(code, "TL406") == []
+
+
+def test_reads_of_host_values_are_not_syncs():
+    code = """
+    import torch
+    class Trainer:
+        def __init__(self, model):
+            self.model = model.cuda()
+            self.lg_loss_scale = 20.0
+        def step(self, batch, verbose: bool):
+            loss = self.model(batch)
+            loss.backward()
+            self.opt.step()
+            logits_host = self.model.head(batch).detach().cpu()
+            preds = logits_host.argmax(-1).tolist()
+            ids = tokenizer(batch["text"])["input_ids"]
+            print(f"scale {self.lg_loss_scale}")
+            flag = verbose.item() if hasattr(verbose, "item") else verbose
+    for batch in loader:
+        trainer.step(batch, False)
+    """
+    assert found(code, "TL401") == [11]  # the `.cpu()` copy itself, nothing read from it afterwards
+
+
+def test_module_offload_is_not_a_sync_and_cpu_autocast_runs_on_cpu():
+    code = """
+    import torch
+    for batch in loader:
+        latents = vae.encode(batch.to(device)).latent_dist.sample()
+        vae.cpu()
+        loss = unet(latents).mean()
+        loss.backward()
+        optimizer.step()
+    """
+    assert found(code, "TL401") == []
+    cpu_script = """
+    import torch
+    import intel_extension_for_pytorch as ipex
+    for x, y in loader:
+        with torch.cpu.amp.autocast():
+            loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        print(loss.item())
+    """
+    assert found(cpu_script, "TL401") == []
+
+
+def test_disabled_scaler_and_optimizer_clipping_are_not_fp16_without_clipping():
+    disabled = """
+    import torch
+    scaler = torch.cuda.amp.GradScaler(enabled=False)
+    for x in loader:
+        loss = model(x.cuda())
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    """
+    assert found(disabled, "TL202") == []
+    lamb = """
+    import torch
+    from apex.optimizers import FusedLAMB
+    optimizer = FusedLAMB(model.parameters(), lr=1e-3, max_grad_norm=1.0)
+    scaler = torch.cuda.amp.GradScaler()
+    for x in loader:
+        with torch.autocast("cuda"):
+            loss = model(x)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    """
+    assert found(lamb, "TL202") == []
+
+
+def test_module_level_synchronize_alias():
+    code = """
+    import torch
+    synchronize = torch.cuda.synchronize if torch.cuda.is_available() else lambda: None
+    for x in loader:
+        loss = model(x.cuda())
+        loss.backward()
+        optimizer.step()
+        synchronize()
+    """
+    assert found(code, "TL402") == [8]
+
+
+def test_syncs_hidden_in_formatting_and_logging():
+    code = """
+    import math
+    import torch
+    import wandb
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+        pbar.set_description("loss {:.3f}".format(loss))
+        if torch.logical_or(torch.isnan(loss), torch.isinf(loss)):
+            break
+        ok = math.isfinite(loss)
+        wandb.log({"loss": loss})
+        stats = {k: v.item() for k, v in parts.items()}
+    """
+    assert sorted(found(code, "TL401")) == [9, 10, 12, 13, 14]
+
+
+# -- where a value's graph goes --------------------------------------------------------------------
+def test_graph_consumed_reset_on_step_branch_or_detached_upstream_keeps_nothing():
+    code = """
+    def compute(model, x):
+        return model(x).mean().detach()
+
+    running = 0
+    history = []
+    for i, x in enumerate(loader):
+        loss = model(x) / accum
+        loss.backward()
+        logged = loss.detach()
+        running += logged
+        history.append(compute(model, x))
+        acc = acc + loss if i else loss
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+            acc = 0
+    """
+    assert found(code, "TL302") == []
+
+
+def test_gradient_penalty_retains_a_graph_that_a_later_backward_consumes():
+    code = """
+    import torch
+    from torch import autograd
+
+    def gradient_penalty(D, real, fake):
+        alpha = torch.rand(real.size(0), 1, 1, 1, device=real.device)
+        mixed = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
+        grads = autograd.grad(outputs=D(mixed).sum(), inputs=mixed, create_graph=True, retain_graph=True)[0]
+        return ((grads.norm(2, dim=1) - 1) ** 2).mean()
+
+    def penalty_no_create(D, mixed):
+        return autograd.grad(D(mixed).sum(), mixed, retain_graph=True)[0].pow(2).mean()
+
+    for real in loader:
+        fake = G(noise)
+        d_loss = D(fake).mean() - D(real).mean() + 10 * gradient_penalty(D, real, fake)
+        d_loss = d_loss + penalty_no_create(D, real)
+        d_loss.backward()
+        opt_d.step()
+    """
+    assert found(code, "TL301") == []
+
+
+# -- when code runs --------------------------------------------------------------------------------
+def test_one_offs_and_error_paths_are_not_every_step():
+    code = """
+    import functools, sys, math
+    import torch
+
+    @functools.lru_cache()
+    def causal_mask(n):
+        return torch.ones(n, n).tril().cuda()
+
+    class Runner:
+        def train(self, loader):
+            for step, batch in enumerate(loader):
+                if self.graph is None:
+                    self.static = batch.cuda()
+                    print(self.static.sum().item())
+                if num_updates == 0:
+                    print(batch.cuda().sum().item())
+                loss = self.model(batch.cuda(), causal_mask(8))
+                if not torch.isfinite(loss):
+                    print(f"non-finite loss {loss}")
+                    sys.exit(1)
+                loss.backward()
+                self.opt.step()
+    """
+    assert found(code, "TL401") == [18]  # the test itself reads the loss; its error branch does not run
+
+
+def test_master_process_is_not_a_periodic_gate():
+    code = """
+    import torch
+    for it, (x, y) in enumerate(loader):
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+        if master_process:
+            lossf = loss.item()
+        if ddp_rank == 0:
+            print(loss.item())
+    """
+    assert found(code, "TL401") == [8, 10]
+
+
+# -- whose code it is ------------------------------------------------------------------------------
+def test_precision_plugin_and_test_code_are_not_training_scripts():
+    plugin = """
+    import torch
+    class MixedPrecision(Precision):
+        def __init__(self):
+            self.scaler = torch.cuda.amp.GradScaler()
+        def backward(self, tensor, model):
+            self.scaler.scale(tensor).backward()
+        def optimizer_step(self, optimizer):
+            self.scaler.step(optimizer)
+            self.scaler.update()
+    """
+    assert found(plugin, "TL202") == [] and found(plugin, "TL501") == []
+    script = """
+    import torch
+    for x in loader:
+        loss = model(x.cuda())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        print(loss.item())
+    """
+    assert found(script, "TL401", name="tests/test_training.py") == []
+    assert found(script, "TL401", name="train.py") == [8]
+
+
+def test_ema_copy_in_eval_mode_is_not_the_trained_model():
+    code = """
+    import copy
+    ema_model = copy.deepcopy(model)
+    for epoch in range(10):
+        for x in loader:
+            loss = model(x)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        ema_model.eval()
+    """
+    assert found(code, "TL503") == []
+
+
+def test_fp16_finding_points_at_the_training_autocast_not_evaluation():
+    code = """
+    import torch
+
+    def evaluate(model, loader):
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
+            return [model(x) for x in loader]
+
+    def train(model, loader, optimizer):
+        for x in loader:
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = model(x)
+            loss.backward()
+            optimizer.step()
+    """
+    assert found(code, "TL202") == [10]
+
+
+# -- across calls and modules ----------------------------------------------------------------------
+def test_step_helper_and_scaler_in_another_module(tmp_path):
+    files = {
+        "utils.py": """
+            import torch
+
+            class NativeScalerWithGradNormCount:
+                def __init__(self):
+                    self._scaler = torch.cuda.amp.GradScaler()
+
+                def __call__(self, loss, optimizer, clip_grad=None, parameters=None):
+                    self._scaler.scale(loss).backward()
+                    if clip_grad is not None:
+                        self._scaler.unscale_(optimizer)
+                        torch.nn.utils.clip_grad_norm_(parameters, clip_grad)
+                    self._scaler.step(optimizer)
+                    self._scaler.update()
+
+            class StepTimer:
+                def click(self):
+                    torch.cuda.synchronize()
+
+            class MetricLogger:
+                def update(self, **kwargs):
+                    for k, v in kwargs.items():
+                        if isinstance(v, torch.Tensor):
+                            v = v.item()
+                        self.meters[k] = v
+        """,
+        "train.py": """
+            import torch
+            from utils import NativeScalerWithGradNormCount as NativeScaler, StepTimer, MetricLogger
+
+            loss_scaler = NativeScaler()
+            timer = StepTimer()
+            metric_logger = MetricLogger()
+            for samples, targets in loader:
+                samples = samples.to(device, non_blocking=True)
+                with torch.cuda.amp.autocast():
+                    loss = criterion(model(samples), targets)
+                loss_scaler(loss, optimizer, clip_grad=1.0, parameters=model.parameters())
+                optimizer.zero_grad()
+                timer.click()
+                metric_logger.update(loss=loss)
+                metric_logger.update(lr=optimizer.param_groups[0]["lr"])
+        """,
+    }
+    out = lint_tree(tmp_path, files)
+    assert "train.py:14:TL402" in out
+    assert "train.py:15:TL401" in out
+    assert not [f for f in out if f.startswith("train.py") and ("TL102" in f or "TL202" in f or "TL501" in f)], out
+    assert not [f for f in out if f.startswith("utils.py")], out
+
+
+def test_model_cast_by_a_builder_in_another_module(tmp_path):
+    files = {
+        "models/__init__.py": "from .factory import build_model\n",
+        "models/factory.py": """
+            import torch
+
+            def build_model(cfg):
+                net = Net(cfg)
+                return net.half()
+        """,
+        "train.py": """
+            import torch
+            from models import build_model
+
+            model = build_model(cfg)
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+        """,
+    }
+    out = lint_tree(tmp_path, files, "TL10")
+    assert "train.py:5:TL101" in out and "train.py:6:TL104" in out
+
+
+def test_no_grad_callee_and_train_mode_restored_by_another_module(tmp_path):
+    files = {
+        "engine.py": """
+            import torch
+
+            def train_one_epoch(model, loader, optimizer):
+                model.train()
+                for x in loader:
+                    loss = model(x)
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+
+            @torch.no_grad()
+            def evaluate(model, loader):
+                model.eval()
+                return [model(x) for x in loader]
+        """,
+        "main.py": """
+            from engine import train_one_epoch, evaluate
+
+            for epoch in range(10):
+                train_one_epoch(model, loader, optimizer)
+                model.eval()
+                evaluate(model, val_loader)
+        """,
+    }
+    assert lint_tree(tmp_path, files, "TL5") == []
+
+
+def test_syncs_on_the_optimizer_step_branch_run_every_step():
+    code = """
+    import torch
+    for idx, batch in enumerate(loader):
+        loss = model(batch.cuda()) / accum
+        loss.backward()
+        running_loss += loss.detach()
+        if (idx + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+            loss_to_log = running_loss.item()
+            pbar.set_description(f"loss {loss_to_log}")
+            running_loss = 0
+            if (idx + 1) % (accum * 100) == 0:
+                print(loss.item())
+    """
+    assert found(code, "TL401") == [10]
+
+
+def test_helper_in_another_module_that_reads_a_device_tensor(tmp_path):
+    files = {
+        "misc.py": """
+            import torch
+
+            def all_reduce_mean(x):
+                world_size = get_world_size()
+                if world_size > 1:
+                    x_reduce = torch.tensor(x).cuda()
+                    dist.all_reduce(x_reduce)
+                    x_reduce /= world_size
+                    return x_reduce.item()
+                return x
+        """,
+        "engine.py": """
+            import misc
+
+            def train_one_epoch(model, loader, optimizer, device):
+                for samples in loader:
+                    loss = model(samples.to(device))
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    loss_value_reduce = misc.all_reduce_mean(1.0)
+        """,
+    }
+    assert "engine.py:10:TL401" in lint_tree(tmp_path, files, "TL401")
+
+
+def test_metrics_dict_reset_by_rebinding_and_frozen_evaluation_model():
+    dpo = """
+    for idx, batch in enumerate(loader):
+        loss, chosen, rejected = loss_fn(policy(batch), reference(batch))
+        loss = loss / accum
+        running_metrics["rewards/chosen"] += chosen.mean()
+        loss.backward()
+        if (idx + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+            running_metrics = {k: 0 for k in running_metrics}
+    """
+    assert found(dpo, "TL302") == []
+    frozen = """
+    import copy
+    def evaluate_metrics(opts, loader):
+        G = copy.deepcopy(opts.G).eval().requires_grad_(False)
+        feats = []
+        for z in loader:
+            feats.append(G(z))
+        return feats
+    """
+    assert found(frozen, "TL303") == []

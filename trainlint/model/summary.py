@@ -1,0 +1,240 @@
+"""Per-module summaries: what each function and class of a module does, for the modules that import it.
+
+A summary says what calling a function does (updates weights, backpropagates, clears gradients,
+clips, scales the loss, waits for the device, reads its tensor arguments on the host, returns a
+cast model or a host tensor), so that a step loop in `train.py` whose step, loss scaler or logger
+lives in `utils.py` is analysed as one. Summaries are plain data: they cross process boundaries
+and can be cached by content hash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from trainlint.model.torchnames import GRAD_SCALER, is_clip_name
+from trainlint.model.values import ACCEL, UNKNOWN, Kind, Value
+
+if TYPE_CHECKING:
+    from trainlint.model.facts import Call, ClassInfo, Function
+    from trainlint.model.training import TrainingModel
+
+SYNCHRONIZE = frozenset(
+    {"torch.cuda.synchronize", "torch.xpu.synchronize", "torch.mps.synchronize", "torch.accelerator.synchronize"}
+)
+VALUE_READS = frozenset({"item", "tolist"})
+
+
+@dataclass(frozen=True)
+class FunctionSummary:
+    """What one call of a function does."""
+
+    where: str = ""  # "`StepTimer.click` in utils.py", the definition
+    steps: bool = False  # updates weights (an optimizer or loss-scaler step) on every call
+    backprops: bool = False  # backpropagates on every call
+    trains: bool = False  # runs a training loop of its own (an epoch function)
+    clears_grads: bool = False
+    clips: bool = False  # clips gradients (possibly only when asked, `clip_grad=...`)
+    scales: bool = False  # scales the loss (a GradScaler inside)
+    synchronizes: tuple[str, ...] = ()  # device synchronisations on every call, as code text
+    syncs: tuple[str, ...] = ()  # reads of accelerator tensors on the host on every call (`t.cuda()...item()`)
+    reads_arguments: bool = False  # reads the values of its tensor arguments on the host (`v.item()`)
+    no_grad: bool = False
+    sets_train_mode: bool = False  # calls `.train()` on a module (restores training mode)
+    returns: Value = UNKNOWN
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["returns"] = value_to_json(self.returns)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "FunctionSummary":
+        data = dict(data)
+        data["returns"] = value_from_json(data["returns"])
+        data["synchronizes"] = tuple(data["synchronizes"])
+        data["syncs"] = tuple(data["syncs"])
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    """A class: what its instances are and what their methods do (`__call__` for `obj(...)`)."""
+
+    kind: Kind = Kind.OBJECT
+    methods: dict[str, FunctionSummary] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "methods": {k: v.to_json() for k, v in self.methods.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ClassSummary":
+        return cls(Kind(data["kind"]), {k: FunctionSummary.from_json(v) for k, v in data["methods"].items()})
+
+
+@dataclass(frozen=True)
+class ModuleSummary:
+    """The summaries of a module's top-level functions and classes, and its re-exported names."""
+
+    functions: dict[str, FunctionSummary] = field(default_factory=dict)
+    classes: dict[str, ClassSummary] = field(default_factory=dict)
+    exports: dict[str, str] = field(default_factory=dict)  # imported names, for re-exports
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "functions": {k: v.to_json() for k, v in self.functions.items()},
+            "classes": {k: v.to_json() for k, v in self.classes.items()},
+            "exports": self.exports,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ModuleSummary":
+        return cls(
+            {k: FunctionSummary.from_json(v) for k, v in data["functions"].items()},
+            {k: ClassSummary.from_json(v) for k, v in data["classes"].items()},
+            dict(data["exports"]),
+        )
+
+
+def value_to_json(value: Value) -> dict[str, Any]:
+    out = asdict(value)
+    out["kind"] = value.kind.value
+    out["element"] = value_to_json(value.element) if value.element is not None else None
+    return out
+
+
+def value_from_json(data: dict[str, Any]) -> Value:
+    data = dict(data)
+    data["kind"] = Kind(data["kind"])
+    data["element"] = value_from_json(data["element"]) if data.get("element") else None
+    return Value(**data)
+
+
+EMPTY = ModuleSummary()
+
+
+class Summarizer:
+    """Builds the summaries of one module's functions from its training-code model."""
+
+    def __init__(self, model: "TrainingModel", label: str) -> None:
+        self.model = model
+        self.label = label
+        self._memo: dict[int, FunctionSummary] = {}
+        self._active: set[int] = set()
+
+    def module(self) -> ModuleSummary:
+        m = self.model
+        functions = {fn.name: self.function(fn) for fn in m.functions if fn.class_name is None and _top_level(fn)}
+        classes = {c.name: self.cls(c) for c in m.classes}
+        return ModuleSummary(functions, classes, {k: v for k, v in m.imports.names.items() if not v.startswith("torch")})
+
+    def cls(self, info: "ClassInfo") -> ClassSummary:
+        methods = {name: self.function(fn) for name, fn in info.methods.items()}
+        return ClassSummary(class_kind(info, methods), methods)
+
+    def function(self, fn: "Function") -> FunctionSummary:
+        key = id(fn)
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._active:
+            return FunctionSummary()
+        self._active.add(key)
+        try:
+            summary = self._summarize(fn)
+        finally:
+            self._active.discard(key)
+        self._memo[key] = summary
+        return summary
+
+    def _summarize(self, fn: "Function") -> FunctionSummary:
+        m = self.model
+        steps = backprops = trains = clears = clips = scales = reads = train_mode = False
+        synchronizes: list[str] = []
+        syncs: list[str] = []
+        params = set(fn.params) - {"self", "cls"}
+        for call in fn.calls:
+            own = call.site.function is fn
+            unlooped = own and not call.site.loops
+            every = unlooped and not call.site.in_except and not any(d >= 0 for d in call.site.gate_depths)
+            callee = m.callee(call)
+            sub = self.function(callee) if callee is not None else m.project_call_summary(call)
+            last = (call.qualname or call.method or call.name or "").rsplit(".", 1)[-1]
+            if is_clip_name(last) or (sub is not None and sub.clips):
+                clips = True
+            if call.method == "zero_grad" or (sub is not None and sub.clears_grads):
+                clears = True
+            if (call.method == "train" and len(call.node.args) <= 1) or (sub is not None and sub.sets_train_mode):
+                train_mode = True
+            if call.method == "scale" or (call.qualname or "") in GRAD_SCALER or (sub is not None and sub.scales):
+                scales = True
+            if not own:
+                continue
+            if any(loop.is_step for loop in call.site.loops) or (sub is not None and sub.trains):
+                trains = True
+            if unlooped and (m.is_optimizer_step(call) or (sub is not None and sub.steps)):
+                steps = True
+            if unlooped and (m.is_backward(call) or (sub is not None and sub.backprops)):
+                backprops = True
+            if every and call.qualname in SYNCHRONIZE:
+                synchronizes.append(f"{call.qualname}()")
+            elif every and sub is not None and sub.synchronizes:
+                synchronizes.extend(sub.synchronizes)
+            if every and call.method in VALUE_READS and call.receiver is not None:
+                value = m.value(call.receiver, call.site)
+                if value.is_tensor and value.device == ACCEL:
+                    syncs.append(m.module.code_for_node(call.node))
+            elif every and sub is not None and sub.syncs:
+                syncs.extend(sub.syncs)
+            if call.method in VALUE_READS and call.receiver is not None and params:
+                if m.roots_of(call.receiver, fn) & (params | _loop_names_over(fn, call, params, m)):
+                    reads = True
+        no_grad = any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators)
+        returns = m.values.returns(fn) if fn.return_facts else UNKNOWN
+        return FunctionSummary(
+            where=f"`{fn.qualified}` in {self.label}",
+            steps=steps,
+            backprops=backprops,
+            trains=trains,
+            clears_grads=clears,
+            clips=clips,
+            scales=scales,
+            synchronizes=tuple(dict.fromkeys(synchronizes)),
+            syncs=tuple(dict.fromkeys(syncs)),
+            reads_arguments=reads,
+            no_grad=no_grad,
+            sets_train_mode=train_mode,
+            returns=returns if returns.kind is not Kind.UNKNOWN else UNKNOWN,
+        )
+
+
+def _top_level(fn: "Function") -> bool:
+    return fn.class_name is None
+
+
+def _loop_names_over(fn: "Function", call: "Call", params: set[str], m: "TrainingModel") -> set[str]:
+    """Names bound by the loops around `call` that iterate over a parameter (`for k, v in kwargs.items()`)."""
+    import libcst as cst
+
+    from trainlint.model.values import _target_names
+
+    out: set[str] = set()
+    for loop in call.site.loops:
+        node = loop.node
+        if isinstance(node, cst.For) and m.roots_of(node.iter, fn) & params:
+            out |= _target_names(node.target)
+    return out
+
+
+def class_kind(info: "ClassInfo", methods: dict[str, FunctionSummary]) -> Kind:
+    """What an instance of a class is, from its bases and what its methods do."""
+    bases = " ".join(info.bases)
+    if "Optimizer" in bases:
+        return Kind.OPTIMIZER
+    if any(b.endswith(("Module", "Model", "PreTrainedModel", "LightningModule")) for b in info.bases) or "torch.nn" in bases:
+        return Kind.MODULE
+    call = methods.get("__call__")
+    if call is not None and call.scales and (call.steps or call.backprops):
+        return Kind.SCALER
+    if any(s.scales for s in methods.values()) and "GradScaler" in bases:
+        return Kind.SCALER
+    return Kind.OBJECT

@@ -1,0 +1,221 @@
+"""The project phase: the summaries of the local modules a file imports, found and computed on demand.
+
+`from utils import NativeScaler` in `train.py` makes `utils.py` (beside it, or in a parent folder of
+the project) part of the analysis of `train.py`: its summary says what `NativeScaler()(loss, opt)`
+does. Only modules a file imports are read, and only when the analysis asks about one of their names;
+a module with no training token is summarised without parsing. Summaries are memoised per process
+and keyed by the module's path and modification time.
+"""
+
+from __future__ import annotations
+
+import ast
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary
+
+# a module containing none of these can say nothing a training step needs
+TRAINING_TOKENS = (
+    "backward", ".step(", "zero_grad", "clip_grad", "GradScaler", ".scale(", "synchronize", ".item()",
+    ".train(", "optim", "half()", "bfloat16", "float16", "torch_dtype",
+)
+# top-level names that are never the project's own (a local folder of that name would be unusual)
+LIBRARY_ROOTS = frozenset(
+    """torch numpy math os sys re json time random typing collections functools itertools dataclasses
+    pathlib logging argparse copy abc warnings transformers accelerate deepspeed lightning pytorch_lightning
+    datasets tqdm wandb einops timm PIL cv2 scipy sklearn pandas yaml omegaconf hydra contextlib
+    subprocess shutil glob pickle enum inspect importlib""".split()
+)
+MAX_SUMMARY_BYTES = 2_000_000
+MAX_DEPTH = 2
+
+Symbol = FunctionSummary | ClassSummary
+
+# The files an analysis depended on (modules read, candidate paths probed), recorded while
+# `watching()` is active, so that a cached result is checked against them (see cache.py).
+_WATCHING: list[set[Path]] = []
+
+
+def _note(*paths: Path) -> None:
+    for watched in _WATCHING:
+        watched.update(paths)
+
+
+@contextmanager
+def watching() -> Iterator[set[Path]]:
+    """Collect the paths whose state the analysis inside the block depends on."""
+    watched: set[Path] = set()
+    _WATCHING.append(watched)
+    try:
+        yield watched
+    finally:
+        _WATCHING.remove(watched)
+
+
+class Project:
+    """Finds the file of an imported module and returns summaries of its names."""
+
+    def __init__(self, root: Path | None = None, depth: int = 0) -> None:
+        self.root = root.resolve() if root is not None else None
+        self.depth = depth
+        self._summaries: dict[Path, tuple[float, ModuleSummary]] = {}
+        self._files: dict[tuple[Path, str], Path | None] = {}
+        self._depends: dict[Path, set[Path]] = {}  # what each memoised summary was computed from
+
+    # -- public --------------------------------------------------------------------------------
+    def symbol(self, from_file: str, qualname: str) -> Symbol | None:
+        """The summary of `qualname` (as the importing file's imports spell it: `utils.Scaler`,
+        `.engine.train_one_epoch`), or None when it is not a name of a local module."""
+        if self.depth >= MAX_DEPTH or not from_file or from_file == "-":
+            return None
+        found = self._locate(Path(from_file), qualname)
+        if found is None:
+            return None
+        path, rest = found
+        return self._resolve(path, rest, hops=0)
+
+    # -- finding modules -----------------------------------------------------------------------
+    def _locate(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
+        level = len(qualname) - len(qualname.lstrip("."))
+        parts = qualname.lstrip(".").split(".")
+        if not parts or not parts[0]:
+            return None
+        if level:
+            base = importer.parent
+            for _ in range(level - 1):
+                base = base.parent
+            bases = [base]
+        else:
+            if parts[0] in LIBRARY_ROOTS or len(parts) < 2:
+                return None
+            bases = self._search_dirs(importer.parent)
+        for base in bases:
+            # the longest prefix that is a module file; the rest are names inside it
+            for cut in range(len(parts) - 1, 0, -1):
+                path = self._module_file(base, tuple(parts[:cut]))
+                if path is not None:
+                    return path, parts[cut:]
+        return None
+
+    def _search_dirs(self, start: Path) -> list[Path]:
+        """The importer's folder and its parents, up to the project root (or four levels)."""
+        out = [start]
+        here = start
+        for _ in range(4):
+            if self.root is not None and here.resolve() == self.root:
+                break
+            parent = here.parent
+            if parent == here:
+                break
+            out.append(parent)
+            here = parent
+        return out
+
+    def _module_file(self, base: Path, parts: tuple[str, ...]) -> Path | None:
+        key = (base, ".".join(parts))
+        target = base.joinpath(*parts)
+        _note(target.with_suffix(".py"), target / "__init__.py")
+        if key in self._files:
+            return self._files[key]
+        found = None
+        for candidate in (target.with_suffix(".py"), target / "__init__.py"):
+            try:
+                if candidate.is_file():
+                    found = candidate
+                    break
+            except OSError:
+                continue
+        self._files[key] = found
+        return found
+
+    # -- summaries -----------------------------------------------------------------------------
+    def _resolve(self, path: Path, rest: list[str], hops: int) -> Symbol | None:
+        if not rest or hops > 3:
+            return None
+        summary = self.summary(path)
+        name = rest[0]
+        if name in summary.functions and len(rest) == 1:
+            return summary.functions[name]
+        if name in summary.classes:
+            cls = summary.classes[name]
+            if len(rest) == 1:
+                return cls
+            return cls.methods.get(rest[1]) if len(rest) == 2 else None
+        target = summary.exports.get(name)
+        if target is not None:  # re-exported: `from .scaler import NativeScaler` in a package
+            found = self._locate(path, ".".join([target, *rest[1:]]))
+            if found is not None:
+                return self._resolve(found[0], found[1], hops + 1)
+        return None
+
+    def summary(self, path: Path) -> ModuleSummary:
+        """The module's summary (memoised by modification time); empty when it cannot be read."""
+        _note(path)
+        try:
+            stat = path.stat()
+        except OSError:
+            return EMPTY
+        cached = self._summaries.get(path)
+        if cached is not None and cached[0] == stat.st_mtime:
+            _note(*self._depends.get(path, ()))
+            return cached[1]
+        with watching() as depends:
+            summary = self._compute(path, stat.st_size)
+        _note(*depends)
+        self._summaries[path] = (stat.st_mtime, summary)
+        self._depends[path] = depends
+        return summary
+
+    def _compute(self, path: Path, size: int) -> ModuleSummary:
+        if size > MAX_SUMMARY_BYTES:
+            return EMPTY
+        try:
+            source = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return EMPTY
+        if not any(token in source for token in TRAINING_TOKENS):
+            return ModuleSummary(exports=_exports(source))
+        try:
+            import libcst as cst
+
+            from trainlint.model.summary import Summarizer
+            from trainlint.model.training import TrainingModel
+
+            module = cst.parse_module(source)
+            model = TrainingModel.build(module, path=str(path), project=Project(self.root, self.depth + 1))
+            return Summarizer(model, path.name).module()
+        except Exception:  # a module we cannot analyse says nothing; its own lint reports why
+            return ModuleSummary(exports=_exports(source))
+
+
+def _exports(source: str) -> dict[str, str]:
+    """Names a module imports (for re-exports), read with Python's own fast parser."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            for alias in node.names:
+                if alias.name == "*":
+                    continue
+                full = f"{base}.{alias.name}" if node.module else f"{base}{alias.name}" if node.level else alias.name
+                out[alias.asname or alias.name] = full
+    return out
+
+
+_SHARED: dict[Path | None, Project] = {}
+
+
+def shared(root: Path | None = None) -> Project:
+    """One project per process and root, so that each imported module is summarised once."""
+    key = root.resolve() if root is not None else None
+    project = _SHARED.get(key)
+    if project is None:
+        project = _SHARED[key] = Project(root)
+    return project
+

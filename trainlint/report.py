@@ -1,0 +1,136 @@
+"""What `trainlint check` prints: findings in the chosen format, statistics, the summary and fix hints.
+
+Consoles are made here so that every rich output of the command line follows the same rules:
+emoji codes off (`:100:` in a path or a line of code stays as it is), `--color auto|always|never`,
+and `NO_COLOR` (any non-empty value) meaning no escape codes at all unless `--color always`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Sequence
+
+from trainlint.diagnostics import Applicability, Diagnostic
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from trainlint.engine import FileResult
+    from trainlint.formats.text import SourceLines
+
+COLOR_CHOICES = ("auto", "always", "never")
+MACHINE_FORMATS = ("json", "sarif", "github")
+
+
+def make_console(color: str = "auto", file: IO[str] | None = None, stderr: bool = False) -> Console:
+    """A rich console for user-facing output; see the module docstring for the rules it follows."""
+    from rich.console import Console
+
+    if color == "auto" and os.environ.get("NO_COLOR"):
+        color = "never"
+    options: dict[str, object] = {}
+    if color == "always":
+        options["force_terminal"] = True
+    elif color == "never":
+        options["color_system"] = None
+        options["no_color"] = True
+    return Console(
+        file=file, stderr=stderr, emoji=False, highlight=False, soft_wrap=True, **options  # type: ignore[arg-type]
+    )
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    output_format: str = "text"
+    statistics: bool = False
+    quiet: bool = False
+    color: str = "auto"
+    unsafe_fixes: bool = False
+
+
+def fixable_by(unsafe: bool):  # type: ignore[no-untyped-def]
+    """The predicate "would `--fix` (with `--unsafe-fixes` when `unsafe`) apply this finding's fix"."""
+
+    def fixable(d: Diagnostic) -> bool:
+        return d.fix is not None and (unsafe or d.fix.applicability is Applicability.SAFE)
+
+    return fixable
+
+
+def source_lines(results: Sequence[FileResult]) -> SourceLines:
+    """The lines of each file (each notebook cell) with findings, for code frames and columns.
+
+    A result that still holds its source (standard input) is not read again from disk.
+    """
+    from trainlint.notebook import NotebookError, cell_lines
+
+    sources: SourceLines = {}
+    for result in results:
+        if not result.diagnostics:
+            continue
+        text = result.source
+        if text is None:
+            try:
+                text = Path(result.path).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+        if any(d.cell is not None for d in result.diagnostics):
+            try:
+                for cell, lines in cell_lines(text).items():
+                    sources[(result.path, cell)] = lines
+            except NotebookError:
+                pass
+        sources[(result.path, None)] = text.splitlines()
+    return sources
+
+
+def render(results: Sequence[FileResult], options: ReportOptions, out: IO[str] | None = None) -> None:
+    """Print the findings of `results` (sorted) in `options.output_format` to `out` (stdout)."""
+    diagnostics = [d for r in results for d in r.diagnostics]
+    fixable = fixable_by(options.unsafe_fixes)
+    if options.statistics:
+        _render_statistics(diagnostics, options, out)
+        return
+    if options.output_format in MACHINE_FORMATS:
+        from importlib import import_module
+
+        text = import_module(f"trainlint.formats.{options.output_format}").render(diagnostics)
+        if text:
+            print(text, file=out or sys.stdout)
+        return
+    if options.output_format == "lsp":
+        from trainlint.formats.lsp import render as render_lsp
+
+        print(render_lsp([r.path for r in results], diagnostics, source_lines(results)), file=out or sys.stdout)
+        return
+    from rich.markup import escape
+
+    from trainlint.formats.text import fix_hints, render_concise, render_full, summary_line
+
+    console = make_console(options.color, out)
+    if options.output_format == "concise":
+        render_concise(console, diagnostics, fixable)
+    else:
+        render_full(console, diagnostics, source_lines(results), fixable)
+    if options.quiet:
+        return
+    console.print(summary_line(diagnostics))
+    available = sum(1 for d in diagnostics if fixable(d))
+    hidden = sum(1 for d in diagnostics if d.fix is not None and not fixable(d))
+    for hint in fix_hints(available, hidden, options.unsafe_fixes):
+        console.print(escape(hint))
+
+
+def _render_statistics(diagnostics: Sequence[Diagnostic], options: ReportOptions, out: IO[str] | None) -> None:
+    """`--statistics`: only the count per rule (a JSON array with `--output-format json`)."""
+    from trainlint.formats.text import render_statistics, statistics_rows
+
+    rows = statistics_rows(diagnostics, fixable_by(options.unsafe_fixes))
+    if options.output_format == "json":
+        print(json.dumps(rows, indent=2), file=out or sys.stdout)
+    elif rows:
+        render_statistics(make_console(options.color, out), rows)
