@@ -120,7 +120,7 @@ def lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
     from trainlint import workers
 
     _preload()
-    for _, result in workers.run([(name, settings, data)], 1, _lint_task, _file_timeout, _file_memory):
+    for _, result in workers.run([(name, settings, data)], 1, _lint_task, _file_timeout, _file_memory, keep_source=True):
         return result
     raise AssertionError("unreachable: a worker run yields one result per task")
 

@@ -50,7 +50,7 @@ def _limit_memory(cap_mb: int) -> None:
         pass  # no /proc or no rlimit (macOS, Windows): the time limit still bounds the worker
 
 
-def _serve(conn: Connection, cap_mb: int, lint: Callable[[str, Settings, bytes | None], FileResult]) -> None:
+def _serve(conn: Connection, cap_mb: int, lint: Callable[[str, Settings, bytes | None], FileResult], keep_source: bool) -> None:
     """A worker's loop: analyse the files it is sent until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
     _limit_memory(cap_mb)
@@ -67,7 +67,8 @@ def _serve(conn: Connection, cap_mb: int, lint: Callable[[str, Settings, bytes |
             result = lint(path, settings, data)
         except MemoryError:
             result = FileResult(path, [could_not_analyse(path, f"needed more than {cap_mb} MB (--file-memory)")], cacheable=False)
-        result.source = None  # keep the traffic small; --fix re-reads the file
+        if not keep_source:
+            result.source = None  # keep the traffic small; --fix re-reads the file
         recycle = _rss_mb() > cap_mb / 2
         gc.collect()
         conn.send((index, result, recycle))
@@ -104,6 +105,7 @@ def run(
     lint: Callable[[str, Settings, bytes | None], FileResult],
     timeout: Callable[[Settings], float],
     cap_mb: Callable[[Settings], int],
+    keep_source: bool = False,
 ) -> Iterator[tuple[int, FileResult]]:
     """Analyse `tasks` in up to `jobs` workers; yields (task index, result) as files finish."""
     context = _context()
@@ -113,7 +115,7 @@ def run(
 
     def start() -> _Worker:
         parent, child = context.Pipe()
-        process = context.Process(target=_serve, args=(child, cap, lint), daemon=True)
+        process = context.Process(target=_serve, args=(child, cap, lint, keep_source), daemon=True)
         process.start()
         child.close()
         return _Worker(process, parent)
