@@ -94,6 +94,7 @@ class _Search:
         self.found: dict[cst.CSTNode, Anchor] = {}
         self.anchors: list[tuple[Anchor, cst.CSTNode | None]] = []
         self.innermost: dict[int, int] = {}  # line -> index of the innermost anchor on it
+        self.searched: set[int] = set()
 
     def run(self, tree: ast.Module) -> dict[cst.CSTNode, Anchor]:
         self._index(self.module.body, tree.body, ())
@@ -104,7 +105,8 @@ class _Search:
         for index in range(len(self.anchors)):
             if len(self.found) == len(self.wanted):
                 break
-            self._nodes(index)
+            if index not in self.searched:
+                self._nodes(index)
         return self.found
 
     def _index(self, statements: Sequence[cst.BaseStatement], asts: list[ast.stmt], indents: tuple[str, ...]) -> None:
@@ -139,17 +141,16 @@ class _Search:
         first = next((ln.strip() for ln in code.splitlines() if ln.strip() and not ln.strip().startswith("#")), "")
         if not first:
             return
-        searched: set[int] = set()
         at = self.source.find(first)
         while at >= 0 and node not in self.found:
             index = self.innermost.get(bisect.bisect_right(line_starts, at))
-            if index is not None and index not in searched:
-                searched.add(index)
+            if index is not None and index not in self.searched:
                 self._nodes(index)
             at = self.source.find(first, at + 1)
 
     def _nodes(self, index: int) -> None:
         """Record the wanted nodes of an anchor's statement, not entering its nested block's statements."""
+        self.searched.add(index)  # every wanted node in it is recorded: no need to search it again
         anchor, skip_block = self.anchors[index]
         stack = [anchor[0]]
         while stack:
