@@ -194,9 +194,9 @@ def test_the_cyclic_collector_is_paused_while_a_file_is_analysed(monkeypatch):
     seen: list[bool] = []
     build = training.TrainingModel.build.__func__
 
-    def spy(cls, module, settings=None):
+    def spy(cls, module, *args, **kwargs):
         seen.append(gc.isenabled())
-        return build(cls, module, settings)
+        return build(cls, module, *args, **kwargs)
 
     monkeypatch.setattr(training.TrainingModel, "build", classmethod(spy))
     assert gc.isenabled()
