@@ -1,49 +1,230 @@
-"""Lint a directory and print files, lines, seconds and lines/second.
+"""How fast trainlint lints, against libcst's own parse of the same files (and TorchFix).
 
-    python benchmarks/lint_speed.py PATH [--jobs N]
+    python benchmarks/lint_speed.py PATH [--jobs N]            in-process lint: files, lines, seconds
+    python benchmarks/lint_speed.py PATH --vs-parse [--torchfix] [--one-file FILE]
 
-Runs the engine in-process (no output rendering) so the figure is the analysis cost; the whole
-command (`trainlint PATH`) adds start-up and printing.
+`--vs-parse` prints, in one run on the same files and cores:
+- parse: libcst `parse_module` of every file in a process pool of N workers (start-up included);
+- cold: the whole command `trainlint PATH -j N --no-cache`, and its ratio to the parse;
+- warm: the whole command again with every file in the cache;
+- the prefilter: files parsed, and parsed files that end with no finding;
+- one file, whole process, cold (`--no-cache`) and warm: FILE, or the file of PATH nearest 300 lines
+  that calls `backward(`; best of 3;
+- scaling: that file concatenated to 1k, 10k and 50k lines, analysed in-process (parse, and the rest);
+- peak memory: the largest resident size of the cold command's whole process tree (sampled);
+- `--torchfix`: `torchfix --select ALL PATH` in the same run (`--torchfix-bin` names the executable;
+  TorchFix pins an older libcst, so install it in its own virtual environment).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from trainlint.config import Settings
 from trainlint.discovery import discover
-from trainlint.engine import lint_paths
+from trainlint.engine import lint_paths, lint_source, rules_for
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _lines(path: Path) -> int:
+    try:
+        with open(path, "rb") as fh:
+            return sum(1 for _ in fh)
+    except OSError:
+        return 0
+
+
+def _parse(path: str) -> int:
+    import libcst
+
+    try:
+        libcst.parse_module(Path(path).read_text(encoding="utf-8"))
+        return 1
+    except Exception:
+        return 0
+
+
+def _parse_all(files: list[Path], jobs: int) -> tuple[float, float]:
+    """Wall and CPU seconds of parsing every file with libcst in a pool of `jobs` processes."""
+    cpu = _cpu_children()
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(_parse, [str(f) for f in files], chunksize=4))
+    return time.perf_counter() - start, _cpu_children() - cpu
+
+
+def _tree_rss_mb(pid: int) -> float:
+    """Resident memory of a process and all its descendants."""
+    children: dict[int, list[int]] = collections.defaultdict(list)
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            children[int(fields[1])].append(int(entry))
+            rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            pass
+    total, stack = 0, [pid]
+    while stack:
+        current = stack.pop()
+        total += rss.get(current, 0)
+        stack.extend(children.get(current, ()))
+    return total / 2**20
+
+
+def _cpu_children() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _command(args: list[str], env: dict[str, str] | None = None, sample: bool = False) -> tuple[float, float, str]:
+    """Wall seconds, peak tree memory (MB, when sampled) and stdout of a command."""
+    global LAST_CPU
+    cpu = _cpu_children()
+    start = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    peak = [0.0]
+    if sample and os.path.isdir("/proc"):
+        def watch() -> None:
+            while proc.poll() is None:
+                peak[0] = max(peak[0], _tree_rss_mb(proc.pid))
+                time.sleep(0.05)
+
+        threading.Thread(target=watch, daemon=True).start()
+    out, _ = proc.communicate()
+    LAST_CPU = _cpu_children() - cpu
+    return time.perf_counter() - start, peak[0], out
+
+
+LAST_CPU = 0.0  # CPU seconds (user + system, all processes) of the last command
+
+
+def _trainlint(*args: str) -> list[str]:
+    return [sys.executable, "-m", "trainlint", *args]
+
+
+def _best(times: int, args: list[str], env: dict[str, str] | None = None) -> float:
+    return min(_command(args, env)[0] for _ in range(times))
+
+
+def _training_file(files: list[Path]) -> Path:
+    candidates = [f for f in files if "backward(" in f.read_text(encoding="utf-8", errors="replace")]
+    return min(candidates or files, key=lambda f: abs(_lines(f) - 300))
+
+
+def vs_parse(args: argparse.Namespace, files: list[Path], lines: int) -> None:
+    jobs = args.jobs
+    print(f"files            {len(files)}")
+    print(f"lines            {lines:,}")
+    print(f"jobs             {jobs}")
+    parse, parse_cpu = _parse_all(files, jobs)
+    print(f"parse (libcst)   {parse:.2f} s wall, {parse_cpu:.1f} CPU-s  ({lines / parse:,.0f} lines/s)")
+    cold, peak, out = _command(_trainlint(str(args.path), "--no-cache", "-j", str(jobs), "--format", "json"), sample=True)
+    cold_cpu = LAST_CPU
+    print(f"cold             {cold:.2f} s wall, {cold_cpu:.1f} CPU-s  = {cold / parse:.2f} x parse (wall), {cold_cpu / parse_cpu:.2f} x (CPU)")
+    print(f"peak memory      {peak:.0f} MB (whole process tree, cold, -j {jobs})")
+    with tempfile.TemporaryDirectory() as cache:
+        env = {"TRAINLINT_CACHE_DIR": cache}
+        _command(_trainlint(str(args.path), "-j", str(jobs), "--format", "json"), env)
+        warm = _best(3, _trainlint(str(args.path), "-j", str(jobs), "--format", "json"), env)
+        warm_cpu = LAST_CPU
+        warm_text = _best(3, _trainlint(str(args.path), "-j", str(jobs)), env)
+    print(f"warm             {warm:.2f} s wall ({warm_cpu:.2f} CPU-s) as json, {warm_text:.2f} s as text (stdout not a terminal)")
+
+    settings = Settings()
+    with_findings = {d["path"] for d in json.loads(out or "[]")}
+    parsed = [f for f in files if f.suffix == ".py" and rules_for(f.read_text(encoding="utf-8", errors="replace"), str(f), settings)]
+    clean = [f for f in parsed if str(f) not in with_findings]
+    print(f"prefilter        {len(parsed)} of {len(files)} files parsed; {len(clean)} of those end with no finding")
+    counts = collections.Counter(d["code"] for d in json.loads(out or "[]"))
+    print("findings         " + (", ".join(f"{c}={n}" for c, n in sorted(counts.items())) or "none"))
+
+    one = args.one_file or _training_file([f for f in files if f.suffix == ".py"])
+    one_cold = _best(3, _trainlint(str(one), "--no-cache"))
+    _command(_trainlint(str(one), "--no-cache"))
+    one_cold_cpu = LAST_CPU
+    with tempfile.TemporaryDirectory() as cache:
+        env = {"TRAINLINT_CACHE_DIR": cache}
+        _command(_trainlint(str(one)), env)
+        one_warm = _best(3, _trainlint(str(one)), env)
+        _command(_trainlint(str(one)), env)
+        one_warm_cpu = LAST_CPU
+    print(f"one file         {one} ({_lines(one)} lines), whole process: cold {one_cold:.2f} s wall ({one_cold_cpu:.2f} CPU-s), "
+          f"warm {one_warm:.2f} s wall ({one_warm_cpu:.2f} CPU-s)")
+
+    text = one.read_text(encoding="utf-8")
+    if not text.endswith("\n"):
+        text += "\n"
+    import libcst
+
+    base = None
+    for target in (1_000, 10_000, 50_000):
+        source = text * max(1, round(target / max(1, text.count("\n"))))
+        n = source.count("\n")
+        start = time.process_time()
+        libcst.parse_module(source)
+        parsed_s = time.process_time() - start
+        start = time.process_time()
+        lint_source(source, "scaled.py", Settings(max_file_size=10**9))
+        total = time.process_time() - start
+        per_line = total / n
+        base = base or per_line
+        print(f"scaling          {n:>6,} lines: lint {total:6.2f} CPU-s (parse {parsed_s:5.2f} s, rest {total - parsed_s:5.2f} s), "
+              f"{per_line / base:.2f} x the time per line of the smallest")
+
+    if args.torchfix:
+        exe = args.torchfix_bin or shutil.which("torchfix")
+        if not exe:
+            print("torchfix         not installed (pip install torchfix, in its own virtual environment)")
+            return
+        tf, tf_peak, _ = _command([exe, "--select", "ALL", str(args.path)], sample=True)
+        print(f"torchfix         {tf:.2f} s wall, {LAST_CPU:.1f} CPU-s (--select ALL, peak {tf_peak:.0f} MB) = "
+              f"{tf / cold:.1f} x trainlint cold (wall), {LAST_CPU / cold_cpu:.1f} x (CPU)")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("path", type=Path)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--vs-parse", action="store_true", help="compare with libcst's parse, warm runs, one file, scaling")
+    parser.add_argument("--one-file", type=Path, default=None)
+    parser.add_argument("--torchfix", action="store_true", help="time TorchFix --select ALL on the same files")
+    parser.add_argument("--torchfix-bin", default=None)
     args = parser.parse_args()
     settings = Settings()
-    targets = discover([args.path], settings.root)
-    lines = 0
-    for t in targets:
-        try:
-            with open(t.path, "rb") as fh:
-                lines += sum(1 for _ in fh)
-        except OSError:
-            pass
+    files = [t.path for t in discover([args.path], settings.root)]
+    lines = sum(_lines(f) for f in files)
+    if args.vs_parse:
+        vs_parse(args, files, lines)
+        return
     start = time.perf_counter()
-    results = lint_paths([(t.path, settings) for t in targets], args.jobs)
+    results = lint_paths([(f, settings) for f in files], args.jobs)
     elapsed = time.perf_counter() - start
     counts = collections.Counter(d.code for r in results for d in r.diagnostics)
-    internal = sum(r.internal_error for r in results)
-    print(f"files          {len(targets)}")
+    print(f"files          {len(files)}")
     print(f"lines          {lines}")
     print(f"jobs           {args.jobs}")
     print(f"seconds        {elapsed:.2f}")
     print(f"lines/second   {lines / elapsed:,.0f}")
-    print(f"internal errs  {internal}")
+    print(f"internal errs  {sum(r.internal_error for r in results)}")
     print("findings       " + (", ".join(f"{c}={n}" for c, n in sorted(counts.items())) or "none"))
 
 

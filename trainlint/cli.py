@@ -20,6 +20,7 @@ from trainlint.report import COLOR_CHOICES, ReportOptions, fixable_by, make_cons
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from trainlint.cache import Cache
     from trainlint.config import Settings
     from trainlint.diagnostics import Diagnostic
     from trainlint.discovery import Target
@@ -80,6 +81,10 @@ def main() -> None:
 @click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True, help="Colour in text output (NO_COLOR in the environment means never, unless always).")
 @click.option("--show-files", is_flag=True, help="List the files that would be linted, then exit.")
 @click.option("--show-settings", is_flag=True, help="Print the settings in effect (after configuration and options), then exit.")
+@click.option("--no-cache", is_flag=True, help="Analyse every file; neither read nor write the cache.")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, envvar="TRAINLINT_CACHE_DIR", help="Where results are cached (default: the user cache directory; env TRAINLINT_CACHE_DIR).")
+@click.option("--file-timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="Seconds one file's analysis may take before it is reported as TL000 (default 20).")
+@click.option("--file-memory", type=click.IntRange(min=1), default=None, help="MB of memory one worker may use for a file before it is reported as TL000 (default 1024).")
 def check(
     paths: tuple[Path, ...],
     select: tuple[str, ...],
@@ -105,6 +110,10 @@ def check(
     color: str,
     show_files: bool,
     show_settings: bool,
+    no_cache: bool,
+    cache_dir: Path | None,
+    file_timeout: float | None,
+    file_memory: int | None,
 ) -> None:
     """Lint PATHS (files, folders, notebooks; `-` reads standard input)."""
     from trainlint.discovery import discover, present
@@ -113,6 +122,7 @@ def check(
     paths = paths or (Path("."),)
     anchor = stdin_filename or next((p for p in paths if str(p) != "-"), Path("."))
     settings = _check_settings(config_file, anchor, select, (*ignore, *extend_ignore), extend_select, per_file_ignores, exclude)
+    settings = _with_limits(settings, file_timeout, file_memory)
     if unsafe_fixes and not (fix or diff):
         _warn("--unsafe-fixes applies nothing without --fix or --diff (findings it would fix are marked [*])")
     if show_settings:
@@ -131,7 +141,7 @@ def check(
         if output_format in ("text", "concise"):  # machine formats still print their empty report
             sys.exit(EXIT_CLEAN)
 
-    results = _lint_targets(targets, settings, jobs, color)
+    results = _lint_targets(targets, settings, jobs, color, _cache(no_cache, cache_dir))
     results.extend(FileResult(str(p), [_error(str(p), "no such file or directory")]) for p in missing)
     stdin_result = None
     if stdin:
@@ -238,13 +248,33 @@ def _print_settings(settings: Settings) -> None:
 PROGRESS_MIN_FILES = 300  # a progress bar only on runs long enough to want one
 
 
-def _lint_targets(targets: Sequence[Target], settings: Settings, jobs: int | None, color: str) -> list[FileResult]:
+def _with_limits(settings: Settings, file_timeout: float | None, file_memory: int | None) -> Settings:
+    """The per-file time and memory limits of the command line over the configuration's."""
+    from dataclasses import replace
+
+    if file_timeout is not None:
+        settings = replace(settings, file_timeout=file_timeout)
+    if file_memory is not None:
+        settings = replace(settings, file_memory=file_memory)
+    return settings
+
+
+def _cache(no_cache: bool, directory: Path | None) -> Cache | None:
+    """The result cache of a `check` run (None with --no-cache)."""
+    if no_cache:
+        return None
+    from trainlint.cache import Cache, default_directory
+
+    return Cache(directory or default_directory())
+
+
+def _lint_targets(targets: Sequence[Target], settings: Settings, jobs: int | None, color: str, cache: Cache | None = None) -> list[FileResult]:
     """Lint the discovered files; with a progress bar on stderr when it is a terminal and the run is long."""
     from trainlint.engine import lint_paths
 
     tasks = [(t.path, settings) for t in targets]
     if len(tasks) < PROGRESS_MIN_FILES or not sys.stderr.isatty():
-        return lint_paths(tasks, jobs, keep_source=False)
+        return lint_paths(tasks, jobs, keep_source=False, cache=cache)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("Linting"), BarColumn(), MofNCompleteColumn(), TextColumn("files"), TimeElapsedColumn())
@@ -254,7 +284,7 @@ def _lint_targets(targets: Sequence[Target], settings: Settings, jobs: int | Non
         size = max(100, len(tasks) // 20)  # batches big enough to keep the process pool busy
         for start in range(0, len(tasks), size):
             batch = tasks[start : start + size]
-            results.extend(lint_paths(batch, jobs, keep_source=False))
+            results.extend(lint_paths(batch, jobs, keep_source=False, cache=cache))
             progress.advance(bar, len(batch))
     return results
 

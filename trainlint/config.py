@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatch
 from pathlib import Path
 
-from trainlint.model import AnalysisSettings
-from trainlint.rules import RULES_BY_CODE, SelectionError, select_rules
+import re
+from typing import TYPE_CHECKING
+
 from trainlint.reading import resolved
+
+if TYPE_CHECKING:  # libcst and the rules load only when a file is analysed (see engine.py)
+    from trainlint.model import AnalysisSettings
+    from trainlint.precheck import Limits
 
 UNUSED_NOQA_CODE = "TL001"  # see trainlint.noqa
 
@@ -23,7 +29,13 @@ KNOWN_KEYS = {
     "step-functions": list,
     "gate-names": list,
     "max-file-size": int,
+    "max-line-length": int,
+    "max-nesting": int,
+    "max-chain": int,
+    "file-timeout": float,
+    "file-memory": int,
 }
+_POSITIVE = ("max-file-size", "max-line-length", "max-nesting", "max-chain", "file-timeout", "file-memory")
 DEFAULT_EXCLUDES = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "site-packages", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache")
 
 
@@ -45,8 +57,15 @@ class Settings:
     step_functions: frozenset[str] = frozenset()
     gate_names: frozenset[str] = frozenset()
     max_file_size: int = 5_000_000
+    max_line_length: int = 20_000
+    max_nesting: int = 100
+    max_chain: int = 500
+    file_timeout: float = 20.0  # seconds one file's analysis may take
+    file_memory: int = 1024  # MB one worker may use on top of its start-up size
 
     def rule_codes(self) -> tuple[str, ...]:
+        from trainlint.rules import select_rules
+
         rules = select_rules(
             _rule_selectors(self.select) if self.select is not None else None,
             _rule_selectors(self.ignore),
@@ -73,13 +92,21 @@ class Settings:
                 out.update(codes)
         return frozenset(out)
 
+    def limits(self) -> Limits:
+        """What the pre-check refuses before parsing."""
+        from trainlint.precheck import Limits
+
+        return Limits(self.max_line_length, self.max_nesting, self.max_chain)
+
     def analysis(self) -> AnalysisSettings:
+        from trainlint.model import AnalysisSettings
+
         return AnalysisSettings(step_functions=self.step_functions, gate_names=self.gate_names)
 
 
 def _rule_selectors(selectors: tuple[str, ...] | list[str]) -> list[str]:
     """Selectors without those naming only TL001 (a code of the suppression layer, not a rule class)."""
-    return [s for s in selectors if s == "ALL" or not UNUSED_NOQA_CODE.startswith(s) or any(c.startswith(s) for c in RULES_BY_CODE)]
+    return [s for s in selectors if s == "ALL" or not UNUSED_NOQA_CODE.startswith(s) or any(c.startswith(s) for c in rule_codes_on_disk())]
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -139,8 +166,11 @@ def load_settings(config_path: Path | None) -> Settings:
         if key not in KNOWN_KEYS:
             known = ", ".join(sorted(KNOWN_KEYS))
             raise ConfigError(f"{config_path}: unknown key [tool.trainlint] {key!r} (known keys: {known})")
-        if not isinstance(value, KNOWN_KEYS[key]) or isinstance(value, bool):
+        expected = (int, float) if KNOWN_KEYS[key] is float else KNOWN_KEYS[key]
+        if not isinstance(value, expected) or isinstance(value, bool):
             raise ConfigError(f"{config_path}: [tool.trainlint] {key}: expected {KNOWN_KEYS[key].__name__}, got {value!r}")
+        if key in _POSITIVE and value <= 0:
+            raise ConfigError(f"{config_path}: [tool.trainlint] {key}: expected a positive number, got {value!r}")
     per_file: list[tuple[str, tuple[str, ...]]] = []
     for pattern, codes in table.get("per-file-ignores", {}).items():
         per_file.append((pattern, _string_list(f"per-file-ignores.{pattern!r}", codes)))
@@ -155,20 +185,41 @@ def load_settings(config_path: Path | None) -> Settings:
         step_functions=frozenset(_string_list("step-functions", table.get("step-functions", []))),
         gate_names=frozenset(_string_list("gate-names", table.get("gate-names", []))),
         max_file_size=table.get("max-file-size", 5_000_000),
+        max_line_length=table.get("max-line-length", Settings.max_line_length),
+        max_nesting=table.get("max-nesting", Settings.max_nesting),
+        max_chain=table.get("max-chain", Settings.max_chain),
+        file_timeout=float(table.get("file-timeout", Settings.file_timeout)),
+        file_memory=table.get("file-memory", Settings.file_memory),
     )
     validate(settings)
     return settings
 
 
 def validate(settings: Settings) -> None:
-    """Raise ConfigError when a selector names no rule."""
-    try:
-        settings.rule_codes()
-        for _, codes in settings.per_file_ignores:
-            select_rules(None, _rule_selectors(codes))
-    except SelectionError as exc:
-        where = settings.config_path or "command line"
-        raise ConfigError(f"{where}: {exc}") from exc
+    """Raise ConfigError when a selector names no rule.
+
+    Checked against the rule modules' file names (`tl101_....py`), so that validating a
+    configuration does not import the rules; a test keeps the two lists equal.
+    """
+    known = rule_codes_on_disk() | {UNUSED_NOQA_CODE}
+    checks = [("select", settings.select or ()), ("ignore", settings.ignore), ("extend-select", settings.extend_select)]
+    checks += [("per-file-ignores", codes) for _, codes in settings.per_file_ignores]
+    for where_in, selectors in checks:
+        for s in selectors:
+            if s != "ALL" and not any(code.startswith(s) for code in known):
+                where = settings.config_path or "command line"
+                raise ConfigError(
+                    f"{where}: {where_in}: {s!r} matches no rule code (codes look like TL101; prefixes like TL4 select a group)"
+                )
+
+
+_RULE_MODULE = re.compile(r"(tl\d+)_\w+\.py$")
+
+
+def rule_codes_on_disk() -> frozenset[str]:
+    """The codes of the rule modules in trainlint/rules, read from their file names."""
+    folder = Path(__file__).with_name("rules")
+    return frozenset(m.group(1).upper() for name in os.listdir(folder) if (m := _RULE_MODULE.match(name)))
 
 
 def with_overrides(settings: Settings, **overrides: object) -> Settings:

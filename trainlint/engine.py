@@ -1,28 +1,34 @@
-"""The per-file pipeline (read, prefilter, parse, model, rules, suppressions) and the process pool."""
+"""The per-file pipeline (read, prefilter, pre-check, parse, model, rules, positions, suppressions)
+and the run over many files (cache first, then contained worker processes).
+
+libcst and the rules are imported only when a file has to be analysed: a run whose files all come
+from the cache never loads them.
+"""
 
 from __future__ import annotations
 
 import ast
+import gc
+import io
 import os
 import re
 import tokenize
-import io
 import traceback
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
-
-from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic, Edit, Fix, Severity
-from trainlint.model import TrainingModel
-from trainlint.noqa import Suppressions, parse_suppressions
 from trainlint.reading import ReadError, read_source, too_large
-from trainlint.rule import Finding, NodeEdit, Rule
-from trainlint.rules import RULES_BY_CODE
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from trainlint.cache import Cache
+    from trainlint.config import Settings
+    from trainlint.noqa import Suppressions
+    from trainlint.rule import Finding, NodeEdit, Rule
 
 PARSE_ERROR = ("TL000", "parse-error")
 _NATIVE_POSITION = re.compile(r"(?:parser error: )?error at (?P<line>\d+):(?P<column>\d+): ")
@@ -36,10 +42,28 @@ class FileResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     source: str | None = None
     internal_error: bool = False
+    # False for an outcome that depends on the machine, not the file (a crash, the time or memory limit)
+    cacheable: bool = True
+    # other files the result depends on (local modules it imports): (path, size, mtime_ns), -1 if absent
+    dependencies: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def failed(self) -> bool:
         return any(d.code == PARSE_ERROR[0] for d in self.diagnostics)
+
+
+def file_state(path: str) -> tuple[str, int, int]:
+    """What says whether a file changed: (path, size, modification time in ns); -1s when absent."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (path, -1, -1)
+    return (path, st.st_size, st.st_mtime_ns)
+
+
+def could_not_analyse(path: str, why: str) -> Diagnostic:
+    """The TL000 of a file that was refused or lost: its pre-check, a crash, the time or memory limit."""
+    return _error(path, f"could not be analysed: {why}")
 
 
 def _error(path: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
@@ -63,6 +87,8 @@ def _codes(settings: Settings) -> tuple[str, ...]:
 
 @lru_cache(maxsize=32)
 def _rules(codes: tuple[str, ...]) -> tuple[Rule, ...]:
+    from trainlint.rules import RULES_BY_CODE
+
     return tuple(RULES_BY_CODE[c]() for c in codes)
 
 
@@ -73,20 +99,36 @@ def decode(data: bytes) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def lint_file(path: Path, settings: Settings) -> FileResult:
-    """Lint a file on disk; never raises, never blocks on a FIFO, never reads past max-file-size."""
+def lint_file(path: Path | str, settings: Settings) -> FileResult:
+    """Lint a file on disk, in this process; never raises, never blocks on a FIFO, never reads past
+    max-file-size."""
     name = str(path)
     try:
-        data = read_source(path, settings.max_file_size)
+        data = read_source(Path(path), settings.max_file_size)
     except ReadError as exc:
         return FileResult(name, [_error(name, str(exc))])
-    return lint_bytes(data, name, settings)
+    return _lint_bytes(data, name, settings)
 
 
 def lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
-    """Lint source bytes (a file's or standard input's); input over max-file-size is a TL000."""
+    """Lint source bytes (standard input) in a worker process, where a parser crash, a hang or a
+    memory blow-up is contained like a file's; input over max-file-size is a TL000; never raises."""
+    from trainlint import workers
+
     if len(data) > settings.max_file_size:
         return FileResult(name, [_error(name, too_large(None, settings.max_file_size))])
+    _preload()
+    for _, result in workers.run([(name, settings, data)], 1, _lint_task, _file_timeout, _file_memory, keep_source=True):
+        return result
+    raise AssertionError("unreachable: a worker run yields one result per task")
+
+
+def _lint_task(name: str, settings: Settings, data: bytes | None) -> FileResult:
+    """A worker's job: the bytes already read (keyed in the cache) under their name, else the file."""
+    return lint_file(name, settings) if data is None else _lint_bytes(data, name, settings)
+
+
+def _lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
     try:
         source = decode(data)
     except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
@@ -131,69 +173,117 @@ def lint_source(source: str, name: str, settings: Settings) -> FileResult:
 def lint_python(source: str, name: str, settings: Settings) -> FileResult:
     """Lint Python source text; never raises (an analysis bug becomes an internal-error diagnostic)."""
     result = FileResult(name, source=source)
+    rules = rules_for(source, name, settings)
+    if not rules:
+        return result
+    from trainlint.precheck import refuse
+
+    refused = refuse(source, settings.limits())
+    if refused:
+        result.diagnostics.append(could_not_analyse(name, refused))
+        return result
+    # the analysis makes no garbage cycles worth collecting mid-file; the collector's passes over
+    # a large tree cost more than the file's whole analysis
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _analyse(source, name, settings, rules, result)
+    finally:
+        if collecting:
+            gc.enable()
+    return result
+
+
+def rules_for(source: str, name: str, settings: Settings) -> list[Rule]:
+    """The prefilter: the enabled rules whose tokens (or a configured step function) occur in `source`.
+
+    A file for which this is empty is not parsed at all.
+    """
+    if not source.strip():
+        return []
     ignored = settings.ignored_for(Path(name))
     codes = tuple(c for c in _codes(settings) if not any(c.startswith(i) for i in ignored))
-    # prefilter: skip parsing when no enabled rule's tokens (or a configured step function) occur
     configured = any(fn in source for fn in settings.step_functions)
-    rules = [r for r in _rules(codes) if configured or not r.requires or any(tok in source for tok in r.requires)]
-    if not rules or not source.strip():
-        return result
+    return [r for r in _rules(codes) if configured or not r.requires or any(tok in source for tok in r.requires)]
+
+
+def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], result: FileResult) -> None:
+    import libcst as cst
+
+    from trainlint.model import TrainingModel
+    from trainlint.noqa import parse_suppressions
+
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
-        message, line, column = _syntax_error(source, exc)
-        result.diagnostics.append(_error(name, f"syntax error: {message}", line, column))
-        return result
-    except (RecursionError, MemoryError) as exc:
-        result.diagnostics.append(_error(name, f"cannot parse file: {type(exc).__name__}"))
-        return result
+        message, line, column, python_accepts = _syntax_error(source, exc)
+        if python_accepts:  # e.g. 10,000 implicitly concatenated strings: valid, but not for libcst
+            result.diagnostics.append(could_not_analyse(name, f"the parser (libcst) rejects this valid file: {message}"))
+        else:
+            result.diagnostics.append(_error(name, f"syntax error: {message}", line, column))
+        return
+    except RecursionError:
+        result.diagnostics.append(could_not_analyse(name, "nesting too deep for the parser"))
+        return
+    except MemoryError:
+        result.diagnostics.append(could_not_analyse(name, "the parser ran out of memory"))
+        return
     try:
-        from trainlint.project import shared
+        from trainlint.project import shared, watching
 
-        model = TrainingModel.build(module, settings.analysis(), path=name, project=shared())
-        findings: list[tuple[Rule, Finding]] = []
-        for rule in rules:
-            findings.extend((rule, f) for f in rule.check(model))
+        with watching() as depends:
+            model = TrainingModel.build(module, settings.analysis(), path=name, project=shared())
+            findings: list[tuple[Rule, Finding]] = []
+            for rule in rules:
+                findings.extend((rule, f) for f in rule.check(model))
+        result.dependencies = tuple(sorted(file_state(str(p)) for p in depends))
         suppressions = parse_suppressions(source)
         if findings:
             result.diagnostics.extend(_diagnostics(module, source, name, findings, suppressions))
         if settings.reports_unused_noqa(Path(name)):
             result.diagnostics.extend(suppressions.unused(name, {r.code for r in rules}))
     except RecursionError:
-        result.diagnostics.append(_error(name, "cannot analyse file: nesting too deep"))
+        result.diagnostics.append(could_not_analyse(name, "nesting too deep"))
+    except MemoryError:
+        raise  # a worker reports it with its memory cap
     except Exception as exc:  # an analysis bug must not stop the run
         detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
         result.diagnostics.append(_error(name, f"internal error while analysing this file: {detail}"))
         result.internal_error = True
-    return result
 
 
-def _syntax_error(source: str, exc: cst.ParserSyntaxError) -> tuple[str, int, int]:
-    """Message and 1-based position of a syntax error.
+def _syntax_error(source: str, exc: Any) -> tuple[str, int, int, bool]:
+    """Message and 1-based position of a syntax error, and whether CPython accepts the file after all.
 
     CPython's own parser names the offending token (libcst's reports where its lookahead gave up,
     often the next line), so it is asked first; libcst's account is kept for code CPython accepts.
     """
     try:
         compile(source, "<trainlint>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        accepted = True
     except SyntaxError as err:
+        accepted = False
         if err.lineno is not None:
-            return err.msg, err.lineno, max(err.offset or 1, 1)
+            return err.msg, err.lineno, max(err.offset or 1, 1), False
     except (ValueError, RecursionError, MemoryError):
-        pass
+        accepted = False
     message = " ".join(exc.message.split())
     line, column = exc.raw_line, exc.raw_column + 1
     where = _NATIVE_POSITION.match(message)  # "parser error: error at 3:4: expected ..."
     if where:
         line, column = int(where["line"]), int(where["column"]) + 1
         message = message[where.end():]
-    return message, line, column
+    return message, line, column, accepted
 
 
 def _diagnostics(
     module: cst.Module, source: str, name: str, findings: list[tuple[Rule, Finding]], suppressions: Suppressions
 ) -> list[Diagnostic]:
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    from trainlint.positions import positions as positions_of
+
+    wanted = [f.node for _, f in findings]
+    wanted += [e.node for _, f in findings if f.fix is not None for e in f.fix.edits]
+    positions = positions_of(module, source, wanted)
     lines = source.splitlines()
     seen: set[tuple[str, int, int]] = set()
     out: list[Diagnostic] = []
@@ -226,8 +316,8 @@ def _diagnostics(
     return out
 
 
-def _edit(edit: NodeEdit, positions: object, lines: list[str]) -> Edit:
-    span = positions[edit.node]  # type: ignore[index]
+def _edit(edit: NodeEdit, positions: Any, lines: list[str]) -> Edit:
+    span = positions[edit.node]
     if edit.where == "line_before":
         line = span.start.line
         text = lines[line - 1] if line - 1 < len(lines) else ""
@@ -238,26 +328,62 @@ def _edit(edit: NodeEdit, positions: object, lines: list[str]) -> Edit:
     return Edit(span.start.line, span.start.column + 1, span.end.line, span.end.column + 1, edit.content)
 
 
-def _work(task: tuple[str, Settings]) -> FileResult:
-    path, settings = task
-    result = lint_file(Path(path), settings)
-    result.source = None  # keep inter-process traffic small; --fix re-reads the file
-    return result
+def lint_paths(
+    tasks: list[tuple[Path, Settings]],
+    jobs: int | None = None,
+    keep_source: bool = False,
+    cache: Cache | None = None,
+) -> list[FileResult]:
+    """Lint many files: from the cache where it holds them, the rest in contained worker processes.
 
-
-def lint_paths(tasks: list[tuple[Path, Settings]], jobs: int | None = None, keep_source: bool = False) -> list[FileResult]:
-    """Lint many files, in a process pool when there are enough; results sorted by path."""
+    Results are sorted by path. Every file gets a result: one whose analysis crashed, hung or ran
+    out of memory gets a TL000 saying so.
+    """
     jobs = jobs or os.cpu_count() or 1
-    items = [(str(p), s) for p, s in tasks]
-    if jobs <= 1 or len(items) < 4:
-        results = [lint_file(Path(p), s) for p, s in items]
-    else:
-        chunk = max(1, min(32, len(items) // (jobs * 8)))
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            results = list(pool.map(_work, items, chunksize=chunk))
-    if not keep_source:
-        for r in results:
+    results: list[FileResult | None] = [None] * len(tasks)
+    misses: list[tuple[str, Settings, bytes | None]] = []
+    miss_index: list[int] = []
+    keys: list[str | None] = []
+    for i, (path, settings) in enumerate(tasks):
+        hit, key, data = cache.lookup(str(path), settings) if cache is not None else (None, None, None)
+        if hit is not None:
+            results[i] = hit
+        else:
+            misses.append((str(path), settings, data))
+            miss_index.append(i)
+            keys.append(key)
+    if misses:
+        from trainlint import workers
+
+        _preload()
+        for j, result in workers.run(misses, jobs, _lint_task, _file_timeout, _file_memory):
+            results[miss_index[j]] = result
+            key = keys[j]
+            if cache is not None and key is not None and result.cacheable and not result.internal_error:
+                cache.store(key, result)
+    done = [r for r in results if r is not None]
+    if cache is not None:
+        cache.close()
+    for r in done:
+        if not keep_source:
             r.source = None
-    for r in results:
         r.diagnostics.sort(key=Diagnostic.sort_key)
-    return sorted(results, key=lambda r: r.path)
+    return sorted(done, key=lambda r: r.path)
+
+
+def _preload() -> None:
+    """Import the analysis before workers are forked, so that each starts with it loaded."""
+    import libcst  # noqa: F401
+
+    import trainlint.model  # noqa: F401
+    import trainlint.positions  # noqa: F401
+    import trainlint.precheck  # noqa: F401
+    import trainlint.rules  # noqa: F401
+
+
+def _file_timeout(settings: Settings) -> float:
+    return settings.file_timeout
+
+
+def _file_memory(settings: Settings) -> int:
+    return settings.file_memory

@@ -10,7 +10,9 @@ and keyed by the module's path and modification time.
 from __future__ import annotations
 
 import ast
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary
 
@@ -31,6 +33,26 @@ MAX_DEPTH = 2
 
 Symbol = FunctionSummary | ClassSummary
 
+# The files an analysis depended on (modules read, candidate paths probed), recorded while
+# `watching()` is active, so that a cached result is checked against them (see cache.py).
+_WATCHING: list[set[Path]] = []
+
+
+def _note(*paths: Path) -> None:
+    for watched in _WATCHING:
+        watched.update(paths)
+
+
+@contextmanager
+def watching() -> Iterator[set[Path]]:
+    """Collect the paths whose state the analysis inside the block depends on."""
+    watched: set[Path] = set()
+    _WATCHING.append(watched)
+    try:
+        yield watched
+    finally:
+        _WATCHING.remove(watched)
+
 
 class Project:
     """Finds the file of an imported module and returns summaries of its names."""
@@ -40,6 +62,7 @@ class Project:
         self.depth = depth
         self._summaries: dict[Path, tuple[float, ModuleSummary]] = {}
         self._files: dict[tuple[Path, str], Path | None] = {}
+        self._depends: dict[Path, set[Path]] = {}  # what each memoised summary was computed from
 
     # -- public --------------------------------------------------------------------------------
     def symbol(self, from_file: str, qualname: str) -> Symbol | None:
@@ -92,9 +115,10 @@ class Project:
 
     def _module_file(self, base: Path, parts: tuple[str, ...]) -> Path | None:
         key = (base, ".".join(parts))
+        target = base.joinpath(*parts)
+        _note(target.with_suffix(".py"), target / "__init__.py")
         if key in self._files:
             return self._files[key]
-        target = base.joinpath(*parts)
         found = None
         for candidate in (target.with_suffix(".py"), target / "__init__.py"):
             try:
@@ -128,15 +152,20 @@ class Project:
 
     def summary(self, path: Path) -> ModuleSummary:
         """The module's summary (memoised by modification time); empty when it cannot be read."""
+        _note(path)
         try:
             stat = path.stat()
         except OSError:
             return EMPTY
         cached = self._summaries.get(path)
         if cached is not None and cached[0] == stat.st_mtime:
+            _note(*self._depends.get(path, ()))
             return cached[1]
-        summary = self._compute(path, stat.st_size)
+        with watching() as depends:
+            summary = self._compute(path, stat.st_size)
+        _note(*depends)
         self._summaries[path] = (stat.st_mtime, summary)
+        self._depends[path] = depends
         return summary
 
     def _compute(self, path: Path, size: int) -> ModuleSummary:

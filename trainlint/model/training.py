@@ -23,6 +23,7 @@ from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedV
 from trainlint.model.values import MODULE_RESULT_WORDS, Kind, Value, ValueModel
 from trainlint.model.names import ImportMap, dotted, root_name, tokens
 from trainlint.model.torchnames import literal_string
+from trainlint.model.walk import walk
 
 # Libraries that place training on a device by themselves.
 ACCELERATOR_LIBRARIES = (
@@ -150,7 +151,7 @@ class TrainingModel:
         settings = settings or AnalysisSettings()
         imports = ImportMap()
         extractor = Extractor(imports, settings.gate_names)
-        module.visit(extractor)
+        walk(module, extractor)  # libcst's visit would rebuild every node
         model = cls(
             module=module,
             imports=imports,

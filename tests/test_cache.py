@@ -1,0 +1,155 @@
+"""The result cache: same output with and without it and with any -j, a warm run that loads neither
+libcst nor the rules, safe under concurrent runs, never stale, bounded."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from trainlint.cache import Cache
+from trainlint.config import Settings
+from trainlint.engine import FileResult, lint_paths
+
+ROOT = Path(__file__).resolve().parent.parent
+STEP = """\
+import torch
+model = Net().cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for step, (x, y) in enumerate(loader):
+    loss = criterion(model(x.cuda()), y.cuda())
+    loss.backward()
+    opt.step()
+    print(loss.item())
+"""
+
+
+def project(tmp_path: Path) -> Path:
+    folder = tmp_path / "project"
+    shutil.copytree(ROOT / "examples", folder)
+    (folder / "step.py").write_text(STEP)
+    (folder / "broken.py").write_text("def train(:\n    loss.backward()\n")
+    (folder / "deep.py").write_text(STEP + "x = " + "(" * 300 + "1" + ")" * 300 + "\n")
+    (folder / "notes.py").write_text("print('nothing to see')\n")
+    return folder
+
+
+def trainlint(*args: str, cache: Path | None = None, python: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if cache is not None:
+        env["TRAINLINT_CACHE_DIR"] = str(cache)
+    return subprocess.run([sys.executable, *python, "-m", "trainlint", *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def entries(cache: Path) -> list[Path]:
+    return [p for p in cache.rglob("*") if p.is_file() and not p.name.startswith(".tmp")]
+
+
+def test_output_is_identical_with_and_without_the_cache_and_with_any_jobs(tmp_path):
+    folder, cache = project(tmp_path), tmp_path / "cache"
+    for fmt in ("json", "concise"):
+        reference = trainlint(str(folder), "--format", fmt, "--no-cache", "-j", "1")
+        assert reference.returncode == 1 and reference.stdout
+        runs = [
+            trainlint(str(folder), "--format", fmt, "--no-cache", "-j", "2"),
+            trainlint(str(folder), "--format", fmt, "-j", "2", cache=cache),  # cold
+            trainlint(str(folder), "--format", fmt, "-j", "1", cache=cache),  # warm
+            trainlint(str(folder), "--format", fmt, "-j", "2", cache=cache),  # warm
+        ]
+        for run in runs:
+            assert (run.returncode, run.stdout) == (reference.returncode, reference.stdout)
+    assert not trainlint(str(folder), "--no-cache", cache=tmp_path / "unused").returncode == 0
+    assert not (tmp_path / "unused").exists()
+
+
+def test_files_with_findings_are_cached_and_a_warm_run_loads_neither_libcst_nor_the_rules(tmp_path):
+    folder, cache = project(tmp_path), tmp_path / "cache"
+    cold = trainlint(str(folder), "--format", "json", cache=cache)
+    assert len(entries(cache)) == len([p for p in folder.rglob("*") if p.is_file()])  # findings, errors, clean, refused
+    warm = trainlint(str(folder), "--format", "json", cache=cache, python=("-X", "importtime"))
+    assert warm.stdout == cold.stdout and '"TL401"' in warm.stdout
+    loaded = [line.rsplit("|", 1)[-1].strip() for line in warm.stderr.splitlines() if "|" in line]
+    assert "trainlint.cli" in loaded
+    assert not [m for m in loaded if m.startswith(("libcst", "trainlint.rules", "trainlint.model", "torch"))]
+
+
+def test_cache_dir_option_and_environment_choose_the_folder(tmp_path):
+    folder = project(tmp_path)
+    trainlint(str(folder / "step.py"), "--cache-dir", str(tmp_path / "chosen"), cache=tmp_path / "env")
+    assert entries(tmp_path / "chosen") and not (tmp_path / "env").exists()
+    trainlint(str(folder / "step.py"), cache=tmp_path / "env")
+    assert entries(tmp_path / "env")
+
+
+def test_an_edited_file_or_changed_settings_never_read_a_stale_result(tmp_path):
+    folder, cache = project(tmp_path), tmp_path / "cache"
+    step = folder / "step.py"
+    first = trainlint(str(step), "--format", "concise", cache=cache).stdout
+    assert "TL401" in first
+    step.write_text(STEP.replace("    print(loss.item())\n", ""))
+    edited = trainlint(str(step), "--format", "concise", cache=cache).stdout
+    assert "TL401" not in edited
+    assert trainlint(str(step), "--format", "concise", "--no-cache").stdout == edited
+    selected = trainlint(str(step), "--format", "concise", "--select", "TL501", cache=cache).stdout
+    assert selected == trainlint(str(step), "--format", "concise", "--select", "TL501", "--no-cache").stdout
+
+
+def test_concurrent_runs_share_one_cache_safely(tmp_path):
+    folder, cache = project(tmp_path), tmp_path / "cache"
+    reference = trainlint(str(folder), "--format", "json", "--no-cache").stdout
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRAINLINT_CACHE_DIR": str(cache)}
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "trainlint", str(folder), "--format", "json", "-j", "1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for _ in range(3)
+    ]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert outputs == [reference] * 3
+    assert trainlint(str(folder), "--format", "json", cache=cache).stdout == reference
+    assert not [p for p in cache.rglob(".tmp*")]
+
+
+def test_damaged_entries_are_misses(tmp_path):
+    folder, cache = project(tmp_path), tmp_path / "cache"
+    reference = trainlint(str(folder), "--format", "json", cache=cache).stdout
+    for i, entry in enumerate(entries(cache)):
+        entry.write_bytes(b"" if i % 2 else b"\x80\x04garbage")
+    assert trainlint(str(folder), "--format", "json", cache=cache).stdout == reference
+
+
+def test_the_cache_is_bounded(tmp_path):
+    cache = Cache(tmp_path, max_entries=10)
+    for i in range(25):
+        cache.store(f"{i:064x}", FileResult(f"f{i}.py"))
+    cache.close()
+    assert 0 < len(entries(tmp_path)) <= 10
+
+
+def test_outcomes_of_the_machine_are_not_cached(tmp_path):
+    """A file stopped by the time limit is analysed again next time, not read back as a TL000."""
+    slow = tmp_path / "slow.py"
+    slow.write_text(STEP + "x = a" + ".b" * 3000 + "\n")
+    settings = Settings(max_line_length=10**7, max_chain=10**6, file_timeout=0.5)
+    cache = Cache(tmp_path / "cache")
+    [result] = lint_paths([(slow, settings)], jobs=1, cache=cache)
+    assert "took longer than 0.5 s" in result.diagnostics[0].message
+    assert not entries(tmp_path / "cache")
+
+
+def test_a_changed_local_module_that_a_file_imports_is_not_read_from_the_cache(tmp_path):
+    folder, cache = tmp_path / "project", tmp_path / "cache"
+    folder.mkdir()
+    (folder / "utils.py").write_text("import torch\n\nclass StepTimer:\n    def click(self):\n        torch.cuda.synchronize()\n")
+    (folder / "train.py").write_text(
+        "import torch\nfrom utils import StepTimer\n\ntimer = StepTimer()\nfor x, y in loader:\n"
+        "    loss = criterion(model(x.to(device)), y)\n    loss.backward()\n    optimizer.step()\n"
+        "    optimizer.zero_grad()\n    timer.click()\n"
+    )
+    first = trainlint(str(folder / "train.py"), "--format", "concise", cache=cache).stdout
+    assert "TL402" in first  # the helper synchronises, as the summary of utils.py says
+    (folder / "utils.py").write_text("import time\n\nclass StepTimer:\n    def click(self):\n        self.t = time.time()\n")
+    after = trainlint(str(folder / "train.py"), "--format", "concise", cache=cache).stdout
+    assert "TL402" not in after
+    assert after == trainlint(str(folder / "train.py"), "--format", "concise", "--no-cache").stdout

@@ -1,0 +1,232 @@
+"""The engine: contained analysis of files that crash, hang or blow up the parser; the pre-check;
+positions on demand; the GC pause. Through the real command where the behaviour is the user's."""
+
+from __future__ import annotations
+
+import ast
+import gc
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from trainlint.config import Settings, rule_codes_on_disk
+from trainlint.engine import lint_source
+from trainlint.model.walk import iter_nodes
+from trainlint.positions import _TRIVIA, positions
+from trainlint.precheck import Limits, refuse
+
+ROOT = Path(__file__).resolve().parent.parent
+STEP = "import torch\nfor x, y in loader:\n    loss = model(x)\n    loss.backward()\n    optimizer.step()\n"
+GOOD = """\
+import torch
+for step, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    total += loss.item()
+"""
+N = 10_000
+DEEP = {
+    "and_operands.py": "ok = " + " and ".join(f"a{i}" for i in range(N)) + "\n",
+    "nested_dicts.py": "config = " + "{1: " * N + "1" + "}" * N + "\n",
+    "elif_chain.py": "if x == 0:\n    pass\n" + "".join(f"elif x == {i}:\n    pass\n" for i in range(1, N)),
+    "attribute_chain.py": "x = a" + ".b" * N + "\n",
+    "implicit_strings.py": "text = (\n" + "".join('    "s"\n' for _ in range(N)) + ")\n",
+}
+
+
+def trainlint(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trainlint", *args],
+        capture_output=True, text=True, cwd=cwd, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+    )
+
+
+def findings(proc: subprocess.CompletedProcess[str]) -> dict[str, list[tuple[str, int, str]]]:
+    out: dict[str, list[tuple[str, int, str]]] = {}
+    for d in json.loads(proc.stdout):
+        out.setdefault(Path(d["path"]).name, []).append((d["code"], d["line"], d["message"]))
+    return out
+
+
+def deep_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    for i in range(4):
+        (folder / f"good_{i}.py").write_text(GOOD)
+    for name, body in DEEP.items():
+        (folder / name).write_text(STEP + body)
+    return folder
+
+
+def test_pathological_files_are_refused_before_parsing_and_the_rest_of_the_run_is_intact(tmp_path):
+    folder = deep_folder(tmp_path)
+    proc = trainlint(str(folder), "--format", "json", "--no-cache")
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    got = findings(proc)
+    for name in DEEP:
+        [(code, line, message)] = got[name]
+        assert code == "TL000" and message.startswith("could not be analysed: "), message
+        assert "syntax error" not in message
+    alone = findings(trainlint(str(folder / "good_0.py"), "--format", "json", "--no-cache"))
+    assert alone["good_0.py"] and all(got[f"good_{i}.py"] == alone["good_0.py"] for i in range(4))
+
+
+def test_a_parser_crash_or_hang_costs_only_its_file(tmp_path):
+    """With the pre-check's limits lifted, libcst segfaults or stalls: each such file gets a TL000."""
+    folder = deep_folder(tmp_path)
+    (folder / "pyproject.toml").write_text("[tool.trainlint]\nmax-line-length = 10000000\nmax-nesting = 100000\nmax-chain = 100000\n")
+    proc = trainlint(str(folder), "--format", "json", "--no-cache", "--file-timeout", "3", "-j", "2")
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenProcessPool" not in proc.stderr
+    got = findings(proc)
+    messages = {name: got[name][0][2] for name in DEEP}
+    assert all(got[name][0][0] == "TL000" for name in DEEP)
+    assert "the parser crashed (SIGSEGV)" in messages["nested_dicts.py"]
+    assert "took longer than 3 s" in messages["attribute_chain.py"]
+    assert "syntax error" not in messages["implicit_strings.py"]  # valid Python that libcst cannot parse
+    alone = findings(trainlint(str(folder / "good_0.py"), "--format", "json", "--no-cache"))
+    assert all(got[f"good_{i}.py"] == alone["good_0.py"] for i in range(4))
+
+
+def test_a_file_over_the_memory_cap_gets_a_tl000_and_the_others_their_findings(tmp_path):
+    big = (ROOT / "examples" / "energy_trainer.py").read_text()
+    (tmp_path / "big.py").write_text(big * 400)
+    (tmp_path / "good.py").write_text(GOOD)
+    proc = trainlint(str(tmp_path), "--format", "json", "--no-cache", "--file-memory", "40")
+    got = findings(proc)
+    [(code, _, message)] = got["big.py"]
+    assert code == "TL000" and "40 MB" in message
+    assert got["good.py"] and got["good.py"] == findings(trainlint(str(tmp_path / "good.py"), "--format", "json"))["good.py"]
+    assert "Traceback" not in proc.stderr
+
+
+def test_implicitly_concatenated_strings_are_not_called_a_syntax_error():
+    source = STEP + "text = (" + " ".join('"s"' for _ in range(N)) + ")\n"
+    limits = dict(max_line_length=10**7, max_nesting=10**6, max_chain=10**6)
+    [diagnostic] = lint_source(source, "train.py", Settings(**limits)).diagnostics
+    assert diagnostic.code == "TL000" and "syntax error" not in diagnostic.message
+    assert "rejects this valid file" in diagnostic.message
+    [diagnostic] = lint_source(source, "train.py", Settings()).diagnostics
+    assert "max-chain" in diagnostic.message
+
+
+@pytest.mark.parametrize(
+    "source, word",
+    [
+        ("x = " + "(" * 150 + "1" + ")" * 150 + "\n", "max-nesting"),
+        ("x = f" + "()" * 600 + "\n", "max-chain"),
+        ("x = " + "-" * 600 + "a\n", "max-chain"),
+        ("x = (a\n" + "    + b\n" * 600 + ")\n", "max-chain"),
+        ("x = '" + "a" * 30_000 + "'\n", "max-line-length"),
+    ],
+)
+def test_the_pre_check_names_the_limit_a_file_exceeds(source, word):
+    assert word in (refuse(source, Limits()) or "")
+
+
+def test_the_pre_check_clears_real_code():
+    for path in [*ROOT.glob("trainlint/**/*.py"), *ROOT.glob("examples/*.py"), *ROOT.glob("tests/*.py")]:
+        assert refuse(path.read_text(), Limits()) is None, path
+
+
+def _real_files() -> list[Path]:
+    return sorted([*ROOT.glob("trainlint/**/*.py"), *ROOT.glob("examples/*.py"), *ROOT.glob("tests/test_*.py")])
+
+
+def test_positions_are_those_of_libcst_position_provider_for_every_node_of_real_files():
+    checked = 0
+    for path in _real_files():
+        source = path.read_text()
+        module = cst.parse_module(source)
+        reference = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        nodes = [n for n in iter_nodes(module) if n in reference and not isinstance(n, (*_TRIVIA, cst.Module))]
+        assert positions(module, source, nodes) == {n: reference[n] for n in nodes}, path
+        checked += len(nodes)
+    assert checked > 50_000
+
+
+def test_positions_of_a_few_nodes_are_found_without_regenerating_the_module(monkeypatch):
+    """The usual case: a handful of findings, looked up by their text and their statement alone."""
+    import random
+
+    import trainlint.positions as module_positions
+
+    def no_whole_module(*args, **kwargs):
+        raise AssertionError("the whole module was regenerated")
+
+    rng = random.Random(13)
+    for path in _real_files():
+        source = path.read_text()
+        module = cst.parse_module(source)
+        reference = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        nodes = [n for n in iter_nodes(module) if n in reference and not isinstance(n, (*_TRIVIA, cst.Module))]
+        monkeypatch.setattr(module_positions, "MetadataWrapper", no_whole_module)
+        for size in (1, 3, 10):
+            chosen = rng.sample(nodes, min(size, len(nodes)))
+            assert positions(module, source, chosen) == {n: reference[n] for n in chosen}, path
+        monkeypatch.undo()
+
+
+def test_positions_fall_back_to_libcst_for_code_python_cannot_compile():
+    source = "def f[T](x: T) -> T:\n    return x.backward()\n" if sys.version_info < (3, 12) else "print 1\n"
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        pytest.skip("libcst cannot parse it either")
+    reference = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    nodes = [n for n in iter_nodes(module) if isinstance(n, cst.Call)]
+    assert nodes and positions(module, source, nodes) == {n: reference[n] for n in nodes}
+
+
+def test_the_cyclic_collector_is_paused_while_a_file_is_analysed(monkeypatch):
+    import trainlint.model.training as training
+
+    seen: list[bool] = []
+    build = training.TrainingModel.build.__func__
+
+    def spy(cls, module, *args, **kwargs):
+        seen.append(gc.isenabled())
+        return build(cls, module, *args, **kwargs)
+
+    monkeypatch.setattr(training.TrainingModel, "build", classmethod(spy))
+    assert gc.isenabled()
+    lint_source(GOOD, "train.py", Settings())
+    assert seen == [False] and gc.isenabled()
+
+
+def test_selectors_are_validated_without_importing_the_rules():
+    from trainlint.rules import RULES_BY_CODE
+
+    assert rule_codes_on_disk() == set(RULES_BY_CODE)
+    probe = (
+        "import sys\n"
+        "from trainlint.config import ConfigError, Settings, validate\n"
+        "try:\n    validate(Settings(select=('TL9',)))\nexcept ConfigError as e:\n    print(e)\n"
+        "validate(Settings(select=('TL4',), ignore=('TL401',)))\n"
+        "print('libcst' in sys.modules, 'trainlint.rules' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+    assert "'TL9' matches no rule code" in out and out.strip().endswith("False False")
+
+
+def test_standard_input_that_crashes_the_parser_gets_a_tl000(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.trainlint]\nmax-line-length = 10000000\nmax-nesting = 100000\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainlint", "-", "--stdin-filename", "train.py", "--format", "json", "--no-cache"],
+        input=STEP + DEEP["nested_dicts.py"], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    [diagnostic] = json.loads(proc.stdout)
+    assert diagnostic["code"] == "TL000" and "the parser crashed" in diagnostic["message"]

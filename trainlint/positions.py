@@ -1,0 +1,198 @@
+"""Source positions of the reported nodes only, identical to libcst's `PositionProvider`.
+
+`PositionProvider` regenerates the code of the whole module to count lines and columns. Only the
+few reported nodes need a position, so: find the innermost statement that holds each one (a
+statement in a statement list, descending only through the `body` of compound statements),
+regenerate the code of that statement alone with position recording, and anchor it by line with
+the line CPython's own parser gives the same statement (its `ast`, ~10x cheaper than libcst's
+parse). A statement always starts at column 0 of a line (its indentation is part of its code), so
+the line is the only offset. Whenever the two trees do not line up (code CPython rejects but
+libcst accepts, a node outside any statement), the whole module goes through `PositionProvider`.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+from typing import Iterable, Sequence
+
+import libcst as cst
+from libcst.metadata import CodePosition, CodeRange
+from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata.position_provider import PositionProvidingCodegenState
+
+from trainlint.model.walk import TRIVIA, content_children
+
+_TRIVIA = TRIVIA  # nodes no rule reports: the search for reported nodes does not enter them
+
+
+_NEWLINE = re.compile(r"\r\n?|\n")  # how libcst and CPython end lines
+
+
+class _Mismatch(Exception):
+    """The libcst and ast statement lists do not line up."""
+
+
+class _Found(Exception):
+    """Every wanted node of a statement has its position: the rest of its code is not needed."""
+
+
+class _UntilFound(dict):  # type: ignore[type-arg]
+    """The positions libcst's codegen records, stopping it once the wanted nodes have theirs."""
+
+    def __init__(self, wanted: set[int]) -> None:
+        super().__init__()
+        self.missing = set(wanted)
+
+    def __setitem__(self, node: cst.CSTNode, span: CodeRange) -> None:
+        super().__setitem__(node, span)
+        if self.missing:
+            self.missing.discard(id(node))
+            if not self.missing:
+                raise _Found
+
+
+class _Recorded:
+    """Stands in for the metadata provider that libcst's codegen state records positions into."""
+
+    def __init__(self, wanted: set[int]) -> None:
+        self._computed = _UntilFound(wanted)
+
+
+def positions(module: cst.Module, source: str, nodes: Iterable[cst.CSTNode]) -> dict[cst.CSTNode, CodeRange]:
+    """The `PositionProvider` range of each of `nodes` (all nodes of `module`)."""
+    wanted = {id(n): n for n in nodes}
+    if not wanted:
+        return {}
+    try:
+        tree = compile(source, "<trainlint>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        found = _Search(wanted, module, source).run(tree)
+        if len(found) == len(wanted):
+            return _regenerate(module, found)
+    except (_Mismatch, SyntaxError, ValueError, RecursionError, MemoryError, KeyError):
+        pass
+    every = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    return {n: every[n] for n in wanted.values()}
+
+
+Anchor = tuple[cst.CSTNode, int, tuple[str, ...]]  # statement, its ast line, the indents around it
+
+
+class _Search:
+    """Finds, for each wanted node, the innermost statement anchor that holds it.
+
+    First where the node's text says it is: the first line of its code, looked up in the source,
+    names the innermost statement on that line, and only that statement is searched (by identity).
+    What that does not find is searched for statement by statement.
+    """
+
+    def __init__(self, wanted: dict[int, cst.CSTNode], module: cst.Module, source: str) -> None:
+        self.wanted = wanted
+        self.module = module
+        self.source = source
+        self.found: dict[cst.CSTNode, Anchor] = {}
+        self.anchors: list[tuple[Anchor, cst.CSTNode | None]] = []
+        self.innermost: dict[int, int] = {}  # line -> index of the innermost anchor on it
+        self.searched: set[int] = set()
+
+    def run(self, tree: ast.Module) -> dict[cst.CSTNode, Anchor]:
+        self._index(self.module.body, tree.body, ())
+        line_starts = [0] + [m.end() for m in _NEWLINE.finditer(self.source)]
+        for node in list(self.wanted.values()):
+            if node not in self.found:
+                self._by_text(node, line_starts)
+        for index in range(len(self.anchors)):
+            if len(self.found) == len(self.wanted):
+                break
+            if index not in self.searched:
+                self._nodes(index)
+        return self.found
+
+    def _index(self, statements: Sequence[cst.BaseStatement], asts: list[ast.stmt], indents: tuple[str, ...]) -> None:
+        """Pair libcst's statements with CPython's, descending through the bodies of compound ones."""
+        i = 0
+        for stmt in statements:
+            if i >= len(asts):
+                raise _Mismatch
+            anchor_ast = asts[i]
+            i += len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
+            last = asts[i - 1]
+            # CPython numbers a statement by its first decorator, else its first line
+            decorators = getattr(anchor_ast, "decorator_list", None)
+            first = decorators[0].lineno if decorators else anchor_ast.lineno
+            block = getattr(stmt, "body", None)
+            nested = isinstance(block, cst.IndentedBlock) and isinstance(getattr(anchor_ast, "body", None), list)
+            index = len(self.anchors)
+            self.anchors.append(((stmt, first, indents), block if nested else None))
+            for line in range(first, (last.end_lineno or first) + 1):
+                self.innermost[line] = index  # inner statements, indexed later, overwrite
+            if nested:
+                indent = block.indent if block.indent is not None else self.module.default_indent  # type: ignore[union-attr]
+                self._index(block.body, anchor_ast.body, (*indents, indent))  # type: ignore[union-attr]
+        if i != len(asts):
+            raise _Mismatch
+
+    def _by_text(self, node: cst.CSTNode, line_starts: list[int]) -> None:
+        try:
+            code = self.module.code_for_node(node)
+        except Exception:  # some nodes print only within their parent (an annotation's `:` or `->`)
+            return
+        first = next((ln.strip() for ln in code.splitlines() if ln.strip() and not ln.strip().startswith("#")), "")
+        if not first:
+            return
+        at = self.source.find(first)
+        while at >= 0 and node not in self.found:
+            index = self.innermost.get(bisect.bisect_right(line_starts, at))
+            if index is not None and index not in self.searched:
+                self._nodes(index)
+            at = self.source.find(first, at + 1)
+
+    def _nodes(self, index: int) -> None:
+        """Record the wanted nodes of an anchor's statement, not entering its nested block's statements."""
+        self.searched.add(index)  # every wanted node in it is recorded: no need to search it again
+        anchor, skip_block = self.anchors[index]
+        stack = [anchor[0]]
+        while stack:
+            node = stack.pop()
+            if id(node) in self.wanted:
+                self.found[node] = anchor
+            children = content_children(node)
+            if node is skip_block:  # the block's statements are anchors of their own
+                children = [c for c in children if not isinstance(c, cst.BaseStatement)]
+            stack.extend(children)
+
+
+def _regenerate(module: cst.Module, found: dict[cst.CSTNode, Anchor]) -> dict[cst.CSTNode, CodeRange]:
+    by_anchor: dict[int, list[cst.CSTNode]] = {}
+    anchors: dict[int, Anchor] = {}
+    for node, anchor in found.items():
+        by_anchor.setdefault(id(anchor[0]), []).append(node)
+        anchors[id(anchor[0])] = anchor
+    out: dict[cst.CSTNode, CodeRange] = {}
+    for key, nodes in by_anchor.items():
+        stmt, line, indents = anchors[key]
+        recorded = _Recorded({id(n) for n in nodes})
+        state = PositionProvidingCodegenState(
+            default_indent=module.default_indent,
+            default_newline=module.default_newline,
+            provider=recorded,  # type: ignore[arg-type]
+            indent_tokens=list(indents),
+        )
+        computed = recorded._computed
+        try:
+            stmt._codegen(state)
+        except _Found:
+            pass
+        except KeyError:  # an enclosing node, cut short, looked for a child's position: harmless once found
+            if computed.missing:
+                raise
+        # the statement's code starts at line 1 with its blank and comment lines, one line each
+        shift = line - (1 + len(stmt.leading_lines))  # type: ignore[attr-defined]
+        for node in nodes:
+            span = computed[node]
+            out[node] = CodeRange(
+                CodePosition(span.start.line + shift, span.start.column),
+                CodePosition(span.end.line + shift, span.end.column),
+            )
+    return out

@@ -1,0 +1,178 @@
+"""Worker processes that analyse files where a crash, a hang or a memory blow-up stays contained.
+
+Each worker takes one file at a time from the supervisor (this process). When a worker dies (libcst's
+native parser segfaults on some inputs), runs past the time limit, or runs out of its memory cap,
+only the file it was working on is lost: that file gets a TL000 that says which, a fresh worker
+takes its place, and every other file is analysed as usual. No `BrokenProcessPool`, ever.
+
+Memory is bounded per worker with an address-space limit (`RLIMIT_AS`, its size at start plus the
+cap), so the whole run stays under roughly jobs x (cap + start-up size); a worker that grows past
+half its cap is replaced between files, so fragmentation cannot accumulate.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Callable, Iterator
+
+from trainlint.config import Settings
+from trainlint.engine import FileResult, could_not_analyse
+
+Task = tuple[int, str, Settings, bytes | None]  # index, name, settings, the bytes when already read
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+
+
+def _limit_memory(cap_mb: int) -> None:
+    """Cap this process's address space at its current size plus `cap_mb`."""
+    try:
+        import resource
+
+        with open("/proc/self/statm") as fh:
+            size = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        limit = size + cap_mb * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ImportError, OSError, ValueError, AttributeError):
+        pass  # no /proc or no rlimit (macOS, Windows): the time limit still bounds the worker
+
+
+def _serve(conn: Connection, cap_mb: int, lint: Callable[[str, Settings, bytes | None], FileResult], keep_source: bool) -> None:
+    """A worker's loop: analyse the files it is sent until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
+    _limit_memory(cap_mb)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 4000))
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        index, path, settings, data = task
+        try:
+            result = lint(path, settings, data)
+        except MemoryError:
+            result = FileResult(path, [could_not_analyse(path, f"needed more than {cap_mb} MB (--file-memory)")], cacheable=False)
+        if not keep_source:
+            result.source = None  # keep the traffic small; --fix re-reads the file
+        recycle = _rss_mb() > cap_mb / 2
+        gc.collect()
+        conn.send((index, result, recycle))
+        if recycle:
+            return
+
+
+@dataclass
+class _Worker:
+    process: multiprocessing.process.BaseProcess
+    conn: Connection
+    task: Task | None = None
+    started: float = 0.0
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    # fork starts a worker in milliseconds with libcst and the rules already imported
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+def _signal_name(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit status {code}"
+
+
+def run(
+    tasks: list[tuple[str, Settings, bytes | None]],
+    jobs: int,
+    lint: Callable[[str, Settings, bytes | None], FileResult],
+    timeout: Callable[[Settings], float],
+    cap_mb: Callable[[Settings], int],
+    keep_source: bool = False,
+) -> Iterator[tuple[int, FileResult]]:
+    """Analyse `tasks` in up to `jobs` workers; yields (task index, result) as files finish."""
+    context = _context()
+    pending: deque[Task] = deque((i, path, s, data) for i, (path, s, data) in enumerate(tasks))
+    cap = max((cap_mb(s) for _, s, _ in tasks), default=1024)
+    workers: list[_Worker] = []
+
+    def start() -> _Worker:
+        parent, child = context.Pipe()
+        process = context.Process(target=_serve, args=(child, cap, lint, keep_source), daemon=True)
+        process.start()
+        child.close()
+        return _Worker(process, parent)
+
+    def retire(worker: _Worker, kill: bool) -> None:
+        if kill and worker.process.is_alive():
+            worker.process.kill()
+        worker.process.join(timeout=5)
+        worker.conn.close()
+        workers.remove(worker)
+
+    gc.freeze()  # what the supervisor holds is shared with forked workers, not copied on write
+    try:
+        while pending or any(w.task for w in workers):
+            while pending and len(workers) < min(jobs, len(pending) + sum(1 for w in workers if w.task)):
+                workers.append(start())
+            for worker in workers:
+                if worker.task is None and pending:
+                    worker.task = pending.popleft()
+                    worker.started = time.monotonic()
+                    try:
+                        worker.conn.send(worker.task)
+                    except (OSError, ValueError):
+                        pass  # it died: found below as a crash
+            busy = [w for w in workers if w.task]
+            now = time.monotonic()
+            deadline = min(w.started + timeout(w.task[2]) for w in busy)  # type: ignore[index]
+            ready = wait([w.conn for w in busy], timeout=max(0.0, deadline - now))
+            for worker in busy:
+                task = worker.task
+                assert task is not None
+                index, path, settings, _ = task
+                if worker.conn in ready:
+                    try:
+                        got, result, recycle = worker.conn.recv()
+                    except (EOFError, OSError):
+                        worker.process.join(timeout=5)
+                        reason = _signal_name(worker.process.exitcode)
+                        message = f"the parser crashed ({reason})"
+                        if worker.process.exitcode in (-signal.SIGKILL, -signal.SIGABRT):
+                            message = f"the parser crashed or needed more than {cap} MB ({reason})"
+                        yield index, FileResult(path, [could_not_analyse(path, message)], cacheable=False)
+                        retire(worker, kill=True)
+                        continue
+                    worker.task = None
+                    yield got, result
+                    if recycle:
+                        retire(worker, kill=False)
+                elif time.monotonic() - worker.started >= timeout(settings):
+                    limit = timeout(settings)
+                    yield index, FileResult(path, [could_not_analyse(path, f"took longer than {limit:g} s (--file-timeout)")], cacheable=False)
+                    retire(worker, kill=True)
+    finally:
+        for worker in list(workers):
+            try:
+                worker.conn.send(None)
+            except (OSError, ValueError):
+                pass
+            retire(worker, kill=worker.task is not None)  # interrupted mid-file: do not wait for it
+        gc.unfreeze()
