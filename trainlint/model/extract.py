@@ -371,8 +371,9 @@ class Extractor(cst.CSTVisitor):
         if len(targets) != 1 or "." in targets[0]:
             return
         name = targets[0]
-        if has_modulo(value) or (
-            isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)) and self._is_gate(value)
+        # `is_log_step = (step + 1) % n == 0`: a test computed into a name (calls are not searched)
+        if isinstance(value, (cst.BinaryOperation, cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)) and (
+            has_modulo(value) or (not isinstance(value, cst.BinaryOperation) and self._is_gate(value))
         ):
             self.gate_names.add(name)
         if self._function is not None:
@@ -430,11 +431,12 @@ class Extractor(cst.CSTVisitor):
 
 
 def _calls_in(expr: cst.BaseExpression) -> list[cst.Call]:
+    """The calls inside an expression (read from node fields; libcst's visit would rebuild them)."""
     calls: list[cst.Call] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call):
             calls.append(node)
-
-    expr.visit(_V())
+        stack.extend(child_nodes(node))
     return calls

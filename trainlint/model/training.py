@@ -647,8 +647,25 @@ class TrainingModel:
             return []  # read before any rebinding: the parameter's value
         return before + later or assigns
 
-    def roots_of(self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0) -> set[str]:
-        """Names an expression draws on, through local assignments: `[p for p in model.parameters()]` -> {model}."""
+    def roots_of(self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0) -> frozenset[str]:
+        """Names an expression draws on, through local assignments: `[p for p in model.parameters()]` -> {model}.
+
+        Memoised per node: rules ask about the same expressions many times.
+        """
+        key = (id(expr), id(function), _depth)
+        memo = self._roots_memo
+        if key in memo:
+            return memo[key]
+        memo[key] = frozenset()  # a binding that draws on itself ends here
+        result = frozenset(self._roots(expr, function, _depth))
+        memo[key] = result
+        return result
+
+    @cached_property
+    def _roots_memo(self) -> dict[tuple[int, int, int], frozenset[str]]:
+        return {}
+
+    def _roots(self, expr: cst.BaseExpression, function: Function | None, _depth: int) -> set[str]:
         out: set[str] = set()
         stack: list[cst.CSTNode] = [expr]
         while stack:

@@ -273,13 +273,23 @@ def _feeds_environment(model: TrainingModel, call: Call) -> bool:
     for a in model.assigns:
         if a.site.statement is call.site.statement and a.site.function is call.site.function and _contains_call(a.value, node):
             targets.update(a.targets)
-    for other in model.calls:
-        if other.method != "step" or other.site.function is not call.site.function or model.is_optimizer_step(other):
-            continue
+    for other in _non_optimizer_steps(model).get(call.site.function, ()):
         args = [a.value for a in other.node.args]
         if any(_contains_call(v, node) for v in args) or any(dotted_name(v) in targets for v in args):
             return True
     return False
+
+
+def _non_optimizer_steps(model: TrainingModel) -> dict[object, list[Call]]:
+    """`.step(...)` calls that update no weights (an environment's), by function; computed once."""
+    cached = getattr(model, "_tl401_env_steps", None)
+    if cached is None:
+        cached = {}
+        for other in model.calls:
+            if other.method == "step" and not model.is_optimizer_step(other):
+                cached.setdefault(other.site.function, []).append(other)
+        model._tl401_env_steps = cached  # type: ignore[attr-defined]
+    return cached
 
 
 def _contains_call(expr: cst.CSTNode, target: cst.CSTNode) -> bool:
