@@ -105,8 +105,12 @@ async def test_code_actions_fix_and_noqa(client: LanguageClient, tmp_path: Path)
         )
     )
     titles = [a.title for a in actions]
-    assert titles == ["TL302: detach: `loss.detach()` (safe fix)", "TL302: silence on this line (# noqa: TL302)"]
-    fix, noqa = actions
+    assert titles == [
+        "TL302: detach: `loss.detach()` (safe fix)",
+        "TL302: silence on this line (# noqa: TL302)",
+        "Fix all trainlint findings (1 safe fix)",
+    ]
+    fix, noqa, _ = actions
     assert fix.is_preferred
     (edit,) = fix.edit.changes[uri]
     assert (edit.range.start.line, edit.range.start.character, edit.new_text) == (9, 19, "loss.detach()")

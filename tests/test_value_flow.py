@@ -445,3 +445,115 @@ def test_helper_in_another_module_that_reads_a_device_tensor(tmp_path):
         """,
     }
     assert "engine.py:10:TL401" in lint_tree(tmp_path, files, "TL401")
+
+
+def test_metrics_dict_reset_by_rebinding_and_frozen_evaluation_model():
+    dpo = """
+    for idx, batch in enumerate(loader):
+        loss, chosen, rejected = loss_fn(policy(batch), reference(batch))
+        loss = loss / accum
+        running_metrics["rewards/chosen"] += chosen.mean()
+        loss.backward()
+        if (idx + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+            running_metrics = {k: 0 for k in running_metrics}
+    """
+    assert found(dpo, "TL302") == []
+    frozen = """
+    import copy
+    def evaluate_metrics(opts, loader):
+        G = copy.deepcopy(opts.G).eval().requires_grad_(False)
+        feats = []
+        for z in loader:
+            feats.append(G(z))
+        return feats
+    """
+    assert found(frozen, "TL303") == []
+
+
+def test_host_tensor_built_a_line_before_its_copy_and_nested_parameters():
+    code = """
+    import torch
+    for real in loader:
+        real = real.cuda()
+        alpha = torch.rand(real.size(0), 1, 1, 1)
+        alpha = alpha.cuda()
+        halves = alpha.to(torch.float16)
+        loss = critic(alpha * real).mean()
+        loss.backward()
+        optimizer.step()
+    """
+    assert found(code, "TL406") == [6]
+    offload = """
+    import torch
+    from diffusers import SanaPipeline
+    pipe = SanaPipeline.from_pretrained("x")
+
+    def embed(prompt, pipe):
+        pipe = pipe.to("cuda")
+        out = pipe.encode(prompt)
+        pipe = pipe.to("cpu")
+        return out
+
+    for batch in loader:
+        loss = model(batch.cuda(), embed(batch["p"], pipe))
+        loss.backward()
+        optimizer.step()
+    """
+    assert found(offload, "TL401") == []
+
+
+def test_loop_over_data_around_a_counted_step_loop_runs_per_step():
+    code = """
+    import torch
+    class Recipe:
+        def rollout(self, batch):
+            torch.cuda.empty_cache()
+            return self.policy.generate(batch)
+
+        def train(self):
+            for epoch in range(self.epochs):
+                for idx, batch in enumerate(self._dataloader):
+                    trajectory = self.rollout(batch)
+                    for _ in range(self._ppo_epochs):
+                        loss = self.loss(trajectory)
+                        loss.backward()
+                        self._optimizer.step()
+                        self._optimizer.zero_grad()
+                torch.cuda.empty_cache()
+    """
+    assert found(code, "TL304") == [5]
+
+
+def test_predicates_presence_checks_and_percent_formatting():
+    code = """
+    import torch
+    for i, (x, y) in enumerate(loader):
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+        if is_peft_model(model):
+            pass
+        if log_writer is not None:
+            log_writer.add_scalar("loss", loss, i)
+        print("loss %f" % (loss.data,))
+    """
+    assert sorted(found(code, "TL401")) == [10, 11]
+
+
+def test_host_tensor_rebound_to_its_device_copy_in_the_loop_is_copied_once():
+    code = """
+    import torch
+    latents_mean = torch.tensor(vae.config.latents_mean).view(1, 4, 1, 1)
+    for batch in loader:
+        x = vae.encode(batch.cuda()).sample()
+        latents_mean = latents_mean.to(device=x.device, dtype=x.dtype)
+        w = (args.w_max - args.w_min) * torch.rand((x.shape[0],)) + args.w_min
+        emb = embed(w.to(dtype))
+        w = w.to(device=x.device)
+        loss = unet(x - latents_mean, emb).mean()
+        loss.backward()
+        optimizer.step()
+    """
+    assert found(code, "TL406") == [9]

@@ -107,7 +107,7 @@ def check(
     show_settings: bool,
 ) -> None:
     """Lint PATHS (files, folders, notebooks; `-` reads standard input)."""
-    from trainlint.discovery import discover
+    from trainlint.discovery import discover, present
     from trainlint.engine import FileResult, _error
 
     paths = paths or (Path("."),)
@@ -120,8 +120,8 @@ def check(
         sys.exit(EXIT_CLEAN)
     stdin = any(str(p) == "-" for p in paths)
     disk_paths = [p for p in paths if str(p) != "-"]
-    missing = [p for p in disk_paths if not p.exists()]
-    targets = discover([p for p in disk_paths if p.exists()], settings.root, settings.exclude, force_exclude)
+    missing = [p for p in disk_paths if not present(p)]
+    targets = discover([p for p in disk_paths if present(p)], settings.root, settings.exclude, force_exclude)
     if show_files:
         for target in targets:
             click.echo(str(target.path))
@@ -136,8 +136,10 @@ def check(
     stdin_result = None
     if stdin:
         from trainlint.engine import lint_bytes
+        from trainlint.reading import read_stream
 
-        stdin_result = lint_bytes(sys.stdin.buffer.read(), str(stdin_filename or "-"), settings)
+        # one byte past max-file-size is enough to refuse it: never buffer an endless stream
+        stdin_result = lint_bytes(read_stream(sys.stdin.buffer, settings.max_file_size), str(stdin_filename or "-"), settings)
         results.append(stdin_result)
     for result in results:
         result.diagnostics.sort(key=lambda d: d.sort_key())
@@ -270,14 +272,9 @@ def _read_source(path: Path) -> tuple[bytes, str] | None:
 
 def _write_source(path: Path, raw: bytes, text: str) -> None:
     """Write `text` back in the encoding (and byte-order mark) the file had."""
-    import io
-    import tokenize
+    from trainlint.fixes import encode_like, write_atomic
 
-    from trainlint.fixes import write_atomic
-
-    bom = "\ufeff" if raw.startswith(b"\xef\xbb\xbf") else ""
-    encoding = tokenize.detect_encoding(io.BytesIO(raw).readline)[0].replace("-sig", "")
-    write_atomic(path, bom + text, encoding)
+    write_atomic(path, encode_like(raw, text))
 
 
 def _fix_document(path: str, source: str, diagnostics: Sequence[Diagnostic]) -> tuple[str, list[Diagnostic]]:
@@ -361,32 +358,57 @@ def _print_fix_summary(before: Sequence[Diagnostic], after: Sequence[Diagnostic]
 
 
 def _apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, write: bool) -> list[FileResult]:
-    """Apply (or show) fixes; the remaining diagnostics are those not fixed."""
-    from trainlint.engine import decode, lint_source
-    from trainlint.fixes import applicable, unified_diff
+    """Apply (or show) fixes; the remaining diagnostics are those not fixed.
+
+    Each file is read once; its fixes are computed and re-checked on exactly those bytes
+    (`fix_source`) and written only if the file still holds them, so a file changed meanwhile (an
+    editor, another `--fix`) is skipped with a message rather than corrupted.
+    """
+    from trainlint.engine import decode
+    from trainlint.fixes import applicable, diff_bytes, encode_like, fix_source, replace_if_unchanged
+    from trainlint.reading import ReadError, read_source
 
     out = []
     for result in results:
-        fixable = applicable(result.diagnostics, unsafe)
+        if not applicable(result.diagnostics, unsafe):
+            out.append(result)
+            continue
         path = Path(result.path)
-        if not fixable or not path.is_file():
+        try:
+            raw = read_source(path, settings.max_file_size)
+            outcome = fix_source(decode(raw), result.path, settings, unsafe)
+        except (ReadError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
+            click.echo(f"trainlint: {result.path}: not fixed: {exc}", err=True)
             out.append(result)
             continue
-        raw = path.read_bytes()
-        source = decode(raw)
-        new, applied = _fix_document(result.path, source, fixable)
-        if not applied:
+        for d, reason in outcome.rejected:
+            click.echo(f"trainlint: {result.path}:{d.line}:{d.column}: {d.code} fix not applied: {reason}", err=True)
+        if not outcome.applied:
             out.append(result)
             continue
+        verb = "Would fix"
         if write:
-            _write_source(path, raw, new)
-            relinted = lint_source(new, result.path, settings)
-            relinted.source = None
-            out.append(relinted)
+            try:
+                written = replace_if_unchanged(path, raw, encode_like(raw, outcome.source))
+            except OSError as exc:
+                click.echo(f"trainlint: {result.path}: not fixed: cannot write the file: {exc.strerror or exc}", err=True)
+                out.append(result)
+                continue
+            if not written:
+                click.echo(f"trainlint: {result.path}: not fixed: the file changed while it was being fixed", err=True)
+                out.append(result)
+                continue
+            verb = "Fixed"
+            assert outcome.remaining is not None
+            outcome.remaining.source = None
+            out.append(outcome.remaining)
         else:
-            click.echo(unified_diff(result.path, source, new), nl=False)
+            sys.stdout.flush()
+            stdout = click.get_binary_stream("stdout")
+            stdout.write(diff_bytes(result.path, raw, outcome.source))
+            stdout.flush()
             out.append(result)
-        click.echo(f"{'Fixed' if write else 'Would fix'} {len(applied)} problem(s) in {result.path}", err=True)
+        click.echo(f"{verb} {len(outcome.applied)} problem(s) in {result.path}", err=True)
     return out
 
 

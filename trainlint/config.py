@@ -9,6 +9,7 @@ from pathlib import Path
 
 from trainlint.model import AnalysisSettings
 from trainlint.rules import RULES_BY_CODE, SelectionError, select_rules
+from trainlint.reading import resolved
 
 UNUSED_NOQA_CODE = "TL001"  # see trainlint.noqa
 
@@ -83,19 +84,29 @@ def _rule_selectors(selectors: tuple[str, ...] | list[str]) -> list[str]:
 
 def _relative(path: Path, root: Path) -> str:
     try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
+        return resolved(path).relative_to(resolved(root)).as_posix()
     except ValueError:
         return path.as_posix()
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def find_config(start: Path) -> Path | None:
     """The nearest pyproject.toml with a [tool.trainlint] table, walking up from `start`."""
-    here = start.resolve()
-    if here.is_file() or not here.exists():
+    here = resolved(start)
+    try:
+        if here.is_file() or not here.exists():
+            here = here.parent
+    except OSError:  # a path under an unsearchable folder: start from the folder
         here = here.parent
     for directory in (here, *here.parents):
         candidate = directory / "pyproject.toml"
-        if candidate.is_file():
+        if _is_file(candidate):
             try:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):

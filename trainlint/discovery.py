@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import pathspec
 
 from trainlint.config import DEFAULT_EXCLUDES
+from trainlint.reading import read_text_lines, resolved
+from trainlint.reading import resolved
 
 
 @dataclass(frozen=True)
@@ -22,12 +25,30 @@ def _spec(patterns: list[str]) -> pathspec.PathSpec:
 
 
 def _gitignore(directory: Path) -> pathspec.PathSpec | None:
-    path = directory / ".gitignore"
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return None
+    lines = read_text_lines(directory / ".gitignore", limit=10_000_000)  # a FIFO named .gitignore must not block
     return _spec(lines) if lines else None
+
+
+def present(path: Path) -> bool:
+    """Whether a path names something, a dangling or looping link included.
+
+    Only "no such file" counts as absent: a path that exists but cannot be examined (a folder
+    that is not searchable, a link loop) is present, and reading it reports what is wrong.
+    """
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def is_deepspeed_config(name: str) -> bool:
@@ -41,7 +62,7 @@ def is_excluded(path: Path, root: Path, exclude: tuple[str, ...]) -> bool:
     if not exclude:
         return False
     try:
-        rel = path.resolve().relative_to(root.resolve()).as_posix()
+        rel = resolved(path).relative_to(resolved(root)).as_posix()
     except ValueError:
         rel = path.as_posix()
     spec = _spec(list(exclude))
@@ -55,13 +76,14 @@ def discover(
     found: dict[Path, Target] = {}
     user_spec = _spec(list(exclude)) if exclude else None
     for given in paths:
-        if not given.is_dir():
+        if not _is_dir(given):
             if force_exclude and is_excluded(given, root, exclude):
                 continue
             found[given] = Target(given, explicit=True)
             continue
         ignores: list[tuple[Path, pathspec.PathSpec]] = []
-        for directory, dirnames, filenames in os.walk(given):
+        unreadable: list[OSError] = []
+        for directory, dirnames, filenames in os.walk(given, onerror=unreadable.append):
             here = Path(directory)
             spec = _gitignore(here)
             if spec is not None:
@@ -75,7 +97,7 @@ def discover(
                         return True
                 if user_spec is not None:
                     try:
-                        rel_root = p.resolve().relative_to(root.resolve()).as_posix()
+                        rel_root = resolved(p).relative_to(resolved(root)).as_posix()
                     except ValueError:
                         rel_root = p.as_posix()
                     if user_spec.match_file(rel_root) or user_spec.match_file(p.name):
@@ -91,4 +113,9 @@ def discover(
                 path = here / name
                 if not ignored(path, False):
                     found.setdefault(path, Target(path, explicit=False))
+        # a folder that cannot be listed is reported (its read fails with the reason), not skipped silently
+        for error in unreadable:
+            if error.filename is not None:
+                path = Path(error.filename)
+                found.setdefault(path, Target(path, explicit=False))
     return sorted(found.values(), key=lambda t: str(t.path))

@@ -20,6 +20,7 @@ from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic, Edit, Fix, Severity
 from trainlint.model import TrainingModel
 from trainlint.noqa import Suppressions, parse_suppressions
+from trainlint.reading import ReadError, read_source, too_large
 from trainlint.rule import Finding, NodeEdit, Rule
 from trainlint.rules import RULES_BY_CODE
 
@@ -73,37 +74,43 @@ def decode(data: bytes) -> str:
 
 
 def lint_file(path: Path, settings: Settings) -> FileResult:
-    """Lint a file on disk; never raises."""
+    """Lint a file on disk; never raises, never blocks on a FIFO, never reads past max-file-size."""
     name = str(path)
     try:
-        size = path.stat().st_size
-        if size > settings.max_file_size:
-            return FileResult(name, [_error(name, f"file too large to lint ({size} bytes > max-file-size {settings.max_file_size})")])
-        data = path.read_bytes()
-    except IsADirectoryError:
-        return FileResult(name, [_error(name, "is a directory, not a Python file")])
-    except OSError as exc:
-        return FileResult(name, [_error(name, f"cannot read file: {exc.strerror or exc}")])
+        data = read_source(path, settings.max_file_size)
+    except ReadError as exc:
+        return FileResult(name, [_error(name, str(exc))])
     return lint_bytes(data, name, settings)
 
 
 def lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
+    """Lint source bytes (a file's or standard input's); input over max-file-size is a TL000."""
+    if len(data) > settings.max_file_size:
+        return FileResult(name, [_error(name, too_large(None, settings.max_file_size))])
     try:
         source = decode(data)
     except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
         return FileResult(name, [_error(name, f"cannot decode file: {exc}")])
+    nul = source.find("\0")
+    if nul >= 0 and not name.endswith(".json"):  # Python refuses such source; libcst would not say so
+        line = source.count("\n", 0, nul) + 1
+        return FileResult(name, [_error(name, "syntax error: source code cannot contain null bytes", line, nul - source.rfind("\n", 0, nul))])
     return lint_source(source, name, settings)
 
 
 def lint_json(source: str, name: str, settings: Settings) -> FileResult:
     """Lint a DeepSpeed JSON config (TL204)."""
     from trainlint.rules.tl204_deepspeed_fp16_without_clipping import DeepspeedFp16WithoutClipping as rule
-    from trainlint.rules.tl204_deepspeed_fp16_without_clipping import json_findings
+    from trainlint.rules.tl204_deepspeed_fp16_without_clipping import UnreadableConfig, json_findings
 
     result = FileResult(name, source=source)
     if rule.code not in _codes(settings) or rule.code in settings.ignored_for(Path(name)):
         return result
-    for line, column, message in json_findings(source):
+    try:
+        found = json_findings(source)
+    except UnreadableConfig as exc:
+        return FileResult(name, [_error(name, str(exc))])
+    for line, column, message in found:
         result.diagnostics.append(
             Diagnostic(rule.code, rule.name, message, rule.severity, name, line, column, line, column + 6, hint=rule.hint)
         )

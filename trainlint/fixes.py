@@ -1,24 +1,50 @@
-"""Applying fixes: non-overlapping edits, re-parsed before anything is written, written atomically."""
+"""Applying fixes so that they never hurt: on the analysed text only, each one re-checked, written
+only over the bytes that were analysed, atomically.
+
+`fix_source` is the whole policy. It lints the text itself (so edits always land on the text their
+positions were computed on), applies the non-overlapping fixes, lints the result and keeps a fix
+only if the fixed file parses, the fixed finding is gone and no other finding appeared; a batch
+that fails is retried fix by fix, and a fix that fails alone is rejected with its reason. It goes
+round until nothing is left to apply, so its result does not depend on how often it runs: two
+`--fix` runs that race on one file write the same text, and `replace_if_unchanged` makes the
+second one skip the file because it no longer holds the bytes it analysed.
+"""
 
 from __future__ import annotations
 
+import codecs
 import difflib
+import io
 import os
+import re
 import tempfile
+import tokenize
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import libcst as cst
 
+from trainlint.config import Settings
 from trainlint.diagnostics import Applicability, Diagnostic, Edit
+from trainlint.engine import FileResult, lint_source
+from trainlint.reading import ReadError, read_source
+
+# libcst numbers lines on all three: a CR-only file has as many lines as its LF twin
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+MAX_PASSES = 8  # rounds of lint-apply-check; a fix that enables another is applied in the next round
 
 
-def _offsets(source: str) -> list[int]:
-    starts = [0]
-    for i, ch in enumerate(source):
-        if ch == "\n":
-            starts.append(i + 1)
-    return starts
+def line_starts(source: str) -> list[int]:
+    """Offsets of the first character of each line, lines ending in LF, CRLF or CR."""
+    return [0, *(m.end() for m in _NEWLINE.finditer(source))]
+
+
+def newline_of(source: str) -> str:
+    """The file's line ending (its first one), LF for a file without any."""
+    match = _NEWLINE.search(source)
+    return match.group() if match else "\n"
 
 
 def applicable(diagnostics: Sequence[Diagnostic], unsafe: bool) -> list[Diagnostic]:
@@ -30,22 +56,37 @@ def applicable(diagnostics: Sequence[Diagnostic], unsafe: bool) -> list[Diagnost
     ]
 
 
+def _spans(source: str, starts: list[int], edits: Sequence[Edit]) -> list[tuple[int, int, str]]:
+    """Character spans of edits; inserted line breaks take the file's own line ending."""
+    newline = newline_of(source)
+
+    def offset(line: int, column: int) -> int:
+        if line - 1 >= len(starts):
+            return len(source)
+        end_of_line = starts[line] if line < len(starts) else len(source)
+        return min(starts[line - 1] + column - 1, end_of_line)
+
+    out = []
+    for e in edits:
+        content = e.content
+        if newline != "\n" and "\n" in content:
+            content = content.replace("\r\n", "\n").replace("\n", newline)
+        out.append((offset(e.line, e.column), offset(e.end_line, e.end_column), content))
+    return out
+
+
 def apply_fixes(source: str, diagnostics: Sequence[Diagnostic]) -> tuple[str, list[Diagnostic]]:
     """Apply the diagnostics' fixes; a fix whose edits overlap an earlier one is skipped whole.
 
     Returns the new source and the diagnostics whose fixes were applied. If the result does not
     parse, the source is returned unchanged with no fixes applied.
     """
-    starts = _offsets(source)
-
-    def offset(line: int, column: int) -> int:
-        return min(starts[line - 1] + column - 1, len(source)) if line - 1 < len(starts) else len(source)
-
+    starts = line_starts(source)
     spans: list[tuple[int, int, str]] = []
     applied: list[Diagnostic] = []
     for d in sorted(diagnostics, key=Diagnostic.sort_key):
         assert d.fix is not None
-        edits = [(offset(e.line, e.column), offset(e.end_line, e.end_column), e.content) for e in d.fix.edits]
+        edits = _spans(source, starts, d.fix.edits)
         if any(s < e2 and s2 < e or (s == e == s2 == e2) for s, e, _ in edits for s2, e2, _ in spans):
             continue
         spans.extend(edits)
@@ -57,28 +98,174 @@ def apply_fixes(source: str, diagnostics: Sequence[Diagnostic]) -> tuple[str, li
         return source, []
     try:
         cst.parse_module(new)
-    except cst.ParserSyntaxError:
+    except (cst.ParserSyntaxError, RecursionError, MemoryError):
         return source, []
     return new, applied
 
 
+@dataclass
+class FixOutcome:
+    """What `fix_source` did: the new text, the fixes kept, those refused (with why), the findings left."""
+
+    source: str
+    applied: list[Diagnostic] = field(default_factory=list)
+    rejected: list[tuple[Diagnostic, str]] = field(default_factory=list)
+    remaining: FileResult | None = None
+
+
+def _problem(before: FileResult, after: FileResult, fixed: Sequence[Diagnostic]) -> str | None:
+    """Why a fixed text is not acceptable, or None: it must parse, lose the fixed findings, gain none."""
+    if after.failed or after.internal_error:
+        return "the fixed file could not be analysed"
+    old = Counter(d.code for d in before.diagnostics)
+    new = Counter(d.code for d in after.diagnostics)
+    gone = Counter(d.code for d in fixed)
+    for code in sorted(set(new) | set(gone)):
+        if new[code] > old[code] - gone[code]:
+            return f"{code} is still reported after the fix" if code in gone else f"the fix introduces a new {code} finding"
+    return None
+
+
+def _key(d: Diagnostic) -> tuple[str, str, str]:
+    # positions move as other fixes land; the finding's words and its fix do not
+    assert d.fix is not None
+    return (d.code, d.message, d.fix.description)
+
+
+def fix_source(
+    source: str, name: str, settings: Settings, unsafe: bool,
+    lint: Callable[[str, str, Settings], FileResult] = lint_source,
+) -> FixOutcome:
+    """Apply every applicable fix that survives its re-check, round after round until none is left."""
+    if name.endswith(".ipynb"):  # edits located in cells, applied to the notebook's JSON
+        from trainlint.notebook import apply_fixes as apply
+    else:
+        apply = apply_fixes
+    result = lint(source, name, settings)
+    outcome = FixOutcome(source, remaining=result)
+    refused: set[tuple[str, str, str]] = set()
+    for _ in range(MAX_PASSES):
+        candidates = [d for d in applicable(result.diagnostics, unsafe) if _key(d) not in refused]
+        if not candidates:
+            break
+        new, batch = apply(outcome.source, candidates)
+        after = lint(new, name, settings) if batch else None
+        if after is not None and _problem(result, after, batch) is None:
+            outcome.source, result = new, after
+            outcome.applied.extend(batch)
+            continue
+        # the batch failed: try each fix alone on the same text, refuse those that fail alone
+        good: tuple[str, Diagnostic, FileResult] | None = None
+        for d in candidates:
+            new, one = apply(outcome.source, [d])
+            after = lint(new, name, settings) if one else None
+            reason = "the fixed file does not parse" if after is None else _problem(result, after, one)
+            if reason is not None:
+                refused.add(_key(d))
+                outcome.rejected.append((d, reason))
+            elif good is None and after is not None:
+                good = (new, d, after)
+        if good is not None and not any(_key(d) in refused for d in candidates):
+            # each works alone, not all together: take the first, the rest come next round
+            outcome.source, result = good[0], good[2]
+            outcome.applied.append(good[1])
+    outcome.remaining = result
+    return outcome
+
+
+# -- bytes: encodings, diffs, writing --------------------------------------------------------------
+
+
+def _encoding(raw: bytes) -> tuple[str, bool]:
+    """The codec a source file is written in, and whether it starts with a UTF-8 BOM."""
+    encoding = tokenize.detect_encoding(io.BytesIO(raw).readline)[0]
+    bom = raw.startswith(codecs.BOM_UTF8)
+    return ("utf-8" if encoding == "utf-8-sig" else encoding), bom
+
+
+def encode_like(raw: bytes, text: str) -> bytes:
+    """`text` in the encoding (and BOM) of the original bytes `raw`."""
+    encoding, bom = _encoding(raw)
+    return (codecs.BOM_UTF8 if bom else b"") + text.encode(encoding)
+
+
+def _patch_lines(text: str) -> list[str]:
+    # `patch` splits on LF only: a CR stays inside its line, a CR-only file is one line
+    return re.findall(r"[^\n]*\n|[^\n]+\Z", text)
+
+
 def unified_diff(path: str, old: str, new: str) -> str:
-    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}"))
+    """A unified diff that `patch -p1` applies: LF-split lines, "\\ No newline at end of file" marked."""
+    out = []
+    for line in difflib.unified_diff(_patch_lines(old), _patch_lines(new), f"a/{path}", f"b/{path}"):
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
 
 
-def write_atomic(path: Path, text: str, encoding: str = "utf-8") -> None:
-    """Replace a file's content in one rename, keeping its permissions."""
-    mode = path.stat().st_mode
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".trainlint")
+def diff_bytes(path: str, raw: bytes, new: str) -> bytes:
+    """The diff of a file's bytes `raw` to the text `new`, in the file's own encoding and BOM."""
+    encoding, bom = _encoding(raw)
+    old_full = raw.decode(encoding)
+    new_full = ("\ufeff" if bom else "") + new
+    return unified_diff(path, old_full, new_full).encode(encoding)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace a file's content in one rename, keeping its permissions (through a symlink, its target's)."""
+    target = Path(os.path.realpath(path))
+    mode = target.stat().st_mode
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".trainlint")
     try:
-        with os.fdopen(fd, "w", encoding=encoding, newline="") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode & 0o7777)
+        os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
 
 
-__all__ = ["Edit", "applicable", "apply_fixes", "unified_diff", "write_atomic"]
+def replace_if_unchanged(path: Path, expected: bytes, data: bytes) -> bool:
+    """Write `data` over `path` only if it still holds exactly `expected`; False when it changed.
+
+    The check and the rename happen under an exclusive lock on the file's folder, so two trainlint
+    processes cannot both see the old bytes and both write; an editor that does not lock still
+    only has the microseconds between the check and the rename.
+    """
+    folder = os.path.dirname(os.path.realpath(path))
+    lock = _lock(folder)
+    try:
+        try:
+            current = read_source(path, len(expected))
+        except ReadError:
+            return False
+        if current != expected:
+            return False
+        write_atomic(path, data)
+        return True
+    finally:
+        _unlock(lock)
+
+
+def _lock(folder: str) -> int | None:
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): the compare-and-rename alone
+        return None
+    fd = os.open(folder, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def _unlock(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)  # closing the descriptor releases its flock
+
+
+__all__ = [
+    "Edit", "FixOutcome", "applicable", "apply_fixes", "diff_bytes", "encode_like", "fix_source",
+    "replace_if_unchanged", "unified_diff", "write_atomic",
+]

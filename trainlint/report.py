@@ -67,6 +67,7 @@ def source_lines(results: Sequence[FileResult]) -> SourceLines:
     A result that still holds its source (standard input) is not read again from disk.
     """
     from trainlint.notebook import NotebookError, cell_lines
+    from trainlint.reading import read_text
 
     sources: SourceLines = {}
     for result in results:
@@ -74,9 +75,8 @@ def source_lines(results: Sequence[FileResult]) -> SourceLines:
             continue
         text = result.source
         if text is None:
-            try:
-                text = Path(result.path).read_text(encoding="utf-8", errors="replace")
-            except OSError:
+            text = read_text(Path(result.path))  # a FIFO or a device named like a source must not block here
+            if text is None:
                 continue
         if any(d.cell is not None for d in result.diagnostics):
             try:

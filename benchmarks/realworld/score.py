@@ -8,7 +8,9 @@ labels/<owner>__<name>.jsonl by (path relative to the folder, line, code). Print
 table (findings, labelled true/false, unlabelled, precision, expected positives = labels `tp`
 plus `fn`, found, recall), a per-repository table, and the findings new or gone since
 last_run.json. `--unlabelled` lists the findings nobody has labelled yet, with code around them;
-`--record` rewrites last_run.json (only the entries of the repositories linted).
+`--record` rewrites last_run.json (only the entries of the repositories linted). `--recorded FILE`
+scores a recorded run instead of linting: with `git show REV:benchmarks/realworld/last_run.json`
+it prints an older analysis's table against today's labels (before/after comparisons).
 """
 
 from __future__ import annotations
@@ -201,6 +203,15 @@ def print_diff(findings: list[Finding], labels: dict[Key, Label], repos: set[str
             print(f"  {sign} {key[0]} {key[1]}:{key[2]} {key[3]} {verdict}")
 
 
+def recorded_findings(path: Path, repos: set[str]) -> list[Finding]:
+    """The findings a recorded run file holds for these repositories."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    rows = data.get("findings", {})
+    return sorted(
+        (Finding(repo, p, l, c, m) for repo in repos for p, l, c, m in rows.get(repo, [])), key=lambda f: f.key
+    )
+
+
 def print_errors(findings: list[Finding], labels: dict[Key, Label], repos: set[str]) -> None:
     """The false findings still reported, and the true ones (`tp` or `fn` labels) not found."""
     found = {f.key for f in findings}
@@ -232,7 +243,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", action="store_true", help="rewrite last_run.json with this run's findings")
     parser.add_argument("--errors", action="store_true", help="list the false findings still reported and the expected ones missed")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--recorded",
+        type=Path,
+        metavar="RUN_JSON",
+        help="score the findings of a recorded run (a last_run.json, e.g. from git history) instead of linting",
+    )
     args = parser.parse_args(argv)
+    if args.recorded and args.record:
+        parser.error("--recorded scores an old run; it cannot be --record-ed")
     specs = load_manifest()
     if args.repo:
         unknown = set(args.repo) - {s.name for s in specs}
@@ -245,13 +264,16 @@ def main(argv: list[str] | None = None) -> int:
     linted: list[RepoSpec] = []
     for spec in specs:
         folder = args.corpus / spec.folder
-        if not folder.is_dir():
+        if args.recorded is None and not folder.is_dir():
             print(f"skipped {spec.name}: {folder} is missing (run extract.py)", file=sys.stderr)
             continue
         linted.append(spec)
         labels.update(load_labels(spec))
-        findings.extend(lint_repo(folder, spec, args.jobs))
-        lines[spec.name] = sum(p.read_bytes().count(b"\n") for p in folder.rglob("*.py"))
+        if args.recorded is None:
+            findings.extend(lint_repo(folder, spec, args.jobs))
+        lines[spec.name] = sum(p.read_bytes().count(b"\n") for p in folder.rglob("*.py")) if folder.is_dir() else 0
+    if args.recorded is not None:
+        findings = recorded_findings(args.recorded, {s.name for s in linted})
     header = ["rule", "findings", "true", "false", "unlabelled", "precision", "expected", "found", "recall"]
     print_table(header, rule_table(findings, labels))
     print()

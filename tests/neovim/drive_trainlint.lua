@@ -1,17 +1,18 @@
--- Drives `trainlint lsp` from Neovim's built-in LSP client, headless, and writes what the editor
--- shows to the JSON file named by $TRAINLINT_NVIM_OUT. Started as:
---   nvim --headless --clean -c "luafile drive_trainlint.lua" train.py
+-- Drives `trainlint lsp` through Neovim's built-in LSP client, headless, after the README's
+-- configuration (loaded as init.lua) has started it, and writes what the editor shows to the JSON
+-- file named by $TRAINLINT_NVIM_OUT. Written against the API common to Neovim 0.7 and later.
+-- Started as:  nvim --headless -u readme_snippet.lua train.py -c "luafile drive_trainlint.lua"
 local out = {}
-local python = os.getenv("TRAINLINT_PYTHON")
-local client_id = vim.lsp.start_client({
-  name = "trainlint",
-  cmd = { python, "-m", "trainlint", "lsp" },
-  root_dir = vim.fn.getcwd(),
-})
-vim.lsp.buf_attach_client(0, client_id)
 
 local function wait_for(predicate)
-  return vim.wait(15000, predicate, 50)
+  return vim.wait(20000, predicate, 50)
+end
+
+local function clients()
+  if vim.lsp.get_clients then return vim.lsp.get_clients({ bufnr = 0 }) end
+  local list = {}
+  for _, client in pairs(vim.lsp.buf_get_clients(0)) do table.insert(list, client) end
+  return list
 end
 
 local function shown()
@@ -23,28 +24,40 @@ local function shown()
   return rows
 end
 
+local function request(method, params)
+  local results = {}
+  for _, response in pairs(vim.lsp.buf_request_sync(0, method, params, 15000) or {}) do
+    if response.result then table.insert(results, response.result) end
+  end
+  return results
+end
+
+-- 0. the configuration started the server for this Python buffer
+wait_for(function() return #clients() > 0 end)
+out.clients = {}
+for _, client in ipairs(clients()) do table.insert(out.clients, client.name) end
+
 -- 1. open: the finding appears
 wait_for(function() return #vim.diagnostic.get(0) > 0 end)
 out.on_open = shown()
 
 -- 2. hover on the finding
-local params = { textDocument = vim.lsp.util.make_text_document_params(), position = { line = 9, character = 12 } }
-local hover = vim.lsp.buf_request_sync(0, "textDocument/hover", params, 10000)
-for _, response in pairs(hover or {}) do
-  if response.result then out.hover = response.result.contents.value end
+local position = { line = 9, character = 12 }
+for _, result in ipairs(request("textDocument/hover", { textDocument = vim.lsp.util.make_text_document_params(), position = position })) do
+  out.hover = result.contents.value
 end
 
--- 3. code action: apply the safe fix as the editor would, and the finding goes away
-local diagnostics = vim.lsp.diagnostic.get_line_diagnostics(0, 9)
-local action_params = {
+-- 3. code actions with the cursor at the start of the line, outside the finding's span: apply
+--    the preferred fix as the editor would, and the finding goes away
+local line_start = { line = 9, character = 0 }
+local params = {
   textDocument = vim.lsp.util.make_text_document_params(),
-  range = { start = { line = 9, character = 4 }, ["end"] = { line = 9, character = 24 } },
-  context = { diagnostics = diagnostics },
+  range = { start = line_start, ["end"] = line_start },
+  context = { diagnostics = {} },
 }
-local actions = vim.lsp.buf_request_sync(0, "textDocument/codeAction", action_params, 10000)
 out.actions = {}
-for _, response in pairs(actions or {}) do
-  for _, action in ipairs(response.result or {}) do
+for _, result in ipairs(request("textDocument/codeAction", params)) do
+  for _, action in ipairs(result) do
     table.insert(out.actions, action.title)
     if action.isPreferred then vim.lsp.util.apply_workspace_edit(action.edit, "utf-16") end
   end
@@ -65,9 +78,10 @@ out.mid_edit = shown()
 vim.api.nvim_buf_set_lines(0, 10, 11, false, {})
 wait_for(function() return #vim.diagnostic.get(0) == 0 end)
 out.recovered = shown()
-out.server_alive = not vim.lsp.get_client_by_id(client_id).is_stopped()
+local client = clients()[1]
+out.server_alive = client ~= nil and not client:is_stopped()
 
--- 5. save, then close the buffer
+-- 5. save
 vim.cmd("write")
 vim.wait(500)
 out.after_save = shown()
@@ -75,5 +89,5 @@ out.after_save = shown()
 local file = io.open(os.getenv("TRAINLINT_NVIM_OUT"), "w")
 file:write(vim.fn.json_encode(out))
 file:close()
-vim.lsp.stop_client(client_id)
+for _, c in ipairs(clients()) do vim.lsp.stop_client(c.id) end
 vim.cmd("qa!")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from trainlint.diagnostics import Diagnostic, Severity
+from trainlint.reading import resolved
 
 SOURCE = "trainlint"
 LSP_SEVERITY = {Severity.ERROR: 1, Severity.WARNING: 2, Severity.INFO: 3}
@@ -59,7 +60,7 @@ def to_lsp(diagnostic: Diagnostic, lines: Sequence[str] | None = None) -> dict[s
 
 
 def file_uri(path: str) -> str:
-    return Path(path).resolve().as_uri()
+    return resolved(Path(path)).as_uri()
 
 
 def render(

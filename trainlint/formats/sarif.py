@@ -13,6 +13,7 @@ from typing import Sequence
 from trainlint import __version__
 from trainlint.diagnostics import Diagnostic, Edit, Severity, rule_url
 from trainlint.noqa import UNUSED_NOQA, UNUSED_NOQA_HINT, UNUSED_NOQA_PAGE, UNUSED_NOQA_SUMMARY
+from trainlint.reading import resolved
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/trainlint/trainlint"
@@ -62,7 +63,7 @@ def _rule_descriptors() -> list[dict[str, object]]:
 
 def _uri(path: str) -> str:
     pure = PurePath(path)
-    return Path(path).resolve().as_uri() if pure.is_absolute() else pure.as_posix()
+    return resolved(Path(path)).as_uri() if pure.is_absolute() else pure.as_posix()
 
 
 def _region(line: int, column: int, end_line: int, end_column: int) -> dict[str, int]:

@@ -1,80 +1,210 @@
 """`trainlint lsp`: a language server over stdio, built on pygls.
 
 It lints the editor's buffer (saved or not) with the `[tool.trainlint]` configuration of the file's
-own project, and publishes diagnostics on open, on change (debounced), and on save; it clears them on
-close. Code actions apply a rule's fix or add `# noqa: CODE`; hovering a finding explains its rule.
-A buffer that does not parse shows the syntax error beside the last good findings, and recovers
-as soon as the text parses again.
+own project, overridden by the editor's settings (see `options.py`), and publishes diagnostics on
+open, on change (debounced), and on save; it clears them on close. Code actions apply a rule's fix
+or add `# noqa: CODE` for every finding on the cursor's lines, and "fix all trainlint findings"
+(`source.fixAll.trainlint`) applies every safe fix in one edit; hovering a finding explains its rule.
+A buffer that does not parse shows the syntax error beside the last good findings, and recovers as
+soon as the text parses again. Notebooks open through LSP notebook sync are linted as one module,
+with each finding published on its cell.
+
+Nothing a buffer holds can stop the server: parsing runs in a contained child process
+(`contained.py`), buffers over `max-file-size` are not parsed, and the transport (`transport.py`)
+survives malformed and oversized messages and answers every request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
+import logging
+import re
+import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Generator, Sequence
+from urllib.parse import unquote
 
 from lsprotocol import types
-from lsprotocol.converters import get_converter
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
 from trainlint import __version__
 from trainlint.config import ConfigError, Settings, find_config, load_settings
-from trainlint.diagnostics import Diagnostic, Fix
-from trainlint.engine import PARSE_ERROR, lint_source
-from trainlint.formats.lsp import lsp_range, to_lsp
+from trainlint.diagnostics import Applicability, Diagnostic
+from trainlint.engine import PARSE_ERROR, FileResult
+from trainlint.formats.lsp import lsp_range
+from trainlint.lsp import actions
+from trainlint.lsp.analysis import lint_buffer, lint_cells, not_analysed, safe_cell_fixes, safe_fixes, warm_up
+from trainlint.lsp.contained import ContainedFailure, ContainedProcess
+from trainlint.lsp.notebooks import NOTEBOOK_SYNC, CellText, by_cell, by_cell_number, code_size
+from trainlint.lsp.options import EditorOptions, parse_options
+from trainlint.lsp.transport import serve
 from trainlint.rules import RULES_BY_CODE
 
 DEBOUNCE_SECONDS = 0.25
 PYPROJECT = "pyproject.toml"
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+logger = logging.getLogger(__name__)
+
+
+def clean_text(source: str) -> str:
+    """The buffer with lone surrogates (which no encoder accepts) as U+FFFD; UTF-16 positions keep."""
+    return _LONE_SURROGATE.sub("\ufffd", source)
+
+
+def split_lines(source: str) -> list[str]:
+    """Lines as LSP counts them (ended by \\n, \\r\\n or \\r only), with their endings."""
+    return io.StringIO(source, newline="").readlines()
 
 
 @dataclass
 class DocumentState:
     """What the server last published for one open document."""
 
+    version: int | None = None
+    lines: list[str] = field(default_factory=list)  # the text those findings belong to
     diagnostics: list[Diagnostic] = field(default_factory=list)
     last_good: list[Diagnostic] = field(default_factory=list)  # findings of the last text that parsed
+
+
+class TrainlintProtocol(LanguageServerProtocol):
+    """pygls's protocol, keeping positions in UTF-16: trainlint's columns are converted to it."""
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
+        if params.capabilities.general is not None:
+            params.capabilities.general.position_encodings = None  # let pygls settle on UTF-16
+        return (yield from super().lsp_initialize(params))
 
 
 class TrainlintServer(LanguageServer):
     """The server, with per-document state and a settings cache keyed by configuration file."""
 
     def __init__(self) -> None:
-        super().__init__("trainlint", __version__)
-        self.documents: dict[str, DocumentState] = {}
+        super().__init__("trainlint", __version__, protocol_cls=TrainlintProtocol, notebook_document_sync=NOTEBOOK_SYNC)
+        self.documents: dict[str, DocumentState] = {}  # text documents and notebook cells
+        self.notebooks: dict[str, set[str]] = {}  # notebook URI -> the cells published for it
+        self.options = EditorOptions()
+        self.contained = ContainedProcess()
         self._pending: dict[str, asyncio.TimerHandle] = {}
         self._settings: dict[Path | None, tuple[int, Settings]] = {}
 
+    def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
+        """Serve over stdio with trainlint's bounded, resynchronising transport."""
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        try:
+            asyncio.run(serve(self.protocol, self._stop_event, stdin or sys.stdin.buffer))
+        except (BrokenPipeError, KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.contained.close()
+            self.shutdown()
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """Log (no popup): requests already get their error as a response."""
+        logger.error("trainlint language server: %s", error)
+
     # -- configuration -------------------------------------------------------------------------
     def settings_for(self, path: Path) -> Settings:
-        """The settings of the project holding `path`, reloaded whenever its pyproject.toml changes."""
-        config = find_config(path)
+        """The project's settings (reloaded when its pyproject.toml changes) with the editor's on top."""
+        config = self.options.config_path or find_config(path)
         stamp = config.stat().st_mtime_ns if config is not None and config.exists() else 0
         cached = self._settings.get(config)
         if cached is not None and cached[0] == stamp:
             return cached[1]
         try:
-            settings = load_settings(config)
+            settings = self.options.apply(load_settings(config))
         except ConfigError as exc:
-            self.window_show_message(
-                types.ShowMessageParams(types.MessageType.Error, f"trainlint: {exc}; using the default rules")
-            )
+            self.show_error(f"{exc}; using the default rules")
             settings = load_settings(None)
         self._settings[config] = (stamp, settings)
         return settings
 
+    def set_options(self, raw: Any) -> None:
+        """Take the editor's settings (a bad one is reported and leaves the previous ones in force)."""
+        root = Path(self.workspace.root_path) if self.workspace.root_path else None
+        try:
+            self.options = parse_options(raw, root)
+        except ConfigError as exc:
+            self.show_error(str(exc))
+            return
+        self.forget_settings()
+
     def forget_settings(self) -> None:
         self._settings.clear()
 
+    def show_error(self, message: str) -> None:
+        self.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"trainlint: {message}"))
+
     # -- linting -------------------------------------------------------------------------------
-    def lint(self, uri: str) -> None:
-        """Lint the document's current text and publish the result."""
+    def open_text(self, uri: str) -> tuple[int | None, str] | None:
+        """(version, text) of an open document, or None for a URI the client has not opened."""
+        document = self.workspace.text_documents.get(unquote(uri))
+        return None if document is None else (document.version, document.source)
+
+    def notebook_of(self, cell_uri: str) -> str | None:
+        notebook = self.workspace.get_notebook_document(cell_uri=cell_uri)
+        return None if notebook is None else notebook.uri
+
+    def notebook_cells(self, uri: str) -> list[CellText] | None:
+        """The cells of an open notebook in order, as last sent; None if it is not open."""
+        notebook = self.workspace.get_notebook_document(notebook_uri=uri)
+        if notebook is None:
+            return None
+        cells = []
+        for cell in notebook.cells:
+            opened = self.open_text(cell.document)
+            version, text = opened if opened is not None else (None, "")
+            cells.append(CellText(cell.document, version, cell.kind == types.NotebookCellKind.Code, clean_text(text)))
+        return cells
+
+    def analyse(self, source: str, name: str, settings: Settings) -> FileResult:
+        """Lint a buffer away from the server process (blocking: run it off the event loop)."""
+        size = len(source.encode("utf-8"))
+        if size > settings.max_file_size:
+            message = f"buffer too large to lint ({size} bytes > max-file-size {settings.max_file_size})"
+            return FileResult(name, [not_analysed(name, message)])
+        try:
+            return self.contained.call(lint_buffer, source, name, settings)
+        except ContainedFailure as exc:
+            return FileResult(name, [not_analysed(name, f"could not be analysed: {exc}")])
+
+    def analyse_cells(self, cells: list[CellText], name: str, settings: Settings) -> FileResult:
+        """Lint a notebook's cells as one module, away from the server process."""
+        size = code_size(cells)
+        if size > settings.max_file_size:
+            message = f"notebook too large to lint ({size} bytes of code > max-file-size {settings.max_file_size})"
+            return FileResult(name, [not_analysed(name, message)])
+        try:
+            return self.contained.call(lint_cells, cells, name, settings)
+        except ContainedFailure as exc:
+            return FileResult(name, [not_analysed(name, f"could not be analysed: {exc}")])
+
+    async def lint(self, uri: str) -> None:
+        """Lint the document's current text and publish the result (unless it changed meanwhile)."""
         self._pending.pop(uri, None)
-        document = self.workspace.get_text_document(uri)
+        notebook = uri if uri in self.notebooks else self.notebook_of(uri)
+        if notebook is not None:
+            await self.lint_notebook(notebook)
+            return
+        opened = self.open_text(uri)
+        if opened is None:
+            return
+        version, text = opened
+        source = clean_text(text)
         path = Path(to_fs_path(uri) or uri)
+        settings = self.settings_for(path)
+        result = await asyncio.get_running_loop().run_in_executor(None, self.analyse, source, str(path), settings)
+        if self.open_text(uri) != opened:
+            return  # edited or closed while it was linted: the newer text has its own lint coming
         state = self.documents.setdefault(uri, DocumentState())
-        result = lint_source(document.source, str(path), self.settings_for(path))
         parse_errors = [d for d in result.diagnostics if d.code == PARSE_ERROR[0]]
         if parse_errors and not result.internal_error:
             # mid-edit: show where it stopped parsing, and keep the findings of the last good text
@@ -82,33 +212,109 @@ class TrainlintServer(LanguageServer):
         else:
             state.diagnostics = result.diagnostics
             state.last_good = [d for d in result.diagnostics if d.code != PARSE_ERROR[0]]
-        lines = document.lines
+        state.version, state.lines = version, split_lines(source)
+        self.publish(uri, state)
+
+    async def lint_notebook(self, uri: str) -> None:
+        """Lint an open notebook's cells as one module and publish each cell's findings on it."""
+        self._pending.pop(uri, None)
+        cells = self.notebook_cells(uri)
+        if cells is None:
+            return
+        path = Path(to_fs_path(uri) or uri)
+        settings = self.settings_for(path)
+        result = await asyncio.get_running_loop().run_in_executor(None, self.analyse_cells, cells, str(path), settings)
+        if self.notebook_cells(uri) != cells:
+            return  # edited or closed meanwhile
+        found = by_cell(cells, result.diagnostics)
+        for gone in self.notebooks.get(uri, set()) - found.keys():  # deleted, or no longer code
+            self.clear(gone)
+        self.notebooks[uri] = set(found)
+        for cell in cells:
+            if cell.uri in found:
+                state = self.documents.setdefault(cell.uri, DocumentState())
+                state.version, state.lines, state.diagnostics = cell.version, split_lines(cell.text), found[cell.uri]
+                self.publish(cell.uri, state)
+
+    def publish(self, uri: str, state: DocumentState) -> None:
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(
                 uri=uri,
-                version=document.version,
-                diagnostics=[_converter.structure(to_lsp(d, lines), types.Diagnostic) for d in state.diagnostics],
+                version=state.version,
+                diagnostics=[actions.published(d, state.lines) for d in state.diagnostics],
             )
         )
+
+    def lint_soon(self, uri: str) -> None:
+        asyncio.ensure_future(self.lint(uri))
 
     def lint_later(self, uri: str) -> None:
         """Lint after a quiet spell, so that typing does not queue one lint per keystroke."""
         pending = self._pending.pop(uri, None)
         if pending is not None:
             pending.cancel()
-        loop = asyncio.get_running_loop()
-        self._pending[uri] = loop.call_later(DEBOUNCE_SECONDS, self.lint, uri)
+        self._pending[uri] = asyncio.get_running_loop().call_later(DEBOUNCE_SECONDS, self.lint_soon, uri)
 
     def close(self, uri: str) -> None:
+        """Forget a document (or a notebook and its cells) and clear what was published for it."""
         pending = self._pending.pop(uri, None)
         if pending is not None:
             pending.cancel()
+        for cell in self.notebooks.pop(uri, set()):
+            self.clear(cell)
+        self.clear(uri)
+
+    def clear(self, uri: str) -> None:
         self.documents.pop(uri, None)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     def relint_open_documents(self) -> None:
-        for uri in list(self.documents):
-            self.lint(uri)
+        cells = {cell for published in self.notebooks.values() for cell in published}
+        for uri in [*self.notebooks, *(u for u in self.documents if u not in cells)]:
+            self.lint_soon(uri)
+
+    async def safe_fixes_for(self, uri: str) -> dict[str, tuple[list[Diagnostic], list[str]]] | None:
+        """The safe fixes that apply together to a document's current text (to every cell of its
+        notebook, for a cell), by document, with their lines; None if the text changed meanwhile."""
+        notebook = self.notebook_of(uri)
+        if notebook is not None:
+            return await self._notebook_safe_fixes(notebook)
+        opened = self.open_text(uri)
+        if opened is None:
+            return None
+        source = clean_text(opened[1])
+        path = Path(to_fs_path(uri) or uri)
+        settings = self.settings_for(path)
+        if len(source.encode("utf-8")) > settings.max_file_size:
+            return {}
+        fixed = await self._contained_or_nothing(safe_fixes, source, str(path), settings)
+        return {uri: (fixed, split_lines(source))} if self.open_text(uri) == opened else None
+
+    async def _notebook_safe_fixes(self, uri: str) -> dict[str, tuple[list[Diagnostic], list[str]]] | None:
+        cells = self.notebook_cells(uri)
+        if cells is None:
+            return None
+        path = Path(to_fs_path(uri) or uri)
+        settings = self.settings_for(path)
+        if code_size(cells) > settings.max_file_size:
+            return {}
+        fixed = await self._contained_or_nothing(safe_cell_fixes, cells, str(path), settings)
+        if self.notebook_cells(uri) != cells:
+            return None
+        return {
+            cell.uri: (found, split_lines(cell.text)) for cell, found in zip(cells, by_cell_number(cells, fixed)) if found
+        }
+
+    async def _contained_or_nothing(self, function: Any, *args: Any) -> Any:
+        """`function(*args)` in the contained child, off the event loop; [] if the child fails."""
+
+        def call() -> Any:
+            try:
+                return self.contained.call(function, *args)
+            except ContainedFailure:
+                return []
+
+        return await asyncio.get_running_loop().run_in_executor(None, call)
 
     # -- queries on published findings ---------------------------------------------------------
     def findings_at(self, uri: str, rng: types.Range) -> list[Diagnostic]:
@@ -116,52 +322,15 @@ class TrainlintServer(LanguageServer):
         state = self.documents.get(uri)
         if state is None:
             return []
-        lines = self.workspace.get_text_document(uri).lines
         out = []
         for d in state.diagnostics:
-            r = lsp_range(d.line, d.column, d.end_line, d.end_column, lines)
+            r = lsp_range(d.line, d.column, d.end_line, d.end_column, state.lines)
             start, end = r["start"], r["end"]
             if (start["line"], start["character"]) <= (rng.end.line, rng.end.character) and (
                 rng.start.line, rng.start.character
             ) <= (end["line"], end["character"]):
                 out.append(d)
         return out
-
-
-_converter = get_converter()  # plain LSP dicts (as `--format lsp` writes them) -> lsprotocol types
-
-
-def _text_edits(fix: Fix, lines: list[str]) -> list[types.TextEdit]:
-    edits = []
-    for e in fix.edits:
-        r = lsp_range(e.line, e.column, e.end_line, e.end_column, lines)
-        edits.append(
-            types.TextEdit(
-                range=types.Range(
-                    start=types.Position(**r["start"]),  # type: ignore[arg-type]
-                    end=types.Position(**r["end"]),  # type: ignore[arg-type]
-                ),
-                new_text=e.content,
-            )
-        )
-    return edits
-
-
-def _noqa_edit(d: Diagnostic, lines: list[str]) -> types.TextEdit:
-    """Append `# noqa: CODE` to the finding's first line, or add the code to a noqa already there."""
-    index = d.line - 1
-    text = lines[index].rstrip("\r\n") if index < len(lines) else ""
-    marker = text.find("# noqa:")
-    if marker >= 0:
-        insert_at = len(text)
-        new_text = f", {d.code}"
-    elif "# noqa" in text:  # a bare noqa comment already silences everything
-        insert_at, new_text = len(text), ""
-    else:
-        insert_at, new_text = len(text), f"  # noqa: {d.code}"
-    character = len(text[:insert_at].encode("utf-16-le")) // 2
-    position = types.Position(line=index, character=character)
-    return types.TextEdit(range=types.Range(start=position, end=position), new_text=new_text)
 
 
 def hover_text(d: Diagnostic) -> str:
@@ -178,13 +347,45 @@ def hover_text(d: Diagnostic) -> str:
     )
 
 
+def _fixable(findings: Sequence[Diagnostic]) -> bool:
+    return any(d.fix is not None and d.fix.applicability is Applicability.SAFE for d in findings)
+
+
 def build_server() -> TrainlintServer:
     """A server with every feature registered."""
     server = TrainlintServer()
 
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: TrainlintServer, params: types.InitializeParams) -> None:
+        ls.set_options(params.initialization_options)
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: TrainlintServer, params: types.InitializedParams) -> None:
+        # start the child while the editor is still opening its files
+        await ls._contained_or_nothing(warm_up)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(ls: TrainlintServer, params: types.DidChangeConfigurationParams) -> None:
+        ls.set_options(params.settings)
+        ls.relint_open_documents()
+
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(ls: TrainlintServer, params: types.DidOpenTextDocumentParams) -> None:
-        ls.lint(params.text_document.uri)
+    async def did_open(ls: TrainlintServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.documents.setdefault(params.text_document.uri, DocumentState())
+        await ls.lint(params.text_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    async def did_open_notebook(ls: TrainlintServer, params: types.DidOpenNotebookDocumentParams) -> None:
+        ls.notebooks.setdefault(params.notebook_document.uri, set())
+        await ls.lint_notebook(params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def did_change_notebook(ls: TrainlintServer, params: types.DidChangeNotebookDocumentParams) -> None:
+        ls.lint_later(params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def did_close_notebook(ls: TrainlintServer, params: types.DidCloseNotebookDocumentParams) -> None:
+        ls.close(params.notebook_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: TrainlintServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -196,7 +397,7 @@ def build_server() -> TrainlintServer:
             ls.forget_settings()
             ls.relint_open_documents()
         elif params.text_document.uri in ls.documents:
-            ls.lint(params.text_document.uri)
+            ls.lint_soon(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: TrainlintServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -210,36 +411,26 @@ def build_server() -> TrainlintServer:
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, actions.FIX_ALL_KIND]),
     )
-    def code_action(ls: TrainlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    async def code_action(ls: TrainlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         uri = params.text_document.uri
-        lines = ls.workspace.get_text_document(uri).lines
-        actions = []
-        for d in ls.findings_at(uri, params.range):
-            if d.code == PARSE_ERROR[0]:
-                continue
-            published = _converter.structure(to_lsp(d, lines), types.Diagnostic)
-            if d.fix is not None:
-                safety = d.fix.applicability.value
-                actions.append(
-                    types.CodeAction(
-                        title=f"{d.code}: {d.fix.description} ({safety} fix)",
-                        kind=types.CodeActionKind.QuickFix,
-                        diagnostics=[published],
-                        is_preferred=safety == "safe",
-                        edit=types.WorkspaceEdit(changes={uri: _text_edits(d.fix, lines)}),
-                    )
-                )
-            actions.append(
-                types.CodeAction(
-                    title=f"{d.code}: silence on this line (# noqa: {d.code})",
-                    kind=types.CodeActionKind.QuickFix,
-                    diagnostics=[published],
-                    edit=types.WorkspaceEdit(changes={uri: [_noqa_edit(d, lines)]}),
-                )
-            )
-        return actions
+        state = ls.documents.get(uri)
+        opened = ls.open_text(uri)
+        if state is None or opened is None:
+            return []  # a document the client never opened: nothing to offer
+        only = params.context.only
+        out: list[types.CodeAction] = []
+        if actions.wants(only, types.CodeActionKind.QuickFix):
+            rng = params.range
+            findings = [d for d in actions.on_lines(state.diagnostics, rng.start.line, rng.end.line) if d.code != PARSE_ERROR[0]]
+            out.extend(actions.quick_fixes(uri, findings, state.lines, state.version == opened[0]))
+        # unasked-for, the fix-all action is offered only when a safe fix is known to be there
+        if actions.wants(only, actions.FIX_ALL_KIND) and (only is not None or _fixable(state.diagnostics)):
+            fixes = await ls.safe_fixes_for(uri)
+            if fixes is not None and (action := actions.fix_all(fixes)) is not None:
+                out.append(action)
+        return out
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover | None:

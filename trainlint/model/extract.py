@@ -202,6 +202,7 @@ class Extractor(cst.CSTVisitor):
             params=params,
             annotations=annotations,
             defaults=defaults,
+            parent=self._function,
         )
         self.functions.append(fn)
         info = self._class_infos[-1] if self._class_infos and cls else None
@@ -264,6 +265,15 @@ class Extractor(cst.CSTVisitor):
         self._gate_nodes.pop()
         if is_error_branch(node):
             self._excepts -= 1
+
+    # an `else:` block is conditional too (it runs only when the test fails), though no gate
+    def visit_Else(self, node: cst.Else) -> None:
+        self._gates.append(-1)
+        self._gate_nodes.append(None)
+
+    def leave_Else(self, original_node: cst.Else) -> None:
+        self._gates.pop()
+        self._gate_nodes.pop()
 
     def leave_If(self, original_node: cst.If) -> None:
         if self._block_gates and _is_early_exit(original_node) and self._is_gate(original_node.test):

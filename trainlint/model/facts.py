@@ -22,6 +22,7 @@ class Function:
     annotations: dict[str, str] = field(default_factory=dict)  # parameter -> dotted annotation
     defaults: dict[str, cst.BaseExpression] = field(default_factory=dict)  # parameter -> default value
     return_facts: list["Return"] = field(default_factory=list)
+    parent: "Function | None" = None  # the enclosing function of a nested one (a closure's scope)
 
     @property
     def qualified(self) -> str:

@@ -101,8 +101,21 @@ def is_lazy_init_test(test: cst.BaseExpression) -> bool:
     )
 
 
+def _presence_test(test: cst.BaseExpression) -> bool:
+    """`if log_writer is not None:`: whether an object was configured, true on every step or none."""
+    return (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.IsNot)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
+    )
+
+
 def is_gate_test(test: cst.BaseExpression, gate_names: set[str], extra_gates: frozenset[str]) -> bool:
     """Whether `if <test>:` runs its body only on some steps (periodically, once, or at a boundary)."""
+    if _presence_test(test):
+        return False
     if has_modulo(test):
         return True
     stack: list[cst.CSTNode] = [test]

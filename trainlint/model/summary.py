@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from trainlint.model.names import tokens
 from trainlint.model.torchnames import GRAD_SCALER, is_clip_name
-from trainlint.model.values import ACCEL, UNKNOWN, Kind, Value
+from trainlint.model.values import HOST, UNKNOWN, Kind, Value
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Call, ClassInfo, Function
@@ -23,6 +24,7 @@ SYNCHRONIZE = frozenset(
     {"torch.cuda.synchronize", "torch.xpu.synchronize", "torch.mps.synchronize", "torch.accelerator.synchronize"}
 )
 VALUE_READS = frozenset({"item", "tolist"})
+ENV_WORDS = frozenset({"env", "envs", "environment", "environments"})
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,8 @@ class Summarizer:
         for call in fn.calls:
             own = call.site.function is fn
             unlooped = own and not call.site.loops
-            every = unlooped and not call.site.in_except and not any(d >= 0 for d in call.site.gate_depths)
+            # every call of the function runs it (inside a loop of its own: several times per call)
+            every = own and not call.site.in_except and not any(d >= 0 for d in call.site.gate_depths)
             callee = m.callee(call)
             sub = self.function(callee) if callee is not None else m.project_call_summary(call)
             last = (call.qualname or call.method or call.name or "").rsplit(".", 1)[-1]
@@ -181,13 +184,15 @@ class Summarizer:
                 synchronizes.extend(sub.synchronizes)
             if every and call.method in VALUE_READS and call.receiver is not None:
                 value = m.value(call.receiver, call.site)
-                if value.is_tensor and value.device == ACCEL:
+                if value.is_tensor and value.device != HOST:
                     syncs.append(m.module.code_for_node(call.node))
             elif every and sub is not None and sub.syncs:
                 syncs.extend(sub.syncs)
             if call.method in VALUE_READS and call.receiver is not None and params:
                 if m.roots_of(call.receiver, fn) & (params | _loop_names_over(fn, call, params, m)):
                     reads = True
+        if any(c.method == "step" and ENV_WORDS & set(tokens(c.receiver_text or "")) for c in fn.calls):
+            syncs = []  # acting in a host environment: the action must reach the host every step
         no_grad = any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators)
         returns = m.values.returns(fn) if fn.return_facts else UNKNOWN
         return FunctionSummary(

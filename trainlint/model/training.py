@@ -20,12 +20,15 @@ from typing import TYPE_CHECKING
 from trainlint.model.extract import Extractor
 from trainlint.model.gates import child_nodes
 from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Site
-from trainlint.model.values import Kind, Value, ValueModel
+from trainlint.model.values import MODULE_RESULT_WORDS, Kind, Value, ValueModel
 from trainlint.model.names import ImportMap, dotted, root_name, tokens
-from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES, literal_string
+from trainlint.model.torchnames import literal_string
 
 # Libraries that place training on a device by themselves.
-ACCELERATOR_LIBRARIES = ("accelerate", "deepspeed", "lightning", "pytorch_lightning", "torch_xla", "transformers")
+ACCELERATOR_LIBRARIES = (
+    "accelerate", "deepspeed", "lightning", "pytorch_lightning", "torch_xla", "transformers", "detectron2", "mmengine",
+    "mmcv", "composer", "torchtune", "torchtitan", "fairseq", "megatron", "apex",
+)
 DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "xla", "mps", "gpu"})
 
 # Framework methods that run once per training step.
@@ -51,20 +54,7 @@ TRAINER_STEP_HOOKS = frozenset({"compute_loss", "training_step"})
 OPTIMIZER_WORDS = frozenset({"optim", "optimizer", "optimizers", "opt", "scaler", "engine", "deepspeed", "ds"})
 NOT_OPTIMIZER_WORDS = frozenset({"scheduler", "sched", "lr", "env", "environment", "sim", "ema"})
 # callables whose result is a tensor when called: `model(x)`, `criterion(out, y)`, `self.loss_fn(...)`
-MODULE_WORDS = frozenset(
-    """model net network module criterion loss encoder decoder head backbone generator discriminator
-    classifier critic actor policy transformer gpt bert vae unet forward""".split()
-)
-TENSOR_METHODS = frozenset(
-    """sum mean detach clone float half bfloat16 double to cuda abs max min norm pow sqrt exp log std
-    var view reshape squeeze unsqueeze argmax argmin eq ne gt lt ge le softmax log_softmax sigmoid
-    tanh relu mul add sub div matmul masked_fill contiguous flatten any all prod cumsum gather
-    expand permute transpose t square neg sign clamp""".split()
-)
-TENSOR_ATTRIBUTES = frozenset({"loss", "logits", "grad", "data", "last_hidden_state", "hidden_states"})
-# torch functions whose results are tensors: `torch.isnan(x)`, `F.cross_entropy(...)`, `torch.linalg.norm(...)`
-TENSOR_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special"})
-NOT_TENSOR_FUNCTIONS = frozenset({"no_grad", "enable_grad", "inference_mode", "device", "dtype", "manual_seed", "seed", "compile", "numel", "typename", "save", "load"})
+MODULE_WORDS = MODULE_RESULT_WORDS
 # loop-less functions that backpropagate are per step when their name says so (`train_step`, `closure`)
 STEP_NAME_WORDS = frozenset({"step", "train", "training", "update", "batch", "iteration", "iter", "optimize", "closure"})
 
@@ -92,6 +82,26 @@ FRAMEWORK_WORDS = frozenset(
     scaler mixin amp connector""".split()
 )
 ONCE_DECORATORS = frozenset({"functools.lru_cache", "functools.cache", "lru_cache", "cache", "functools.cached_property", "cached_property"})
+
+
+def _counted(loop: Loop) -> bool:
+    """`for _ in range(k):`: a loop that repeats a fixed number of times."""
+    node = loop.node
+    return isinstance(node, cst.For) and isinstance(node.iter, cst.Call) and dotted(node.iter.func) == "range"
+
+
+def _over_data(loop: Loop) -> bool:
+    """`for batch in loader:`, `for i, b in enumerate(loader):`: a loop over a data source, not a count."""
+    node = loop.node
+    if not isinstance(node, cst.For):
+        return False
+    it = node.iter
+    if isinstance(it, cst.Call) and dotted(it.func) in ("enumerate", "zip", "tqdm", "tqdm.tqdm") and it.args:
+        it = it.args[0].value
+    if isinstance(it, cst.Call) and dotted(it.func) == "range":
+        return False
+    text = dotted(it) if isinstance(it, (cst.Name, cst.Attribute)) else None
+    return bool(text) and bool({"loader", "dataloader", "data", "batches", "dataset", "iterator", "stream"} & set(tokens(text)))
 
 
 def _runs_once(fn: Function) -> bool:
@@ -386,15 +396,7 @@ class TrainingModel:
     @cached_property
     def _loop_reach(self) -> frozenset[Function]:
         """Functions of this module that run inside some loop of it (called from a loop, transitively)."""
-        found: set[Function] = set()
-        frontier = [self.callee(c) for c in self.calls if c.site.loops]
-        while frontier:
-            fn = frontier.pop()
-            if fn is None or fn in found:
-                continue
-            found.add(fn)
-            frontier.extend(self.callee(c) for c in fn.calls)
-        return frozenset(found)
+        return self.called_from(frozenset(self.loops))
 
     def _may_step(self, call: Call) -> bool:
         """Whether a project call can make a loop of this module a training loop: it sits in a loop, or
@@ -504,6 +506,12 @@ class TrainingModel:
         for loop in self.loops:  # parents come before their children
             if not loop.is_step and loop.parent is not None and loop.parent.is_step:
                 loop.is_step = any(self.is_backward(c) or self.callee(c) in backpropagating for c in loop.direct_calls)
+        # `for batch in loader: trajectory = rollout(batch); for _ in range(ppo_epochs): ...; opt.step()`:
+        # a loop over data around a counted inner step loop runs once per training step, not per epoch
+        for loop in reversed(self.loops):
+            parent = loop.parent
+            if loop.is_step and parent is not None and not parent.is_step and _counted(loop) and _over_data(parent):
+                parent.is_step = True
         # an `if` that holds the optimizer step (an accumulation boundary, `if step % k == 0` of a
         # delayed actor update, an early `continue` before the step) runs on every training step
         self._step_branches: set[int] = set()
@@ -614,6 +622,14 @@ class TrainingModel:
         assigns = self._assigns_by_name.get((function, name), [])
         if at is None or not assigns:
             return assigns
+        # `x = x.to("cpu")`: the right-hand side reads the binding from before its own statement (or,
+        # in a loop, the one its own statement made on the previous iteration)
+        own: list[Assign] = []
+        if at.statement is not None:
+            own = [a for a in assigns if a.site.statement is at.statement]
+            assigns = [a for a in assigns if a.site.statement is not at.statement]
+            if not assigns:
+                return own if at.loops and any(loop in a.site.loops for a in own for loop in at.loops) else []
         before = [a for a in assigns if a.site.order < at.order]
         depth = 0  # loops of the use that a back-edge may come round
         for a in reversed(before):
@@ -623,89 +639,12 @@ class TrainingModel:
                 depth = len(loops)
                 break
         later = [
-            a for a in assigns
-            if a.site.order > at.order and any(loop in a.site.loops for loop in at.loops[depth:])
+            a for a in [*assigns, *own]
+            if (a.site.order > at.order or a in own) and any(loop in a.site.loops for loop in at.loops[depth:])
         ]
+        if not before and not later and function is not None and name in function.params:
+            return []  # read before any rebinding: the parameter's value
         return before + later or assigns
-
-    def is_tensor(
-        self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0, at: Site | None = None
-    ) -> bool:
-        """Whether an expression is (likely) a tensor: a model/loss output, a torch op, arithmetic on one.
-
-        `at`, where the expression is used, narrows a name to the assignments that reach it.
-        """
-        if _depth > 6:
-            return False
-        recurse = lambda e: self.is_tensor(e, function, _depth + 1, at)  # noqa: E731
-        if isinstance(expr, cst.Name):
-            assigns = self.reaching(function, expr.value, at)
-            if assigns:
-                return any(self.is_tensor(a.value, function, _depth + 1, a.site) for a in assigns)
-            return "loss" in tokens(expr.value) or expr.value in ("logits",)
-        if isinstance(expr, cst.Attribute):
-            if expr.attr.value in TENSOR_ATTRIBUTES:
-                return True
-            text = dotted(expr)
-            if text and text.startswith("self."):
-                values = [a.value for (fn, name), assigns in self._assigns_by_name.items() if name == text for a in assigns]
-                return any(recurse(v) for v in values)
-            return False
-        if isinstance(expr, cst.Call):
-            return self._call_returns_tensor(expr, function, _depth)
-        if isinstance(expr, cst.Subscript):
-            return recurse(expr.value)
-        if isinstance(expr, cst.BinaryOperation):
-            return recurse(expr.left) or recurse(expr.right)
-        if isinstance(expr, cst.UnaryOperation):
-            return recurse(expr.expression)
-        return False
-
-    def on_host(self, expr: cst.BaseExpression, function: Function | None, at: Site | None = None, _depth: int = 0) -> bool:
-        """Whether a tensor is known to be built on the host: `torch.tensor([1.0])` with no `device=`.
-
-        Reading such a tensor (`.item()`) waits for nothing on the GPU.
-        """
-        if _depth > 6:
-            return False
-        if isinstance(expr, cst.Name):
-            assigns = self.reaching(function, expr.value, at)
-            return bool(assigns) and all(self.on_host(a.value, function, a.site, _depth + 1) for a in assigns)
-        if isinstance(expr, cst.Subscript):
-            return self.on_host(expr.value, function, at, _depth + 1)
-        if isinstance(expr, cst.Call):
-            qual = self.imports.resolve(expr.func) or ""
-            namespace, _, last = qual.rpartition(".")
-            return (
-                namespace == "torch"
-                and last in DETERMINISTIC_FACTORIES | RANDOM_FACTORIES
-                and not last.endswith("_like")
-                and not any(a.keyword is not None and a.keyword.value == "device" for a in expr.args)
-            )
-        return False
-
-    def _call_returns_tensor(self, call: cst.Call, function: Function | None, depth: int) -> bool:
-        func = call.func
-        qual = self.imports.resolve(func)
-        if qual is not None:
-            namespace, _, last = qual.rpartition(".")
-            if namespace not in TENSOR_NAMESPACES or not last[:1].islower():
-                return False
-            return not last.startswith(("is_", "get_", "set_", "_")) and last not in NOT_TENSOR_FUNCTIONS
-        if isinstance(func, cst.Attribute):
-            method = func.attr.value
-            if method in TENSOR_METHODS:
-                return self.is_tensor(func.value, function, depth + 1)
-            if method in ("item", "tolist", "numpy", "cpu"):
-                return False
-        name = dotted(func)
-        if name is None:
-            return False
-        last = name.rsplit(".", 1)[-1]
-        if last in self._by_name:
-            fn = self._by_name[last][0]
-            return any(self.is_tensor(r, fn, depth + 1) for r in fn.returns)
-        return bool(MODULE_WORDS & set(tokens(last)))
 
     def roots_of(self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0) -> set[str]:
         """Names an expression draws on, through local assignments: `[p for p in model.parameters()]` -> {model}."""
@@ -754,39 +693,6 @@ class TrainingModel:
             found.add(fn)
             frontier.extend(self.callee(c) for c in fn.calls)
         return frozenset(found)
-
-    def carries_graph(self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0) -> bool:
-        """Whether a value is a tensor that (likely) carries autograd history: not detached, not a number."""
-        if _depth > 6:
-            return False
-        if isinstance(expr, cst.Attribute) and expr.attr.value in ("grad", "data"):
-            return False  # gradients and `.data` carry no history (short of `create_graph=True`)
-        if isinstance(expr, cst.Call):
-            func = expr.func
-            if isinstance(func, cst.Attribute) and func.attr.value in ("detach", "item", "tolist", "numpy", "detach_"):
-                return False
-            qual = self.imports.resolve(func) or ""
-            if qual.startswith("torch.") and qual.count(".") == 1:
-                # `torch.cat([a.detach(), b.detach()])`: history only if some tensor argument has it
-                parts = [
-                    e.value
-                    for a in expr.args
-                    for e in (a.value.elements if isinstance(a.value, (cst.List, cst.Tuple)) else [a])
-                ]
-                return any(self.carries_graph(v, function, _depth + 1) for v in parts)
-            if isinstance(func, cst.Name) and func.value in ("float", "int", "bool", "len", "sum"):
-                return False
-            if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_METHODS:
-                return self.carries_graph(func.value, function, _depth + 1)
-        if isinstance(expr, cst.Name):
-            values = self.bindings(function, expr.value)
-            if values:
-                return any(self.carries_graph(v, function, _depth + 1) for v in values)
-        if isinstance(expr, cst.BinaryOperation):
-            return self.carries_graph(expr.left, function, _depth + 1) or self.carries_graph(expr.right, function, _depth + 1)
-        if isinstance(expr, cst.Subscript):
-            return self.carries_graph(expr.value, function, _depth + 1)
-        return self.is_tensor(expr, function)
 
     def under(self, site: Site, kind: str) -> bool:
         return any(w.kind == kind for w in site.withs)

@@ -113,11 +113,18 @@ HOST_DATA = Value(Kind.HOST_ARRAY, HOST)
 TENSOR = Value(Kind.TENSOR)
 
 
+# what a name is while its own definition is being evaluated (`x = x.to(device)` in a loop): no
+# information, dropped from joins and never memoised, so the other definitions decide
+CYCLE = Value(Kind.UNKNOWN, origin="<cycle>")
+
+
 def join(values: Iterable[Value]) -> Value:
     out: Value | None = None
     for v in values:
+        if v is CYCLE:
+            continue
         out = v if out is None else out | v
-    return out or UNKNOWN
+    return out or CYCLE
 
 
 # -- knowledge of the API surface ------------------------------------------------------------
@@ -147,6 +154,8 @@ MODULE_RESULT_WORDS = frozenset(
     """model net network module criterion loss encoder decoder head backbone generator discriminator
     classifier critic actor policy transformer gpt bert vae unet forward""".split()
 )
+CONFIG_NAMES = frozenset({"args", "cfg", "config", "opt", "opts", "hparams", "hp", "flags", "FLAGS", "conf"})
+PREDICATE_PREFIXES = ("is_", "has_", "should_", "can_", "use_")
 # names that, unbound, are modules: `vae.cpu()` offloads a model, it reads no value
 MODULE_NAME_WORDS = frozenset(
     """model net network module vae unet encoder decoder backbone generator discriminator classifier critic
@@ -184,13 +193,14 @@ class ValueModel:
         if cached is not None:
             return cached
         if key in self._in_progress:
-            return UNKNOWN
+            return CYCLE
         self._in_progress.add(key)
         try:
             value = self._evaluate(expr, function, at)
         finally:
             self._in_progress.discard(key)
-        self._memo[key] = value
+        if value is not CYCLE:
+            self._memo[key] = value
         return value
 
     # -- expressions -------------------------------------------------------------------------------
@@ -226,7 +236,9 @@ class ValueModel:
             if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons):
                 return BOOL
             tensors = [s for s in sides if s.kind is Kind.TENSOR]
-            return replace(tensors[0], graph=False, dtype="bool") if tensors else BOOL
+            if tensors:
+                return replace(tensors[0], graph=False, dtype="bool", origin=None)
+            return BOOL if all(s.kind in (Kind.NUMBER, Kind.STRING, Kind.BOOL, Kind.NONE) for s in sides) else UNKNOWN
         if isinstance(expr, cst.BooleanOperation):
             return self.of(expr.left, fn, at) | self.of(expr.right, fn, at)
         if isinstance(expr, cst.IfExp):
@@ -261,7 +273,9 @@ class ValueModel:
                 )
             if any(s.kind is Kind.UNKNOWN for s in sides):
                 out = replace(out, graph=True if out.graph else None)
-            return out
+            # `(hi - lo) * torch.rand(n) + lo` is still a factory's tensor; mixed with data it is not
+            mixed = len(tensors) > 1 or any(s.kind not in (Kind.TENSOR, Kind.NUMBER) for s in sides)
+            return replace(out, origin=None) if mixed else out
         if sides and all(s.kind is Kind.NUMBER for s in sides):
             return NUMBER
         if any(s.kind is Kind.HOST_ARRAY for s in sides) and all(s.on_host for s in sides):
@@ -286,6 +300,14 @@ class ValueModel:
             loop_value = self._loop_variable(fn, name, at)
             if loop_value is not None:
                 return loop_value
+            enclosing = fn.parent
+            while enclosing is not None:  # a closure reads its enclosing function's names
+                outer = m.reaching(enclosing, name, None)
+                if outer:
+                    return join(self._assigned(a, name) for a in outer)
+                if name in enclosing.params:
+                    return self._parameter(enclosing, name)
+                enclosing = enclosing.parent
             module_level = m.reaching(None, name, None)
             if module_level:
                 return join(self._assigned(a, name) for a in module_level)
@@ -400,6 +422,8 @@ class ValueModel:
     # -- attributes ----------------------------------------------------------------------------
     def _attribute(self, expr: cst.Attribute, fn: "Function | None", at: "Site | None") -> Value:
         attr = expr.attr.value
+        if isinstance(expr.value, cst.Name) and expr.value.value in CONFIG_NAMES and not self.model.reaching(fn, expr.value.value, at):
+            return NUMBER  # `args.w_max`: a setting from the command line or a config file, host data
         base = self.of(expr.value, fn, at)
         if attr in ("grad", "data"):
             return Value(Kind.TENSOR, base.device if base.kind is Kind.TENSOR else UNKNOWN_DEVICE, False, base.dtype)
@@ -424,7 +448,7 @@ class ValueModel:
         if key in self._attr_memo:
             return self._attr_memo[key]
         if key in self._in_progress:
-            return UNKNOWN
+            return CYCLE
         self._in_progress.add(key)
         try:
             assigns = [
@@ -434,7 +458,8 @@ class ValueModel:
             value = join(self._assigned(a, text) for a in assigns) if assigns else UNKNOWN
         finally:
             self._in_progress.discard(key)
-        self._attr_memo[key] = value
+        if value is not CYCLE:
+            self._attr_memo[key] = value
         return value
 
     # -- calls ---------------------------------------------------------------------------------
@@ -480,23 +505,27 @@ class ValueModel:
                 cls = m.local_class(name)
                 if cls is not None:
                     return m.instance_of_local_class(name)
-            if qual is None and name[:1].isupper() and not m.reaching(fn, name, at):
+            if qual is None and (name[:1].isupper() or name.startswith(PREDICATE_PREFIXES)) and not m.reaching(fn, name, at):
                 return self._by_words(name, at)  # `Net(cfg)`: an object of a class we cannot see
             callee = self.of(func, fn, at)
             if callee.kind is Kind.MODULE:
-                return self._forward(at)
+                return self._forward(at, callee)
             return self._by_words(name, at)
         callee = self.of(func, fn, at)
         if callee.kind is Kind.MODULE:
-            return self._forward(at)
+            return self._forward(at, callee)
         return UNKNOWN
 
-    def _forward(self, at: "Site | None") -> Value:
-        """The output of a forward pass: a tensor with a graph, unless autograd is off there."""
+    def _forward(self, at: "Site | None", module: Value | None = None) -> Value:
+        """The output of a forward pass: a tensor with a graph, unless autograd is off there or the
+        module is frozen (`requires_grad_(False)`)."""
         no_grad = at is not None and any(w.kind == "no_grad" for w in at.withs)
-        return Value(Kind.TENSOR, UNKNOWN_DEVICE, False if no_grad else True)
+        frozen = module is not None and module.graph is False
+        return Value(Kind.TENSOR, UNKNOWN_DEVICE, False if no_grad or frozen else True)
 
     def _by_words(self, name: str, at: "Site | None") -> Value:
+        if name.startswith(PREDICATE_PREFIXES):
+            return BOOL  # `is_peft_model(model)`: a predicate
         words = set(tokens(name))
         if name[:1].isupper():  # `Net(cfg)`: constructing an object, not a forward pass
             return Value(Kind.MODULE) if words & MODULE_NAME_WORDS else Value(Kind.OBJECT)
@@ -529,12 +558,13 @@ class ValueModel:
             return self.of(call.args[0].value, fn, at) if call.args else UNKNOWN
         if qual.startswith(("numpy.", "math.", "random.", "time.", "os.", "json.", "pickle.")):
             return NUMBER if qual.startswith(("math.", "time.", "random.")) else HOST_DATA
-        if last == "from_pretrained" or qual.endswith(".from_pretrained"):
-            if last[:1].isupper() or "Model" in namespace or "model" in namespace.lower() or "Auto" in namespace:
-                dtype = dtype_name(_kwarg(call, "torch_dtype") or _kwarg(call, "dtype"), m.imports)
-                if "Tokenizer" in namespace or "Processor" in namespace:
-                    return Value(Kind.OBJECT, HOST, origin=qual)
-                return Value(Kind.MODULE, dtype=dtype, origin=qual)
+        if last in ("from_pretrained", "from_config", "from_single_file"):
+            owner = namespace.rsplit(".", 1)[-1]
+            if any(w in owner for w in ("Tokenizer", "Processor", "Config", "Scheduler", "FeatureExtractor")):
+                return Value(Kind.OBJECT, HOST, origin=qual)
+            # models and pipelines (which hold models and move with `.to()`)
+            dtype = dtype_name(_kwarg(call, "torch_dtype") or _kwarg(call, "dtype"), m.imports)
+            return Value(Kind.MODULE, dtype=dtype, origin=qual)
         if namespace.startswith("torch.nn") and last[:1].isupper() and not namespace.startswith("torch.nn.utils"):
             return Value(Kind.MODULE, origin=qual)
         if namespace.startswith("torch.nn.parallel") or last in ("DistributedDataParallel", "DataParallel", "FullyShardedDataParallel"):
@@ -558,7 +588,7 @@ class ValueModel:
                 )
                 return Value(Kind.TENSOR, device, False, dtype)
             device = device_of_argument(device_arg) if device_arg is not None else HOST
-            return Value(Kind.TENSOR, device, False, dtype)
+            return Value(Kind.TENSOR, device, False, dtype, origin=f"torch.{name}")
         args = [self.of(a.value, fn, at) for a in call.args if a.keyword is None]
         elements: list[Value] = []
         for a in args:
@@ -575,6 +605,8 @@ class ValueModel:
     def _method_call(self, method: str, receiver: cst.BaseExpression, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
         m = self.model
         base = self.of(receiver, fn, at)
+        if base is CYCLE and method in MODULE_METHODS | TENSOR_METHODS:
+            return CYCLE
         if base.kind is Kind.TENSOR:
             if method in NUMBER_METHODS:
                 return NUMBER if method != "tolist" else Value(Kind.COLLECTION, HOST, element=NUMBER)
@@ -614,7 +646,11 @@ class ValueModel:
                     device = HOST
                 elif method == "cuda":
                     device = ACCEL
-                return replace(base, dtype=dtype, device=device)
+                graph = base.graph
+                if method == "requires_grad_":
+                    # a frozen module: its forward records no graph (for inputs that need none)
+                    graph = False if call.args and is_false(call.args[0].value) else None
+                return replace(base, dtype=dtype, device=device, graph=graph)
             if method in ("parameters", "named_parameters", "state_dict", "modules", "children", "buffers"):
                 return Value(Kind.COLLECTION, base.device, origin="parameters")
             if method in ("generate", "sample"):
@@ -691,7 +727,7 @@ class ValueModel:
         if key in self._returns_memo:
             return self._returns_memo[key]
         if ("returns", key) in self._in_progress:
-            return UNKNOWN
+            return CYCLE
         self._in_progress.add(("returns", key))
         try:
             values = [self.of(r.value, function, r.site) for r in function.return_facts]
@@ -700,7 +736,8 @@ class ValueModel:
                 value = replace(value, graph=False)
         finally:
             self._in_progress.discard(("returns", key))
-        self._returns_memo[key] = value
+        if value is not CYCLE:
+            self._returns_memo[key] = value
         return value
 
 

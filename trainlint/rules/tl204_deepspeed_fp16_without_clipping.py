@@ -25,10 +25,19 @@ def config_problem(config: dict) -> str | None:
     return None
 
 
+class UnreadableConfig(ValueError):
+    """A JSON config that cannot be read at all (nested deeper than the JSON reader recurses)."""
+
+
 def json_findings(text: str) -> list[tuple[int, int, str]]:
-    """(line, column, message) for a DeepSpeed JSON config; positions point at the `fp16` key."""
+    """(line, column, message) for a DeepSpeed JSON config; positions point at the `fp16` key.
+
+    Text that is not JSON gives no findings; JSON nested too deep to read raises UnreadableConfig.
+    """
     try:
         config = json.loads(text)
+    except RecursionError:
+        raise UnreadableConfig("cannot read JSON config: nested too deep") from None
     except ValueError:
         return []
     if not isinstance(config, dict):

@@ -6,8 +6,9 @@ from typing import Iterator
 
 import libcst as cst
 
-from trainlint.diagnostics import Severity
-from trainlint.model import Assign, Call, TrainingModel
+from trainlint.diagnostics import Applicability, Severity
+from trainlint.fix_safety import may_be_differentiated
+from trainlint.model import Assign, Call, Site, TrainingModel
 from trainlint.rule import Finding, NodeEdit, NodeFix, Rule
 
 
@@ -164,20 +165,20 @@ for i, (x, y) in enumerate(loader):
                 if a.op is None and _chains_itself(model, a, target):
                     # truncated backpropagation through time needs `.detach()`: a consumed graph is
                     # backpropagated again next step, a retained one grows
-                    fix = _detach_fix(model, a.value) if len(a.targets) == 1 else None
+                    fix = _detach_fix(model, a.value, target, a.site) if len(a.targets) == 1 else None
                     yield Finding(a.node, f"`{target}` is computed from its previous value with its autograd graph: every step's graph stays linked to the next", fix=fix)
             if len(a.targets) != 1 or a.targets[0] in backpropagated:
                 continue
             target = a.targets[0]
             if a.op == "AddAssign" and self._outlives_step(model, a, target):
-                yield Finding(a.node, f"`{target} += ...` accumulates a tensor with its autograd graph: every step's graph stays alive", fix=_detach_fix(model, a.value))
+                yield Finding(a.node, f"`{target} += ...` accumulates a tensor with its autograd graph: every step's graph stays alive", fix=_detach_fix(model, a.value, target, a.site))
         for call in model.calls:
             if call.method != "append" or len(call.node.args) != 1 or not model.in_step(call.site) or model.under(call.site, "no_grad"):
                 continue
             value = call.node.args[0].value
             if call.receiver_text and call.receiver_text not in backpropagated and self._outlives_step(model, call, call.receiver_text):
                 if model.value(value, call.site).graph is True:
-                    yield Finding(call.node, f"`{call.receiver_text}.append(...)` keeps every step's tensor with its autograd graph", fix=_detach_fix(model, value))
+                    yield Finding(call.node, f"`{call.receiver_text}.append(...)` keeps every step's tensor with its autograd graph", fix=_detach_fix(model, value, call.receiver_text, call.site))
 
     @staticmethod
     def _backpropagated(model: TrainingModel) -> set[str]:
@@ -202,10 +203,14 @@ for i, (x, y) in enumerate(loader):
         ):
             return False
         loops = [l for l in fact.site.loops if l.is_step]
+        # `metrics[key] += v` is reset by rebinding `metrics`
+        names = {target, target[:-2]} if target.endswith("[]") else {target}
         for a in model.assigns:
-            if a.op is not None or target not in a.targets or a.site.function is not fact.site.function:
+            if a.op is not None or not names & set(a.targets) or a.site.function is not fact.site.function:
                 continue
-            if loops and loops[0] in a.site.loops and (not a.site.gate_depths or _on_step_branch(model, a)):
+            if loops and loops[0] in a.site.loops and (
+                not a.site.gate_depths or model.every_step(a.site) or _on_step_branch(model, a)
+            ):
                 return False
             if not loops and a.site.function is not None and model.every_step(a.site):
                 return False
@@ -233,8 +238,14 @@ def _chains_itself(model: TrainingModel, assign: Assign, target: str) -> bool:
     return target in model.roots_of(assign.value, assign.site.function)
 
 
-def _detach_fix(model: TrainingModel, value: cst.BaseExpression) -> NodeFix | None:
+def _detach_fix(model: TrainingModel, value: cst.BaseExpression, target: str, site: Site) -> NodeFix | None:
+    """`value.detach()` where `value` is stored into `target` at `site`.
+
+    Safe only when nothing read from `target` afterwards may be differentiated (reach a backward
+    call or be returned: `total = self.loss * 1.0; total.backward()`), else offered as unsafe.
+    """
     if not isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
         return None
     text = model.module.code_for_node(value)
-    return NodeFix(f"detach: `{text}.detach()`", (NodeEdit(value, f"{text}.detach()"),))
+    applicability = Applicability.UNSAFE if may_be_differentiated(model, target, site) else Applicability.SAFE
+    return NodeFix(f"detach: `{text}.detach()`", (NodeEdit(value, f"{text}.detach()"),), applicability)

@@ -104,9 +104,16 @@ def validate(model, loader):
                 continue
             if any(model.is_backward(c) or model.is_optimizer_step(c) for c in fn.calls):
                 continue
+            summary = model.summarizer.function(fn)
+            if summary.trains or summary.steps or summary.backprops:
+                continue  # a driver that trains and evaluates (`eval_linear` calls `train`)
             for call in fn.calls:
                 if not call.site.loops or model.under(call.site, "no_grad") or call.site.function is not fn:
                     continue
+                if model.callee(call) is not None:
+                    continue  # a helper of this module, judged on its own (`@torch.no_grad()` on it)
+                if model.value(call.node, call.site).graph is False:
+                    continue  # a frozen module (`requires_grad_(False)`) records no graph
                 words = tokens((dotted(call.node.func) or "").rsplit(".", 1)[-1])
                 if FORWARD_WORDS & set(words) and words[0] not in NOT_FORWARD_VERBS:
                     yield Finding(call.node, f"forward pass in `{fn.name}` records an autograd graph: evaluation holds activations it never backpropagates")

@@ -77,14 +77,19 @@ for step, (x, y) in enumerate(loader):
         running_loss.zero_()
 """
     not_flagged = (
-        "Syncs under a gate (`if step % n == 0`, `if do_log:`, `if step == 0`, an early `return` when not "
-        "logging), on the error path (`except` handlers, `raise`, an assert's message), after the training "
-        "loop, in epoch-level code outside the step loop, in evaluation loops that do not backpropagate, "
-        "in modules with no sign of a device (no `.cuda()`, `.to(...)`, `device=`, accelerate, Lightning or "
-        "DeepSpeed): they run on the CPU, where `.item()` waits for nothing; and "
-        "inside optimizer and loss-scaler classes, whose step must read an overflow flag on the host (torch's "
-        "`GradScaler.step` does too). `float(x)`/`print(x)` only when `x` is known to be a tensor (a model or "
-        "loss output, a torch op) at that point: a name rebound to `loss.item()` is a number."
+        "Syncs under a gate (`if step % n == 0`, `if do_log:`, `if step == 0`, `if self.graph is None:`, an early "
+        "`return` when not logging), on the error path (`except` handlers, `raise`, an assert's message, a "
+        "branch that exits or skips a non-finite batch), after the training loop, in epoch-level code outside "
+        "the step loop, in evaluation loops that do not backpropagate, in memoised helpers (`@lru_cache`), in "
+        "test code, in modules with no sign of a device or whose only device is the CPU (`torch.device(\"cpu\")`, "
+        "`torch.cpu.amp`, IPEX): there `.item()` waits for nothing; inside optimizer and loss-scaler classes, "
+        "whose step must read an overflow flag on the host (torch's `GradScaler.step` does too); reads of values "
+        "known to live on the host (a `.cpu()` copy, numbers, numpy arrays, a tokenizer's output, host-built "
+        "tensors); modules moved or offloaded (`vae.cpu()`); and actions copied to a host environment "
+        "(`envs.step(actions.cpu().numpy())`), which the algorithm needs. `float(x)`/`print(x)`/f-strings only "
+        "when `x` is known to be a tensor at that point: a name rebound to `loss.item()` is a number. The "
+        "optimizer-step branch is no gate: code under `if (i + 1) % accum == 0:` (with the step) or "
+        "`if accelerator.sync_gradients:` runs on every training step and is flagged."
     )
     verification = (
         "`trainlint verify` times a step with and without `.item()` on CUDA. `trainlint verify run` records "
@@ -233,6 +238,8 @@ for x, y in loader:
         if call.name == "print" and call.qualname is None:
             if any(a.keyword is None and _device_tensor(model.value(a.value, site)) for a in call.node.args):
                 return f"printing a tensor (`{_short(code(call.node))}`)"
+            if any(_formats_tensor(model, a.value, site) for a in call.node.args):
+                return f"formatting a tensor with `%` (`{_short(code(call.node))}`)"
         if call.method == "format" and isinstance(call.receiver, (cst.SimpleString, cst.ConcatenatedString)):
             if any(_device_tensor(model.value(a.value, site)) for a in call.node.args):
                 return f"formatting a tensor (`{_short(code(call.node))}`)"
@@ -244,11 +251,11 @@ for x, y in loader:
                 return f"logging a tensor (`{_short(code(call.node))}`)"
         summary = model.project_call_summary(call) if call.qualname is None or not call.qualname.startswith("torch") else None
         if summary is not None and summary.syncs:
-            return f"`{_short(code(call.node))}` reads a device tensor on the host (`{_short(summary.syncs[0], 40)}` in {summary.where})"
+            return f"`{_short(code(call.node))}`, which reads a device tensor on the host (`{_short(summary.syncs[0], 40)}` in {summary.where}),"
         if summary is not None and summary.reads_arguments:
             args = [a.value for a in call.node.args]
             if any(_device_tensor(model.value(v, site)) for v in args):
-                return f"`{_short(code(call.node))}` reads its tensor arguments on the host ({summary.where})"
+                return f"`{_short(code(call.node))}`, which reads its tensor arguments on the host ({summary.where}),"
         return None
 
 
@@ -279,6 +286,17 @@ def _contains_call(expr: cst.CSTNode, target: cst.CSTNode) -> bool:
     if expr is target:
         return True
     return any(_contains_call(child, target) for child in child_nodes(expr)) if isinstance(expr, (cst.Call, cst.Attribute, cst.Subscript, cst.Tuple, cst.List)) else False
+
+
+def _formats_tensor(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> bool:
+    """`"loss %f" % (loss,)`: %-formatting converts each tensor operand on the host."""
+    if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo)):
+        return False
+    if not isinstance(expr.left, (cst.SimpleString, cst.ConcatenatedString)):
+        return False
+    right = expr.right
+    operands = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
+    return any(_device_tensor(model.value(v, site)) for v in operands)
 
 
 def _chain_base(expr: cst.BaseExpression) -> cst.BaseExpression:

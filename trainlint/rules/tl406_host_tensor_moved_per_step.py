@@ -9,8 +9,31 @@ import libcst as cst
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Call, TrainingModel
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, RANDOM_FACTORIES as RANDOM
+from trainlint.model.names import dotted
+from trainlint.model.torchnames import literal_string
+from trainlint.model.values import HOST
 from trainlint.rule import Finding, NodeEdit, NodeFix, Rule
 
+
+
+def _moves_device(call: Call) -> bool:
+    """`.cuda()`, `.to(device)`: a copy to a device (not `.to(torch.float16)` or `.to("cpu")`)."""
+    if call.method == "cuda":
+        return True
+    if not call.node.args:
+        return False
+    first = call.node.args[0]
+    if first.keyword is not None and first.keyword.value != "device":
+        return False
+    text = dotted(first.value) or ""
+    if text.startswith("torch.") and text.rsplit(".", 1)[-1] in DTYPE_NAMES:
+        return False
+    if text and "dtype" in text.rsplit(".", 1)[-1].lower():
+        return False  # `w.to(dtype)`: a cast, the tensor stays where it is
+    return (literal_string(first.value) or "cuda").split(":")[0] != "cpu"
+
+
+DTYPE_NAMES = frozenset({"float16", "bfloat16", "float32", "float64", "float", "half", "double", "long", "int", "int64", "int32", "bool", "uint8"})
 
 
 class HostTensorMovedPerStep(Rule):
@@ -69,7 +92,16 @@ for x in loader:
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         for call in model.calls:
-            if call.method not in ("cuda", "to") or not isinstance(call.receiver, cst.Call) or not model.every_step(call.site):
+            if call.method not in ("cuda", "to") or not model.every_step(call.site):
+                continue
+            if isinstance(call.receiver, cst.Name) and _moves_device(call):
+                # `alpha = torch.rand(n, 1); alpha = alpha.cuda()`: built on the host a line above
+                value = model.value(call.receiver, call.site)
+                name = (value.origin or "").removeprefix("torch.")
+                if value.is_tensor and value.device == HOST and name in DETERMINISTIC | RANDOM and not name.endswith("_like"):
+                    yield Finding(call.node, f"`{call.receiver.value}` is built on the host by `torch.{name}(...)` and copied to the device every step")
+                continue
+            if not isinstance(call.receiver, cst.Call):
                 continue
             factory = model.imports.resolve(call.receiver.func) or ""
             name = factory.rsplit(".", 1)[-1]

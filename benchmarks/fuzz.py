@@ -1,0 +1,49 @@
+"""The long fuzzing run: mutated real training files and generated pathological ones, linted and
+fixed (on copies) by `python -m trainlint` in batches. Prints the files, tracebacks, exit-2s, hangs,
+runs over the memory bound and peak memory; exits 1 when anything failed.
+
+    python benchmarks/fuzz.py --files 5000 --seed 1
+    python benchmarks/fuzz.py --files 5000 --seed 1 --no-deep        # without the nesting/chain generators
+    python benchmarks/fuzz.py --files 2000 --corpus /work/corpus      # also mutate the .py files of a folder
+
+The deep-nesting and long-chain generators (on by default here, off in the CI run) are what the
+engine's per-file containment must survive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.fuzz.harness import fuzz  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--files", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=250, help="files per trainlint run")
+    parser.add_argument("--deep", action=argparse.BooleanOptionalAction, default=True, help="deep nesting and long chains")
+    parser.add_argument("--huge", action=argparse.BooleanOptionalAction, default=True, help="1 MB lines, 4 and 20 MB files")
+    parser.add_argument("--corpus", type=Path, default=None, help="a folder of .py files to mutate too")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds one batch may run")
+    parser.add_argument("--memory-mb", type=float, default=2048, help="peak memory bound of one batch run")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--pinpoint", action="store_true", help="re-run a failed batch's files one by one")
+    args = parser.parse_args()
+    extra = sorted(args.corpus.rglob("*.py")) if args.corpus else []
+    report = fuzz(args.seed, args.files, args.batch, args.deep, args.huge, extra, args.timeout, args.memory_mb,
+                  args.jobs, args.pinpoint, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(f"seed {args.seed}: {report.summary()}")
+    print("generated: " + ", ".join(f"{k} {v}" for k, v in sorted(report.kinds.items())))
+    for failure in report.failures:
+        print(f"- {failure.kind}: {failure.detail.strip()[:1500]}")
+        print(f"  files: {', '.join(failure.files[:20])}{' ...' if len(failure.files) > 20 else ''}")
+    return 1 if report.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

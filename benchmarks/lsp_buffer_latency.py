@@ -1,0 +1,59 @@
+"""What containment costs the language server per lint: a buffer linted in process, through the
+contained child (`trainlint/lsp/contained.py`) once warm, the child's start, and the nesting
+pre-check alone.
+
+    python benchmarks/lsp_buffer_latency.py [--copies N] [--repeat R]
+
+The buffer is the examples/ training scripts, concatenated N times. Figures are the best of R runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from trainlint.config import Settings
+from trainlint.engine import lint_source
+from trainlint.lsp.analysis import lint_buffer
+from trainlint.lsp.contained import ContainedProcess
+from trainlint.lsp.precheck import nesting_problem
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def best(repeat: int, action) -> float:
+    """The shortest of `repeat` runs of `action`, in milliseconds."""
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - started)
+    return min(times) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--copies", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    source = "\n".join(p.read_text() for p in sorted(EXAMPLES.glob("*.py"))) * args.copies
+    settings = Settings()
+    lint_source(source, "buffer.py", settings)  # load the rules once, as a running server has
+    contained = ContainedProcess()
+    try:
+        start = best(1, lambda: contained.call(lint_buffer, source, "buffer.py", settings))
+        warm = best(args.repeat, lambda: contained.call(lint_buffer, source, "buffer.py", settings))
+    finally:
+        contained.close()
+    in_process = best(args.repeat, lambda: lint_source(source, "buffer.py", settings))
+    precheck = best(args.repeat, lambda: nesting_problem(source))
+    print(f"buffer: {source.count(chr(10))} lines, {len(source.encode()):,} bytes")
+    print(f"in process:           {in_process:8.0f} ms")
+    print(f"contained, warm:      {warm:8.0f} ms  ({warm - in_process:+.0f} ms for the pipe and pickling)")
+    print(f"contained, first call:{start:8.0f} ms  (starts the child)")
+    print(f"nesting pre-check:    {precheck:8.0f} ms")
+
+
+if __name__ == "__main__":
+    main()

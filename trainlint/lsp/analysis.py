@@ -1,0 +1,72 @@
+"""What the contained child process runs for the server: lint a buffer or a notebook's cells, or
+find their safe fixes.
+
+Module-level functions, so that they can be named across the pipe (see `contained.py`).
+"""
+
+from __future__ import annotations
+
+from trainlint.config import Settings
+from trainlint.diagnostics import Diagnostic, Severity
+from trainlint.engine import PARSE_ERROR, FileResult, lint_python, lint_source
+from trainlint.fixes import applicable, apply_fixes
+from trainlint.lsp.notebooks import CellText
+from trainlint.lsp.precheck import nesting_problem
+from trainlint.notebook import Notebook, join_cells, map_diagnostic
+
+
+def not_analysed(name: str, message: str, line: int = 1) -> Diagnostic:
+    """The TL000 a buffer gets when it cannot be analysed at all."""
+    return Diagnostic(
+        code=PARSE_ERROR[0], name=PARSE_ERROR[1], message=message, severity=Severity.ERROR,
+        path=name, line=line, column=1, end_line=line, end_column=1,
+    )
+
+
+def lint_buffer(source: str, name: str, settings: Settings) -> FileResult:
+    """Lint an editor buffer; a buffer nested too deep for the parser gets a TL000 instead."""
+    problem = nesting_problem(source)
+    if problem is not None:
+        return FileResult(name, [not_analysed(name, problem)], source=source)
+    return lint_source(source, name, settings)
+
+
+def safe_fixes(source: str, name: str, settings: Settings) -> list[Diagnostic]:
+    """The findings whose safe fixes apply together (non-overlapping, and the result parses)."""
+    result = lint_buffer(source, name, settings)
+    _, applied = apply_fixes(source, applicable(result.diagnostics, unsafe=False))
+    return applied
+
+
+def _lint_joined(notebook: Notebook, name: str, settings: Settings) -> FileResult:
+    """Lint a notebook's joined code (positions in the joined code)."""
+    problem = nesting_problem(notebook.code)
+    if problem is not None:
+        return FileResult(name, [not_analysed(name, problem)])
+    return lint_python(notebook.code, name, settings)
+
+
+def _joined(cells: list[CellText]) -> Notebook:
+    return join_cells([(number, c.text) for number, c in enumerate(cells, start=1) if c.code])
+
+
+def lint_cells(cells: list[CellText], name: str, settings: Settings) -> FileResult:
+    """Lint a notebook's cells as one module; findings carry their 1-based cell and cell lines."""
+    notebook = _joined(cells)
+    result = _lint_joined(notebook, name, settings)
+    result.diagnostics = [map_diagnostic(notebook, d) for d in result.diagnostics]
+    return result
+
+
+def safe_cell_fixes(cells: list[CellText], name: str, settings: Settings) -> list[Diagnostic]:
+    """The notebook's findings whose safe fixes apply together, checked on the joined code (where a
+    fix that breaks the module is refused as in a file), located in their cells."""
+    notebook = _joined(cells)
+    found = _lint_joined(notebook, name, settings).diagnostics
+    _, applied = apply_fixes(notebook.code, applicable(found, unsafe=False))
+    return [map_diagnostic(notebook, d) for d in applied]
+
+
+def warm_up() -> None:
+    """Load the parser and the rules (the child's start-up), so that the first buffer is quick."""
+    lint_source("import torch\nloss.backward()\n", "warm_up.py", Settings())

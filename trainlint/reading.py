@@ -1,0 +1,108 @@
+"""Reading files and streams without trusting them: bounded, never blocking, regular files only.
+
+A path in a project can be a FIFO (opening it for reading blocks until a writer comes), a link to a
+device (`/dev/zero` never ends), a link loop or a file too big to lint. Every read of user input
+goes through here, so that each of these becomes one clear message instead of a hang, a
+MemoryError or a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+_KINDS = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+class ReadError(Exception):
+    """A file that cannot be read as source; the message says why, for a TL000 or an error line."""
+
+
+def too_large(size: int | None, limit: int) -> str:
+    """The message for input over the `max-file-size` setting (`size` None: not known, only that it is more)."""
+    if size is None:
+        return f"file too large to lint (more than max-file-size {limit} bytes)"
+    return f"file too large to lint ({size} bytes > max-file-size {limit})"
+
+
+def read_source(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; raises ReadError otherwise.
+
+    The file is opened non-blocking (a FIFO does not wait for a writer), checked to be a regular
+    file on the open descriptor (no race with a rename), and read at most `limit + 1` bytes, so a
+    file that grows or lies about its size still costs no more than that.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except IsADirectoryError:
+        raise ReadError("is a directory, not a Python file") from None
+    except OSError as exc:
+        what = "folder" if os.path.isdir(path) else "file"
+        raise ReadError(f"cannot read {what}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            if stat.S_ISDIR(info.st_mode):
+                raise ReadError("is a directory, not a Python file")
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "a special file")
+            raise ReadError(f"cannot read file: it is {kind}, not a regular file")
+        if info.st_size > limit:
+            raise ReadError(too_large(info.st_size, limit))
+        with os.fdopen(fd, "rb", closefd=True) as fh:
+            fd = -1
+            data = read_stream(fh, limit)
+    except OSError as exc:
+        raise ReadError(f"cannot read file: {exc.strerror or exc}") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if len(data) > limit:
+        raise ReadError(too_large(None, limit))
+    return data
+
+
+def read_stream(stream: BinaryIO, limit: int) -> bytes:
+    """At most `limit + 1` bytes of a stream: one byte more than allowed says it is too large."""
+    chunks: list[bytes] = []
+    left = limit + 1
+    while left > 0:
+        chunk = stream.read(min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_text(path: Path, limit: int = 50_000_000) -> str | None:
+    """A file's text for display (snippets, .gitignore), or None when it cannot be read safely."""
+    try:
+        data = read_source(path, limit)
+    except ReadError:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def read_text_lines(path: Path, limit: int = 50_000_000) -> list[str] | None:
+    """A file's lines for display, or None when it cannot be read safely."""
+    text = read_text(path, limit)
+    return None if text is None else text.splitlines()
+
+
+def resolved(path: Path) -> Path:
+    """`path` made absolute with links resolved where they resolve; a link loop stays as written.
+
+    `Path.resolve()` raises RuntimeError (Python < 3.13) or OSError on a symlink loop, which must
+    not end a run that merely reports that file.
+    """
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return Path(os.path.abspath(path))
