@@ -54,6 +54,9 @@ class RankEvidence:
                 setattr(dist, name, self._counting(name, original))
         torch.nn.modules.module.register_module_forward_pre_hook(self.recorder.guarded(self._before_forward))
         _report_on_sigterm(self.recorder)
+        if os.getsid(0) == os.getpid():  # torchrun made this rank a session of its own: name it, to be ended
+            with open(f"{self.recorder.report_path}.session", "w", encoding="ascii") as out:
+                out.write(str(os.getpid()))
 
     def _counting(self, name: str, original: Any) -> Any:
         count = self.recorder.guarded(self.count)

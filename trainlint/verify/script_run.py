@@ -57,7 +57,7 @@ def run_script(script: Path, args: Sequence[str], steps: int, timeout: float, de
                 sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "--max-restarts=0",
                 "--no-python", sys.executable,
             ]
-            code = _run_process_tree([*launcher, "-c", entry, json.dumps(request)], env, timeout + GRACE_S)
+            code = _run_process_tree([*launcher, "-c", entry, json.dumps(request)], env, timeout + GRACE_S, ranks_dir=Path(tmp))
             return merge([_read_report(Path(f"{report_path}.rank{rank}")) for rank in range(nproc)], code, str(script))
         code = _run_process_tree([sys.executable, "-c", entry, json.dumps(request)], env, timeout + GRACE_S)
         report = _read_report(report_path)
@@ -71,21 +71,45 @@ def _read_report(path: Path) -> Report | None:
         return None
 
 
-def _run_process_tree(command: Sequence[str], env: dict[str, str], timeout: float) -> int | None:
+def _run_process_tree(command: Sequence[str], env: dict[str, str], timeout: float, ranks_dir: Path | None = None) -> int | None:
     """Run `command` in a session of its own and end every process left in it (the script's workers,
     a child it started and forgot) once it is done, times out or we are interrupted; its exit code
-    (None on timeout)."""
+    (None on timeout). torchrun starts each rank in a session of its own: the ranks name theirs in
+    `ranks_dir` (`*.session`), and those are ended too."""
     process = subprocess.Popen(command, stdout=_script_output(), env=env, start_new_session=True)
     try:
         return process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         return None
     finally:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        _end_group(process.pid)
         process.wait()
+        for session in sorted(ranks_dir.glob("*.session")) if ranks_dir is not None else []:
+            try:
+                leader = int(session.read_text(encoding="ascii"))
+            except (OSError, ValueError):
+                continue
+            if _still_ours(leader):
+                _end_group(leader)
+
+
+def _end_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _still_ours(leader: int) -> bool:
+    """The rank's session leader, or gone (its group's processes, if any are left, are still its:
+    Linux does not reuse a pid that a live process group carries); not a stranger that took the pid."""
+    try:
+        with open(f"/proc/{leader}/cmdline", "rb") as cmdline:
+            return b"trainlint.verify.instruments" in cmdline.read()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
 
 
 def _stderr_is_terminal() -> bool:
