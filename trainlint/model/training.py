@@ -453,6 +453,26 @@ class TrainingModel:
                 table.setdefault(id(fn), []).append(call)
         return table
 
+    @cached_property
+    def _calls_by_node(self) -> dict[int, Call]:
+        return {id(c.node): c for c in self.calls}
+
+    def call_at(self, node: cst.CSTNode) -> Call | None:
+        """The call fact of a `cst.Call` node of this module."""
+        return self._calls_by_node.get(id(node))
+
+    @cached_property
+    def _assigns_by_statement(self) -> dict[int, list[Assign]]:
+        table: dict[int, list[Assign]] = {}
+        for a in self.assigns:
+            if a.site.statement is not None:
+                table.setdefault(id(a.site.statement), []).append(a)
+        return table
+
+    def assigns_in(self, statement: cst.CSTNode | None) -> list[Assign]:
+        """The assignments of one statement line."""
+        return self._assigns_by_statement.get(id(statement), []) if statement is not None else []
+
     def calls_of(self, fn: Function) -> list[Call]:
         """The calls of a function of this module."""
         return self._calls_by_callee.get(id(fn), [])

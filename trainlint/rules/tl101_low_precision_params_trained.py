@@ -55,8 +55,8 @@ def _assigned_targets(model: TrainingModel, call: Call) -> set[str]:
     out: set[str] = set()
     if stmt is None:
         return out
-    for a in model.assigns:
-        if a.site.statement is stmt and a.site.function is call.site.function and _contains(a.value, call.node):
+    for a in model.assigns_in(stmt):
+        if a.site.function is call.site.function and _contains(a.value, call.node):
             out.update(a.targets)
     return out
 
@@ -303,7 +303,7 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         for a in model.assigns:
             if not isinstance(a.value, cst.Call) or len(a.targets) != 1 or a.op is not None:
                 continue
-            call = next((c for c in model.calls if c.node is a.value), None)
+            call = model.call_at(a.value)
             if call is None or call.qualname is None or model.project_symbol(call.qualname) is None:
                 continue
             value = model.value(a.value, a.site)

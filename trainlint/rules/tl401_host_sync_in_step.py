@@ -270,8 +270,8 @@ def _feeds_environment(model: TrainingModel, call: Call) -> bool:
     environment on every step; the copy is the algorithm's, with nothing to remove."""
     node = call.node
     targets: set[str] = set()
-    for a in model.assigns:
-        if a.site.statement is call.site.statement and a.site.function is call.site.function and _contains_call(a.value, node):
+    for a in model.assigns_in(call.site.statement):
+        if a.site.function is call.site.function and _contains_call(a.value, node):
             targets.update(a.targets)
     for other in _non_optimizer_steps(model).get(call.site.function, ()):
         args = [a.value for a in other.node.args]
