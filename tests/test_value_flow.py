@@ -557,3 +557,21 @@ def test_host_tensor_rebound_to_its_device_copy_in_the_loop_is_copied_once():
         optimizer.step()
     """
     assert found(code, "TL406") == [9]
+
+
+def test_module_named_like_the_library_it_imports(tmp_path):
+    files = {
+        "transformer_engine.py": """
+            import torch
+            import transformer_engine.pytorch as te
+
+            def step(model, x, optimizer):
+                with te.fp8_autocast():
+                    loss = model(x.cuda())
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    }
+    out = lint_tree(tmp_path, files)
+    assert not [f for f in out if "TL000" in f], out

@@ -51,7 +51,11 @@ def watching() -> Iterator[set[Path]]:
     try:
         yield watched
     finally:
-        _WATCHING.remove(watched)
+        # by identity: two watchers' sets may be equal
+        for i in range(len(_WATCHING) - 1, -1, -1):
+            if _WATCHING[i] is watched:
+                del _WATCHING[i]
+                break
 
 
 class Project:
@@ -95,7 +99,7 @@ class Project:
             # the longest prefix that is a module file; the rest are names inside it
             for cut in range(len(parts) - 1, 0, -1):
                 path = self._module_file(base, tuple(parts[:cut]))
-                if path is not None:
+                if path is not None and path != importer:  # `import te.pytorch` in te.py is the library
                     return path, parts[cut:]
         return None
 
