@@ -89,27 +89,25 @@ def _is_counter_equality(expr: cst.CSTNode) -> bool:
     )
 
 
-def is_lazy_init_test(test: cst.BaseExpression) -> bool:
-    """`if self.graph is None:` / `if cache is None:`: a body that runs once, to build what is missing."""
+def _compares_with_none(test: cst.BaseExpression, operator: type[cst.BaseCompOp]) -> bool:
+    """`x is None` (operator `cst.Is`) or `x is not None` (`cst.IsNot`), alone in the test."""
     return (
         isinstance(test, cst.Comparison)
         and len(test.comparisons) == 1
-        and isinstance(test.comparisons[0].operator, cst.Is)
+        and isinstance(test.comparisons[0].operator, operator)
         and isinstance(test.comparisons[0].comparator, cst.Name)
         and test.comparisons[0].comparator.value == "None"
-        and isinstance(test.left, cst.Attribute)
     )
+
+
+def is_lazy_init_test(test: cst.BaseExpression) -> bool:
+    """`if self.graph is None:` / `if cache is None:`: a body that runs once, to build what is missing."""
+    return _compares_with_none(test, cst.Is) and isinstance(test.left, cst.Attribute)  # type: ignore[union-attr]
 
 
 def _presence_test(test: cst.BaseExpression) -> bool:
     """`if log_writer is not None:`: whether an object was configured, true on every step or none."""
-    return (
-        isinstance(test, cst.Comparison)
-        and len(test.comparisons) == 1
-        and isinstance(test.comparisons[0].operator, cst.IsNot)
-        and isinstance(test.comparisons[0].comparator, cst.Name)
-        and test.comparisons[0].comparator.value == "None"
-    )
+    return _compares_with_none(test, cst.IsNot)
 
 
 def is_gate_test(test: cst.BaseExpression, gate_names: set[str], extra_gates: frozenset[str]) -> bool:
