@@ -8,8 +8,8 @@
 - cold: the whole command `trainlint PATH -j N --no-cache`, and its ratio to the parse;
 - warm: the whole command again with every file in the cache;
 - the prefilter: files parsed, and parsed files that end with no finding;
-- one file, whole process, cold (`--no-cache`) and warm: FILE, or the file of PATH nearest 300 lines
-  that calls `backward(`; best of 3;
+- one file, whole process, cold (`--no-cache`) and warm: FILE, or the training script of PATH (a loop
+  that calls `.backward(` and `.step(`) nearest 300 lines; best of 3;
 - scaling: that file concatenated to 1k, 10k and 50k lines, analysed in-process (parse, and the rest);
 - peak memory: the largest resident size of the cold command's whole process tree (sampled);
 - `--torchfix`: `torchfix --select ALL PATH` in the same run (`--torchfix-bin` names the executable;
@@ -22,6 +22,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -126,8 +127,14 @@ def _best(times: int, args: list[str], env: dict[str, str] | None = None) -> flo
 
 
 def _training_file(files: list[Path]) -> Path:
-    candidates = [f for f in files if "backward(" in f.read_text(encoding="utf-8", errors="replace")]
-    return min(candidates or files, key=lambda f: abs(_lines(f) - 300))
+    """A training script: a file with a loop that backpropagates and steps an optimizer, nearest 300 lines."""
+
+    def trains(f: Path) -> bool:
+        text = f.read_text(encoding="utf-8", errors="replace")
+        return ".backward(" in text and ".step(" in text and re.search(r"^\s*for\b", text, re.MULTILINE) is not None
+
+    candidates = [f for f in files if trains(f)]
+    return min(candidates or files, key=lambda f: (abs(_lines(f) - 300), str(f)))
 
 
 def vs_parse(args: argparse.Namespace, files: list[Path], lines: int) -> None:
@@ -183,12 +190,12 @@ def vs_parse(args: argparse.Namespace, files: list[Path], lines: int) -> None:
         libcst.parse_module(source)
         parsed_s = time.process_time() - start
         start = time.process_time()
-        lint_source(source, "scaled.py", Settings(max_file_size=10**9))
+        found = lint_source(source, "scaled.py", Settings(max_file_size=10**9)).diagnostics
         total = time.process_time() - start
         per_line = total / n
         base = base or per_line
         print(f"scaling          {n:>6,} lines: lint {total:6.2f} CPU-s (parse {parsed_s:5.2f} s, rest {total - parsed_s:5.2f} s), "
-              f"{per_line / base:.2f} x the time per line of the smallest")
+              f"{per_line / base:.2f} x the time per line of the smallest, {len(found)} findings")
 
     if args.torchfix:
         exe = args.torchfix_bin or shutil.which("torchfix")

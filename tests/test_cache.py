@@ -153,3 +153,24 @@ def test_a_changed_local_module_that_a_file_imports_is_not_read_from_the_cache(t
     after = trainlint(str(folder / "train.py"), "--format", "concise", cache=cache).stdout
     assert "TL402" not in after
     assert after == trainlint(str(folder / "train.py"), "--format", "concise", "--no-cache").stdout
+
+
+def test_a_module_that_appears_later_is_seen_by_a_file_the_prefilter_skipped(tmp_path):
+    """`main.py` holds no step of its own: its loop calls `fit_batch` of `engine.py`. Without
+    `engine.py` the prefilter skips the per-step rules (nothing can step); once `engine.py` exists,
+    the cached result of `main.py` is not reused."""
+    folder, cache = tmp_path / "project", tmp_path / "cache"
+    folder.mkdir()
+    (folder / "main.py").write_text(
+        "import torch\nfrom engine import fit_batch\n\nfor batch in loader:\n"
+        "    fit_batch(model, opt, batch)\n    torch.cuda.synchronize()\n"
+    )
+    before = trainlint(str(folder / "main.py"), "--format", "concise", cache=cache).stdout
+    assert "TL402" not in before
+    (folder / "engine.py").write_text(
+        "def fit_batch(model, opt, batch):\n    loss = model(batch).mean()\n    loss.backward()\n"
+        "    opt.step()\n    opt.zero_grad()\n"
+    )
+    after = trainlint(str(folder / "main.py"), "--format", "concise", cache=cache).stdout
+    assert "main.py:6:5: TL402" in after
+    assert after == trainlint(str(folder / "main.py"), "--format", "concise", "--no-cache").stdout

@@ -230,3 +230,27 @@ def test_standard_input_that_crashes_the_parser_gets_a_tl000(tmp_path):
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     [diagnostic] = json.loads(proc.stdout)
     assert diagnostic["code"] == "TL000" and "the parser crashed" in diagnostic["message"]
+
+
+def test_the_step_prefilter_skips_per_step_rules_only_where_no_step_can_be(tmp_path):
+    from trainlint.engine import rules_for
+
+    settings = Settings()
+    per_step = {"TL302", "TL406"}  # whose own tokens every variant below has
+    evaluation = "import torch\nfor x in loader:\n    out = model(x.cuda())\n    total += out\n    print(out.item())\n"
+    assert not per_step & {r.code for r in rules_for(evaluation, str(tmp_path / "eval.py"), settings)}
+    # a step of its own, a hook, a loss-scaler call, or a loop calling into a project module
+    for stepping in (
+        evaluation + "    loss.backward()\n",
+        evaluation + "    opt . step ()\n",
+        evaluation.replace("for x", "def training_step(self, x):\n    pass\nfor x"),
+        evaluation + "    loss_scaler(loss, opt)\n",
+    ):
+        assert per_step <= {r.code for r in rules_for(stepping, str(tmp_path / "train.py"), settings)}, stepping
+    (tmp_path / "engine.py").write_text("def run(model, opt, x):\n    model(x).sum().backward()\n    opt.step()\n")
+    calling = "from engine import run\n" + evaluation
+    assert per_step <= {r.code for r in rules_for(calling, str(tmp_path / "main.py"), settings)}
+    relative = "from .engine import run\n" + evaluation
+    assert per_step <= {r.code for r in rules_for(relative, str(tmp_path / "nowhere" / "main.py"), settings)}
+    library = "from torch.utils.data import DataLoader\n" + evaluation
+    assert not per_step & {r.code for r in rules_for(library, str(tmp_path / "main.py"), settings)}

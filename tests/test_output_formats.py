@@ -108,3 +108,33 @@ def test_lsp_format_is_zero_based_utf16_and_lists_clean_files(tmp_path: Path):
     assert first["severity"] == 1 and first["source"] == "trainlint"
     assert first["codeDescription"]["href"].endswith("TL302-autograd-history-accumulated.md")
     assert first["data"]["fix"]["edits"][0]["content"] == "loss.detach()"
+
+
+def test_plain_text_is_what_rich_prints_without_styles():
+    """Where no style shows, text output skips rich: it must be the same text, markup-like brackets,
+    emoji codes, backslashes and control characters in paths, messages and source lines included."""
+    import io
+
+    from trainlint.diagnostics import Diagnostic, Severity
+    from trainlint.formats.text import PlainConsole, StyledConsole, render_concise, render_full
+    from trainlint.report import make_console
+
+    odd = "x = '[bold]not markup[/]' + '\\\\[dim]' + ':100:'\f\r"
+    diagnostics = [
+        Diagnostic("TL401", "host-sync-in-step", "reads `t[0]` [red] :smile: \\", Severity.WARNING, "a [b]/c.py", 1, 5, 1, 9, hint="use [x]"),
+        Diagnostic("TL101", "low-precision-params-trained", "cast", Severity.ERROR, "a [b]/c.py", 2, 1, 3, 1),
+    ]
+    sources = {("a [b]/c.py", None): [odd, "y = 1\t# tab"]}
+    outputs = []
+    for render in (
+        lambda out: render_full(out, diagnostics, sources, lambda d: d.code == "TL401"),
+        lambda out: render_concise(out, diagnostics, lambda d: False),
+    ):
+        plain, styled = io.StringIO(), io.StringIO()
+        render(PlainConsole(plain))
+        render(StyledConsole(make_console("never", styled)))
+        assert plain.getvalue() == styled.getvalue()
+        outputs.append(plain.getvalue())
+    assert "1 | " + odd.rstrip("\f\r") + "\n" in outputs[0]  # rich drops form feeds and carriage returns
+    assert "a [b]/c.py:1:5: TL401 [*] [host-sync-in-step] reads `t[0]` [red] :smile: \\" in outputs[0]
+    assert outputs[1].splitlines()[1] == "a [b]/c.py:2:1: TL101 cast"

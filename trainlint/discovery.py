@@ -6,12 +6,13 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from trainlint.config import DEFAULT_EXCLUDES
 from trainlint.reading import read_text_lines, resolved
-from trainlint.reading import resolved
+
+if TYPE_CHECKING:
+    import pathspec
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,8 @@ class Target:
 
 
 def _spec(patterns: list[str]) -> pathspec.PathSpec:
+    import pathspec  # only when there are patterns: its import costs more than a warm run of one file
+
     return pathspec.GitIgnoreSpec.from_lines(patterns)
 
 

@@ -173,7 +173,8 @@ def lint_source(source: str, name: str, settings: Settings) -> FileResult:
 def lint_python(source: str, name: str, settings: Settings) -> FileResult:
     """Lint Python source text; never raises (an analysis bug becomes an internal-error diagnostic)."""
     result = FileResult(name, source=source)
-    rules = rules_for(source, name, settings)
+    rules, probed = _prefilter(source, name, settings)
+    result.dependencies = probed
     if not rules:
         return result
     from trainlint.precheck import refuse
@@ -201,20 +202,38 @@ def rules_for(source: str, name: str, settings: Settings) -> list[Rule]:
     """
     if not source.strip():
         return []
+    return _prefilter(source, name, settings)[0]
+
+
+def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], tuple[tuple[str, int, int], ...]]:
+    """`rules_for`, and the files whose absence or presence it depended on (see `could_step`)."""
+    if not source.strip():
+        return [], ()
     ignored = settings.ignored_for(Path(name))
     codes = tuple(c for c in _codes(settings) if not any(c.startswith(i) for i in ignored))
     configured = any(fn in source for fn in settings.step_functions)
-    return [r for r in _rules(codes) if configured or not r.requires or any(tok in source for tok in r.requires)]
+    rules = [r for r in _rules(codes) if configured or not r.requires or any(tok in source for tok in r.requires)]
+    if configured or not any(r.per_step for r in rules):
+        return rules, ()
+    from trainlint.model.training import could_step
+    from trainlint.project import shared, watching
+
+    with watching() as probed:
+        steps = could_step(source, settings.step_functions, lambda: shared().imports_project(name, source))
+    if not steps:
+        rules = [r for r in rules if not r.per_step]
+    return rules, tuple(sorted(file_state(str(p)) for p in probed))
 
 
 def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], result: FileResult) -> None:
     import libcst as cst
 
     from trainlint.model import TrainingModel
+    from trainlint.model.parse import parse_module
     from trainlint.noqa import parse_suppressions
 
     try:
-        module = cst.parse_module(source)
+        module = parse_module(source)
     except cst.ParserSyntaxError as exc:
         message, line, column, python_accepts = _syntax_error(source, exc)
         if python_accepts:  # e.g. 10,000 implicitly concatenated strings: valid, but not for libcst
@@ -236,7 +255,7 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
             findings: list[tuple[Rule, Finding]] = []
             for rule in rules:
                 findings.extend((rule, f) for f in rule.check(model))
-        result.dependencies = tuple(sorted(file_state(str(p)) for p in depends))
+        result.dependencies = tuple(sorted(set(result.dependencies) | {file_state(str(p)) for p in depends}))
         suppressions = parse_suppressions(source)
         if findings:
             result.diagnostics.extend(_diagnostics(module, source, name, findings, suppressions))

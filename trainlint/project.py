@@ -10,6 +10,7 @@ and keyed by the module's path and modification time.
 from __future__ import annotations
 
 import ast
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -29,6 +30,8 @@ LIBRARY_ROOTS = frozenset(
     subprocess shutil glob pickle enum inspect importlib""".split()
 )
 MAX_SUMMARY_BYTES = 2_000_000
+# `from .x import`, `from pkg.mod import`, `import a.b as c, d` (also after `;` and indented)
+_IMPORT_TEXT = re.compile(r"(?:^|;)[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import\b|import[ \t]+([^\n;#]+))", re.MULTILINE)
 MAX_DEPTH = 2
 
 Symbol = FunctionSummary | ClassSummary
@@ -65,8 +68,12 @@ class Project:
         self.root = root.resolve() if root is not None else None
         self.depth = depth
         self._summaries: dict[Path, tuple[float, ModuleSummary]] = {}
-        self._files: dict[tuple[Path, str], Path | None] = {}
+        # (folder, dotted module) -> its file if any, and the two paths it could be at
+        self._files: dict[tuple[Path, str], tuple[Path | None, tuple[Path, Path]]] = {}
+        # (importer, qualname) -> where it is, and the paths probed to find it (noted on each hit)
+        self._located: dict[tuple[Path, str], tuple[tuple[Path, list[str]] | None, tuple[Path, ...]]] = {}
         self._depends: dict[Path, set[Path]] = {}  # what each memoised summary was computed from
+        self._deeper: Project | None = None  # summaries of the modules imported modules import
 
     # -- public --------------------------------------------------------------------------------
     def symbol(self, from_file: str, qualname: str) -> Symbol | None:
@@ -80,8 +87,40 @@ class Project:
         path, rest = found
         return self._resolve(path, rest, hops=0)
 
+    def imports_project(self, from_file: str, source: str) -> bool:
+        """Whether the module's text imports a module of the project (relatively, or a top-level name
+        that is a file or folder beside it or in a parent folder). An over-approximation of what
+        `symbol` can resolve, read from the text without parsing; probed paths are noted."""
+        if self.depth >= MAX_DEPTH or not from_file or from_file == "-":
+            return False
+        importer = Path(from_file)
+        for match in _IMPORT_TEXT.finditer(source):
+            dots, module, names = match.group(1, 2, 3)
+            if dots or "\\" in match.group(0):
+                return True  # relative, or a continued line this reading does not follow
+            tops = [module.split(".")[0]] if module else [n.split()[0].split(".")[0] for n in names.split(",") if n.strip()]
+            for top in tops:
+                if top in LIBRARY_ROOTS or not top.isidentifier():
+                    continue
+                for base in self._search_dirs(importer.parent):
+                    folder, file = base / top, base / f"{top}.py"
+                    _note(folder, file)
+                    if (file.is_file() and file != importer) or folder.is_dir():
+                        return True
+        return False
+
     # -- finding modules -----------------------------------------------------------------------
     def _locate(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
+        key = (importer, qualname)
+        hit = self._located.get(key)
+        if hit is None:
+            with watching() as probed:
+                found = self._find(importer, qualname)
+            hit = self._located[key] = (found, tuple(probed))
+        _note(*hit[1])
+        return hit[0]
+
+    def _find(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
         level = len(qualname) - len(qualname.lstrip("."))
         parts = qualname.lstrip(".").split(".")
         if not parts or not parts[0]:
@@ -119,20 +158,21 @@ class Project:
 
     def _module_file(self, base: Path, parts: tuple[str, ...]) -> Path | None:
         key = (base, ".".join(parts))
-        target = base.joinpath(*parts)
-        _note(target.with_suffix(".py"), target / "__init__.py")
-        if key in self._files:
-            return self._files[key]
-        found = None
-        for candidate in (target.with_suffix(".py"), target / "__init__.py"):
-            try:
-                if candidate.is_file():
-                    found = candidate
-                    break
-            except OSError:
-                continue
-        self._files[key] = found
-        return found
+        known = self._files.get(key)
+        if known is None:
+            target = base.joinpath(*parts)
+            candidates = (target.with_suffix(".py"), target / "__init__.py")
+            found = None
+            for candidate in candidates:
+                try:
+                    if candidate.is_file():
+                        found = candidate
+                        break
+                except OSError:
+                    continue
+            known = self._files[key] = (found, candidates)
+        _note(*known[1])
+        return known[0]
 
     # -- summaries -----------------------------------------------------------------------------
     def _resolve(self, path: Path, rest: list[str], hops: int) -> Symbol | None:
@@ -182,13 +222,15 @@ class Project:
         if not any(token in source for token in TRAINING_TOKENS):
             return ModuleSummary(exports=_exports(source))
         try:
-            import libcst as cst
 
+            from trainlint.model.parse import parse_module
             from trainlint.model.summary import Summarizer
             from trainlint.model.training import TrainingModel
 
-            module = cst.parse_module(source)
-            model = TrainingModel.build(module, path=str(path), project=Project(self.root, self.depth + 1))
+            module = parse_module(source)
+            if self._deeper is None:
+                self._deeper = Project(self.root, self.depth + 1)
+            model = TrainingModel.build(module, path=str(path), project=self._deeper)
             return Summarizer(model, path.name).module()
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
             return ModuleSummary(exports=_exports(source))

@@ -107,22 +107,35 @@ def render(results: Sequence[FileResult], options: ReportOptions, out: IO[str] |
 
         print(render_lsp([r.path for r in results], diagnostics, source_lines(results)), file=out or sys.stdout)
         return
-    from rich.markup import escape
+    from trainlint.formats.text import PlainConsole, StyledConsole, fix_hints, render_concise, render_full, summary_line
 
-    from trainlint.formats.text import fix_hints, render_concise, render_full, summary_line
-
-    console = make_console(options.color, out)
+    lines = PlainConsole(out) if _unstyled(options.color, out) else StyledConsole(make_console(options.color, out))
     if options.output_format == "concise":
-        render_concise(console, diagnostics, fixable)
+        render_concise(lines, diagnostics, fixable)
     else:
-        render_full(console, diagnostics, source_lines(results), fixable)
+        render_full(lines, diagnostics, source_lines(results), fixable)
     if options.quiet:
         return
-    console.print(summary_line(diagnostics))
+    lines.line((summary_line(diagnostics), ""))
     available = sum(1 for d in diagnostics if fixable(d))
     hidden = sum(1 for d in diagnostics if d.fix is not None and not fixable(d))
     for hint in fix_hints(available, hidden, options.unsafe_fixes):
-        console.print(escape(hint))
+        lines.line((hint, ""))
+
+
+def _unstyled(color: str, out: IO[str] | None) -> bool:
+    """Whether rich would print no styles to `out`: then plain text is the same output, without rich."""
+    if color == "always":
+        return False
+    if color == "never" or os.environ.get("NO_COLOR"):
+        return True
+    if any(os.environ.get(v) for v in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")):
+        return False  # rich's own overrides of terminal detection
+    file = out or sys.stdout
+    try:
+        return not file.isatty()
+    except (AttributeError, ValueError):
+        return True
 
 
 def _render_statistics(diagnostics: Sequence[Diagnostic], options: ReportOptions, out: IO[str] | None) -> None:

@@ -51,6 +51,8 @@ class Rule:
     summary: ClassVar[str]  # one line: what it flags
     hint: ClassVar[str]  # one line: the fix
     requires: ClassVar[tuple[str, ...]] = ()  # prefilter: the source must contain one of these
+    # fires only on code inside a training step: the file must be able to hold one (`TrainingModel.could_step`)
+    per_step: ClassVar[bool] = False
     why: ClassVar[str] = ""
     story: ClassVar[str] = ""
     example: ClassVar[str] = ""

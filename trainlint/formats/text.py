@@ -1,24 +1,58 @@
-"""`--format text` (rich, with source excerpts) and `--format concise` (one line per finding).
+"""`--format text` (with source excerpts) and `--format concise` (one line per finding).
 
-Everything taken from the user's files (paths, messages, source lines) is escaped before it reaches
-rich, and consoles are made with emoji codes off (see `trainlint.report.make_console`), so the output
-shows exactly the file's text: `:100:` stays `:100:`.
+Lines are made of (text, style) segments and printed as they are: text taken from the user's files
+(paths, messages, source lines) is never read as markup or emoji codes, so `:100:` and `[bold]` stay as
+they are. Where no style can show (stdout is not a terminal, `--color never`, `NO_COLOR`), a
+`PlainConsole` prints the text without importing rich; elsewhere `StyledConsole` prints through rich.
 """
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
-from typing import Callable, Sequence
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import IO, TYPE_CHECKING, Callable, Protocol, Sequence
 
 from trainlint.diagnostics import Diagnostic, Severity
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 FIXABLE_MARK = "[*]"
 SourceLines = dict[tuple[str, int | None], list[str]]  # (path, notebook cell) -> lines
+Segment = tuple[str, str]  # text, and its rich style ("" for none)
+
+
+class Lines(Protocol):
+    def line(self, *segments: Segment) -> None: ...
+
+
+class PlainConsole:
+    """Prints lines as plain text (what rich prints where no style shows: soft wrap, no highlighting)."""
+
+    def __init__(self, file: IO[str] | None = None) -> None:
+        self.file = file
+
+    def line(self, *segments: Segment) -> None:
+        text = "".join(text for text, _ in segments).translate(_CONTROL_CODES)
+        (self.file or sys.stdout).write(text + "\n")
+
+
+# what rich strips from printed text (bell, backspace, vertical tab, form feed, carriage return)
+_CONTROL_CODES = {7: None, 8: None, 11: None, 12: None, 13: None}
+
+
+class StyledConsole:
+    """Prints lines through a rich console, with their styles."""
+
+    def __init__(self, console: Console) -> None:
+        from rich.text import Text
+
+        self.console = console
+        self._text = Text
+
+    def line(self, *segments: Segment) -> None:
+        self.console.print(self._text.assemble(*segments), highlight=False)
 
 
 def location(d: Diagnostic) -> str:
@@ -27,22 +61,24 @@ def location(d: Diagnostic) -> str:
     return f"{d.path}:{cell}{d.line}:{d.column}"
 
 
-def _head(d: Diagnostic, fixable: Callable[[Diagnostic], bool], name: bool) -> str:
-    mark = f" {escape(FIXABLE_MARK)}" if fixable(d) else ""
-    label = f" [dim]{escape('[' + d.name + ']')}[/]" if name else ""
-    return f"[bold]{escape(location(d))}:[/] [{STYLE[d.severity]}]{d.code}[/]{mark}{label} {escape(d.message)}"
+def _head(d: Diagnostic, fixable: Callable[[Diagnostic], bool], name: bool) -> list[Segment]:
+    out: list[Segment] = [(f"{location(d)}:", "bold"), (" ", ""), (d.code, STYLE[d.severity])]
+    if fixable(d):
+        out.append((f" {FIXABLE_MARK}", ""))
+    if name:
+        out += [(" ", ""), (f"[{d.name}]", "dim")]
+    out.append((f" {d.message}", ""))
+    return out
 
 
-def render_concise(console: Console, diagnostics: Sequence[Diagnostic], fixable: Callable[[Diagnostic], bool]) -> None:
+def render_concise(out: Lines, diagnostics: Sequence[Diagnostic], fixable: Callable[[Diagnostic], bool]) -> None:
     for d in diagnostics:
-        console.print(_head(d, fixable, name=False), highlight=False)
+        out.line(*_head(d, fixable, name=False))
 
 
-def render_full(
-    console: Console, diagnostics: Sequence[Diagnostic], sources: SourceLines, fixable: Callable[[Diagnostic], bool]
-) -> None:
+def render_full(out: Lines, diagnostics: Sequence[Diagnostic], sources: SourceLines, fixable: Callable[[Diagnostic], bool]) -> None:
     for d in diagnostics:
-        console.print(_head(d, fixable, name=True), highlight=False)
+        out.line(*_head(d, fixable, name=True))
         lines = sources.get((d.path, d.cell))
         if lines and 0 < d.line <= len(lines):
             text = lines[d.line - 1].rstrip("\n").expandtabs(1)
@@ -50,16 +86,16 @@ def render_full(
             pad = " " * len(gutter)
             end = d.end_column if d.end_line == d.line else len(text) + 1
             width = max(1, end - d.column)
-            console.print(f"[blue]{pad} |[/]", highlight=False)
-            console.print(f"[blue]{gutter} |[/] {escape(text)}", highlight=False)
-            console.print(f"[blue]{pad} |[/] {' ' * (d.column - 1)}[{STYLE[d.severity]}]{'^' * width}[/]", highlight=False)
+            out.line((f"{pad} |", "blue"))
+            out.line((f"{gutter} |", "blue"), (f" {text}", ""))
+            out.line((f"{pad} |", "blue"), (" " + " " * (d.column - 1), ""), ("^" * width, STYLE[d.severity]))
         if d.hint:
-            console.print(f"  [green]= fix:[/] {escape(d.hint)}", highlight=False)
+            out.line(("  ", ""), ("= fix:", "green"), (f" {d.hint}", ""))
         if d.fix is not None:
             kind = "safe" if d.fix.applicability.value == "safe" else "unsafe"
-            console.print(f"  [green]= autofix ({kind}):[/] {escape(d.fix.description)}", highlight=False)
-        console.print(f"  [dim]= docs: {escape(d.url)}[/]", highlight=False)
-        console.print()
+            out.line(("  ", ""), (f"= autofix ({kind}):", "green"), (f" {d.fix.description}", ""))
+        out.line(("  ", ""), (f"= docs: {d.url}", "dim"))
+        out.line()
 
 
 def summary_line(diagnostics: Sequence[Diagnostic]) -> str:
@@ -101,6 +137,9 @@ def statistics_rows(diagnostics: Sequence[Diagnostic], fixable: Callable[[Diagno
 
 
 def render_statistics(console: Console, rows: Sequence[dict[str, object]]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(box=None, show_header=False, pad_edge=False)
     for row in rows:
         mark = FIXABLE_MARK if row["fixable"] else ""

@@ -39,10 +39,11 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     out: list[cst.CSTNode] = []
     for name in names:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            out.append(value)
-        elif isinstance(value, (list, tuple)):
+        kind = value.__class__  # type tests first: isinstance on libcst's ABCs is slow
+        if kind is list or kind is tuple:
             out.extend(v for v in value if isinstance(v, cst.CSTNode))
+        elif value is not None and kind is not str and isinstance(value, cst.CSTNode):
+            out.append(value)
     return out
 
 
@@ -51,12 +52,21 @@ def has_modulo(expr: cst.CSTNode) -> bool:
     stack = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+        kind = node.__class__
+        if kind is cst.BinaryOperation and node.operator.__class__ is cst.Modulo:  # type: ignore[attr-defined]
             return True
-        if isinstance(node, (cst.Name, cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.Lambda)):
+        if kind in _NO_MODULO:
             continue
         stack.extend(child_nodes(node))
     return False
+
+
+# leaves, and what has_modulo does not search (string literals, nested functions)
+_NO_MODULO = frozenset(
+    (cst.Name, cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.Lambda, cst.Modulo, cst.Add,
+     cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Equal, cst.NotEqual, cst.LessThan, cst.GreaterThan,
+     cst.LessThanEqual, cst.GreaterThanEqual, cst.Is, cst.IsNot, cst.In, cst.NotIn, cst.Not, cst.And, cst.Or)
+)
 
 
 def _identifiers(expr: cst.CSTNode) -> list[str]:

@@ -11,14 +11,22 @@ import re
 import libcst as cst
 
 
+_NAME, _ATTRIBUTE = cst.Name, cst.Attribute
+
+
 def dotted(expr: cst.BaseExpression) -> str | None:
     """`self.model.encoder` -> "self.model.encoder"; None for anything but names and attributes."""
+    # type tests, not isinstance: libcst's classes are ABCs, and this runs for most expressions
+    kind = expr.__class__
+    if kind is _NAME:
+        return expr.value  # type: ignore[attr-defined]
     parts: list[str] = []
-    while isinstance(expr, cst.Attribute):
-        parts.append(expr.attr.value)
-        expr = expr.value
-    if isinstance(expr, cst.Name):
-        parts.append(expr.value)
+    while kind is _ATTRIBUTE:
+        parts.append(expr.attr.value)  # type: ignore[attr-defined]
+        expr = expr.value  # type: ignore[attr-defined]
+        kind = expr.__class__
+    if kind is _NAME:
+        parts.append(expr.value)  # type: ignore[attr-defined]
         return ".".join(reversed(parts))
     return None
 

@@ -14,8 +14,9 @@ from functools import cached_property
 
 import libcst as cst
 
+import re
 from pathlib import PurePath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from trainlint.model.extract import Extractor
 from trainlint.model.gates import child_nodes
@@ -52,6 +53,12 @@ STEP_HOOKS = frozenset(
 )
 # HF Trainer overrides that run per step, recognised in classes deriving from a *Trainer.
 TRAINER_STEP_HOOKS = frozenset({"compute_loss", "training_step"})
+# What a module needs in its text to hold a step of its own: a backward, an optimizer or scaler
+# `.step`, a step hook, a loss-scaler call (`loss_scaler(loss, opt)`); see `could_step`.
+_STEP_TEXT = re.compile(
+    r"backward|\.[\s\\]*step\b|scaler|" + "|".join(sorted(STEP_HOOKS | TRAINER_STEP_HOOKS)), re.IGNORECASE
+)
+_LOOP_TEXT = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:for|while)\b", re.MULTILINE)
 OPTIMIZER_WORDS = frozenset({"optim", "optimizer", "optimizers", "opt", "scaler", "engine", "deepspeed", "ds"})
 NOT_OPTIMIZER_WORDS = frozenset({"scheduler", "sched", "lr", "env", "environment", "sim", "ema"})
 # callables whose result is a tensor when called: `model(x)`, `criterion(out, y)`, `self.loss_fn(...)`
@@ -105,6 +112,18 @@ def _over_data(loop: Loop) -> bool:
     return bool(text) and bool({"loader", "dataloader", "data", "batches", "dataset", "iterator", "stream"} & set(tokens(text)))
 
 
+def could_step(source: str, step_functions: frozenset[str] | tuple[str, ...], imports_project: "Callable[[], bool]") -> bool:
+    """Whether a module with this text can hold a training step, so that a per-step rule can fire in it.
+
+    A step loop or step function needs a backward or an optimizer step in the module, a step hook or
+    a configured step function by name, a loss-scaler call, or, in a loop, a call into a project
+    module that steps (`imports_project()`: whether it imports one; asked last, it reads the disk).
+    """
+    if _STEP_TEXT.search(source) or any(fn in source for fn in step_functions):
+        return True
+    return _LOOP_TEXT.search(source) is not None and imports_project()
+
+
 def _runs_once(fn: Function) -> bool:
     """A memoised function (`@lru_cache`) computes once per argument, not once per step."""
     return any(d in ONCE_DECORATORS for d in fn.decorators)
@@ -134,6 +153,9 @@ class TrainingModel:
     classes: list[ClassInfo] = field(default_factory=list)
     path: str = ""
     project: "Project | None" = None
+    # memoised answers of the project phase (the same qualname and call are asked about many times)
+    _symbols: dict = field(default_factory=dict, init=False, repr=False)
+    _call_summaries: dict = field(default_factory=dict, init=False, repr=False)
 
     @classmethod
     def build(
@@ -214,7 +236,11 @@ class TrainingModel:
         """The summary of a name of a local module this one imports (None for libraries)."""
         if self.project is None or not qualname:
             return None
-        return self.project.symbol(self.path, qualname)
+        try:
+            return self._symbols[qualname]
+        except KeyError:
+            found = self._symbols[qualname] = self.project.symbol(self.path, qualname)
+            return found
 
     def project_value(self, qualname: str) -> Value | None:
         """What calling an imported project name returns: an instance of its class, or its result."""
@@ -264,6 +290,13 @@ class TrainingModel:
     def project_call_summary(self, call: Call) -> "FunctionSummary | None":
         """What a call into the project does: an imported function, a method of an object whose class
         the analysis knows (local or imported), or calling such an object (`loss_scaler(loss, opt)`)."""
+        try:
+            return self._call_summaries[call]
+        except KeyError:
+            found = self._call_summaries[call] = self._project_call_summary(call)
+            return found
+
+    def _project_call_summary(self, call: Call) -> "FunctionSummary | None":
         from trainlint.model.summary import ClassSummary, FunctionSummary
 
         qual = call.qualname

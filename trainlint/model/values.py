@@ -205,17 +205,18 @@ class ValueModel:
 
     # -- expressions -------------------------------------------------------------------------------
     def _evaluate(self, expr: cst.BaseExpression, fn: "Function | None", at: "Site | None") -> Value:
-        if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary)):
+        kind = expr.__class__  # type tests: isinstance on libcst's ABCs is slow, and this runs per expression
+        if kind in (cst.Integer, cst.Float, cst.Imaginary):
             return NUMBER
-        if isinstance(expr, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+        if kind in (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString):
             return STRING
-        if isinstance(expr, cst.Name):
+        if kind is cst.Name:
             return self._name(expr.value, fn, at)
-        if isinstance(expr, cst.Attribute):
+        if kind is cst.Attribute:
             return self._attribute(expr, fn, at)
-        if isinstance(expr, cst.Call):
+        if kind is cst.Call:
             return self._call(expr, fn, at)
-        if isinstance(expr, cst.Subscript):
+        if kind is cst.Subscript:
             base = self.of(expr.value, fn, at)
             if base.kind is Kind.TENSOR:
                 return base
@@ -224,14 +225,14 @@ class ValueModel:
             if base.kind is Kind.HOST_ARRAY:
                 return HOST_DATA
             return UNKNOWN
-        if isinstance(expr, cst.BinaryOperation):
+        if kind is cst.BinaryOperation:
             return self._arithmetic([self.of(expr.left, fn, at), self.of(expr.right, fn, at)])
-        if isinstance(expr, cst.UnaryOperation):
+        if kind is cst.UnaryOperation:
             inner = self.of(expr.expression, fn, at)
             if isinstance(expr.operator, cst.Not):
                 return inner if inner.kind is Kind.TENSOR else BOOL
             return inner
-        if isinstance(expr, cst.Comparison):
+        if kind is cst.Comparison:
             sides = [self.of(expr.left, fn, at), *(self.of(c.comparator, fn, at) for c in expr.comparisons)]
             if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons):
                 return BOOL
@@ -239,23 +240,23 @@ class ValueModel:
             if tensors:
                 return replace(tensors[0], graph=False, dtype="bool", origin=None)
             return BOOL if all(s.kind in (Kind.NUMBER, Kind.STRING, Kind.BOOL, Kind.NONE) for s in sides) else UNKNOWN
-        if isinstance(expr, cst.BooleanOperation):
+        if kind is cst.BooleanOperation:
             return self.of(expr.left, fn, at) | self.of(expr.right, fn, at)
-        if isinstance(expr, cst.IfExp):
+        if kind is cst.IfExp:
             return self.of(expr.body, fn, at) | self.of(expr.orelse, fn, at)
-        if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+        if kind in (cst.List, cst.Tuple, cst.Set):
             elements = [self.of(e.value, fn, at) for e in expr.elements if isinstance(e, cst.Element)]
             return Value(Kind.COLLECTION, HOST, element=join(elements) if elements else None)
-        if isinstance(expr, cst.Dict):
+        if kind is cst.Dict:
             values = [self.of(e.value, fn, at) for e in expr.elements if isinstance(e, cst.DictElement)]
             return Value(Kind.COLLECTION, HOST, element=join(values) if values else None)
-        if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+        if kind in (cst.ListComp, cst.SetComp, cst.GeneratorExp):
             return Value(Kind.COLLECTION, HOST, element=self.of(expr.elt, fn, at))
-        if isinstance(expr, cst.DictComp):
+        if kind is cst.DictComp:
             return Value(Kind.COLLECTION, HOST, element=self.of(expr.value, fn, at))
-        if isinstance(expr, cst.Lambda):
+        if kind is cst.Lambda:
             return Value(Kind.OBJECT)
-        if isinstance(expr, cst.Await):
+        if kind is cst.Await:
             return self.of(expr.expression, fn, at)
         return UNKNOWN
 

@@ -218,6 +218,7 @@ class _Plan:
         visit, leave, steps = entry
         if visit is None or visit(visitor, node) is not False:
             irrelevant = self.irrelevant
+            relevant = self.relevant
             for step in steps:
                 value = getattr(node, step.field)
                 if value is None and not step.hooks_when_absent:
@@ -225,13 +226,14 @@ class _Plan:
                 if step.visit is not None:
                     step.visit(visitor, node)
                 if step.enter and value is not None:
-                    if isinstance(value, cst.CSTNode):
-                        if type(value) not in irrelevant:
-                            self.walk(value, visitor)
-                    elif isinstance(value, (tuple, list)):
+                    # type tests, not isinstance: every libcst class is an ABC, whose isinstance is slow
+                    kind = value.__class__
+                    if kind is tuple or kind is list:
                         for child in value:
-                            if type(child) not in irrelevant:
+                            if child.__class__ not in irrelevant:
                                 self.walk(child, visitor)
+                    elif kind not in irrelevant and (kind in relevant or isinstance(value, cst.CSTNode)):
+                        self.walk(value, visitor)
                 if step.leave is not None:
                     step.leave(visitor, node)
         if leave is not None:

@@ -206,8 +206,10 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         if model.imports.imports_module("peft"):
             return
         casts = self._casts(model)
+        if not casts:  # rare; finding a built optimizer asks for the value of every method call
+            return
         optimizers = [c for c in model.calls if self._is_plain_optimizer(c) or _builds_optimizer(model, c)]
-        if not casts or not optimizers:
+        if not optimizers:
             return
         default_cast = next((c for c in casts if not c.targets and c.function is None), None)
         for cast in casts:

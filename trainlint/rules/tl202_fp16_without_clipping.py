@@ -26,6 +26,10 @@ def is_zero(expr: cst.BaseExpression | None) -> bool:
     return isinstance(expr, (cst.Integer, cst.Float)) and float(expr.value) == 0.0
 
 
+def _precision_text(precision: cst.BaseExpression | None) -> str | None:
+    return literal_string(precision) or (precision.value if isinstance(precision, cst.Integer) else None)
+
+
 def fp16_enabling(model: TrainingModel, call: Call) -> str | None:
     """What about this call turns on fp16 mixed precision, or None."""
     qual = call.qualname or ""
@@ -201,21 +205,24 @@ trainer.fit(model, loader)
     )
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
-        if clips_gradients(model):
+        # what enables fp16 is cheap to find and rare; whether anything clips asks about every call
+        enabling = [(what, call) for call in model.calls if (what := fp16_enabling(model, call))]
+        lightning = next(
+            ((call, text) for call in model.calls if (call.qualname or "") in LIGHTNING_TRAINERS
+             if (text := _precision_text(call.kwarg("precision"))) in FP16_PRECISIONS),
+            None,
+        )
+        if (not enabling and lightning is None) or clips_gradients(model):
             return
-        for call in model.calls:
-            if (call.qualname or "") in LIGHTNING_TRAINERS:
-                precision = call.kwarg("precision")
-                text = literal_string(precision) or (precision.value if isinstance(precision, cst.Integer) else None)
-                if text in FP16_PRECISIONS:
-                    yield Finding(call.node, f"Lightning trains in fp16 (`precision={text!r}`) with no gradient clipping: one exploding step makes the weights inf/NaN")
-                    return
+        if lightning is not None:
+            call, text = lightning
+            yield Finding(call.node, f"Lightning trains in fp16 (`precision={text!r}`) with no gradient clipping: one exploding step makes the weights inf/NaN")
+            return
         if not any(model.is_backward(c) or model.project_backprops(c) for c in model.calls):
             return
         candidates = []
-        for call in model.calls:
-            what = fp16_enabling(model, call)
-            if not what or not trains_here(model, call) or superseded_before_backward(model, call):
+        for what, call in enabling:
+            if not trains_here(model, call) or superseded_before_backward(model, call):
                 continue
             if what == "fp16 autocast" and not on_training_path(model, call):
                 continue

@@ -19,6 +19,7 @@ class RetainGraphInLoop(Rule):
     summary = "`backward(retain_graph=True)` or `autograd.grad(..., retain_graph=True)` on every training step."
     hint = "Drop `retain_graph=True`: sum the losses and call backward once, and `.detach()` state carried to the next step."
     requires = ("retain_graph",)
+    per_step = True
     why = (
         "`retain_graph=True` keeps every tensor the graph saved for backward alive after the backward pass. "
         "Inside a training loop this is almost always a workaround for \"Trying to backward through the "

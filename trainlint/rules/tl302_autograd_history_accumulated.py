@@ -19,6 +19,7 @@ class AutogradHistoryAccumulated(Rule):
     summary = "A tensor carrying autograd history kept across steps: `total += loss`, `losses.append(loss)`, `self.h = f(x, self.h)`."
     hint = "Keep a detached copy: `total += loss.detach()` (or `.item()` at log steps only)."
     requires = ("+=", ".append(", "self.")
+    per_step = True
     why = (
         "A loss or model output references the whole autograd graph that produced it, with every saved "
         "activation. Adding it into a running total, appending it to a list or storing it on `self` keeps "

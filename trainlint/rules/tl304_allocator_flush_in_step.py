@@ -18,6 +18,7 @@ class AllocatorFlushInStep(Rule):
     summary = "`torch.cuda.empty_cache()` or `gc.collect()` on every training step."
     hint = "Remove it from the step; if fragmentation is real, set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` or flush every N steps."
     requires = ("empty_cache", "gc.collect", "collect(")
+    per_step = True
     why = (
         "`empty_cache()` returns cached blocks to the driver; the next step must `cudaMalloc` them again, "
         "which synchronises and is slow, and it \"doesn't increase the amount of GPU memory available for "

@@ -39,6 +39,7 @@ class HostSyncInStep(Rule):
     hint = "Accumulate on the device (`running += loss.detach()`) and read values only when logging (`if step % log_every == 0:`)."
     # a step loop can also be one whose step, loss scaler or optimizer lives in another module
     requires = ("backward", "step(", "training_step", "compute_loss", "scaler", "optim")
+    per_step = True
     why = (
         "CUDA kernels run asynchronously: the host queues work and races ahead. Reading a tensor's value on "
         "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`, `if t:`, printing or "

@@ -19,6 +19,7 @@ class DeviceSynchronizeInStep(Rule):
     summary = "`torch.cuda.synchronize()` (or a stream's or event's `.synchronize()`) on every training step."
     hint = "Remove it; to time steps use CUDA events (`start.record(); ...; end.record()`) read at log steps, or the profiler."
     requires = ("synchronize", "backward", "step(", "optim", "scaler")  # the call may live in an imported helper
+    per_step = True
     why = (
         "A device synchronize stops the host until every queued kernel has finished, so the GPU drains "
         "and idles while the host prepares the next step. Per step it serialises host and device work: "

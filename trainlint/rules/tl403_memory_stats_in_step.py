@@ -30,6 +30,7 @@ class MemoryStatsInStep(Rule):
     summary = "CUDA memory statistics reset or collected on every training step."
     hint = "Reset or read memory statistics at epoch boundaries or under a debug/log flag."
     requires = ("memory_stats", "memory_summary", "memory_snapshot", "reset_peak", "reset_max", "reset_accumulated")
+    per_step = True
     why = (
         "`reset_peak_memory_stats()` every step makes the peak-memory figure describe one step only and "
         "hides the growth you are trying to see; `memory_summary()`, `memory_stats()` and "

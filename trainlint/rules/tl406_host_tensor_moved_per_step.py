@@ -43,6 +43,7 @@ class HostTensorMovedPerStep(Rule):
     summary = "A tensor built on the host (`torch.zeros(...)`, `torch.tensor(...)`) then moved with `.cuda()`/`.to(device)` every step."
     hint = "Create it on the device: `torch.zeros(n, device=device)`."
     requires = (".cuda(", ".to(")
+    per_step = True
     why = (
         "Building a tensor on the CPU and copying it fills host memory, then issues a pageable "
         "host-to-device copy that blocks the host - every step. The tuning guide: \"Instead of calling "

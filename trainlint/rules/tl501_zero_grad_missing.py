@@ -25,6 +25,7 @@ class ZeroGradMissing(Rule):
     summary = "A training loop that never clears gradients, or `zero_grad()` between `backward()` and `step()`."
     hint = "Call `optimizer.zero_grad(set_to_none=True)` at the start of each step (or right after `optimizer.step()`)."
     requires = ("backward",)
+    per_step = True
     why = (
         "`.backward()` adds into `.grad`. Without clearing, each step applies the sum of all gradients so "
         "far: the effective learning rate grows without bound and the model diverges or stalls. Clearing "
