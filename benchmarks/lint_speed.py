@@ -134,7 +134,8 @@ def _training_file(files: list[Path]) -> Path:
         return ".backward(" in text and ".step(" in text and re.search(r"^\s*for\b", text, re.MULTILINE) is not None
 
     candidates = [f for f in files if trains(f)]
-    return min(candidates or files, key=lambda f: (abs(_lines(f) - 300), str(f)))
+    named = [f for f in candidates if "train" in f.stem]  # a script, not a library module that mentions both
+    return min(named or candidates or files, key=lambda f: (abs(_lines(f) - 300), str(f)))
 
 
 def vs_parse(args: argparse.Namespace, files: list[Path], lines: int) -> None:

@@ -14,6 +14,7 @@ import os
 import re
 import tokenize
 import traceback
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -212,7 +213,15 @@ def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], 
     ignored = settings.ignored_for(Path(name))
     codes = tuple(c for c in _codes(settings) if not any(c.startswith(i) for i in ignored))
     configured = any(fn in source for fn in settings.step_functions)
-    rules = [r for r in _rules(codes) if configured or not r.requires or any(tok in source for tok in r.requires)]
+    present: dict[str, bool] = {}  # rules share tokens; each is looked for once
+
+    def has(token: str) -> bool:
+        found = present.get(token)
+        if found is None:
+            found = present[token] = token in source
+        return found
+
+    rules = [r for r in _rules(codes) if configured or not r.requires or any(has(tok) for tok in r.requires)]
     if configured or not any(r.per_step for r in rules):
         return rules, ()
     from trainlint.model.training import could_step
@@ -229,11 +238,11 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
     import libcst as cst
 
     from trainlint.model import TrainingModel
-    from trainlint.model.parse import parse_module
+    from trainlint.model.parse import parse_file
     from trainlint.noqa import parse_suppressions
 
     try:
-        module = parse_module(source)
+        module = parse_file(source, name)
     except cst.ParserSyntaxError as exc:
         message, line, column, python_accepts = _syntax_error(source, exc)
         if python_accepts:  # e.g. 10,000 implicitly concatenated strings: valid, but not for libcst
@@ -256,11 +265,13 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
             for rule in rules:
                 findings.extend((rule, f) for f in rule.check(model))
         result.dependencies = tuple(sorted(set(result.dependencies) | {file_state(str(p)) for p in depends}))
-        suppressions = parse_suppressions(source)
-        if findings:
-            result.diagnostics.extend(_diagnostics(module, source, name, findings, suppressions))
-        if settings.reports_unused_noqa(Path(name)):
-            result.diagnostics.extend(suppressions.unused(name, {r.code for r in rules}))
+        unused_noqa = settings.reports_unused_noqa(Path(name))
+        if findings or unused_noqa:  # reading the comments tokenizes the file: only when they matter
+            suppressions = parse_suppressions(source)
+            if findings:
+                result.diagnostics.extend(_diagnostics(module, source, name, findings, suppressions))
+            if unused_noqa:
+                result.diagnostics.extend(suppressions.unused(name, {r.code for r in rules}))
     except RecursionError:
         result.diagnostics.append(could_not_analyse(name, "nesting too deep"))
     except MemoryError:
@@ -373,13 +384,15 @@ def lint_paths(
             keys.append(key)
     if misses:
         from trainlint import workers
+        from trainlint.project import sharing_summaries
 
         _preload()
-        for j, result in workers.run(misses, jobs, _lint_task, _file_timeout, _file_memory):
-            results[miss_index[j]] = result
-            key = keys[j]
-            if cache is not None and key is not None and result.cacheable and not result.internal_error:
-                cache.store(key, result)
+        with sharing_summaries() if jobs > 1 and len(misses) > 1 else nullcontext():
+            for j, result in workers.run(misses, jobs, _lint_task, _file_timeout, _file_memory):
+                results[miss_index[j]] = result
+                key = keys[j]
+                if cache is not None and key is not None and result.cacheable and not result.internal_error:
+                    cache.store(key, result)
     done = [r for r in results if r is not None]
     if cache is not None:
         cache.close()

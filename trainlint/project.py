@@ -10,7 +10,11 @@ and keyed by the module's path and modification time.
 from __future__ import annotations
 
 import ast
+import hashlib
+import os
+import pickle
 import re
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -73,6 +77,7 @@ class Project:
         # (importer, qualname) -> where it is, and the paths probed to find it (noted on each hit)
         self._located: dict[tuple[Path, str], tuple[tuple[Path, list[str]] | None, tuple[Path, ...]]] = {}
         self._depends: dict[Path, set[Path]] = {}  # what each memoised summary was computed from
+        self._tops: dict[tuple[Path, str], tuple[Path, Path, bool, bool]] = {}
         self._deeper: Project | None = None  # summaries of the modules imported modules import
 
     # -- public --------------------------------------------------------------------------------
@@ -103,11 +108,20 @@ class Project:
                 if top in LIBRARY_ROOTS or not top.isidentifier():
                     continue
                 for base in self._search_dirs(importer.parent):
-                    folder, file = base / top, base / f"{top}.py"
+                    folder, file, is_file, is_dir = self._top_level(base, top)
                     _note(folder, file)
-                    if (file.is_file() and file != importer) or folder.is_dir():
+                    if (is_file and file != importer) or is_dir:
                         return True
         return False
+
+    def _top_level(self, base: Path, top: str) -> tuple[Path, Path, bool, bool]:
+        """`base/top/` and `base/top.py`, and whether each exists (memoised: imports repeat)."""
+        key = (base, top)
+        known = self._tops.get(key)
+        if known is None:
+            folder, file = base / top, base / f"{top}.py"
+            known = self._tops[key] = (folder, file, file.is_file(), folder.is_dir())
+        return known
 
     # -- finding modules -----------------------------------------------------------------------
     def _locate(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
@@ -205,8 +219,14 @@ class Project:
         if cached is not None and cached[0] == stat.st_mtime:
             _note(*self._depends.get(path, ()))
             return cached[1]
-        with watching() as depends:
-            summary = self._compute(path, stat.st_size)
+        shared_entry = _shared_entry(path, stat, self.depth)
+        stored = _load(shared_entry)
+        if stored is not None:
+            summary, depends = stored
+        else:
+            with watching() as depends:
+                summary = self._compute(path, stat.st_size)
+            _store(shared_entry, (summary, depends))
         _note(*depends)
         self._summaries[path] = (stat.st_mtime, summary)
         self._depends[path] = depends
@@ -223,11 +243,11 @@ class Project:
             return ModuleSummary(exports=_exports(source))
         try:
 
-            from trainlint.model.parse import parse_module
+            from trainlint.model.parse import parse_file
             from trainlint.model.summary import Summarizer
             from trainlint.model.training import TrainingModel
 
-            module = parse_module(source)
+            module = parse_file(source, str(path))
             if self._deeper is None:
                 self._deeper = Project(self.root, self.depth + 1)
             model = TrainingModel.build(module, path=str(path), project=self._deeper)
@@ -252,6 +272,52 @@ def _exports(source: str) -> dict[str, str]:
                 full = f"{base}.{alias.name}" if node.module else f"{base}{alias.name}" if node.level else alias.name
                 out[alias.asname or alias.name] = full
     return out
+
+
+# A folder through which the worker processes of one run share summaries (set by the supervisor
+# before it forks them, see `sharing_summaries`): a module is summarised once per run, not per worker.
+_SHARED_FOLDER: str | None = None
+
+
+@contextmanager
+def sharing_summaries() -> Iterator[None]:
+    """Let the processes forked inside the block share the summaries they compute, for this run."""
+    global _SHARED_FOLDER
+    with tempfile.TemporaryDirectory(prefix="trainlint-summaries-") as folder:
+        _SHARED_FOLDER = folder
+        try:
+            yield
+        finally:
+            _SHARED_FOLDER = None
+
+
+def _shared_entry(path: Path, stat: os.stat_result, depth: int) -> str | None:
+    if _SHARED_FOLDER is None:
+        return None
+    key = f"{os.path.abspath(path)}\0{stat.st_size}\0{stat.st_mtime_ns}\0{depth}".encode("utf-8", "surrogatepass")
+    return os.path.join(_SHARED_FOLDER, hashlib.sha1(key).hexdigest())
+
+
+def _load(entry: str | None) -> tuple[ModuleSummary, set[Path]] | None:
+    if entry is None:
+        return None
+    try:
+        with open(entry, "rb") as fh:
+            return pickle.load(fh)  # type: ignore[no-any-return]
+    except Exception:  # not there yet, or being written: compute it
+        return None
+
+
+def _store(entry: str | None, value: tuple[ModuleSummary, set[Path]]) -> None:
+    if entry is None:
+        return
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(entry), prefix=".tmp-")
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, entry)
+    except Exception:  # sharing is an optimisation: a folder that cannot be written changes nothing
+        pass
 
 
 _SHARED: dict[Path | None, Project] = {}

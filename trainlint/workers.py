@@ -84,6 +84,35 @@ class _Worker:
     conn: Connection
     task: Task | None = None
     started: float = 0.0
+    folder: str | None = None  # of the last file it was given
+
+
+class _Queue:
+    """The files still to analyse, grouped by folder in order. A worker keeps to one folder while it
+    has files, so the local modules they import are summarised by one worker rather than by all;
+    a worker whose folder is done starts a folder nobody has, else helps with the largest left."""
+
+    def __init__(self, tasks: list[Task]) -> None:
+        self.groups: dict[str, deque[Task]] = {}
+        for task in tasks:
+            self.groups.setdefault(os.path.dirname(task[1]), deque()).append(task)
+        self.unclaimed: deque[str] = deque(self.groups)
+        self.size = len(tasks)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def take(self, folder: str | None) -> Task:
+        if folder not in self.groups:
+            while self.unclaimed and self.unclaimed[0] not in self.groups:
+                self.unclaimed.popleft()
+            folder = self.unclaimed.popleft() if self.unclaimed else max(self.groups, key=lambda f: len(self.groups[f]))
+        group = self.groups[folder]
+        task = group.popleft()
+        if not group:
+            del self.groups[folder]
+        self.size -= 1
+        return task
 
 
 def _context() -> multiprocessing.context.BaseContext:
@@ -111,7 +140,7 @@ def run(
 ) -> Iterator[tuple[int, FileResult]]:
     """Analyse `tasks` in up to `jobs` workers; yields (task index, result) as files finish."""
     context = _context()
-    pending: deque[Task] = deque((i, path, s, data) for i, (path, s, data) in enumerate(tasks))
+    pending = _Queue([(i, path, s, data) for i, (path, s, data) in enumerate(tasks)])
     cap = max((cap_mb(s) for _, s, _ in tasks), default=1024)
     workers: list[_Worker] = []
 
@@ -136,7 +165,8 @@ def run(
                 workers.append(start())
             for worker in workers:
                 if worker.task is None and pending:
-                    worker.task = pending.popleft()
+                    worker.task = pending.take(worker.folder)
+                    worker.folder = os.path.dirname(worker.task[1])
                     worker.started = time.monotonic()
                     try:
                         worker.conn.send(worker.task)

@@ -7,6 +7,7 @@ imports plus simple module-level aliases (`ptdtype = torch.bfloat16`) resolve wh
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import libcst as cst
 
@@ -55,12 +56,14 @@ def module_path(expr: cst.BaseExpression) -> str:
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+")
 
 
-def tokens(identifier: str) -> list[str]:
-    """Split `log_interval`, `isLogStep`, `self.print_freq` into lower-case words."""
+@lru_cache(maxsize=65536)
+def tokens(identifier: str) -> tuple[str, ...]:
+    """Split `log_interval`, `isLogStep`, `self.print_freq` into lower-case words (memoised: the
+    same identifiers are asked about throughout a module)."""
     words: list[str] = []
     for part in re.split(r"[_.\W]+", identifier):
         words.extend(w.lower() for w in _CAMEL.findall(part))
-    return words
+    return tuple(words)
 
 
 class ImportMap:

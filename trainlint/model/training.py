@@ -55,9 +55,8 @@ STEP_HOOKS = frozenset(
 TRAINER_STEP_HOOKS = frozenset({"compute_loss", "training_step"})
 # What a module needs in its text to hold a step of its own: a backward, an optimizer or scaler
 # `.step`, a step hook, a loss-scaler call (`loss_scaler(loss, opt)`); see `could_step`.
-_STEP_TEXT = re.compile(
-    r"backward|\.[\s\\]*step\b|scaler|" + "|".join(sorted(STEP_HOOKS | TRAINER_STEP_HOOKS)), re.IGNORECASE
-)
+_STEP_WORDS = ("backward", "scaler", *sorted(STEP_HOOKS | TRAINER_STEP_HOOKS))  # looked for in lower case
+_STEP_CALL = re.compile(r"\.[\s\\]*step\b")
 _LOOP_TEXT = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:for|while)\b", re.MULTILINE)
 OPTIMIZER_WORDS = frozenset({"optim", "optimizer", "optimizers", "opt", "scaler", "engine", "deepspeed", "ds"})
 NOT_OPTIMIZER_WORDS = frozenset({"scheduler", "sched", "lr", "env", "environment", "sim", "ema"})
@@ -119,7 +118,10 @@ def could_step(source: str, step_functions: frozenset[str] | tuple[str, ...], im
     a configured step function by name, a loss-scaler call, or, in a loop, a call into a project
     module that steps (`imports_project()`: whether it imports one; asked last, it reads the disk).
     """
-    if _STEP_TEXT.search(source) or any(fn in source for fn in step_functions):
+    lowered = source.lower()  # `loss_scaler`, `GradScaler`, `lossScaler`; substring tests are fast
+    if any(word in lowered for word in _STEP_WORDS) or any(fn in source for fn in step_functions):
+        return True
+    if "step" in source and _STEP_CALL.search(source):
         return True
     return _LOOP_TEXT.search(source) is not None and imports_project()
 
