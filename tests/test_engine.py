@@ -254,3 +254,23 @@ def test_the_step_prefilter_skips_per_step_rules_only_where_no_step_can_be(tmp_p
     assert per_step <= {r.code for r in rules_for(relative, str(tmp_path / "nowhere" / "main.py"), settings)}
     library = "from torch.utils.data import DataLoader\n" + evaluation
     assert not per_step & {r.code for r in rules_for(library, str(tmp_path / "main.py"), settings)}
+
+
+def test_rules_refine_the_prefilter_only_where_they_cannot_fire(tmp_path):
+    from trainlint.engine import rules_for
+
+    settings = Settings()
+
+    def selected(source: str, name: str = "train.py") -> set[str]:
+        return {r.code for r in rules_for(source, str(tmp_path / name), settings)}
+
+    optimizer_only = "import torch\nopt = torch.optim.AdamW(model.parameters())\nfor x in data:\n    evaluate(model(x))\n"
+    assert not {"TL101", "TL104", "TL502"} & selected(optimizer_only)  # no dtype, one `.step` at most
+    assert "TL101" in selected(optimizer_only.replace("model.parameters()", "model.bfloat16().parameters()"))
+    # the cast may come from a builder of the project: a file that imports one is analysed
+    (tmp_path / "models").mkdir()
+    assert "TL101" in selected("from models import build\n" + optimizer_only)
+    assert "TL502" in selected("sched.step()\nopt.step()\n")
+    assert "TL502" not in selected("train_step(batch)\nopt.step()\n")
+    assert "TL303" not in selected("model.eval()\nout = model(x)\n")
+    assert "TL303" in selected("model.eval()\n\fwhile True:\n    out = model(x)\n")

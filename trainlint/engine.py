@@ -222,15 +222,22 @@ def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], 
         return found
 
     rules = [r for r in _rules(codes) if configured or not r.requires or any(has(tok) for tok in r.requires)]
-    if configured or not any(r.per_step for r in rules):
+    if configured or not rules:
         return rules, ()
     from trainlint.model.training import could_step
     from trainlint.project import shared, watching
 
+    known: list[bool] = []
+
+    def imports_project() -> bool:
+        if not known:
+            known.append(shared().imports_project(name, source))
+        return known[0]
+
     with watching() as probed:
-        steps = could_step(source, settings.step_functions, lambda: shared().imports_project(name, source))
-    if not steps:
-        rules = [r for r in rules if not r.per_step]
+        if any(r.per_step for r in rules) and not could_step(source, settings.step_functions, imports_project):
+            rules = [r for r in rules if not r.per_step]
+        rules = [r for r in rules if r.may_fire(source, imports_project)]
     return rules, tuple(sorted(file_state(str(p)) for p in probed))
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Iterator, Literal
+from typing import Callable, ClassVar, Iterator, Literal
 
 import libcst as cst
 
@@ -61,6 +61,13 @@ class Rule:
     verification: ClassVar[str] = ""
     valid: ClassVar[tuple[str, ...]] = ()
     invalid: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
+        """A finer test of the text than `requires`: False only where this rule cannot fire, so the
+        file need not be parsed for it. `imports_project()` says whether the module imports one of
+        the project's modules (facts the rule uses may come from there)."""
+        return True
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         raise NotImplementedError

@@ -56,8 +56,8 @@ TRAINER_STEP_HOOKS = frozenset({"compute_loss", "training_step"})
 # What a module needs in its text to hold a step of its own: a backward, an optimizer or scaler
 # `.step`, a step hook, a loss-scaler call (`loss_scaler(loss, opt)`); see `could_step`.
 _STEP_WORDS = ("backward", "scaler", *sorted(STEP_HOOKS | TRAINER_STEP_HOOKS))  # looked for in lower case
-_STEP_CALL = re.compile(r"\.[\s\\]*step\b")
-_LOOP_TEXT = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:for|while)\b", re.MULTILINE)
+LOOP_TEXT = re.compile(r"^[ \t\f]*(?:async[ \t]+)?(?:for|while)\b", re.MULTILINE)  # a loop statement
+STEP_CALL_TEXT = re.compile(r"\.[\s\\]*step\b")  # a `.step` attribute, as a call `opt.step()` has it
 OPTIMIZER_WORDS = frozenset({"optim", "optimizer", "optimizers", "opt", "scaler", "engine", "deepspeed", "ds"})
 NOT_OPTIMIZER_WORDS = frozenset({"scheduler", "sched", "lr", "env", "environment", "sim", "ema"})
 # callables whose result is a tensor when called: `model(x)`, `criterion(out, y)`, `self.loss_fn(...)`
@@ -121,9 +121,9 @@ def could_step(source: str, step_functions: frozenset[str] | tuple[str, ...], im
     lowered = source.lower()  # `loss_scaler`, `GradScaler`, `lossScaler`; substring tests are fast
     if any(word in lowered for word in _STEP_WORDS) or any(fn in source for fn in step_functions):
         return True
-    if "step" in source and _STEP_CALL.search(source):
+    if "step" in source and STEP_CALL_TEXT.search(source):
         return True
-    return _LOOP_TEXT.search(source) is not None and imports_project()
+    return LOOP_TEXT.search(source) is not None and imports_project()
 
 
 def _runs_once(fn: Function) -> bool:

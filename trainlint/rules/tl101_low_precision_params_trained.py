@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import libcst as cst
 
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, Function, TrainingModel
 from trainlint.model.names import dotted
-from trainlint.model.torchnames import dtype_name, is_false
+from trainlint.model.torchnames import LOW_PRECISION_STRINGS, dtype_name, is_false
 from trainlint.model.values import Kind
 from trainlint.rule import Finding, Rule
 
@@ -105,6 +105,14 @@ class LowPrecisionParamsTrained(Rule):
     summary = "A model cast to bf16/fp16 is trained by an optimizer that keeps no fp32 master copy."
     hint = "Keep the parameters in fp32 and run the forward pass under `torch.autocast(device_type, dtype=torch.bfloat16)`."
     requires = ("bfloat16", "float16", "half", "torch_dtype", "optim")  # a cast may live in an imported builder
+
+    @classmethod
+    def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
+        # a cast names its dtype (`torch.bfloat16`, `.half()`, "bf16"), a torch optimizer comes from
+        # `torch.optim` and a trainer is an HF `*Trainer`; either may come from a project module
+        casts = any(word in source for word in LOW_PRECISION_STRINGS)
+        optimizes = "optim" in source or "Trainer" in source
+        return (casts and optimizes) or imports_project()
     why = (
         "bf16 keeps 8 bits of mantissa: the spacing between representable numbers at 1.0 is 2^-7 = 0.0078 "
         "(2^-8 just below 1.0). An optimizer that updates bf16 parameters in place rounds each new value "

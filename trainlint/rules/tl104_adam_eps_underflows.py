@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import libcst as cst
 
@@ -22,6 +22,13 @@ class AdamEpsUnderflows(Rule):
     summary = "An Adam-family optimizer whose `eps` rounds to 0 in fp16 (below ~6e-8; the default 1e-8 included) over fp16 parameters."
     hint = "Keep parameters and optimizer state in fp32 (autocast for compute); if they must be fp16, use `eps=1e-4` or larger."
     requires = ("half", "float16", "Adam")  # a cast may live in an imported builder
+
+    @classmethod
+    def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
+        # an Adam of `torch.optim`, and an fp16 cast here or in a project module (a builder)
+        if "Adam" not in source or "optim" not in source:
+            return False
+        return any(word in source for word in ("float16", "half", "fp16")) or imports_project()
     why = (
         "fp16's smallest subnormal is 2^-24 ~ 5.96e-8, so `eps=1e-8` (Adam's default) is exactly 0 in fp16. "
         "For any element whose gradient is 0 (an unused embedding row, a dead unit) the second moment is 0 "

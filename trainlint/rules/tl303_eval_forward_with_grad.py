@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 from trainlint.diagnostics import Severity
 from trainlint.model import Function, TrainingModel
 from trainlint.model.names import dotted, tokens
-from trainlint.model.training import MODULE_WORDS
+from trainlint.model.training import LOOP_TEXT, MODULE_WORDS
 from trainlint.rule import Finding, Rule
 
 EVAL_WORDS = frozenset({"validate", "validation", "evaluate", "evaluation", "eval", "val"})
@@ -27,6 +27,10 @@ class EvalForwardWithGrad(Rule):
     summary = "Forward passes in evaluation code outside `torch.no_grad()` / `torch.inference_mode()`."
     hint = "Wrap evaluation in `with torch.no_grad():` (or decorate the function with `@torch.inference_mode()`)."
     requires = ("eval",)
+
+    @classmethod
+    def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
+        return LOOP_TEXT.search(source) is not None  # the forward passes it flags run in a loop
     why = (
         "Outside `no_grad`, every forward pass on parameters that require grad records an autograd graph and "
         "saves its activations for a backward that never comes. Evaluation then uses several times the "

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, TrainingModel
 from trainlint.model.names import tokens
+from trainlint.model.training import STEP_CALL_TEXT
 from trainlint.rule import Finding, Rule
 
 
@@ -21,6 +22,12 @@ class SchedulerBeforeOptimizer(Rule):
     summary = "`lr_scheduler.step()` before `optimizer.step()` in the same step."
     hint = "Call `scheduler.step()` after `optimizer.step()` (per-epoch schedulers: after the epoch's steps)."
     requires = ("step(",)
+
+    @classmethod
+    def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
+        # two `.step` calls: the scheduler's and the optimizer's
+        found = STEP_CALL_TEXT.finditer(source)
+        return next(found, None) is not None and next(found, None) is not None
     why = (
         "Since PyTorch 1.1 the scheduler must step after the optimizer. Stepping it first advances the "
         "schedule before any update: \"PyTorch [will skip] the first value of the learning rate schedule\", "
