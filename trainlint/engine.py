@@ -246,7 +246,6 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
 
     from trainlint.model import TrainingModel
     from trainlint.model.parse import parse_file
-    from trainlint.noqa import parse_suppressions
 
     try:
         module = parse_file(source, name)
@@ -274,6 +273,8 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
         result.dependencies = tuple(sorted(set(result.dependencies) | {file_state(str(p)) for p in depends}))
         unused_noqa = settings.reports_unused_noqa(Path(name))
         if findings or unused_noqa:  # reading the comments tokenizes the file: only when they matter
+            from trainlint.noqa import parse_suppressions
+
             suppressions = parse_suppressions(source)
             if findings:
                 result.diagnostics.extend(_diagnostics(module, source, name, findings, suppressions))

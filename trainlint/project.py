@@ -10,7 +10,6 @@ and keyed by the module's path and modification time.
 from __future__ import annotations
 
 import ast
-import hashlib
 import os
 import pickle
 import re
@@ -295,7 +294,11 @@ def _shared_entry(path: Path, stat: os.stat_result, depth: int) -> str | None:
     if _SHARED_FOLDER is None:
         return None
     key = f"{os.path.abspath(path)}\0{stat.st_size}\0{stat.st_mtime_ns}\0{depth}".encode("utf-8", "surrogatepass")
-    return os.path.join(_SHARED_FOLDER, hashlib.sha1(key).hexdigest())
+    from trainlint.cache import digest
+
+    hashed = digest()
+    hashed.update(key)
+    return os.path.join(_SHARED_FOLDER, hashed.hexdigest())
 
 
 def _load(entry: str | None) -> tuple[ModuleSummary, set[Path]] | None:

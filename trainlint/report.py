@@ -66,7 +66,6 @@ def source_lines(results: Sequence[FileResult]) -> SourceLines:
 
     A result that still holds its source (standard input) is not read again from disk.
     """
-    from trainlint.notebook import NotebookError, cell_lines
     from trainlint.reading import read_text
 
     sources: SourceLines = {}
@@ -79,6 +78,8 @@ def source_lines(results: Sequence[FileResult]) -> SourceLines:
             if text is None:
                 continue
         if any(d.cell is not None for d in result.diagnostics):
+            from trainlint.notebook import NotebookError, cell_lines
+
             try:
                 for cell, lines in cell_lines(text).items():
                     sources[(result.path, cell)] = lines

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import sys
 import typing
 from typing import Any, Callable, Iterable
 
@@ -59,13 +60,19 @@ def _node_classes() -> list[type[cst.CSTNode]]:
     ]
 
 
-def _classes_in(hint: object, concrete: dict[type, list[type]]) -> tuple[set[type], bool]:
-    """The concrete node classes a field annotation admits, and whether the field may be a sequence."""
+def _classes_in(hint: object, concrete: dict[type, list[type]], namespace: dict[str, Any]) -> tuple[set[type] | None, bool]:
+    """The concrete node classes a field annotation admits (None: unknown), and whether the field may
+    be a sequence. Forward references are looked up in `namespace` (the node class's module)."""
     found: set[type] = set()
     sequence = False
     stack = [hint]
     while stack:
         current = stack.pop()
+        if isinstance(current, (str, typing.ForwardRef)):
+            name = current if isinstance(current, str) else current.__forward_arg__
+            if name not in namespace:
+                return None, True  # an annotation this reading cannot resolve: enter whatever is there
+            current = namespace[name]
         origin = typing.get_origin(current)
         if origin is not None:
             if origin in (list, tuple) or (isinstance(origin, type) and issubclass(origin, typing.Sequence)):  # type: ignore[arg-type]
@@ -91,17 +98,10 @@ class _Types:
                     concrete.setdefault(base, []).append(c)
         self.fields: dict[type, dict[str, tuple[set[type] | None, bool]]] = {}
         for c in classes:
-            try:
-                hints = typing.get_type_hints(c)
-            except Exception:  # an annotation this Python cannot resolve: enter whatever is there
-                hints = {}
-            table: dict[str, tuple[set[type] | None, bool]] = {}
-            for f in dataclasses.fields(c):
-                if f.name in hints:
-                    table[f.name] = _classes_in(hints[f.name], concrete)
-                else:
-                    table[f.name] = (None, True)
-            self.fields[c] = table
+            # the dataclass fields' own types, not `typing.get_type_hints` (which evaluates them all
+            # again and costs more than analysing a file); forward references resolve by name
+            namespace = vars(sys.modules[c.__module__])
+            self.fields[c] = {f.name: _classes_in(f.type, concrete, namespace) for f in dataclasses.fields(c)}
 
 
 _TYPES: _Types | None = None
