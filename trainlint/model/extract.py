@@ -223,6 +223,7 @@ class Extractor(cst.CSTVisitor):
         self._loop_stack = [*self._loop_stack, loop]
 
     def _leave_loop(self) -> None:
+        self._loop_stack[-1].end = self._order
         self._loop_stack = self._loop_stack[:-1]
 
     def visit_For_body(self, node: cst.For) -> None:

@@ -57,6 +57,7 @@ class Loop:
     direct_calls: list["Call"] = field(default_factory=list)
     uses_grad: bool = False  # reads or writes some `.grad` in its body (a manual update, clipping, logging)
     is_step: bool = False
+    end: int = 0  # the order of the last site inside the loop (sites are numbered in source order)
 
 
 @dataclass(frozen=True, eq=False)

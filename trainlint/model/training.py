@@ -15,6 +15,7 @@ from functools import cached_property
 import libcst as cst
 
 import re
+from bisect import bisect_left, bisect_right
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Callable
 
@@ -492,6 +493,14 @@ class TrainingModel:
     def _calls_by_node(self) -> dict[int, Call]:
         return {id(c.node): c for c in self.calls}
 
+    @cached_property
+    def _call_positions(self) -> dict[int, int]:
+        return {id(c): i for i, c in enumerate(self.calls)}
+
+    def call_position(self, call: Call) -> int:
+        """Where a call is in `calls` (source order)."""
+        return self._call_positions[id(call)]
+
     def call_at(self, node: cst.CSTNode) -> Call | None:
         """The call fact of a `cst.Call` node of this module."""
         return self._calls_by_node.get(id(node))
@@ -663,6 +672,10 @@ class TrainingModel:
                 table.setdefault((a.site.function, target), []).append(a)
         return table
 
+    @cached_property
+    def _assign_orders(self) -> dict[tuple[Function | None, str], list[int]]:
+        return {key: [a.site.order for a in assigns] for key, assigns in self._assigns_by_name.items()}
+
     def bindings(self, function: Function | None, name: str) -> list[cst.BaseExpression]:
         """Values assigned to `name` in this function (or at module level for None)."""
         return [a.value for a in self._assigns_by_name.get((function, name), [])]
@@ -678,29 +691,40 @@ class TrainingModel:
         assigns = self._assigns_by_name.get((function, name), [])
         if at is None or not assigns:
             return assigns
+        # Assignments are in source order: the ones before the use, and the ones a back-edge brings
+        # round (inside the use's loops, up to their end), are found by bisection, not by a scan, so
+        # a name bound a thousand times in one scope costs no more per use than one bound once.
+        orders = self._assign_orders[(function, name)]
         # `x = x.to("cpu")`: the right-hand side reads the binding from before its own statement (or,
         # in a loop, the one its own statement made on the previous iteration)
-        own: list[Assign] = []
-        if at.statement is not None:
-            own = [a for a in assigns if a.site.statement is at.statement]
-            assigns = [a for a in assigns if a.site.statement is not at.statement]
-            if not assigns:
-                return own if at.loops and any(loop in a.site.loops for a in own for loop in at.loops) else []
-        before = [a for a in assigns if a.site.order < at.order]
-        depth = 0  # loops of the use that a back-edge may come round
-        for a in reversed(before):
+        statement = at.statement
+        own = [a for a in self.assigns_in(statement) if a.site.function is function for t in a.targets if t == name]
+        if own and len(own) == len(assigns):
+            return own if at.loops and any(loop in a.site.loops for a in own for loop in at.loops) else []
+        split = bisect_left(orders, at.order)  # assigns[:split] come before the use
+        start, depth = 0, 0  # the hiding assignment, and the loops of the use a back-edge may come round
+        for i in range(split - 1, -1, -1):
+            a = assigns[i]
+            if statement is not None and a.site.statement is statement:
+                continue
             loops, ifs = a.site.loops, a.site.gate_depths
             if a.op is None and loops == at.loops[: len(loops)] and len(ifs) <= len(at.gate_depths):
-                before = [b for b in before if b.site.order >= a.site.order]
-                depth = len(loops)
+                start, depth = bisect_left(orders, a.site.order), len(loops)
                 break
-        later = [
-            a for a in [*assigns, *own]
-            if (a.site.order > at.order or a in own) and any(loop in a.site.loops for loop in at.loops[depth:])
-        ]
+        before = [a for a in assigns[start:split] if statement is None or a.site.statement is not statement]
+        around = at.loops[depth:]
+        later: list[Assign] = []
+        if around:
+            end = bisect_right(orders, max(loop.end for loop in around))
+            later = [
+                a for a in assigns[bisect_right(orders, at.order):end]
+                if (statement is None or a.site.statement is not statement) and any(loop in a.site.loops for loop in around)
+            ]
+            later += [a for a in own if any(loop in a.site.loops for loop in around)]
         if not before and not later and function is not None and name in function.params:
             return []  # read before any rebinding: the parameter's value
-        return before + later or assigns
+        rest = [a for a in assigns if statement is None or a.site.statement is not statement] if own else assigns
+        return before + later or rest
 
     def roots_of(self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0) -> frozenset[str]:
         """Names an expression draws on, through local assignments: `[p for p in model.parameters()]` -> {model}.

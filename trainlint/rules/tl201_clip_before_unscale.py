@@ -36,6 +36,14 @@ def clip_facts(call: Call) -> dict[str, object]:
     return {}
 
 
+def _later(model: TrainingModel, call: Call) -> Iterator[Call]:
+    """The calls of the same function after `call`, in source order (read on only as far as asked)."""
+    calls = model.calls
+    for i in range(model.call_position(call) + 1, len(calls)):
+        if calls[i].site.function is call.site.function:
+            yield calls[i]
+
+
 class ClipBeforeUnscale(Rule):
     code = "TL201"
     name = "clip-before-unscale"
@@ -106,16 +114,15 @@ for x in loader:
             scaler = scaled_backward_scaler(backward)
             if scaler is None:
                 continue
-            fn = backward.site.function
-            later = [c for c in model.calls if c.site.function is fn and c.site.order > backward.site.order]
-            for call in sorted(later, key=lambda c: c.site.order):
+            for call in _later(model, backward):
                 if call.method == "unscale_" and call.receiver_text == scaler:
                     break
                 if call.method == "step" and call.receiver_text == scaler:
                     break
                 if is_clip(call):
                     message = f"gradients are clipped while still multiplied by the loss scale: call `{scaler}.unscale_(optimizer)` first (the threshold is effectively max_norm x 65536)"
-                    yield Finding(call.node, message, fix=self._fix(model, call, scaler, later), facts=clip_facts(call))
+                    fix = self._fix(model, call, scaler, list(_later(model, backward)))
+                    yield Finding(call.node, message, fix=fix, facts=clip_facts(call))
                     break
 
     @staticmethod
