@@ -272,5 +272,11 @@ def test_rules_refine_the_prefilter_only_where_they_cannot_fire(tmp_path):
     assert "TL101" in selected("from models import build\n" + optimizer_only)
     assert "TL502" in selected("sched.step()\nopt.step()\n")
     assert "TL502" not in selected("train_step(batch)\nopt.step()\n")
-    assert "TL303" not in selected("model.eval()\nout = model(x)\n")
+    assert "TL303" not in selected("model.eval()\nout = model(x)\n")  # no loop
     assert "TL303" in selected("model.eval()\n\fwhile True:\n    out = model(x)\n")
+    assert "TL303" not in selected("def score(evaluator, xs):\n    for x in xs:\n        evaluator(x)\n")
+    assert "TL303" in selected("def evaluate_model(xs):\n    for x in xs:\n        model(x)\n")
+    # fp16 without clipping: a Lightning trainer's precision, or fp16 where something backpropagates
+    assert "TL202" not in selected("scaler = torch.cuda.amp.GradScaler()\nfor x in data:\n    print(x)\n")
+    assert "TL202" in selected("trainer = L.Trainer(precision='16-mixed')\n")
+    assert "TL202" in selected("scaler = torch.cuda.amp.GradScaler()\nscaler.scale(loss).backward()\n")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import libcst as cst
 
@@ -110,6 +110,12 @@ class Fp16WithoutClipping(Rule):
     summary = "fp16 mixed-precision training with no gradient clipping."
     hint = "After `scaler.unscale_(optimizer)`, clip: `torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)`."
     requires = ("GradScaler", "autocast", "mixed_precision", "precision")
+
+    @classmethod
+    def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
+        # a Lightning `Trainer(precision=...)`, or fp16 where this module backpropagates (itself, or
+        # through a project helper)
+        return ("Trainer" in source and "precision" in source) or "backward" in source or imports_project()
     why = (
         "fp16's largest finite value is 65504. A gradient norm of a few hundred squares past it in Adam's "
         "second moment, and an exploding step turns weights into inf/NaN. The GradScaler skips steps whose "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Iterator
 
 from trainlint.diagnostics import Severity
@@ -20,6 +21,10 @@ NOT_FORWARD_VERBS = frozenset(
 FRAMEWORK_HOOKS = frozenset({"validation_step", "test_step", "predict_step", "evaluation_loop", "prediction_step", "evaluate"})
 
 
+_EVAL_CALL = re.compile(r"\.[\s\\]*eval[\s\\]*\(")
+_DEF = re.compile(r"\bdef[ \t\\]+(\w+)")
+
+
 class EvalForwardWithGrad(Rule):
     code = "TL303"
     name = "eval-forward-with-grad"
@@ -30,7 +35,12 @@ class EvalForwardWithGrad(Rule):
 
     @classmethod
     def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
-        return LOOP_TEXT.search(source) is not None  # the forward passes it flags run in a loop
+        # a forward pass in a loop of an evaluation function: one named so, or one that calls `.eval()`
+        if LOOP_TEXT.search(source) is None:
+            return False
+        if _EVAL_CALL.search(source):
+            return True
+        return any(EVAL_WORDS & set(tokens(name)) for name in _DEF.findall(source))
     why = (
         "Outside `no_grad`, every forward pass on parameters that require grad records an autograd graph and "
         "saves its activations for a backward that never comes. Evaluation then uses several times the "

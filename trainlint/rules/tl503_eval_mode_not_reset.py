@@ -22,6 +22,7 @@ class EvalModeNotReset(Rule):
     summary = "`model.eval()` inside the epoch loop with no `model.train()` before the next training step."
     hint = "Call `model.train()` at the start of each training epoch (or at the end of your evaluation function)."
     requires = (".eval()",)
+    per_step = True  # an `.eval()` in a loop that holds a training step
     why = (
         "`model.eval()` switches dropout off and makes batch norm use its running statistics. If training "
         "resumes without `model.train()`, the rest of the run trains without dropout and with frozen "
