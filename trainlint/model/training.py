@@ -769,7 +769,7 @@ class TrainingModel:
     @cached_property
     def step_containing_loops(self) -> frozenset[Loop]:
         """Loops that contain a step loop, or call a function that does (epoch loops and step loops)."""
-        stepping_fns = {fn for fn in self.functions if any(l.is_step and l.function is fn for l in self.loops)}
+        stepping_fns = {l.function for l in self.loops if l.is_step and l.function is not None}
         out: set[Loop] = set()
         for loop in self.loops:
             if loop.is_step or any(self.callee(c) in stepping_fns or self.callee(c) in self.step_functions for c in loop.direct_calls):
