@@ -185,7 +185,6 @@ class ValueModel:
         self._attr_memo: dict[tuple[str | None, str], Value] = {}
         self._returns_memo: dict[int, Value] = {}
         self._in_progress: set[object] = set()
-        self._bindings_memo: dict[tuple[int, str], Value] = {}
         self._joins_memo: dict[tuple[object, ...], Value] = {}
 
     # -- entry point -----------------------------------------------------------------------------
@@ -296,17 +295,7 @@ class ValueModel:
             return NONE
         assigns = m.reaching(fn, name, at)
         if assigns:
-            # the uses between two bindings see the same ones: join them once (unless one was still
-            # being evaluated, which a later use may see complete)
-            key = (name, *map(id, assigns))
-            cached = self._joins_memo.get(key)
-            if cached is not None:
-                return cached
-            values = [self._assigned(a, name) for a in assigns]
-            value = join(values)
-            if not any(v is CYCLE for v in values):
-                self._joins_memo[key] = value
-            return value
+            return self._bindings(name, assigns)
         if fn is not None:
             if name in fn.params:
                 return self._parameter(fn, name)
@@ -317,29 +306,30 @@ class ValueModel:
             while enclosing is not None:  # a closure reads its enclosing function's names
                 outer = m.reaching(enclosing, name, None)
                 if outer:
-                    return self._every_binding(enclosing, name, outer)
+                    return self._bindings(name, outer)
                 if name in enclosing.params:
                     return self._parameter(enclosing, name)
                 enclosing = enclosing.parent
             module_level = m.reaching(None, name, None)
             if module_level:
-                return self._every_binding(None, name, module_level)
+                return self._bindings(name, module_level)
         qual = m.imports.resolve(cst.Name(name))
         if qual is not None:
             return self._imported(qual)
         return _named_like(name)
 
-    def _every_binding(self, scope: "Function | None", name: str, assigns: list) -> Value:  # type: ignore[type-arg]
-        """The join of all of a scope's bindings of `name`, as a nested function sees them; memoised
-        (every use reads the same ones) unless a binding was still being evaluated."""
-        key = (id(scope), name)
-        cached = self._bindings_memo.get(key)
+    def _bindings(self, name: str, assigns: list) -> Value:  # type: ignore[type-arg]
+        """The join of what `name` receives from `assigns`. The uses between two bindings, and every
+        use in a nested function, see the same ones: joined once, unless one was still being
+        evaluated (a later use may see it complete)."""
+        key = (name, *map(id, assigns))
+        cached = self._joins_memo.get(key)
         if cached is not None:
             return cached
         values = [self._assigned(a, name) for a in assigns]
         value = join(values)
         if not any(v is CYCLE for v in values):
-            self._bindings_memo[key] = value
+            self._joins_memo[key] = value
         return value
 
     def _assigned(self, assign, name: str) -> Value:  # type: ignore[no-untyped-def]
