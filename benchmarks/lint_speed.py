@@ -5,7 +5,8 @@
 
 `--vs-parse` prints, in one run on the same files and cores:
 - parse: libcst `parse_module` of every file in a process pool of N workers (start-up included);
-- cold: the whole command `trainlint PATH -j N --no-cache`, and its ratio to the parse;
+- cold: the whole command `trainlint PATH -j N --no-cache`, and its ratio to the parse (`--repeat K`:
+  both K times, alternating; medians);
 - warm: the whole command again with every file in the cache;
 - the prefilter: files parsed, and parsed files that end with no finding;
 - one file, whole process, cold (`--no-cache`) and warm: FILE, or the training script of PATH (a loop
@@ -24,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -143,11 +145,17 @@ def vs_parse(args: argparse.Namespace, files: list[Path], lines: int) -> None:
     print(f"files            {len(files)}")
     print(f"lines            {lines:,}")
     print(f"jobs             {jobs}")
-    parse, parse_cpu = _parse_all(files, jobs)
+    # the parse and the cold run alternate, `--repeat` times; the medians are compared
+    parses, colds = [], []
+    for _ in range(args.repeat):
+        parses.append(_parse_all(files, jobs))
+        cold, peak, out = _command(_trainlint(str(args.path), "--no-cache", "-j", str(jobs), "--format", "json"), sample=True)
+        colds.append((cold, LAST_CPU))
+    parse, parse_cpu = (statistics.median(p[i] for p in parses) for i in (0, 1))
+    cold, cold_cpu = (statistics.median(c[i] for c in colds) for i in (0, 1))
+    each = f" (median of {args.repeat}; ratios run by run: " + ", ".join(f"{c[1] / p[1]:.2f}" for p, c in zip(parses, colds)) + ")" if args.repeat > 1 else ""
     print(f"parse (libcst)   {parse:.2f} s wall, {parse_cpu:.1f} CPU-s  ({lines / parse:,.0f} lines/s)")
-    cold, peak, out = _command(_trainlint(str(args.path), "--no-cache", "-j", str(jobs), "--format", "json"), sample=True)
-    cold_cpu = LAST_CPU
-    print(f"cold             {cold:.2f} s wall, {cold_cpu:.1f} CPU-s  = {cold / parse:.2f} x parse (wall), {cold_cpu / parse_cpu:.2f} x (CPU)")
+    print(f"cold             {cold:.2f} s wall, {cold_cpu:.1f} CPU-s  = {cold / parse:.2f} x parse (wall), {cold_cpu / parse_cpu:.2f} x (CPU){each}")
     print(f"peak memory      {peak:.0f} MB (whole process tree, cold, -j {jobs})")
     with tempfile.TemporaryDirectory() as cache:
         env = {"TRAINLINT_CACHE_DIR": cache}
@@ -220,6 +228,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--vs-parse", action="store_true", help="compare with libcst's parse, warm runs, one file, scaling")
     parser.add_argument("--one-file", type=Path, default=None)
+    parser.add_argument("--repeat", type=int, default=1, help="run the parse and the cold lint this many times; report medians")
     parser.add_argument("--torchfix", action="store_true", help="time TorchFix --select ALL on the same files")
     parser.add_argument("--torchfix-bin", default=None)
     args = parser.parse_args()

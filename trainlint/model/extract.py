@@ -124,7 +124,7 @@ class Extractor(cst.CSTVisitor):
         # context stacks; a function starts a fresh frame of loops, gates and handlers
         self._classes: list[tuple[str, tuple[str, ...]]] = []
         self._function: Function | None = None
-        self._loop_stack: list[Loop] = []
+        self._loop_stack: tuple[Loop, ...] = ()  # a tuple: every site holds it as it is
         self._gates: list[int] = []
         self._gate_nodes: list[cst.If | None] = []
         self._excepts = 0
@@ -140,7 +140,7 @@ class Extractor(cst.CSTVisitor):
         self._order += 1
         return Site(
             function=self._function,
-            loops=tuple(self._loop_stack),
+            loops=self._loop_stack,
             gate_depths=tuple(self._gates),
             gate_nodes=tuple(self._gate_nodes),
             in_except=self._excepts > 0,
@@ -209,7 +209,7 @@ class Extractor(cst.CSTVisitor):
         if info is not None:
             info.methods.setdefault(fn.name, fn)
         self._frames.append((self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes))
-        self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes = fn, [], [], 0, [], []
+        self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes = fn, (), [], 0, [], []
         if any(d in NO_GRAD for d in decorators):
             self._withs.append(WithItem("no_grad", None))
 
@@ -220,7 +220,7 @@ class Extractor(cst.CSTVisitor):
     def _enter_loop(self, node: cst.For | cst.While) -> None:
         loop = Loop(node=node, function=self._function, parent=self._loop_stack[-1] if self._loop_stack else None)
         self.loops.append(loop)
-        self._loop_stack = [*self._loop_stack, loop]
+        self._loop_stack = (*self._loop_stack, loop)
 
     def _leave_loop(self) -> None:
         self._loop_stack[-1].end = self._order
