@@ -87,6 +87,11 @@ def _codes(settings: Settings) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=32)
+def _tokens(rules: tuple[Rule, ...]) -> frozenset[str]:
+    return frozenset(token for rule in rules for token in rule.requires)
+
+
+@lru_cache(maxsize=32)
 def _rules(codes: tuple[str, ...]) -> tuple[Rule, ...]:
     from trainlint.rules import RULES_BY_CODE
 
@@ -213,15 +218,9 @@ def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], 
     ignored = settings.ignored_for(Path(name))
     codes = tuple(c for c in _codes(settings) if not any(c.startswith(i) for i in ignored))
     configured = any(fn in source for fn in settings.step_functions)
-    present: dict[str, bool] = {}  # rules share tokens; each is looked for once
-
-    def has(token: str) -> bool:
-        found = present.get(token)
-        if found is None:
-            found = present[token] = token in source
-        return found
-
-    rules = [r for r in _rules(codes) if configured or not r.requires or any(has(tok) for tok in r.requires)]
+    candidates = _rules(codes)
+    present = {token for token in _tokens(candidates) if token in source}  # rules share tokens: each looked for once
+    rules = [r for r in candidates if configured or not r.requires or not present.isdisjoint(r.requires)]
     if configured or not rules:
         return rules, ()
     from trainlint.model.training import could_step

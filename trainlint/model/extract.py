@@ -24,17 +24,18 @@ from trainlint.model.torchnames import AUTOCAST, NO_GRAD, autocast_dtype, is_fal
 
 
 def _target_texts(target: cst.BaseExpression) -> list[str]:
-    if isinstance(target, (cst.Tuple, cst.List)):
+    kind = target.__class__  # type tests: isinstance on libcst's ABCs is slow, and this runs per assignment
+    if kind is cst.Tuple or kind is cst.List:
         out: list[str] = []
-        for el in target.elements:
+        for el in target.elements:  # type: ignore[attr-defined]
             out.extend(_target_texts(el.value))
         return out
-    if isinstance(target, cst.StarredElement):
-        return _target_texts(target.value)
+    if kind is cst.StarredElement:
+        return _target_texts(target.value)  # type: ignore[attr-defined]
     text = dotted(target)
     if text is not None:
         return [text]
-    if isinstance(target, cst.Subscript):
+    if kind is cst.Subscript:
         base = dotted(target.value)
         return [base + "[]"] if base else []
     return []
@@ -80,13 +81,14 @@ def is_error_branch(node: cst.If) -> bool:
     What it does runs only when something went wrong, like an `except` handler.
     """
     last = _last_statement(node)
-    if isinstance(last, cst.Raise):
+    kind = last.__class__
+    if kind is cst.Raise:
         return True
-    if isinstance(last, cst.Expr) and isinstance(last.value, cst.Call):
-        name = dotted(last.value.func)
+    if kind is cst.Expr and last.value.__class__ is cst.Call:  # type: ignore[union-attr]
+        name = dotted(last.value.func)  # type: ignore[union-attr]
         if name in EXIT_CALLS:
             return True
-    if isinstance(last, (cst.Continue, cst.Return)):
+    if kind is cst.Continue or kind is cst.Return:
         return bool(NON_FINITE_WORDS & set(_words(node.test)))
     return False
 
@@ -409,12 +411,12 @@ class Extractor(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         method = receiver = receiver_text = name = None
-        if isinstance(func, cst.Attribute):
-            method = func.attr.value
-            receiver = func.value
+        if func.__class__ is cst.Attribute:
+            method = func.attr.value  # type: ignore[attr-defined]
+            receiver = func.value  # type: ignore[attr-defined]
             receiver_text = dotted(receiver)
-        elif isinstance(func, cst.Name):
-            name = func.value
+        elif func.__class__ is cst.Name:
+            name = func.value  # type: ignore[attr-defined]
         call = Call(
             node=node,
             qualname=self.imports.resolve(func),

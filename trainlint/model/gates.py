@@ -41,7 +41,7 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
         value = getattr(node, name)
         kind = value.__class__  # type tests first: isinstance on libcst's ABCs is slow
         if kind is list or kind is tuple:
-            out.extend(v for v in value if isinstance(v, cst.CSTNode))
+            out.extend(value)  # libcst's sequence fields hold nodes only
         elif value is not None and kind is not str and isinstance(value, cst.CSTNode):
             out.append(value)
     return out
