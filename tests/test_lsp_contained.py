@@ -78,3 +78,21 @@ def test_close_ends_a_call_in_progress():
     worker.join(timeout=20)
     assert not worker.is_alive() and time.monotonic() - started < 15
     assert len(outcome) == 1 and "crashed (SIGKILL)" in str(outcome[0])
+
+
+def test_the_language_server_child_sees_a_module_created_after_its_first_lint(tmp_path):
+    """The child lints many buffers: a module created since the last lint (here the step helper that
+    makes the loop a training loop) is found, not remembered as missing."""
+    from trainlint.config import Settings
+    from trainlint.lsp.analysis import lint_buffer
+
+    main = tmp_path / "main.py"
+    source = (
+        "import torch\nfrom engine import fit_batch\n\nfor batch in loader:\n"
+        "    fit_batch(model, opt, batch)\n    torch.cuda.synchronize()\n"
+    )
+    assert "TL402" not in {d.code for d in lint_buffer(source, str(main), Settings()).diagnostics}
+    (tmp_path / "engine.py").write_text(
+        "def fit_batch(model, opt, batch):\n    model(batch).mean().backward()\n    opt.step()\n    opt.zero_grad()\n"
+    )
+    assert "TL402" in {d.code for d in lint_buffer(source, str(main), Settings()).diagnostics}

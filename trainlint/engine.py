@@ -202,12 +202,12 @@ def lint_python(source: str, name: str, settings: Settings) -> FileResult:
 
 
 def rules_for(source: str, name: str, settings: Settings) -> list[Rule]:
-    """The prefilter: the enabled rules whose tokens (or a configured step function) occur in `source`.
+    """The prefilter: the enabled rules that can fire on `source`, judged from its text. A rule's
+    tokens (or a configured step function) must occur; a per-step rule needs a module that can hold
+    a training step (`could_step`); a rule may refine the test (`Rule.may_fire`).
 
     A file for which this is empty is not parsed at all.
     """
-    if not source.strip():
-        return []
     return _prefilter(source, name, settings)[0]
 
 

@@ -91,6 +91,15 @@ class Project:
         path, rest = found
         return self._resolve(path, rest, hops=0)
 
+    def rescan(self) -> None:
+        """Forget which files exist (remembered for a run's speed). A long-lived process, the
+        language server's, calls this before each lint: modules may have appeared or gone since."""
+        self._files.clear()
+        self._located.clear()
+        self._tops.clear()
+        if self._deeper is not None:
+            self._deeper.rescan()
+
     def imports_project(self, from_file: str, source: str) -> bool:
         """Whether the module's text imports a module of the project (relatively, or a top-level name
         that is a file or folder beside it or in a parent folder). An over-approximation of what

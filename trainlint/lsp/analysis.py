@@ -13,6 +13,7 @@ from trainlint.fixes import applicable, apply_fixes
 from trainlint.lsp.notebooks import CellText
 from trainlint.lsp.precheck import nesting_problem
 from trainlint.notebook import Notebook, join_cells, map_diagnostic
+from trainlint.project import shared
 
 
 def not_analysed(name: str, message: str, line: int = 1) -> Diagnostic:
@@ -28,6 +29,7 @@ def lint_buffer(source: str, name: str, settings: Settings) -> FileResult:
     problem = nesting_problem(source)
     if problem is not None:
         return FileResult(name, [not_analysed(name, problem)], source=source)
+    shared().rescan()  # this process outlives many edits: the project's modules may have changed
     return lint_source(source, name, settings)
 
 
@@ -53,6 +55,7 @@ def _joined(cells: list[CellText]) -> Notebook:
 def lint_cells(cells: list[CellText], name: str, settings: Settings) -> FileResult:
     """Lint a notebook's cells as one module; findings carry their 1-based cell and cell lines."""
     notebook = _joined(cells)
+    shared().rescan()
     result = _lint_joined(notebook, name, settings)
     result.diagnostics = [map_diagnostic(notebook, d) for d in result.diagnostics]
     return result
