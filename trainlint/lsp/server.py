@@ -24,7 +24,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generator, Sequence
+from typing import Any, Callable, Generator, Sequence
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -168,22 +168,22 @@ class TrainlintServer(LanguageServer):
     def analyse(self, source: str, name: str, settings: Settings) -> FileResult:
         """Lint a buffer away from the server process (blocking: run it off the event loop)."""
         size = len(source.encode("utf-8"))
-        if size > settings.max_file_size:
-            message = f"buffer too large to lint ({size} bytes > max-file-size {settings.max_file_size})"
-            return FileResult(name, [not_analysed(name, message)])
-        try:
-            return self.contained.call(lint_buffer, source, name, settings)
-        except ContainedFailure as exc:
-            return FileResult(name, [not_analysed(name, f"could not be analysed: {exc}")])
+        return self._contained(name, settings, size, f"buffer too large to lint ({size} bytes", lint_buffer, source)
 
     def analyse_cells(self, cells: list[CellText], name: str, settings: Settings) -> FileResult:
         """Lint a notebook's cells as one module, away from the server process."""
         size = code_size(cells)
+        return self._contained(name, settings, size, f"notebook too large to lint ({size} bytes of code", lint_cells, cells)
+
+    def _contained(
+        self, name: str, settings: Settings, size: int, too_large: str, function: Callable[..., FileResult], text: object
+    ) -> FileResult:
+        """`function(text, name, settings)` in the contained child; a TL000 when `size` is over
+        max-file-size (`too_large` says what, up to its size) or the child fails."""
         if size > settings.max_file_size:
-            message = f"notebook too large to lint ({size} bytes of code > max-file-size {settings.max_file_size})"
-            return FileResult(name, [not_analysed(name, message)])
+            return FileResult(name, [not_analysed(name, f"{too_large} > max-file-size {settings.max_file_size})")])
         try:
-            return self.contained.call(lint_cells, cells, name, settings)
+            return self.contained.call(function, text, name, settings)
         except ContainedFailure as exc:
             return FileResult(name, [not_analysed(name, f"could not be analysed: {exc}")])
 
