@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import libcst as cst
 
 from trainlint.diagnostics import Severity
-from trainlint.model import Call, Function, TrainingModel
+from trainlint.model import Call, TrainingModel
 from trainlint.model.names import dotted
-from trainlint.model.torchnames import LOW_PRECISION_STRINGS, dtype_name, is_false
+from trainlint.model.precision import Cast, parameter_casts, reaches, root_name
+from trainlint.model.torchnames import LOW_PRECISION_STRINGS, is_false
 from trainlint.model.values import Kind
 from trainlint.rule import Finding, Rule
 
@@ -20,62 +20,11 @@ HALF_SPACING = {"bfloat16": "2^-8 = 0.0039", "float16": "2^-11 = 0.00049"}
 HF_TRAINERS = frozenset({"transformers.Trainer", "transformers.Seq2SeqTrainer", "trl.SFTTrainer", "trl.Trainer"})
 
 
-@dataclass(frozen=True)
-class Cast:
-    """A cast of a model's parameters to a low-precision dtype."""
-
-    call: Call
-    dtype: str
-    targets: frozenset[str]  # names holding the cast model in `function`
-    function: Function | None
-
-
-def _cast_dtype(model: TrainingModel, call: Call) -> str | None:
-    """The low-precision dtype a call casts its receiver (or result) to, if any."""
-    if call.method in ("half", "bfloat16") and not call.node.args and call.receiver is not None:
-        return "float16" if call.method == "half" else "bfloat16"
-    if call.method == "to" and call.receiver is not None:
-        for arg in call.node.args:
-            if arg.keyword is None or arg.keyword.value == "dtype":
-                name = dtype_name(arg.value, model.imports)
-                if name in ("float16", "bfloat16") and not isinstance(arg.value, cst.SimpleString):
-                    return name
-        return None
-    if call.method == "from_pretrained" or (call.qualname or "").endswith(".from_pretrained"):
-        for key in ("torch_dtype", "dtype"):
-            name = dtype_name(call.kwarg(key), model.imports)
-            if name in ("float16", "bfloat16"):
-                return name
-    return None
-
-
-def _assigned_targets(model: TrainingModel, call: Call) -> set[str]:
-    """Names that receive the value of the statement containing `call` (`model = Net().to(...)`)."""
-    stmt = call.site.statement
-    out: set[str] = set()
-    if stmt is None:
-        return out
-    for a in model.assigns_in(stmt):
-        if a.site.function is call.site.function and _contains(a.value, call.node):
-            out.update(a.targets)
-    return out
-
-
-def _contains(expr: cst.CSTNode, target: cst.CSTNode) -> bool:
-    if expr is target:
-        return True
-    if isinstance(expr, cst.Call):
-        return _contains(expr.func, target)
-    if isinstance(expr, cst.Attribute):
-        return _contains(expr.value, target)
-    return False
-
-
 def _frozen(model: TrainingModel, targets: frozenset[str]) -> bool:
     """`base.requires_grad_(False)` or `for p in base.parameters(): p.requires_grad = False`."""
     for call in model.calls:
         if call.method == "requires_grad_" and is_false(call.arg(0, "requires_grad")):
-            if call.receiver is not None and (_root(call.receiver) in targets or dotted(call.receiver) in targets):
+            if call.receiver is not None and (root_name(call.receiver) in targets or dotted(call.receiver) in targets):
                 return True
     for a in model.assigns:
         if any(t.endswith(".requires_grad") for t in a.targets) and is_false(a.value):
@@ -91,11 +40,6 @@ def _builds_optimizer(model: TrainingModel, call: Call) -> bool:
         return False
     value = model.value(call.node, call.site)
     return value.kind is Kind.OPTIMIZER and (value.origin or "").startswith(PLAIN_OPTIMIZER_PREFIX)
-
-
-def _root(expr: cst.BaseExpression) -> str | None:
-    text = dotted(expr)
-    return text.split(".")[0] if text else None
 
 
 class LowPrecisionParamsTrained(Rule):
@@ -213,7 +157,7 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         if model.imports.imports_module("peft"):
             return
-        casts = self._casts(model)
+        casts = parameter_casts(model)
         if not casts:  # rare; finding a built optimizer asks for the value of every method call
             return
         optimizers = [c for c in model.calls if self._is_plain_optimizer(c) or _builds_optimizer(model, c)]
@@ -228,7 +172,7 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
                 if params is None:
                     continue
                 roots = model.roots_of(params, opt.site.function)
-                if self._reaches(cast, opt, roots):
+                if reaches(cast, opt, roots):
                     yield self._finding(model, cast, opt)
                     break
         if default_cast is not None:
@@ -272,59 +216,3 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         if not (opt.qualname or "").startswith(PLAIN_OPTIMIZER_PREFIX) and opt.receiver is not None:
             return opt.receiver  # `model.configure_optimizers(...)` optimizes the model's parameters
         return opt.arg(0, "params")
-
-    @staticmethod
-    def _reaches(cast: Cast, opt: Call, roots: set[str]) -> bool:
-        if not roots & cast.targets:
-            return False
-        if opt.site.function is cast.function:
-            return True
-        # `self.model` across methods, or a module-level model used inside a function
-        if cast.function is None:
-            return True
-        return any(t.startswith("self.") for t in roots & cast.targets) and (
-            opt.site.function is not None and opt.site.function.class_name == cast.function.class_name
-        )
-
-    def _casts(self, model: TrainingModel) -> list[Cast]:
-        casts: list[Cast] = []
-        returning: dict[str, str] = {}  # function name -> dtype of the cast model it returns
-        for call in model.calls:
-            fn = call.site.function
-            if call.qualname == "torch.set_default_dtype":
-                dtype = dtype_name(call.arg(0, "d"), model.imports)
-                if dtype in ("float16", "bfloat16"):
-                    casts.append(Cast(call, dtype, frozenset(), None))
-                continue
-            dtype = _cast_dtype(model, call)
-            if dtype is None:
-                continue
-            targets = _assigned_targets(model, call)
-            if call.method != "from_pretrained" and call.receiver is not None and call.site.statement is not None:
-                receiver = dotted(call.receiver)
-                if receiver and not targets:
-                    targets.add(receiver)  # in-place module cast: `model.bfloat16()`
-            if not targets:
-                continue
-            casts.append(Cast(call, dtype, frozenset(targets), fn))
-            if fn is not None and any(model.roots_of(r, fn) & targets for r in fn.returns):
-                returning[fn.name] = dtype
-        # `model = build_model(cfg)` where a function of another module of the project returns a cast model
-        for a in model.assigns:
-            if not isinstance(a.value, cst.Call) or len(a.targets) != 1 or a.op is not None:
-                continue
-            call = model.call_at(a.value)
-            if call is None or call.qualname is None or model.project_symbol(call.qualname) is None:
-                continue
-            value = model.value(a.value, a.site)
-            if value.kind is Kind.MODULE and value.dtype in ("float16", "bfloat16"):
-                casts.append(Cast(call, value.dtype, frozenset(a.targets), a.site.function))
-        # `model = build(cfg)` where build returns a cast model
-        by_returning = {c.function.name: c for c in casts if c.function is not None and c.function.name in returning}
-        for call in model.calls:
-            if call.name in by_returning and model.callee(call) is not None:
-                targets = _assigned_targets(model, call)
-                if targets:
-                    origin = by_returning[call.name]
-                    casts.append(Cast(origin.call, origin.dtype, frozenset(targets), call.site.function))
-        return casts

@@ -8,8 +8,8 @@ import libcst as cst
 
 from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
+from trainlint.model.precision import parameter_casts, reaches
 from trainlint.rule import Finding, Rule
-from trainlint.rules.tl101_low_precision_params_trained import LowPrecisionParamsTrained
 
 ADAM_FAMILY = {"Adam": 1e-8, "AdamW": 1e-8, "NAdam": 1e-8, "RAdam": 1e-8, "Adamax": 1e-8, "SparseAdam": 1e-8}
 FP16_SMALLEST_SUBNORMAL = 2.0**-24  # 5.96e-08
@@ -79,8 +79,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-8)
     )
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
-        base = LowPrecisionParamsTrained()
-        casts = [c for c in base._casts(model) if c.dtype == "float16" and c.targets]
+        casts = [c for c in parameter_casts(model) if c.dtype == "float16" and c.targets]
         if not casts:
             return
         for opt in model.calls:
@@ -101,6 +100,6 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-8)
             if params is None:
                 continue
             roots = model.roots_of(params, opt.site.function)
-            if any(base._reaches(c, opt, roots) for c in casts):
+            if any(reaches(c, opt, roots) for c in casts):
                 where = eps_expr if eps_expr is not None else opt.node
                 yield Finding(where, f"`eps={eps:g}` is 0 in fp16 (smallest subnormal ~6e-8): a zero-gradient element computes 0/0 and turns NaN after one step", facts={"optimizer": name, "eps": eps, "dtype": "float16"})

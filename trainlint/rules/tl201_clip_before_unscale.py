@@ -8,19 +8,9 @@ import libcst as cst
 
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Call, TrainingModel
-from trainlint.model.names import dotted
 from trainlint.model.torchnames import is_clip_name
+from trainlint.model.precision import scaled_backward_scaler
 from trainlint.rule import Finding, NodeEdit, NodeFix, Rule
-
-
-def scaled_backward_scaler(call: Call) -> str | None:
-    """`scaler.scale(loss).backward()` -> "scaler"."""
-    if call.method != "backward" or not isinstance(call.receiver, cst.Call):
-        return None
-    inner = call.receiver.func
-    if isinstance(inner, cst.Attribute) and inner.attr.value == "scale":
-        return dotted(inner.value)
-    return None
 
 
 def is_clip(call: Call) -> bool:

@@ -17,6 +17,7 @@ from trainlint.model.torchnames import (
     is_false,
     literal_string,
 )
+from trainlint.model.precision import on_training_path
 from trainlint.rule import Finding, Rule
 
 FP16_PRECISIONS = frozenset({"16", "16-mixed", "16-true", "fp16"})
@@ -74,17 +75,6 @@ def trains_here(model: TrainingModel, call: Call) -> bool:
     if model.is_test_code or model.framework_internal(call.site):
         return False
     return any(loop.is_step for loop in model.loops) or bool(model.step_functions)
-
-
-def on_training_path(model: TrainingModel, call: Call) -> bool:
-    """An autocast that wraps training, not an evaluation or an inference pipeline."""
-    if model.under(call.site, "no_grad"):
-        return False
-    fn = call.site.function
-    if fn is None or model.in_step(call.site):
-        return True
-    summary = model.summarizer.function(fn)
-    return summary.backprops or summary.steps or summary.trains
 
 
 def superseded_before_backward(model: TrainingModel, call: Call) -> bool:

@@ -10,8 +10,8 @@ import libcst as cst
 from trainlint.model import Call, TrainingModel
 from trainlint.model.torchnames import GRAD_SCALER
 from trainlint.model.values import Kind
+from trainlint.model.precision import scaled_backward_scaler
 from trainlint.rule import Finding, Rule
-from trainlint.rules.tl201_clip_before_unscale import scaled_backward_scaler
 
 
 def _is_torch_scaler(model: TrainingModel, backward: Call) -> bool:

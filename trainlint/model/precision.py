@@ -1,0 +1,153 @@
+"""Mixed-precision facts that several rules read: where a model's parameters are cast to fp16/bf16
+(and whether those parameters reach an optimizer), whether an autocast wraps training, and which
+scaler scales a backward."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from trainlint.model.extract import Call, Function
+from trainlint.model.names import dotted
+from trainlint.model.torchnames import dtype_name
+from trainlint.model.training import TrainingModel
+from trainlint.model.values import Kind
+
+
+@dataclass(frozen=True)
+class Cast:
+    """A cast of a model's parameters to a low-precision dtype."""
+
+    call: Call
+    dtype: str
+    targets: frozenset[str]  # names holding the cast model in `function`
+    function: Function | None
+
+
+def cast_dtype(model: TrainingModel, call: Call) -> str | None:
+    """The low-precision dtype a call casts its receiver (or result) to, if any."""
+    if call.method in ("half", "bfloat16") and not call.node.args and call.receiver is not None:
+        return "float16" if call.method == "half" else "bfloat16"
+    if call.method == "to" and call.receiver is not None:
+        for arg in call.node.args:
+            if arg.keyword is None or arg.keyword.value == "dtype":
+                name = dtype_name(arg.value, model.imports)
+                if name in ("float16", "bfloat16") and not isinstance(arg.value, cst.SimpleString):
+                    return name
+        return None
+    if call.method == "from_pretrained" or (call.qualname or "").endswith(".from_pretrained"):
+        for key in ("torch_dtype", "dtype"):
+            name = dtype_name(call.kwarg(key), model.imports)
+            if name in ("float16", "bfloat16"):
+                return name
+    return None
+
+
+def assigned_targets(model: TrainingModel, call: Call) -> set[str]:
+    """Names that receive the value of the statement containing `call` (`model = Net().to(...)`)."""
+    stmt = call.site.statement
+    out: set[str] = set()
+    if stmt is None:
+        return out
+    for a in model.assigns_in(stmt):
+        if a.site.function is call.site.function and _contains(a.value, call.node):
+            out.update(a.targets)
+    return out
+
+
+def _contains(expr: cst.CSTNode, target: cst.CSTNode) -> bool:
+    if expr is target:
+        return True
+    if isinstance(expr, cst.Call):
+        return _contains(expr.func, target)
+    if isinstance(expr, cst.Attribute):
+        return _contains(expr.value, target)
+    return False
+
+
+def root_name(expr: cst.BaseExpression) -> str | None:
+    """The first name of a dotted expression: `model.encoder` -> "model"."""
+    text = dotted(expr)
+    return text.split(".")[0] if text else None
+
+
+def reaches(cast: Cast, opt: Call, roots: set[str]) -> bool:
+    """Whether the names `roots` that an optimizer call optimizes hold the cast model."""
+    if not roots & cast.targets:
+        return False
+    if opt.site.function is cast.function:
+        return True
+    # `self.model` across methods, or a module-level model used inside a function
+    if cast.function is None:
+        return True
+    return any(t.startswith("self.") for t in roots & cast.targets) and (
+        opt.site.function is not None and opt.site.function.class_name == cast.function.class_name
+    )
+
+
+def parameter_casts(model: TrainingModel) -> list[Cast]:
+    """Every cast of a model's parameters to fp16/bf16: `.half()`, `.to(dtype)`, `from_pretrained(torch_dtype=)`,
+    `torch.set_default_dtype`, and models returned cast by a function of this module or the project."""
+    casts: list[Cast] = []
+    returning: dict[str, str] = {}  # function name -> dtype of the cast model it returns
+    for call in model.calls:
+        fn = call.site.function
+        if call.qualname == "torch.set_default_dtype":
+            dtype = dtype_name(call.arg(0, "d"), model.imports)
+            if dtype in ("float16", "bfloat16"):
+                casts.append(Cast(call, dtype, frozenset(), None))
+            continue
+        dtype = cast_dtype(model, call)
+        if dtype is None:
+            continue
+        targets = assigned_targets(model, call)
+        if call.method != "from_pretrained" and call.receiver is not None and call.site.statement is not None:
+            receiver = dotted(call.receiver)
+            if receiver and not targets:
+                targets.add(receiver)  # in-place module cast: `model.bfloat16()`
+        if not targets:
+            continue
+        casts.append(Cast(call, dtype, frozenset(targets), fn))
+        if fn is not None and any(model.roots_of(r, fn) & targets for r in fn.returns):
+            returning[fn.name] = dtype
+    # `model = build_model(cfg)` where a function of another module of the project returns a cast model
+    for a in model.assigns:
+        if not isinstance(a.value, cst.Call) or len(a.targets) != 1 or a.op is not None:
+            continue
+        call = model.call_at(a.value)
+        if call is None or call.qualname is None or model.project_symbol(call.qualname) is None:
+            continue
+        value = model.value(a.value, a.site)
+        if value.kind is Kind.MODULE and value.dtype in ("float16", "bfloat16"):
+            casts.append(Cast(call, value.dtype, frozenset(a.targets), a.site.function))
+    # `model = build(cfg)` where build returns a cast model
+    by_returning = {c.function.name: c for c in casts if c.function is not None and c.function.name in returning}
+    for call in model.calls:
+        if call.name in by_returning and model.callee(call) is not None:
+            targets = assigned_targets(model, call)
+            if targets:
+                origin = by_returning[call.name]
+                casts.append(Cast(origin.call, origin.dtype, frozenset(targets), call.site.function))
+    return casts
+
+
+def on_training_path(model: TrainingModel, call: Call) -> bool:
+    """An autocast that wraps training, not an evaluation or an inference pipeline."""
+    if model.under(call.site, "no_grad"):
+        return False
+    fn = call.site.function
+    if fn is None or model.in_step(call.site):
+        return True
+    summary = model.summarizer.function(fn)
+    return summary.backprops or summary.steps or summary.trains
+
+
+def scaled_backward_scaler(call: Call) -> str | None:
+    """`scaler.scale(loss).backward()` -> "scaler"."""
+    if call.method != "backward" or not isinstance(call.receiver, cst.Call):
+        return None
+    inner = call.receiver.func
+    if isinstance(inner, cst.Attribute) and inner.attr.value == "scale":
+        return dotted(inner.value)
+    return None
