@@ -35,8 +35,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from trainlint.config import Settings
-from trainlint.discovery import discover
-from trainlint.engine import lint_paths, lint_source, rules_for
+from trainlint.engine.discovery import discover
+from trainlint.engine.lint import lint_paths, lint_source, rules_for
 
 ROOT = Path(__file__).resolve().parent.parent
 

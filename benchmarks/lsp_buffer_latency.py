@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from trainlint.config import Settings
-from trainlint.engine import lint_source
+from trainlint.engine.lint import lint_source
 from trainlint.lsp.analysis import lint_buffer
 from trainlint.lsp.contained import ContainedProcess
 from trainlint.lsp.precheck import nesting_problem

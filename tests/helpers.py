@@ -6,7 +6,7 @@ import textwrap
 
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic
-from trainlint.engine import lint_source
+from trainlint.engine.lint import lint_source
 
 
 def lint(code: str, select: str | None = None, name: str = "train.py", **settings: object) -> list[Diagnostic]:

@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trainlint.cache import Cache
+from trainlint.engine.cache import Cache
 from trainlint.config import Settings
-from trainlint.engine import FileResult, lint_paths
+from trainlint.engine.lint import FileResult, lint_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 STEP = """\

@@ -17,10 +17,10 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from trainlint.config import Settings, rule_codes_on_disk
-from trainlint.engine import lint_source
+from trainlint.engine.lint import lint_source
 from trainlint.model.walk import iter_nodes
-from trainlint.positions import _TRIVIA, positions
-from trainlint.precheck import Limits, refuse
+from trainlint.engine.positions import _TRIVIA, positions
+from trainlint.engine.precheck import Limits, refuse
 
 ROOT = Path(__file__).resolve().parent.parent
 STEP = "import torch\nfor x, y in loader:\n    loss = model(x)\n    loss.backward()\n    optimizer.step()\n"
@@ -159,7 +159,7 @@ def test_positions_of_a_few_nodes_are_found_without_regenerating_the_module(monk
     """The usual case: a handful of findings, looked up by their text and their statement alone."""
     import random
 
-    import trainlint.positions as module_positions
+    import trainlint.engine.positions as module_positions
 
     def no_whole_module(*args, **kwargs):
         raise AssertionError("the whole module was regenerated")
@@ -233,7 +233,7 @@ def test_standard_input_that_crashes_the_parser_gets_a_tl000(tmp_path):
 
 
 def test_the_step_prefilter_skips_per_step_rules_only_where_no_step_can_be(tmp_path):
-    from trainlint.engine import rules_for
+    from trainlint.engine.lint import rules_for
 
     settings = Settings()
     per_step = {"TL302", "TL406"}  # whose own tokens every variant below has
@@ -257,7 +257,7 @@ def test_the_step_prefilter_skips_per_step_rules_only_where_no_step_can_be(tmp_p
 
 
 def test_rules_refine_the_prefilter_only_where_they_cannot_fire(tmp_path):
-    from trainlint.engine import rules_for
+    from trainlint.engine.lint import rules_for
 
     settings = Settings()
 

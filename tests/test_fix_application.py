@@ -14,7 +14,7 @@ import pytest
 
 from trainlint.config import Settings
 from trainlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
-from trainlint.engine import FileResult, lint_source
+from trainlint.engine.lint import FileResult, lint_source
 from trainlint.fixes import fix_source, replace_if_unchanged
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -83,7 +83,7 @@ def test_github_annotations_are_pinned(tmp_path: Path):
 
 def test_github_escapes_properties(tmp_path: Path):
     from trainlint.diagnostics import Diagnostic, Severity
-    from trainlint.formats.github import annotation
+    from trainlint.report.github import annotation
 
     d = Diagnostic("TL401", "host-sync-in-step", "100% bad\nreally", Severity.INFO, "a,b:c.py", 1, 2, 1, 3)
     assert annotation(d) == "::notice file=a%2Cb%3Ac.py,line=1,col=2,endLine=1,endColumn=3,title=TL401 host-sync-in-step::100%25 bad%0Areally"
@@ -116,8 +116,8 @@ def test_plain_text_is_what_rich_prints_without_styles():
     import io
 
     from trainlint.diagnostics import Diagnostic, Severity
-    from trainlint.formats.text import PlainConsole, StyledConsole, render_concise, render_full
-    from trainlint.report import make_console
+    from trainlint.report.text import PlainConsole, StyledConsole, render_concise, render_full
+    from trainlint.report.render import make_console
 
     odd = "x = '[bold]not markup[/]' + '\\\\[dim]' + ':100:'\f\r"
     diagnostics = [

@@ -66,10 +66,10 @@ def _as_unprivileged(args: list[str], cwd: Path) -> tuple[int, str, str]:
 
     from click.testing import CliRunner
 
-    import trainlint.discovery, trainlint.formats.json  # noqa: F401, E401
+    import trainlint.engine.discovery, trainlint.report.json  # noqa: F401, E401
     from trainlint.cli import main
     from trainlint.config import Settings
-    from trainlint.engine import lint_source
+    from trainlint.engine.lint import lint_source
 
     lint_source(GOOD, "warm.py", Settings(select=("ALL",)))  # loads the parser and every rule before the fork
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.helpers import lint
 from trainlint.config import Settings
-from trainlint.engine import lint_paths
+from trainlint.engine.lint import lint_paths
 
 
 def found(code: str, rule: str, name: str = "train.py") -> list[int]:

@@ -124,7 +124,7 @@ def test_rule_pages_promise_only_the_checks_that_exist():
 
 def test_tl201_probe_gets_the_code_s_max_norm():
     from trainlint.config import Settings
-    from trainlint.engine import lint_source
+    from trainlint.engine.lint import lint_source
 
     source = (
         "import torch\n"

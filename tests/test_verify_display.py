@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from trainlint.formats.sparkline import marker_column, sparkline
+from trainlint.verify.sparkline import marker_column, sparkline
 
 SCRIPTS = Path(__file__).resolve().parent / "fixtures" / "scripts"
 

@@ -11,7 +11,7 @@ import libcst as cst
 import pytest
 
 from trainlint.config import Settings
-from trainlint.engine import lint_source
+from trainlint.engine.lint import lint_source
 from trainlint.model.extract import Extractor
 from trainlint.model.names import ImportMap
 from trainlint.model.walk import _node_classes, iter_nodes, walk

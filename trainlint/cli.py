@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING, Sequence
 import click
 
 from trainlint import __version__
-from trainlint.report import COLOR_CHOICES, ReportOptions, fixable_by, make_console
+from trainlint.report.render import COLOR_CHOICES, ReportOptions, fixable_by, make_console
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from trainlint.cache import Cache
+    from trainlint.engine.cache import Cache
     from trainlint.config import Settings
     from trainlint.diagnostics import Diagnostic
-    from trainlint.discovery import Target
-    from trainlint.engine import FileResult
+    from trainlint.engine.discovery import Target
+    from trainlint.engine.lint import FileResult
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 OUTPUT_FORMATS = ("text", "concise", "json", "sarif", "github", "lsp")
@@ -116,8 +116,8 @@ def check(
     file_memory: int | None,
 ) -> None:
     """Lint PATHS (files, folders, notebooks; `-` reads standard input)."""
-    from trainlint.discovery import discover, present
-    from trainlint.engine import FileResult, _error
+    from trainlint.engine.discovery import discover, present
+    from trainlint.engine.lint import FileResult, _error
 
     paths = paths or (Path("."),)
     anchor = stdin_filename or next((p for p in paths if str(p) != "-"), Path("."))
@@ -145,7 +145,7 @@ def check(
     results.extend(FileResult(str(p), [_error(str(p), "no such file or directory")]) for p in missing)
     stdin_result = None
     if stdin:
-        from trainlint.engine import lint_bytes
+        from trainlint.engine.lint import lint_bytes
         from trainlint.reading import read_stream
 
         # one byte past max-file-size is enough to refuse it: never buffer an endless stream
@@ -263,14 +263,14 @@ def _cache(no_cache: bool, directory: Path | None) -> Cache | None:
     """The result cache of a `check` run (None with --no-cache)."""
     if no_cache:
         return None
-    from trainlint.cache import Cache, default_directory
+    from trainlint.engine.cache import Cache, default_directory
 
     return Cache(directory or default_directory())
 
 
 def _lint_targets(targets: Sequence[Target], settings: Settings, jobs: int | None, color: str, cache: Cache | None = None) -> list[FileResult]:
     """Lint the discovered files; with a progress bar on stderr when it is a terminal and the run is long."""
-    from trainlint.engine import lint_paths
+    from trainlint.engine.lint import lint_paths
 
     tasks = [(t.path, settings) for t in targets]
     if len(tasks) < PROGRESS_MIN_FILES or not sys.stderr.isatty():
@@ -291,7 +291,7 @@ def _lint_targets(targets: Sequence[Target], settings: Settings, jobs: int | Non
 
 def _read_source(path: Path) -> tuple[bytes, str] | None:
     """A file's bytes and its decoded text, or None when it cannot be read or decoded."""
-    from trainlint.engine import decode
+    from trainlint.engine.lint import decode
 
     try:
         raw = path.read_bytes()
@@ -310,7 +310,7 @@ def _write_source(path: Path, raw: bytes, text: str) -> None:
 def _fix_document(path: str, source: str, diagnostics: Sequence[Diagnostic]) -> tuple[str, list[Diagnostic]]:
     """Apply fixes to a Python file's or a notebook's text."""
     from trainlint.fixes import apply_fixes
-    from trainlint.notebook import apply_fixes as apply_notebook_fixes
+    from trainlint.engine.notebook import apply_fixes as apply_notebook_fixes
 
     return (apply_notebook_fixes if path.endswith(".ipynb") else apply_fixes)(source, diagnostics)
 
@@ -319,7 +319,7 @@ def _add_noqa(results: Sequence[FileResult]) -> int:
     """`--add-noqa`: write the comments that silence each file's findings; the number added."""
     from trainlint.diagnostics import Fix
     from trainlint.noqa import noqa_edits
-    from trainlint.notebook import NotebookError, notebook_noqa_edits
+    from trainlint.engine.notebook import NotebookError, notebook_noqa_edits
 
     added = 0
     for result in results:
@@ -343,7 +343,7 @@ def _add_noqa(results: Sequence[FileResult]) -> int:
 
 def _fix_stdin(result: FileResult, settings: Settings, unsafe: bool, diff: bool) -> FileResult:
     """`-` with `--fix`: print the fixed source (all of it, fixed or not); with `--diff`: print the diff."""
-    from trainlint.engine import lint_source
+    from trainlint.engine.lint import lint_source
     from trainlint.fixes import applicable, unified_diff
 
     source = result.source or ""
@@ -359,7 +359,7 @@ def _fix_stdin(result: FileResult, settings: Settings, unsafe: bool, diff: bool)
 
 def _report_to(results: Sequence[FileResult], options: ReportOptions, output_file: Path | None, err: bool = False) -> None:
     """Render the report to `--output-file`, standard error, or standard output."""
-    from trainlint.report import render
+    from trainlint.report.render import render
 
     if output_file is not None:
         output_file.parent.mkdir(parents=True, exist_ok=True)
@@ -394,7 +394,7 @@ def _apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wr
     (`fix_source`) and written only if the file still holds them, so a file changed meanwhile (an
     editor, another `--fix`) is skipped with a message rather than corrupted.
     """
-    from trainlint.engine import decode
+    from trainlint.engine.lint import decode
     from trainlint.fixes import applicable, diff_bytes, encode_like, fix_source, replace_if_unchanged
     from trainlint.reading import ReadError, read_source
 
@@ -448,7 +448,7 @@ def rule_command(code: str) -> None:
     """Explain a rule: what it flags, why, an example and the fix (`trainlint explain CODE` too)."""
     from rich.markdown import Markdown
 
-    from trainlint.catalogue import PARSE_ERROR_PAGE, render_page
+    from trainlint.rules.catalogue import PARSE_ERROR_PAGE, render_page
     from trainlint.noqa import UNUSED_NOQA, UNUSED_NOQA_PAGE
     from trainlint.rules import RULES_BY_CODE
 
@@ -487,8 +487,8 @@ def _need_torch() -> None:
 
 def _lint_for_verify(paths: Sequence[Path]) -> list[Diagnostic]:
     from trainlint.config import ConfigError, find_config, load_settings
-    from trainlint.discovery import discover
-    from trainlint.engine import lint_paths
+    from trainlint.engine.discovery import discover
+    from trainlint.engine.lint import lint_paths
 
     try:
         settings = load_settings(find_config(paths[0]))
@@ -519,7 +519,7 @@ def verify_probes(paths: tuple[Path, ...], output_format: str, device: str, time
 
         click.echo(json.dumps(rows, indent=2))
     else:
-        from trainlint.formats.verification import render
+        from trainlint.verify.report_text import render
 
         render(_console(), rows)
     confirmed = any((r["verification"] or {}).get("status") == "confirmed" for r in rows)
@@ -556,11 +556,11 @@ def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: 
 
         click.echo(json.dumps({**report, "findings": rows, "problems": found}, indent=2))
     else:
-        from trainlint.formats.verification import render_run
+        from trainlint.verify.report_text import render_run
 
         render_run(_console(), report, rows, found)
     if html_path is not None:
-        from trainlint.formats.verification_html import render_html
+        from trainlint.verify.report_html import render_html
 
         try:
             html_path.write_text(render_html(report, rows, found), encoding="utf-8")

@@ -15,7 +15,7 @@ from trainlint.reading import resolved
 
 if TYPE_CHECKING:  # libcst and the rules load only when a file is analysed (see engine.py)
     from trainlint.model import AnalysisSettings
-    from trainlint.precheck import Limits
+    from trainlint.engine.precheck import Limits
 
 UNUSED_NOQA_CODE = "TL001"  # see trainlint.noqa
 
@@ -94,7 +94,7 @@ class Settings:
 
     def limits(self) -> Limits:
         """What the pre-check refuses before parsing."""
-        from trainlint.precheck import Limits
+        from trainlint.engine.precheck import Limits
 
         return Limits(self.max_line_length, self.max_nesting, self.max_chain)
 

@@ -28,7 +28,7 @@ import libcst as cst
 
 from trainlint.config import Settings
 from trainlint.diagnostics import Applicability, Diagnostic, Edit
-from trainlint.engine import FileResult, lint_source
+from trainlint.engine.lint import FileResult, lint_source
 from trainlint.reading import ReadError, read_source
 
 # libcst numbers lines on all three: a CR-only file has as many lines as its LF twin
@@ -138,7 +138,7 @@ def fix_source(
 ) -> FixOutcome:
     """Apply every applicable fix that survives its re-check, round after round until none is left."""
     if name.endswith(".ipynb"):  # edits located in cells, applied to the notebook's JSON
-        from trainlint.notebook import apply_fixes as apply
+        from trainlint.engine.notebook import apply_fixes as apply
     else:
         apply = apply_fixes
     result = lint(source, name, settings)

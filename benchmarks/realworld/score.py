@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from extract import HERE, RepoSpec, default_corpus, load_manifest  # noqa: E402
 
 from trainlint.config import Settings  # noqa: E402
-from trainlint.discovery import discover  # noqa: E402
-from trainlint.engine import lint_paths  # noqa: E402
+from trainlint.engine.discovery import discover  # noqa: E402
+from trainlint.engine.lint import lint_paths  # noqa: E402
 
 LABELS = HERE / "labels"
 LAST_RUN = HERE / "last_run.json"

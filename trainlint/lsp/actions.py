@@ -9,7 +9,7 @@ from lsprotocol import types
 from lsprotocol.converters import get_converter
 
 from trainlint.diagnostics import Diagnostic, Edit
-from trainlint.formats.lsp import lsp_range, to_lsp
+from trainlint.report.lsp import lsp_range, to_lsp
 
 FIX_ALL_KIND = "source.fixAll.trainlint"
 _BARE_LF = re.compile(r"(?<!\r)\n")

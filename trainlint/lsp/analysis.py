@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic, Severity
-from trainlint.engine import PARSE_ERROR, FileResult, lint_python, lint_source
+from trainlint.engine.lint import PARSE_ERROR, FileResult, lint_python, lint_source
 from trainlint.fixes import applicable, apply_fixes
 from trainlint.lsp.notebooks import CellText
 from trainlint.lsp.precheck import nesting_problem
-from trainlint.notebook import Notebook, join_cells, map_diagnostic
-from trainlint.project import shared
+from trainlint.engine.notebook import Notebook, join_cells, map_diagnostic
+from trainlint.project.index import shared
 
 
 def not_analysed(name: str, message: str, line: int = 1) -> Diagnostic:

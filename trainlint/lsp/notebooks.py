@@ -1,7 +1,7 @@
 """Notebooks opened through LSP notebook sync: the cells, joined, are linted as one module.
 
 The client sends a notebook as an ordered list of cells, each its own text document. The code
-cells are joined by `trainlint.notebook.join_cells` as the command line joins an .ipynb's (magics
+cells are joined by `trainlint.engine.notebook.join_cells` as the command line joins an .ipynb's (magics
 blanked) and linted as one module; each finding is mapped back to its 1-based cell (counting every
 cell) with cell-relative lines: exactly what is published on that cell's document.
 """

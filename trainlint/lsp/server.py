@@ -37,8 +37,8 @@ from pygls.uris import to_fs_path
 from trainlint import __version__
 from trainlint.config import ConfigError, Settings, find_config, load_settings
 from trainlint.diagnostics import Applicability, Diagnostic
-from trainlint.engine import PARSE_ERROR, FileResult
-from trainlint.formats.lsp import lsp_range
+from trainlint.engine.lint import PARSE_ERROR, FileResult
+from trainlint.report.lsp import lsp_range
 from trainlint.lsp import actions
 from trainlint.lsp.analysis import lint_buffer, lint_cells, not_analysed, safe_cell_fixes, safe_fixes, warm_up
 from trainlint.lsp.contained import ContainedFailure, ContainedProcess

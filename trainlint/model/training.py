@@ -69,7 +69,7 @@ STEP_NAME_WORDS = frozenset({"step", "train", "training", "update", "batch", "it
 
 if TYPE_CHECKING:
     from trainlint.model.summary import FunctionSummary, Summarizer
-    from trainlint.project import Project
+    from trainlint.project.index import Project
 
 TEST_DIRS = frozenset({"tests", "test", "testing", "test_utils", "unittests"})
 

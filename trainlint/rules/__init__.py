@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainlint.rule import Rule
+from trainlint.rules.rule import Rule
 from trainlint.rules.tl101_low_precision_params_trained import LowPrecisionParamsTrained
 from trainlint.rules.tl102_fp16_autocast_without_scaler import Fp16AutocastWithoutScaler
 from trainlint.rules.tl103_scaler_with_bf16 import ScalerWithBf16

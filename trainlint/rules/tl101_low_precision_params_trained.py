@@ -12,7 +12,7 @@ from trainlint.model.names import dotted
 from trainlint.model.precision import Cast, parameter_casts, reaches, root_name
 from trainlint.model.torchnames import LOW_PRECISION_STRINGS, is_false
 from trainlint.model.values import Kind
-from trainlint.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule
 
 # Optimizers that keep no fp32 master copy of the parameters they update.
 PLAIN_OPTIMIZER_PREFIX = "torch.optim."

@@ -8,7 +8,7 @@ from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
 from trainlint.model.torchnames import AUTOCAST, GRAD_SCALER, autocast_dtype
 from trainlint.model.precision import on_training_path
-from trainlint.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule
 
 
 class Fp16AutocastWithoutScaler(Rule):

@@ -9,7 +9,7 @@ import libcst as cst
 from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
 from trainlint.model.precision import parameter_casts, reaches
-from trainlint.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule
 
 ADAM_FAMILY = {"Adam": 1e-8, "AdamW": 1e-8, "NAdam": 1e-8, "RAdam": 1e-8, "Adamax": 1e-8, "SparseAdam": 1e-8}
 FP16_SMALLEST_SUBNORMAL = 2.0**-24  # 5.96e-08

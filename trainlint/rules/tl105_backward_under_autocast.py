@@ -6,7 +6,7 @@ from typing import Iterator
 
 from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
-from trainlint.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule
 
 
 class BackwardUnderAutocast(Rule):

@@ -10,7 +10,7 @@ from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Call, TrainingModel
 from trainlint.model.torchnames import is_clip_name
 from trainlint.model.precision import scaled_backward_scaler
-from trainlint.rule import Finding, NodeEdit, NodeFix, Rule
+from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule
 
 
 def is_clip(call: Call) -> bool:

@@ -18,7 +18,7 @@ from trainlint.model.torchnames import (
     literal_string,
 )
 from trainlint.model.precision import on_training_path
-from trainlint.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule
 
 FP16_PRECISIONS = frozenset({"16", "16-mixed", "16-true", "fp16"})
 

@@ -11,7 +11,7 @@ from trainlint.model import Call, TrainingModel
 from trainlint.model.torchnames import GRAD_SCALER
 from trainlint.model.values import Kind
 from trainlint.model.precision import scaled_backward_scaler
-from trainlint.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule
 
 
 def _is_torch_scaler(model: TrainingModel, backward: Call) -> bool:

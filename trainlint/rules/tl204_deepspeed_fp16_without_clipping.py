@@ -9,7 +9,7 @@ import libcst as cst
 
 from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
-from trainlint.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule
 
 
 def config_problem(config: dict) -> str | None:

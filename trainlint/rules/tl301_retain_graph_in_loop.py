@@ -7,7 +7,7 @@ from typing import Iterator
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, TrainingModel
 from trainlint.model.torchnames import is_true
-from trainlint.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule
 
 GRAD_FUNCTIONS = frozenset({"torch.autograd.grad", "torch.autograd.backward"})
 

@@ -7,9 +7,9 @@ from typing import Iterator
 import libcst as cst
 
 from trainlint.diagnostics import Applicability, Severity
-from trainlint.fix_safety import may_be_differentiated
+from trainlint.model.fix_safety import may_be_differentiated
 from trainlint.model import Assign, Call, Site, TrainingModel
-from trainlint.rule import Finding, NodeEdit, NodeFix, Rule
+from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule
 
 
 class AutogradHistoryAccumulated(Rule):

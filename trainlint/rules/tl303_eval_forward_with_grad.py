@@ -9,7 +9,7 @@ from trainlint.diagnostics import Severity
 from trainlint.model import Function, TrainingModel
 from trainlint.model.names import dotted, tokens
 from trainlint.model.training import LOOP_TEXT, MODULE_WORDS
-from trainlint.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule
 
 EVAL_WORDS = frozenset({"validate", "validation", "evaluate", "evaluation", "eval", "val"})
 FORWARD_WORDS = MODULE_WORDS - {"loss", "criterion"}

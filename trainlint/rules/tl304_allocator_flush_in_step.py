@@ -6,7 +6,7 @@ from typing import Iterator
 
 from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
-from trainlint.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule
 
 FLUSHES = {"torch.cuda.empty_cache": "torch.cuda.empty_cache()", "torch.cuda.memory.empty_cache": "torch.cuda.empty_cache()", "gc.collect": "gc.collect()"}
 

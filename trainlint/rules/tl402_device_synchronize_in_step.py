@@ -7,7 +7,7 @@ from typing import Iterator
 from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
 from trainlint.model.names import tokens
-from trainlint.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule
 
 SYNCHRONIZE = frozenset({"torch.cuda.synchronize", "torch.xpu.synchronize", "torch.mps.synchronize", "torch.cpu.synchronize", "torch.accelerator.synchronize"})
 

@@ -7,7 +7,7 @@ from typing import Iterator
 from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
 from trainlint.model.torchnames import LIGHTNING_TRAINERS, is_true
-from trainlint.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule
 
 
 class AnomalyDetectionEnabled(Rule):

@@ -9,7 +9,7 @@ import libcst as cst
 from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
 from trainlint.model.torchnames import is_false
-from trainlint.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule
 
 
 class DataLoaderNotPinned(Rule):

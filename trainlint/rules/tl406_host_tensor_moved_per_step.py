@@ -12,7 +12,7 @@ from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC,
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import literal_string
 from trainlint.model.values import HOST
-from trainlint.rule import Finding, NodeEdit, NodeFix, Rule
+from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule
 
 
 

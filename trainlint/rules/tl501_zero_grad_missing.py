@@ -7,7 +7,7 @@ from typing import Iterator
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, TrainingModel
 from trainlint.model.names import tokens
-from trainlint.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule
 
 ENGINE_WORDS = frozenset({"engine", "deepspeed", "ds", "accelerator", "fabric"})
 

@@ -8,7 +8,7 @@ from trainlint.diagnostics import Severity
 from trainlint.model import Call, TrainingModel
 from trainlint.model.names import tokens
 from trainlint.model.training import STEP_CALL_TEXT
-from trainlint.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule
 
 
 def is_scheduler_step(call: Call) -> bool:

@@ -8,7 +8,7 @@ from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
 from trainlint.model.names import tokens
 from trainlint.model.training import MODULE_WORDS
-from trainlint.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule
 
 
 # copies that are never the model being trained: EMA weights, a teacher, a target network

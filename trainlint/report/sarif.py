@@ -21,7 +21,7 @@ LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "n
 
 
 def _rule_descriptors() -> list[dict[str, object]]:
-    from trainlint.catalogue import PARSE_ERROR_PAGE, render_page
+    from trainlint.rules.catalogue import PARSE_ERROR_PAGE, render_page
     from trainlint.rules import ALL_RULES
 
     out: list[dict[str, object]] = [

@@ -26,10 +26,10 @@ from trainlint.reading import ReadError, read_source, too_large
 if TYPE_CHECKING:
     import libcst as cst
 
-    from trainlint.cache import Cache
+    from trainlint.engine.cache import Cache
     from trainlint.config import Settings
     from trainlint.noqa import Suppressions
-    from trainlint.rule import Finding, NodeEdit, Rule
+    from trainlint.rules.rule import Finding, NodeEdit, Rule
 
 PARSE_ERROR = ("TL000", "parse-error")
 _NATIVE_POSITION = re.compile(r"(?:parser error: )?error at (?P<line>\d+):(?P<column>\d+): ")
@@ -119,7 +119,7 @@ def lint_file(path: Path | str, settings: Settings) -> FileResult:
 def lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
     """Lint source bytes (standard input) in a worker process, where a parser crash, a hang or a
     memory blow-up is contained like a file's; input over max-file-size is a TL000; never raises."""
-    from trainlint import workers
+    from trainlint.engine import workers
 
     if len(data) > settings.max_file_size:
         return FileResult(name, [_error(name, too_large(None, settings.max_file_size))])
@@ -170,7 +170,7 @@ def lint_source(source: str, name: str, settings: Settings) -> FileResult:
     if name.endswith(".json"):
         return lint_json(source, name, settings)
     if name.endswith(".ipynb"):
-        from trainlint.notebook import lint_notebook
+        from trainlint.engine.notebook import lint_notebook
 
         return lint_notebook(source, name, settings)
     return lint_python(source, name, settings)
@@ -183,7 +183,7 @@ def lint_python(source: str, name: str, settings: Settings) -> FileResult:
     result.dependencies = probed
     if not rules:
         return result
-    from trainlint.precheck import refuse
+    from trainlint.engine.precheck import refuse
 
     refused = refuse(source, settings.limits())
     if refused:
@@ -224,7 +224,7 @@ def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], 
     if configured or not rules:
         return rules, ()
     from trainlint.model.training import could_step
-    from trainlint.project import shared, watching
+    from trainlint.project.index import shared, watching
 
     known: list[bool] = []
 
@@ -262,7 +262,7 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
         result.diagnostics.append(could_not_analyse(name, "the parser ran out of memory"))
         return
     try:
-        from trainlint.project import shared, watching
+        from trainlint.project.index import shared, watching
 
         with watching() as depends:
             model = TrainingModel.build(module, settings.analysis(), path=name, project=shared())
@@ -316,7 +316,7 @@ def _syntax_error(source: str, exc: Any) -> tuple[str, int, int, bool]:
 def _diagnostics(
     module: cst.Module, source: str, name: str, findings: list[tuple[Rule, Finding]], suppressions: Suppressions
 ) -> list[Diagnostic]:
-    from trainlint.positions import positions as positions_of
+    from trainlint.engine.positions import positions as positions_of
 
     wanted = [f.node for _, f in findings]
     wanted += [e.node for _, f in findings if f.fix is not None for e in f.fix.edits]
@@ -390,8 +390,8 @@ def lint_paths(
             miss_index.append(i)
             keys.append(key)
     if misses:
-        from trainlint import workers
-        from trainlint.project import sharing_summaries
+        from trainlint.engine import workers
+        from trainlint.project.index import sharing_summaries
 
         _preload()
         with sharing_summaries() if jobs > 1 and len(misses) > 1 else nullcontext():
@@ -415,8 +415,8 @@ def _preload() -> None:
     import libcst  # noqa: F401
 
     import trainlint.model  # noqa: F401
-    import trainlint.positions  # noqa: F401
-    import trainlint.precheck  # noqa: F401
+    import trainlint.engine.positions  # noqa: F401
+    import trainlint.engine.precheck  # noqa: F401
     import trainlint.rules  # noqa: F401
 
 

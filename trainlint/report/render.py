@@ -19,8 +19,8 @@ from trainlint.diagnostics import Applicability, Diagnostic
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from trainlint.engine import FileResult
-    from trainlint.formats.text import SourceLines
+    from trainlint.engine.lint import FileResult
+    from trainlint.report.text import SourceLines
 
 COLOR_CHOICES = ("auto", "always", "never")
 MACHINE_FORMATS = ("json", "sarif", "github")
@@ -78,7 +78,7 @@ def source_lines(results: Sequence[FileResult]) -> SourceLines:
             if text is None:
                 continue
         if any(d.cell is not None for d in result.diagnostics):
-            from trainlint.notebook import NotebookError, cell_lines
+            from trainlint.engine.notebook import NotebookError, cell_lines
 
             try:
                 for cell, lines in cell_lines(text).items():
@@ -99,16 +99,16 @@ def render(results: Sequence[FileResult], options: ReportOptions, out: IO[str] |
     if options.output_format in MACHINE_FORMATS:
         from importlib import import_module
 
-        text = import_module(f"trainlint.formats.{options.output_format}").render(diagnostics)
+        text = import_module(f"trainlint.report.{options.output_format}").render(diagnostics)
         if text:
             print(text, file=out or sys.stdout)
         return
     if options.output_format == "lsp":
-        from trainlint.formats.lsp import render as render_lsp
+        from trainlint.report.lsp import render as render_lsp
 
         print(render_lsp([r.path for r in results], diagnostics, source_lines(results)), file=out or sys.stdout)
         return
-    from trainlint.formats.text import PlainConsole, StyledConsole, fix_hints, render_concise, render_full, summary_line
+    from trainlint.report.text import PlainConsole, StyledConsole, fix_hints, render_concise, render_full, summary_line
 
     lines = PlainConsole(out) if _unstyled(options.color, out) else StyledConsole(make_console(options.color, out))
     if options.output_format == "concise":
@@ -141,7 +141,7 @@ def _unstyled(color: str, out: IO[str] | None) -> bool:
 
 def _render_statistics(diagnostics: Sequence[Diagnostic], options: ReportOptions, out: IO[str] | None) -> None:
     """`--statistics`: only the count per rule (a JSON array with `--output-format json`)."""
-    from trainlint.formats.text import render_statistics, statistics_rows
+    from trainlint.report.text import render_statistics, statistics_rows
 
     rows = statistics_rows(diagnostics, fixable_by(options.unsafe_fixes))
     if options.output_format == "json":

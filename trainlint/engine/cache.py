@@ -28,7 +28,7 @@ from trainlint import __version__
 
 if TYPE_CHECKING:
     from trainlint.config import Settings
-    from trainlint.engine import FileResult
+    from trainlint.engine.lint import FileResult
 
 FORMAT = "1"  # bump when the layout of an entry changes
 
@@ -61,7 +61,7 @@ def code_key() -> str:
     """trainlint's version and source files, and the Python and libcst it runs on."""
     hashed = digest()
     hashed.update(f"{FORMAT}|{__version__}|{sys.version}".encode())
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent
     for folder, dirs, files in sorted(os.walk(package)):
         dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", "verify", "lsp"))
         for name in sorted(files):
@@ -130,7 +130,7 @@ class Cache:
             return None, key, data
         if getattr(result, "path", None) != path:
             return None, key, data
-        from trainlint.engine import file_state
+        from trainlint.engine.lint import file_state
 
         if any(file_state(dep[0]) != dep for dep in result.dependencies):
             return None, key, data  # a local module it imports changed (or appeared, or went)

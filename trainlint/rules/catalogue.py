@@ -1,6 +1,6 @@
 """The rule catalogue under `rules/`: one Markdown page per rule and an index, generated from the rule classes.
 
-Regenerate with `python -m trainlint.catalogue`; a test fails when a page is stale.
+Regenerate with `python -m trainlint.rules.catalogue`; a test fails when a page is stale.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import textwrap
 from pathlib import Path
 
 from trainlint.noqa import UNUSED_NOQA_PAGE, UNUSED_NOQA_SUMMARY
-from trainlint.rule import Rule
+from trainlint.rules.rule import Rule
 from trainlint.rules import ALL_RULES
 
-CATALOGUE_DIR = Path(__file__).resolve().parent.parent / "rules"
+CATALOGUE_DIR = Path(__file__).resolve().parents[2] / "rules"
 
 
 def _code_block(code: str) -> str:
@@ -84,7 +84,7 @@ def render_index() -> str:
     lines = [
         "# trainlint rules",
         "",
-        "Generated from the rule modules in `trainlint/rules/` by `python -m trainlint.catalogue`.",
+        "Generated from the rule modules in `trainlint/rules/` by `python -m trainlint.rules.catalogue`.",
         "",
         "| Code | Name | Severity | Default | What it flags |",
         "|---|---|---|---|---|",

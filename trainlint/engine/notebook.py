@@ -28,7 +28,7 @@ from trainlint.diagnostics import Diagnostic, Edit, Fix
 
 if TYPE_CHECKING:
     from trainlint.config import Settings
-    from trainlint.engine import FileResult
+    from trainlint.engine.lint import FileResult
 
 _WS = re.compile(r"[ \t\n\r]*")
 _SCALAR = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
@@ -273,7 +273,7 @@ def map_diagnostic(nb: Notebook, d: Diagnostic) -> Diagnostic:
 
 def lint_notebook(text: str, name: str, settings: Settings) -> FileResult:
     """Lint a notebook's code cells as one module; a file that is not a notebook gets TL000."""
-    from trainlint.engine import FileResult, _error, lint_python
+    from trainlint.engine.lint import FileResult, _error, lint_python
 
     try:
         nb = load(text)

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from trainlint.formats.sparkline import marker_column, sparkline
+from trainlint.verify.sparkline import marker_column, sparkline
 from trainlint.verify.health import (
     FROZEN, clipping_line, failed_ourselves, format_bytes, format_value, frozen_cause, never_cleared, rank_lines, relative_path,
     run_series, script_failed,
