@@ -25,7 +25,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "manifest.toml"
-KEPT_SUFFIXES = (".py", ".json")
+KEPT_SUFFIXES = (".py", ".json", ".ipynb")
 
 
 @dataclass(frozen=True)
