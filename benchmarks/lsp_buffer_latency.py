@@ -1,5 +1,5 @@
 """What containment costs the language server per lint: a buffer linted in process, through the
-contained child (`trainlint/lsp/contained.py`) once warm, the child's start, and the nesting
+contained child (`trainlint/lsp/contained.py`) once warm, the child's start, and the engine's
 pre-check alone.
 
     python benchmarks/lsp_buffer_latency.py [--copies N] [--repeat R]
@@ -17,7 +17,7 @@ from trainlint.config import Settings
 from trainlint.engine.lint import lint_source
 from trainlint.lsp.analysis import lint_buffer
 from trainlint.lsp.contained import ContainedProcess
-from trainlint.lsp.precheck import nesting_problem
+from trainlint.engine.precheck import refuse
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -47,12 +47,12 @@ def main() -> None:
     finally:
         contained.close()
     in_process = best(args.repeat, lambda: lint_source(source, "buffer.py", settings))
-    precheck = best(args.repeat, lambda: nesting_problem(source))
+    precheck = best(args.repeat, lambda: refuse(source, settings.limits()))
     print(f"buffer: {source.count(chr(10))} lines, {len(source.encode()):,} bytes")
     print(f"in process:           {in_process:8.0f} ms")
     print(f"contained, warm:      {warm:8.0f} ms  ({warm - in_process:+.0f} ms for the pipe and pickling)")
     print(f"contained, first call:{start:8.0f} ms  (starts the child)")
-    print(f"nesting pre-check:    {precheck:8.0f} ms")
+    print(f"pre-check:            {precheck:8.0f} ms")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from trainlint.engine.cache import Cache
 from trainlint.config import Settings
-from trainlint.engine.lint import FileResult, lint_paths
+from trainlint.engine.results import FileResult
+from trainlint.engine.lint import lint_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 STEP = """\

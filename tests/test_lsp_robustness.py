@@ -184,7 +184,7 @@ def test_buffers_that_crash_the_parser_get_a_diagnostic_not_a_dead_server(server
     nested = "import torch\nloss.backward()\nx = " + "(" * 1500 + "1" + ")" * 1500 + "\n"
     uri = server.open(tmp_path / "nested.py", nested)
     (finding,) = server.diagnostics(uri)
-    assert finding["code"] == "TL000" and "nested deeper than 200" in finding["message"]
+    assert finding["code"] == "TL000" and "nested more than 100 deep" in finding["message"]
     # 10,000 chained `and`s: valid Python that overflows libcst's native parser; the engine's
     # pre-check refuses it (max-chain), and were it let through, the child would die instead
     chain = "import torch\nloss.backward()\nok = " + " and ".join(f"a{i}" for i in range(10_000)) + "\n"

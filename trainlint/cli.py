@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from trainlint.config import Settings
     from trainlint.diagnostics import Diagnostic
     from trainlint.engine.discovery import Target
-    from trainlint.engine.lint import FileResult
+    from trainlint.engine.results import FileResult
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 OUTPUT_FORMATS = ("text", "concise", "json", "sarif", "github", "lsp")
@@ -117,7 +117,7 @@ def check(
 ) -> None:
     """Lint PATHS (files, folders, notebooks; `-` reads standard input)."""
     from trainlint.engine.discovery import discover, present
-    from trainlint.engine.lint import FileResult, _error
+    from trainlint.engine.results import FileResult, error_diagnostic as _error
 
     paths = paths or (Path("."),)
     anchor = stdin_filename or next((p for p in paths if str(p) != "-"), Path("."))
@@ -228,10 +228,12 @@ def _print_settings(settings: Settings) -> None:
     """`--show-settings`: the resolved settings, one `key = value` line each (JSON values; `(none)` when unset)."""
     import json
 
+    from trainlint.rules import enabled_codes
+
     rows = {
         "config": str(settings.config_path) if settings.config_path else None,
         "root": str(settings.root),
-        "rules": [*settings.rule_codes(), *(["TL001"] if settings.reports_unused_noqa() else [])],
+        "rules": [*enabled_codes(settings), *(["TL001"] if settings.reports_unused_noqa() else [])],
         "select": list(settings.select) if settings.select is not None else None,
         "ignore": list(settings.ignore),
         "extend-select": list(settings.extend_select),
@@ -291,7 +293,7 @@ def _lint_targets(targets: Sequence[Target], settings: Settings, jobs: int | Non
 
 def _read_source(path: Path) -> tuple[bytes, str] | None:
     """A file's bytes and its decoded text, or None when it cannot be read or decoded."""
-    from trainlint.engine.lint import decode
+    from trainlint.engine.results import decode
 
     try:
         raw = path.read_bytes()
@@ -309,10 +311,9 @@ def _write_source(path: Path, raw: bytes, text: str) -> None:
 
 def _fix_document(path: str, source: str, diagnostics: Sequence[Diagnostic]) -> tuple[str, list[Diagnostic]]:
     """Apply fixes to a Python file's or a notebook's text."""
-    from trainlint.fixes import apply_fixes
-    from trainlint.engine.notebook import apply_fixes as apply_notebook_fixes
+    from trainlint.fixes import apply_document_fixes
 
-    return (apply_notebook_fixes if path.endswith(".ipynb") else apply_fixes)(source, diagnostics)
+    return apply_document_fixes(path, source, diagnostics)
 
 
 def _add_noqa(results: Sequence[FileResult]) -> int:
@@ -394,7 +395,7 @@ def _apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wr
     (`fix_source`) and written only if the file still holds them, so a file changed meanwhile (an
     editor, another `--fix`) is skipped with a message rather than corrupted.
     """
-    from trainlint.engine.lint import decode
+    from trainlint.engine.results import decode
     from trainlint.fixes import applicable, diff_bytes, encode_like, fix_source, replace_if_unchanged
     from trainlint.reading import ReadError, read_source
 

@@ -9,13 +9,8 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import re
-from typing import TYPE_CHECKING
 
 from trainlint.reading import resolved
-
-if TYPE_CHECKING:  # libcst and the rules load only when a file is analysed (see engine.py)
-    from trainlint.model import AnalysisSettings
-    from trainlint.engine.precheck import Limits
 
 UNUSED_NOQA_CODE = "TL001"  # see trainlint.noqa
 
@@ -37,6 +32,23 @@ KNOWN_KEYS = {
 }
 _POSITIVE = ("max-file-size", "max-line-length", "max-nesting", "max-chain", "file-timeout", "file-memory")
 DEFAULT_EXCLUDES = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "site-packages", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much nesting and how long a line a file may have before the pre-check refuses it."""
+
+    max_line_length: int = 20_000
+    max_nesting: int = 100  # nested brackets
+    max_chain: int = 500  # operands or branches chained in one expression or `if` statement
+
+
+@dataclass
+class AnalysisSettings:
+    """Project-specific names the analysis should know (from `[tool.trainlint]`)."""
+
+    step_functions: frozenset[str] = frozenset()
+    gate_names: frozenset[str] = frozenset()
 
 
 class ConfigError(Exception):
@@ -63,15 +75,13 @@ class Settings:
     file_timeout: float = 20.0  # seconds one file's analysis may take
     file_memory: int = 1024  # MB one worker may use on top of its start-up size
 
-    def rule_codes(self) -> tuple[str, ...]:
-        from trainlint.rules import select_rules
-
-        rules = select_rules(
+    def rule_selectors(self) -> tuple[list[str] | None, list[str], list[str]]:
+        """The rule selectors (select, ignore, extend-select), without those naming only TL001."""
+        return (
             _rule_selectors(self.select) if self.select is not None else None,
             _rule_selectors(self.ignore),
             _rule_selectors(self.extend_select),
         )
-        return tuple(r.code for r in rules)
 
     def reports_unused_noqa(self, path: Path | None = None) -> bool:
         """Whether TL001 unused-noqa is selected (off by default, like ruff's RUF100), for `path`'s ignores."""
@@ -94,13 +104,10 @@ class Settings:
 
     def limits(self) -> Limits:
         """What the pre-check refuses before parsing."""
-        from trainlint.engine.precheck import Limits
-
         return Limits(self.max_line_length, self.max_nesting, self.max_chain)
 
     def analysis(self) -> AnalysisSettings:
-        from trainlint.model import AnalysisSettings
-
+        """The names the analysis takes from the configuration."""
         return AnalysisSettings(step_functions=self.step_functions, gate_names=self.gate_names)
 
 

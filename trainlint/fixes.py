@@ -28,7 +28,8 @@ import libcst as cst
 
 from trainlint.config import Settings
 from trainlint.diagnostics import Applicability, Diagnostic, Edit
-from trainlint.engine.lint import FileResult, lint_source
+from trainlint.engine.results import FileResult
+from trainlint.engine.lint import lint_source
 from trainlint.reading import ReadError, read_source
 
 # libcst numbers lines on all three: a CR-only file has as many lines as its LF twin
@@ -103,6 +104,15 @@ def apply_fixes(source: str, diagnostics: Sequence[Diagnostic]) -> tuple[str, li
     return new, applied
 
 
+def apply_document_fixes(name: str, source: str, diagnostics: Sequence[Diagnostic]) -> tuple[str, list[Diagnostic]]:
+    """`apply_fixes` for a Python file's text, or for a notebook's JSON (edits located in cells) by its name."""
+    if name.endswith(".ipynb"):
+        from trainlint.engine.notebook import apply_fixes as apply_to_notebook
+
+        return apply_to_notebook(source, diagnostics, apply_fixes)
+    return apply_fixes(source, diagnostics)
+
+
 @dataclass
 class FixOutcome:
     """What `fix_source` did: the new text, the fixes kept, those refused (with why), the findings left."""
@@ -137,10 +147,9 @@ def fix_source(
     lint: Callable[[str, str, Settings], FileResult] = lint_source,
 ) -> FixOutcome:
     """Apply every applicable fix that survives its re-check, round after round until none is left."""
-    if name.endswith(".ipynb"):  # edits located in cells, applied to the notebook's JSON
-        from trainlint.engine.notebook import apply_fixes as apply
-    else:
-        apply = apply_fixes
+    def apply(text: str, diagnostics: Sequence[Diagnostic]) -> tuple[str, list[Diagnostic]]:
+        return apply_document_fixes(name, text, diagnostics)
+
     result = lint(source, name, settings)
     outcome = FixOutcome(source, remaining=result)
     refused: set[tuple[str, str, str]] = set()
@@ -266,6 +275,6 @@ def _unlock(fd: int | None) -> None:
 
 
 __all__ = [
-    "Edit", "FixOutcome", "applicable", "apply_fixes", "diff_bytes", "encode_like", "fix_source",
+    "Edit", "FixOutcome", "applicable", "apply_document_fixes", "apply_fixes", "diff_bytes", "encode_like", "fix_source",
     "replace_if_unchanged", "unified_diff", "write_atomic",
 ]

@@ -22,13 +22,14 @@ import sys
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trainlint import __version__
+from trainlint.reading import digest
 
 if TYPE_CHECKING:
     from trainlint.config import Settings
-    from trainlint.engine.lint import FileResult
+    from trainlint.engine.results import FileResult
 
 FORMAT = "1"  # bump when the layout of an entry changes
 
@@ -45,15 +46,6 @@ def default_directory() -> Path:
     else:
         base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "trainlint"
-
-
-def digest() -> Any:
-    """A BLAKE2b hash; `_blake2` loads in a fraction of a millisecond, `hashlib` (OpenSSL) in several."""
-    try:
-        from _blake2 import blake2b
-    except ImportError:  # a Python built without it
-        from hashlib import blake2b
-    return blake2b(digest_size=32)
 
 
 @lru_cache(maxsize=1)
@@ -130,7 +122,7 @@ class Cache:
             return None, key, data
         if getattr(result, "path", None) != path:
             return None, key, data
-        from trainlint.engine.lint import file_state
+        from trainlint.engine.results import file_state
 
         if any(file_state(dep[0]) != dep for dep in result.dependencies):
             return None, key, data  # a local module it imports changed (or appeared, or went)

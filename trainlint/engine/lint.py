@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import ast
 import gc
-import io
 import os
 import re
-import tokenize
 import traceback
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainlint.diagnostics import Diagnostic, Edit, Fix, Severity
+from trainlint.diagnostics import Diagnostic, Edit, Fix
+from trainlint.engine.results import FileResult, could_not_analyse, decode, error_diagnostic, file_state
 from trainlint.reading import ReadError, read_source, too_large
+
+_NATIVE_POSITION = re.compile(r"(?:parser error: )?error at (?P<line>\d+):(?P<column>\d+): ")
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -31,59 +31,11 @@ if TYPE_CHECKING:
     from trainlint.noqa import Suppressions
     from trainlint.rules.rule import Finding, NodeEdit, Rule
 
-PARSE_ERROR = ("TL000", "parse-error")
-_NATIVE_POSITION = re.compile(r"(?:parser error: )?error at (?P<line>\d+):(?P<column>\d+): ")
-
-
-@dataclass
-class FileResult:
-    """The outcome of linting one file."""
-
-    path: str
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    source: str | None = None
-    internal_error: bool = False
-    # False for an outcome that depends on the machine, not the file (a crash, the time or memory limit)
-    cacheable: bool = True
-    # other files the result depends on (local modules it imports): (path, size, mtime_ns), -1 if absent
-    dependencies: tuple[tuple[str, int, int], ...] = ()
-
-    @property
-    def failed(self) -> bool:
-        return any(d.code == PARSE_ERROR[0] for d in self.diagnostics)
-
-
-def file_state(path: str) -> tuple[str, int, int]:
-    """What says whether a file changed: (path, size, modification time in ns); -1s when absent."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return (path, -1, -1)
-    return (path, st.st_size, st.st_mtime_ns)
-
-
-def could_not_analyse(path: str, why: str) -> Diagnostic:
-    """The TL000 of a file that was refused or lost: its pre-check, a crash, the time or memory limit."""
-    return _error(path, f"could not be analysed: {why}")
-
-
-def _error(path: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
-    return Diagnostic(
-        code=PARSE_ERROR[0],
-        name=PARSE_ERROR[1],
-        message=message,
-        severity=Severity.ERROR,
-        path=path,
-        line=line,
-        column=column,
-        end_line=line,
-        end_column=column,
-    )
-
-
 @lru_cache(maxsize=64)
 def _codes(settings: Settings) -> tuple[str, ...]:
-    return settings.rule_codes()
+    from trainlint.rules import enabled_codes
+
+    return enabled_codes(settings)
 
 
 @lru_cache(maxsize=32)
@@ -98,13 +50,6 @@ def _rules(codes: tuple[str, ...]) -> tuple[Rule, ...]:
     return tuple(RULES_BY_CODE[c]() for c in codes)
 
 
-def decode(data: bytes) -> str:
-    """Decode source bytes by their PEP 263 cookie (UTF-8 by default); raises UnicodeDecodeError/SyntaxError."""
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    text = data.decode(encoding)
-    return text[1:] if text.startswith("\ufeff") else text
-
-
 def lint_file(path: Path | str, settings: Settings) -> FileResult:
     """Lint a file on disk, in this process; never raises, never blocks on a FIFO, never reads past
     max-file-size."""
@@ -112,7 +57,7 @@ def lint_file(path: Path | str, settings: Settings) -> FileResult:
     try:
         data = read_source(Path(path), settings.max_file_size)
     except ReadError as exc:
-        return FileResult(name, [_error(name, str(exc))])
+        return FileResult(name, [error_diagnostic(name, str(exc))])
     return _lint_bytes(data, name, settings)
 
 
@@ -122,7 +67,7 @@ def lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
     from trainlint.engine import workers
 
     if len(data) > settings.max_file_size:
-        return FileResult(name, [_error(name, too_large(None, settings.max_file_size))])
+        return FileResult(name, [error_diagnostic(name, too_large(None, settings.max_file_size))])
     _preload()
     for _, result in workers.run([(name, settings, data)], 1, _lint_task, _file_timeout, _file_memory, keep_source=True):
         return result
@@ -138,42 +83,50 @@ def _lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
     try:
         source = decode(data)
     except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
-        return FileResult(name, [_error(name, f"cannot decode file: {exc}")])
+        return FileResult(name, [error_diagnostic(name, f"cannot decode file: {exc}")])
     nul = source.find("\0")
     if nul >= 0 and not name.endswith(".json"):  # Python refuses such source; libcst would not say so
         line = source.count("\n", 0, nul) + 1
-        return FileResult(name, [_error(name, "syntax error: source code cannot contain null bytes", line, nul - source.rfind("\n", 0, nul))])
+        return FileResult(name, [error_diagnostic(name, "syntax error: source code cannot contain null bytes", line, nul - source.rfind("\n", 0, nul))])
     return lint_source(source, name, settings)
 
 
-def lint_json(source: str, name: str, settings: Settings) -> FileResult:
-    """Lint a DeepSpeed JSON config (TL204)."""
-    from trainlint.rules.tl204_deepspeed_fp16_without_clipping import DeepspeedFp16WithoutClipping as rule
-    from trainlint.rules.tl204_deepspeed_fp16_without_clipping import UnreadableConfig, json_findings
+def lint_text_input(source: str, name: str, settings: Settings) -> FileResult:
+    """Lint a non-Python input (a JSON config) with the selected rules that read its kind (`Rule.text_inputs`)."""
+    from trainlint.rules.rule import UnreadableInput
 
     result = FileResult(name, source=source)
-    if rule.code not in _codes(settings) or rule.code in settings.ignored_for(Path(name)):
-        return result
-    try:
-        found = json_findings(source)
-    except UnreadableConfig as exc:
-        return FileResult(name, [_error(name, str(exc))])
-    for line, column, message in found:
-        result.diagnostics.append(
-            Diagnostic(rule.code, rule.name, message, rule.severity, name, line, column, line, column + 6, hint=rule.hint)
-        )
+    suffix = os.path.splitext(name)[1]
+    ignored = settings.ignored_for(Path(name))
+    for rule in _rules(_codes(settings)):
+        if suffix not in rule.text_inputs or any(rule.code.startswith(i) for i in ignored):
+            continue
+        try:
+            found = rule.check_text(source)
+        except UnreadableInput as exc:
+            return FileResult(name, [error_diagnostic(name, str(exc))])
+        for line, column, message in found:
+            result.diagnostics.append(
+                Diagnostic(rule.code, rule.name, message, rule.severity, name, line, column, line, column + 6, hint=rule.hint)
+            )
     return result
 
 
-def lint_source(source: str, name: str, settings: Settings) -> FileResult:
-    """Lint source text (Python, a notebook or a DeepSpeed JSON config by its name); never raises."""
-    if name.endswith(".json"):
-        return lint_json(source, name, settings)
-    if name.endswith(".ipynb"):
-        from trainlint.engine.notebook import lint_notebook
+def lint_notebook(source: str, name: str, settings: Settings) -> FileResult:
+    """Lint a Jupyter notebook: its code cells as one module, findings located in cells."""
+    from trainlint.engine.notebook import lint_cells
 
-        return lint_notebook(source, name, settings)
-    return lint_python(source, name, settings)
+    return lint_cells(source, name, settings, lint_python)
+
+
+# the input kinds other than Python source, by file suffix
+INPUT_KINDS = {".json": lint_text_input, ".ipynb": lint_notebook}
+
+
+def lint_source(source: str, name: str, settings: Settings) -> FileResult:
+    """Lint source text (Python, or another input kind by its suffix); never raises."""
+    kind = INPUT_KINDS.get(os.path.splitext(name)[1])
+    return kind(source, name, settings) if kind is not None else lint_python(source, name, settings)
 
 
 def lint_python(source: str, name: str, settings: Settings) -> FileResult:
@@ -249,11 +202,11 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
     try:
         module = parse_file(source, name)
     except cst.ParserSyntaxError as exc:
-        message, line, column, python_accepts = _syntax_error(source, exc)
+        message, line, column, python_accepts = _syntaxerror_diagnostic(source, exc)
         if python_accepts:  # e.g. 10,000 implicitly concatenated strings: valid, but not for libcst
             result.diagnostics.append(could_not_analyse(name, f"the parser (libcst) rejects this valid file: {message}"))
         else:
-            result.diagnostics.append(_error(name, f"syntax error: {message}", line, column))
+            result.diagnostics.append(error_diagnostic(name, f"syntax error: {message}", line, column))
         return
     except RecursionError:
         result.diagnostics.append(could_not_analyse(name, "nesting too deep for the parser"))
@@ -285,11 +238,11 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
         raise  # a worker reports it with its memory cap
     except Exception as exc:  # an analysis bug must not stop the run
         detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
-        result.diagnostics.append(_error(name, f"internal error while analysing this file: {detail}"))
+        result.diagnostics.append(error_diagnostic(name, f"internal error while analysing this file: {detail}"))
         result.internal_error = True
 
 
-def _syntax_error(source: str, exc: Any) -> tuple[str, int, int, bool]:
+def _syntaxerror_diagnostic(source: str, exc: Any) -> tuple[str, int, int, bool]:
     """Message and 1-based position of a syntax error, and whether CPython accepts the file after all.
 
     CPython's own parser names the offending token (libcst's reports where its lookahead gave up,

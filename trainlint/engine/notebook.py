@@ -22,13 +22,13 @@ from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from json.decoder import scanstring
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from trainlint.diagnostics import Diagnostic, Edit, Fix
+from trainlint.engine.results import FileResult, error_diagnostic
 
 if TYPE_CHECKING:
     from trainlint.config import Settings
-    from trainlint.engine.lint import FileResult
 
 _WS = re.compile(r"[ \t\n\r]*")
 _SCALAR = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
@@ -271,14 +271,12 @@ def map_diagnostic(nb: Notebook, d: Diagnostic) -> Diagnostic:
     return replace(d, line=line, end_line=end_line, end_column=end_column, fix=fix, cell=cell.number, file_span=span)
 
 
-def lint_notebook(text: str, name: str, settings: Settings) -> FileResult:
-    """Lint a notebook's code cells as one module; a file that is not a notebook gets TL000."""
-    from trainlint.engine.lint import FileResult, _error, lint_python
-
+def lint_cells(text: str, name: str, settings: Settings, lint_python: Callable[[str, str, Settings], FileResult]) -> FileResult:
+    """Lint a notebook's code cells as one module with `lint_python`; a file that is not a notebook gets TL000."""
     try:
         nb = load(text)
     except NotebookError as exc:
-        return FileResult(name, [_error(name, str(exc), exc.line, exc.column)], source=text)
+        return FileResult(name, [error_diagnostic(name, str(exc), exc.line, exc.column)], source=text)
     if not nb.python:
         return FileResult(name, source=text)
     result = lint_python(nb.code, name, settings)
@@ -321,14 +319,16 @@ def _encode_source(text: str, cell: Cell, source: str) -> str:
     return f"[{opening}{separator.join(json.dumps(line, ensure_ascii=ascii_only) for line in lines)}{closing}]"
 
 
-def apply_fixes(text: str, diagnostics: Sequence[Diagnostic]) -> tuple[str, list[Diagnostic]]:
+def apply_fixes(
+    text: str,
+    diagnostics: Sequence[Diagnostic],
+    apply_to_code: Callable[[str, Sequence[Diagnostic]], tuple[str, list[Diagnostic]]],
+) -> tuple[str, list[Diagnostic]]:
     """Apply the fixes of notebook diagnostics (edits located in cells) to the notebook's JSON text.
 
     Overlapping fixes are skipped and the joined code must still parse, as for a Python file
-    (`trainlint.fixes.apply_fixes` decides both); returns the new text and the fixes applied.
+    (`apply_to_code`, the fixer of Python source, decides both); returns the new text and the fixes applied.
     """
-    from trainlint.fixes import apply_fixes as apply_to_code
-
     try:
         nb = load(text)
     except NotebookError:  # (changed on disk since it was linted)

@@ -16,22 +16,14 @@ from __future__ import annotations
 
 import re
 import tokenize
-from dataclasses import dataclass
+
+from trainlint.config import Limits
 
 _BRACKETS = re.compile(r"[()\[\]{}]")
 _OPEN = frozenset("([{")
 # tokens that add a level to libcst's tree when they join two operands (or prefix one)
 _CHAIN_WORDS = frozenset({"and", "or", "not", "if", "else", "lambda", "is", "in", "await"})
 _NOT_CHAIN_OPS = frozenset({",", ";", ":", "=", ")", "]", "}", "->", ":="})
-
-
-@dataclass(frozen=True)
-class Limits:
-    """How much nesting and how long a line a file may have before it is refused (settings)."""
-
-    max_line_length: int = 20_000
-    max_nesting: int = 100  # nested brackets
-    max_chain: int = 500  # operands or branches chained in one expression or `if` statement
 
 
 def refuse(source: str, limits: Limits) -> str | None:

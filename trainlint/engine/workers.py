@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Callable, Iterator
 
 from trainlint.config import Settings
-from trainlint.engine.lint import FileResult, could_not_analyse
+from trainlint.engine.results import FileResult, could_not_analyse
 
 Task = tuple[int, str, Settings, bytes | None]  # index, name, settings, the bytes when already read
 

@@ -7,28 +7,18 @@ Module-level functions, so that they can be named across the pipe (see `containe
 from __future__ import annotations
 
 from trainlint.config import Settings
-from trainlint.diagnostics import Diagnostic, Severity
-from trainlint.engine.lint import PARSE_ERROR, FileResult, lint_python, lint_source
+from trainlint.diagnostics import Diagnostic
+from trainlint.engine.results import FileResult
+from trainlint.engine.lint import lint_python, lint_source
 from trainlint.fixes import applicable, apply_fixes
 from trainlint.lsp.notebooks import CellText
-from trainlint.lsp.precheck import nesting_problem
 from trainlint.engine.notebook import Notebook, join_cells, map_diagnostic
 from trainlint.project.index import shared
 
 
-def not_analysed(name: str, message: str, line: int = 1) -> Diagnostic:
-    """The TL000 a buffer gets when it cannot be analysed at all."""
-    return Diagnostic(
-        code=PARSE_ERROR[0], name=PARSE_ERROR[1], message=message, severity=Severity.ERROR,
-        path=name, line=line, column=1, end_line=line, end_column=1,
-    )
-
-
 def lint_buffer(source: str, name: str, settings: Settings) -> FileResult:
-    """Lint an editor buffer; a buffer nested too deep for the parser gets a TL000 instead."""
-    problem = nesting_problem(source)
-    if problem is not None:
-        return FileResult(name, [not_analysed(name, problem)], source=source)
+    """Lint an editor buffer as a file is linted (the engine's pre-check refuses what the parser must
+    not see)."""
     shared().rescan()  # this process outlives many edits: the project's modules may have changed
     return lint_source(source, name, settings)
 
@@ -42,9 +32,6 @@ def safe_fixes(source: str, name: str, settings: Settings) -> list[Diagnostic]:
 
 def _lint_joined(notebook: Notebook, name: str, settings: Settings) -> FileResult:
     """Lint a notebook's joined code (positions in the joined code)."""
-    problem = nesting_problem(notebook.code)
-    if problem is not None:
-        return FileResult(name, [not_analysed(name, problem)])
     return lint_python(notebook.code, name, settings)
 
 

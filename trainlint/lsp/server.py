@@ -37,10 +37,10 @@ from pygls.uris import to_fs_path
 from trainlint import __version__
 from trainlint.config import ConfigError, Settings, find_config, load_settings
 from trainlint.diagnostics import Applicability, Diagnostic
-from trainlint.engine.lint import PARSE_ERROR, FileResult
+from trainlint.engine.results import PARSE_ERROR, FileResult, could_not_analyse, error_diagnostic
 from trainlint.report.lsp import lsp_range
 from trainlint.lsp import actions
-from trainlint.lsp.analysis import lint_buffer, lint_cells, not_analysed, safe_cell_fixes, safe_fixes, warm_up
+from trainlint.lsp.analysis import lint_buffer, lint_cells, safe_cell_fixes, safe_fixes, warm_up
 from trainlint.lsp.contained import ContainedFailure, ContainedProcess
 from trainlint.lsp.notebooks import NOTEBOOK_SYNC, CellText, by_cell, by_cell_number, code_size
 from trainlint.lsp.options import EditorOptions, parse_options
@@ -181,11 +181,11 @@ class TrainlintServer(LanguageServer):
         """`function(text, name, settings)` in the contained child; a TL000 when `size` is over
         max-file-size (`too_large` says what, up to its size) or the child fails."""
         if size > settings.max_file_size:
-            return FileResult(name, [not_analysed(name, f"{too_large} > max-file-size {settings.max_file_size})")])
+            return FileResult(name, [error_diagnostic(name, f"{too_large} > max-file-size {settings.max_file_size})")])
         try:
             return self.contained.call(function, text, name, settings)
         except ContainedFailure as exc:
-            return FileResult(name, [not_analysed(name, f"could not be analysed: {exc}")])
+            return FileResult(name, [could_not_analyse(name, str(exc))])
 
     async def lint(self, uri: str) -> None:
         """Lint the document's current text and publish the result (unless it changed meanwhile)."""

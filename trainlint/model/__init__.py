@@ -1,10 +1,9 @@
 """The training-code model: what one pass over a module learns about its training step."""
 
 from trainlint.model.facts import Assign, Call, Condition, FormattedValue, Function, Loop, Site, WithItem
-from trainlint.model.training import AnalysisSettings, TrainingModel
+from trainlint.model.training import TrainingModel
 
 __all__ = [
-    "AnalysisSettings",
     "Assign",
     "Call",
     "Condition",

@@ -10,7 +10,7 @@ and can be cached by content hash.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from trainlint.model.names import tokens
 from trainlint.model.torchnames import GRAD_SCALER, is_clip_name
@@ -113,6 +113,14 @@ def value_from_json(data: dict[str, Any]) -> Value:
 
 
 EMPTY = ModuleSummary()
+
+
+class ProjectLookup(Protocol):
+    """What the model asks of the project phase, which knows files, caches and other modules."""
+
+    def symbol(self, from_file: str, qualname: str) -> FunctionSummary | ClassSummary | None:
+        """The summary of a name a module imports from a local module (None for libraries)."""
+        ...
 
 
 class Summarizer:

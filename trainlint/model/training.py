@@ -19,6 +19,7 @@ from bisect import bisect_left, bisect_right
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Callable
 
+from trainlint.config import AnalysisSettings
 from trainlint.model.extract import Extractor
 from trainlint.model.gates import child_nodes
 from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Site
@@ -68,8 +69,7 @@ STEP_NAME_WORDS = frozenset({"step", "train", "training", "update", "batch", "it
 
 
 if TYPE_CHECKING:
-    from trainlint.model.summary import FunctionSummary, Summarizer
-    from trainlint.project.index import Project
+    from trainlint.model.summary import FunctionSummary, ProjectLookup, Summarizer
 
 TEST_DIRS = frozenset({"tests", "test", "testing", "test_utils", "unittests"})
 
@@ -132,14 +132,6 @@ def _runs_once(fn: Function) -> bool:
     return any(d in ONCE_DECORATORS for d in fn.decorators)
 
 
-@dataclass
-class AnalysisSettings:
-    """Project-specific names the analysis should know (from `[tool.trainlint]`)."""
-
-    step_functions: frozenset[str] = frozenset()
-    gate_names: frozenset[str] = frozenset()
-
-
 @dataclass(eq=False)
 class TrainingModel:
     """Facts of one module and the per-step analysis over them."""
@@ -155,7 +147,7 @@ class TrainingModel:
     settings: AnalysisSettings = field(default_factory=AnalysisSettings)
     classes: list[ClassInfo] = field(default_factory=list)
     path: str = ""
-    project: "Project | None" = None
+    project: "ProjectLookup | None" = None
     # memoised answers of the project phase (the same qualname and call are asked about many times)
     _symbols: dict = field(default_factory=dict, init=False, repr=False)
     _call_summaries: dict = field(default_factory=dict, init=False, repr=False)
@@ -166,7 +158,7 @@ class TrainingModel:
         module: cst.Module,
         settings: AnalysisSettings | None = None,
         path: str = "",
-        project: "Project | None" = None,
+        project: "ProjectLookup | None" = None,
     ) -> "TrainingModel":
         """Extract the facts of a module and analyse its training step.
 

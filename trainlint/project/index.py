@@ -303,7 +303,7 @@ def _shared_entry(path: Path, stat: os.stat_result, depth: int) -> str | None:
     if _SHARED_FOLDER is None:
         return None
     key = f"{os.path.abspath(path)}\0{stat.st_size}\0{stat.st_mtime_ns}\0{depth}".encode("utf-8", "surrogatepass")
-    from trainlint.engine.cache import digest
+    from trainlint.reading import digest
 
     hashed = digest()
     hashed.update(key)

@@ -19,7 +19,7 @@ from trainlint.diagnostics import Applicability, Diagnostic
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from trainlint.engine.lint import FileResult
+    from trainlint.engine.results import FileResult
     from trainlint.report.text import SourceLines
 
 COLOR_CHOICES = ("auto", "always", "never")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from trainlint.rules.rule import Rule
 from trainlint.rules.tl101_low_precision_params_trained import LowPrecisionParamsTrained
 from trainlint.rules.tl102_fp16_autocast_without_scaler import Fp16AutocastWithoutScaler
@@ -25,6 +27,9 @@ from trainlint.rules.tl202_fp16_without_clipping import Fp16WithoutClipping
 from trainlint.rules.tl301_retain_graph_in_loop import RetainGraphInLoop
 from trainlint.rules.tl401_host_sync_in_step import HostSyncInStep
 from trainlint.rules.tl403_memory_stats_in_step import MemoryStatsInStep
+
+if TYPE_CHECKING:
+    from trainlint.config import Settings
 
 ALL_RULES: tuple[type[Rule], ...] = tuple(
     sorted(
@@ -94,3 +99,8 @@ def select_rules(
         if on >= 0 and on > off:  # a selector and an ignore equally specific: the ignore wins
             chosen.append(rule)
     return chosen
+
+
+def enabled_codes(settings: Settings) -> tuple[str, ...]:
+    """The codes of the rules a configuration enables."""
+    return tuple(r.code for r in select_rules(*settings.rule_selectors()))

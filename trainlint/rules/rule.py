@@ -37,6 +37,10 @@ class Finding:
     facts: dict[str, object] = field(default_factory=dict)
 
 
+class UnreadableInput(ValueError):
+    """A non-Python input (a JSON config) that cannot be read at all: the engine reports a TL000."""
+
+
 class Rule:
     """Base class of all rules. Subclasses set the class attributes and implement `check`.
 
@@ -61,6 +65,8 @@ class Rule:
     verification: ClassVar[str] = ""
     valid: ClassVar[tuple[str, ...]] = ()
     invalid: ClassVar[tuple[str, ...]] = ()
+    # file suffixes of non-Python inputs this rule reads through `check_text` (".json" for configs)
+    text_inputs: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
@@ -71,3 +77,8 @@ class Rule:
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         raise NotImplementedError
+
+    def check_text(self, text: str) -> list[tuple[int, int, str]]:
+        """(line, column, message) findings in a non-Python input named by `text_inputs`; raises
+        UnreadableInput for one that cannot be read at all."""
+        return []

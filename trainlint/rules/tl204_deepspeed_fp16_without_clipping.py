@@ -9,7 +9,7 @@ import libcst as cst
 
 from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
-from trainlint.rules.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule, UnreadableInput
 
 
 def config_problem(config: dict) -> str | None:
@@ -25,19 +25,15 @@ def config_problem(config: dict) -> str | None:
     return None
 
 
-class UnreadableConfig(ValueError):
-    """A JSON config that cannot be read at all (nested deeper than the JSON reader recurses)."""
-
-
 def json_findings(text: str) -> list[tuple[int, int, str]]:
     """(line, column, message) for a DeepSpeed JSON config; positions point at the `fp16` key.
 
-    Text that is not JSON gives no findings; JSON nested too deep to read raises UnreadableConfig.
+    Text that is not JSON gives no findings; JSON nested too deep to read raises UnreadableInput.
     """
     try:
         config = json.loads(text)
     except RecursionError:
-        raise UnreadableConfig("cannot read JSON config: nested too deep") from None
+        raise UnreadableInput("cannot read JSON config: nested too deep") from None
     except ValueError:
         return []
     if not isinstance(config, dict):
@@ -114,6 +110,11 @@ import deepspeed
 deepspeed.initialize(model=model, config={"fp16": {"enabled": True}, "gradient_clipping": 0})
 """,
     )
+
+    text_inputs = (".json",)
+
+    def check_text(self, text: str) -> list[tuple[int, int, str]]:
+        return json_findings(text)
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         for call in model.calls:

@@ -1,0 +1,66 @@
+"""What linting one file produces, and the TL000 diagnostics of a file that could not be linted."""
+
+from __future__ import annotations
+
+import io
+import os
+import tokenize
+from dataclasses import dataclass, field
+
+from trainlint.diagnostics import Diagnostic, Severity
+
+PARSE_ERROR = ("TL000", "parse-error")
+
+
+@dataclass
+class FileResult:
+    """The outcome of linting one file."""
+
+    path: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    source: str | None = None
+    internal_error: bool = False
+    # False for an outcome that depends on the machine, not the file (a crash, the time or memory limit)
+    cacheable: bool = True
+    # other files the result depends on (local modules it imports): (path, size, mtime_ns), -1 if absent
+    dependencies: tuple[tuple[str, int, int], ...] = ()
+
+    @property
+    def failed(self) -> bool:
+        return any(d.code == PARSE_ERROR[0] for d in self.diagnostics)
+
+
+def file_state(path: str) -> tuple[str, int, int]:
+    """What says whether a file changed: (path, size, modification time in ns); -1s when absent."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (path, -1, -1)
+    return (path, st.st_size, st.st_mtime_ns)
+
+
+def could_not_analyse(path: str, why: str) -> Diagnostic:
+    """The TL000 of a file that was refused or lost: its pre-check, a crash, the time or memory limit."""
+    return error_diagnostic(path, f"could not be analysed: {why}")
+
+
+def error_diagnostic(path: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
+    """A TL000 at a position of the file: it cannot be read, decoded, parsed or analysed."""
+    return Diagnostic(
+        code=PARSE_ERROR[0],
+        name=PARSE_ERROR[1],
+        message=message,
+        severity=Severity.ERROR,
+        path=path,
+        line=line,
+        column=column,
+        end_line=line,
+        end_column=column,
+    )
+
+
+def decode(data: bytes) -> str:
+    """Decode source bytes by their PEP 263 cookie (UTF-8 by default); raises UnicodeDecodeError/SyntaxError."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    text = data.decode(encoding)
+    return text[1:] if text.startswith("\ufeff") else text
