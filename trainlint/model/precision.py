@@ -12,7 +12,7 @@ from trainlint.model.extract import Call, Function
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import dtype_name
 from trainlint.model.training import TrainingModel
-from trainlint.model.values import Kind
+from trainlint.model.lattice import Kind
 
 
 @dataclass(frozen=True)

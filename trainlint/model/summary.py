@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from trainlint.model.names import tokens
 from trainlint.model.torchnames import GRAD_SCALER, is_clip_name
-from trainlint.model.values import HOST, UNKNOWN, Kind, Value
+from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Call, ClassInfo, Function

@@ -23,7 +23,9 @@ from trainlint.config import AnalysisSettings
 from trainlint.model.extract import Extractor
 from trainlint.model.gates import child_nodes
 from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Site
-from trainlint.model.values import MODULE_RESULT_WORDS, Kind, Value, ValueModel
+from trainlint.model.lattice import Kind, Value
+from trainlint.model.value_calls import MODULE_RESULT_WORDS
+from trainlint.model.values import ValueModel
 from trainlint.model.names import ImportMap, dotted, root_name, tokens
 from trainlint.model.torchnames import literal_string
 from trainlint.model.walk import walk

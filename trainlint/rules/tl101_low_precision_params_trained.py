@@ -11,7 +11,7 @@ from trainlint.model import Call, TrainingModel
 from trainlint.model.names import dotted
 from trainlint.model.precision import Cast, parameter_casts, reaches, root_name
 from trainlint.model.torchnames import LOW_PRECISION_STRINGS, is_false
-from trainlint.model.values import Kind
+from trainlint.model.lattice import Kind
 from trainlint.rules.rule import Finding, Rule
 
 # Optimizers that keep no fp32 master copy of the parameters they update.

@@ -9,7 +9,7 @@ import libcst as cst
 
 from trainlint.model import Call, TrainingModel
 from trainlint.model.torchnames import GRAD_SCALER
-from trainlint.model.values import Kind
+from trainlint.model.lattice import Kind
 from trainlint.model.precision import scaled_backward_scaler
 from trainlint.rules.rule import Finding, Rule
 

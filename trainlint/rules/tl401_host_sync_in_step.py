@@ -11,7 +11,7 @@ from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.gates import child_nodes
 from trainlint.model.names import dotted as dotted_name, tokens
 from trainlint.model.torchnames import literal_string
-from trainlint.model.values import HOST, Kind, Value
+from trainlint.model.lattice import HOST, Kind, Value
 from trainlint.rules.rule import Finding, Rule
 
 SYNC_METHODS = frozenset({"item", "cpu", "tolist", "numpy"})

@@ -11,7 +11,7 @@ from trainlint.model import Call, TrainingModel
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, RANDOM_FACTORIES as RANDOM
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import literal_string
-from trainlint.model.values import HOST
+from trainlint.model.lattice import HOST
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule
 
 

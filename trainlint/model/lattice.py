@@ -1,0 +1,108 @@
+"""The value lattice: the abstract kinds of expressions (a tensor with its device, graph and dtype; a
+module with its parameter dtype; an optimizer, a scaler, ...) and their join."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+
+class Kind(str, enum.Enum):
+    TENSOR = "tensor"
+    MODULE = "module"
+    OPTIMIZER = "optimizer"
+    SCALER = "scaler"  # a GradScaler, or a project object that scales, steps and updates
+    SCHEDULER = "scheduler"
+    DATALOADER = "dataloader"
+    NUMBER = "number"
+    STRING = "string"
+    BOOL = "bool"
+    NONE = "none"
+    COLLECTION = "collection"  # list, tuple, dict, set, parameters(), a tokenizer's output
+    HOST_ARRAY = "host_array"  # numpy arrays and other host data
+    OBJECT = "object"  # an instance of a known non-tensor class
+    UNKNOWN = "unknown"
+
+
+HOST, ACCEL, UNKNOWN_DEVICE = "host", "accelerator", "unknown"
+
+
+@dataclass(frozen=True)
+class Value:
+    """The abstract value of an expression."""
+
+    kind: Kind = Kind.UNKNOWN
+    device: str = UNKNOWN_DEVICE  # tensors: where the data lives; modules: where the parameters live
+    graph: bool | None = None  # tensors: carries autograd history (True), detached (False), unknown
+    dtype: str | None = None  # tensors and modules (parameter dtype), when known
+    origin: str | None = None  # the class or callable that made it: "torch.optim.AdamW", "utils.NativeScaler"
+    enabled: bool | None = None  # scalers: `GradScaler(enabled=False)` is the identity
+    element: "Value | None" = None  # collections: what an element is, when known
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind is Kind.TENSOR
+
+    @property
+    def on_host(self) -> bool:
+        """Known not to live on an accelerator: reading it waits for nothing."""
+        if self.kind is Kind.TENSOR:
+            return self.device == HOST
+        return self.kind in (Kind.NUMBER, Kind.STRING, Kind.BOOL, Kind.NONE, Kind.HOST_ARRAY)
+
+    def __or__(self, other: "Value") -> "Value":
+        """The join of two possible values (a name bound on two paths)."""
+        if self == other:
+            return self
+        if self.kind is not other.kind:
+            # a tensor on one path wins over a number seed (`total = 0.0`, `total += loss`)
+            for a, b in ((self, other), (other, self)):
+                if a.kind is Kind.TENSOR and b.kind in (Kind.NUMBER, Kind.NONE, Kind.UNKNOWN):
+                    return replace(a, device=a.device if b.kind is not Kind.UNKNOWN else UNKNOWN_DEVICE)
+                if b.kind in (Kind.NONE,):
+                    return a
+            return UNKNOWN
+        return Value(
+            self.kind,
+            self.device if self.device == other.device else UNKNOWN_DEVICE,
+            join_graph(self.graph, other.graph),
+            self.dtype if self.dtype == other.dtype else None,
+            self.origin if self.origin == other.origin else None,
+            self.enabled if self.enabled == other.enabled else None,
+            self.element if self.element == other.element else None,
+        )
+
+
+def join_graph(a: bool | None, b: bool | None) -> bool | None:
+    if a is True or b is True:
+        return True
+    if a is False and b is False:
+        return False
+    return None
+
+
+UNKNOWN = Value()
+NUMBER = Value(Kind.NUMBER, HOST)
+STRING = Value(Kind.STRING, HOST)
+BOOL = Value(Kind.BOOL, HOST)
+NONE = Value(Kind.NONE, HOST)
+HOST_DATA = Value(Kind.HOST_ARRAY, HOST)
+TENSOR = Value(Kind.TENSOR)
+
+
+# what a name is while its own definition is being evaluated (`x = x.to(device)` in a loop): no
+# information, dropped from joins and never memoised, so the other definitions decide
+CYCLE = Value(Kind.UNKNOWN, origin="<cycle>")
+
+
+def join(values: Iterable[Value]) -> Value:
+    out: Value | None = None
+    for v in values:
+        if v is CYCLE:
+            continue
+        out = v if out is None else out | v
+    return out or CYCLE
+
+
+# -- knowledge of the API surface ------------------------------------------------------------

@@ -1,0 +1,350 @@
+"""What calls return: torch factories and functions, library constructors, methods of tensors and
+modules, project functions through their summaries. A mixin of `ValueModel` (`values.py`), which
+evaluates every other kind of expression."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from trainlint.model.lattice import (
+    ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NUMBER, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value,
+)
+from trainlint.model.names import dotted, tokens
+from trainlint.model.torchnames import (
+    DETERMINISTIC_FACTORIES,
+    GRAD_SCALER,
+    RANDOM_FACTORIES,
+    dtype_name,
+    is_false,
+    is_true,
+    literal_string,
+)
+
+if TYPE_CHECKING:
+    from trainlint.model.facts import Function, Site
+    from trainlint.model.training import TrainingModel
+
+
+TENSOR_NAMESPACES = ("torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special", "torch.distributions")
+NOT_TENSOR_FUNCTIONS = frozenset(
+    """no_grad enable_grad inference_mode device dtype manual_seed seed compile numel typename save load
+    is_tensor is_floating_point set_grad_enabled autocast get_default_dtype set_default_dtype
+    set_float32_matmul_precision use_deterministic_algorithms""".split()
+)
+# tensor methods whose result is a tensor on the receiver's device, keeping its graph
+TENSOR_METHODS = frozenset(
+    """sum mean clone float half bfloat16 double abs max min norm pow sqrt exp log std var view reshape
+    squeeze unsqueeze argmax argmin eq ne gt lt ge le softmax log_softmax sigmoid tanh relu mul add sub
+    div matmul mm bmm masked_fill contiguous flatten any all prod cumsum gather expand expand_as permute
+    transpose t square neg sign clamp clamp_ type_as repeat narrow chunk split unbind index_select
+    masked_select nansum logsumexp topk sort round floor ceil long int bool to_dense isnan isinf
+    isfinite logical_and logical_or logical_not where detach_ mul_ add_ div_ sub_ float_power reciprocal
+    rsqrt exp_ log1p expm1 trace diag diagonal triu tril nan_to_num count_nonzero unsqueeze_ squeeze_
+    view_as reshape_as flip roll""".split()
+)
+NUMBER_METHODS = frozenset({"item", "tolist", "size", "dim", "numel", "nelement", "element_size", "get_device", "data_ptr", "stride"})
+HOST_METHODS = frozenset({"numpy"})
+TENSOR_ATTRIBUTES = frozenset({"loss", "logits", "last_hidden_state", "hidden_states", "pooler_output", "grad", "data", "T", "mT", "real", "imag"})
+HOST_ATTRIBUTES = frozenset({"shape", "device", "dtype", "ndim", "is_cuda", "requires_grad", "param_groups", "state", "training"})
+MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "bfloat16", "float", "double", "train", "eval", "requires_grad_", "to_empty", "apply", "type", "xpu"})
+MODULE_RESULT_WORDS = frozenset(
+    """model net network module criterion loss encoder decoder head backbone generator discriminator
+    classifier critic actor policy transformer gpt bert vae unet forward""".split()
+)
+CONFIG_NAMES = frozenset({"args", "cfg", "config", "opt", "opts", "hparams", "hp", "flags", "FLAGS", "conf"})
+PREDICATE_PREFIXES = ("is_", "has_", "should_", "can_", "use_")
+# names that, unbound, are modules: `vae.cpu()` offloads a model, it reads no value
+MODULE_NAME_WORDS = frozenset(
+    """model net network module vae unet encoder decoder backbone generator discriminator classifier critic
+    actor policy transformer gpt bert teacher student pipeline pipe""".split()
+)
+HOST_CALL_WORDS = frozenset({"tokenizer", "tokenize", "encode", "decode", "processor", "feature", "extractor", "json", "yaml", "open", "read"})
+COLLECTION_BUILTINS = frozenset({"list", "tuple", "dict", "set", "sorted", "zip", "enumerate", "range", "map", "filter", "reversed"})
+NUMBER_BUILTINS = frozenset({"float", "int", "len", "round", "abs", "sum", "min", "max", "bool", "hash", "ord"})
+
+
+def device_of_argument(expr: cst.BaseExpression | None) -> str:
+    """`"cpu"` -> host; `"cuda"`, `device`, `torch.device("cuda")` -> accelerator-or-unknown."""
+    text = literal_string(expr)
+    if text is not None:
+        return HOST if text.split(":")[0] == "cpu" else ACCEL
+    if isinstance(expr, cst.Call) and expr.args:
+        return device_of_argument(expr.args[0].value)
+    return UNKNOWN_DEVICE
+
+
+class CallValues:
+    """The call-evaluating half of `ValueModel`."""
+
+    model: "TrainingModel"
+
+    def of(self, expr: cst.BaseExpression, function: "Function | None", at: "Site | None" = None) -> Value:
+        raise NotImplementedError
+
+    # -- calls ---------------------------------------------------------------------------------
+    def _call(self, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
+        m = self.model
+        func = call.func
+        qual = m.imports.resolve(func)
+        if qual is not None:
+            value = self._library_call(qual, call, fn, at)
+            if value is not None:
+                return value
+        if isinstance(func, cst.Attribute):
+            return self._method_call(func.attr.value, func.value, call, fn, at)
+        if isinstance(func, cst.Name):
+            name = func.value
+            if qual is None:
+                if name in ("any", "all") and call.args:
+                    inner = self.of(call.args[0].value, fn, at)
+                    if inner.kind is Kind.COLLECTION and inner.element is not None and inner.element.is_tensor:
+                        # `any(not torch.isfinite(p.grad).all() for p in params)` reads each tensor
+                        return Value(Kind.TENSOR, inner.element.device, False, "bool")
+                    return BOOL
+                if name in ("sum", "min", "max", "abs") and call.args:
+                    # `sum(F.mse_loss(q, t) for q in qs)`, `max(a_loss, b_loss)`: tensors in, a tensor out
+                    inner = [self.of(a.value, fn, at) for a in call.args if a.keyword is None]
+                    elements = [v.element if v.kind is Kind.COLLECTION and v.element is not None else v for v in inner]
+                    tensors = [e for e in elements if e.kind is Kind.TENSOR]
+                    if tensors:
+                        return self._arithmetic(tensors)
+                if name in NUMBER_BUILTINS:
+                    return NUMBER if name != "bool" else BOOL
+                if name in ("str", "repr", "format"):
+                    return STRING
+                if name in COLLECTION_BUILTINS:
+                    inner = self.of(call.args[0].value, fn, at) if call.args else UNKNOWN
+                    element = inner.element if inner.kind is Kind.COLLECTION else None
+                    return Value(Kind.COLLECTION, HOST, element=element)
+                if name in ("getattr", "isinstance", "hasattr", "callable", "type", "id", "print", "super"):
+                    return BOOL if name in ("isinstance", "hasattr", "callable") else UNKNOWN
+                local = m.local_function(name)
+                if local is not None:
+                    return self.returns(local)
+                cls = m.local_class(name)
+                if cls is not None:
+                    return m.instance_of_local_class(name)
+            if qual is None and (name[:1].isupper() or name.startswith(PREDICATE_PREFIXES)) and not m.reaching(fn, name, at):
+                return self._by_words(name, at)  # `Net(cfg)`: an object of a class we cannot see
+            callee = self.of(func, fn, at)
+            if callee.kind is Kind.MODULE:
+                return self._forward(at, callee)
+            return self._by_words(name, at)
+        callee = self.of(func, fn, at)
+        if callee.kind is Kind.MODULE:
+            return self._forward(at, callee)
+        return UNKNOWN
+
+    def _forward(self, at: "Site | None", module: Value | None = None) -> Value:
+        """The output of a forward pass: a tensor with a graph, unless autograd is off there or the
+        module is frozen (`requires_grad_(False)`)."""
+        no_grad = at is not None and any(w.kind == "no_grad" for w in at.withs)
+        frozen = module is not None and module.graph is False
+        return Value(Kind.TENSOR, UNKNOWN_DEVICE, False if no_grad or frozen else True)
+
+    def _by_words(self, name: str, at: "Site | None") -> Value:
+        if name.startswith(PREDICATE_PREFIXES):
+            return BOOL  # `is_peft_model(model)`: a predicate
+        words = set(tokens(name))
+        if name[:1].isupper():  # `Net(cfg)`: constructing an object, not a forward pass
+            return Value(Kind.MODULE) if words & MODULE_NAME_WORDS else Value(Kind.OBJECT)
+        if words & HOST_CALL_WORDS:
+            return Value(Kind.COLLECTION, HOST)
+        if words & MODULE_RESULT_WORDS:
+            return self._forward(at)
+        return UNKNOWN
+
+    def _library_call(self, qual: str, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value | None:
+        m = self.model
+        namespace, _, last = qual.rpartition(".")
+        project = m.project_value(qual)
+        if project is not None:
+            return project
+        if qual in GRAD_SCALER or qual.endswith("ShardedGradScaler"):
+            enabled_arg = _kwarg(call, "enabled")
+            enabled = False if is_false(enabled_arg) else (True if enabled_arg is None or is_true(enabled_arg) else None)
+            if enabled_arg is not None and enabled is None:
+                resolved = self.of(enabled_arg, fn, at)
+                enabled = None if resolved.kind is not Kind.BOOL else None
+            return Value(Kind.SCALER, origin=qual, enabled=enabled)
+        if qual.startswith("torch.optim.lr_scheduler.") or "lr_scheduler" in qual:
+            return Value(Kind.SCHEDULER, origin=qual)
+        if qual.startswith("torch.optim.") and last[:1].isupper():
+            return Value(Kind.OPTIMIZER, origin=qual)
+        if last == "DataLoader":
+            return Value(Kind.DATALOADER, origin=qual)
+        if qual in ("copy.deepcopy", "copy.copy"):
+            return self.of(call.args[0].value, fn, at) if call.args else UNKNOWN
+        if qual.startswith(("numpy.", "math.", "random.", "time.", "os.", "json.", "pickle.")):
+            return NUMBER if qual.startswith(("math.", "time.", "random.")) else HOST_DATA
+        if last in ("from_pretrained", "from_config", "from_single_file"):
+            owner = namespace.rsplit(".", 1)[-1]
+            if any(w in owner for w in ("Tokenizer", "Processor", "Config", "Scheduler", "FeatureExtractor")):
+                return Value(Kind.OBJECT, HOST, origin=qual)
+            # models and pipelines (which hold models and move with `.to()`)
+            dtype = dtype_name(_kwarg(call, "torch_dtype") or _kwarg(call, "dtype"), m.imports)
+            return Value(Kind.MODULE, dtype=dtype, origin=qual)
+        if namespace.startswith("torch.nn") and last[:1].isupper() and not namespace.startswith("torch.nn.utils"):
+            return Value(Kind.MODULE, origin=qual)
+        if namespace.startswith("torch.nn.parallel") or last in ("DistributedDataParallel", "DataParallel", "FullyShardedDataParallel"):
+            return Value(Kind.MODULE, origin=qual)
+        if qual in ("torch.compile",) and call.args:
+            return self.of(call.args[0].value, fn, at)
+        if namespace in TENSOR_NAMESPACES and last[:1].islower():
+            if last in NOT_TENSOR_FUNCTIONS or last.startswith(("is_", "get_", "set_", "_")):
+                return UNKNOWN if last not in ("is_tensor", "is_floating_point") else BOOL
+            return self._torch_function(last, call, fn, at)
+        return None
+
+    def _torch_function(self, name: str, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
+        device_arg = _kwarg(call, "device")
+        dtype = dtype_name(_kwarg(call, "dtype"), self.model.imports)
+        if name in DETERMINISTIC_FACTORIES | RANDOM_FACTORIES or name in ("from_numpy", "as_strided", "zeros_like"):
+            if name.endswith("_like") and call.args:
+                source = self.of(call.args[0].value, fn, at)
+                device = device_of_argument(device_arg) if device_arg is not None else (
+                    source.device if source.kind is Kind.TENSOR else UNKNOWN_DEVICE
+                )
+                return Value(Kind.TENSOR, device, False, dtype)
+            device = device_of_argument(device_arg) if device_arg is not None else HOST
+            return Value(Kind.TENSOR, device, False, dtype, origin=f"torch.{name}")
+        args = [self.of(a.value, fn, at) for a in call.args if a.keyword is None]
+        elements: list[Value] = []
+        for a in args:
+            if a.kind is Kind.COLLECTION and a.element is not None:
+                elements.append(a.element)
+            else:
+                elements.append(a)
+        tensors = [e for e in elements if e.kind is Kind.TENSOR]
+        if not tensors:
+            return Value(Kind.TENSOR, UNKNOWN_DEVICE, None, dtype)
+        out = self._arithmetic(tensors)
+        return replace(out, dtype=dtype or out.dtype)
+
+    def _method_call(self, method: str, receiver: cst.BaseExpression, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
+        m = self.model
+        base = self.of(receiver, fn, at)
+        if base is CYCLE and method in MODULE_METHODS | TENSOR_METHODS:
+            return CYCLE
+        if base.kind is Kind.TENSOR:
+            if method in NUMBER_METHODS:
+                return NUMBER if method != "tolist" else Value(Kind.COLLECTION, HOST, element=NUMBER)
+            if method in HOST_METHODS:
+                return HOST_DATA
+            if method == "cpu":
+                return replace(base, device=HOST)
+            if method == "cuda":
+                return replace(base, device=ACCEL)
+            if method in ("detach", "detach_"):
+                return replace(base, graph=False)
+            if method == "to":
+                return self._moved(base, call)
+            if method in TENSOR_METHODS or method.endswith("_"):
+                out = base
+                if method in ("half", "float", "bfloat16", "double"):
+                    out = replace(out, dtype={"half": "float16", "float": "float32", "double": "float64"}.get(method, method))
+                if method in ("argmax", "argmin", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "long", "int", "bool", "round", "floor", "ceil"):
+                    out = replace(out, graph=False)
+                return out
+            return UNKNOWN
+        if base.kind is Kind.MODULE:
+            if method in MODULE_METHODS:
+                dtype = base.dtype
+                if method in ("half", "bfloat16"):
+                    dtype = "float16" if method == "half" else "bfloat16"
+                elif method == "float":
+                    dtype = "float32"
+                elif method == "to":
+                    for a in call.args:
+                        if a.keyword is None or a.keyword.value == "dtype":
+                            d = dtype_name(a.value, m.imports)
+                            if d is not None and not isinstance(a.value, cst.SimpleString):
+                                dtype = d
+                device = base.device
+                if method == "cpu":
+                    device = HOST
+                elif method == "cuda":
+                    device = ACCEL
+                graph = base.graph
+                if method == "requires_grad_":
+                    # a frozen module: its forward records no graph (for inputs that need none)
+                    graph = False if call.args and is_false(call.args[0].value) else None
+                return replace(base, dtype=dtype, device=device, graph=graph)
+            if method in ("parameters", "named_parameters", "state_dict", "modules", "children", "buffers"):
+                return Value(Kind.COLLECTION, base.device, origin="parameters")
+            if method in ("generate", "sample"):
+                return Value(Kind.TENSOR, base.device, False)
+            if method == "forward":
+                return self._forward(at)
+            summary = m.method_value(base, method)
+            if summary is not None:
+                return summary
+            return UNKNOWN
+        if base.kind in (Kind.NUMBER, Kind.STRING, Kind.BOOL, Kind.HOST_ARRAY, Kind.NONE):
+            if method in ("item", "tolist", "cpu", "numpy", "mean", "sum", "max", "min", "std"):
+                return NUMBER if base.kind is not Kind.HOST_ARRAY else HOST_DATA
+            return STRING if base.kind is Kind.STRING else UNKNOWN
+        if base.kind is Kind.COLLECTION:
+            if method in ("get", "pop", "popleft") and base.element is not None:
+                return base.element
+            if method in ("items", "values", "keys", "copy"):
+                return base
+            if base.device == HOST and method in ("tolist", "item"):
+                return NUMBER
+            return UNKNOWN
+        if base.kind in (Kind.OBJECT, Kind.SCALER, Kind.OPTIMIZER, Kind.SCHEDULER):
+            if base.kind is Kind.SCALER and method == "scale" and call.args:
+                return self.of(call.args[0].value, fn, at)
+            summary = m.method_value(base, method)
+            if summary is not None:
+                return summary
+            return UNKNOWN
+        # an unknown receiver: the method's name is the evidence
+        if method in ("item",):
+            return NUMBER
+        if method == "tolist":
+            return Value(Kind.COLLECTION, HOST, element=NUMBER)
+        if method == "numpy":
+            return HOST_DATA
+        if method in ("detach",):
+            return Value(Kind.TENSOR, UNKNOWN_DEVICE, False)
+        if method == "cpu":
+            return Value(Kind.UNKNOWN, HOST)
+        if method in ("self", "cls"):
+            return UNKNOWN
+        local = m.bound_method(receiver, method, fn)
+        if local is not None:
+            return self.returns(local)
+        words = set(tokens(method))
+        if words & HOST_CALL_WORDS:
+            return Value(Kind.COLLECTION, HOST)
+        receiver_text = dotted(receiver) or ""
+        if method in ("forward", "__call__") or (words & MODULE_RESULT_WORDS and not words & {"get", "load", "build", "make", "create", "save"}):
+            return self._forward(at)
+        if method in TENSOR_METHODS and (tokens(receiver_text.rsplit(".", 1)[-1]) and "loss" in tokens(receiver_text.rsplit(".", 1)[-1])):
+            return Value(Kind.TENSOR)
+        return UNKNOWN
+
+    @staticmethod
+    def _moved(base: Value, call: cst.Call) -> Value:
+        for a in call.args:
+            if a.keyword is None or a.keyword.value == "device":
+                if isinstance(a.value, (cst.SimpleString, cst.Call, cst.Name, cst.Attribute)):
+                    text = literal_string(a.value)
+                    if text is not None:
+                        return replace(base, device=HOST if text.split(":")[0] == "cpu" else ACCEL)
+                    name = dotted(a.value) or ""
+                    if name.startswith("torch.") and name.rsplit(".", 1)[-1] in ("float16", "bfloat16", "float32", "float", "half", "long", "int"):
+                        continue  # `.to(torch.float16)`: a dtype, not a device
+                    return replace(base, device=ACCEL if base.device != ACCEL else ACCEL)
+        return base
+
+
+def _kwarg(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == name:
+            return a.value
+    return None
