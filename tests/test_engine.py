@@ -116,7 +116,7 @@ def test_implicitly_concatenated_strings_are_not_called_a_syntax_error():
     [diagnostic] = lint_source(source, "train.py", Settings(**limits)).diagnostics
     assert diagnostic.code == "TL000" and "syntax error" not in diagnostic.message
     assert "rejects this valid file" in diagnostic.message
-    [diagnostic] = lint_source(source, "train.py", Settings()).diagnostics
+    [diagnostic] = lint_source(STEP + DEEP["implicit_strings.py"], "train.py", Settings()).diagnostics
     assert "max-chain" in diagnostic.message
 
 
@@ -132,6 +132,21 @@ def test_implicitly_concatenated_strings_are_not_called_a_syntax_error():
 )
 def test_the_pre_check_names_the_limit_a_file_exceeds(source, word):
     assert word in (refuse(source, Limits()) or "")
+
+
+def test_an_over_long_line_is_refused_before_it_is_tokenized(monkeypatch):
+    """A 1 MB list literal on one line: the tokenizer is quadratic in a line's length (about 30 s)."""
+    import trainlint.precheck as precheck
+
+    def no_tokens(*args, **kwargs):
+        raise AssertionError("tokenized an over-long line")
+
+    monkeypatch.setattr(precheck.tokenize, "_generate_tokens_from_c_tokenizer", no_tokens)
+    literal = "data = [" + ", ".join(str(i) for i in range(150_000)) + "]\n"
+    assert len(literal) > 1_000_000
+    [diagnostic] = lint_source(STEP + literal, "train.py", Settings()).diagnostics
+    assert diagnostic.code == "TL000"
+    assert diagnostic.message == f"could not be analysed: line 6 has {len(literal) - 1:,} characters (max-line-length 20,000)"
 
 
 def test_the_pre_check_clears_real_code():
