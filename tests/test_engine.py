@@ -203,6 +203,40 @@ def test_positions_fall_back_to_libcst_for_code_python_cannot_compile():
     assert nodes and positions(module, source, nodes) == {n: reference[n] for n in nodes}
 
 
+def _lines_run(source: str) -> int:
+    """How many lines of trainlint's own code linting `source` executes: its work, counted, not timed."""
+    count = 0
+
+    def line(frame, event, arg):
+        nonlocal count
+        count += event == "line"
+        return line
+
+    def call(frame, event, arg):
+        return line if "trainlint" in frame.f_code.co_filename else None
+
+    sys.settrace(call)
+    try:
+        lint_source(source, "train.py", Settings())
+    finally:
+        sys.settrace(None)
+    return count
+
+
+@pytest.mark.parametrize("statement", ["    total += loss\n", "    losses.append(loss)\n"])
+def test_the_work_grows_linearly_with_statements_repeated_in_a_loop(statement):
+    """800 `total += loss` in one loop took 40 s: each finding's position search, fix-safety proof
+    and reset check walked all the others. Doubling them must at most double the work (timings:
+    benchmarks/repeated_statements.py)."""
+
+    def loop(n: int) -> str:
+        return "import torch\nfor x in data:\n    loss = model(x)\n" + statement * n + "    loss.backward()\n    optimizer.step()\n"
+
+    lint_source(loop(2), "train.py", Settings())  # imports and one-off set-up
+    single, double = _lines_run(loop(50)), _lines_run(loop(100))
+    assert double - 2 * single < 0.05 * single, (single, double)
+
+
 def test_the_cyclic_collector_is_paused_while_a_file_is_analysed(monkeypatch):
     import trainlint.model.training as training
 
