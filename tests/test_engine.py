@@ -116,7 +116,7 @@ def test_implicitly_concatenated_strings_are_not_called_a_syntax_error():
     [diagnostic] = lint_source(source, "train.py", Settings(**limits)).diagnostics
     assert diagnostic.code == "TL000" and "syntax error" not in diagnostic.message
     assert "rejects this valid file" in diagnostic.message
-    [diagnostic] = lint_source(source, "train.py", Settings()).diagnostics
+    [diagnostic] = lint_source(STEP + DEEP["implicit_strings.py"], "train.py", Settings()).diagnostics
     assert "max-chain" in diagnostic.message
 
 
@@ -132,6 +132,21 @@ def test_implicitly_concatenated_strings_are_not_called_a_syntax_error():
 )
 def test_the_pre_check_names_the_limit_a_file_exceeds(source, word):
     assert word in (refuse(source, Limits()) or "")
+
+
+def test_an_over_long_line_is_refused_before_it_is_tokenized(monkeypatch):
+    """A 1 MB list literal on one line: the tokenizer is quadratic in a line's length (about 30 s)."""
+    import trainlint.engine.precheck as precheck
+
+    def no_tokens(*args, **kwargs):
+        raise AssertionError("tokenized an over-long line")
+
+    monkeypatch.setattr(precheck.tokenize, "_generate_tokens_from_c_tokenizer", no_tokens)
+    literal = "data = [" + ", ".join(str(i) for i in range(150_000)) + "]\n"
+    assert len(literal) > 1_000_000
+    [diagnostic] = lint_source(STEP + literal, "train.py", Settings()).diagnostics
+    assert diagnostic.code == "TL000"
+    assert diagnostic.message == f"could not be analysed: line 6 has {len(literal) - 1:,} characters (max-line-length 20,000)"
 
 
 def test_the_pre_check_clears_real_code():
@@ -186,6 +201,40 @@ def test_positions_fall_back_to_libcst_for_code_python_cannot_compile():
     reference = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     nodes = [n for n in iter_nodes(module) if isinstance(n, cst.Call)]
     assert nodes and positions(module, source, nodes) == {n: reference[n] for n in nodes}
+
+
+def _lines_run(source: str) -> int:
+    """How many lines of trainlint's own code linting `source` executes: its work, counted, not timed."""
+    count = 0
+
+    def line(frame, event, arg):
+        nonlocal count
+        count += event == "line"
+        return line
+
+    def call(frame, event, arg):
+        return line if "trainlint" in frame.f_code.co_filename else None
+
+    sys.settrace(call)
+    try:
+        lint_source(source, "train.py", Settings())
+    finally:
+        sys.settrace(None)
+    return count
+
+
+@pytest.mark.parametrize("statement", ["    total += loss\n", "    losses.append(loss)\n"])
+def test_the_work_grows_linearly_with_statements_repeated_in_a_loop(statement):
+    """800 `total += loss` in one loop took 40 s: each finding's position search, fix-safety proof
+    and reset check walked all the others. Doubling them must at most double the work (timings:
+    benchmarks/repeated_statements.py)."""
+
+    def loop(n: int) -> str:
+        return "import torch\nfor x in data:\n    loss = model(x)\n" + statement * n + "    loss.backward()\n    optimizer.step()\n"
+
+    lint_source(loop(2), "train.py", Settings())  # imports and one-off set-up
+    single, double = _lines_run(loop(50)), _lines_run(loop(100))
+    assert double - 2 * single < 0.05 * single, (single, double)
 
 
 def test_the_cyclic_collector_is_paused_while_a_file_is_analysed(monkeypatch):

@@ -18,6 +18,7 @@ MAX_LINES = 500
 # only: nothing is imported at run time.
 TYPE_ONLY_UPWARD = {
     ("trainlint.model.values", "trainlint.model.training"): "the value evaluator is handed the TrainingModel it serves",
+    ("trainlint.model.value_calls", "trainlint.model.training"): "the evaluator's call half reads the same TrainingModel",
     ("trainlint.model.summary", "trainlint.model.training"): "the summarizer is handed the TrainingModel it summarises",
 }
 

@@ -95,6 +95,7 @@ class _Search:
         self.anchors: list[tuple[Anchor, cst.CSTNode | None]] = []
         self.innermost: dict[int, int] = {}  # line -> index of the innermost anchor on it
         self.searched: set[int] = set()
+        self.resume: dict[str, int] = {}  # text -> where its search for the next node starts
 
     def run(self, tree: ast.Module) -> dict[cst.CSTNode, Anchor]:
         self._index(self.module.body, tree.body, ())
@@ -141,12 +142,17 @@ class _Search:
         first = next((ln.strip() for ln in code.splitlines() if ln.strip() and not ln.strip().startswith("#")), "")
         if not first:
             return
-        at = self.source.find(first)
+        # every statement holding an earlier match of the same text has been searched: resume after
+        # them, so that n repeated statements cost n searches, not n * n
+        at = self.source.find(first, self.resume.get(first, 0))
         while at >= 0 and node not in self.found:
             index = self.innermost.get(bisect.bisect_right(line_starts, at))
             if index is not None and index not in self.searched:
                 self._nodes(index)
+            if node in self.found:
+                break
             at = self.source.find(first, at + 1)
+        self.resume[first] = at if at >= 0 else len(self.source)
 
     def _nodes(self, index: int) -> None:
         """Record the wanted nodes of an anchor's statement, not entering its nested block's statements."""

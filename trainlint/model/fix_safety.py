@@ -12,11 +12,10 @@ answer is "no" only when it is proven.
 
 from __future__ import annotations
 
-from typing import Iterator
-
 import libcst as cst
 
 from trainlint.model import Site, TrainingModel
+from trainlint.model.gates import child_nodes
 from trainlint.model.names import dotted
 
 # reading one of these gives a number or a detached copy: the history goes no further
@@ -27,33 +26,47 @@ _STORING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "se
 _AUTOGRAD_FUNCTIONS = frozenset({"torch.autograd.grad", "torch.autograd.backward", "torch.autograd.functional.vjp"})
 _MAX_NAMES = 64  # a store that taints this many names is not proven anything about
 
-_last_parents: list[tuple[cst.Module, dict[int, cst.CSTNode]]] = []  # the last module's table
+class _Index:
+    """A module's parent table and its names and attribute chains by spelling, built in one walk
+    (libcst nodes do not know their parent). With it, each question costs the reads of the names it
+    follows rather than a walk of the scope: 800 `total += loss` in one loop were 800 walks of it."""
 
+    def __init__(self, model: TrainingModel) -> None:
+        self.module = model.module
+        self.parents: dict[int, cst.CSTNode] = {}
+        self.spelled: dict[str, list[cst.CSTNode]] = {}
+        stack: list[cst.CSTNode] = [model.module]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (cst.Name, cst.Attribute)):
+                text = dotted(node)
+                if text is not None:
+                    self.spelled.setdefault(text, []).append(node)
+            # `child_nodes` leaves out `*args` and `**kwargs` (fields named like punctuation)
+            children = node.children if type(node) is cst.Parameters else child_nodes(node)
+            for child in children:
+                self.parents[id(child)] = node
+                stack.append(child)
+        self.backward_nodes = {
+            id(c.node) for c in model.calls if model.is_backward(c) or (c.qualname or "") in _AUTOGRAD_FUNCTIONS
+        }
+        self.module_functions = {fn.name for fn in model.functions}
+        self.answers: dict[tuple[str, int], bool] = {}
 
-def _parents(module: cst.Module) -> dict[int, cst.CSTNode]:
-    """Each node's parent, by id (libcst nodes do not know theirs); built once per module."""
-    if _last_parents and _last_parents[0][0] is module:
-        return _last_parents[0][1]
-    table: dict[int, cst.CSTNode] = {}
-    stack: list[cst.CSTNode] = [module]
-    while stack:
-        node = stack.pop()
-        for child in node.children:
-            table[id(child)] = node
-            stack.append(child)
-    _last_parents[:] = [(module, table)]
-    return table
+    def reads(self, scope: cst.CSTNode, name: str) -> list[cst.CSTNode]:
+        """Names and attribute chains in `scope` spelled `name` (`self.loss`)."""
+        found = self.spelled.get(name, [])
+        if scope is self.module:
+            return found
+        return [node for node in found if self._inside(node, scope)]
 
-
-def _reads(scope: cst.CSTNode, name: str) -> Iterator[cst.BaseExpression]:
-    """Names and attribute chains in `scope` spelled `name` (`self.loss`), outermost match only."""
-    stack: list[cst.CSTNode] = [scope]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (cst.Name, cst.Attribute)) and dotted(node) == name:
-            yield node
-            continue
-        stack.extend(node.children)
+    def _inside(self, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
+        while node is not scope:
+            parent = self.parents.get(id(node))
+            if parent is None:
+                return False
+            node = parent
+        return True
 
 
 def _targets(node: cst.CSTNode) -> list[str] | None:
@@ -82,12 +95,18 @@ def may_be_differentiated(model: TrainingModel, target: str, site: Site) -> bool
     `self.x` is followed through every method of the module; a plain name through its function
     (or the module's top level). False only when every path from every read ends in a sink.
     """
-    parents = _parents(model.module)
-    backward_nodes = {
-        id(c.node) for c in model.calls if model.is_backward(c) or (c.qualname or "") in _AUTOGRAD_FUNCTIONS
-    }
-    module_functions = {fn.name for fn in model.functions}
+    index = model.fix_safety_index
+    if index is None:
+        index = model.fix_safety_index = _Index(model)
     local_scope: cst.CSTNode = site.function.node if site.function is not None else model.module
+    key = (target, id(local_scope))  # the answer depends on the site only through its scope
+    if key not in index.answers:
+        index.answers[key] = _may_be_differentiated(index, target, local_scope, site.function is None)
+    return index.answers[key]
+
+
+def _may_be_differentiated(index: _Index, target: str, local_scope: cst.CSTNode, top_level: bool) -> bool:
+    parents, backward_nodes, module_functions = index.parents, index.backward_nodes, index.module_functions
     seen: set[str] = set()
     work = [target]
     while work:
@@ -97,8 +116,8 @@ def may_be_differentiated(model: TrainingModel, target: str, site: Site) -> bool
         seen.add(name)
         if len(seen) > _MAX_NAMES:
             return True
-        scope = model.module if name.startswith("self.") or site.function is None else local_scope
-        for read in _reads(scope, name):
+        scope = index.module if name.startswith("self.") or top_level else local_scope
+        for read in index.reads(scope, name):
             flows = _flow(read, parents, backward_nodes, module_functions)
             if flows is None:
                 return True

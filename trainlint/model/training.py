@@ -153,6 +153,8 @@ class TrainingModel:
     # memoised answers of the project phase (the same qualname and call are asked about many times)
     _symbols: dict = field(default_factory=dict, init=False, repr=False)
     _call_summaries: dict = field(default_factory=dict, init=False, repr=False)
+    # the index `trainlint.model.fix_safety` builds for this module's fixes, with its answers
+    fix_safety_index: object = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def build(

@@ -8,7 +8,7 @@ import libcst as cst
 
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model.fix_safety import may_be_differentiated
-from trainlint.model import Assign, Call, Site, TrainingModel
+from trainlint.model import Assign, Call, Loop, Site, TrainingModel
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule
 
 
@@ -157,6 +157,7 @@ for i, (x, y) in enumerate(loader):
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         backpropagated = self._backpropagated(model)
+        stores = _Stores(model)
         for a in model.assigns:
             if not model.in_step(a.site) or model.under(a.site, "no_grad"):
                 continue
@@ -171,13 +172,13 @@ for i, (x, y) in enumerate(loader):
             if len(a.targets) != 1 or a.targets[0] in backpropagated:
                 continue
             target = a.targets[0]
-            if a.op == "AddAssign" and self._outlives_step(model, a, target):
+            if a.op == "AddAssign" and self._outlives_step(model, stores, a, target):
                 yield Finding(a.node, f"`{target} += ...` accumulates a tensor with its autograd graph: every step's graph stays alive", fix=_detach_fix(model, a.value, target, a.site))
         for call in model.calls:
             if call.method != "append" or len(call.node.args) != 1 or not model.in_step(call.site) or model.under(call.site, "no_grad"):
                 continue
             value = call.node.args[0].value
-            if call.receiver_text and call.receiver_text not in backpropagated and self._outlives_step(model, call, call.receiver_text):
+            if call.receiver_text and call.receiver_text not in backpropagated and self._outlives_step(model, stores, call, call.receiver_text):
                 if model.value(value, call.site).graph is True:
                     yield Finding(call.node, f"`{call.receiver_text}.append(...)` keeps every step's tensor with its autograd graph", fix=_detach_fix(model, value, call.receiver_text, call.site))
 
@@ -193,21 +194,26 @@ for i, (x, y) in enumerate(loader):
         return names
 
     @staticmethod
-    def _outlives_step(model: TrainingModel, fact: Assign | Call, target: str) -> bool:
+    def _outlives_step(model: TrainingModel, stores: _Stores, fact: Assign | Call, target: str) -> bool:
         """The accumulator is not reset (ungated) inside the step loop or step function holding `fact`."""
         if target.startswith("self."):
             return True
-        # a list drained in the same function is a queue (pipeline schedules), not a history
-        if any(
-            c.receiver_text == target and c.method in ("pop", "popleft", "clear") and c.site.function is fact.site.function
-            for c in model.calls
-        ):
-            return False
         loops = [l for l in fact.site.loops if l.is_step]
+        # the answer depends on `fact` only through its function and outermost step loop
+        key = (target, id(fact.site.function), id(loops[0]) if loops else None)
+        if key not in stores.answers:
+            stores.answers[key] = AutogradHistoryAccumulated._outlives(model, stores, fact, target, loops)
+        return stores.answers[key]
+
+    @staticmethod
+    def _outlives(model: TrainingModel, stores: _Stores, fact: Assign | Call, target: str, loops: list[Loop]) -> bool:
+        # a list drained in the same function is a queue (pipeline schedules), not a history
+        if (target, id(fact.site.function)) in stores.drained:
+            return False
         # `metrics[key] += v` is reset by rebinding `metrics`
-        names = {target, target[:-2]} if target.endswith("[]") else {target}
-        for a in model.assigns:
-            if a.op is not None or not names & set(a.targets) or a.site.function is not fact.site.function:
+        names = (target, target[:-2]) if target.endswith("[]") else (target,)
+        for a in [a for name in names for a in stores.plain.get(name, ())]:
+            if a.site.function is not fact.site.function:
                 continue
             if loops and loops[0] in a.site.loops and (
                 not a.site.gate_depths or model.every_step(a.site) or _on_step_branch(model, a)
@@ -216,7 +222,26 @@ for i, (x, y) in enumerate(loader):
             if not loops and a.site.function is not None and model.every_step(a.site):
                 return False
         return bool(loops) or (fact.site.function is not None and target not in fact.site.function.params and not any(
-            target in a.targets for a in model.assigns if a.site.function is fact.site.function))
+            a.site.function is fact.site.function for a in stores.bound.get(target, ())))
+
+
+class _Stores:
+    """The module's assignments and queue drains by name, and `_outlives_step`'s answers, for one
+    check: asked per finding, a scan of every assignment made n repeated `total += loss` cost n * n."""
+
+    def __init__(self, model: TrainingModel) -> None:
+        self.bound: dict[str, list[Assign]] = {}  # every assignment to a name
+        self.plain: dict[str, list[Assign]] = {}  # `=` (not `+=`) assignments to a name
+        for a in model.assigns:
+            for target in dict.fromkeys(a.targets):
+                self.bound.setdefault(target, []).append(a)
+                if a.op is None:
+                    self.plain.setdefault(target, []).append(a)
+        self.drained = {
+            (c.receiver_text, id(c.site.function)) for c in model.calls
+            if c.receiver_text and c.method in ("pop", "popleft", "clear")
+        }
+        self.answers: dict[tuple[str, int, int | None], bool] = {}
 
 
 def _on_step_branch(model: TrainingModel, assign: Assign) -> bool:
