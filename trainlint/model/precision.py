@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import libcst as cst
 
 from trainlint.model.extract import Call, Function
+from trainlint.model.lattice import Kind
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import dtype_name
 from trainlint.model.training import TrainingModel
-from trainlint.model.lattice import Kind
 
 
 @dataclass(frozen=True)

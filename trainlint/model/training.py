@@ -9,25 +9,33 @@ but not every step.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
-import re
-from bisect import bisect_left, bisect_right
-from pathlib import PurePath
-from typing import TYPE_CHECKING, Callable
-
 from trainlint.config import AnalysisSettings
+from trainlint.model.call_graph import CallGraph
 from trainlint.model.extract import Extractor
-from trainlint.model.gates import child_nodes
-from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Site
-from trainlint.model.lattice import Kind, Value
-from trainlint.model.value_calls import MODULE_RESULT_WORDS
-from trainlint.model.values import ValueModel
-from trainlint.model.names import ImportMap, dotted, root_name, tokens
+from trainlint.model.facts import (
+    Assign,
+    Call,
+    ClassInfo,
+    Condition,
+    FormattedValue,
+    Function,
+    Loop,
+    Site,
+)
+from trainlint.model.hooks import STEP_HOOKS, TRAINER_STEP_HOOKS
+from trainlint.model.lattice import Kind
+from trainlint.model.names import ImportMap, dotted, tokens
+from trainlint.model.reaching import ReachingDefinitions
+from trainlint.model.symbols import SymbolQueries
 from trainlint.model.torchnames import literal_string
+from trainlint.model.value_calls import MODULE_RESULT_WORDS
 from trainlint.model.walk import walk
 
 # Libraries that place training on a device by themselves.
@@ -37,26 +45,6 @@ ACCELERATOR_LIBRARIES = (
 )
 DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "xla", "mps", "gpu"})
 
-# Framework methods that run once per training step.
-STEP_HOOKS = frozenset(
-    {
-        "training_step",
-        "train_step",
-        "on_train_batch_start",
-        "on_train_batch_end",
-        "on_before_backward",
-        "on_after_backward",
-        "on_before_optimizer_step",
-        "on_before_zero_grad",
-        "optimizer_step",
-        "on_step_begin",
-        "on_step_end",
-        "on_substep_end",
-        "training_step_end",
-    }
-)
-# HF Trainer overrides that run per step, recognised in classes deriving from a *Trainer.
-TRAINER_STEP_HOOKS = frozenset({"compute_loss", "training_step"})
 # What a module needs in its text to hold a step of its own: a backward, an optimizer or scaler
 # `.step`, a step hook, a loss-scaler call (`loss_scaler(loss, opt)`); see `could_step`.
 _STEP_WORDS = ("backward", "scaler", *sorted(STEP_HOOKS | TRAINER_STEP_HOOKS))  # looked for in lower case
@@ -71,26 +59,8 @@ STEP_NAME_WORDS = frozenset({"step", "train", "training", "update", "batch", "it
 
 
 if TYPE_CHECKING:
-    from trainlint.model.summary import FunctionSummary, ProjectLookup, Summarizer
+    from trainlint.model.summary import ProjectLookup
 
-TEST_DIRS = frozenset({"tests", "test", "testing", "test_utils", "unittests"})
-
-
-def is_test_path(path: str) -> bool:
-    """`tests/...`, `test_*.py`, `*_test.py`, `conftest.py`: test code, not a training script."""
-    parts = PurePath(path).parts
-    name = parts[-1] if parts else ""
-    return (
-        name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
-        or any(p in TEST_DIRS for p in parts[:-1])
-    )
-
-
-# classes of frameworks that implement steps for their users' loops
-FRAMEWORK_WORDS = frozenset(
-    """precision plugin strategy accelerator callback algorithm hook trainer loop engine wrapper optimizer
-    scaler mixin amp connector""".split()
-)
 ONCE_DECORATORS = frozenset({"functools.lru_cache", "functools.cache", "lru_cache", "cache", "functools.cached_property", "cached_property"})
 
 
@@ -135,7 +105,7 @@ def _runs_once(fn: Function) -> bool:
 
 
 @dataclass(eq=False)
-class TrainingModel:
+class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions):
     """Facts of one module and the per-step analysis over them."""
 
     module: cst.Module
@@ -189,147 +159,6 @@ class TrainingModel:
         )
         model._analyse()
         return model
-
-    # -- values and summaries ------------------------------------------------------------------
-    @cached_property
-    def values(self) -> ValueModel:
-        """The value of any expression of this module (see `trainlint.model.values`)."""
-        return ValueModel(self)
-
-    def value(self, expr: cst.BaseExpression, at: Site | None = None, function: Function | None = None) -> Value:
-        """The abstract value of `expr`, used at `at` (whose function is the scope)."""
-        fn = at.function if at is not None else function
-        return self.values.of(expr, fn, at)
-
-    @cached_property
-    def summarizer(self) -> "Summarizer":
-        from trainlint.model.summary import Summarizer
-
-        return Summarizer(self, PurePath(self.path).name if self.path else "<module>")
-
-    @cached_property
-    def is_test_code(self) -> bool:
-        return bool(self.path) and is_test_path(self.path)
-
-    @cached_property
-    def _classes_by_name(self) -> dict[str, ClassInfo]:
-        return {c.name: c for c in self.classes}
-
-    def local_function(self, name: str) -> Function | None:
-        for fn in self._by_name.get(name, ()):
-            if fn.class_name is None:
-                return fn
-        return None
-
-    def local_class(self, name: str) -> ClassInfo | None:
-        return self._classes_by_name.get(name)
-
-    def instance_of_local_class(self, name: str) -> Value:
-        from trainlint.model.summary import class_kind
-
-        info = self._classes_by_name[name]
-        summary = self.summarizer.cls(info)
-        return Value(class_kind(info, summary.methods), origin=name)
-
-    def project_symbol(self, qualname: str):  # type: ignore[no-untyped-def]
-        """The summary of a name of a local module this one imports (None for libraries)."""
-        if self.project is None or not qualname:
-            return None
-        try:
-            return self._symbols[qualname]
-        except KeyError:
-            found = self._symbols[qualname] = self.project.symbol(self.path, qualname)
-            return found
-
-    def project_value(self, qualname: str) -> Value | None:
-        """What calling an imported project name returns: an instance of its class, or its result."""
-        from trainlint.model.summary import ClassSummary
-
-        symbol = self.project_symbol(qualname)
-        if symbol is None:
-            return None
-        if isinstance(symbol, ClassSummary):
-            return Value(symbol.kind, origin=qualname)
-        if symbol.returns.kind is not Kind.UNKNOWN:
-            return symbol.returns
-        owner, _, method = qualname.rpartition(".")
-        if method.startswith("from_") and isinstance(self.project_symbol(owner), ClassSummary):
-            # `GPT.from_pretrained(...)`: an alternative constructor
-            return Value(self.project_symbol(owner).kind, origin=owner)  # type: ignore[union-attr]
-        return None
-
-    def class_methods(self, origin: str | None) -> "dict[str, FunctionSummary] | None":
-        """Method summaries of the class that made a value (a local class, or a project one)."""
-        from trainlint.model.summary import ClassSummary
-
-        if origin is None:
-            return None
-        info = self._classes_by_name.get(origin)
-        if info is not None:
-            return {name: self.summarizer.function(fn) for name, fn in info.methods.items()}
-        symbol = self.project_symbol(origin)
-        return symbol.methods if isinstance(symbol, ClassSummary) else None
-
-    def method_value(self, base: Value, method: str) -> Value | None:
-        methods = self.class_methods(base.origin)
-        if methods is None or method not in methods:
-            return None
-        returns = methods[method].returns
-        return returns if returns.kind is not Kind.UNKNOWN else None
-
-    def bound_method(self, receiver: cst.BaseExpression, method: str, function: Function | None) -> Function | None:
-        """`self.helper(...)`: the method of the caller's class."""
-        if not (isinstance(receiver, cst.Name) and receiver.value in ("self", "cls")) or function is None:
-            return None
-        for fn in self._by_name.get(method, ()):
-            if fn.class_name == function.class_name:
-                return fn
-        return None
-
-    def project_call_summary(self, call: Call) -> "FunctionSummary | None":
-        """What a call into the project does: an imported function, a method of an object whose class
-        the analysis knows (local or imported), or calling such an object (`loss_scaler(loss, opt)`)."""
-        try:
-            return self._call_summaries[call]
-        except KeyError:
-            found = self._call_summaries[call] = self._project_call_summary(call)
-            return found
-
-    def _project_call_summary(self, call: Call) -> "FunctionSummary | None":
-        from trainlint.model.summary import ClassSummary, FunctionSummary
-
-        qual = call.qualname
-        if qual is not None and (qual.startswith(".") or qual.split(".", 1)[0] not in ("torch",)):
-            symbol = self.project_symbol(qual)
-            if isinstance(symbol, FunctionSummary):
-                return symbol
-            if isinstance(symbol, ClassSummary):
-                return None  # constructing an object
-        fn = call.site.function
-        if call.method is not None and call.receiver is not None and call.receiver_text not in ("self", "cls"):
-            base = self.values.of(call.receiver, fn, call.site)
-            methods = self.class_methods(base.origin)
-            if methods is not None:
-                return methods.get(call.method)
-        elif call.name is not None or (call.method is None):
-            callee = self.values.of(call.node.func, fn, call.site)
-            methods = self.class_methods(callee.origin)
-            if methods is not None:
-                return methods.get("__call__")
-            # `loss_scaler(loss, optimizer, clip_grad=...)`: a loss-scaler object handed in as a
-            # parameter (timm/DeiT/MAE style): it scales, backpropagates, steps and updates
-            name = call.name or ""
-            if "scaler" in tokens(name) and len(call.node.args) >= 2 and callee.kind in (Kind.UNKNOWN, Kind.SCALER):
-                clips = call.kwarg("clip_grad") is not None or call.kwarg("clip_value") is not None
-                return FunctionSummary(where=name, steps=True, backprops=True, scales=True, clips=clips)
-        return None
-
-    def call_summary(self, call: Call) -> "FunctionSummary | None":
-        """What a call does: a function of this module, or of the project."""
-        callee = self.callee(call)
-        if callee is not None:
-            return self.summarizer.function(callee)
-        return self.project_call_summary(call)
 
     # -- step events ---------------------------------------------------------------------------
     def is_optimizer_like(self, text: str | None) -> bool:
@@ -452,91 +281,6 @@ class TrainingModel:
     def is_step_event(self, call: Call) -> bool:
         return self.is_backward(call) or self.is_optimizer_step(call)
 
-    # -- call graph ----------------------------------------------------------------------------
-    @cached_property
-    def _by_name(self) -> dict[str, list[Function]]:
-        table: dict[str, list[Function]] = {}
-        for fn in self.functions:
-            table.setdefault(fn.name, []).append(fn)
-        return table
-
-    def callee(self, call: Call) -> Function | None:
-        """The function of this module a call invokes: `f(...)`, `self.f(...)` or `cls.f(...)`."""
-        if call.name is not None and call.qualname is None:
-            for fn in self._by_name.get(call.name, ()):
-                if fn.class_name is None:
-                    return fn
-            return None
-        if call.method is not None and call.receiver_text in ("self", "cls"):
-            caller = call.site.function
-            candidates = self._by_name.get(call.method, ())
-            for fn in candidates:
-                if caller is not None and fn.class_name == caller.class_name:
-                    return fn
-            return candidates[0] if len(candidates) == 1 else None
-        return None
-
-    @cached_property
-    def _calls_by_callee(self) -> dict[int, list[Call]]:
-        table: dict[int, list[Call]] = {}
-        for call in self.calls:
-            fn = self.callee(call)
-            if fn is not None:
-                table.setdefault(id(fn), []).append(call)
-        return table
-
-    @cached_property
-    def _calls_by_node(self) -> dict[int, Call]:
-        return {id(c.node): c for c in self.calls}
-
-    @cached_property
-    def _call_positions(self) -> dict[int, int]:
-        return {id(c): i for i, c in enumerate(self.calls)}
-
-    def call_position(self, call: Call) -> int:
-        """Where a call is in `calls` (source order)."""
-        return self._call_positions[id(call)]
-
-    def call_at(self, node: cst.CSTNode) -> Call | None:
-        """The call fact of a `cst.Call` node of this module."""
-        return self._calls_by_node.get(id(node))
-
-    @cached_property
-    def _assigns_by_statement(self) -> dict[int, list[Assign]]:
-        table: dict[int, list[Assign]] = {}
-        for a in self.assigns:
-            if a.site.statement is not None:
-                table.setdefault(id(a.site.statement), []).append(a)
-        return table
-
-    def assigns_in(self, statement: cst.CSTNode | None) -> list[Assign]:
-        """The assignments of one statement line."""
-        return self._assigns_by_statement.get(id(statement), []) if statement is not None else []
-
-    def calls_of(self, fn: Function) -> list[Call]:
-        """The calls of a function of this module."""
-        return self._calls_by_callee.get(id(fn), [])
-
-    def framework_internal(self, site: Site) -> bool:
-        """Code of a framework's class (a precision plugin, a trainer base, a strategy) that owns no
-        step loop: it implements a step for users' loops, it is not one."""
-        fn = site.function
-        if fn is None or fn.class_name is None:
-            return False
-        if any(loop.is_step and loop.function is not None and loop.function.class_name == fn.class_name for loop in self.loops):
-            return False
-        words = set(tokens(fn.class_name)).union(*(tokens(b.rsplit(".", 1)[-1]) for b in fn.class_bases))
-        return bool(words & FRAMEWORK_WORDS)
-
-    def _is_hook(self, fn: Function) -> bool:
-        if fn.name in self.settings.step_functions:
-            return True
-        if fn.class_name is None:
-            return False
-        if fn.name in STEP_HOOKS:
-            return True
-        return fn.name in TRAINER_STEP_HOOKS and any("Trainer" in b for b in fn.class_bases)
-
     def _analyse(self) -> None:
         # Functions that update weights (an optimizer step) or backpropagate outside any loop of their
         # own, directly or through such callees, to a fixpoint over calls.
@@ -658,108 +402,6 @@ class TrainingModel:
     def has_training_step(self) -> bool:
         """Whether this module backpropagates or steps an optimizer anywhere."""
         return any(self.is_step_event(c) for c in self.calls)
-
-    # -- values --------------------------------------------------------------------------------
-    @cached_property
-    def _assigns_by_name(self) -> dict[tuple[Function | None, str], list[Assign]]:
-        table: dict[tuple[Function | None, str], list[Assign]] = {}
-        for a in self.assigns:
-            for target in a.targets:
-                table.setdefault((a.site.function, target), []).append(a)
-        return table
-
-    @cached_property
-    def _assign_orders(self) -> dict[tuple[Function | None, str], list[int]]:
-        return {key: [a.site.order for a in assigns] for key, assigns in self._assigns_by_name.items()}
-
-    def bindings(self, function: Function | None, name: str) -> list[cst.BaseExpression]:
-        """Values assigned to `name` in this function (or at module level for None)."""
-        return [a.value for a in self._assigns_by_name.get((function, name), [])]
-
-    def reaching(self, function: Function | None, name: str, at: Site | None) -> list[Assign]:
-        """The assignments to `name` that may reach a use at `at` (all of them when `at` is None).
-
-        A cheap reaching-definitions approximation over source order: the last plain assignment
-        before the use, in the use's loops and not under more `if`s than the use, hides the earlier
-        ones; later assignments reach the use only through a loop back-edge, from a loop that
-        encloses the use and lies inside that hiding assignment's loops.
-        """
-        assigns = self._assigns_by_name.get((function, name), [])
-        if at is None or not assigns:
-            return assigns
-        # Assignments are in source order: the ones before the use, and the ones a back-edge brings
-        # round (inside the use's loops, up to their end), are found by bisection, not by a scan, so
-        # a name bound a thousand times in one scope costs no more per use than one bound once.
-        orders = self._assign_orders[(function, name)]
-        # `x = x.to("cpu")`: the right-hand side reads the binding from before its own statement (or,
-        # in a loop, the one its own statement made on the previous iteration)
-        statement = at.statement
-        own = [a for a in self.assigns_in(statement) if a.site.function is function for t in a.targets if t == name]
-        if own and len(own) == len(assigns):
-            return own if at.loops and any(loop in a.site.loops for a in own for loop in at.loops) else []
-        split = bisect_left(orders, at.order)  # assigns[:split] come before the use
-        start, depth = 0, 0  # the hiding assignment, and the loops of the use a back-edge may come round
-        for i in range(split - 1, -1, -1):
-            a = assigns[i]
-            if statement is not None and a.site.statement is statement:
-                continue
-            loops, ifs = a.site.loops, a.site.gate_depths
-            if a.op is None and loops == at.loops[: len(loops)] and len(ifs) <= len(at.gate_depths):
-                start, depth = bisect_left(orders, a.site.order), len(loops)
-                break
-        before = [a for a in assigns[start:split] if statement is None or a.site.statement is not statement]
-        around = at.loops[depth:]
-        later: list[Assign] = []
-        if around:
-            end = bisect_right(orders, max(loop.end for loop in around))
-            later = [
-                a for a in assigns[bisect_right(orders, at.order):end]
-                if (statement is None or a.site.statement is not statement) and any(loop in a.site.loops for loop in around)
-            ]
-            later += [a for a in own if any(loop in a.site.loops for loop in around)]
-        if not before and not later and function is not None and name in function.params:
-            return []  # read before any rebinding: the parameter's value
-        rest = [a for a in assigns if statement is None or a.site.statement is not statement] if own else assigns
-        return before + later or rest
-
-    def roots_of(self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0) -> frozenset[str]:
-        """Names an expression draws on, through local assignments: `[p for p in model.parameters()]` -> {model}.
-
-        Memoised per node: rules ask about the same expressions many times.
-        """
-        key = (id(expr), id(function), _depth)
-        memo = self._roots_memo
-        if key in memo:
-            return memo[key]
-        memo[key] = frozenset()  # a binding that draws on itself ends here
-        result = frozenset(self._roots(expr, function, _depth))
-        memo[key] = result
-        return result
-
-    @cached_property
-    def _roots_memo(self) -> dict[tuple[int, int, int], frozenset[str]]:
-        return {}
-
-    def _roots(self, expr: cst.BaseExpression, function: Function | None, _depth: int) -> set[str]:
-        out: set[str] = set()
-        stack: list[cst.CSTNode] = [expr]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, (cst.Attribute, cst.Name, cst.Call, cst.Subscript)):
-                text = dotted(node) if isinstance(node, (cst.Attribute, cst.Name)) else None
-                root = root_name(node) if not isinstance(node, cst.Call) else None
-                if text:
-                    out.add(text)
-                    parts = text.split(".")
-                    for i in range(1, len(parts)):
-                        out.add(".".join(parts[:i]))
-                if root:
-                    out.add(root)
-                    if _depth < 3:
-                        for value in self.bindings(function, root):
-                            out |= self.roots_of(value, function, _depth + 1)
-            stack.extend(child_nodes(node))
-        return out
 
     # -- helpers shared by ordering and lifetime rules -----------------------------------------
     @cached_property

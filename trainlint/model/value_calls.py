@@ -10,7 +10,17 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.lattice import (
-    ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NUMBER, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value,
+    ACCEL,
+    BOOL,
+    CYCLE,
+    HOST,
+    HOST_DATA,
+    NUMBER,
+    STRING,
+    UNKNOWN,
+    UNKNOWN_DEVICE,
+    Kind,
+    Value,
 )
 from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import (

@@ -14,11 +14,30 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.lattice import (
-    ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NONE, NUMBER, STRING, TENSOR, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join,
+    ACCEL,
+    BOOL,
+    CYCLE,
+    HOST,
+    HOST_DATA,
+    NONE,
+    NUMBER,
+    STRING,
+    TENSOR,
+    UNKNOWN,
+    UNKNOWN_DEVICE,
+    Kind,
+    Value,
+    join,
     join_graph,
 )
 from trainlint.model.names import dotted, tokens
-from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, MODULE_NAME_WORDS, TENSOR_ATTRIBUTES, CallValues
+from trainlint.model.value_calls import (
+    CONFIG_NAMES,
+    HOST_ATTRIBUTES,
+    MODULE_NAME_WORDS,
+    TENSOR_ATTRIBUTES,
+    CallValues,
+)
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Function, Site

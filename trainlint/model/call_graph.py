@@ -1,0 +1,101 @@
+"""The module's call graph: which function a call reaches, the calls of a function, calls and
+assignments by node and statement, and framework internals. A mixin of `TrainingModel`."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+
+from trainlint.model.facts import Assign, Call, Function, Site
+from trainlint.model.hooks import FRAMEWORK_WORDS, STEP_HOOKS, TRAINER_STEP_HOOKS
+from trainlint.model.names import tokens
+
+
+class CallGraph:
+    """Calls resolved to this module's functions, indexed by node, statement and callee."""
+
+    # -- call graph ----------------------------------------------------------------------------
+    @cached_property
+    def _by_name(self) -> dict[str, list[Function]]:
+        table: dict[str, list[Function]] = {}
+        for fn in self.functions:
+            table.setdefault(fn.name, []).append(fn)
+        return table
+
+    def callee(self, call: Call) -> Function | None:
+        """The function of this module a call invokes: `f(...)`, `self.f(...)` or `cls.f(...)`."""
+        if call.name is not None and call.qualname is None:
+            for fn in self._by_name.get(call.name, ()):
+                if fn.class_name is None:
+                    return fn
+            return None
+        if call.method is not None and call.receiver_text in ("self", "cls"):
+            caller = call.site.function
+            candidates = self._by_name.get(call.method, ())
+            for fn in candidates:
+                if caller is not None and fn.class_name == caller.class_name:
+                    return fn
+            return candidates[0] if len(candidates) == 1 else None
+        return None
+
+    @cached_property
+    def _calls_by_callee(self) -> dict[int, list[Call]]:
+        table: dict[int, list[Call]] = {}
+        for call in self.calls:
+            fn = self.callee(call)
+            if fn is not None:
+                table.setdefault(id(fn), []).append(call)
+        return table
+
+    @cached_property
+    def _calls_by_node(self) -> dict[int, Call]:
+        return {id(c.node): c for c in self.calls}
+
+    @cached_property
+    def _call_positions(self) -> dict[int, int]:
+        return {id(c): i for i, c in enumerate(self.calls)}
+
+    def call_position(self, call: Call) -> int:
+        """Where a call is in `calls` (source order)."""
+        return self._call_positions[id(call)]
+
+    def call_at(self, node: cst.CSTNode) -> Call | None:
+        """The call fact of a `cst.Call` node of this module."""
+        return self._calls_by_node.get(id(node))
+
+    @cached_property
+    def _assigns_by_statement(self) -> dict[int, list[Assign]]:
+        table: dict[int, list[Assign]] = {}
+        for a in self.assigns:
+            if a.site.statement is not None:
+                table.setdefault(id(a.site.statement), []).append(a)
+        return table
+
+    def assigns_in(self, statement: cst.CSTNode | None) -> list[Assign]:
+        """The assignments of one statement line."""
+        return self._assigns_by_statement.get(id(statement), []) if statement is not None else []
+
+    def calls_of(self, fn: Function) -> list[Call]:
+        """The calls of a function of this module."""
+        return self._calls_by_callee.get(id(fn), [])
+
+    def framework_internal(self, site: Site) -> bool:
+        """Code of a framework's class (a precision plugin, a trainer base, a strategy) that owns no
+        step loop: it implements a step for users' loops, it is not one."""
+        fn = site.function
+        if fn is None or fn.class_name is None:
+            return False
+        if any(loop.is_step and loop.function is not None and loop.function.class_name == fn.class_name for loop in self.loops):
+            return False
+        words = set(tokens(fn.class_name)).union(*(tokens(b.rsplit(".", 1)[-1]) for b in fn.class_bases))
+        return bool(words & FRAMEWORK_WORDS)
+
+    def _is_hook(self, fn: Function) -> bool:
+        if fn.name in self.settings.step_functions:
+            return True
+        if fn.class_name is None:
+            return False
+        if fn.name in STEP_HOOKS:
+            return True
+        return fn.name in TRAINER_STEP_HOOKS and any("Trainer" in b for b in fn.class_bases)

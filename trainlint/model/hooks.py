@@ -1,0 +1,46 @@
+"""Framework step hooks (methods a training framework calls once per step), the words that mark a
+class as a framework's internals, and the paths that mark a file as test code."""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+
+# Framework methods that run once per training step.
+STEP_HOOKS = frozenset(
+    {
+        "training_step",
+        "train_step",
+        "on_train_batch_start",
+        "on_train_batch_end",
+        "on_before_backward",
+        "on_after_backward",
+        "on_before_optimizer_step",
+        "on_before_zero_grad",
+        "optimizer_step",
+        "on_step_begin",
+        "on_step_end",
+        "on_substep_end",
+        "training_step_end",
+    }
+)
+# HF Trainer overrides that run per step, recognised in classes deriving from a *Trainer.
+TRAINER_STEP_HOOKS = frozenset({"compute_loss", "training_step"})
+
+TEST_DIRS = frozenset({"tests", "test", "testing", "test_utils", "unittests"})
+
+
+def is_test_path(path: str) -> bool:
+    """`tests/...`, `test_*.py`, `*_test.py`, `conftest.py`: test code, not a training script."""
+    parts = PurePath(path).parts
+    name = parts[-1] if parts else ""
+    return (
+        name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+        or any(p in TEST_DIRS for p in parts[:-1])
+    )
+
+
+# classes of frameworks that implement steps for their users' loops
+FRAMEWORK_WORDS = frozenset(
+    """precision plugin strategy accelerator callback algorithm hook trainer loop engine wrapper optimizer
+    scaler mixin amp connector""".split()
+)

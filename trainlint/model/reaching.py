@@ -1,0 +1,119 @@
+"""Reaching definitions: which assignments of a name reach a use (found by bisection over source
+order, with loops' back-edges), and the names an expression is rooted in. A mixin of `TrainingModel`."""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from functools import cached_property
+
+import libcst as cst
+
+from trainlint.model.facts import Assign, Function, Site
+from trainlint.model.gates import child_nodes
+from trainlint.model.names import dotted, root_name
+
+
+class ReachingDefinitions:
+    """The bindings of names in one module and which of them reach a use."""
+
+    # -- values --------------------------------------------------------------------------------
+    @cached_property
+    def _assigns_by_name(self) -> dict[tuple[Function | None, str], list[Assign]]:
+        table: dict[tuple[Function | None, str], list[Assign]] = {}
+        for a in self.assigns:
+            for target in a.targets:
+                table.setdefault((a.site.function, target), []).append(a)
+        return table
+
+    @cached_property
+    def _assign_orders(self) -> dict[tuple[Function | None, str], list[int]]:
+        return {key: [a.site.order for a in assigns] for key, assigns in self._assigns_by_name.items()}
+
+    def bindings(self, function: Function | None, name: str) -> list[cst.BaseExpression]:
+        """Values assigned to `name` in this function (or at module level for None)."""
+        return [a.value for a in self._assigns_by_name.get((function, name), [])]
+
+    def reaching(self, function: Function | None, name: str, at: Site | None) -> list[Assign]:
+        """The assignments to `name` that may reach a use at `at` (all of them when `at` is None).
+
+        A cheap reaching-definitions approximation over source order: the last plain assignment
+        before the use, in the use's loops and not under more `if`s than the use, hides the earlier
+        ones; later assignments reach the use only through a loop back-edge, from a loop that
+        encloses the use and lies inside that hiding assignment's loops.
+        """
+        assigns = self._assigns_by_name.get((function, name), [])
+        if at is None or not assigns:
+            return assigns
+        # Assignments are in source order: the ones before the use, and the ones a back-edge brings
+        # round (inside the use's loops, up to their end), are found by bisection, not by a scan, so
+        # a name bound a thousand times in one scope costs no more per use than one bound once.
+        orders = self._assign_orders[(function, name)]
+        # `x = x.to("cpu")`: the right-hand side reads the binding from before its own statement (or,
+        # in a loop, the one its own statement made on the previous iteration)
+        statement = at.statement
+        own = [a for a in self.assigns_in(statement) if a.site.function is function for t in a.targets if t == name]
+        if own and len(own) == len(assigns):
+            return own if at.loops and any(loop in a.site.loops for a in own for loop in at.loops) else []
+        split = bisect_left(orders, at.order)  # assigns[:split] come before the use
+        start, depth = 0, 0  # the hiding assignment, and the loops of the use a back-edge may come round
+        for i in range(split - 1, -1, -1):
+            a = assigns[i]
+            if statement is not None and a.site.statement is statement:
+                continue
+            loops, ifs = a.site.loops, a.site.gate_depths
+            if a.op is None and loops == at.loops[: len(loops)] and len(ifs) <= len(at.gate_depths):
+                start, depth = bisect_left(orders, a.site.order), len(loops)
+                break
+        before = [a for a in assigns[start:split] if statement is None or a.site.statement is not statement]
+        around = at.loops[depth:]
+        later: list[Assign] = []
+        if around:
+            end = bisect_right(orders, max(loop.end for loop in around))
+            later = [
+                a for a in assigns[bisect_right(orders, at.order):end]
+                if (statement is None or a.site.statement is not statement) and any(loop in a.site.loops for loop in around)
+            ]
+            later += [a for a in own if any(loop in a.site.loops for loop in around)]
+        if not before and not later and function is not None and name in function.params:
+            return []  # read before any rebinding: the parameter's value
+        rest = [a for a in assigns if statement is None or a.site.statement is not statement] if own else assigns
+        return before + later or rest
+
+    def roots_of(self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0) -> frozenset[str]:
+        """Names an expression draws on, through local assignments: `[p for p in model.parameters()]` -> {model}.
+
+        Memoised per node: rules ask about the same expressions many times.
+        """
+        key = (id(expr), id(function), _depth)
+        memo = self._roots_memo
+        if key in memo:
+            return memo[key]
+        memo[key] = frozenset()  # a binding that draws on itself ends here
+        result = frozenset(self._roots(expr, function, _depth))
+        memo[key] = result
+        return result
+
+    @cached_property
+    def _roots_memo(self) -> dict[tuple[int, int, int], frozenset[str]]:
+        return {}
+
+    def _roots(self, expr: cst.BaseExpression, function: Function | None, _depth: int) -> set[str]:
+        out: set[str] = set()
+        stack: list[cst.CSTNode] = [expr]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (cst.Attribute, cst.Name, cst.Call, cst.Subscript)):
+                text = dotted(node) if isinstance(node, (cst.Attribute, cst.Name)) else None
+                root = root_name(node) if not isinstance(node, cst.Call) else None
+                if text:
+                    out.add(text)
+                    parts = text.split(".")
+                    for i in range(1, len(parts)):
+                        out.add(".".join(parts[:i]))
+                if root:
+                    out.add(root)
+                    if _depth < 3:
+                        for value in self.bindings(function, root):
+                            out |= self.roots_of(value, function, _depth + 1)
+            stack.extend(child_nodes(node))
+        return out

@@ -1,0 +1,164 @@
+"""What the names and calls of a module stand for: its own functions and classes, the project's
+symbols it imports, values of expressions and summaries of calls. A mixin of `TrainingModel`."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import PurePath
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from trainlint.model.facts import Call, ClassInfo, Function, Site
+from trainlint.model.hooks import is_test_path
+from trainlint.model.lattice import Kind, Value
+from trainlint.model.names import tokens
+from trainlint.model.values import ValueModel
+
+if TYPE_CHECKING:
+    from trainlint.model.summary import FunctionSummary, Summarizer
+
+
+class SymbolQueries:
+    """Values, local and project symbols, and call summaries of one module."""
+
+    # -- values and summaries ------------------------------------------------------------------
+    @cached_property
+    def values(self) -> ValueModel:
+        """The value of any expression of this module (see `trainlint.model.values`)."""
+        return ValueModel(self)
+
+    def value(self, expr: cst.BaseExpression, at: Site | None = None, function: Function | None = None) -> Value:
+        """The abstract value of `expr`, used at `at` (whose function is the scope)."""
+        fn = at.function if at is not None else function
+        return self.values.of(expr, fn, at)
+
+    @cached_property
+    def summarizer(self) -> "Summarizer":
+        from trainlint.model.summary import Summarizer
+
+        return Summarizer(self, PurePath(self.path).name if self.path else "<module>")
+
+    @cached_property
+    def is_test_code(self) -> bool:
+        return bool(self.path) and is_test_path(self.path)
+
+    @cached_property
+    def _classes_by_name(self) -> dict[str, ClassInfo]:
+        return {c.name: c for c in self.classes}
+
+    def local_function(self, name: str) -> Function | None:
+        for fn in self._by_name.get(name, ()):
+            if fn.class_name is None:
+                return fn
+        return None
+
+    def local_class(self, name: str) -> ClassInfo | None:
+        return self._classes_by_name.get(name)
+
+    def instance_of_local_class(self, name: str) -> Value:
+        from trainlint.model.summary import class_kind
+
+        info = self._classes_by_name[name]
+        summary = self.summarizer.cls(info)
+        return Value(class_kind(info, summary.methods), origin=name)
+
+    def project_symbol(self, qualname: str):  # type: ignore[no-untyped-def]
+        """The summary of a name of a local module this one imports (None for libraries)."""
+        if self.project is None or not qualname:
+            return None
+        try:
+            return self._symbols[qualname]
+        except KeyError:
+            found = self._symbols[qualname] = self.project.symbol(self.path, qualname)
+            return found
+
+    def project_value(self, qualname: str) -> Value | None:
+        """What calling an imported project name returns: an instance of its class, or its result."""
+        from trainlint.model.summary import ClassSummary
+
+        symbol = self.project_symbol(qualname)
+        if symbol is None:
+            return None
+        if isinstance(symbol, ClassSummary):
+            return Value(symbol.kind, origin=qualname)
+        if symbol.returns.kind is not Kind.UNKNOWN:
+            return symbol.returns
+        owner, _, method = qualname.rpartition(".")
+        if method.startswith("from_") and isinstance(self.project_symbol(owner), ClassSummary):
+            # `GPT.from_pretrained(...)`: an alternative constructor
+            return Value(self.project_symbol(owner).kind, origin=owner)  # type: ignore[union-attr]
+        return None
+
+    def class_methods(self, origin: str | None) -> "dict[str, FunctionSummary] | None":
+        """Method summaries of the class that made a value (a local class, or a project one)."""
+        from trainlint.model.summary import ClassSummary
+
+        if origin is None:
+            return None
+        info = self._classes_by_name.get(origin)
+        if info is not None:
+            return {name: self.summarizer.function(fn) for name, fn in info.methods.items()}
+        symbol = self.project_symbol(origin)
+        return symbol.methods if isinstance(symbol, ClassSummary) else None
+
+    def method_value(self, base: Value, method: str) -> Value | None:
+        methods = self.class_methods(base.origin)
+        if methods is None or method not in methods:
+            return None
+        returns = methods[method].returns
+        return returns if returns.kind is not Kind.UNKNOWN else None
+
+    def bound_method(self, receiver: cst.BaseExpression, method: str, function: Function | None) -> Function | None:
+        """`self.helper(...)`: the method of the caller's class."""
+        if not (isinstance(receiver, cst.Name) and receiver.value in ("self", "cls")) or function is None:
+            return None
+        for fn in self._by_name.get(method, ()):
+            if fn.class_name == function.class_name:
+                return fn
+        return None
+
+    def project_call_summary(self, call: Call) -> "FunctionSummary | None":
+        """What a call into the project does: an imported function, a method of an object whose class
+        the analysis knows (local or imported), or calling such an object (`loss_scaler(loss, opt)`)."""
+        try:
+            return self._call_summaries[call]
+        except KeyError:
+            found = self._call_summaries[call] = self._project_call_summary(call)
+            return found
+
+    def _project_call_summary(self, call: Call) -> "FunctionSummary | None":
+        from trainlint.model.summary import ClassSummary, FunctionSummary
+
+        qual = call.qualname
+        if qual is not None and (qual.startswith(".") or qual.split(".", 1)[0] not in ("torch",)):
+            symbol = self.project_symbol(qual)
+            if isinstance(symbol, FunctionSummary):
+                return symbol
+            if isinstance(symbol, ClassSummary):
+                return None  # constructing an object
+        fn = call.site.function
+        if call.method is not None and call.receiver is not None and call.receiver_text not in ("self", "cls"):
+            base = self.values.of(call.receiver, fn, call.site)
+            methods = self.class_methods(base.origin)
+            if methods is not None:
+                return methods.get(call.method)
+        elif call.name is not None or (call.method is None):
+            callee = self.values.of(call.node.func, fn, call.site)
+            methods = self.class_methods(callee.origin)
+            if methods is not None:
+                return methods.get("__call__")
+            # `loss_scaler(loss, optimizer, clip_grad=...)`: a loss-scaler object handed in as a
+            # parameter (timm/DeiT/MAE style): it scales, backpropagates, steps and updates
+            name = call.name or ""
+            if "scaler" in tokens(name) and len(call.node.args) >= 2 and callee.kind in (Kind.UNKNOWN, Kind.SCALER):
+                clips = call.kwarg("clip_grad") is not None or call.kwarg("clip_value") is not None
+                return FunctionSummary(where=name, steps=True, backprops=True, scales=True, clips=clips)
+        return None
+
+    def call_summary(self, call: Call) -> "FunctionSummary | None":
+        """What a call does: a function of this module, or of the project."""
+        callee = self.callee(call)
+        if callee is not None:
+            return self.summarizer.function(callee)
+        return self.project_call_summary(call)
