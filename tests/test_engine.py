@@ -19,7 +19,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from trainlint.config import Settings, rule_codes_on_disk
 from trainlint.engine.lint import lint_source
 from trainlint.model.walk import iter_nodes
-from trainlint.engine.positions import _TRIVIA, positions
+from trainlint.model.positions import _TRIVIA, positions
 from trainlint.engine.precheck import Limits, refuse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -174,7 +174,7 @@ def test_positions_of_a_few_nodes_are_found_without_regenerating_the_module(monk
     """The usual case: a handful of findings, looked up by their text and their statement alone."""
     import random
 
-    import trainlint.engine.positions as module_positions
+    import trainlint.model.positions as module_positions
 
     def no_whole_module(*args, **kwargs):
         raise AssertionError("the whole module was regenerated")

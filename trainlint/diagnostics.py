@@ -60,6 +60,26 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class Location:
+    """A place in a file (1-based line and column): a call on the way from the step loop to a finding."""
+
+    path: str
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+Chain = tuple[Location, ...]
+
+
+def chain_text(chain: Chain, here: str | None = None) -> str:
+    """`train.py:182 → trainer.py:240`: a chain's calls, the file name left out where it is `here`."""
+    return " → ".join(str(loc) if loc.path != here else f"line {loc.line}" for loc in chain)
+
+
+@dataclass(frozen=True)
 class Diagnostic:
     """One finding, located by 1-based lines and columns (end column exclusive)."""
 
@@ -79,6 +99,9 @@ class Diagnostic:
     # and the same span as (line, column, end_line, end_column) in the notebook file's JSON text.
     cell: int | None = None
     file_span: tuple[int, int, int, int] | None = field(default=None, compare=False)
+    # How the finding's code runs every step when it sits in a function called from the step: one
+    # chain of calls per per-step caller, from the step loop (or step hook) down to the function.
+    chains: tuple[Chain, ...] = field(default=(), compare=False)
 
     @property
     def url(self) -> str:
@@ -107,7 +130,22 @@ class Diagnostic:
             "fix": self.fix.to_dict() if self.fix else None,
             "url": self.url,
             **({"cell": self.cell} if self.cell is not None else {}),
+            **({"related": [self.chain_dict(c) for c in self.chains]} if self.chains else {}),
         }
+
+    @staticmethod
+    def chain_dict(chain: Chain) -> dict[str, object]:
+        """A chain as JSON: the message a reader sees and each call's location."""
+        return {
+            "message": f"runs every step: {chain_text(chain)}",
+            "locations": [{"path": loc.path, "line": loc.line, "column": loc.column} for loc in chain],
+        }
+
+    def every_step_via(self) -> str:
+        """` (every step via train.py:182)`: the first call of each chain, for one-line formats."""
+        if not self.chains:
+            return ""
+        return " (every step via " + ", ".join(str(c[0]) for c in self.chains) + ")"
 
 
 def rule_url(code: str, name: str) -> str:

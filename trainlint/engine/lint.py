@@ -17,18 +17,19 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainlint.diagnostics import Diagnostic, Edit, Fix
+from trainlint.diagnostics import Chain, Diagnostic, Edit, Fix, Location
 from trainlint.engine.results import FileResult, could_not_analyse, decode, error_diagnostic, file_state
 from trainlint.reading import ReadError, read_source, too_large
 
 _NATIVE_POSITION = re.compile(r"(?:parser error: )?error at (?P<line>\d+):(?P<column>\d+): ")
 
 if TYPE_CHECKING:
-    import libcst as cst
 
     from trainlint.engine.cache import Cache
     from trainlint.config import Settings
     from trainlint.noqa import Suppressions
+    from trainlint.model import Call, Function, TrainingModel
+    from trainlint.model.summary import Place
     from trainlint.rules.rule import Finding, NodeEdit, Rule
 
 @lru_cache(maxsize=64)
@@ -174,7 +175,12 @@ def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], 
     candidates = _rules(codes)
     present = {token for token in _tokens(candidates) if token in source}  # rules share tokens: each looked for once
     rules = [r for r in candidates if configured or not r.requires or not present.isdisjoint(r.requires)]
-    if configured or not rules:
+    if configured:
+        return rules, ()
+    # a module with functions may run every step because another module calls it from its step:
+    # the per-step rules then need no step (nor a step's tokens) in this module's own text
+    per_step = [r for r in candidates if r.per_step]
+    if not rules and not (per_step and "def " in source):
         return rules, ()
     from trainlint.model.training import could_step
     from trainlint.project.index import shared, watching
@@ -187,7 +193,11 @@ def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], 
         return known[0]
 
     with watching() as probed:
-        if any(r.per_step for r in rules) and not could_step(source, settings.step_functions, imports_project):
+        if any(r.per_step for r in rules) and could_step(source, settings.step_functions, imports_project):
+            pass
+        elif "def " in source and per_step and shared().step_seeds(name):
+            rules = [r for r in rules if not r.per_step] + per_step
+        else:
             rules = [r for r in rules if not r.per_step]
         rules = [r for r in rules if r.may_fire(source, imports_project)]
     return rules, tuple(sorted(file_state(str(p)) for p in probed))
@@ -229,7 +239,7 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
 
             suppressions = parse_suppressions(source)
             if findings:
-                result.diagnostics.extend(_diagnostics(module, source, name, findings, suppressions))
+                result.diagnostics.extend(_diagnostics(model, source, name, findings, suppressions))
             if unused_noqa:
                 result.diagnostics.extend(suppressions.unused(name, {r.code for r in rules}))
     except RecursionError:
@@ -267,13 +277,18 @@ def _syntaxerror_diagnostic(source: str, exc: Any) -> tuple[str, int, int, bool]
 
 
 def _diagnostics(
-    module: cst.Module, source: str, name: str, findings: list[tuple[Rule, Finding]], suppressions: Suppressions
+    model: TrainingModel, source: str, name: str, findings: list[tuple[Rule, Finding]], suppressions: Suppressions
 ) -> list[Diagnostic]:
-    from trainlint.engine.positions import positions as positions_of
+    from trainlint.model.positions import positions as positions_of
 
+    # functions that run every step because per-step code calls them: a per-step finding inside one
+    # carries the call chains that make it so
+    chained = {fn: model.step_chains(fn) for fn in model.functions} if any(r.per_step for r, _ in findings) else {}
+    chained = {fn: chains for fn, chains in chained.items() if chains}
     wanted = [f.node for _, f in findings]
     wanted += [e.node for _, f in findings if f.fix is not None for e in f.fix.edits]
-    positions = positions_of(module, source, wanted)
+    wanted += [fn.node for fn in chained] + [c.node for chains in chained.values() for chain in chains for c in chain if not isinstance(c, tuple)]
+    positions = positions_of(model.module, source, wanted)
     lines = source.splitlines()
     seen: set[tuple[str, int, int]] = set()
     out: list[Diagnostic] = []
@@ -282,6 +297,13 @@ def _diagnostics(
         key = (rule.code, span.start.line, span.start.column)
         if key in seen or suppressions.suppressed(rule.code, span.start.line, span.end.line):
             continue
+        chains: tuple[Chain, ...] = ()
+        if rule.per_step and chained:
+            chains = _chains_of(span, chained, positions, name)
+            kept = tuple(c for c in chains if not any(suppressions.suppressed(rule.code, loc.line) for loc in c))
+            if chains and not kept:  # a `# noqa` on the calling line of every chain
+                continue
+            chains = kept
         seen.add(key)
         fix = None
         if finding.fix is not None:
@@ -301,9 +323,29 @@ def _diagnostics(
                 hint=rule.hint,
                 fix=fix,
                 facts=finding.facts,
+                chains=chains,
             )
         )
     return out
+
+
+def _chains_of(span: Any, chained: dict[Function, list[tuple[Call | Place, ...]]], positions: Any, name: str) -> tuple[Chain, ...]:
+    """The call chains of the innermost chained function that holds `span`, as locations."""
+    holders = [
+        fn for fn in chained
+        if (positions[fn.node].start.line, positions[fn.node].start.column) <= (span.start.line, span.start.column)
+        and (positions[fn.node].end.line, positions[fn.node].end.column) >= (span.end.line, span.end.column)
+    ]
+    if not holders:
+        return ()
+    inner = max(holders, key=lambda fn: (positions[fn.node].start.line, positions[fn.node].start.column))
+    return tuple(
+        tuple(
+            Location(*c) if isinstance(c, tuple) else Location(name, positions[c.node].start.line, positions[c.node].start.column + 1)
+            for c in chain
+        )
+        for chain in chained[inner]
+    )
 
 
 def _edit(edit: NodeEdit, positions: Any, lines: list[str]) -> Edit:
@@ -368,7 +410,7 @@ def _preload() -> None:
     import libcst  # noqa: F401
 
     import trainlint.model  # noqa: F401
-    import trainlint.engine.positions  # noqa: F401
+    import trainlint.model.positions  # noqa: F401
     import trainlint.engine.precheck  # noqa: F401
     import trainlint.rules  # noqa: F401
 

@@ -7,7 +7,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from trainlint.model.facts import Assign, Call, Function, Site
+from trainlint.model.facts import ClassInfo, Assign, Call, Function, Site
 from trainlint.model.hooks import FRAMEWORK_WORDS, STEP_HOOKS, TRAINER_STEP_HOOKS
 from trainlint.model.names import tokens
 
@@ -38,6 +38,65 @@ class CallGraph:
                     return fn
             return candidates[0] if len(candidates) == 1 else None
         return None
+
+    def callees(self, call: Call) -> tuple[Function, ...]:
+        """Every function of this module a call may run: its `callee`; for `self.m()`, the overrides of
+        `m` in this module's subclasses too; for an instance of a class of this module (known from
+        its value, not its name), `obj(...)` runs the class's `forward` (or `__call__`) and
+        `obj.m(...)` its method `m`."""
+        key = id(call)
+        known = self._callees_memo.get(key)
+        if known is None:
+            known = self._callees_memo[key] = self._find_callees(call)
+        return known
+
+    def _find_callees(self, call: Call) -> tuple[Function, ...]:
+        direct = self.callee(call)
+        if direct is not None:
+            if direct.class_name is None or call.receiver_text not in ("self", "cls"):
+                return (direct,)
+            overrides = [
+                info.methods[direct.name] for info in self._subclasses(direct.class_name) if direct.name in info.methods
+            ]
+            return (direct, *overrides)
+        func = call.node.func
+        receiver, method = (func.value, func.attr.value) if isinstance(func, cst.Attribute) else (func, None)
+        if call.receiver_text in ("self", "cls") or isinstance(receiver, cst.Call):
+            return ()
+        if method is None and (call.qualname is not None or self.local_class(call.name or "") is not None):
+            return ()  # a library callable, or a class of this module being constructed
+        origin = self.value(receiver, call.site).origin
+        info = self.local_class(origin) if origin else None
+        if info is None:
+            return ()
+        found = self._method(info, method) if method else self._method(info, "forward") or self._method(info, "__call__")
+        return (found,) if found is not None else ()
+
+    def _method(self, info: ClassInfo, name: str, depth: int = 0) -> Function | None:
+        """A class's method, its own or inherited from a class of this module."""
+        if name in info.methods:
+            return info.methods[name]
+        for base in info.bases if depth < 10 else ():
+            parent = self.local_class(base.rsplit(".", 1)[-1])
+            if parent is not None and parent is not info:
+                found = self._method(parent, name, depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    def _subclasses(self, name: str) -> list[ClassInfo]:
+        """The classes of this module that derive from class `name`, directly or through others."""
+        out: list[ClassInfo] = []
+        frontier = {name}
+        while frontier:
+            found = [c for c in self.classes if c not in out and any(b.rsplit(".", 1)[-1] in frontier for b in c.bases)]
+            out.extend(found)
+            frontier = {c.name for c in found}
+        return out
+
+    @cached_property
+    def _callees_memo(self) -> dict[int, tuple[Function, ...]]:
+        return {}
 
     @cached_property
     def _calls_by_callee(self) -> dict[int, list[Call]]:

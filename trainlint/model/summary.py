@@ -74,19 +74,52 @@ class ClassSummary:
         return cls(Kind(data["kind"]), {k: FunctionSummary.from_json(v) for k, v in data["methods"].items()})
 
 
+# a place in a file: (path, 1-based line, 1-based column)
+Place = tuple[str, int, int]
+
+
+@dataclass(frozen=True)
+class StepCall:
+    """A call this module makes on every training step into a name of another project module."""
+
+    target: str  # as this module's imports spell it: "utils.all_reduce", "models.losses.SetCriterion.forward"
+    chain: tuple[Place, ...]  # the calls from the step loop down to this one (this call last)
+    accelerator: bool = False  # the step runs on an accelerator (the calling module puts work on one)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "chain": [list(p) for p in self.chain], "accelerator": self.accelerator}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "StepCall":
+        chain = tuple((str(p[0]), int(p[1]), int(p[2])) for p in data["chain"])
+        return cls(str(data["target"]), chain, bool(data.get("accelerator", False)))
+
+
+@dataclass(frozen=True)
+class Seed:
+    """How other modules make a function per step: the call chains that reach it, and whether any of
+    those steps runs on an accelerator."""
+
+    chains: tuple[tuple[Place, ...], ...]
+    accelerator: bool
+
+
 @dataclass(frozen=True)
 class ModuleSummary:
-    """The summaries of a module's top-level functions and classes, and its re-exported names."""
+    """The summaries of a module's top-level functions and classes, its re-exported names, and the
+    calls it makes every step into other project modules (what makes their functions per step)."""
 
     functions: dict[str, FunctionSummary] = field(default_factory=dict)
     classes: dict[str, ClassSummary] = field(default_factory=dict)
     exports: dict[str, str] = field(default_factory=dict)  # imported names, for re-exports
+    step_calls: tuple[StepCall, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "functions": {k: v.to_json() for k, v in self.functions.items()},
             "classes": {k: v.to_json() for k, v in self.classes.items()},
             "exports": self.exports,
+            "step_calls": [c.to_json() for c in self.step_calls],
         }
 
     @classmethod
@@ -95,6 +128,7 @@ class ModuleSummary:
             {k: FunctionSummary.from_json(v) for k, v in data["functions"].items()},
             {k: ClassSummary.from_json(v) for k, v in data["classes"].items()},
             dict(data["exports"]),
+            tuple(StepCall.from_json(c) for c in data.get("step_calls", ())),
         )
 
 
@@ -120,6 +154,11 @@ class ProjectLookup(Protocol):
 
     def symbol(self, from_file: str, qualname: str) -> FunctionSummary | ClassSummary | None:
         """The summary of a name a module imports from a local module (None for libraries)."""
+        ...
+
+    def step_seeds(self, path: str) -> dict[str, Seed]:
+        """The functions of module `path` ("f", "Class.method") that other project modules call on
+        every training step, each with the call chains (from the step loop down) that reach it."""
         ...
 
 

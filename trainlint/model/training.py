@@ -59,7 +59,7 @@ STEP_NAME_WORDS = frozenset({"step", "train", "training", "update", "batch", "it
 
 
 if TYPE_CHECKING:
-    from trainlint.model.summary import ProjectLookup
+    from trainlint.model.summary import Place, ProjectLookup, StepCall
 
 ONCE_DECORATORS = frozenset({"functools.lru_cache", "functools.cache", "lru_cache", "cache", "functools.cached_property", "cached_property"})
 
@@ -185,9 +185,10 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions):
     def uses_accelerator(self) -> bool:
         """Whether this module puts work on a device (`.cuda()`, `.to(device)`, `device=`, a launcher).
 
-        A script with no sign of a device runs on the CPU, where reading a tensor waits for nothing.
+        A script with no sign of a device runs on the CPU, where reading a tensor waits for nothing. A
+        module other modules run every step puts work where their steps do.
         """
-        if any(self.imports.imports_module(m) for m in ACCELERATOR_LIBRARIES):
+        if self._stepped_on_accelerator or any(self.imports.imports_module(m) for m in ACCELERATOR_LIBRARIES):
             return True
         cpu_only = self.imports.imports_module("intel_extension_for_pytorch") or any(
             (c.qualname or "").startswith("torch.cpu.amp") for c in self.calls
@@ -330,17 +331,103 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions):
         # per-step functions: hooks, stepping functions named as steps, and callees of ungated per-step code
         per_step = {fn for fn in self.functions if self._is_hook(fn)}
         per_step |= {fn for fn in stepping if STEP_NAME_WORDS & set(tokens(fn.name))}
+        # functions other project modules call on every step (`trainer.py` runs `model(x)`, whose
+        # class's `forward` is here): per step, with the chains that reach them from the other files
+        seeds = self.project.step_seeds(self.path) if self.project is not None and self.path else {}
+        self._external_chains: dict[Function, tuple[tuple[Place, ...], ...]] = {}
+        self._stepped_on_accelerator = False
+        if seeds:
+            for fn in self.functions:
+                seed = seeds.get(fn.qualified) if fn.parent is None else None
+                if seed is not None and not _runs_once(fn):
+                    per_step.add(fn)
+                    self._external_chains[fn] = seed.chains
+                    self._stepped_on_accelerator |= seed.accelerator
+        roots = frozenset(per_step)
         changed = True
         while changed:
             changed = False
             for call in self.calls:
-                fn = self.callee(call)
-                if fn is None or fn in per_step:
-                    continue
-                if self._in_step(call.site, per_step) and not self._gated(call.site, per_step):
-                    per_step.add(fn)
+                reached = [fn for fn in self.callees(call) if fn not in per_step]
+                if reached and self._in_step(call.site, per_step) and not self._gated(call.site, per_step):
+                    per_step.update(reached)
                     changed = True
         self.step_functions: frozenset[Function] = frozenset(per_step)
+        # the calls from per-step code that make each other function per step (for its call chains)
+        self._step_callers: dict[Function, list[Call]] = {}
+        for call in self.calls:
+            reached = [fn for fn in self.callees(call) if fn in per_step and fn not in roots and fn is not call.site.function]
+            if reached and self._in_step(call.site, per_step) and not self._gated(call.site, per_step):
+                for fn in reached:
+                    self._step_callers.setdefault(fn, []).append(call)
+
+    def step_chains(self, fn: Function) -> list[tuple[Call | Place, ...]]:
+        """How a function comes to run every step: for each call from per-step code that reaches it,
+        one chain of calls from the step loop (or a step hook) down to that call; calls in other files
+        are places `(path, line, column)`. Empty for a function that holds a step loop or is a step
+        hook itself."""
+        return self._chains(fn, frozenset())
+
+    def _chains(self, fn: Function, seen: frozenset[Function]) -> list[tuple[Call | Place, ...]]:
+        out: list[tuple[Call | Place, ...]] = list(self._external_chains.get(fn, ()))
+        for call in self._step_callers.get(fn, ()):
+            caller = call.site.function
+            if caller is None or caller not in self._step_callers and caller not in self._external_chains:
+                out.append((call,))
+            elif caller not in seen:
+                prefix = self._chains(caller, seen | {fn})
+                out.append((*prefix[0], call) if prefix else (call,))
+        return out
+
+    def step_calls(self, place: Callable[[Call], Place]) -> list[StepCall]:
+        """The calls this module makes on every step into names of other project modules: a project
+        function, or a method of an instance of a project class (`model(x)` runs its `forward`),
+        each with its chain from the step loop (`place` locates a call of this module)."""
+        from trainlint.model.summary import StepCall
+
+        if self.project is None or not self.path:
+            return []
+        out: list[StepCall] = []
+        for call in self.calls:
+            if not self.every_step(call.site) or self.framework_internal(call.site):
+                continue
+            target = self.project_target(call)
+            if target is None:
+                continue
+            prefix: tuple[Call | Place, ...] = ()
+            fn = call.site.function
+            if fn is not None and fn in self.step_functions:
+                chains = self.step_chains(fn)
+                prefix = chains[0] if chains else ()
+            chain = tuple(c if isinstance(c, tuple) else place(c) for c in (*prefix, call))
+            out.append(StepCall(target, chain, self.uses_accelerator))
+        return out
+
+    def project_target(self, call: Call) -> str | None:
+        """The function of another project module a call runs, as this module's imports spell it
+        (`utils.all_reduce`, `losses.SetCriterion.forward` for `criterion(a, b)`), or None. A call
+        made every step makes that function per step in its own module, where its code is reported."""
+        from trainlint.model.summary import ClassSummary as class_summary
+
+        if call.qualname is not None and call.receiver is None:
+            symbol = self.project_symbol(call.qualname)
+            return call.qualname if symbol is not None and not isinstance(symbol, class_summary) else None
+        if call.qualname is not None and call.method is not None:  # `utils.all_reduce(x)`, `losses.Loss.f`
+            symbol = self.project_symbol(call.qualname)
+            if symbol is not None and not isinstance(symbol, class_summary):
+                return call.qualname
+        func = call.node.func
+        receiver, method = (func.value, func.attr.value) if isinstance(func, cst.Attribute) else (func, None)
+        if isinstance(receiver, cst.Call) or (method is None and call.qualname is not None):
+            return None
+        origin = self.value(receiver, call.site).origin
+        owner = self.project_symbol(origin) if origin else None
+        if not isinstance(owner, class_summary):
+            return None
+        for name in (method,) if method else ("forward", "__call__"):
+            if name in owner.methods:
+                return f"{origin}.{name}"
+        return None
 
     def _unlooped_closure(self, event) -> set[Function]:
         """Functions with a call matching `event` outside their own loops, or calling such a function."""

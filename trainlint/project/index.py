@@ -16,9 +16,10 @@ import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterator
 
-from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary
+from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, Place, Seed
 
 # a module containing none of these can say nothing a training step needs
 TRAINING_TOKENS = (
@@ -78,6 +79,8 @@ class Project:
         self._depends: dict[Path, set[Path]] = {}  # what each memoised summary was computed from
         self._tops: dict[tuple[Path, str], tuple[Path, Path, bool, bool]] = {}
         self._deeper: Project | None = None  # summaries of the modules imported modules import
+        self._index: dict[Path, ImportIndex] = {}  # per project root: which files import which names
+        self._computing: set[Path] = set()  # summaries being computed (imports may form cycles)
 
     # -- public --------------------------------------------------------------------------------
     def symbol(self, from_file: str, qualname: str) -> Symbol | None:
@@ -91,12 +94,67 @@ class Project:
         path, rest = found
         return self._resolve(path, rest, hops=0)
 
+    def step_seeds(self, path: str) -> dict[str, Seed]:
+        """The functions of module `path` ("f", "Class.method") that other modules of the project call
+        on every training step, each with the call chains that reach it (`ProjectLookup.step_seeds`)."""
+        if self.depth >= MAX_DEPTH or not path or path == "-":
+            return {}
+        target = Path(path).resolve()
+        found: dict[str, list[tuple[Place, ...]]] = {}
+        accelerator: set[str] = set()
+        for importer in self._importers(target):
+            for call in self.summary(importer).step_calls:
+                where = self._locate(importer, call.target)
+                if where is None:
+                    continue
+                final = self._defined_in(where[0], where[1], hops=0)
+                if final is not None and final[0] == target and len(final[1]) in (1, 2):
+                    name = ".".join(final[1])
+                    chains = found.setdefault(name, [])
+                    if call.chain not in chains and len(chains) < MAX_CHAINS:
+                        chains.append(call.chain)
+                    if call.accelerator:
+                        accelerator.add(name)
+        return {name: Seed(tuple(chains), name in accelerator) for name, chains in found.items()}
+
+    def _defined_in(self, path: Path, rest: list[str], hops: int) -> tuple[Path, list[str]] | None:
+        """Where a name a module offers is defined: followed through re-exports (`from .m import f`)."""
+        if not rest or hops > 3:
+            return None
+        summary = self.summary(path)
+        if rest[0] in summary.functions or rest[0] in summary.classes:
+            return path.resolve(), rest
+        exported = summary.exports.get(rest[0])
+        if exported is None:
+            return None
+        found = self._locate(path, ".".join([exported, *rest[1:]]))
+        return self._defined_in(found[0], found[1], hops + 1) if found is not None else None
+
+    def _importers(self, target: Path) -> list[Path]:
+        """The project's files whose import statements name `target`'s module (or a package that
+        re-exports it): the files that may call into it. Read from the text, indexed once."""
+        root = project_root(target)
+        index = self._index.get(root)
+        if index is None:
+            index = self._index[root] = _import_index(root)
+        _note(*index.folders)
+        words = [target.parent.name] if target.name == "__init__.py" else [target.stem]
+        if target.name != "__init__.py" and (target.parent / "__init__.py").is_file():
+            words.append(target.parent.name)  # `from pkg import Class` through the package's __init__
+        out: list[Path] = []
+        for word in words:
+            for importer in index.by_word.get(word, ()):
+                if importer != target and importer not in out:
+                    out.append(importer)
+        return out[:MAX_IMPORTERS]
+
     def rescan(self) -> None:
         """Forget which files exist (remembered for a run's speed). A long-lived process, the
         language server's, calls this before each lint: modules may have appeared or gone since."""
         self._files.clear()
         self._located.clear()
         self._tops.clear()
+        self._index.clear()
         if self._deeper is not None:
             self._deeper.rescan()
 
@@ -227,13 +285,19 @@ class Project:
         if cached is not None and cached[0] == stat.st_mtime:
             _note(*self._depends.get(path, ()))
             return cached[1]
+        if path in self._computing:  # modules that import each other: the inner ask sees nothing
+            return EMPTY
         shared_entry = _shared_entry(path, stat, self.depth)
         stored = _load(shared_entry)
         if stored is not None:
             summary, depends = stored
         else:
-            with watching() as depends:
-                summary = self._compute(path, stat.st_size)
+            self._computing.add(path)
+            try:
+                with watching() as depends:
+                    summary = self._compute(path, stat.st_size)
+            finally:
+                self._computing.discard(path)
             _store(shared_entry, (summary, depends))
         _note(*depends)
         self._summaries[path] = (stat.st_mtime, summary)
@@ -247,21 +311,97 @@ class Project:
             source = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return EMPTY
-        if not any(token in source for token in TRAINING_TOKENS):
+        if self._deeper is None:
+            self._deeper = Project(self.root, self.depth + 1)
+        # a module with no training token says nothing of its own, unless other modules run it every
+        # step (then the calls it makes onward matter: a model's `forward` calling its loss head)
+        if not any(token in source for token in TRAINING_TOKENS) and not self._deeper.step_seeds(str(path)):
             return ModuleSummary(exports=_exports(source))
         try:
-
             from trainlint.model.parse import parse_file
             from trainlint.model.summary import Summarizer
             from trainlint.model.training import TrainingModel
 
             module = parse_file(source, str(path))
-            if self._deeper is None:
-                self._deeper = Project(self.root, self.depth + 1)
             model = TrainingModel.build(module, path=str(path), project=self._deeper)
-            return Summarizer(model, path.name).module()
+            summary = Summarizer(model, path.name).module()
+            calls = model.step_calls(_placer(module, source, str(path), model))
+            return replace(summary, step_calls=tuple(calls)) if calls else summary
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
             return ModuleSummary(exports=_exports(source))
+
+
+def _placer(module: Any, source: str, path: str, model: Any) -> Callable[[Any], Place]:
+    """Locates calls of a summarised module (positions computed once, for its per-step calls only)."""
+    from trainlint.model.positions import positions
+
+    wanted = [c.node for c in model.calls if model.every_step(c.site)]
+    found = positions(module, source, wanted) if wanted else {}
+
+    def place(call: Any) -> Place:
+        start = found[call.node].start if call.node in found else None
+        return (path, start.line, start.column + 1) if start is not None else (path, 0, 0)
+
+    return place
+
+
+ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
+SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules", "site-packages", ".git", ".venv", "venv", ".tox", "build", "dist"})
+MAX_INDEXED_FILES = 5_000
+MAX_IMPORTERS = 40
+MAX_CHAINS = 4
+
+
+def project_root(path: Path) -> Path:
+    """The folder of the nearest `.git`, `pyproject.toml`, `setup.py` or `setup.cfg` above a file (six
+    levels at most); a file with none around it is a project with its own folder."""
+    here = path.parent
+    for folder in (here, *list(here.parents)[:6]):
+        if any((folder / marker).exists() for marker in ROOT_MARKERS):
+            return folder
+    return here
+
+
+@dataclass
+class ImportIndex:
+    """Which files of a project import which names (every word of each imported dotted name)."""
+
+    by_word: dict[str, list[Path]] = field(default_factory=dict)
+    folders: list[Path] = field(default_factory=list)  # noted: a file added or removed changes one
+
+
+def _import_index(root: Path) -> ImportIndex:
+    index = ImportIndex()
+    count = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS and not d.startswith(".") and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg")))
+        index.folders.append(Path(folder))
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            count += 1
+            if count > MAX_INDEXED_FILES:
+                return index
+            file = Path(folder, name).resolve()
+            try:
+                if file.stat().st_size > MAX_SUMMARY_BYTES:
+                    continue
+                text = file.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            words: set[str] = set()
+            for match in _IMPORT_TEXT.finditer(text):
+                module, names = match.group(2, 3)
+                words.update(w for w in (module or "").split(".") if w)
+                for part in (names or "").split(","):
+                    words.update(w for w in part.split(" as ")[0].strip().split(".") if w.isidentifier())
+                if module is not None:  # `from pkg import mod`: the names imported may be modules
+                    line_end = text.find("\n", match.end())
+                    rest = text[match.end(): line_end if line_end >= 0 else len(text)]
+                    words.update(w.strip("() ").split(" as ")[0] for w in rest.split(",") if w.strip("() ").split(" as ")[0].isidentifier())
+            for word in words:
+                index.by_word.setdefault(word, []).append(file)
+    return index
 
 
 def _exports(source: str) -> dict[str, str]:

@@ -35,7 +35,7 @@ def annotation(d: Diagnostic) -> str:
             ("title", f"{d.code} {d.name}"),
         )
     )
-    message = f"{d.message}. Fix: {d.hint}" if d.hint else d.message
+    message = f"{d.message}{d.every_step_via()}. Fix: {d.hint}" if d.hint else f"{d.message}{d.every_step_via()}"
     if d.cell is not None:
         message = f"cell {d.cell}, line {d.line}: {message}"
     return f"::{COMMAND[d.severity]} {properties}::{_escape_data(message)}"

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from trainlint.diagnostics import Diagnostic, Severity
+from trainlint.diagnostics import Diagnostic, Severity, chain_text
 from trainlint.reading import resolved
 
 SOURCE = "trainlint"
@@ -51,6 +51,15 @@ def to_lsp(diagnostic: Diagnostic, lines: Sequence[str] | None = None) -> dict[s
         "source": SOURCE,
         "message": message,
     }
+    if d.chains:
+        out["relatedInformation"] = [
+            {
+                "location": {"uri": file_uri(loc.path), "range": lsp_range(loc.line, loc.column, loc.line, loc.column, None)},
+                "message": f"called every step (runs every step: {chain_text(chain)})",
+            }
+            for chain in d.chains
+            for loc in chain
+        ]
     out["data"] = {
         "name": d.name,
         **({"cell": d.cell} if d.cell is not None else {}),

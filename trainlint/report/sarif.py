@@ -11,7 +11,7 @@ from pathlib import Path, PurePath
 from typing import Sequence
 
 from trainlint import __version__
-from trainlint.diagnostics import Diagnostic, Edit, Severity, rule_url
+from trainlint.diagnostics import Diagnostic, Edit, Severity, rule_url, chain_text
 from trainlint.noqa import UNUSED_NOQA, UNUSED_NOQA_HINT, UNUSED_NOQA_PAGE, UNUSED_NOQA_SUMMARY
 from trainlint.reading import resolved
 
@@ -86,6 +86,15 @@ def _result(d: Diagnostic, index: dict[str, int]) -> dict[str, object]:
         "message": {"text": f"{d.message}. Fix: {d.hint}" if d.hint else d.message},
         "locations": [location],
     }
+    if d.chains:  # the calls that make the finding's code run every step
+        result["relatedLocations"] = [
+            {
+                "id": i,
+                "physicalLocation": {"artifactLocation": {"uri": _uri(loc.path)}, "region": {"startLine": loc.line, "startColumn": loc.column}},
+                "message": {"text": f"called every step (runs every step: {chain_text(chain)})"},
+            }
+            for i, (chain, loc) in enumerate(((c, loc) for c in d.chains for loc in c), start=1)
+        ]
     if d.cell is not None:  # a notebook: the region is in its JSON text; say where in which cell
         result["properties"] = {"cell": d.cell, "cellLine": d.line, "cellColumn": d.column}
     elif d.fix is not None:  # (a notebook's fix edits cell sources, not regions of the JSON text)

@@ -12,7 +12,7 @@ import sys
 from collections import Counter
 from typing import IO, TYPE_CHECKING, Callable, Protocol, Sequence
 
-from trainlint.diagnostics import Diagnostic, Severity
+from trainlint.diagnostics import Diagnostic, Severity, chain_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -73,7 +73,7 @@ def _head(d: Diagnostic, fixable: Callable[[Diagnostic], bool], name: bool) -> l
 
 def render_concise(out: Lines, diagnostics: Sequence[Diagnostic], fixable: Callable[[Diagnostic], bool]) -> None:
     for d in diagnostics:
-        out.line(*_head(d, fixable, name=False))
+        out.line(*_head(d, fixable, name=False), *([(d.every_step_via(), "dim")] if d.chains else []))
 
 
 def render_full(out: Lines, diagnostics: Sequence[Diagnostic], sources: SourceLines, fixable: Callable[[Diagnostic], bool]) -> None:
@@ -89,6 +89,8 @@ def render_full(out: Lines, diagnostics: Sequence[Diagnostic], sources: SourceLi
             out.line((f"{pad} |", "blue"))
             out.line((f"{gutter} |", "blue"), (f" {text}", ""))
             out.line((f"{pad} |", "blue"), (" " + " " * (d.column - 1), ""), ("^" * width, STYLE[d.severity]))
+        for chain in d.chains:
+            out.line(("  ", ""), ("= note:", "cyan"), (f" runs every step: {chain_text(chain)}", ""))
         if d.hint:
             out.line(("  ", ""), ("= fix:", "green"), (f" {d.hint}", ""))
         if d.fix is not None:

@@ -251,7 +251,7 @@ for x, y in loader:
             if any(_device_tensor(model.value(v, site)) for v in logged):
                 return f"logging a tensor (`{_short(code(call.node))}`)"
         summary = model.project_call_summary(call) if call.qualname is None or not call.qualname.startswith("torch") else None
-        if summary is not None and summary.syncs:
+        if summary is not None and summary.syncs and model.project_target(call) is None:
             return f"`{_short(code(call.node))}`, which reads a device tensor on the host (`{_short(summary.syncs[0], 40)}` in {summary.where}),"
         if summary is not None and summary.reads_arguments:
             args = [a.value for a in call.node.args]

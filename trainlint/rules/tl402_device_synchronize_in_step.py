@@ -80,7 +80,7 @@ def train_step(batch):
                 continue
             if call.qualname in SYNCHRONIZE:
                 yield Finding(call.node, f"`{call.qualname}()` on every training step stalls the host until the device drains")
-            elif (summary := model.project_call_summary(call)) is not None and summary.synchronizes:
+            elif (summary := model.project_call_summary(call)) is not None and summary.synchronizes and model.project_target(call) is None:
                 text = model.module.code_for_node(call.node.func)
                 yield Finding(call.node, f"`{text}()` calls `{summary.synchronizes[0]}` ({summary.where}) on every training step, stalling the host until the device drains")
             elif call.method == "synchronize" and not call.node.args and call.qualname is None:
