@@ -2,8 +2,9 @@
 
 Lines are made of (text, style) segments and printed as they are: text taken from the user's files
 (paths, messages, source lines) is never read as markup or emoji codes, so `:100:` and `[bold]` stay as
-they are, and its control characters are shown as escapes (`visible`). Where no style can show (stdout is not a terminal, `--color never`, `NO_COLOR`), a
-`PlainConsole` prints the text without importing rich; elsewhere `StyledConsole` prints through rich.
+they are, and its control characters are shown as escapes (`visible`). Where no style can show (stdout
+is not a terminal, `--color never`, `NO_COLOR`), a `PlainConsole` prints the text without importing
+rich; elsewhere `StyledConsole` prints through rich.
 """
 
 from __future__ import annotations
