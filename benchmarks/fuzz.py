@@ -1,6 +1,8 @@
 """The long fuzzing run: mutated real training files and generated pathological ones, linted and
 fixed (on copies) by `python -m trainlint` in batches. Prints the files, tracebacks, exit-2s, hangs,
-runs over the memory bound and peak memory; exits 1 when anything failed.
+runs over the memory bound and peak memory; then the terminal-output check (tests/fuzz/terminal.py:
+as many files, with control sequences in their lines and names, in every human-readable format)
+counts control characters printed unescaped. Exits 1 when anything failed.
 
     python benchmarks/fuzz.py --files 5000 --seed 1
     python benchmarks/fuzz.py --files 5000 --seed 1 --no-deep        # without the nesting/chain generators
@@ -19,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.fuzz.harness import fuzz  # noqa: E402
+from tests.fuzz.terminal import terminal_check  # noqa: E402
 
 
 def main() -> int:
@@ -33,6 +36,7 @@ def main() -> int:
     parser.add_argument("--memory-mb", type=float, default=2048, help="peak memory bound of one batch run")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--pinpoint", action="store_true", help="re-run a failed batch's files one by one")
+    parser.add_argument("--terminal", action=argparse.BooleanOptionalAction, default=True, help="the terminal-output check")
     args = parser.parse_args()
     extra = sorted(args.corpus.rglob("*.py")) if args.corpus else []
     report = fuzz(args.seed, args.files, args.batch, args.deep, args.huge, extra, args.timeout, args.memory_mb,
@@ -42,7 +46,13 @@ def main() -> int:
     for failure in report.failures:
         print(f"- {failure.kind}: {failure.detail.strip()[:1500]}")
         print(f"  files: {', '.join(failure.files[:20])}{' ...' if len(failure.files) > 20 else ''}")
-    return 1 if report.failures else 0
+    terminal = None
+    if args.terminal:
+        terminal = terminal_check(args.seed, args.files, args.batch, args.timeout, progress=lambda line: print(line, file=sys.stderr, flush=True))
+        print(terminal.summary())
+        for example in terminal.examples[:20]:
+            print(f"- {example[:1500]}")
+    return 1 if report.failures or (terminal and terminal.failed) else 0
 
 
 if __name__ == "__main__":

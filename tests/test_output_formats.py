@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -121,7 +122,7 @@ def test_plain_text_is_what_rich_prints_without_styles():
 
     odd = "x = '[bold]not markup[/]' + '\\\\[dim]' + ':100:'\f\r"
     diagnostics = [
-        Diagnostic("TL401", "host-sync-in-step", "reads `t[0]` [red] :smile: \\", Severity.WARNING, "a [b]/c.py", 1, 5, 1, 9, hint="use [x]"),
+        Diagnostic("TL401", "host-sync-in-step", "reads `t[0]` [red] :smile: \\", Severity.WARNING, "a [b]/c.py", 1, 5, 1, 9, hint="use [x]\x1b]0;t\x07\tnow"),
         Diagnostic("TL101", "low-precision-params-trained", "cast", Severity.ERROR, "a [b]/c.py", 2, 1, 3, 1),
     ]
     sources = {("a [b]/c.py", None): [odd, "y = 1\t# tab"]}
@@ -135,6 +136,64 @@ def test_plain_text_is_what_rich_prints_without_styles():
         render(StyledConsole(make_console("never", styled)))
         assert plain.getvalue() == styled.getvalue()
         outputs.append(plain.getvalue())
-    assert "1 | " + odd.rstrip("\f\r") + "\n" in outputs[0]  # rich drops form feeds and carriage returns
+    assert "1 | " + odd.replace("\f\r", "\\x0c\\x0d") + "\n" in outputs[0]  # shown, not acted on
     assert "a [b]/c.py:1:5: TL401 [*] [host-sync-in-step] reads `t[0]` [red] :smile: \\" in outputs[0]
     assert outputs[1].splitlines()[1] == "a [b]/c.py:2:1: TL101 cast"
+    assert "  = fix: use [x]\\x1b]0;t\\x07    now\n" in outputs[0]  # the tab expanded as rich does
+
+
+# Sequences a terminal acts on: retitle, clear the screen, a C1 CSI, BEL, backspace, DEL, a
+# right-to-left override and isolate (which reorder what follows), NEL and the line separator.
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x9b31m\x08\x7f\u202e\u2067\x85\u2028"
+SHOWN = "\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\x08\\x7f\\u202e\\u2067\\x85\\u2028"
+SGR = re.compile("\x1b\\[[0-9;]*m")  # the colours of `--color always`, trainlint's own
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def _hostile_file(tmp_path: Path) -> Path:
+    """A file whose name and source lines hold control sequences, with a finding after them on a line
+    and a form feed (a line break for `str.splitlines`, not for Python) above it."""
+    path = tmp_path / f"train{HOSTILE}.py"
+    source = FIXABLE.replace("import torch\n", "import torch\n\f\n").replace(
+        "    history.append(loss)", f"    s = '{HOSTILE}'; history.append(loss)"
+    ).replace("# ünïcode", f"# ünïcode {HOSTILE}")
+    path.write_text(source, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("color", ["never", "always"])
+def test_text_shows_control_characters_as_escapes(tmp_path: Path, color: str):
+    """A file cannot retitle or clear the terminal, or hide a line, through trainlint's output: its
+    name and lines are printed with each control character escaped, the caret under the finding."""
+    path = _hostile_file(tmp_path)
+    shown_path = str(path).replace(HOSTILE, SHOWN)
+    for fmt in ("text", "concise"):
+        code, out = run(str(path), "--no-cache", "--format", fmt, "--color", color)
+        assert code == 1
+        plain = SGR.sub("", out)
+        assert not CONTROL.search(plain) and "\t" not in plain, repr(plain)
+        assert f"{shown_path}:10:" in plain
+    frame = SGR.sub("", run(str(path), "--no-cache", "--color", color)[1]).splitlines()
+    (source,) = [line for line in frame if line.startswith("10 |")]
+    assert source == f"10 |     s = '{SHOWN}'; history.append(loss)  # ünïcode {SHOWN} before: columns in code points"
+    caret = frame[frame.index(source) + 1]
+    assert caret.index("^") == source.index("history.append") and caret.count("^") == len("history.append(loss)")
+
+
+def test_github_annotations_show_control_characters_as_escapes(tmp_path: Path):
+    path = _hostile_file(tmp_path)
+    code, out = run(str(path), "--no-cache", "--format", "github")
+    assert code == 1
+    (line,) = out.splitlines()  # a control character cannot start a second workflow command either
+    assert not CONTROL.search(line)
+    assert line.startswith("::error file=" + str(path).replace(HOSTILE, SHOWN).replace(":", "%3A") + ",line=10,")
+
+
+def test_stderr_lines_show_control_characters_as_escapes(tmp_path: Path):
+    """`--fix`'s lines name the file, `--show-files` lists it."""
+    path = _hostile_file(tmp_path)
+    result = CliRunner().invoke(main, [str(path), "--no-cache", "--fix", "--show-fixes"])
+    assert result.exit_code == 0 and "Fixed 1 problem(s) in " in result.stderr
+    assert not CONTROL.search(result.stdout + result.stderr) and str(path).replace(HOSTILE, SHOWN) in result.stdout
+    code, out = run(str(tmp_path), "--show-files")
+    assert code == 0 and out == str(path).replace(HOSTILE, SHOWN) + "\n"

@@ -103,3 +103,19 @@ def test_probes_show_progress_on_a_terminal(tmp_path: Path):
         """), encoding="utf-8")
     code, shown = _run_on_a_terminal([sys.executable, "-m", "trainlint", "verify", str(script), "--device", "cpu"])
     assert re.search(r"\rtrainlint: verifying finding 1/\d \(TL\d+\), [\d.]+ s elapsed", shown.replace("\x1b[K", "")), shown
+
+
+def test_probe_verdicts_show_findings_text_literally():
+    """`trainlint verify PATH`: a message or summary holding `[/...]` is text, not a closing tag."""
+    import io
+
+    from trainlint.verify.report_text import render
+    from trainlint.report.render import make_console
+
+    out = io.StringIO()
+    row = {"path": "a[/b]\x1b[2J.py", "line": 3, "column": 5, "code": "TL101", "message": "cast [/x] [bold]y[/bold]",
+           "verification": {"status": "confirmed", "summary": "froze [/z]\x07", "device": "cpu", "duration_s": 1.0}}
+    render(make_console("never", out), [row])
+    assert out.getvalue().splitlines()[:2] == [
+        r"a[/b]\x1b[2J.py:3:5 TL101 cast [/x] [bold]y[/bold]", r"  = confirmed on cpu, 1.0 s: froze [/z]\x07",
+    ]

@@ -386,3 +386,35 @@ def test_the_script_s_exit_status_and_syntax_errors_are_reported(tmp_path: Path)
     assert report["error"].endswith("broken.py:2")
     assert stderr.lstrip().startswith(f'File "{broken}", line 2')
     assert "trainlint" not in stderr.split("SyntaxError")[0] and "runpy" not in stderr
+
+
+def test_the_text_report_shows_the_script_s_text_literally(tmp_path: Path):
+    """Every gloo error ends in `[/...pair.cc:553]`, which rich read as a closing tag (a MarkupError
+    traceback, exit 1), and `[bold]` vanished as markup; control characters in the script's name, its
+    parameters' names or its error were printed raw."""
+    script = write(tmp_path, "peer\x1b[2J.py", r"""
+        import torch
+        model = torch.nn.Module()
+        model.register_parameter("w[/x]\x1b]0;pwned\x07", torch.nn.Parameter(torch.ones(4)))
+        opt = torch.optim.SGD(model.parameters(), lr=0.0)
+        for step in range(3):
+            next(model.parameters()).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        raise RuntimeError("Connection closed by peer [/tmp/pair.cc:553] [bold]x[/bold] \x1b[2J\u202eevil")
+        """)
+    html = tmp_path / "report.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "trainlint", "verify", "run", str(script), "--device", "cpu", "--html", str(html)],
+        capture_output=True, text=True, timeout=300,
+    )
+    shown = str(script).replace("\x1b", "\\x1b")
+    error = r"RuntimeError: Connection closed by peer [/tmp/pair.cc:553] [bold]x[/bold] \x1b[2J\u202eevil at " + f"{shown}:10"
+    assert done.returncode == 2 and "MarkupError" not in done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"{shown}: 3 optimizer step(s) on cpu") and lines[1] == f"  {error}"
+    assert r"  - 1 parameter tensor(s) frozen: w[/x]\x1b]0;pwned\x07 100%" in lines
+    assert done.stderr.splitlines()[-1] == f"trainlint: the script raised an error (exit status 1): {error}"
+    page = html.read_text(encoding="utf-8")
+    assert r"w[/x]\x1b]0;pwned\x07" in page and "\x1b" not in page and "\u202e" not in page
+    assert "\x1b" not in done.stdout and "\u202e" not in done.stdout

@@ -16,6 +16,7 @@ import click
 
 from trainlint import __version__
 from trainlint.report.render import COLOR_CHOICES, ReportOptions, fixable_by, make_console
+from trainlint.report.text import visible
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -134,7 +135,7 @@ def check(
     targets = discover([p for p in disk_paths if present(p)], settings.root, settings.exclude, force_exclude)
     if show_files:
         for target in targets:
-            click.echo(str(target.path))
+            click.echo(visible(str(target.path)))
         sys.exit(EXIT_CLEAN)
     if not (targets or missing or stdin):
         _warn("No Python files found")
@@ -188,7 +189,8 @@ def _exit(results: Sequence[FileResult], exit_zero: bool) -> None:
 
 
 def _warn(message: str, prefix: str = "warning: ") -> None:
-    click.echo(f"{prefix}{message}", err=True)
+    """A line on stderr; control characters in it (from a path, a script's error) shown as escapes."""
+    click.echo(visible(f"{prefix}{message}"), err=True)
 
 
 def _check_settings(
@@ -220,7 +222,7 @@ def _check_settings(
             per_file_ignores=base.per_file_ignores + tuple(per_file) if per_file else None,
         )
     except ConfigError as exc:
-        click.echo(f"trainlint: error: {exc}", err=True)
+        _warn(str(exc), prefix="trainlint: error: ")
         sys.exit(EXIT_ERROR)
 
 
@@ -382,7 +384,7 @@ def _print_fix_summary(before: Sequence[Diagnostic], after: Sequence[Diagnostic]
     noun = "problem" if total == 1 else "problems"
     click.echo(f"{'Fixed' if fixed else 'Fixable with --fix:'} {total} {noun}{':' if total else '.'}", err=err)
     for path in sorted({p for p, _, _ in counts}):
-        click.echo(f"- {path}:", err=err)
+        click.echo(f"- {visible(path)}:", err=err)
         for (p, code, name), n in sorted(counts.items()):
             if p == path:
                 click.echo(f"    {n} × {code} ({name})", err=err)
@@ -409,11 +411,11 @@ def _apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wr
             raw = read_source(path, settings.max_file_size)
             outcome = fix_source(decode(raw), result.path, settings, unsafe)
         except (ReadError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
-            click.echo(f"trainlint: {result.path}: not fixed: {exc}", err=True)
+            _warn(f"{result.path}: not fixed: {exc}", prefix="trainlint: ")
             out.append(result)
             continue
         for d, reason in outcome.rejected:
-            click.echo(f"trainlint: {result.path}:{d.line}:{d.column}: {d.code} fix not applied: {reason}", err=True)
+            _warn(f"{result.path}:{d.line}:{d.column}: {d.code} fix not applied: {reason}", prefix="trainlint: ")
         if not outcome.applied:
             out.append(result)
             continue
@@ -422,11 +424,11 @@ def _apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wr
             try:
                 written = replace_if_unchanged(path, raw, encode_like(raw, outcome.source))
             except OSError as exc:
-                click.echo(f"trainlint: {result.path}: not fixed: cannot write the file: {exc.strerror or exc}", err=True)
+                _warn(f"{result.path}: not fixed: cannot write the file: {exc.strerror or exc}", prefix="trainlint: ")
                 out.append(result)
                 continue
             if not written:
-                click.echo(f"trainlint: {result.path}: not fixed: the file changed while it was being fixed", err=True)
+                _warn(f"{result.path}: not fixed: the file changed while it was being fixed", prefix="trainlint: ")
                 out.append(result)
                 continue
             verb = "Fixed"
@@ -439,7 +441,7 @@ def _apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wr
             stdout.write(diff_bytes(result.path, raw, outcome.source))
             stdout.flush()
             out.append(result)
-        click.echo(f"{verb} {len(outcome.applied)} problem(s) in {result.path}", err=True)
+        _warn(f"{verb} {len(outcome.applied)} problem(s) in {result.path}", prefix="")
     return out
 
 
@@ -494,7 +496,7 @@ def _lint_for_verify(paths: Sequence[Path]) -> list[Diagnostic]:
     try:
         settings = load_settings(find_config(paths[0]))
     except ConfigError as exc:
-        click.echo(f"trainlint: error: {exc}", err=True)
+        _warn(str(exc), prefix="trainlint: error: ")
         sys.exit(EXIT_ERROR)
     targets = discover(list(paths), settings.root, settings.exclude)
     return [d for r in lint_paths([(t.path, settings) for t in targets]) for d in r.diagnostics]
@@ -566,14 +568,14 @@ def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: 
         try:
             html_path.write_text(render_html(report, rows, found), encoding="utf-8")
         except OSError as exc:
-            click.echo(f"trainlint: error: cannot write {html_path}: {exc.strerror}", err=True)
+            _warn(f"cannot write {html_path}: {exc.strerror}", prefix="trainlint: error: ")
             sys.exit(EXIT_ERROR)
     failure = script_failed(report)
     if failed_ourselves(report):
-        click.echo(f"trainlint: error: {report.get('message')}: {report.get('error') or 'no detail'}", err=True)
+        _warn(f"{report.get('message')}: {report.get('error') or 'no detail'}", prefix="trainlint: error: ")
         sys.exit(EXIT_ERROR)
     if failure:
-        click.echo(f"trainlint: {failure}", err=True)
+        _warn(failure, prefix="trainlint: ")
         sys.exit(EXIT_ERROR)
     confirmed = any((r["verification"] or {}).get("status") == "confirmed" for r in rows)
     if found or confirmed:

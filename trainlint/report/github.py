@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Sequence
 
 from trainlint.diagnostics import Diagnostic, Severity
+from trainlint.report.text import visible
 
 COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
 
 def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # line breaks as the runner decodes them; other control characters shown as escapes, so that
+    # neither the log nor the annotation acts on them
+    return visible(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _escape_property(text: str) -> str:

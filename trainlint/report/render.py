@@ -85,8 +85,15 @@ def source_lines(results: Sequence[FileResult]) -> SourceLines:
                     sources[(result.path, cell)] = lines
             except NotebookError:
                 pass
-        sources[(result.path, None)] = text.splitlines()
+        sources[(result.path, None)] = python_lines(text)
     return sources
+
+
+def python_lines(text: str) -> list[str]:
+    """`text` split where Python ends a line (`\\n`, `\\r\\n`, `\\r`) and nowhere else: `splitlines` also
+    splits at form feeds and other separators, which would show the wrong line for every finding below."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
 
 
 def render(results: Sequence[FileResult], options: ReportOptions, out: IO[str] | None = None) -> None:

@@ -2,12 +2,14 @@
 
 Lines are made of (text, style) segments and printed as they are: text taken from the user's files
 (paths, messages, source lines) is never read as markup or emoji codes, so `:100:` and `[bold]` stay as
-they are. Where no style can show (stdout is not a terminal, `--color never`, `NO_COLOR`), a
-`PlainConsole` prints the text without importing rich; elsewhere `StyledConsole` prints through rich.
+they are, and its control characters are shown as escapes (`visible`). Where no style can show (stdout
+is not a terminal, `--color never`, `NO_COLOR`), a `PlainConsole` prints the text without importing
+rich; elsewhere `StyledConsole` prints through rich.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import Counter
 from typing import IO, TYPE_CHECKING, Callable, Protocol, Sequence
@@ -34,12 +36,27 @@ class PlainConsole:
         self.file = file
 
     def line(self, *segments: Segment) -> None:
-        text = "".join(text for text, _ in segments).translate(_CONTROL_CODES)
+        text = visible("".join(text for text, _ in segments)).expandtabs(8)  # rich's tab size
         (self.file or sys.stdout).write(text + "\n")
 
 
-# what rich strips from printed text (bell, backspace, vertical tab, form feed, carriage return)
-_CONTROL_CODES = {7: None, 8: None, 11: None, 12: None, 13: None}
+# What a terminal acts on instead of showing, or what reorders a line: C0 controls but the tab, DEL,
+# C1 controls, the bidirectional marks, embeddings, overrides and isolates ("Trojan Source"), the
+# line and paragraph separators, and lone surrogates (a file name that is not UTF-8), which no
+# UTF-8 stream can write.
+_HIDDEN = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def visible(text: str) -> str:
+    """`text` with each control character written as an escape (ESC as `\\x1b`, RLO as `\\u202e`):
+    a file's name or contents must not retitle or clear the terminal, move the cursor, hide lines or
+    start a new one. Tabs are kept."""
+    return _HIDDEN.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 class StyledConsole:
@@ -52,7 +69,7 @@ class StyledConsole:
         self._text = Text
 
     def line(self, *segments: Segment) -> None:
-        self.console.print(self._text.assemble(*segments), highlight=False)
+        self.console.print(self._text.assemble(*((visible(text), style) for text, style in segments)), highlight=False)
 
 
 def location(d: Diagnostic) -> str:
@@ -85,10 +102,11 @@ def render_full(out: Lines, diagnostics: Sequence[Diagnostic], sources: SourceLi
             gutter = str(d.line)
             pad = " " * len(gutter)
             end = d.end_column if d.end_line == d.line else len(text) + 1
-            width = max(1, end - d.column)
+            start = _shown_column(text, d.column)  # an escaped control character takes several columns
+            width = max(1, _shown_column(text, end) - start)
             out.line((f"{pad} |", "blue"))
             out.line((f"{gutter} |", "blue"), (f" {text}", ""))
-            out.line((f"{pad} |", "blue"), (" " + " " * (d.column - 1), ""), ("^" * width, STYLE[d.severity]))
+            out.line((f"{pad} |", "blue"), (" " + " " * start, ""), ("^" * width, STYLE[d.severity]))
         for chain in d.chains:
             out.line(("  ", ""), ("= note:", "cyan"), (f" runs every step: {chain_text(chain)}", ""))
         if d.hint:
@@ -98,6 +116,11 @@ def render_full(out: Lines, diagnostics: Sequence[Diagnostic], sources: SourceLi
             out.line(("  ", ""), (f"= autofix ({kind}):", "green"), (f" {d.fix.description}", ""))
         out.line(("  ", ""), (f"= docs: {d.url}", "dim"))
         out.line()
+
+
+def _shown_column(text: str, column: int) -> int:
+    """Where 1-based `column` of `text` is printed (0-based), once control characters are escaped."""
+    return len(visible(text[: column - 1])) + max(0, column - 1 - len(text))
 
 
 def summary_line(diagnostics: Sequence[Diagnostic]) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import time
 
+from trainlint.report.text import visible
+
 
 class Progress:
     """Rewrites one status line in place (`\\r`), at most every `interval` seconds."""
@@ -15,14 +17,15 @@ class Progress:
         self.shown_at = 0.0
 
     def show(self, text: str, force: bool = False) -> None:
-        """`text` with the time elapsed, unless one was shown less than `interval` ago."""
+        """`text` (its control characters escaped: it may name the script) with the time elapsed,
+        unless one was shown less than `interval` ago."""
         if not self.enabled:
             return
         now = time.monotonic()
         if not force and now - self.shown_at < self.interval:
             return
         self.shown_at = now
-        sys.stderr.write(f"\r\x1b[K{text}, {now - self.started:.1f} s elapsed")
+        sys.stderr.write(f"\r\x1b[K{visible(text)}, {now - self.started:.1f} s elapsed")
         sys.stderr.flush()
 
     def clear(self) -> None:

@@ -4,15 +4,23 @@ kept across steps, and each static finding with its verdict."""
 
 from __future__ import annotations
 
+import html
 import math
-from html import escape
 from typing import Any, Sequence
 
+from trainlint.report.text import visible
 from trainlint.verify.health import (
     FROZEN, clipping_line, format_bytes, format_value, frozen_cause, rank_lines, relative_path, run_series, script_failed,
 )
 
 Report = dict[str, Any]
+
+
+def escape(text: str) -> str:
+    """Text for the page: HTML-escaped, with control characters and bidirectional overrides (from
+    the script's names, paths and errors) shown as escapes, as in the terminal."""
+    return html.escape(visible(text))
+
 CHART_W, CHART_H, PAD_L, PAD_B, PAD_T = 640, 180, 70, 24, 12
 VERDICT_CLASS = {"confirmed": "bad", "not confirmed": "good", "cannot check here": "warn"}
 STYLE = """

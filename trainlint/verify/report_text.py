@@ -7,9 +7,11 @@ import math
 from typing import Any, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from trainlint.verify.sparkline import marker_column, sparkline
+from trainlint.report.text import visible
 from trainlint.verify.health import (
     FROZEN, clipping_line, failed_ourselves, format_bytes, format_value, frozen_cause, never_cleared, rank_lines, relative_path,
     run_series, script_failed,
@@ -18,13 +20,20 @@ from trainlint.verify.health import (
 STYLE = {"confirmed": "bold red", "not reproduced": "green", "not confirmed": "green", "cannot check here": "yellow"}
 
 
+def _e(value: object) -> str:
+    """Text from the script or its run (paths, names, messages, source lines, error text) for markup:
+    never read as markup (`[/tmp/pair.cc:553]` in a gloo error is not a closing tag), control
+    characters shown as escapes."""
+    return escape(visible(str(value)))
+
+
 def render(console: Console, rows: Sequence[dict[str, object]], unchecked: str = "no probe") -> None:
     """Each finding with its verdict, then a count per verdict; `unchecked` names findings with none."""
     counts: dict[str, int] = {}
     for row in rows:
         verdict = row.get("verification")
         where = f"{row['path']}:{row['line']}:{row['column']}"
-        console.print(f"[bold]{where}[/] [cyan]{row['code']}[/] {row['message']}")
+        console.print(f"[bold]{_e(where)}[/] [cyan]{_e(row['code'])}[/] {_e(row['message'])}")
         if not verdict:
             console.print(f"  = verification: {unchecked} for this rule{_run_hint(str(row['code']), unchecked)}")
             counts[unchecked] = counts.get(unchecked, 0) + 1
@@ -32,11 +41,11 @@ def render(console: Console, rows: Sequence[dict[str, object]], unchecked: str =
         status = str(verdict["status"])
         counts[status] = counts.get(status, 0) + 1
         duration = verdict.get("duration_s")
-        on = f" on {verdict['device']}" if verdict.get("device") else ""
+        on = f" on {_e(verdict['device'])}" if verdict.get("device") else ""
         took = f", {duration:.1f} s" if isinstance(duration, (int, float)) else ""
-        console.print(f"  = [{STYLE.get(status, '')}]{status}[/]{on}{took}: {verdict['summary']}")
+        console.print(f"  = [{STYLE.get(status, '')}]{_e(status)}[/]{on}{took}: {_e(verdict['summary'])}")
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    console.print(f"\nVerified {len(rows)} finding(s): {summary or 'nothing to verify'}")
+    console.print(f"\nVerified {len(rows)} finding(s): {_e(summary) or 'nothing to verify'}")
 
 
 def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str, object]], problems: Sequence[str]) -> None:
@@ -45,24 +54,24 @@ def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str
     Each section is drawn on its own: evidence of an unexpected shape costs that section, never the report."""
     steps = report.get("steps") or 0
     took = f", {report['duration_s']:.1f} s" if isinstance(report.get("duration_s"), (int, float)) else ""
-    on = f" on {report['device']}" if report.get("device") else ""
-    console.print(f"[bold]{report.get('script')}[/]: {steps} optimizer step(s){on}{took}: {report.get('message', '')}")
+    on = f" on {_e(report['device'])}" if report.get("device") else ""
+    console.print(f"[bold]{_e(report.get('script'))}[/]: {steps} optimizer step(s){on}{took}: {_e(report.get('message', ''))}")
     if report.get("error"):
-        console.print(f"  [red]{report['error']}[/]")
+        console.print(f"  [red]{_e(report['error'])}[/]")
     if failed_ourselves(report) or not steps:
         return
     for section in (_ranks, _frozen, _series, _syncs, _graphs, _step_notes):
         try:
             section(console, report)
         except Exception as exc:  # a gap in one section, not a lost report
-            console.print(f"\n  [yellow](this part of the report could not be shown: {type(exc).__name__}: {exc}; `--format json` has the figures)[/]")
+            console.print(f"\n  [yellow](this part of the report could not be shown: {type(exc).__name__}: {_e(exc)}; `--format json` has the figures)[/]")
     if rows:
-        console.print(f"\n[bold]Static findings[/] in {report['script']}, judged by this run")
+        console.print(f"\n[bold]Static findings[/] in {_e(report['script'])}, judged by this run")
         render(console, rows, unchecked="no runtime check")
     if problems:
         console.print("\n[bold red]Problems[/]")
         for line in problems:
-            console.print(f"  - {line}")
+            console.print(f"  - {_e(line)}")
     else:
         scope = f"the {steps} step(s) before the run failed" if script_failed(report) else "this run"
         console.print(f"\nNo training-health problem in {scope}.")
@@ -71,9 +80,9 @@ def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str
 def _ranks(console: Console, report: dict[str, Any]) -> None:
     lines = rank_lines(report)
     if lines:
-        console.print(f"\n[bold]Ranks[/] ({report.get('world_size')} processes under torchrun; the sections below are rank 0's, frozen tensors of every rank)")
+        console.print(f"\n[bold]Ranks[/] ({_e(report.get('world_size'))} processes under torchrun; the sections below are rank 0's, frozen tensors of every rank)")
         for line in lines:
-            console.print(f"  {'[red]' + line + '[/]' if 'DIVERGE' in line else line}")
+            console.print(f"  {'[red]' + _e(line) + '[/]' if 'DIVERGE' in line else _e(line)}")
 
 
 def _frozen(console: Console, report: dict[str, Any]) -> None:
@@ -87,13 +96,13 @@ def _frozen(console: Console, report: dict[str, Any]) -> None:
     for column, justify in (("parameter", "left"), ("dtype", "left"), ("elements", "right"), ("unchanged", "right")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for r in frozen[:15]:
-        table.add_row(r["name"], r["dtype"], f"{r['numel']:,}", f"[red]{r['frozen_fraction']:.0%}[/]")
+        table.add_row(_e(r["name"]), _e(r["dtype"]), f"{r['numel']:,}", f"[red]{r['frozen_fraction']:.0%}[/]")
     console.print(table)
     if len(frozen) > 15:
         console.print(f"  ... and {len(frozen) - 15} more")
     cause = frozen_cause(frozen)
     if cause:
-        console.print(f"  cause: {cause.removeprefix('; ')}")
+        console.print(f"  cause: {_e(cause.removeprefix('; '))}")
 
 
 def _series(console: Console, report: dict[str, Any]) -> None:
@@ -111,17 +120,17 @@ def _series(console: Console, report: dict[str, Any]) -> None:
         console.print(f"  {row['label']:<12}{line}  {figures}")
         for mark in row["marks"]:
             column = marker_column(mark["step"], len(values))
-            console.print(f"  {'':<12}{' ' * column}[red]^ {mark['text']}[/]")
+            console.print(f"  {'':<12}{' ' * column}[red]^ {_e(mark['text'])}[/]")
     clip = clipping_line(report)
     if clip:
-        console.print(f"  {clip}")
+        console.print(f"  {_e(clip)}")
     scale = report.get("loss_scale")
     if scale and scale.get("enabled") is False:
         console.print(f"  GradScaler disabled: {scale.get('scaled_losses', 0)} loss(es) passed through unscaled")
     elif scale and scale.get("first") is not None:
         console.print(f"  loss scale {scale['first']:g} -> {scale['last']:g}, lowered {scale.get('decreases', 0)} time(s) for inf/NaN gradients")
     if report.get("nonfinite_parameters"):
-        console.print(f"  [red]non-finite parameters[/]: {', '.join(report['nonfinite_parameters'][:5])}")
+        console.print(f"  [red]non-finite parameters[/]: {_e(', '.join(report['nonfinite_parameters'][:5]))}")
     timing = report.get("step_time")
     if timing and timing.get("median_rest_s") is not None:
         first, rest = timing["first_s"], timing["median_rest_s"]
@@ -140,7 +149,7 @@ def _syncs(console: Console, report: dict[str, Any]) -> None:
             often = f"in {s['steps_seen']} of {s['steps_measured']} steps"
         else:
             often = f"{s['count']} time(s), outside the steps measured"
-        console.print(f"  {where}:{s['line']}  {s['kind']}  {often}")
+        console.print(f"  {_e(where)}:{_e(s['line'])}  {_e(s['kind'])}  {often}")
     if not syncs:
         console.print("  none")
     elif report.get("device") == "cpu":
@@ -152,7 +161,7 @@ def _graphs(console: Console, report: dict[str, Any]) -> None:
     for g in report.get("graphs") or []:
         nodes = g["nodes"]
         holding = f", holding {format_bytes(g['saved_bytes_at_end'])} saved for backward" if g.get("saved_bytes_at_end") else ""
-        console.print(f"  [red]{g['name']}[/]: +{g['growth_per_step']:.0f} nodes per step ({nodes[0]} after step 1, {nodes[-1]} after step {len(nodes)}{holding})")
+        console.print(f"  [red]{_e(g['name'])}[/]: +{g['growth_per_step']:.0f} nodes per step ({nodes[0]} after step 1, {nodes[-1]} after step {len(nodes)}{holding})")
     saved = report.get("saved_bytes") or {}
     values = saved.get("values") or [0]
     growth = saved.get("growth_per_step") or 0
@@ -187,7 +196,7 @@ def _step_notes(console: Console, report: dict[str, Any]) -> None:
     for e in report.get("events") or []:
         if e["kind"] != "forward with autograd on":
             often = f"{e['per_step']:.3g} per step" if e["every_step"] else f"{e['count']} time(s)"
-            notes.append(f"{relative_path(e['path'])}:{e['line']}  {e['kind']}  {often}")
+            notes.append(_e(f"{relative_path(e['path'])}:{e['line']}  {e['kind']}  {often}"))
     if notes:
         console.print("\n[bold]During the steps[/]")
         for note in notes:
