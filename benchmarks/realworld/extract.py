@@ -123,6 +123,11 @@ def archive(git_dir: Path, spec: RepoSpec, dest: Path) -> tuple[int, int]:
                 files += 1
                 if member.name.endswith(".py"):
                     lines += data.count(b"\n")
+    # the folder stands for the repository's checkout: mark its root, as `.git` or `pyproject.toml` marks
+    # a real one, so that the project phase finds the modules that import a file from anywhere in it
+    marker = dest / "pyproject.toml"
+    if not marker.exists():
+        marker.write_text("# the root of an extracted repository (benchmarks/realworld/extract.py)\n")
     return files, lines
 
 

@@ -230,7 +230,7 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
         with watching() as depends:
             model = TrainingModel.build(module, settings.analysis(), path=name, project=shared())
             findings: list[tuple[Rule, Finding]] = []
-            for rule in rules:
+            for rule in rules if not model.other_framework else ():
                 findings.extend((rule, f) for f in rule.check(model))
         result.dependencies = tuple(sorted(set(result.dependencies) | {file_state(str(p)) for p in depends}))
         unused_noqa = settings.reports_unused_noqa(Path(name))
@@ -329,6 +329,15 @@ def _diagnostics(
     return out
 
 
+def _shown(path: str, name: str) -> str:
+    """A file of another module as the linted file's name is written: relative to the working folder
+    when that is (and the file is below it), else as it is."""
+    if os.path.isabs(name):
+        return path
+    relative = os.path.relpath(path)
+    return relative if not relative.startswith("..") else path
+
+
 def _chains_of(span: Any, chained: dict[Function, list[tuple[Call | Place, ...]]], positions: Any, name: str) -> tuple[Chain, ...]:
     """The call chains of the innermost chained function that holds `span`, as locations."""
     holders = [
@@ -341,7 +350,7 @@ def _chains_of(span: Any, chained: dict[Function, list[tuple[Call | Place, ...]]
     inner = max(holders, key=lambda fn: (positions[fn.node].start.line, positions[fn.node].start.column))
     return tuple(
         tuple(
-            Location(*c) if isinstance(c, tuple) else Location(name, positions[c.node].start.line, positions[c.node].start.column + 1)
+            Location(_shown(c[0], name), c[1], c[2]) if isinstance(c, tuple) else Location(name, positions[c.node].start.line, positions[c.node].start.column + 1)
             for c in chain
         )
         for chain in chained[inner]

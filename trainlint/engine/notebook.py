@@ -272,7 +272,10 @@ def map_diagnostic(nb: Notebook, d: Diagnostic) -> Diagnostic:
 
 
 def lint_cells(text: str, name: str, settings: Settings, lint_python: Callable[[str, str, Settings], FileResult]) -> FileResult:
-    """Lint a notebook's code cells as one module with `lint_python`; a file that is not a notebook gets TL000."""
+    """Lint a notebook's code cells as one module with `lint_python`; a file that is not a notebook gets
+    TL000, an empty file nothing (Jupyter opens it as a new notebook)."""
+    if not text.strip():
+        return FileResult(name, source=text)
     try:
         nb = load(text)
     except NotebookError as exc:

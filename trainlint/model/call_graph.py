@@ -60,17 +60,26 @@ class CallGraph:
             ]
             return (direct, *overrides)
         func = call.node.func
-        receiver, method = (func.value, func.attr.value) if isinstance(func, cst.Attribute) else (func, None)
-        if call.receiver_text in ("self", "cls") or isinstance(receiver, cst.Call):
-            return ()
-        if method is None and (call.qualname is not None or self.local_class(call.name or "") is not None):
+        if isinstance(func, cst.Attribute) and call.receiver_text not in ("self", "cls") and not isinstance(func.value, cst.Call):
+            # `obj.m(...)`: a method of the class obj is an instance of
+            info = self._instance_class(func.value, call)
+            found = self._method(info, func.attr.value) if info is not None else None
+            if found is not None:
+                return (found,)
+        if isinstance(func, cst.Name) and (call.qualname is not None or self.local_class(func.value) is not None):
             return ()  # a library callable, or a class of this module being constructed
-        origin = self.value(receiver, call.site).origin
-        info = self.local_class(origin) if origin else None
-        if info is None:
-            return ()
-        found = self._method(info, method) if method else self._method(info, "forward") or self._method(info, "__call__")
-        return (found,) if found is not None else ()
+        if isinstance(func, (cst.Name, cst.Attribute)):
+            # `model(x)`, `self.criterion(a, b)`: an instance called runs its `forward` (or `__call__`)
+            info = self._instance_class(func, call)
+            found = (self._method(info, "forward") or self._method(info, "__call__")) if info is not None else None
+            if found is not None:
+                return (found,)
+        return ()
+
+    def _instance_class(self, expr: cst.BaseExpression, call: Call) -> ClassInfo | None:
+        """The class of this module that `expr` is an instance of, known from its value."""
+        origin = self.value(expr, call.site).origin
+        return self.local_class(origin) if origin else None
 
     def _method(self, info: ClassInfo, name: str, depth: int = 0) -> Function | None:
         """A class's method, its own or inherited from a class of this module."""

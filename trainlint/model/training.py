@@ -61,6 +61,7 @@ STEP_NAME_WORDS = frozenset({"step", "train", "training", "update", "batch", "it
 if TYPE_CHECKING:
     from trainlint.model.summary import Place, ProjectLookup, StepCall
 
+OTHER_FRAMEWORKS = ("mxnet", "tensorflow", "jax", "flax", "keras", "paddle", "mindspore", "oneflow")
 ONCE_DECORATORS = frozenset({"functools.lru_cache", "functools.cache", "lru_cache", "cache", "functools.cached_property", "cached_property"})
 
 
@@ -484,6 +485,12 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions):
     def every_step(self, site: Site) -> bool:
         """Whether code at this site runs on every training step: per step and not gated."""
         return self._in_step(site, self.step_functions) and not self._gated(site, self.step_functions)
+
+    @cached_property
+    def other_framework(self) -> bool:
+        """A module of another deep-learning framework (MXNet, TensorFlow, JAX, ...) that does not import
+        torch: its `float(loss)` and `.asnumpy()` follow that framework's rules, not PyTorch's."""
+        return not self.imports.imports_module("torch") and any(self.imports.imports_module(m) for m in OTHER_FRAMEWORKS)
 
     @cached_property
     def has_training_step(self) -> bool:

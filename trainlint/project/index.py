@@ -19,6 +19,7 @@ from pathlib import Path
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
+from trainlint.model.lattice import Kind
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, Place, Seed
 
 # a module containing none of these can say nothing a training step needs
@@ -316,7 +317,7 @@ class Project:
         # a module with no training token says nothing of its own, unless other modules run it every
         # step (then the calls it makes onward matter: a model's `forward` calling its loss head)
         if not any(token in source for token in TRAINING_TOKENS) and not self._deeper.step_seeds(str(path)):
-            return ModuleSummary(exports=_exports(source))
+            return _outline(source)
         try:
             from trainlint.model.parse import parse_file
             from trainlint.model.summary import Summarizer
@@ -328,7 +329,7 @@ class Project:
             calls = model.step_calls(_placer(module, source, str(path), model))
             return replace(summary, step_calls=tuple(calls)) if calls else summary
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
-            return ModuleSummary(exports=_exports(source))
+            return _outline(source)
 
 
 def _placer(module: Any, source: str, path: str, model: Any) -> Callable[[Any], Place]:
@@ -404,13 +405,18 @@ def _import_index(root: Path) -> ImportIndex:
     return index
 
 
-def _exports(source: str) -> dict[str, str]:
-    """Names a module imports (for re-exports), read with Python's own fast parser."""
+def _outline(source: str) -> ModuleSummary:
+    """What a module with no training code of its own offers, read with Python's own fast parser: its
+    top-level functions and classes (doing nothing a step needs; a class deriving from a `...Module`
+    or defining `forward` is a module whose `forward` runs when an instance is called), and the names
+    it imports (for re-exports)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return {}
-    out: dict[str, str] = {}
+        return EMPTY
+    exports: dict[str, str] = {}
+    functions: dict[str, FunctionSummary] = {}
+    classes: dict[str, ClassSummary] = {}
     for node in tree.body:
         if isinstance(node, ast.ImportFrom):
             base = "." * node.level + (node.module or "")
@@ -418,8 +424,18 @@ def _exports(source: str) -> dict[str, str]:
                 if alias.name == "*":
                     continue
                 full = f"{base}.{alias.name}" if node.module else f"{base}{alias.name}" if node.level else alias.name
-                out[alias.asname or alias.name] = full
-    return out
+                exports[alias.asname or alias.name] = full
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions[node.name] = FunctionSummary(where=f"`{node.name}`")
+        elif isinstance(node, ast.ClassDef):
+            methods = {
+                m.name: FunctionSummary(where=f"`{node.name}.{m.name}`")
+                for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+            }
+            bases = [ast.unparse(b) for b in node.bases]
+            module = "forward" in methods or any(b.endswith(("Module", "Model")) for b in bases)
+            classes[node.name] = ClassSummary(Kind.MODULE if module else Kind.OBJECT, methods)
+    return ModuleSummary(functions, classes, exports)
 
 
 # A folder through which the worker processes of one run share summaries (set by the supervisor

@@ -1,0 +1,294 @@
+"""The training step across objects, methods and modules (DESIGN.md, "The whole program"): a function
+is per step when any call chain from a step loop reaches it, and a finding inside it is reported where
+its code is, with the chain."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tests.helpers import lint
+from trainlint.config import Settings
+from trainlint.engine.lint import lint_paths
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write(folder: Path, files: dict[str, str]) -> None:
+    (folder / "pyproject.toml").write_text("")  # the project's root
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def findings(folder: Path, paths: list[str], select: str | None = None) -> dict[str, list]:
+    """{"path:line:code": [chain texts]} for the named files, linted together."""
+    settings = Settings(select=(select,) if select else None, root=folder)
+    out: dict[str, list] = {}
+    for result in lint_paths([(folder / p, settings) for p in paths], jobs=1):
+        for d in result.diagnostics:
+            rel = Path(d.path).relative_to(folder).as_posix()
+            out[f"{rel}:{d.line}:{d.code}"] = [[(Path(loc.path).name, loc.line) for loc in chain] for chain in d.chains]
+    return out
+
+
+# A DETR-style project: the loss module's `forward` reads a device value on the host, the model's
+# `forward` builds labels on the host and moves them; the step loop lives in another module.
+DETECTION = {
+    "models/__init__.py": "",
+    "models/criterion.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class SetCriterion(nn.Module):
+            def forward(self, outputs, targets):
+                loss = (outputs - targets).abs().mean()
+                num_boxes = loss.detach().item()
+                return loss / max(num_boxes, 1.0)
+    """,
+    "models/contrastive.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class Contrastive(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+
+            def forward(self, x):
+                labels = torch.arange(x.shape[0]).cuda()
+                return self.proj(x), labels
+    """,
+    "engine.py": """
+        import torch
+        from models.criterion import SetCriterion
+        from models.contrastive import Contrastive
+
+
+        def train_one_epoch(loader, device):
+            model = Contrastive().to(device)
+            criterion = SetCriterion()
+            optimizer = torch.optim.AdamW(model.parameters())
+            for samples, targets in loader:
+                samples, targets = samples.to(device), targets.to(device)
+                outputs, labels = model(samples)
+                loss = criterion(outputs, targets)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        @torch.no_grad()
+        def evaluate(loader, device):
+            criterion = SetCriterion()
+            for samples, targets in loader:
+                criterion(samples.to(device), targets.to(device))
+    """,
+}
+
+
+def test_a_loss_module_s_forward_called_every_step_from_another_module(tmp_path: Path) -> None:
+    write(tmp_path, DETECTION)
+    out = findings(tmp_path, list(DETECTION))
+    assert out["models/criterion.py:9:TL401"] == [[("engine.py", 14)]]  # `criterion(outputs, targets)`
+    assert out["models/contrastive.py:12:TL406"] == [[("engine.py", 13)]]  # `model(samples)`
+
+
+def test_one_file_linted_alone_gets_the_findings_of_the_whole_project_run(tmp_path: Path) -> None:
+    write(tmp_path, DETECTION)
+    whole = findings(tmp_path, list(DETECTION))
+    for name in DETECTION:
+        alone = findings(tmp_path, [name])
+        assert alone == {k: v for k, v in whole.items() if k.startswith(f"{name}:")}
+
+
+def test_the_command_line_agrees_for_one_file_and_the_folder(tmp_path: Path) -> None:
+    write(tmp_path, DETECTION)
+
+    def run(*args: str) -> list[dict]:
+        done = subprocess.run(
+            [sys.executable, "-m", "trainlint", *args, "--output-format", "json", "--no-cache"],
+            cwd=tmp_path, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        )
+        return [d for d in json.loads(done.stdout) if d["path"].endswith("criterion.py")]
+
+    alone, whole = run("models/criterion.py"), run(".")
+    assert alone == whole and [d["line"] for d in alone] == [9]
+    assert alone[0]["related"][0]["locations"][0]["line"] == 14
+
+
+def test_a_function_called_only_from_evaluation_is_not_per_step(tmp_path: Path) -> None:
+    files = dict(DETECTION)
+    files["engine.py"] = files["engine.py"].replace("loss = criterion(outputs, targets)", "loss = (outputs - targets).abs().mean()")
+    write(tmp_path, files)
+    out = findings(tmp_path, list(files))
+    assert not [k for k in out if k.startswith("models/criterion.py")]
+
+
+def test_forward_of_a_class_of_the_same_module_runs_every_step() -> None:
+    found = lint(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Decoder(nn.Module):
+            def forward(self, x, lengths):
+                max_len = lengths.max().item()
+                mask = torch.zeros(x.shape[0], max_len).to(self.device)
+                return x, mask
+
+        class Seq2Seq(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.decoder = Decoder()
+
+            def forward(self, x, lengths):
+                return self.decoder(x, lengths)
+
+        model = Seq2Seq().cuda()
+        optimizer = torch.optim.Adam(model.parameters())
+        for x, lengths in loader:
+            out, mask = model(x.cuda(), lengths.cuda())
+            out.sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+    )
+    by_code = {(d.code, d.line): [[loc.line for loc in c] for c in d.chains] for d in found}
+    assert by_code[("TL401", 7)] == [[22, 17]]  # model(...) -> Seq2Seq.forward -> self.decoder(...)
+    assert by_code[("TL406", 8)] == [[22, 17]]
+
+
+def test_a_method_overridden_in_a_subclass_is_reached_from_the_inherited_loop() -> None:
+    found = lint(
+        """
+        import torch
+
+        class BasicTrainer:
+            def clip_gradient(self):
+                return torch.nn.utils.clip_grad_norm_(self.policy.parameters(), 10.0)
+
+            def train(self):
+                self.policy.cuda()
+                for batch in self.loader:
+                    loss = self.policy(batch)
+                    loss.backward()
+                    grad_norm = self.clip_gradient()
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+
+        class FSDPTrainer(BasicTrainer):
+            def clip_gradient(self):
+                return self.policy.clip_grad_norm_(10.0).item()
+        """,
+        "TL401",
+    )
+    assert [(d.line, [[loc.line for loc in c] for c in d.chains]) for d in found] == [(19, [[13]])]
+
+
+def test_a_notebook_whose_model_forward_builds_a_host_tensor(tmp_path: Path) -> None:
+    cells = [
+        "import torch\nimport torch.nn as nn\n",
+        "class Net(nn.Module):\n    def forward(self, x):\n        pos = torch.arange(x.shape[1]).to(x.device)\n        return x + pos\n",
+        "model = Net().cuda()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nfor x in loader:\n"
+        "    loss = model(x.cuda()).sum()\n    loss.backward()\n    opt.step()\n    opt.zero_grad()\n",
+    ]
+    notebook = {
+        "cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None} for c in cells],
+        "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5,
+    }
+    path = tmp_path / "train.ipynb"
+    path.write_text(json.dumps(notebook))
+    (result,) = lint_paths([(path, Settings(root=tmp_path))], jobs=1)
+    assert [(d.code, d.cell, d.line) for d in result.diagnostics] == [("TL406", 2, 3)]
+
+
+def test_a_noqa_on_the_calling_line_drops_that_chain() -> None:
+    code = """
+    import torch
+
+    def log(loss):
+        return loss.item()
+
+    model.cuda()
+    for x in loader:
+        loss = model(x.cuda())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        log(loss){noqa_a}
+        log(loss * 2){noqa_b}
+    """
+    both = lint(code.format(noqa_a="", noqa_b=""), "TL401")
+    assert [(d.line, len(d.chains)) for d in both] == [(5, 2)]
+    one = lint(code.format(noqa_a="  # noqa: TL401", noqa_b=""), "TL401")
+    assert [(d.line, [[loc.line for loc in c] for c in d.chains]) for d in one] == [(5, [[14]])]
+    assert lint(code.format(noqa_a="  # noqa: TL401", noqa_b="  # noqa: TL401"), "TL401") == []
+
+
+def test_the_chain_in_every_output_format(tmp_path: Path) -> None:
+    write(tmp_path, DETECTION)
+
+    def run(fmt: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "trainlint", "models/criterion.py", "--output-format", fmt, "--no-cache"],
+            cwd=tmp_path, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        )
+        return done.stdout
+
+    assert "= note: runs every step: " in run("text") and "engine.py:14" in run("text")
+    assert run("concise").splitlines()[0].endswith("(every step via engine.py:14)")
+    assert "(every step via engine.py:14)" in run("github")
+    sarif = json.loads(run("sarif"))["runs"][0]["results"][0]
+    assert sarif["relatedLocations"][0]["physicalLocation"]["region"]["startLine"] == 14
+    lsp = next(iter(json.loads(run("lsp")).values()))[0]
+    assert lsp["relatedInformation"][0]["location"]["range"]["start"]["line"] == 13  # 0-based
+
+
+def test_a_bare_modulo_test_is_true_on_most_steps_not_a_gate() -> None:
+    code = """
+    import torch
+    model.cuda()
+    for step, x in enumerate(loader):
+        loss = model(x.cuda())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if step % 100:
+            print(loss.item())
+        if step % 100 != 0:
+            print(loss.item())
+        if not step % 100:
+            print(loss.item())
+        if step % 100 == 0:
+            print(loss.item())
+    """
+    assert [d.line for d in lint(code, "TL401")] == [10, 12]
+
+
+def test_a_module_of_another_framework_is_not_pytorch_code() -> None:
+    code = """
+    import mxnet as mx
+    from mxnet import autograd
+    for x, y in loader:
+        with autograd.record():
+            loss = net(x)
+        loss.backward()
+        trainer.step(1)
+        total += float(loss.sum())
+        print(loss.mean().asscalar())
+    """
+    assert lint(code, "ALL") == []
+
+
+def test_an_empty_notebook_file_is_not_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "empty.ipynb"
+    path.write_text("")
+    (result,) = lint_paths([(path, Settings(root=tmp_path))], jobs=1)
+    assert result.diagnostics == []
