@@ -3,11 +3,16 @@ libcst nor the rules, safe under concurrent runs, never stale, bounded."""
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from trainlint.cache import Cache
 from trainlint.config import Settings
@@ -36,11 +41,11 @@ def project(tmp_path: Path) -> Path:
     return folder
 
 
-def trainlint(*args: str, cache: Path | None = None, python: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+def trainlint(*args: str, cache: Path | None = None, python: tuple[str, ...] = (), timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if cache is not None:
         env["TRAINLINT_CACHE_DIR"] = str(cache)
-    return subprocess.run([sys.executable, *python, "-m", "trainlint", *args], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run([sys.executable, *python, "-m", "trainlint", *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
 def entries(cache: Path) -> list[Path]:
@@ -174,3 +179,144 @@ def test_a_module_that_appears_later_is_seen_by_a_file_the_prefilter_skipped(tmp
     after = trainlint(str(folder / "main.py"), "--format", "concise", cache=cache).stdout
     assert "main.py:6:5: TL402" in after
     assert after == trainlint(str(folder / "main.py"), "--format", "concise", "--no-cache").stdout
+
+
+TIMER_SYNC = "import torch\n\nclass StepTimer:\n    def click(self):\n        torch.cuda.synchronize()\n"
+TIMER_CLOCK = "import time\n\nclass StepTimer:\n    def click(self):\n        self.ticked = time.time()\n"
+TRAIN = (
+    "import torch\nfrom utils import StepTimer\n\ntimer = StepTimer()\nfor x, y in loader:\n"
+    "    loss = criterion(model(x.to(device)), y)\n    loss.backward()\n    optimizer.step()\n"
+    "    optimizer.zero_grad()\n    timer.click()\n"
+)
+
+
+def test_a_local_module_changed_with_its_size_and_modification_time_kept_is_not_read_from_the_cache(tmp_path):
+    """`cp -p`, `touch -d` and build tools that normalise mtimes keep both: only the content tells."""
+    folder, cache = tmp_path / "project", tmp_path / "cache"
+    folder.mkdir()
+    utils = folder / "utils.py"
+    utils.write_text(TIMER_CLOCK)
+    (folder / "train.py").write_text(TRAIN)
+    before = utils.stat()
+    first = trainlint(str(folder / "train.py"), "--format", "concise", cache=cache).stdout
+    assert "TL402" not in first
+    utils.write_text(TIMER_SYNC)
+    assert utils.stat().st_size == before.st_size
+    os.utime(utils, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = trainlint(str(folder / "train.py"), "--format", "concise", cache=cache).stdout
+    expected = trainlint(str(folder / "train.py"), "--format", "concise", "--no-cache").stdout
+    assert "TL402" in expected
+    assert after == expected
+
+
+def planted_pickle(code: str) -> bytes:
+    """A pickle that runs `code` when it is loaded."""
+
+    class Payload:
+        def __reduce__(self):
+            return (exec, (code,))
+
+    return pickle.dumps(Payload())
+
+
+def test_a_planted_pickle_entry_is_never_executed(tmp_path):
+    folder, cache = project(tmp_path), tmp_path / "cache"
+    reference = trainlint(str(folder), "--format", "json", "--no-cache")
+    marker = tmp_path / "ran"
+    trainlint(str(folder), "--format", "json", cache=cache)
+    for payload in (f"open({str(marker)!r}, 'w').write('x')", "raise SystemExit(3)"):
+        for entry in entries(cache):
+            entry.write_bytes(planted_pickle(payload))
+        run = trainlint(str(folder), "--format", "json", cache=cache)
+        assert not marker.exists()
+        assert (run.returncode, run.stdout) == (reference.returncode, reference.stdout)
+
+
+def test_fifos_folders_and_malformed_entries_are_misses_and_never_hang(tmp_path):
+    folder, cache = project(tmp_path), tmp_path / "cache"
+    reference = trainlint(str(folder), "--format", "json", "--no-cache")
+    wrong_types = json.dumps({"trainlint": 999, "path": 1, "diagnostics": "x", "dependencies": None})
+    damage = [
+        lambda e: (e.unlink(), os.mkfifo(e)),
+        lambda e: (e.unlink(), e.mkdir()),
+        lambda e: (e.unlink(), e.symlink_to("/dev/zero")),
+        lambda e: os.truncate(e, 64 << 20),  # sparse: a huge entry that costs no disk
+        lambda e: e.write_text("{not json"),
+        lambda e: e.write_text(wrong_types),
+        lambda e: e.write_bytes(e.read_bytes()[: len(e.read_bytes()) // 2]),
+    ]
+    for harm in damage:
+        trainlint(str(folder), "--format", "json", cache=cache)
+        for entry in entries(cache):
+            harm(entry)
+        run = trainlint(str(folder), "--format", "json", cache=cache, timeout=60)  # a hang fails here
+        assert (run.returncode, run.stdout, run.stderr) == (reference.returncode, reference.stdout, reference.stderr)
+        shutil.rmtree(cache)
+
+
+def test_the_cache_folder_is_private_to_its_user(tmp_path):
+    folder, cache = project(tmp_path), tmp_path / "cache"
+    trainlint(str(folder / "step.py"), cache=cache)
+    folders = [cache, *(p for p in cache.rglob("*") if p.is_dir())]
+    assert len(folders) >= 3 and all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in folders)
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in entries(cache))
+
+
+def test_a_planted_pickle_in_the_run_s_shared_summary_store_is_never_executed(tmp_path):
+    """Worker processes share summaries through a folder: what is read there is data, checked."""
+    from trainlint import project as projects
+    from trainlint.project import Project, sharing_summaries
+
+    utils = tmp_path / "utils.py"
+    utils.write_text(TIMER_SYNC)
+    marker = tmp_path / "ran"
+    with sharing_summaries():
+        expected = Project().summary(utils)
+        for entry in Path(projects._SHARED_FOLDER).iterdir():
+            entry.write_bytes(planted_pickle(f"open({str(marker)!r}, 'w').write('x')"))
+        again = Project().summary(utils)  # a fresh process's project: reads the shared store
+    assert not marker.exists()
+    assert again == expected and again.classes["StepTimer"].methods["click"].synchronizes
+
+
+def test_a_long_lived_process_reads_a_module_again_after_rescan_even_with_its_modification_time_kept(tmp_path):
+    """The language server's process: its summaries are memoised by content, checked after each rescan."""
+    from trainlint.project import Project
+
+    utils = tmp_path / "utils.py"
+    utils.write_text(TIMER_CLOCK)
+    before = utils.stat()
+    project = Project()
+
+    def synchronizes() -> bool:
+        click = project.symbol(str(tmp_path / "train.py"), "utils.StepTimer.click")
+        return click is not None and bool(click.synchronizes)  # type: ignore[union-attr]
+
+    assert not synchronizes()
+    utils.write_text(TIMER_SYNC)
+    os.utime(utils, ns=(before.st_atime_ns, before.st_mtime_ns))
+    project.rescan()
+    assert synchronizes()
+
+
+def test_entries_of_the_old_pickle_format_are_deleted_and_nothing_else(tmp_path):
+    folder, cache = project(tmp_path), tmp_path / "cache"
+    old = cache / "v1" / "ab" / ("ab" + "0" * 62)
+    old.parent.mkdir(parents=True)
+    old.write_bytes(planted_pickle("raise SystemExit(3)"))
+    (cache / "v1" / "mine.txt").write_text("not an entry")
+    run = trainlint(str(folder / "step.py"), cache=cache)
+    assert run.returncode == 1 and "TL401" in run.stdout
+    assert not old.exists() and not old.parent.exists() and (cache / "v1" / "mine.txt").exists()
+
+
+def test_a_cache_folder_of_another_user_is_not_used(tmp_path):
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("needs to hand a folder to another user")
+    folder, cache = project(tmp_path), tmp_path / "cache"
+    cache.mkdir()
+    os.chown(cache, 65534, 65534)
+    reference = trainlint(str(folder), "--format", "json", "--no-cache")
+    run = trainlint(str(folder), "--format", "json", cache=cache)
+    assert (run.returncode, run.stdout) == (reference.returncode, reference.stdout)
+    assert not list(cache.iterdir())

@@ -45,21 +45,13 @@ class FileResult:
     internal_error: bool = False
     # False for an outcome that depends on the machine, not the file (a crash, the time or memory limit)
     cacheable: bool = True
-    # other files the result depends on (local modules it imports): (path, size, mtime_ns), -1 if absent
-    dependencies: tuple[tuple[str, int, int], ...] = ()
+    # the states of other files the result depends on (local modules it imports, paths it looked
+    # for), by content where it read them: see cache.py
+    dependencies: tuple[tuple[str, int, str], ...] = ()
 
     @property
     def failed(self) -> bool:
         return any(d.code == PARSE_ERROR[0] for d in self.diagnostics)
-
-
-def file_state(path: str) -> tuple[str, int, int]:
-    """What says whether a file changed: (path, size, modification time in ns); -1s when absent."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return (path, -1, -1)
-    return (path, st.st_size, st.st_mtime_ns)
 
 
 def could_not_analyse(path: str, why: str) -> Diagnostic:
@@ -211,7 +203,7 @@ def rules_for(source: str, name: str, settings: Settings) -> list[Rule]:
     return _prefilter(source, name, settings)[0]
 
 
-def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], tuple[tuple[str, int, int], ...]]:
+def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], tuple[tuple[str, int, str], ...]]:
     """`rules_for`, and the files whose absence or presence it depended on (see `could_step`)."""
     if not source.strip():
         return [], ()
@@ -237,7 +229,7 @@ def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], 
         if any(r.per_step for r in rules) and not could_step(source, settings.step_functions, imports_project):
             rules = [r for r in rules if not r.per_step]
         rules = [r for r in rules if r.may_fire(source, imports_project)]
-    return rules, tuple(sorted(file_state(str(p)) for p in probed))
+    return rules, tuple(sorted(probed))
 
 
 def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], result: FileResult) -> None:
@@ -269,7 +261,7 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
             findings: list[tuple[Rule, Finding]] = []
             for rule in rules:
                 findings.extend((rule, f) for f in rule.check(model))
-        result.dependencies = tuple(sorted(set(result.dependencies) | {file_state(str(p)) for p in depends}))
+        result.dependencies = tuple(sorted(set(result.dependencies) | depends))
         unused_noqa = settings.reports_unused_noqa(Path(name))
         if findings or unused_noqa:  # reading the comments tokenizes the file: only when they matter
             from trainlint.noqa import parse_suppressions
