@@ -7,9 +7,16 @@ counts control characters printed unescaped. Exits 1 when anything failed.
     python benchmarks/fuzz.py --files 5000 --seed 1
     python benchmarks/fuzz.py --files 5000 --seed 1 --no-deep        # without the nesting/chain generators
     python benchmarks/fuzz.py --files 2000 --corpus /work/corpus      # also mutate the .py files of a folder
+    python benchmarks/fuzz.py --cache-corruption --files 500 --seed 1  # damage the result cache instead
 
 The deep-nesting and long-chain generators (on by default here, off in the CI run) are what the
 engine's per-file containment must survive.
+
+`--cache-corruption` lints projects of generated files with a warm cache whose entries are damaged
+in eleven ways (truncated, random bytes, a pickle that would run code, a FIFO, a folder, a link to
+/dev/zero, wrong types, a huge file, no read permission, another format, another file's entry; see
+tests/fuzz/cache_corruption.py) and counts crashes, hangs, outputs that differ from `--no-cache`
+and entries whose code ran.
 """
 
 from __future__ import annotations
@@ -37,7 +44,12 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--pinpoint", action="store_true", help="re-run a failed batch's files one by one")
     parser.add_argument("--terminal", action=argparse.BooleanOptionalAction, default=True, help="the terminal-output check")
+    parser.add_argument("--cache-corruption", action="store_true", help="damage the result cache's entries instead")
+    parser.add_argument("--project-files", type=int, default=25, help="with --cache-corruption: files per project")
+    parser.add_argument("--rounds", type=int, default=5, help="with --cache-corruption: damaged runs per project")
     args = parser.parse_args()
+    if args.cache_corruption:
+        return corrupt_caches(args)
     extra = sorted(args.corpus.rglob("*.py")) if args.corpus else []
     report = fuzz(args.seed, args.files, args.batch, args.deep, args.huge, extra, args.timeout, args.memory_mb,
                   args.jobs, args.pinpoint, progress=lambda line: print(line, file=sys.stderr, flush=True))
@@ -53,6 +65,20 @@ def main() -> int:
         for example in terminal.examples[:20]:
             print(f"- {example[:1500]}")
     return 1 if report.failures or (terminal and terminal.failed) else 0
+
+
+def corrupt_caches(args: argparse.Namespace) -> int:
+    from tests.fuzz.cache_corruption import fuzz_cache
+
+    timeout = min(args.timeout, 120)
+    report = fuzz_cache(args.seed, args.files, args.project_files, args.rounds, timeout=timeout, jobs=args.jobs,
+                        progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(f"seed {args.seed}: {report.summary()}")
+    print("damaged: " + ", ".join(f"{k} {v}" for k, v in sorted(report.corrupted.items())))
+    for failure in report.failures:
+        print(f"- {failure.kind}: {failure.detail.strip()[:1500]}")
+        print(f"  entries: {', '.join(failure.files[:20])}{' ...' if len(failure.files) > 20 else ''}")
+    return 1 if report.failures else 0
 
 
 if __name__ == "__main__":

@@ -3,11 +3,16 @@ libcst nor the rules, safe under concurrent runs, never stale, bounded."""
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from trainlint.engine.cache import Cache
 from trainlint.config import Settings
@@ -37,11 +42,11 @@ def project(tmp_path: Path) -> Path:
     return folder
 
 
-def trainlint(*args: str, cache: Path | None = None, python: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+def trainlint(*args: str, cache: Path | None = None, python: tuple[str, ...] = (), timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if cache is not None:
         env["TRAINLINT_CACHE_DIR"] = str(cache)
-    return subprocess.run([sys.executable, *python, "-m", "trainlint", *args], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run([sys.executable, *python, "-m", "trainlint", *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
 def entries(cache: Path) -> list[Path]:
@@ -142,17 +147,17 @@ def test_outcomes_of_the_machine_are_not_cached(tmp_path):
 def test_a_changed_local_module_that_a_file_imports_is_not_read_from_the_cache(tmp_path):
     folder, cache = tmp_path / "project", tmp_path / "cache"
     folder.mkdir()
-    (folder / "utils.py").write_text("import torch\n\nclass StepTimer:\n    def click(self):\n        torch.cuda.synchronize()\n")
+    (folder / "utils.py").write_text("import torch\n\ndef log_value(v):\n    return v.item()\n")
     (folder / "train.py").write_text(
-        "import torch\nfrom utils import StepTimer\n\ntimer = StepTimer()\nfor x, y in loader:\n"
+        "import torch\nfrom utils import log_value\n\nfor x, y in loader:\n"
         "    loss = criterion(model(x.to(device)), y)\n    loss.backward()\n    optimizer.step()\n"
-        "    optimizer.zero_grad()\n    timer.click()\n"
+        "    optimizer.zero_grad()\n    log_value(loss)\n"
     )
     first = trainlint(str(folder / "train.py"), "--format", "concise", cache=cache).stdout
-    assert "TL402" in first  # the helper synchronises, as the summary of utils.py says
-    (folder / "utils.py").write_text("import time\n\nclass StepTimer:\n    def click(self):\n        self.t = time.time()\n")
+    assert "TL401" in first  # the helper reads its argument on the host, as the summary of utils.py says
+    (folder / "utils.py").write_text("import torch\n\ndef log_value(v):\n    return None\n")
     after = trainlint(str(folder / "train.py"), "--format", "concise", cache=cache).stdout
-    assert "TL402" not in after
+    assert "TL401" not in after
     assert after == trainlint(str(folder / "train.py"), "--format", "concise", "--no-cache").stdout
 
 
@@ -175,3 +180,169 @@ def test_a_module_that_appears_later_is_seen_by_a_file_the_prefilter_skipped(tmp
     after = trainlint(str(folder / "main.py"), "--format", "concise", cache=cache).stdout
     assert "main.py:6:5: TL402" in after
     assert after == trainlint(str(folder / "main.py"), "--format", "concise", "--no-cache").stdout
+
+
+LOG_READS = "import torch\n\ndef log_value(v):\n    return v.item()\n"  # reads its argument on the host
+LOG_KEEPS = "import torch\n\ndef log_value(v):\n    return v.iten()\n"  # the same size, reads nothing known
+TRAIN = (
+    "import torch\nfrom utils import log_value\n\nfor x, y in loader:\n"
+    "    loss = criterion(model(x.to(device)), y)\n    loss.backward()\n    optimizer.step()\n"
+    "    optimizer.zero_grad()\n    log_value(loss)\n"
+)
+
+
+def test_a_local_module_changed_with_its_size_and_modification_time_kept_is_not_read_from_the_cache(tmp_path):
+    """`cp -p`, `touch -d` and build tools that normalise mtimes keep both: only the content tells."""
+    folder, cache = tmp_path / "project", tmp_path / "cache"
+    folder.mkdir()
+    utils = folder / "utils.py"
+    utils.write_text(LOG_KEEPS)
+    (folder / "train.py").write_text(TRAIN)
+    before = utils.stat()
+    first = trainlint(str(folder / "train.py"), "--format", "concise", cache=cache).stdout
+    assert "TL401" not in first
+    utils.write_text(LOG_READS)
+    assert utils.stat().st_size == before.st_size
+    os.utime(utils, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = trainlint(str(folder / "train.py"), "--format", "concise", cache=cache).stdout
+    expected = trainlint(str(folder / "train.py"), "--format", "concise", "--no-cache").stdout
+    assert "TL401" in expected
+    assert after == expected
+
+
+def test_a_helper_s_cached_result_follows_the_modules_that_call_it(tmp_path):
+    """A helper's finding depends on its callers: a step that stops calling it, or a new module that
+    starts, changes its result."""
+    folder, cache = tmp_path / "project", tmp_path / "cache"
+    folder.mkdir()
+    (folder / "pyproject.toml").write_text("")
+    helper = folder / "timing.py"
+    helper.write_text("import torch\n\nclass StepTimer:\n    def click(self):\n        torch.cuda.synchronize()\n")
+    loop = (
+        "import torch\nfrom timing import StepTimer\n\ntimer = StepTimer()\nfor x, y in loader:\n"
+        "    loss = criterion(model(x.to(device)), y)\n    loss.backward()\n    optimizer.step()\n"
+        "    optimizer.zero_grad()\n"
+    )
+    run = lambda: trainlint(str(helper), "--format", "concise", cache=cache).stdout  # noqa: E731
+    assert "TL402" not in run()
+    (folder / "train.py").write_text(loop + "    timer.click()\n")  # a new module calls it every step
+    assert "timing.py:5:9: TL402" in run()
+    (folder / "train.py").write_text(loop + "    pass\n")  # and stops
+    assert "TL402" not in run()
+
+
+def planted_pickle(code: str) -> bytes:
+    """A pickle that runs `code` when it is loaded."""
+
+    class Payload:
+        def __reduce__(self):
+            return (exec, (code,))
+
+    return pickle.dumps(Payload())
+
+
+def test_a_planted_pickle_entry_is_never_executed(tmp_path):
+    folder, cache = project(tmp_path), tmp_path / "cache"
+    reference = trainlint(str(folder), "--format", "json", "--no-cache")
+    marker = tmp_path / "ran"
+    trainlint(str(folder), "--format", "json", cache=cache)
+    for payload in (f"open({str(marker)!r}, 'w').write('x')", "raise SystemExit(3)"):
+        for entry in entries(cache):
+            entry.write_bytes(planted_pickle(payload))
+        run = trainlint(str(folder), "--format", "json", cache=cache)
+        assert not marker.exists()
+        assert (run.returncode, run.stdout) == (reference.returncode, reference.stdout)
+
+
+def test_fifos_folders_and_malformed_entries_are_misses_and_never_hang(tmp_path):
+    folder, cache = project(tmp_path), tmp_path / "cache"
+    reference = trainlint(str(folder), "--format", "json", "--no-cache")
+    wrong_types = json.dumps({"trainlint": 999, "path": 1, "diagnostics": "x", "dependencies": None})
+    damage = [
+        lambda e: (e.unlink(), os.mkfifo(e)),
+        lambda e: (e.unlink(), e.mkdir()),
+        lambda e: (e.unlink(), e.symlink_to("/dev/zero")),
+        lambda e: os.truncate(e, 64 << 20),  # sparse: a huge entry that costs no disk
+        lambda e: e.write_text("{not json"),
+        lambda e: e.write_text(wrong_types),
+        lambda e: e.write_bytes(e.read_bytes()[: len(e.read_bytes()) // 2]),
+    ]
+    for harm in damage:
+        trainlint(str(folder), "--format", "json", cache=cache)
+        for entry in entries(cache):
+            harm(entry)
+        run = trainlint(str(folder), "--format", "json", cache=cache, timeout=60)  # a hang fails here
+        assert (run.returncode, run.stdout, run.stderr) == (reference.returncode, reference.stdout, reference.stderr)
+        shutil.rmtree(cache)
+
+
+def test_the_cache_folder_is_private_to_its_user(tmp_path):
+    folder, cache = project(tmp_path), tmp_path / "cache"
+    trainlint(str(folder / "step.py"), cache=cache)
+    folders = [cache, *(p for p in cache.rglob("*") if p.is_dir())]
+    assert len(folders) >= 3 and all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in folders)
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in entries(cache))
+
+
+def test_a_planted_pickle_in_the_run_s_shared_summary_store_is_never_executed(tmp_path):
+    """Worker processes share summaries through a folder: what is read there is data, checked."""
+    from trainlint.project import index as projects
+    from trainlint.project.index import Project, sharing_summaries
+
+    utils = tmp_path / "utils.py"
+    utils.write_text("import torch\n\nclass StepTimer:\n    def click(self):\n        torch.cuda.synchronize()\n")
+    marker = tmp_path / "ran"
+    with sharing_summaries():
+        expected = Project().summary(utils)
+        for entry in Path(projects._SHARED_FOLDER).iterdir():
+            entry.write_bytes(planted_pickle(f"open({str(marker)!r}, 'w').write('x')"))
+        again = Project().summary(utils)  # a fresh process's project: reads the shared store
+    assert not marker.exists()
+    assert again == expected and again.classes["StepTimer"].methods["click"].synchronizes
+
+
+TIMER_SYNC = "import torch\n\nclass StepTimer:\n    def click(self):\n        torch.cuda.synchronize()\n"
+TIMER_CLOCK = "import time\n\nclass StepTimer:\n    def click(self):\n        self.ticked = time.time()\n"
+
+
+def test_a_long_lived_process_reads_a_module_again_after_rescan_even_with_its_modification_time_kept(tmp_path):
+    """The language server's process: its summaries are memoised by content, checked after each rescan."""
+    from trainlint.project.index import Project
+
+    utils = tmp_path / "utils.py"
+    utils.write_text(TIMER_CLOCK)
+    before = utils.stat()
+    project = Project()
+
+    def synchronizes() -> bool:
+        click = project.symbol(str(tmp_path / "train.py"), "utils.StepTimer.click")
+        return click is not None and bool(click.synchronizes)  # type: ignore[union-attr]
+
+    assert not synchronizes()
+    utils.write_text(TIMER_SYNC)
+    os.utime(utils, ns=(before.st_atime_ns, before.st_mtime_ns))
+    project.rescan()
+    assert synchronizes()
+
+
+def test_entries_of_the_old_pickle_format_are_deleted_and_nothing_else(tmp_path):
+    folder, cache = project(tmp_path), tmp_path / "cache"
+    old = cache / "v1" / "ab" / ("ab" + "0" * 62)
+    old.parent.mkdir(parents=True)
+    old.write_bytes(planted_pickle("raise SystemExit(3)"))
+    (cache / "v1" / "mine.txt").write_text("not an entry")
+    run = trainlint(str(folder / "step.py"), cache=cache)
+    assert run.returncode == 1 and "TL401" in run.stdout
+    assert not old.exists() and not old.parent.exists() and (cache / "v1" / "mine.txt").exists()
+
+
+def test_a_cache_folder_of_another_user_is_not_used(tmp_path):
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("needs to hand a folder to another user")
+    folder, cache = project(tmp_path), tmp_path / "cache"
+    cache.mkdir()
+    os.chown(cache, 65534, 65534)
+    reference = trainlint(str(folder), "--format", "json", "--no-cache")
+    run = trainlint(str(folder), "--format", "json", cache=cache)
+    assert (run.returncode, run.stdout) == (reference.returncode, reference.stdout)
+    assert not list(cache.iterdir())

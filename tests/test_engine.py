@@ -3,13 +3,11 @@ positions on demand; the GC pause. Through the real command where the behaviour 
 
 from __future__ import annotations
 
-import ast
 import gc
 import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import libcst as cst

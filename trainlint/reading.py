@@ -115,3 +115,100 @@ def digest() -> Any:
     except ImportError:  # a Python built without it
         from hashlib import blake2b
     return blake2b(digest_size=32)
+
+
+MAX_MODULE_BYTES = 2_000_000  # a local module larger than this is not summarised (its content is not read)
+
+# A dependency's state: (path, size of the content read or one of the codes below, BLAKE2b hex or "").
+State = tuple[str, int, str]
+ABSENT, FOLDER, SPECIAL, EXISTS, TOO_LARGE, UNREADABLE, LISTING = -1, -2, -3, -4, -5, -6, -7
+_READ_CODES = (TOO_LARGE, UNREADABLE)  # outcomes of reading, not of looking
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_regular(path: str, limit: int, follow: bool = True) -> bytes | None:
+    """The bytes of a regular file of at most `limit` bytes, else None (absent, unreadable, a FIFO,
+    a folder, a device, too large). Opened non-blocking and checked on the open descriptor, so
+    nothing in place of the file can make this wait or read without end."""
+    flags = _OPEN_FLAGS | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
+    try:
+        fd = os.open(path, flags)
+    except (OSError, ValueError):
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        return _read_fd(fd, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _read_fd(fd: int, limit: int) -> bytes | None:
+    """At most `limit` bytes from `fd`; None when there are more (a file that grew)."""
+    chunks, left = [], limit + 1
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 24))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return None if left <= 0 else b"".join(chunks)
+
+
+def probe_state(path: str) -> State:
+    """What is at `path` (links followed): a regular file, a folder, something else or nothing.
+    For paths the analysis only looked for; their content is not read."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return (path, ABSENT, "")
+    return (path, EXISTS if stat.S_ISREG(mode) else FOLDER if stat.S_ISDIR(mode) else SPECIAL, "")
+
+
+def read_state(path: str, limit: int = MAX_MODULE_BYTES) -> tuple[State, bytes | None]:
+    """The content of a module file (a regular file of at most `limit` bytes) and its state: its
+    size and BLAKE2b hash, or why it was not read. Never blocks (see `read_regular`)."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except (FileNotFoundError, NotADirectoryError, ValueError):
+        return (path, ABSENT, ""), None
+    except OSError:
+        found = probe_state(path)
+        return ((path, UNREADABLE, "") if found[1] == EXISTS else found), None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return (path, FOLDER if stat.S_ISDIR(info.st_mode) else SPECIAL, ""), None
+        data = _read_fd(fd, limit) if info.st_size <= limit else None
+    except OSError:
+        return (path, UNREADABLE, ""), None
+    finally:
+        os.close(fd)
+    if data is None:
+        return (path, TOO_LARGE, ""), None
+    hashed = digest()
+    hashed.update(data)
+    return (path, len(data), hashed.hexdigest()), data
+
+
+def current_state(recorded: State) -> State:
+    """The state of the recorded path now, found the way it was recorded (read, or looked for)."""
+    path, size, _ = recorded
+    if size == LISTING:
+        return listing_state(path)
+    return read_state(path)[0] if size >= 0 or size in _READ_CODES else probe_state(path)
+
+
+def listing_state(path: str) -> State:
+    """The names in a folder, hashed: a file added or removed there changes it (the project's index
+    of which modules import which is read from its folders)."""
+    try:
+        names = sorted(os.listdir(path))
+    except (OSError, ValueError):
+        return (path, ABSENT, "")
+    hashed = digest()
+    hashed.update("\0".join(names).encode("utf-8", "surrogatepass"))
+    return (path, LISTING, hashed.hexdigest())

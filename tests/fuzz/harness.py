@@ -26,7 +26,6 @@ import time
 import tokenize
 import warnings
 from dataclasses import dataclass, field
-from io import BytesIO
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 

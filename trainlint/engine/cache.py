@@ -4,19 +4,26 @@ An entry is keyed on everything a file's result depends on: the file's bytes and
 linted under, the settings that change what is reported, trainlint's own code (its version and the
 size and modification time of each of its source files, so that an edited checkout never reads a
 stale result) and the versions of Python and libcst. A result that read the summaries of local modules
-the file imports lists those modules' files (and the candidate paths probed for them) with their
-size and modification time; a lookup whose dependencies changed is a miss.
+lists the states of the files it depended on (see `read_state` and `probe_state`): a module it read by
+the BLAKE2b hash of its content, a path it only looked for by what is there. A lookup whose
+dependencies are not all as recorded is a miss; sizes and modification times are never trusted.
+
+Entries are plain JSON, checked field by field when read (`trainlint/engine/serial.py`): a cache folder
+that others can write to (a CI cache restored from another branch) can at worst cost a miss, never
+run code. Anything odd about an entry (not a regular file, too large, not JSON, a wrong type, another
+format) is a miss. The folder is created private to its user; a folder owned by another user is not
+used. Entries of earlier formats are deleted, never read.
 
 Files with findings are cached like clean ones. What depends on the machine rather than the file (a
 crash, the time or memory limit, an internal error) is never stored. Entries are written to a
-temporary file and renamed into place, so concurrent runs never see half an entry; an unreadable
-entry is a miss. The cache is pruned to `max_entries`, oldest first, after a run that wrote to it.
+temporary file and renamed into place, so concurrent runs never see half an entry. The cache is
+pruned to `max_entries`, oldest first, after a run that wrote to it.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
+import re
 import stat
 import sys
 import tempfile
@@ -25,13 +32,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainlint import __version__
-from trainlint.reading import digest
+from trainlint.reading import State, current_state, digest, read_regular
 
 if TYPE_CHECKING:
     from trainlint.config import Settings
     from trainlint.engine.results import FileResult
 
-FORMAT = "1"  # bump when the layout of an entry changes
+FORMAT = 2  # bump when the layout of an entry changes; entries of earlier formats are deleted
+MAX_ENTRY_BYTES = 32 << 20
+_ENTRY_NAME = re.compile(r"[0-9a-f]{64}|\.tmp-.*")
 
 
 def default_directory() -> Path:
@@ -81,14 +90,34 @@ def settings_key(settings: Settings) -> str:
     return repr(parts)
 
 
+def private_folder(path: Path, follow: bool = True) -> bool:
+    """Create `path` (mode 0o700) or make an existing one 0o700; False when it is not a folder of
+    this user (then it is not used: whoever owns it could write its entries)."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.stat(path) if follow else os.lstat(path)
+        if not stat.S_ISDIR(info.st_mode):
+            return False
+        if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+            return False
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            os.chmod(path, 0o700)
+        return True
+    except OSError:
+        return False
+
+
 class Cache:
     """Lint results by content key, stored under `directory`."""
 
     def __init__(self, directory: Path, max_entries: int = 50_000) -> None:
-        self.directory = Path(directory) / f"v{FORMAT}"
+        self.root = Path(directory)
+        self.directory = self.root / f"v{FORMAT}"
         self.max_entries = max_entries
         self.stored = 0
         self.enabled = True
+        self._ready: bool | None = None
+        self._states: dict[State, bool] = {}  # whether each recorded dependency still holds, this run
 
     def key(self, path: str, data: bytes, settings: Settings) -> str:
         hashed = digest()
@@ -101,53 +130,76 @@ class Cache:
     def _entry(self, key: str) -> Path:
         return self.directory / key[:2] / key
 
+    def _usable(self) -> bool:
+        """The folder exists and is private (checked once); entries of earlier formats are deleted."""
+        if self._ready is None:
+            self._ready = private_folder(self.root) and private_folder(self.directory, follow=False)
+            if self._ready:
+                _delete_earlier_formats(self.root)
+            else:
+                self.enabled = False
+        return self._ready
+
     def lookup(self, path: str, settings: Settings) -> tuple[FileResult | None, str | None, bytes | None]:
         """The cached result of linting `path` now, else the key to store a fresh result under and
         the bytes it was computed from (analyse those, not what the file holds a moment later)."""
-        if not self.enabled:
+        if not self.enabled or not self._usable():
             return None, None, None
-        try:
-            st = os.stat(path)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > settings.max_file_size:
-                return None, None, None  # the analysis reports these itself, without reading a FIFO here
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError:
+        # the analysis reports what is not a readable regular file within max-file-size itself
+        data = read_regular(path, settings.max_file_size)
+        if data is None:
             return None, None, None
         key = self.key(path, data, settings)
-        try:
-            with open(self._entry(key), "rb") as fh:
-                result = pickle.load(fh)
-        except Exception:  # no entry, or a damaged or foreign one: a miss
+        raw = read_regular(str(self._entry(key)), MAX_ENTRY_BYTES, follow=False)
+        if raw is None:
             return None, key, data
-        if getattr(result, "path", None) != path:
-            return None, key, data
-        from trainlint.engine.results import file_state
+        from trainlint.engine.serial import decode_result
 
-        if any(file_state(dep[0]) != dep for dep in result.dependencies):
-            return None, key, data  # a local module it imports changed (or appeared, or went)
+        try:
+            result = decode_result(raw, FORMAT, len(data))
+        except Exception:  # damaged, foreign, of another format: a miss (decoding runs no code)
+            return None, key, data
+        if result.path != path or not all(self._holds(dep) for dep in result.dependencies):
+            return None, key, data  # a local module it used changed (or appeared, or went)
         return result, key, None
 
+    def _holds(self, recorded: State) -> bool:
+        known = self._states.get(recorded)
+        if known is None:
+            known = self._states[recorded] = current_state(recorded) == recorded
+        return known
+
     def store(self, key: str, result: FileResult) -> None:
-        """Write an entry atomically; a cache that cannot be written is switched off, not fatal."""
-        if not self.enabled:
+        """Write an entry atomically; a cache folder that cannot be written is switched off, not fatal."""
+        if not self.enabled or not self._usable():
+            return
+        from trainlint.engine.serial import encode_result
+
+        try:
+            data = encode_result(result, FORMAT)
+        except (TypeError, ValueError):  # a result holding what an entry cannot say: not cached
+            return
+        if len(data) > MAX_ENTRY_BYTES:
             return
         target = self._entry(key)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
             try:
-                with os.fdopen(fd, "wb") as fh:
-                    pickle.dump(result, fh, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(tmp, target)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
-        except (OSError, pickle.PicklingError, TypeError, AttributeError):
+                os.mkdir(target.parent, 0o700)
+            except FileExistsError:
+                pass
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")  # mode 0o600
+        except OSError:
             self.enabled = False
+            return
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, target)  # over a FIFO or a link in its place; a folder there stays a miss
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
             return
         self.stored += 1
 
@@ -156,7 +208,7 @@ class Cache:
         if not self.stored:
             return
         try:
-            entries = [e for shard in os.scandir(self.directory) if shard.is_dir() for e in os.scandir(shard.path)]
+            entries = [e for shard in os.scandir(self.directory) if shard.is_dir(follow_symlinks=False) for e in os.scandir(shard.path)]
         except OSError:
             return
         if len(entries) <= self.max_entries:
@@ -164,12 +216,42 @@ class Cache:
         dated = []
         for e in entries:
             try:
-                dated.append((e.stat().st_mtime, e.path))
+                dated.append((e.stat(follow_symlinks=False).st_mtime, e.path))
             except OSError:
                 pass
         dated.sort()
         for _, entry in dated[: len(dated) - int(self.max_entries * 0.8)]:
             try:
                 os.unlink(entry)
+            except OSError:
+                pass
+
+
+def _delete_earlier_formats(root: Path) -> None:
+    """Delete the entries of earlier formats (pickles, which must never be loaded) and their folders.
+    Only names an entry can have are deleted: the cache folder may be one the user named."""
+    try:
+        earlier = [e.path for e in os.scandir(root) if re.fullmatch(r"v[0-9]+", e.name) and int(e.name[1:]) < FORMAT
+                   and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return
+    for folder in earlier:
+        try:
+            shards = [s.path for s in os.scandir(folder) if re.fullmatch(r"[0-9a-f]{2}", s.name) and s.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+        for shard in shards:
+            try:
+                names = [e.name for e in os.scandir(shard) if _ENTRY_NAME.fullmatch(e.name)]
+            except OSError:
+                continue
+            for name in names:
+                try:
+                    os.unlink(os.path.join(shard, name))
+                except OSError:
+                    pass
+        for empty in (*shards, folder):
+            try:
+                os.rmdir(empty)
             except OSError:
                 pass

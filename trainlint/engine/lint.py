@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainlint.diagnostics import Chain, Diagnostic, Edit, Fix, Location
-from trainlint.engine.results import FileResult, could_not_analyse, decode, error_diagnostic, file_state
+from trainlint.engine.results import FileResult, could_not_analyse, decode, error_diagnostic
 from trainlint.reading import ReadError, read_source, too_large
 
 _NATIVE_POSITION = re.compile(r"(?:parser error: )?error at (?P<line>\d+):(?P<column>\d+): ")
@@ -165,7 +165,7 @@ def rules_for(source: str, name: str, settings: Settings) -> list[Rule]:
     return _prefilter(source, name, settings)[0]
 
 
-def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], tuple[tuple[str, int, int], ...]]:
+def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], tuple[tuple[str, int, str], ...]]:
     """`rules_for`, and the files whose absence or presence it depended on (see `could_step`)."""
     if not source.strip():
         return [], ()
@@ -200,7 +200,7 @@ def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], 
         else:
             rules = [r for r in rules if not r.per_step]
         rules = [r for r in rules if r.may_fire(source, imports_project)]
-    return rules, tuple(sorted(file_state(str(p)) for p in probed))
+    return rules, tuple(sorted(probed))
 
 
 def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], result: FileResult) -> None:
@@ -232,7 +232,7 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
             findings: list[tuple[Rule, Finding]] = []
             for rule in rules if not model.other_framework else ():
                 findings.extend((rule, f) for f in rule.check(model))
-        result.dependencies = tuple(sorted(set(result.dependencies) | {file_state(str(p)) for p in depends}))
+        result.dependencies = tuple(sorted(set(result.dependencies) | depends))
         unused_noqa = settings.reports_unused_noqa(Path(name))
         if findings or unused_noqa:  # reading the comments tokenizes the file: only when they matter
             from trainlint.noqa import parse_suppressions
@@ -300,8 +300,10 @@ def _diagnostics(
         chains: tuple[Chain, ...] = ()
         if rule.per_step and chained:
             chains = _chains_of(span, chained, positions, name)
-            kept = tuple(c for c in chains if not any(suppressions.suppressed(rule.code, loc.line) for loc in c))
-            if chains and not kept:  # a `# noqa` on the calling line of every chain
+            kept = tuple(
+                c for c in chains if not any(loc.path == name and suppressions.suppressed(rule.code, loc.line) for loc in c)
+            )
+            if chains and not kept:  # suppressed on a calling line of every chain
                 continue
             chains = kept
         seen.add(key)

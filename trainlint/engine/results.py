@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 import tokenize
 from dataclasses import dataclass, field
 
@@ -22,21 +21,13 @@ class FileResult:
     internal_error: bool = False
     # False for an outcome that depends on the machine, not the file (a crash, the time or memory limit)
     cacheable: bool = True
-    # other files the result depends on (local modules it imports): (path, size, mtime_ns), -1 if absent
-    dependencies: tuple[tuple[str, int, int], ...] = ()
+    # the states of other files the result depends on (local modules it imports, paths it looked
+    # for, folders whose modules may call it), by content where it read them: see reading.py
+    dependencies: tuple[tuple[str, int, str], ...] = ()
 
     @property
     def failed(self) -> bool:
         return any(d.code == PARSE_ERROR[0] for d in self.diagnostics)
-
-
-def file_state(path: str) -> tuple[str, int, int]:
-    """What says whether a file changed: (path, size, modification time in ns); -1s when absent."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return (path, -1, -1)
-    return (path, st.st_size, st.st_mtime_ns)
 
 
 def could_not_analyse(path: str, why: str) -> Diagnostic:

@@ -4,14 +4,17 @@
 the project) part of the analysis of `train.py`: its summary says what `NativeScaler()(loss, opt)`
 does. Only modules a file imports are read, and only when the analysis asks about one of their names;
 a module with no training token is summarised without parsing. Summaries are memoised per process
-and keyed by the module's path and modification time.
+by the module's path and content (read again after `rescan`).
+
+What the analysis of a file depended on is recorded as it goes (`watching`): the content of each
+module it read and whether each path it looked for is a file, a folder or nothing, as the states of
+cache.py, against which a cached result is checked.
 """
 
 from __future__ import annotations
 
 import ast
 import os
-import pickle
 import re
 import tempfile
 from contextlib import contextmanager
@@ -21,6 +24,7 @@ from typing import Any, Callable, Iterator
 
 from trainlint.model.lattice import Kind
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, Place, Seed
+from trainlint.reading import EXISTS, FOLDER, MAX_MODULE_BYTES, State, digest, listing_state, probe_state, read_regular, read_state
 
 # a module containing none of these can say nothing a training step needs
 TRAINING_TOKENS = (
@@ -34,27 +38,27 @@ LIBRARY_ROOTS = frozenset(
     datasets tqdm wandb einops timm PIL cv2 scipy sklearn pandas yaml omegaconf hydra contextlib
     subprocess shutil glob pickle enum inspect importlib""".split()
 )
-MAX_SUMMARY_BYTES = 2_000_000
 # `from .x import`, `from pkg.mod import`, `import a.b as c, d` (also after `;` and indented)
 _IMPORT_TEXT = re.compile(r"(?:^|;)[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import\b|import[ \t]+([^\n;#]+))", re.MULTILINE)
 MAX_DEPTH = 2
 
 Symbol = FunctionSummary | ClassSummary
 
-# The files an analysis depended on (modules read, candidate paths probed), recorded while
-# `watching()` is active, so that a cached result is checked against them (see cache.py).
-_WATCHING: list[set[Path]] = []
+# The states of the files an analysis depended on (modules read, candidate paths probed), recorded
+# while `watching()` is active, so that a cached result is checked against them (see cache.py).
+_WATCHING: list[set[State]] = []
 
 
-def _note(*paths: Path) -> None:
+def _note(*states: State) -> None:
     for watched in _WATCHING:
-        watched.update(paths)
+        watched.update(states)
 
 
 @contextmanager
-def watching() -> Iterator[set[Path]]:
-    """Collect the paths whose state the analysis inside the block depends on."""
-    watched: set[Path] = set()
+def watching() -> Iterator[set[State]]:
+    """Collect the states of the files the analysis inside the block depends on, as it found them
+    (a path seen in two states, changed meanwhile, makes a result that never matches)."""
+    watched: set[State] = set()
     _WATCHING.append(watched)
     try:
         yield watched
@@ -72,13 +76,14 @@ class Project:
     def __init__(self, root: Path | None = None, depth: int = 0) -> None:
         self.root = root.resolve() if root is not None else None
         self.depth = depth
-        self._summaries: dict[Path, tuple[float, ModuleSummary]] = {}
-        # (folder, dotted module) -> its file if any, and the two paths it could be at
-        self._files: dict[tuple[Path, str], tuple[Path | None, tuple[Path, Path]]] = {}
-        # (importer, qualname) -> where it is, and the paths probed to find it (noted on each hit)
-        self._located: dict[tuple[Path, str], tuple[tuple[Path, list[str]] | None, tuple[Path, ...]]] = {}
-        self._depends: dict[Path, set[Path]] = {}  # what each memoised summary was computed from
-        self._tops: dict[tuple[Path, str], tuple[Path, Path, bool, bool]] = {}
+        # path -> the state of the content summarised, the summary, the states it was computed from
+        self._summaries: dict[Path, tuple[State, ModuleSummary, set[State]]] = {}
+        self._current: set[Path] = set()  # modules whose content was read since the last `rescan`
+        # (folder, dotted module) -> its file if any, and the states of the paths it was looked for at
+        self._files: dict[tuple[Path, str], tuple[Path | None, tuple[State, ...]]] = {}
+        # (importer, qualname) -> where it is, and the states of the paths probed to find it (noted on each hit)
+        self._located: dict[tuple[Path, str], tuple[tuple[Path, list[str]] | None, tuple[State, ...]]] = {}
+        self._tops: dict[tuple[Path, str], tuple[State, State]] = {}
         self._deeper: Project | None = None  # summaries of the modules imported modules import
         self._index: dict[Path, ImportIndex] = {}  # per project root: which files import which names
         self._computing: set[Path] = set()  # summaries being computed (imports may form cycles)
@@ -138,7 +143,7 @@ class Project:
         index = self._index.get(root)
         if index is None:
             index = self._index[root] = _import_index(root)
-        _note(*index.folders)
+        _note(*index.listings)
         words = [target.parent.name] if target.name == "__init__.py" else [target.stem]
         if target.name != "__init__.py" and (target.parent / "__init__.py").is_file():
             words.append(target.parent.name)  # `from pkg import Class` through the package's __init__
@@ -156,6 +161,7 @@ class Project:
         self._located.clear()
         self._tops.clear()
         self._index.clear()
+        self._current.clear()
         if self._deeper is not None:
             self._deeper.rescan()
 
@@ -175,19 +181,18 @@ class Project:
                 if top in LIBRARY_ROOTS or not top.isidentifier():
                     continue
                 for base in self._search_dirs(importer.parent):
-                    folder, file, is_file, is_dir = self._top_level(base, top)
+                    folder, file = self._top_level(base, top)
                     _note(folder, file)
-                    if (is_file and file != importer) or is_dir:
+                    if (file[1] == EXISTS and file[0] != str(importer)) or folder[1] == FOLDER:
                         return True
         return False
 
-    def _top_level(self, base: Path, top: str) -> tuple[Path, Path, bool, bool]:
-        """`base/top/` and `base/top.py`, and whether each exists (memoised: imports repeat)."""
+    def _top_level(self, base: Path, top: str) -> tuple[State, State]:
+        """What `base/top/` and `base/top.py` are (memoised: imports repeat)."""
         key = (base, top)
         known = self._tops.get(key)
         if known is None:
-            folder, file = base / top, base / f"{top}.py"
-            known = self._tops[key] = (folder, file, file.is_file(), folder.is_dir())
+            known = self._tops[key] = (probe_state(str(base / top)), probe_state(str(base / f"{top}.py")))
         return known
 
     # -- finding modules -----------------------------------------------------------------------
@@ -242,16 +247,13 @@ class Project:
         known = self._files.get(key)
         if known is None:
             target = base.joinpath(*parts)
-            candidates = (target.with_suffix(".py"), target / "__init__.py")
-            found = None
-            for candidate in candidates:
-                try:
-                    if candidate.is_file():
-                        found = candidate
-                        break
-                except OSError:
-                    continue
-            known = self._files[key] = (found, candidates)
+            found, looked = None, []
+            for candidate in (target.with_suffix(".py"), target / "__init__.py"):
+                looked.append(probe_state(str(candidate)))
+                if looked[-1][1] == EXISTS:
+                    found = candidate
+                    break
+            known = self._files[key] = (found, tuple(looked))
         _note(*known[1])
         return known[0]
 
@@ -276,42 +278,39 @@ class Project:
         return None
 
     def summary(self, path: Path) -> ModuleSummary:
-        """The module's summary (memoised by modification time); empty when it cannot be read."""
-        _note(path)
-        try:
-            stat = path.stat()
-        except OSError:
-            return EMPTY
-        cached = self._summaries.get(path)
-        if cached is not None and cached[0] == stat.st_mtime:
-            _note(*self._depends.get(path, ()))
-            return cached[1]
-        if path in self._computing:  # modules that import each other: the inner ask sees nothing
-            return EMPTY
-        shared_entry = _shared_entry(path, stat, self.depth)
-        stored = _load(shared_entry)
-        if stored is not None:
-            summary, depends = stored
-        else:
-            self._computing.add(path)
-            try:
-                with watching() as depends:
-                    summary = self._compute(path, stat.st_size)
-            finally:
-                self._computing.discard(path)
-            _store(shared_entry, (summary, depends))
-        _note(*depends)
-        self._summaries[path] = (stat.st_mtime, summary)
-        self._depends[path] = depends
+        """The module's summary (memoised by content); empty when it cannot be read."""
+        known = self._summaries.get(path)
+        if known is None or path not in self._current:
+            state, data = read_state(str(path))
+            self._current.add(path)
+            if known is None or known[0] != state:
+                known = self._summaries[path] = (state, *self._summarise(path, state, data))
+        state, summary, depends = known
+        _note(state, *depends)
         return summary
 
-    def _compute(self, path: Path, size: int) -> ModuleSummary:
-        if size > MAX_SUMMARY_BYTES:
-            return EMPTY
+    def _summarise(self, path: Path, state: State, data: bytes | None) -> tuple[ModuleSummary, set[State]]:
+        """The summary of the content read, from the run's shared store when another process made it."""
+        if data is None:
+            return EMPTY, set()
+        shared_entry = _shared_entry(path, state, self.depth)
+        stored = _load(shared_entry)
+        if stored is not None:
+            return stored
+        if path in self._computing:  # modules that import each other: the inner ask sees nothing
+            return EMPTY, set()
+        self._computing.add(path)
         try:
-            source = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return EMPTY
+            with watching() as depends:
+                summary = self._compute(path, data)
+        finally:
+            self._computing.discard(path)
+        _store(shared_entry, summary, depends)
+        return summary, depends
+
+    def _compute(self, path: Path, data: bytes) -> ModuleSummary:
+        # as reading the text would: undecodable bytes replaced, newlines universal
+        source = data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
         if self._deeper is None:
             self._deeper = Project(self.root, self.depth + 1)
         # a module with no training token says nothing of its own, unless other modules run it every
@@ -368,7 +367,8 @@ class ImportIndex:
     """Which files of a project import which names (every word of each imported dotted name)."""
 
     by_word: dict[str, list[Path]] = field(default_factory=dict)
-    folders: list[Path] = field(default_factory=list)  # noted: a file added or removed changes one
+    # the names in each folder read: noted, so that a module added or removed invalidates what used it
+    listings: list[State] = field(default_factory=list)
 
 
 def _import_index(root: Path) -> ImportIndex:
@@ -376,7 +376,7 @@ def _import_index(root: Path) -> ImportIndex:
     count = 0
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS and not d.startswith(".") and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg")))
-        index.folders.append(Path(folder))
+        index.listings.append(listing_state(folder))
         for name in sorted(files):
             if not name.endswith(".py"):
                 continue
@@ -385,7 +385,7 @@ def _import_index(root: Path) -> ImportIndex:
                 return index
             file = Path(folder, name).resolve()
             try:
-                if file.stat().st_size > MAX_SUMMARY_BYTES:
+                if file.stat().st_size > MAX_MODULE_BYTES:
                     continue
                 text = file.read_text(encoding="utf-8", errors="replace")
             except OSError:
@@ -441,6 +441,7 @@ def _outline(source: str) -> ModuleSummary:
 # A folder through which the worker processes of one run share summaries (set by the supervisor
 # before it forks them, see `sharing_summaries`): a module is summarised once per run, not per worker.
 _SHARED_FOLDER: str | None = None
+MAX_SHARED_BYTES = 32 << 20
 
 
 @contextmanager
@@ -455,34 +456,38 @@ def sharing_summaries() -> Iterator[None]:
             _SHARED_FOLDER = None
 
 
-def _shared_entry(path: Path, stat: os.stat_result, depth: int) -> str | None:
+def _shared_entry(path: Path, state: State, depth: int) -> str | None:
+    """Where the summary of this content of the module is shared (by path: summaries name it)."""
     if _SHARED_FOLDER is None:
         return None
-    key = f"{os.path.abspath(path)}\0{stat.st_size}\0{stat.st_mtime_ns}\0{depth}".encode("utf-8", "surrogatepass")
-    from trainlint.reading import digest
-
+    key = f"{os.path.abspath(path)}\0{state[2]}\0{depth}".encode("utf-8", "surrogatepass")
     hashed = digest()
     hashed.update(key)
     return os.path.join(_SHARED_FOLDER, hashed.hexdigest())
 
 
-def _load(entry: str | None) -> tuple[ModuleSummary, set[Path]] | None:
-    if entry is None:
+def _load(entry: str | None) -> tuple[ModuleSummary, set[State]] | None:
+    raw = read_regular(entry, MAX_SHARED_BYTES, follow=False) if entry is not None else None
+    if raw is None:  # not there yet: compute it
         return None
+    from trainlint.project.store import STORE_FORMAT, decode_summary
+
     try:
-        with open(entry, "rb") as fh:
-            return pickle.load(fh)  # type: ignore[no-any-return]
-    except Exception:  # not there yet, or being written: compute it
+        return decode_summary(raw, STORE_FORMAT)
+    except Exception:  # damaged or foreign (decoding runs no code): compute it
         return None
 
 
-def _store(entry: str | None, value: tuple[ModuleSummary, set[Path]]) -> None:
+def _store(entry: str | None, summary: ModuleSummary, depends: set[State]) -> None:
     if entry is None:
         return
+    from trainlint.project.store import STORE_FORMAT, encode_summary
+
     try:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(entry), prefix=".tmp-")
+        data = encode_summary(summary, depends, STORE_FORMAT)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(entry), prefix=".tmp-")  # mode 0o600, in a 0o700 folder
         with os.fdopen(fd, "wb") as fh:
-            pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            fh.write(data)
         os.replace(tmp, entry)
     except Exception:  # sharing is an optimisation: a folder that cannot be written changes nothing
         pass

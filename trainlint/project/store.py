@@ -1,0 +1,119 @@
+"""Module summaries as plain JSON, and back, with every field's type checked: what the run's shared
+summary store holds (see `checked_json`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from trainlint.checked_json import BadEntry, decode_states, dumps, header, items, mapping, opt_flag, opt_text, flag, text
+from trainlint.reading import State
+
+STORE_FORMAT = 3  # the layout of a stored summary (3: with the calls a module makes every step)
+
+if TYPE_CHECKING:
+    from trainlint.model.lattice import Value
+    from trainlint.model.summary import ClassSummary, FunctionSummary, ModuleSummary
+
+
+_SUMMARY_KEYS = frozenset({"trainlint", "summary", "depends"})
+
+
+def encode_summary(summary: ModuleSummary, depends: set[State], version: int) -> bytes:
+    """A module's summary and the states of the files it was computed from."""
+    return dumps({
+        "trainlint": version,
+        "summary": [
+            {k: _encode_function(f) for k, f in summary.functions.items()},
+            {k: [c.kind.value, {m: _encode_function(f) for m, f in c.methods.items()}] for k, c in summary.classes.items()},
+            summary.exports,
+            [[c.target, [list(p) for p in c.chain], c.accelerator] for c in summary.step_calls],
+        ],
+        "depends": sorted(depends),
+    })
+
+
+def decode_summary(raw: bytes, version: int) -> tuple[ModuleSummary, set[State]]:
+    """What `encode_summary` wrote; raises BadEntry (or another ValueError) for anything else."""
+    from trainlint.model.summary import ModuleSummary
+
+    data = header(raw, version, _SUMMARY_KEYS)
+    functions, classes, exports, step_calls = items(data["summary"], 4)
+    summary = ModuleSummary(
+        {k: _decode_function(f) for k, f in mapping(functions).items()},
+        {k: _decode_class(c) for k, c in mapping(classes).items()},
+        {k: text(v) for k, v in mapping(exports).items()},
+        tuple(_decode_step_call(c) for c in items(step_calls)),
+    )
+    return summary, set(decode_states(data["depends"]))
+
+
+def _decode_step_call(v: object) -> Any:
+    from trainlint.model.summary import StepCall
+
+    target, chain, accelerator = items(v, 3)
+    places = []
+    for place in items(chain):
+        path, line, column = items(place, 3)
+        if type(line) is not int or type(column) is not int:
+            raise BadEntry("not a place")
+        places.append((text(path), line, column))
+    return StepCall(text(target), tuple(places), flag(accelerator))
+
+
+def _encode_function(f: FunctionSummary) -> list[object]:
+    return [f.where, f.steps, f.backprops, f.trains, f.clears_grads, f.clips, f.scales, f.synchronizes, f.syncs,
+            f.reads_arguments, f.no_grad, f.sets_train_mode, _encode_value(f.returns)]
+
+
+def _decode_function(v: object) -> FunctionSummary:
+    from trainlint.model.summary import FunctionSummary
+
+    (where, steps, backprops, trains, clears_grads, clips, scales, synchronizes, syncs, reads_arguments, no_grad,
+     sets_train_mode, returns) = items(v, 13)
+    return FunctionSummary(
+        text(where), flag(steps), flag(backprops), flag(trains), flag(clears_grads), flag(clips), flag(scales),
+        tuple(text(s) for s in items(synchronizes)), tuple(text(s) for s in items(syncs)), flag(reads_arguments),
+        flag(no_grad), flag(sets_train_mode), _decode_value(returns),
+    )
+
+
+def _decode_class(v: object) -> ClassSummary:
+    from trainlint.model.summary import ClassSummary
+
+    kind, methods = items(v, 2)
+    return ClassSummary(_kind(kind), {k: _decode_function(f) for k, f in mapping(methods).items()})
+
+
+def _encode_value(v: Value) -> list[object]:
+    return [v.kind.value, v.device, v.graph, v.dtype, v.origin, v.enabled,
+            None if v.element is None else _encode_value(v.element)]
+
+
+def _decode_value(v: object) -> Value:
+    from trainlint.model.lattice import Value
+
+    kind, device, graph, dtype, origin, enabled, element = items(v, 7)
+    value = Value(_kind(kind), text(device), opt_flag(graph), opt_text(dtype), opt_text(origin), opt_flag(enabled),
+                  None if element is None else _decode_value(element))
+    return _interned().get(value, value)
+
+
+def _kind(v: object) -> Any:
+    from trainlint.model.lattice import Kind
+
+    try:
+        return Kind(text(v))
+    except ValueError:
+        raise BadEntry("unknown kind") from None
+
+
+_INTERNED: dict[Value, Value] = {}
+
+
+def _interned() -> dict[Value, Value]:
+    """The analysis's named values, so that a decoded one is the same object (`v is CYCLE`)."""
+    if not _INTERNED:
+        from trainlint.model import lattice
+
+        _INTERNED.update((c, c) for c in vars(lattice).values() if type(c) is lattice.Value)
+    return _INTERNED
