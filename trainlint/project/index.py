@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import ast
 import os
-import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 from trainlint.model.lattice import Kind
+from trainlint.project.importers import IMPORT_TEXT, MAX_CHAINS, MAX_IMPORTERS, ImportIndex, import_index, project_root
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, Place, Seed
-from trainlint.reading import EXISTS, FOLDER, MAX_MODULE_BYTES, State, digest, listing_state, probe_state, read_regular, read_state
+from trainlint.reading import EXISTS, FOLDER, State, digest, probe_state, read_regular, read_state
 
 # a module containing none of these can say nothing a training step needs
 TRAINING_TOKENS = (
@@ -38,8 +38,6 @@ LIBRARY_ROOTS = frozenset(
     datasets tqdm wandb einops timm PIL cv2 scipy sklearn pandas yaml omegaconf hydra contextlib
     subprocess shutil glob pickle enum inspect importlib""".split()
 )
-# `from .x import`, `from pkg.mod import`, `import a.b as c, d` (also after `;` and indented)
-_IMPORT_TEXT = re.compile(r"(?:^|;)[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import\b|import[ \t]+([^\n;#]+))", re.MULTILINE)
 MAX_DEPTH = 2
 
 Symbol = FunctionSummary | ClassSummary
@@ -142,7 +140,7 @@ class Project:
         root = project_root(target)
         index = self._index.get(root)
         if index is None:
-            index = self._index[root] = _import_index(root)
+            index = self._index[root] = import_index(root)
         _note(*index.listings)
         words = [target.parent.name] if target.name == "__init__.py" else [target.stem]
         if target.name != "__init__.py" and (target.parent / "__init__.py").is_file():
@@ -172,7 +170,7 @@ class Project:
         if self.depth >= MAX_DEPTH or not from_file or from_file == "-":
             return False
         importer = Path(from_file)
-        for match in _IMPORT_TEXT.finditer(source):
+        for match in IMPORT_TEXT.finditer(source):
             dots, module, names = match.group(1, 2, 3)
             if dots or "\\" in match.group(0):
                 return True  # relative, or a continued line this reading does not follow
@@ -343,66 +341,6 @@ def _placer(module: Any, source: str, path: str, model: Any) -> Callable[[Any], 
         return (path, start.line, start.column + 1) if start is not None else (path, 0, 0)
 
     return place
-
-
-ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
-SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules", "site-packages", ".git", ".venv", "venv", ".tox", "build", "dist"})
-MAX_INDEXED_FILES = 5_000
-MAX_IMPORTERS = 40
-MAX_CHAINS = 4
-
-
-def project_root(path: Path) -> Path:
-    """The folder of the nearest `.git`, `pyproject.toml`, `setup.py` or `setup.cfg` above a file (six
-    levels at most); a file with none around it is a project with its own folder."""
-    here = path.parent
-    for folder in (here, *list(here.parents)[:6]):
-        if any((folder / marker).exists() for marker in ROOT_MARKERS):
-            return folder
-    return here
-
-
-@dataclass
-class ImportIndex:
-    """Which files of a project import which names (every word of each imported dotted name)."""
-
-    by_word: dict[str, list[Path]] = field(default_factory=dict)
-    # the names in each folder read: noted, so that a module added or removed invalidates what used it
-    listings: list[State] = field(default_factory=list)
-
-
-def _import_index(root: Path) -> ImportIndex:
-    index = ImportIndex()
-    count = 0
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS and not d.startswith(".") and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg")))
-        index.listings.append(listing_state(folder))
-        for name in sorted(files):
-            if not name.endswith(".py"):
-                continue
-            count += 1
-            if count > MAX_INDEXED_FILES:
-                return index
-            file = Path(folder, name).resolve()
-            try:
-                if file.stat().st_size > MAX_MODULE_BYTES:
-                    continue
-                text = file.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-            words: set[str] = set()
-            for match in _IMPORT_TEXT.finditer(text):
-                module, names = match.group(2, 3)
-                words.update(w for w in (module or "").split(".") if w)
-                for part in (names or "").split(","):
-                    words.update(w for w in part.split(" as ")[0].strip().split(".") if w.isidentifier())
-                if module is not None:  # `from pkg import mod`: the names imported may be modules
-                    line_end = text.find("\n", match.end())
-                    rest = text[match.end(): line_end if line_end >= 0 else len(text)]
-                    words.update(w.strip("() ").split(" as ")[0] for w in rest.split(",") if w.strip("() ").split(" as ")[0].isidentifier())
-            for word in words:
-                index.by_word.setdefault(word, []).append(file)
-    return index
 
 
 def _outline(source: str) -> ModuleSummary:

@@ -5,7 +5,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from trainlint.checked_json import BadEntry, decode_states, dumps, header, items, mapping, opt_flag, opt_text, flag, text
+from trainlint.checked_json import (
+    BadEntry,
+    decode_states,
+    dumps,
+    flag,
+    header,
+    items,
+    mapping,
+    opt_flag,
+    opt_text,
+    text,
+)
 from trainlint.reading import State
 
 STORE_FORMAT = 3  # the layout of a stored summary (3: with the calls a module makes every step)

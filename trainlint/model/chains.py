@@ -1,0 +1,87 @@
+"""How code comes to run every step, across functions and modules: the call chains from a step loop
+(or step hook) down to a function, and the calls a module makes every step into other project
+modules (recorded in its summary, they make the callee's functions per step in its own analysis).
+A mixin of `TrainingModel`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import libcst as cst
+
+from trainlint.model.facts import Call, Function
+
+if TYPE_CHECKING:
+    from trainlint.model.summary import Place, StepCall
+
+
+class StepChains:
+    """The per-step call chains of one module's functions, and its every-step calls out of it."""
+
+    def step_chains(self, fn: Function) -> list[tuple[Call | Place, ...]]:
+        """How a function comes to run every step: for each call from per-step code that reaches it,
+        one chain of calls from the step loop (or a step hook) down to that call; calls in other files
+        are places `(path, line, column)`. Empty for a function that holds a step loop or is a step
+        hook itself."""
+        return self._chains(fn, frozenset())
+
+    def _chains(self, fn: Function, seen: frozenset[Function]) -> list[tuple[Call | Place, ...]]:
+        out: list[tuple[Call | Place, ...]] = list(self._external_chains.get(fn, ()))
+        for call in self._step_callers.get(fn, ()):
+            caller = call.site.function
+            if caller is None or caller not in self._step_callers and caller not in self._external_chains:
+                out.append((call,))
+            elif caller not in seen:
+                prefix = self._chains(caller, seen | {fn})
+                out.append((*prefix[0], call) if prefix else (call,))
+        return out
+
+    def step_calls(self, place: Callable[[Call], Place]) -> list[StepCall]:
+        """The calls this module makes on every step into names of other project modules: a project
+        function, or a method of an instance of a project class (`model(x)` runs its `forward`),
+        each with its chain from the step loop (`place` locates a call of this module)."""
+        from trainlint.model.summary import StepCall
+
+        if self.project is None or not self.path:
+            return []
+        out: list[StepCall] = []
+        for call in self.calls:
+            if not self.every_step(call.site) or self.framework_internal(call.site):
+                continue
+            target = self.project_target(call)
+            if target is None:
+                continue
+            prefix: tuple[Call | Place, ...] = ()
+            fn = call.site.function
+            if fn is not None and fn in self.step_functions:
+                chains = self.step_chains(fn)
+                prefix = chains[0] if chains else ()
+            chain = tuple(c if isinstance(c, tuple) else place(c) for c in (*prefix, call))
+            out.append(StepCall(target, chain, self.uses_accelerator))
+        return out
+
+    def project_target(self, call: Call) -> str | None:
+        """The function of another project module a call runs, as this module's imports spell it
+        (`utils.all_reduce`, `losses.SetCriterion.forward` for `criterion(a, b)`), or None. A call
+        made every step makes that function per step in its own module, where its code is reported."""
+        from trainlint.model.summary import ClassSummary as class_summary
+
+        if call.qualname is not None and call.receiver is None:
+            symbol = self.project_symbol(call.qualname)
+            return call.qualname if symbol is not None and not isinstance(symbol, class_summary) else None
+        if call.qualname is not None and call.method is not None:  # `utils.all_reduce(x)`, `losses.Loss.f`
+            symbol = self.project_symbol(call.qualname)
+            if symbol is not None and not isinstance(symbol, class_summary):
+                return call.qualname
+        func = call.node.func
+        receiver, method = (func.value, func.attr.value) if isinstance(func, cst.Attribute) else (func, None)
+        if isinstance(receiver, cst.Call) or (method is None and call.qualname is not None):
+            return None
+        origin = self.value(receiver, call.site).origin
+        owner = self.project_symbol(origin) if origin else None
+        if not isinstance(owner, class_summary):
+            return None
+        for name in (method,) if method else ("forward", "__call__"):
+            if name in owner.methods:
+                return f"{origin}.{name}"
+        return None

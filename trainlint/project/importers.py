@@ -1,0 +1,74 @@
+"""Which files of a project import which modules: the index the project phase reads to find the
+modules that may call a file's functions every step (see `Project.step_seeds`)."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainlint.reading import MAX_MODULE_BYTES, State, listing_state
+
+# `from .x import`, `from pkg.mod import`, `import a.b as c, d` (also after `;` and indented)
+IMPORT_TEXT = re.compile(r"(?:^|;)[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import\b|import[ \t]+([^\n;#]+))", re.MULTILINE)
+
+ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
+SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules", "site-packages", ".git", ".venv", "venv", ".tox", "build", "dist"})
+MAX_INDEXED_FILES = 5_000
+MAX_IMPORTERS = 40
+MAX_CHAINS = 4
+
+
+def project_root(path: Path) -> Path:
+    """The folder of the nearest `.git`, `pyproject.toml`, `setup.py` or `setup.cfg` above a file (six
+    levels at most); a file with none around it is a project with its own folder."""
+    here = path.parent
+    for folder in (here, *list(here.parents)[:6]):
+        if any((folder / marker).exists() for marker in ROOT_MARKERS):
+            return folder
+    return here
+
+
+@dataclass
+class ImportIndex:
+    """Which files of a project import which names (every word of each imported dotted name)."""
+
+    by_word: dict[str, list[Path]] = field(default_factory=dict)
+    # the names in each folder read: noted, so that a module added or removed invalidates what used it
+    listings: list[State] = field(default_factory=list)
+
+
+def import_index(root: Path) -> ImportIndex:
+    """Read every module of the project once (bounded), noting each import statement's words."""
+    index = ImportIndex()
+    count = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS and not d.startswith(".") and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg")))
+        index.listings.append(listing_state(folder))
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            count += 1
+            if count > MAX_INDEXED_FILES:
+                return index
+            file = Path(folder, name).resolve()
+            try:
+                if file.stat().st_size > MAX_MODULE_BYTES:
+                    continue
+                text = file.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            words: set[str] = set()
+            for match in IMPORT_TEXT.finditer(text):
+                module, names = match.group(2, 3)
+                words.update(w for w in (module or "").split(".") if w)
+                for part in (names or "").split(","):
+                    words.update(w for w in part.split(" as ")[0].strip().split(".") if w.isidentifier())
+                if module is not None:  # `from pkg import mod`: the names imported may be modules
+                    line_end = text.find("\n", match.end())
+                    rest = text[match.end(): line_end if line_end >= 0 else len(text)]
+                    words.update(w.strip("() ").split(" as ")[0] for w in rest.split(",") if w.strip("() ").split(" as ")[0].isidentifier())
+            for word in words:
+                index.by_word.setdefault(word, []).append(file)
+    return index
