@@ -110,6 +110,31 @@ def test_a_file_over_the_memory_cap_gets_a_tl000_and_the_others_their_findings(t
     assert "Traceback" not in proc.stderr
 
 
+def test_a_file_under_max_file_size_too_big_for_the_memory_cap_is_refused_before_parsing(tmp_path):
+    """3.6 MB of training code passed max-file-size (5 MB), was parsed for seconds until the memory
+    cap aborted libcst, whose allocation message and backtrace reached the terminal."""
+    (tmp_path / "big.py").write_text((ROOT / "examples" / "energy_trainer.py").read_text() * 1900)
+    (tmp_path / "good.py").write_text(GOOD)
+    proc = trainlint(str(tmp_path), "--format", "json", "--no-cache")
+    got = findings(proc)
+    [(code, _, message)] = got["big.py"]
+    assert code == "TL000" and message.endswith("MB to parse, more than file-memory 1,024 MB"), message
+    assert got["good.py"] and proc.stderr == ""
+
+
+def test_a_parse_that_runs_into_the_memory_cap_says_so_and_prints_nothing(tmp_path, monkeypatch, capfd):
+    import trainlint.precheck as precheck
+    from trainlint.engine import lint_paths
+
+    monkeypatch.setattr(precheck, "_BYTES_PER_TOKEN", 1)  # the estimate lets it through to the parser
+    big = tmp_path / "big.py"
+    big.write_text((ROOT / "examples" / "energy_trainer.py").read_text() * 400)
+    [result] = lint_paths([(big, Settings(file_memory=40))], jobs=1)
+    [diagnostic] = result.diagnostics
+    assert diagnostic.message == "could not be analysed: needed more than 40 MB (--file-memory)"
+    assert capfd.readouterr().err == ""
+
+
 def test_implicitly_concatenated_strings_are_not_called_a_syntax_error():
     source = STEP + "text = (" + " ".join('"s"' for _ in range(N)) + ")\n"
     limits = dict(max_line_length=10**7, max_nesting=10**6, max_chain=10**6)

@@ -183,11 +183,16 @@ def lint_python(source: str, name: str, settings: Settings) -> FileResult:
     result.dependencies = probed
     if not rules:
         return result
-    from trainlint.precheck import refuse
+    from trainlint.precheck import refuse, too_big_to_parse
 
     refused = refuse(source, settings.limits())
     if refused:
         result.diagnostics.append(could_not_analyse(name, refused))
+        return result
+    too_big = too_big_to_parse(source, settings.file_memory)
+    if too_big:  # not cached, like the memory cap it anticipates: file-memory is not in the cache key
+        result.diagnostics.append(could_not_analyse(name, too_big))
+        result.cacheable = False
         return result
     # the analysis makes no garbage cycles worth collecting mid-file; the collector's passes over
     # a large tree cost more than the file's whole analysis

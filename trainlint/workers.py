@@ -8,20 +8,26 @@ takes its place, and every other file is analysed as usual. No `BrokenProcessPoo
 Memory is bounded per worker with an address-space limit (`RLIMIT_AS`, its size at start plus the
 cap), so the whole run stays under roughly jobs x (cap + start-up size); a worker that grows past
 half its cap is replaced between files, so fragmentation cannot accumulate.
+
+A worker's standard error goes to a file of its own, not the terminal: libcst's native parser
+prints "memory allocation of N bytes failed" and a backtrace before it aborts at the cap, and that
+text tells the supervisor the file ran out of memory rather than crashed.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import multiprocessing
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from trainlint.config import Settings
 from trainlint.engine import FileResult, could_not_analyse
@@ -50,9 +56,20 @@ def _limit_memory(cap_mb: int) -> None:
         pass  # no /proc or no rlimit (macOS, Windows): the time limit still bounds the worker
 
 
-def _serve(conn: Connection, cap_mb: int, lint: Callable[[str, Settings, bytes | None], FileResult], keep_source: bool) -> None:
-    """A worker's loop: analyse the files it is sent until told to stop."""
+def _serve(
+    conn: Connection,
+    cap_mb: int,
+    lint: Callable[[str, Settings, bytes | None], FileResult],
+    keep_source: bool,
+    errors: int | None = None,
+) -> None:
+    """A worker's loop: analyse the files it is sent until told to stop; standard error goes to the
+    file `errors` (a descriptor) when given, emptied before each file."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
+    if errors is not None:
+        os.dup2(errors, 2)
+        if faulthandler.is_enabled():  # it may write to a copy of the old descriptor (pytest does)
+            faulthandler.enable(file=2)
     _limit_memory(cap_mb)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 4000))
     while True:
@@ -63,6 +80,12 @@ def _serve(conn: Connection, cap_mb: int, lint: Callable[[str, Settings, bytes |
         if task is None:
             return
         index, path, settings, data = task
+        if errors is not None:
+            try:
+                os.ftruncate(2, 0)
+                os.lseek(2, 0, os.SEEK_SET)
+            except OSError:
+                pass
         try:
             result = lint(path, settings, data)
         except MemoryError:
@@ -85,6 +108,16 @@ class _Worker:
     task: Task | None = None
     started: float = 0.0
     folder: str | None = None  # of the last file it was given
+    errors: Any = None  # the file its standard error goes to (a fork's only)
+
+    def error_text(self) -> str:
+        """The start of what the worker wrote to standard error for its current file."""
+        if self.errors is None:
+            return ""
+        try:
+            return os.pread(self.errors.fileno(), 65536, 0).decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
 
 
 class _Queue:
@@ -146,16 +179,21 @@ def run(
 
     def start() -> _Worker:
         parent, child = context.Pipe()
-        process = context.Process(target=_serve, args=(child, cap, lint, keep_source), daemon=True)
+        # a forked worker inherits the descriptor; a spawned one keeps the supervisor's stderr
+        errors = tempfile.TemporaryFile() if context.get_start_method() == "fork" else None
+        args = (child, cap, lint, keep_source, errors.fileno() if errors is not None else None)
+        process = context.Process(target=_serve, args=args, daemon=True)
         process.start()
         child.close()
-        return _Worker(process, parent)
+        return _Worker(process, parent, errors=errors)
 
     def retire(worker: _Worker, kill: bool) -> None:
         if kill and worker.process.is_alive():
             worker.process.kill()
         worker.process.join(timeout=5)
         worker.conn.close()
+        if worker.errors is not None:
+            worker.errors.close()
         workers.remove(worker)
 
     gc.freeze()  # what the supervisor holds is shared with forked workers, not copied on write
@@ -187,7 +225,9 @@ def run(
                         worker.process.join(timeout=5)
                         reason = _signal_name(worker.process.exitcode)
                         message = f"the parser crashed ({reason})"
-                        if worker.process.exitcode in (-signal.SIGKILL, -signal.SIGABRT):
+                        if "memory allocation of" in worker.error_text():  # libcst's parser at the cap
+                            message = f"needed more than {cap} MB (--file-memory)"
+                        elif worker.process.exitcode in (-signal.SIGKILL, -signal.SIGABRT):
                             message = f"the parser crashed or needed more than {cap} MB ({reason})"
                         yield index, FileResult(path, [could_not_analyse(path, message)], cacheable=False)
                         retire(worker, kill=True)
