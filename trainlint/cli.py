@@ -83,7 +83,7 @@ def main() -> None:
 @click.option("--show-settings", is_flag=True, help="Print the settings in effect (after configuration and options), then exit.")
 @click.option("--no-cache", is_flag=True, help="Analyse every file; neither read nor write the cache.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, envvar="TRAINLINT_CACHE_DIR", help="Where results are cached (default: the user cache directory; env TRAINLINT_CACHE_DIR).")
-@click.option("--file-timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="Seconds one file's analysis may take before it is reported as TL000 (default 20).")
+@click.option("--file-timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="CPU seconds one file's analysis may take before it is reported as TL000 (default 20).")
 @click.option("--file-memory", type=click.IntRange(min=1), default=None, help="MB of memory one worker may use for a file before it is reported as TL000 (default 1024).")
 def check(
     paths: tuple[Path, ...],

@@ -60,7 +60,7 @@ class Settings:
     max_line_length: int = 20_000
     max_nesting: int = 100
     max_chain: int = 500
-    file_timeout: float = 20.0  # seconds one file's analysis may take
+    file_timeout: float = 20.0  # CPU seconds one file's analysis may take
     file_memory: int = 1024  # MB one worker may use on top of its start-up size
 
     def rule_codes(self) -> tuple[str, ...]:
