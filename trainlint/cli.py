@@ -57,7 +57,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, readable=False))  # an unreadable file gets a TL000
 @click.option("--select", multiple=True, help="Rule codes or prefixes to enable (replaces the defaults), e.g. TL1,TL401 or ALL.")
 @click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
 @click.option("--extend-select", multiple=True, help="Rule codes or prefixes to enable on top of the selection.")
@@ -149,7 +149,8 @@ def check(
         from trainlint.reading import read_stream
 
         # one byte past max-file-size is enough to refuse it: never buffer an endless stream
-        stdin_result = lint_bytes(read_stream(sys.stdin.buffer, settings.max_file_size), str(stdin_filename or "-"), settings)
+        stdin_name = str(stdin_filename or "-")
+        stdin_result = lint_bytes(read_stream(sys.stdin.buffer, settings.read_limit(stdin_name)), stdin_name, settings)
         results.append(stdin_result)
     for result in results:
         result.diagnostics.sort(key=lambda d: d.sort_key())
@@ -405,7 +406,7 @@ def _apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wr
             continue
         path = Path(result.path)
         try:
-            raw = read_source(path, settings.max_file_size)
+            raw = read_source(path, settings.read_limit(result.path))
             outcome = fix_source(decode(raw), result.path, settings, unsafe)
         except (ReadError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
             click.echo(f"trainlint: {result.path}: not fixed: {exc}", err=True)

@@ -36,6 +36,7 @@ KNOWN_KEYS = {
     "file-memory": int,
 }
 _POSITIVE = ("max-file-size", "max-line-length", "max-nesting", "max-chain", "file-timeout", "file-memory")
+NOTEBOOK_READ_FACTOR = 20  # a notebook may be this many times max-file-size, outputs included
 DEFAULT_EXCLUDES = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "site-packages", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache")
 
 
@@ -91,6 +92,11 @@ class Settings:
             if fnmatch(rel, pattern) or fnmatch(path.name, pattern):
                 out.update(codes)
         return frozenset(out)
+
+    def read_limit(self, name: str) -> int:
+        """The most bytes read of the file `name`: max-file-size, except for a notebook, whose
+        outputs (images, logs) are not linted: its code cells are held to max-file-size instead."""
+        return self.max_file_size * NOTEBOOK_READ_FACTOR if name.endswith(".ipynb") else self.max_file_size
 
     def limits(self) -> Limits:
         """What the pre-check refuses before parsing."""

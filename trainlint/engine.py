@@ -110,7 +110,7 @@ def lint_file(path: Path | str, settings: Settings) -> FileResult:
     max-file-size."""
     name = str(path)
     try:
-        data = read_source(Path(path), settings.max_file_size)
+        data = read_source(Path(path), settings.read_limit(name))
     except ReadError as exc:
         return FileResult(name, [_error(name, str(exc))])
     return _lint_bytes(data, name, settings)
@@ -121,8 +121,8 @@ def lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
     memory blow-up is contained like a file's; input over max-file-size is a TL000; never raises."""
     from trainlint import workers
 
-    if len(data) > settings.max_file_size:
-        return FileResult(name, [_error(name, too_large(None, settings.max_file_size))])
+    if len(data) > settings.read_limit(name):
+        return FileResult(name, [_error(name, too_large(None, settings.read_limit(name)))])
     _preload()
     for _, result in workers.run([(name, settings, data)], 1, _lint_task, _file_timeout, _file_memory, keep_source=True):
         return result
@@ -266,6 +266,9 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
     except MemoryError:
         result.diagnostics.append(could_not_analyse(name, "the parser ran out of memory"))
         return
+    except UnicodeEncodeError:  # a lone surrogate: a notebook's or an editor's JSON can hold one, a file cannot
+        result.diagnostics.append(_lone_surrogate(source, name))
+        return
     try:
         from trainlint.project import shared, watching
 
@@ -292,6 +295,17 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
         detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
         result.diagnostics.append(_error(name, f"internal error while analysing this file: {detail}"))
         result.internal_error = True
+
+
+def _lone_surrogate(source: str, name: str) -> Diagnostic:
+    """The TL000 of source text holding a lone surrogate, which neither CPython nor libcst can read."""
+    found = re.search("[\ud800-\udfff]", source)
+    if found is None:
+        return _error(name, "syntax error: the source cannot be encoded as UTF-8")
+    at = found.start()
+    line = source.count("\n", 0, at) + 1
+    column = at - source.rfind("\n", 0, at)
+    return _error(name, f"syntax error: a lone surrogate (U+{ord(found.group()):04X}) cannot be encoded as UTF-8", line, column)
 
 
 def _syntax_error(source: str, exc: Any) -> tuple[str, int, int, bool]:
