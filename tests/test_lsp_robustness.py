@@ -186,12 +186,13 @@ def test_buffers_that_crash_the_parser_get_a_diagnostic_not_a_dead_server(server
     (finding,) = server.diagnostics(uri)
     assert finding["code"] == "TL000" and "nested deeper than 200" in finding["message"]
     # 10,000 chained `and`s: valid Python that overflows libcst's native parser; the engine's
-    # pre-check refuses it (max-chain), and were it let through, the child would die instead
+    # pre-check refuses it (its line is over max-line-length, and the chain over max-chain), and
+    # were it let through, the child would die instead
     chain = "import torch\nloss.backward()\nok = " + " and ".join(f"a{i}" for i in range(10_000)) + "\n"
     uri = server.open(tmp_path / "chain.py", chain)
     (finding,) = server.diagnostics(uri)
     assert finding["code"] == "TL000" and (
-        "the parser crashed (SIGSEGV)" in finding["message"] or "max-chain" in finding["message"]
+        "the parser crashed (SIGSEGV)" in finding["message"] or "max-line-length" in finding["message"]
     )
     # the next buffer is linted as usual
     uri = server.open(tmp_path / "train.py", BAD)
