@@ -90,7 +90,7 @@ def test_a_parser_crash_or_hang_costs_only_its_file(tmp_path):
     messages = {name: got[name][0][2] for name in DEEP}
     assert all(got[name][0][0] == "TL000" for name in DEEP)
     assert "the parser crashed (SIGSEGV)" in messages["nested_dicts.py"]
-    assert "took longer than 3 s" in messages["attribute_chain.py"]
+    assert "used more than 3 s of CPU time (--file-timeout)" in messages["attribute_chain.py"]
     assert "syntax error" not in messages["implicit_strings.py"]  # valid Python that libcst cannot parse
     alone = findings(trainlint(str(folder / "good_0.py"), "--format", "json", "--no-cache"))
     assert all(got[f"good_{i}.py"] == alone["good_0.py"] for i in range(4))
@@ -106,6 +106,70 @@ def test_a_file_over_the_memory_cap_gets_a_tl000_and_the_others_their_findings(t
     assert code == "TL000" and "40 MB" in message
     assert got["good.py"] and got["good.py"] == findings(trainlint(str(tmp_path / "good.py"), "--format", "json"))["good.py"]
     assert "Traceback" not in proc.stderr
+
+
+def test_a_file_under_max_file_size_too_big_for_the_memory_cap_is_refused_before_parsing(tmp_path):
+    """3.6 MB of training code passed max-file-size (5 MB), was parsed for seconds until the memory
+    cap aborted libcst, whose allocation message and backtrace reached the terminal."""
+    (tmp_path / "big.py").write_text((ROOT / "examples" / "energy_trainer.py").read_text() * 1900)
+    (tmp_path / "good.py").write_text(GOOD)
+    proc = trainlint(str(tmp_path), "--format", "json", "--no-cache")
+    got = findings(proc)
+    [(code, _, message)] = got["big.py"]
+    assert code == "TL000" and message.endswith("MB to parse, more than file-memory 1,024 MB"), message
+    assert got["good.py"] and proc.stderr == ""
+
+
+def test_a_parse_that_runs_into_the_memory_cap_says_so_and_prints_nothing(tmp_path, monkeypatch, capfd):
+    import trainlint.engine.precheck as precheck
+    from trainlint.engine.lint import lint_paths
+
+    monkeypatch.setattr(precheck, "_BYTES_PER_TOKEN", 1)  # the estimate lets it through to the parser
+    big = tmp_path / "big.py"
+    big.write_text((ROOT / "examples" / "energy_trainer.py").read_text() * 400)
+    [result] = lint_paths([(big, Settings(file_memory=40))], jobs=1)
+    [diagnostic] = result.diagnostics
+    assert diagnostic.message == "could not be analysed: needed more than 40 MB (--file-memory)"
+    assert capfd.readouterr().err == ""
+
+
+def test_a_file_whose_worker_waits_for_the_cpu_is_linted_not_timed_out(tmp_path, monkeypatch):
+    """On a busy machine a valid file took 8.6 CPU-s but more than 20 s of wall-clock time and was
+    reported as TL000: the limit counts CPU time. Here the analysis waits 2 s (no CPU) under a 1 s limit."""
+    import time
+
+    import trainlint.engine.lint as engine
+
+    analyse = engine._analyse
+
+    def waiting(*args, **kwargs):
+        time.sleep(2)
+        return analyse(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "_analyse", waiting)
+    (tmp_path / "train.py").write_text(GOOD)
+    [result] = engine.lint_paths([(tmp_path / "train.py", Settings(file_timeout=1))], jobs=1)
+    assert result.diagnostics and not result.failed, [d.message for d in result.diagnostics]
+
+
+def _stop(name: str, settings: Settings, data: bytes | None):
+    import signal
+
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def test_a_worker_that_does_not_run_is_ended_by_the_wall_clock_backstop(monkeypatch):
+    from trainlint.engine import workers
+
+    monkeypatch.setattr(workers, "WALL_CLOCK_FACTOR", 2.0)
+    monkeypatch.setattr(workers, "WALL_CLOCK_SLACK", 0.0)
+    [(_, result)] = list(workers.run([("stopped.py", Settings(file_timeout=0.5), None)], 1, _stop, lambda s: s.file_timeout, lambda s: 100))
+    [diagnostic] = result.diagnostics
+    assert diagnostic.message == (
+        "could not be analysed: ran 1 s of wall-clock time without using its 0.5 s of CPU time (--file-timeout): "
+        "the machine is overloaded or the worker was stopped"
+    )
+    assert not result.cacheable
 
 
 def test_implicitly_concatenated_strings_are_not_called_a_syntax_error():

@@ -186,12 +186,13 @@ def test_buffers_that_crash_the_parser_get_a_diagnostic_not_a_dead_server(server
     (finding,) = server.diagnostics(uri)
     assert finding["code"] == "TL000" and "nested more than 100 deep" in finding["message"]
     # 10,000 chained `and`s: valid Python that overflows libcst's native parser; the engine's
-    # pre-check refuses it (max-chain), and were it let through, the child would die instead
+    # pre-check refuses it (its line is over max-line-length, and the chain over max-chain), and
+    # were it let through, the child would die instead
     chain = "import torch\nloss.backward()\nok = " + " and ".join(f"a{i}" for i in range(10_000)) + "\n"
     uri = server.open(tmp_path / "chain.py", chain)
     (finding,) = server.diagnostics(uri)
     assert finding["code"] == "TL000" and (
-        "the parser crashed (SIGSEGV)" in finding["message"] or "max-chain" in finding["message"]
+        "the parser crashed (SIGSEGV)" in finding["message"] or "max-line-length" in finding["message"]
     )
     # the next buffer is linted as usual
     uri = server.open(tmp_path / "train.py", BAD)
@@ -259,3 +260,40 @@ def test_the_contained_child_starts_with_the_session(tmp_path: Path):
         assert any("trainlint.lsp.contained" in c for c in commands), commands  # before any document opens
     finally:
         client.close()
+
+
+def _hover_frame(msg_id: int) -> bytes:
+    body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": "textDocument/hover",
+                       "params": {"textDocument": {"uri": "file:///nowhere.py"}, "position": {"line": 0, "character": 0}}}).encode()
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def test_the_message_after_a_body_shorter_than_its_length_is_kept_when_both_arrive_together(server: RawClient):
+    """A cut-off body declaring 60 bytes and the next request, in one write: the reader took the
+    first 60 bytes of both as the body and lost the request."""
+    server.send_raw(b'Content-Length: 60\r\n\r\n{"jsonrpc": "2.0", "id": 77, "meth' + _hover_frame(5))
+    assert server.response(5) == {"jsonrpc": "2.0", "id": 5, "result": None}
+    assert server.alive_and_answering()
+
+
+def test_requests_after_shutdown_are_invalid_and_exit_reports_whether_shutdown_came_first(tmp_path: Path):
+    client = RawClient(tmp_path)
+    try:
+        client.call("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})
+        client.notify("initialized", {})
+        assert client.call("shutdown", None)["result"] is None
+        after = client.call("textDocument/hover", {"textDocument": {"uri": "file:///nowhere.py"}, "position": {"line": 0, "character": 0}})
+        assert after["error"]["code"] == -32600  # InvalidRequest, as the specification asks
+        client.notify("exit", None)
+        assert client.process.wait(timeout=TIMEOUT) == 0
+    finally:
+        if client.process.poll() is None:
+            client.process.kill()
+    abrupt = RawClient(tmp_path)
+    try:
+        abrupt.call("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})
+        abrupt.notify("exit", None)  # no shutdown first
+        assert abrupt.process.wait(timeout=TIMEOUT) == 1
+    finally:
+        if abrupt.process.poll() is None:
+            abrupt.process.kill()

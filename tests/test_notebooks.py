@@ -170,3 +170,30 @@ def test_positions_and_fixes_whatever_the_json_style(tmp_path: Path, indent: obj
     run(str(path), "--fix")
     after = path.read_text(encoding="utf-8")
     assert after == text.replace("history.append(loss)", "history.append(loss.detach())")
+
+
+def test_a_notebook_over_max_file_size_only_by_its_outputs_is_linted(tmp_path: Path):
+    """A plot of 6 MB in an output made the notebook larger than max-file-size (5 MB): it was refused
+    though only its code cells, a few hundred bytes, are linted."""
+    plot = {"data": {"image/png": "iVBORw0KGgo" * 600_000}, "metadata": {}, "output_type": "display_data"}
+    path = write(tmp_path, notebook(code_cell(MODEL_CELL, [plot]), code_cell(LOOP_CELL)))
+    assert path.stat().st_size > 6_000_000
+    found = findings(str(path))
+    assert found and not [d for d in found if d["code"] == "TL000"], found
+    (tmp_path / "pyproject.toml").write_text("[tool.trainlint]\nmax-file-size = 300\n")  # the code is larger
+    [diagnostic] = findings(str(write(tmp_path, notebook(code_cell(MODEL_CELL), code_cell(LOOP_CELL)), "small.ipynb")))
+    assert diagnostic["code"] == "TL000"
+    assert re.fullmatch(r"notebook too large to lint \(\d+ bytes of code cells > max-file-size 300\)", diagnostic["message"])
+
+
+def test_a_cell_with_a_lone_surrogate_is_a_tl000_in_every_format(tmp_path: Path):
+    """JSON can escape a lone surrogate (`"\\ud800"`), which no UTF-8 text can hold: the parser raised
+    and the code frame could not be printed."""
+    text = notebook(code_cell(MODEL_CELL), code_cell([*LOOP_CELL, "    label = '\ud800'\n"]))
+    path = write(tmp_path, text.replace("\ud800", "\\ud800"))
+    [diagnostic] = findings(str(path))
+    assert (diagnostic["code"], diagnostic["cell"], diagnostic["line"], diagnostic["column"]) == ("TL000", 2, 5, 14)
+    assert diagnostic["message"] == "syntax error: a lone surrogate (U+D800) cannot be encoded as UTF-8"
+    for output_format in ("text", "concise", "github", "sarif"):
+        code, out = run(str(path), "--output-format", output_format)
+        assert code == 1 and "U+D800" in out, out

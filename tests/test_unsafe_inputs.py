@@ -136,6 +136,29 @@ def test_unsearchable_folder_is_reported():
         shutil.rmtree(base)
 
 
+# root reads any file: without these capabilities it is held to the permission bits like anyone
+_WITHOUT_DAC = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-dac_override,-dac_read_search"]
+
+
+def test_an_unreadable_file_named_on_the_command_line_is_a_tl000(tmp_path: Path):
+    """`chmod 000 train.py; trainlint train.py` was a usage error (exit 2, "Path 'train.py' is not
+    readable"); the README promises a TL000."""
+    import shutil
+
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None or subprocess.run([*_WITHOUT_DAC, "true"], capture_output=True).returncode:
+            pytest.skip("root, and its capabilities cannot be dropped here")
+        prefix = _WITHOUT_DAC
+    (tmp_path / "train.py").write_text(GOOD)
+    (tmp_path / "train.py").chmod(0)
+    (tmp_path / "ok.py").write_text(GOOD)
+    run = subprocess.run([*prefix, sys.executable, "-m", "trainlint", "train.py", "ok.py", "--format", "json", "--no-cache"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stderr
+    assert _json(run) == {"train.py": ["TL000: cannot read file: Permission denied"]}  # and ok.py is clean
+
+
 def test_name_too_long_is_a_clear_error(tmp_path: Path):
     run = trainlint("x" * 300 + ".py", "--format", "json", cwd=tmp_path)
     assert run.returncode == 1 and list(_json(run).values())[0][0].startswith("TL000: ")

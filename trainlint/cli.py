@@ -58,7 +58,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, readable=False))  # an unreadable file gets a TL000
 @click.option("--select", multiple=True, help="Rule codes or prefixes to enable (replaces the defaults), e.g. TL1,TL401 or ALL.")
 @click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
 @click.option("--extend-select", multiple=True, help="Rule codes or prefixes to enable on top of the selection.")
@@ -84,7 +84,7 @@ def main() -> None:
 @click.option("--show-settings", is_flag=True, help="Print the settings in effect (after configuration and options), then exit.")
 @click.option("--no-cache", is_flag=True, help="Analyse every file; neither read nor write the cache.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, envvar="TRAINLINT_CACHE_DIR", help="Where results are cached (default: the user cache directory; env TRAINLINT_CACHE_DIR).")
-@click.option("--file-timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="Seconds one file's analysis may take before it is reported as TL000 (default 20).")
+@click.option("--file-timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="CPU seconds one file's analysis may take before it is reported as TL000 (default 20).")
 @click.option("--file-memory", type=click.IntRange(min=1), default=None, help="MB of memory one worker may use for a file before it is reported as TL000 (default 1024).")
 def check(
     paths: tuple[Path, ...],
@@ -150,7 +150,8 @@ def check(
         from trainlint.reading import read_stream
 
         # one byte past max-file-size is enough to refuse it: never buffer an endless stream
-        stdin_result = lint_bytes(read_stream(sys.stdin.buffer, settings.max_file_size), str(stdin_filename or "-"), settings)
+        stdin_name = str(stdin_filename or "-")
+        stdin_result = lint_bytes(read_stream(sys.stdin.buffer, settings.read_limit(stdin_name)), stdin_name, settings)
         results.append(stdin_result)
     for result in results:
         result.diagnostics.sort(key=lambda d: d.sort_key())
@@ -408,7 +409,7 @@ def _apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wr
             continue
         path = Path(result.path)
         try:
-            raw = read_source(path, settings.max_file_size)
+            raw = read_source(path, settings.read_limit(result.path))
             outcome = fix_source(decode(raw), result.path, settings, unsafe)
         except (ReadError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
             _warn(f"{result.path}: not fixed: {exc}", prefix="trainlint: ")

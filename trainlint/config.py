@@ -31,6 +31,7 @@ KNOWN_KEYS = {
     "file-memory": int,
 }
 _POSITIVE = ("max-file-size", "max-line-length", "max-nesting", "max-chain", "file-timeout", "file-memory")
+NOTEBOOK_READ_FACTOR = 20  # a notebook may be this many times max-file-size, outputs included
 DEFAULT_EXCLUDES = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "site-packages", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache")
 
 
@@ -72,7 +73,7 @@ class Settings:
     max_line_length: int = 20_000
     max_nesting: int = 100
     max_chain: int = 500
-    file_timeout: float = 20.0  # seconds one file's analysis may take
+    file_timeout: float = 20.0  # CPU seconds one file's analysis may take
     file_memory: int = 1024  # MB one worker may use on top of its start-up size
 
     def rule_selectors(self) -> tuple[list[str] | None, list[str], list[str]]:
@@ -101,6 +102,11 @@ class Settings:
             if fnmatch(rel, pattern) or fnmatch(path.name, pattern):
                 out.update(codes)
         return frozenset(out)
+
+    def read_limit(self, name: str) -> int:
+        """The most bytes read of the file `name`: max-file-size, except for a notebook, whose
+        outputs (images, logs) are not linted: its code cells are held to max-file-size instead."""
+        return self.max_file_size * NOTEBOOK_READ_FACTOR if name.endswith(".ipynb") else self.max_file_size
 
     def limits(self) -> Limits:
         """What the pre-check refuses before parsing."""

@@ -56,7 +56,7 @@ def lint_file(path: Path | str, settings: Settings) -> FileResult:
     max-file-size."""
     name = str(path)
     try:
-        data = read_source(Path(path), settings.max_file_size)
+        data = read_source(Path(path), settings.read_limit(name))
     except ReadError as exc:
         return FileResult(name, [error_diagnostic(name, str(exc))])
     return _lint_bytes(data, name, settings)
@@ -67,8 +67,8 @@ def lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
     memory blow-up is contained like a file's; input over max-file-size is a TL000; never raises."""
     from trainlint.engine import workers
 
-    if len(data) > settings.max_file_size:
-        return FileResult(name, [error_diagnostic(name, too_large(None, settings.max_file_size))])
+    if len(data) > settings.read_limit(name):
+        return FileResult(name, [error_diagnostic(name, too_large(None, settings.read_limit(name)))])
     _preload()
     for _, result in workers.run([(name, settings, data)], 1, _lint_task, _file_timeout, _file_memory, keep_source=True):
         return result
@@ -137,11 +137,16 @@ def lint_python(source: str, name: str, settings: Settings) -> FileResult:
     result.dependencies = probed
     if not rules:
         return result
-    from trainlint.engine.precheck import refuse
+    from trainlint.engine.precheck import refuse, too_big_to_parse
 
     refused = refuse(source, settings.limits())
     if refused:
         result.diagnostics.append(could_not_analyse(name, refused))
+        return result
+    too_big = too_big_to_parse(source, settings.file_memory)
+    if too_big:  # not cached, like the memory cap it anticipates: file-memory is not in the cache key
+        result.diagnostics.append(could_not_analyse(name, too_big))
+        result.cacheable = False
         return result
     # the analysis makes no garbage cycles worth collecting mid-file; the collector's passes over
     # a large tree cost more than the file's whole analysis
@@ -212,7 +217,7 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
     try:
         module = parse_file(source, name)
     except cst.ParserSyntaxError as exc:
-        message, line, column, python_accepts = _syntaxerror_diagnostic(source, exc)
+        message, line, column, python_accepts = _syntax_error(source, exc)
         if python_accepts:  # e.g. 10,000 implicitly concatenated strings: valid, but not for libcst
             result.diagnostics.append(could_not_analyse(name, f"the parser (libcst) rejects this valid file: {message}"))
         else:
@@ -223,6 +228,9 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
         return
     except MemoryError:
         result.diagnostics.append(could_not_analyse(name, "the parser ran out of memory"))
+        return
+    except UnicodeEncodeError:  # a lone surrogate: a notebook's or an editor's JSON can hold one, a file cannot
+        result.diagnostics.append(_lone_surrogate(source, name))
         return
     try:
         from trainlint.project.index import shared, watching
@@ -252,7 +260,18 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
         result.internal_error = True
 
 
-def _syntaxerror_diagnostic(source: str, exc: Any) -> tuple[str, int, int, bool]:
+def _lone_surrogate(source: str, name: str) -> Diagnostic:
+    """The TL000 of source text holding a lone surrogate, which neither CPython nor libcst can read."""
+    found = re.search("[\ud800-\udfff]", source)
+    if found is None:
+        return error_diagnostic(name, "syntax error: the source cannot be encoded as UTF-8")
+    at = found.start()
+    line = source.count("\n", 0, at) + 1
+    column = at - source.rfind("\n", 0, at)
+    return error_diagnostic(name, f"syntax error: a lone surrogate (U+{ord(found.group()):04X}) cannot be encoded as UTF-8", line, column)
+
+
+def _syntax_error(source: str, exc: Any) -> tuple[str, int, int, bool]:
     """Message and 1-based position of a syntax error, and whether CPython accepts the file after all.
 
     CPython's own parser names the offending token (libcst's reports where its lookahead gave up,

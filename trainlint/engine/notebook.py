@@ -282,6 +282,11 @@ def lint_cells(text: str, name: str, settings: Settings, lint_python: Callable[[
         return FileResult(name, [error_diagnostic(name, str(exc), exc.line, exc.column)], source=text)
     if not nb.python:
         return FileResult(name, source=text)
+    # max-file-size bounds the code that is linted, not the outputs stored with it
+    size = sum(len(line.encode("utf-8", "surrogatepass")) + 1 for cell in nb.cells for line in cell.lines)
+    if size > settings.max_file_size:
+        message = f"notebook too large to lint ({size} bytes of code cells > max-file-size {settings.max_file_size})"
+        return FileResult(name, [error_diagnostic(name, message)], source=text)
     result = lint_python(nb.code, name, settings)
     result.diagnostics = [map_diagnostic(nb, d) for d in result.diagnostics]
     result.source = text

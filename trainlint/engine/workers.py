@@ -8,20 +8,30 @@ takes its place, and every other file is analysed as usual. No `BrokenProcessPoo
 Memory is bounded per worker with an address-space limit (`RLIMIT_AS`, its size at start plus the
 cap), so the whole run stays under roughly jobs x (cap + start-up size); a worker that grows past
 half its cap is replaced between files, so fragmentation cannot accumulate.
+
+The time limit counts the CPU time a worker spends on a file (`ITIMER_PROF`: the kernel ends the
+worker with SIGPROF, even inside the native parser), so a busy machine does not cost a valid file
+its findings; a wall-clock backstop of many times the limit ends a worker that does not run at all.
+
+A worker's standard error goes to a file of its own, not the terminal: libcst's native parser
+prints "memory allocation of N bytes failed" and a backtrace before it aborts at the cap, and that
+text tells the supervisor the file ran out of memory rather than crashed.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import multiprocessing
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from trainlint.config import Settings
 from trainlint.engine.results import FileResult, could_not_analyse
@@ -50,9 +60,41 @@ def _limit_memory(cap_mb: int) -> None:
         pass  # no /proc or no rlimit (macOS, Windows): the time limit still bounds the worker
 
 
-def _serve(conn: Connection, cap_mb: int, lint: Callable[[str, Settings, bytes | None], FileResult], keep_source: bool) -> None:
-    """A worker's loop: analyse the files it is sent until told to stop."""
+# where the kernel cannot count a file's CPU time (no `setitimer`: Windows), wall-clock time is the limit
+_CPU_TIMER = hasattr(signal, "setitimer") and hasattr(signal, "SIGPROF")
+# the wall-clock backstop: limit x factor + slack seconds
+WALL_CLOCK_FACTOR = 10.0
+WALL_CLOCK_SLACK = 60.0
+
+
+def wall_clock_limit(cpu_limit: float) -> float:
+    """The wall-clock time a worker may take for a file whose CPU-time limit is `cpu_limit`."""
+    return cpu_limit * WALL_CLOCK_FACTOR + WALL_CLOCK_SLACK if _CPU_TIMER else cpu_limit
+
+
+def _cpu_limit(seconds: float) -> None:
+    """End this process (SIGPROF) once it has used `seconds` more CPU time; 0 disarms."""
+    if _CPU_TIMER:
+        signal.setitimer(signal.ITIMER_PROF, seconds)
+
+
+def _serve(
+    conn: Connection,
+    cap_mb: int,
+    lint: Callable[[str, Settings, bytes | None], FileResult],
+    keep_source: bool,
+    errors: int | None = None,
+    timeout: Callable[[Settings], float] | None = None,
+) -> None:
+    """A worker's loop: analyse the files it is sent until told to stop; standard error goes to the
+    file `errors` (a descriptor) when given, emptied before each file."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
+    if _CPU_TIMER:
+        signal.signal(signal.SIGPROF, signal.SIG_DFL)  # the default action ends the process
+    if errors is not None:
+        os.dup2(errors, 2)
+        if faulthandler.is_enabled():  # it may write to a copy of the old descriptor (pytest does)
+            faulthandler.enable(file=2)
     _limit_memory(cap_mb)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 4000))
     while True:
@@ -63,10 +105,20 @@ def _serve(conn: Connection, cap_mb: int, lint: Callable[[str, Settings, bytes |
         if task is None:
             return
         index, path, settings, data = task
+        if errors is not None:
+            try:
+                os.ftruncate(2, 0)
+                os.lseek(2, 0, os.SEEK_SET)
+            except OSError:
+                pass
+        if timeout is not None:
+            _cpu_limit(timeout(settings))
         try:
             result = lint(path, settings, data)
         except MemoryError:
             result = FileResult(path, [could_not_analyse(path, f"needed more than {cap_mb} MB (--file-memory)")], cacheable=False)
+        finally:
+            _cpu_limit(0)
         if not keep_source:
             result.source = None  # keep the traffic small; --fix re-reads the file
         recycle = _rss_mb() > cap_mb / 2
@@ -85,6 +137,16 @@ class _Worker:
     task: Task | None = None
     started: float = 0.0
     folder: str | None = None  # of the last file it was given
+    errors: Any = None  # the file its standard error goes to (a fork's only)
+
+    def error_text(self) -> str:
+        """The start of what the worker wrote to standard error for its current file."""
+        if self.errors is None:
+            return ""
+        try:
+            return os.pread(self.errors.fileno(), 65536, 0).decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
 
 
 class _Queue:
@@ -146,16 +208,21 @@ def run(
 
     def start() -> _Worker:
         parent, child = context.Pipe()
-        process = context.Process(target=_serve, args=(child, cap, lint, keep_source), daemon=True)
+        # a forked worker inherits the descriptor; a spawned one keeps the supervisor's stderr
+        errors = tempfile.TemporaryFile() if context.get_start_method() == "fork" else None
+        args = (child, cap, lint, keep_source, errors.fileno() if errors is not None else None, timeout)
+        process = context.Process(target=_serve, args=args, daemon=True)
         process.start()
         child.close()
-        return _Worker(process, parent)
+        return _Worker(process, parent, errors=errors)
 
     def retire(worker: _Worker, kill: bool) -> None:
         if kill and worker.process.is_alive():
             worker.process.kill()
         worker.process.join(timeout=5)
         worker.conn.close()
+        if worker.errors is not None:
+            worker.errors.close()
         workers.remove(worker)
 
     gc.freeze()  # what the supervisor holds is shared with forked workers, not copied on write
@@ -174,7 +241,7 @@ def run(
                         pass  # it died: found below as a crash
             busy = [w for w in workers if w.task]
             now = time.monotonic()
-            deadline = min(w.started + timeout(w.task[2]) for w in busy)  # type: ignore[index]
+            deadline = min(w.started + wall_clock_limit(timeout(w.task[2])) for w in busy)  # type: ignore[index]
             ready = wait([w.conn for w in busy], timeout=max(0.0, deadline - now))
             for worker in busy:
                 task = worker.task
@@ -187,7 +254,11 @@ def run(
                         worker.process.join(timeout=5)
                         reason = _signal_name(worker.process.exitcode)
                         message = f"the parser crashed ({reason})"
-                        if worker.process.exitcode in (-signal.SIGKILL, -signal.SIGABRT):
+                        if _CPU_TIMER and worker.process.exitcode == -signal.SIGPROF:
+                            message = f"used more than {timeout(settings):g} s of CPU time (--file-timeout)"
+                        elif "memory allocation of" in worker.error_text():  # libcst's parser at the cap
+                            message = f"needed more than {cap} MB (--file-memory)"
+                        elif worker.process.exitcode in (-signal.SIGKILL, -signal.SIGABRT):
                             message = f"the parser crashed or needed more than {cap} MB ({reason})"
                         yield index, FileResult(path, [could_not_analyse(path, message)], cacheable=False)
                         retire(worker, kill=True)
@@ -196,9 +267,14 @@ def run(
                     yield got, result
                     if recycle:
                         retire(worker, kill=False)
-                elif time.monotonic() - worker.started >= timeout(settings):
-                    limit = timeout(settings)
-                    yield index, FileResult(path, [could_not_analyse(path, f"took longer than {limit:g} s (--file-timeout)")], cacheable=False)
+                elif time.monotonic() - worker.started >= wall_clock_limit(timeout(settings)):
+                    limit = wall_clock_limit(timeout(settings))
+                    if _CPU_TIMER:
+                        cpu = timeout(settings)
+                        message = f"ran {limit:g} s of wall-clock time without using its {cpu:g} s of CPU time (--file-timeout): the machine is overloaded or the worker was stopped"
+                    else:
+                        message = f"took longer than {limit:g} s (--file-timeout)"
+                    yield index, FileResult(path, [could_not_analyse(path, message)], cacheable=False)
                     retire(worker, kill=True)
     finally:
         for worker in list(workers):

@@ -95,17 +95,22 @@ class TrainlintServer(LanguageServer):
         self._pending: dict[str, asyncio.TimerHandle] = {}
         self._settings: dict[Path | None, tuple[int, Settings]] = {}
 
-    def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
-        """Serve over stdio with trainlint's bounded, resynchronising transport."""
+    def start_io(self, stdin: Any = None, stdout: Any = None) -> int:
+        """Serve over stdio with trainlint's bounded, resynchronising transport; the exit status:
+        1 after an `exit` that no `shutdown` preceded (as the specification asks), else 0."""
         self._stop_event = threading.Event()
         self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        status = 0
         try:
             asyncio.run(serve(self.protocol, self._stop_event, stdin or sys.stdin.buffer))
-        except (BrokenPipeError, KeyboardInterrupt, SystemExit):
+        except SystemExit as exc:  # pygls's `exit` handler: 0 after `shutdown`, else 1
+            status = exc.code if isinstance(exc.code, int) else 1
+        except (BrokenPipeError, KeyboardInterrupt):
             pass
         finally:
             self.contained.close()
             self.shutdown()
+        return status
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """Log (no popup): requests already get their error as a response."""
@@ -446,4 +451,4 @@ def build_server() -> TrainlintServer:
 
 def main() -> None:
     """Serve over stdio until the client exits."""
-    build_server().start_io()
+    sys.exit(build_server().start_io())

@@ -11,8 +11,8 @@ the stream and never answers again; a request whose params do not validate gets 
   occur inside a JSON body (a JSON string cannot hold a raw line break, and outside strings JSON
   has no such word);
 - every request gets an answer: a body that is not JSON gets a parse error (-32700), a message that
-  is not a request object an invalid-request error (-32600), params that do not validate an
-  invalid-params error (-32602), a handler failure an internal error (-32603).
+  is not a request object or a request after `shutdown` an invalid-request error (-32600), params
+  that do not validate an invalid-params error (-32602), a handler failure an internal error (-32603).
 """
 
 from __future__ import annotations
@@ -103,12 +103,15 @@ class FrameReader:
 
     def _body(self, length: int) -> bytes | Malformed | None:
         scanned = 0
-        while len(self._buffer) < length:
-            # a body shorter than declared: the next message's header turns up inside the window
-            found = _MESSAGE_START.search(self._buffer, scanned)
-            if found:
+        while True:
+            # a body shorter than declared: the next message's header turns up inside the window,
+            # also when that message has already arrived in full
+            found = _MESSAGE_START.search(self._buffer, scanned, length + _STRADDLE)
+            if found and found.start() < length:
                 del self._buffer[: found.start()]
                 return Malformed("body shorter than its Content-Length")
+            if len(self._buffer) >= length:
+                break
             scanned = max(len(self._buffer) - _STRADDLE, 0)
             if not self._fill():
                 return None
@@ -141,6 +144,10 @@ def dispatch(protocol: JsonRPCProtocol, body: bytes) -> None:
     is_request = "method" in data and isinstance(msg_id, (int, str))
     if "id" in data and not isinstance(msg_id, (int, str, type(None))):
         _write(protocol, error_reply(None, INVALID_REQUEST, "Invalid Request: id must be a number or a string"))
+        return
+    if is_request and getattr(protocol, "_shutdown", False):
+        # the specification: requests after `shutdown` are answered with InvalidRequest
+        _write(protocol, error_reply(msg_id, INVALID_REQUEST, f"Invalid Request: the server is shut down: {data.get('method')}"))
         return
     try:
         message = protocol.structure_message(data)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,9 @@ def fixable_by(unsafe: bool):  # type: ignore[no-untyped-def]
     return fixable
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def source_lines(results: Sequence[FileResult]) -> SourceLines:
     """The lines of each file (each notebook cell) with findings, for code frames and columns.
 
@@ -82,7 +86,8 @@ def source_lines(results: Sequence[FileResult]) -> SourceLines:
 
             try:
                 for cell, lines in cell_lines(text).items():
-                    sources[(result.path, cell)] = lines
+                    # a cell's JSON can hold a lone surrogate, which no output stream can encode
+                    sources[(result.path, cell)] = [_LONE_SURROGATE.sub("\ufffd", line) for line in lines]
             except NotebookError:
                 pass
         sources[(result.path, None)] = python_lines(text)
