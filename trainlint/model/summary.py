@@ -9,8 +9,8 @@ and can be cached by content hash.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from trainlint.model.names import tokens
 from trainlint.model.torchnames import GRAD_SCALER, is_clip_name
@@ -45,19 +45,6 @@ class FunctionSummary:
     sets_train_mode: bool = False  # calls `.train()` on a module (restores training mode)
     returns: Value = UNKNOWN
 
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["returns"] = value_to_json(self.returns)
-        return out
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "FunctionSummary":
-        data = dict(data)
-        data["returns"] = value_from_json(data["returns"])
-        data["synchronizes"] = tuple(data["synchronizes"])
-        data["syncs"] = tuple(data["syncs"])
-        return cls(**data)
-
 
 @dataclass(frozen=True)
 class ClassSummary:
@@ -65,13 +52,6 @@ class ClassSummary:
 
     kind: Kind = Kind.OBJECT
     methods: dict[str, FunctionSummary] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind.value, "methods": {k: v.to_json() for k, v in self.methods.items()}}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ClassSummary":
-        return cls(Kind(data["kind"]), {k: FunctionSummary.from_json(v) for k, v in data["methods"].items()})
 
 
 # a place in a file: (path, 1-based line, 1-based column)
@@ -85,14 +65,6 @@ class StepCall:
     target: str  # as this module's imports spell it: "utils.all_reduce", "models.losses.SetCriterion.forward"
     chain: tuple[Place, ...]  # the calls from the step loop down to this one (this call last)
     accelerator: bool = False  # the step runs on an accelerator (the calling module puts work on one)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "chain": [list(p) for p in self.chain], "accelerator": self.accelerator}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "StepCall":
-        chain = tuple((str(p[0]), int(p[1]), int(p[2])) for p in data["chain"])
-        return cls(str(data["target"]), chain, bool(data.get("accelerator", False)))
 
 
 @dataclass(frozen=True)
@@ -113,37 +85,6 @@ class ModuleSummary:
     classes: dict[str, ClassSummary] = field(default_factory=dict)
     exports: dict[str, str] = field(default_factory=dict)  # imported names, for re-exports
     step_calls: tuple[StepCall, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "functions": {k: v.to_json() for k, v in self.functions.items()},
-            "classes": {k: v.to_json() for k, v in self.classes.items()},
-            "exports": self.exports,
-            "step_calls": [c.to_json() for c in self.step_calls],
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ModuleSummary":
-        return cls(
-            {k: FunctionSummary.from_json(v) for k, v in data["functions"].items()},
-            {k: ClassSummary.from_json(v) for k, v in data["classes"].items()},
-            dict(data["exports"]),
-            tuple(StepCall.from_json(c) for c in data.get("step_calls", ())),
-        )
-
-
-def value_to_json(value: Value) -> dict[str, Any]:
-    out = asdict(value)
-    out["kind"] = value.kind.value
-    out["element"] = value_to_json(value.element) if value.element is not None else None
-    return out
-
-
-def value_from_json(data: dict[str, Any]) -> Value:
-    data = dict(data)
-    data["kind"] = Kind(data["kind"])
-    data["element"] = value_from_json(data["element"]) if data.get("element") else None
-    return Value(**data)
 
 
 EMPTY = ModuleSummary()
