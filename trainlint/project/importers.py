@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainlint.reading import MAX_MODULE_BYTES, State, listing_state
+from trainlint.reading import MAX_MODULE_BYTES, State, listing_state, read_regular
 
 # `from .x import`, `from pkg.mod import`, `import a.b as c, d` (also after `;` and indented)
 IMPORT_TEXT = re.compile(r"(?:^|;)[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import\b|import[ \t]+([^\n;#]+))", re.MULTILINE)
@@ -53,12 +53,10 @@ def import_index(root: Path) -> ImportIndex:
             if count > MAX_INDEXED_FILES:
                 return index
             file = Path(folder, name).resolve()
-            try:
-                if file.stat().st_size > MAX_MODULE_BYTES:
-                    continue
-                text = file.read_text(encoding="utf-8", errors="replace")
-            except OSError:
+            data = read_regular(str(file), MAX_MODULE_BYTES)  # a FIFO or a device is never read
+            if data is None:
                 continue
+            text = data.decode("utf-8", errors="replace")
             words: set[str] = set()
             for match in IMPORT_TEXT.finditer(text):
                 module, names = match.group(2, 3)
