@@ -9,7 +9,7 @@ import pytest
 
 from trainlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Location, Severity
 from trainlint.engine.lint import FileResult
-from trainlint.model.summary import StepCall, ClassSummary, FunctionSummary, ModuleSummary
+from trainlint.model.summary import Argument, StepCall, ClassSummary, FunctionSummary, ModuleSummary
 from trainlint.model.values import CYCLE, Kind, Value
 from trainlint.checked_json import BadEntry
 from trainlint.engine.serial import decode_result, encode_result
@@ -45,10 +45,12 @@ def test_a_summary_comes_back_with_every_field_of_every_stored_type():
     assert all(getattr(full, f.name) != f.default for f in fields(FunctionSummary))  # a new field must be stored too
     assert [f.name for f in fields(Value)] == ["kind", "device", "graph", "dtype", "origin", "enabled", "element"]
     assert [f.name for f in fields(ClassSummary)] == ["kind", "methods"]
-    assert [f.name for f in fields(ModuleSummary)] == ["functions", "classes", "exports", "step_calls"]
+    assert [f.name for f in fields(ModuleSummary)] == ["functions", "classes", "exports", "step_calls", "arguments"]
+    assert [f.name for f in fields(Argument)] == ["callee_path", "callee", "key", "class_path", "class_name"]
+    passed = Argument("/p/trainer.py", "Trainer", "model", "/p/models.py", "Net")
     assert [f.name for f in fields(StepCall)] == ["target", "chain", "accelerator"]
     step = StepCall("models.loss.Criterion.forward", (("train.py", 12, 5), ("engine.py", 40, 9)), True)
-    summary = ModuleSummary({"f": full}, {"Scaler": ClassSummary(Kind.SCALER, {"__call__": full})}, {"x": ".engine.x"}, (step,))
+    summary = ModuleSummary({"f": full}, {"Scaler": ClassSummary(Kind.SCALER, {"__call__": full})}, {"x": ".engine.x"}, (step,), (passed,))
     depends = {("u.py", 12, "cd" * 32), ("pkg/__init__.py", -1, "")}
     assert decode_summary(encode_summary(summary, depends, 2), 2) == (summary, depends)
     cycle = decode_summary(encode_summary(ModuleSummary({"g": FunctionSummary(returns=CYCLE)}), set(), 2), 2)

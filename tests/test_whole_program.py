@@ -292,3 +292,90 @@ def test_an_empty_notebook_file_is_not_an_error(tmp_path: Path) -> None:
     path.write_text("")
     (result,) = lint_paths([(path, Settings(root=tmp_path))], jobs=1)
     assert result.diagnostics == []
+
+
+# An Accelerate-style trainer class in its own module: the model it trains is constructed in the
+# launch script and handed to it, so only the project's call sites tell its class.
+HANDED_IN = {
+    "pkg/__init__.py": "",
+    "pkg/model.py": """
+        import torch
+        import torch.nn as nn
+
+
+        def lengths_mask(lengths):
+            max_len = lengths.max().item()
+            return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]
+
+
+        class E2TTS(nn.Module):
+            def forward(self, x, lengths):
+                mask = lengths_mask(lengths)
+                return (x * mask).sum()
+    """,
+    "pkg/trainer.py": """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer):
+                self.model = model
+                self.optimizer = optimizer
+
+            def train(self, loader):
+                self.model.cuda()
+                for x, lengths in loader:
+                    loss = self.model(x.cuda(), lengths.cuda())
+                    loss.backward()
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+    """,
+    "train.py": """
+        import torch
+        from pkg.model import E2TTS
+        from pkg.trainer import Trainer
+
+        model = E2TTS()
+        trainer = Trainer(model, torch.optim.Adam(model.parameters()))
+        trainer.train(loader)
+    """,
+}
+
+
+def test_a_model_handed_to_a_trainer_in_another_module_runs_its_forward_every_step(tmp_path: Path) -> None:
+    write(tmp_path, HANDED_IN)
+    out = findings(tmp_path, list(HANDED_IN))
+    assert out == {"pkg/model.py:7:TL401": [[("trainer.py", 13), ("model.py", 13)]]}
+    assert findings(tmp_path, ["pkg/model.py"]) == out  # and alone
+
+
+def test_a_trainer_constructed_in_its_own_module_knows_its_model_s_class() -> None:
+    found = lint(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def forward(self, x):
+                return x.sum()
+
+            def stats(self, x):
+                return x.mean().item()
+
+        class Trainer:
+            def __init__(self, net):
+                self.net = net.cuda()
+
+            def fit(self, loader, opt):
+                for x in loader:
+                    loss = self.net(x.cuda())
+                    loss.backward()
+                    opt.step()
+                    opt.zero_grad()
+                    self.net.stats(x.cuda())
+
+        Trainer(Net()).fit(loader, opt)
+        """,
+        "TL401",
+    )
+    assert [(d.line, [[loc.line for loc in c] for c in d.chains]) for d in found] == [(10, [[22]])]

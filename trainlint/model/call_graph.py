@@ -4,6 +4,7 @@ assignments by node and statement, and framework internals. A mixin of `Training
 from __future__ import annotations
 
 from functools import cached_property
+from pathlib import Path
 
 import libcst as cst
 
@@ -79,6 +80,9 @@ class CallGraph:
     def _instance_class(self, expr: cst.BaseExpression, call: Call) -> ClassInfo | None:
         """The class of this module that `expr` is an instance of, known from its value."""
         origin = self.value(expr, call.site).origin
+        if origin and "::" in origin:  # a class of this module, passed in by another module
+            file, _, name = origin.partition("::")
+            return self.local_class(name) if self.path and Path(file) == Path(self.path).resolve() else None
         return self.local_class(origin) if origin else None
 
     def _method(self, info: ClassInfo, name: str, depth: int = 0) -> Function | None:
@@ -145,8 +149,20 @@ class CallGraph:
         return self._assigns_by_statement.get(id(statement), []) if statement is not None else []
 
     def calls_of(self, fn: Function) -> list[Call]:
-        """The calls of a function of this module."""
-        return self._calls_by_callee.get(id(fn), [])
+        """The calls of a function of this module (for a class's `__init__`, its constructions too)."""
+        calls = self._calls_by_callee.get(id(fn), [])
+        if fn.name == "__init__" and fn.class_name is not None:
+            calls = calls + self._constructions.get(fn.class_name, [])
+        return calls
+
+    @cached_property
+    def _constructions(self) -> dict[str, list[Call]]:
+        """`Net(cfg)`: the calls that construct each class of this module."""
+        table: dict[str, list[Call]] = {}
+        for call in self.calls:
+            if call.name is not None and call.qualname is None and self.local_class(call.name) is not None:
+                table.setdefault(call.name, []).append(call)
+        return table
 
     def framework_internal(self, site: Site) -> bool:
         """Code of a framework's class (a precision plugin, a trainer base, a strategy) that owns no

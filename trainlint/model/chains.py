@@ -12,6 +12,7 @@ import libcst as cst
 from trainlint.model.facts import Call, Function
 
 if TYPE_CHECKING:
+    from trainlint.model.lattice import Value
     from trainlint.model.summary import Place, StepCall
 
 
@@ -35,6 +36,62 @@ class StepChains:
                 prefix = self._chains(caller, seen | {fn})
                 out.append((*prefix[0], call) if prefix else (call,))
         return out
+
+    def passed_from_other_modules(self, fn: Function, name: str) -> "Value | None":
+        """An instance of a project class that other modules pass for parameter `name` of `fn` (of a
+        class's constructor too): `E2Trainer(model)` in train.py with `model = E2TTS(...)`."""
+        from trainlint.model.lattice import Value
+        from trainlint.model.summary import ClassSummary
+
+        if self.project is None or not self.path or fn.parent is not None:
+            return None
+        seeds = self._passed_seeds
+        if not seeds:
+            return None
+        params = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
+        keys = {name, str(params.index(name))} if name in params else {name}
+        owner = fn.class_name if fn.name == "__init__" and fn.class_name else fn.qualified
+        origins = sorted({origin for key in keys for origin in seeds.get((owner, key), ())})
+        if len(origins) != 1:
+            return None  # one class passed everywhere; several would need the join of their kinds
+        symbol = self.project_symbol(origins[0])
+        if not isinstance(symbol, ClassSummary):
+            return None
+        return Value(symbol.kind, origin=origins[0])
+
+    @property
+    def _passed_seeds(self) -> "dict[tuple[str, str], tuple[str, ...]]":
+        known = getattr(self, "_passed_memo", None)
+        if known is None:
+            known = self._passed_memo = self.project.passed_arguments(self.path) if self.project is not None else {}
+        return known
+
+    def project_arguments(self) -> list[tuple[str, str, str]]:
+        """(callee, parameter, class) for each call of a project function or class that passes an
+        instance of a project class, or of a class of this module: what other modules' parameters hold.
+        The callee and the project class are spelled as this module's imports spell them; a class of
+        this module as `::Name`."""
+        from trainlint.model.summary import ClassSummary
+
+        out: list[tuple[str, str, str]] = []
+        for call in self.calls:
+            if call.qualname is None or call.receiver is not None or self.project_symbol(call.qualname) is None:
+                continue
+            for position, arg in enumerate(a for a in call.node.args if a.keyword is None and not a.star):
+                self._passed(call, str(position), arg.value, out, ClassSummary)
+            for arg in call.node.args:
+                if arg.keyword is not None:
+                    self._passed(call, arg.keyword.value, arg.value, out, ClassSummary)
+        return out
+
+    def _passed(self, call: Call, key: str, expr: cst.BaseExpression, out: list, class_summary: type) -> None:
+        origin = self.value(expr, call.site).origin
+        if not origin:
+            return
+        if self.local_class(origin) is not None:
+            out.append((call.qualname or "", key, f"::{origin}"))
+        elif isinstance(self.project_symbol(origin), class_summary):
+            out.append((call.qualname or "", key, origin))
 
     def step_calls(self, place: Callable[[Call], Place]) -> list[StepCall]:
         """The calls this module makes on every step into names of other project modules: a project
@@ -74,14 +131,17 @@ class StepChains:
             if symbol is not None and not isinstance(symbol, class_summary):
                 return call.qualname
         func = call.node.func
-        receiver, method = (func.value, func.attr.value) if isinstance(func, cst.Attribute) else (func, None)
-        if isinstance(receiver, cst.Call) or (method is None and call.qualname is not None):
-            return None
-        origin = self.value(receiver, call.site).origin
-        owner = self.project_symbol(origin) if origin else None
-        if not isinstance(owner, class_summary):
-            return None
-        for name in (method,) if method else ("forward", "__call__"):
-            if name in owner.methods:
-                return f"{origin}.{name}"
+        candidates: list[tuple[cst.BaseExpression, str | None]] = []
+        if isinstance(func, cst.Attribute) and not isinstance(func.value, cst.Call):
+            candidates.append((func.value, func.attr.value))  # `obj.m(...)`: a method of obj's class
+        if isinstance(func, cst.Attribute) or (isinstance(func, cst.Name) and call.qualname is None):
+            candidates.append((func, None))  # `model(x)`, `self.model(x)`: the instance's forward
+        for expr, method in candidates:
+            origin = self.value(expr, call.site).origin
+            owner = self.project_symbol(origin) if origin else None
+            if not isinstance(owner, class_summary):
+                continue
+            for name in (method,) if method else ("forward", "__call__"):
+                if name in owner.methods:
+                    return f"{origin}.{name}"
         return None

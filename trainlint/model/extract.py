@@ -18,7 +18,7 @@ from trainlint.model.facts import (
     Site,
     WithItem,
 )
-from trainlint.model.gates import child_nodes, has_modulo, is_gate_test, is_lazy_init_test
+from trainlint.model.gates import child_nodes, has_modulo, is_gate_test, is_lazy_init_test, mostly_true_modulo
 from trainlint.model.names import ImportMap, dotted
 from trainlint.model.torchnames import AUTOCAST, NO_GRAD, autocast_dtype, is_false
 
@@ -279,7 +279,8 @@ class Extractor(cst.CSTVisitor):
         self._gate_nodes.pop()
 
     def leave_If(self, original_node: cst.If) -> None:
-        if self._block_gates and _is_early_exit(original_node) and self._is_gate(original_node.test):
+        # `if step % 10 != 0: return` (true on most steps) leaves the rest to one step in ten
+        if self._block_gates and _is_early_exit(original_node) and (self._is_gate(original_node.test) or mostly_true_modulo(original_node.test)):
             self._gates.append(len(self._loop_stack))
             self._gate_nodes.append(original_node)
             self._block_gates[-1] += 1

@@ -120,7 +120,7 @@ def _presence_test(test: cst.BaseExpression) -> bool:
     return _compares_with_none(test, cst.IsNot)
 
 
-def _mostly_true_modulo(test: cst.BaseExpression) -> bool:
+def mostly_true_modulo(test: cst.BaseExpression) -> bool:
     """`if step % 100:` or `if step % 100 != 0:`: true on 99 steps in 100, the opposite of a gate."""
     if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
         return True
@@ -137,7 +137,7 @@ def _mostly_true_modulo(test: cst.BaseExpression) -> bool:
 
 def is_gate_test(test: cst.BaseExpression, gate_names: set[str], extra_gates: frozenset[str]) -> bool:
     """Whether `if <test>:` runs its body only on some steps (periodically, once, or at a boundary)."""
-    if _presence_test(test) or _mostly_true_modulo(test):
+    if _presence_test(test) or mostly_true_modulo(test):
         return False
     if has_modulo(test):
         return True

@@ -68,6 +68,18 @@ class StepCall:
 
 
 @dataclass(frozen=True)
+class Argument:
+    """An instance of a project class that this module passes to a function or class of another
+    project module, resolved to the files that define both: what that module's parameter holds."""
+
+    callee_path: str
+    callee: str  # "train_one_epoch", "Trainer" (its constructor), "Trainer.fit"
+    key: str  # a parameter's name, or its position among the explicit parameters ("0", "1", ...)
+    class_path: str
+    class_name: str
+
+
+@dataclass(frozen=True)
 class Seed:
     """How other modules make a function per step: the call chains that reach it, and whether any of
     those steps runs on an accelerator."""
@@ -85,6 +97,7 @@ class ModuleSummary:
     classes: dict[str, ClassSummary] = field(default_factory=dict)
     exports: dict[str, str] = field(default_factory=dict)  # imported names, for re-exports
     step_calls: tuple[StepCall, ...] = ()
+    arguments: tuple[Argument, ...] = ()  # instances of project classes passed to other modules
 
 
 EMPTY = ModuleSummary()
@@ -95,6 +108,11 @@ class ProjectLookup(Protocol):
 
     def symbol(self, from_file: str, qualname: str) -> FunctionSummary | ClassSummary | None:
         """The summary of a name a module imports from a local module (None for libraries)."""
+        ...
+
+    def passed_arguments(self, path: str) -> dict[tuple[str, str], tuple[str, ...]]:
+        """For the functions and classes of module `path`: (name, parameter key) -> the classes whose
+        instances other project modules pass there, each as "file::Class"."""
         ...
 
     def step_seeds(self, path: str) -> dict[str, Seed]:

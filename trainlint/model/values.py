@@ -232,6 +232,9 @@ class ValueModel(CallValues):
         passed = self._arguments(fn, name)
         if passed is not None:
             return passed
+        passed = self.model.passed_from_other_modules(fn, name)
+        if passed is not None:
+            return passed
         default = fn.defaults.get(name)
         if default is not None and not (isinstance(default, cst.Name) and default.value == "None"):
             value = self.of(default, None, None)

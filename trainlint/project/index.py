@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 from trainlint.model.lattice import Kind
 from trainlint.project.importers import IMPORT_TEXT, MAX_CHAINS, MAX_IMPORTERS, ImportIndex, import_index, project_root
-from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, Place, Seed
+from trainlint.model.summary import EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Place, Seed
 from trainlint.reading import EXISTS, FOLDER, State, digest, probe_state, read_regular, read_state
 
 # a module containing none of these can say nothing a training step needs
@@ -38,7 +38,7 @@ LIBRARY_ROOTS = frozenset(
     datasets tqdm wandb einops timm PIL cv2 scipy sklearn pandas yaml omegaconf hydra contextlib
     subprocess shutil glob pickle enum inspect importlib""".split()
 )
-MAX_DEPTH = 2
+MAX_DEPTH = 3
 
 Symbol = FunctionSummary | ClassSummary
 
@@ -92,11 +92,18 @@ class Project:
         `.engine.train_one_epoch`), or None when it is not a name of a local module."""
         if self.depth >= MAX_DEPTH or not from_file or from_file == "-":
             return None
-        found = self._locate(Path(from_file), qualname)
+        found = self._locate_any(Path(from_file), qualname)
         if found is None:
             return None
         path, rest = found
         return self._resolve(path, rest, hops=0)
+
+    def _locate_any(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
+        """`_locate`, and "file::Name.attr" (a class another module passed in) by its file."""
+        if "::" in qualname:
+            file, _, rest = qualname.partition("::")
+            return (Path(file), rest.split(".")) if file and rest else None
+        return self._locate(importer, qualname)
 
     def step_seeds(self, path: str) -> dict[str, Seed]:
         """The functions of module `path` ("f", "Class.method") that other modules of the project call
@@ -106,9 +113,16 @@ class Project:
         target = Path(path).resolve()
         found: dict[str, list[tuple[Place, ...]]] = {}
         accelerator: set[str] = set()
-        for importer in self._importers(target):
+        callers = self._importers(target)
+        # and the modules its importers hand instances of its classes to (`Trainer(model)`)
+        for importer in list(callers):
+            for a in self.summary(importer).arguments:
+                receiver = Path(a.callee_path)
+                if a.class_path == str(target) and receiver != target and receiver not in callers:
+                    callers.append(receiver)
+        for importer in callers:
             for call in self.summary(importer).step_calls:
-                where = self._locate(importer, call.target)
+                where = self._locate_any(importer, call.target)
                 if where is None:
                     continue
                 final = self._defined_in(where[0], where[1], hops=0)
@@ -120,6 +134,36 @@ class Project:
                     if call.accelerator:
                         accelerator.add(name)
         return {name: Seed(tuple(chains), name in accelerator) for name, chains in found.items()}
+
+    def passed_arguments(self, path: str) -> dict[tuple[str, str], tuple[str, ...]]:
+        """What other modules of the project pass to this module's functions and classes
+        (`ProjectLookup.passed_arguments`)."""
+        if self.depth >= MAX_DEPTH or not path or path == "-":
+            return {}
+        target = str(Path(path).resolve())
+        found: dict[tuple[str, str], set[str]] = {}
+        for importer in self._importers(Path(target)):
+            for a in self.summary(importer).arguments:
+                if a.callee_path == target:
+                    found.setdefault((a.callee, a.key), set()).add(f"{a.class_path}::{a.class_name}")
+        return {key: tuple(sorted(origins)) for key, origins in found.items()}
+
+    def _arguments(self, path: Path, passed: list[tuple[str, str, str]]) -> tuple[Argument, ...]:
+        """The instances a module passes to other project modules, resolved to the defining files."""
+        out: list[Argument] = []
+        for callee, key, origin in passed:
+            where = self._locate(path, callee)
+            final = self._defined_in(where[0], where[1], hops=0) if where is not None else None
+            if final is None or len(final[1]) not in (1, 2):
+                continue
+            if origin.startswith("::"):
+                cls: tuple[Path, list[str]] | None = (path.resolve(), [origin[2:]])
+            else:
+                found = self._locate(path, origin)
+                cls = self._defined_in(found[0], found[1], hops=0) if found is not None else None
+            if cls is not None and len(cls[1]) == 1:
+                out.append(Argument(str(final[0]), ".".join(final[1]), key, str(cls[0]), cls[1][0]))
+        return tuple(out)
 
     def _defined_in(self, path: Path, rest: list[str], hops: int) -> tuple[Path, list[str]] | None:
         """Where a name a module offers is defined: followed through re-exports (`from .m import f`)."""
@@ -324,7 +368,8 @@ class Project:
             model = TrainingModel.build(module, path=str(path), project=self._deeper)
             summary = Summarizer(model, path.name).module()
             calls = model.step_calls(_placer(module, source, str(path), model))
-            return replace(summary, step_calls=tuple(calls)) if calls else summary
+            arguments = self._arguments(path, model.project_arguments())
+            return replace(summary, step_calls=tuple(calls), arguments=arguments) if calls or arguments else summary
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
             return _outline(source)
 

@@ -19,7 +19,7 @@ from trainlint.checked_json import (
 )
 from trainlint.reading import State
 
-STORE_FORMAT = 3  # the layout of a stored summary (3: with the calls a module makes every step)
+STORE_FORMAT = 4  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes)
 
 if TYPE_CHECKING:
     from trainlint.model.lattice import Value
@@ -38,6 +38,7 @@ def encode_summary(summary: ModuleSummary, depends: set[State], version: int) ->
             {k: [c.kind.value, {m: _encode_function(f) for m, f in c.methods.items()}] for k, c in summary.classes.items()},
             summary.exports,
             [[c.target, [list(p) for p in c.chain], c.accelerator] for c in summary.step_calls],
+            [[a.callee_path, a.callee, a.key, a.class_path, a.class_name] for a in summary.arguments],
         ],
         "depends": sorted(depends),
     })
@@ -48,14 +49,21 @@ def decode_summary(raw: bytes, version: int) -> tuple[ModuleSummary, set[State]]
     from trainlint.model.summary import ModuleSummary
 
     data = header(raw, version, _SUMMARY_KEYS)
-    functions, classes, exports, step_calls = items(data["summary"], 4)
+    functions, classes, exports, step_calls, arguments = items(data["summary"], 5)
     summary = ModuleSummary(
         {k: _decode_function(f) for k, f in mapping(functions).items()},
         {k: _decode_class(c) for k, c in mapping(classes).items()},
         {k: text(v) for k, v in mapping(exports).items()},
         tuple(_decode_step_call(c) for c in items(step_calls)),
+        tuple(_decode_argument(a) for a in items(arguments)),
     )
     return summary, set(decode_states(data["depends"]))
+
+
+def _decode_argument(v: object) -> Any:
+    from trainlint.model.summary import Argument
+
+    return Argument(*(text(field) for field in items(v, 5)))
 
 
 def _decode_step_call(v: object) -> Any:
