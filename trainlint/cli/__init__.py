@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Sequence
 import click
 
 from trainlint import __version__
+from trainlint.cli.common import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, DefaultGroup, _warn
+from trainlint.cli.catalogue import rule_command, rules_command
+from trainlint.cli.verify import verify_group
 from trainlint.report.render import COLOR_CHOICES, ReportOptions, fixable_by, make_console
 from trainlint.report.text import visible
 
 if TYPE_CHECKING:
-    from rich.console import Console
 
     from trainlint.engine.cache import Cache
     from trainlint.config import Settings
@@ -27,22 +29,7 @@ if TYPE_CHECKING:
     from trainlint.engine.discovery import Target
     from trainlint.engine.results import FileResult
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 OUTPUT_FORMATS = ("text", "concise", "json", "sarif", "github", "lsp")
-
-
-class DefaultGroup(click.Group):
-    """A group with a default command: `trainlint src/` means `trainlint check src/`, and
-    `trainlint verify src/` means `trainlint verify probes src/`."""
-
-    def __init__(self, *args: object, default: str = "check", **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.default = default
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
-            args = [self.default, *args]
-        return super().parse_args(ctx, args)
 
 
 def _split_codes(values: Sequence[str]) -> list[str] | None:
@@ -187,11 +174,6 @@ def _exit(results: Sequence[FileResult], exit_zero: bool) -> None:
     if exit_zero:
         sys.exit(EXIT_CLEAN)
     sys.exit(EXIT_FINDINGS if any(r.diagnostics for r in results) else EXIT_CLEAN)
-
-
-def _warn(message: str, prefix: str = "warning: ") -> None:
-    """A line on stderr; control characters in it (from a path, a script's error) shown as escapes."""
-    click.echo(visible(f"{prefix}{message}"), err=True)
 
 
 def _check_settings(
@@ -446,142 +428,12 @@ def _apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wr
     return out
 
 
-@main.command("rule")
-@click.argument("code")
-def rule_command(code: str) -> None:
-    """Explain a rule: what it flags, why, an example and the fix (`trainlint explain CODE` too)."""
-    from rich.markdown import Markdown
-
-    from trainlint.rules.catalogue import PARSE_ERROR_PAGE, render_page
-    from trainlint.noqa import UNUSED_NOQA, UNUSED_NOQA_PAGE
-    from trainlint.rules import RULES_BY_CODE
-
-    rule = RULES_BY_CODE.get(code.upper())
-    pages = {"TL000": PARSE_ERROR_PAGE, UNUSED_NOQA[0]: UNUSED_NOQA_PAGE}
-    page = render_page(rule) if rule is not None else pages.get(code.upper())
-    if page is None:
-        click.echo(f"trainlint: error: unknown rule {code!r}; `trainlint rules` lists them", err=True)
-        sys.exit(EXIT_ERROR)
-    console = make_console()
-    if console.is_terminal:
-        console.print(Markdown(page))
-    else:
-        click.echo(page)
 
 
+main.add_command(verify_group)
+main.add_command(rule_command)
 main.add_command(rule_command, "explain")
-
-
-@main.group("verify", cls=DefaultGroup, default="probes")
-def verify_group() -> None:
-    """Confirm findings by running code (needs `pip install trainlint[verify]`).
-
-    `trainlint verify PATH...` runs a probe per finding; `trainlint verify run SCRIPT` runs a
-    training script under instruments.
-    """
-
-
-def _need_torch() -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is None:
-        click.echo("trainlint: error: the verifier needs torch: `pip install 'trainlint[verify]'`", err=True)
-        sys.exit(EXIT_ERROR)
-
-
-def _lint_for_verify(paths: Sequence[Path]) -> list[Diagnostic]:
-    from trainlint.config import ConfigError, find_config, load_settings
-    from trainlint.engine.discovery import discover
-    from trainlint.engine.lint import lint_paths
-
-    try:
-        settings = load_settings(find_config(paths[0]))
-    except ConfigError as exc:
-        _warn(str(exc), prefix="trainlint: error: ")
-        sys.exit(EXIT_ERROR)
-    targets = discover(list(paths), settings.root, settings.exclude)
-    return [d for r in lint_paths([(t.path, settings) for t in targets]) for d in r.diagnostics]
-
-
-def _console() -> Console:
-    return make_console()
-
-
-@verify_group.command("probes")
-@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="Where probes run (auto: CUDA when available).")
-@click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, help="Seconds each probe may run.")
-def verify_probes(paths: tuple[Path, ...], output_format: str, device: str, timeout: float) -> None:
-    """Lint PATHS, then confirm or refute each finding by running a small torch experiment."""
-    _need_torch()
-    from trainlint.verify.runner import verify
-
-    rows = verify(_lint_for_verify(paths or (Path("."),)), device, timeout, progress=sys.stderr.isatty())
-    if output_format == "json":
-        import json
-
-        click.echo(json.dumps(rows, indent=2))
-    else:
-        from trainlint.verify.report_text import render
-
-        render(_console(), rows)
-    confirmed = any((r["verification"] or {}).get("status") == "confirmed" for r in rows)
-    sys.exit(EXIT_FINDINGS if confirmed else EXIT_CLEAN)
-
-
-@verify_group.command("run")
-@click.argument("script", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
-@click.option("--steps", type=click.IntRange(min=1), default=50, show_default=True, help="Stop after this many optimizer steps.")
-@click.option("--timeout", type=click.FloatRange(min=1), default=600.0, show_default=True, help="Seconds the script may run.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="cpu hides CUDA from the script; cuda requires it.")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--nproc-per-node", "nproc", type=click.IntRange(min=1), default=1, show_default=True, help="Run SCRIPT under torchrun in this many processes, instruments in each, and merge their evidence.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write the report as one self-contained HTML page.")
-def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: float, device: str, output_format: str, nproc: int, html_path: Path | None) -> None:
-    """Run SCRIPT unmodified (arguments after `--`) for N optimizer steps and report its training health.
-
-    Reports frozen parameters, non-finite losses and gradients, divergence and gradient-norm spikes,
-    host-device syncs per step, autograd graphs kept across steps and step times, and marks the
-    script's static findings confirmed or not. The script's own output goes to stderr. Exit code 2
-    when the script failed (an error, a non-zero exit status), no optimizer step ran or trainlint's
-    instruments failed; else 1 when a problem or finding is confirmed; else 0.
-    """
-    _need_torch()
-    from trainlint.verify.health import failed_ourselves, problems, script_failed
-    from trainlint.verify.script_run import judge, run_script
-
-    report = run_script(script, script_args, steps, timeout, device, nproc)
-    rows = judge(report, _lint_for_verify([script]))
-    found = problems(report)
-    if output_format == "json":
-        import json
-
-        click.echo(json.dumps({**report, "findings": rows, "problems": found}, indent=2))
-    else:
-        from trainlint.verify.report_text import render_run
-
-        render_run(_console(), report, rows, found)
-    if html_path is not None:
-        from trainlint.verify.report_html import render_html
-
-        try:
-            html_path.write_text(render_html(report, rows, found), encoding="utf-8")
-        except OSError as exc:
-            _warn(f"cannot write {html_path}: {exc.strerror}", prefix="trainlint: error: ")
-            sys.exit(EXIT_ERROR)
-    failure = script_failed(report)
-    if failed_ourselves(report):
-        _warn(f"{report.get('message')}: {report.get('error') or 'no detail'}", prefix="trainlint: error: ")
-        sys.exit(EXIT_ERROR)
-    if failure:
-        _warn(failure, prefix="trainlint: ")
-        sys.exit(EXIT_ERROR)
-    confirmed = any((r["verification"] or {}).get("status") == "confirmed" for r in rows)
-    if found or confirmed:
-        sys.exit(EXIT_FINDINGS)
-    sys.exit(EXIT_ERROR if not report.get("steps") else EXIT_CLEAN)
+main.add_command(rules_command)
 
 
 @main.command("lsp")
@@ -595,35 +447,6 @@ def lsp_command() -> None:
     serve()
 
 
-@main.command("rules")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def rules_command(output_format: str) -> None:
-    """List all rules with code, name, severity and whether they are on by default."""
-    from trainlint.diagnostics import rule_url
-    from trainlint.rules import ALL_RULES
-
-    if output_format == "json":
-        import json
-
-        rows = [
-            {"code": r.code, "name": r.name, "severity": r.severity.value, "default": r.default_enabled,
-             "summary": r.summary, "url": rule_url(r.code, r.name)}
-            for r in ALL_RULES
-        ]
-        click.echo(json.dumps(rows, indent=2))
-        return
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(title=f"trainlint rules ({len(ALL_RULES)})")
-    for col in ("Code", "Name", "Severity", "Default", "What it flags"):
-        table.add_column(col)
-    for r in ALL_RULES:
-        table.add_row(r.code, r.name, r.severity.value, "on" if r.default_enabled else "off", escape(r.summary))
-    console = make_console()
-    if not sys.stdout.isatty():
-        console.width = 200
-    console.print(table)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,29 @@
+"""What the commands share: the group that takes a default command, exit codes, warnings."""
+
+from __future__ import annotations
+
+
+import click
+
+from trainlint.report.text import visible
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class DefaultGroup(click.Group):
+    """A group with a default command: `trainlint src/` means `trainlint check src/`, and
+    `trainlint verify src/` means `trainlint verify probes src/`."""
+
+    def __init__(self, *args: object, default: str = "check", **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.default = default
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
+            args = [self.default, *args]
+        return super().parse_args(ctx, args)
+
+
+def _warn(message: str, prefix: str = "warning: ") -> None:
+    """A line on stderr; control characters in it (from a path, a script's error) shown as escapes."""
+    click.echo(visible(f"{prefix}{message}"), err=True)

@@ -1,0 +1,130 @@
+"""`trainlint verify PATH...` (a probe per finding) and `trainlint verify run SCRIPT` (the script,
+instrumented): the commands of the runtime verifier, which import torch only when they run."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+import click
+
+from trainlint.cli.common import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, DefaultGroup, _warn
+from trainlint.report.render import make_console
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from trainlint.diagnostics import Diagnostic
+
+
+@click.group("verify", cls=DefaultGroup, default="probes")
+def verify_group() -> None:
+    """Confirm findings by running code (needs `pip install trainlint[verify]`).
+
+    `trainlint verify PATH...` runs a probe per finding; `trainlint verify run SCRIPT` runs a
+    training script under instruments.
+    """
+
+
+def _need_torch() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        click.echo("trainlint: error: the verifier needs torch: `pip install 'trainlint[verify]'`", err=True)
+        sys.exit(EXIT_ERROR)
+
+
+def _lint_for_verify(paths: Sequence[Path]) -> list[Diagnostic]:
+    from trainlint.config import ConfigError, find_config, load_settings
+    from trainlint.engine.discovery import discover
+    from trainlint.engine.lint import lint_paths
+
+    try:
+        settings = load_settings(find_config(paths[0]))
+    except ConfigError as exc:
+        _warn(str(exc), prefix="trainlint: error: ")
+        sys.exit(EXIT_ERROR)
+    targets = discover(list(paths), settings.root, settings.exclude)
+    return [d for r in lint_paths([(t.path, settings) for t in targets]) for d in r.diagnostics]
+
+
+def _console() -> Console:
+    return make_console()
+
+
+@verify_group.command("probes")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="Where probes run (auto: CUDA when available).")
+@click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, help="Seconds each probe may run.")
+def verify_probes(paths: tuple[Path, ...], output_format: str, device: str, timeout: float) -> None:
+    """Lint PATHS, then confirm or refute each finding by running a small torch experiment."""
+    _need_torch()
+    from trainlint.verify.runner import verify
+
+    rows = verify(_lint_for_verify(paths or (Path("."),)), device, timeout, progress=sys.stderr.isatty())
+    if output_format == "json":
+        import json
+
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        from trainlint.verify.report_text import render
+
+        render(_console(), rows)
+    confirmed = any((r["verification"] or {}).get("status") == "confirmed" for r in rows)
+    sys.exit(EXIT_FINDINGS if confirmed else EXIT_CLEAN)
+
+
+@verify_group.command("run")
+@click.argument("script", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--steps", type=click.IntRange(min=1), default=50, show_default=True, help="Stop after this many optimizer steps.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=600.0, show_default=True, help="Seconds the script may run.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="cpu hides CUDA from the script; cuda requires it.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--nproc-per-node", "nproc", type=click.IntRange(min=1), default=1, show_default=True, help="Run SCRIPT under torchrun in this many processes, instruments in each, and merge their evidence.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write the report as one self-contained HTML page.")
+def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: float, device: str, output_format: str, nproc: int, html_path: Path | None) -> None:
+    """Run SCRIPT unmodified (arguments after `--`) for N optimizer steps and report its training health.
+
+    Reports frozen parameters, non-finite losses and gradients, divergence and gradient-norm spikes,
+    host-device syncs per step, autograd graphs kept across steps and step times, and marks the
+    script's static findings confirmed or not. The script's own output goes to stderr. Exit code 2
+    when the script failed (an error, a non-zero exit status), no optimizer step ran or trainlint's
+    instruments failed; else 1 when a problem or finding is confirmed; else 0.
+    """
+    _need_torch()
+    from trainlint.verify.health import failed_ourselves, problems, script_failed
+    from trainlint.verify.script_run import judge, run_script
+
+    report = run_script(script, script_args, steps, timeout, device, nproc)
+    rows = judge(report, _lint_for_verify([script]))
+    found = problems(report)
+    if output_format == "json":
+        import json
+
+        click.echo(json.dumps({**report, "findings": rows, "problems": found}, indent=2))
+    else:
+        from trainlint.verify.report_text import render_run
+
+        render_run(_console(), report, rows, found)
+    if html_path is not None:
+        from trainlint.verify.report_html import render_html
+
+        try:
+            html_path.write_text(render_html(report, rows, found), encoding="utf-8")
+        except OSError as exc:
+            _warn(f"cannot write {html_path}: {exc.strerror}", prefix="trainlint: error: ")
+            sys.exit(EXIT_ERROR)
+    failure = script_failed(report)
+    if failed_ourselves(report):
+        _warn(f"{report.get('message')}: {report.get('error') or 'no detail'}", prefix="trainlint: error: ")
+        sys.exit(EXIT_ERROR)
+    if failure:
+        _warn(failure, prefix="trainlint: ")
+        sys.exit(EXIT_ERROR)
+    confirmed = any((r["verification"] or {}).get("status") == "confirmed" for r in rows)
+    if found or confirmed:
+        sys.exit(EXIT_FINDINGS)
+    sys.exit(EXIT_ERROR if not report.get("steps") else EXIT_CLEAN)
