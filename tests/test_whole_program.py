@@ -379,3 +379,34 @@ def test_a_trainer_constructed_in_its_own_module_knows_its_model_s_class() -> No
         "TL401",
     )
     assert [(d.line, [[loc.line for loc in c] for c in d.chains]) for d in found] == [(10, [[22]])]
+
+
+def test_a_method_fed_a_float_already_read_does_not_sync_again() -> None:
+    """`callback.check_early_stopping(loss.item())`: the method's parameter holds a Python float."""
+    found = lint(
+        """
+        import torch
+
+        class EarlyStopping:
+            def __init__(self):
+                self.lowest_loss = float("inf")
+
+            def check(self, eval_loss):
+                delta = self.lowest_loss - eval_loss
+                if delta >= 0.01:
+                    self.lowest_loss = eval_loss
+                return False
+
+        callback = EarlyStopping()
+        model.cuda()
+        for x in loader:
+            loss = model(x.cuda())
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            if callback.check(loss.item()):
+                break
+        """,
+        "TL401",
+    )
+    assert [d.line for d in found] == [21]  # the `.item()` itself, not the comparison in `check`

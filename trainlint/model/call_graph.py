@@ -48,7 +48,9 @@ class CallGraph:
         key = id(call)
         known = self._callees_memo.get(key)
         if known is None:
-            known = self._callees_memo[key] = self._find_callees(call)
+            known = self._find_callees(call)
+            if not self.values.evaluating:  # an answer found inside a cycle of values may be partial
+                self._callees_memo[key] = known
         return known
 
     def _find_callees(self, call: Call) -> tuple[Function, ...]:
@@ -154,6 +156,15 @@ class CallGraph:
         if fn.name == "__init__" and fn.class_name is not None:
             calls = calls + self._constructions.get(fn.class_name, [])
         return calls
+
+    def method_calls_of(self, fn: Function) -> list[Call]:
+        """`obj.m(...)` where obj is an instance of the class of method `fn` (known from its value)."""
+        if fn.class_name is None:
+            return []
+        return [
+            c for c in self.calls
+            if c.method == fn.name and c.receiver_text not in ("self", "cls") and fn in self.callees(c)
+        ]
 
     @cached_property
     def _constructions(self) -> dict[str, list[Call]]:

@@ -40,7 +40,7 @@ class StepChains:
     def passed_from_other_modules(self, fn: Function, name: str) -> "Value | None":
         """An instance of a project class that other modules pass for parameter `name` of `fn` (of a
         class's constructor too): `E2Trainer(model)` in train.py with `model = E2TTS(...)`."""
-        from trainlint.model.lattice import Value
+        from trainlint.model.lattice import Kind, Value
         from trainlint.model.summary import ClassSummary
 
         if self.project is None or not self.path or fn.parent is not None:
@@ -55,7 +55,9 @@ class StepChains:
         if len(origins) != 1:
             return None  # one class passed everywhere; several would need the join of their kinds
         symbol = self.project_symbol(origins[0])
-        if not isinstance(symbol, ClassSummary):
+        # a model or a loss module (what runs `forward` every step); other objects passed in keep
+        # what the module itself can tell of them (a scaler that clips only when asked, say)
+        if not isinstance(symbol, ClassSummary) or symbol.kind is not Kind.MODULE:
             return None
         return Value(symbol.kind, origin=origins[0])
 

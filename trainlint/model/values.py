@@ -55,6 +55,11 @@ class ValueModel(CallValues):
         self._in_progress: set[object] = set()
         self._joins_memo: dict[tuple[object, ...], Value] = {}
 
+    @property
+    def evaluating(self) -> bool:
+        """Whether an evaluation is under way (values found now may lean on a cycle's partial answer)."""
+        return bool(self._in_progress)
+
     # -- entry point -----------------------------------------------------------------------------
     def of(self, expr: cst.BaseExpression, function: "Function | None", at: "Site | None" = None) -> Value:
         key = (id(expr), at.order if at is not None else -1)
@@ -251,7 +256,7 @@ class ValueModel(CallValues):
         if fn.class_name is not None and fn.params and fn.params[0] in ("self", "cls"):
             index -= 1
         values: list[Value] = []
-        for call in self.model.calls_of(fn):
+        for call in [*self.model.calls_of(fn), *self.model.method_calls_of(fn)]:
             arg = None
             for position, a in enumerate(a for a in call.node.args if a.keyword is None and not a.star):
                 if position == index:
