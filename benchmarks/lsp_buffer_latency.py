@@ -1,6 +1,6 @@
-"""What containment costs the language server per lint: a buffer linted in process, through the
-contained child (`trainlint/lsp/contained.py`) once warm, the child's start, and the engine's
-pre-check alone.
+"""What containment costs the language server per lint: a buffer linted in process, in the server's
+worker process (`ResidentWorker` in `trainlint/engine/workers.py`) once warm, the worker's start,
+the engine's pre-check alone, and the next lint after the worker crashed.
 
     python benchmarks/lsp_buffer_latency.py [--copies N] [--repeat R]
 
@@ -10,13 +10,14 @@ The buffer is the examples/ training scripts, concatenated N times. Figures are 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
 from trainlint.config import Settings
 from trainlint.engine.lint import lint_source
 from trainlint.lsp.analysis import lint_buffer
-from trainlint.lsp.contained import ContainedProcess
+from trainlint.engine.workers import ResidentWorker, WorkerFailure
 from trainlint.engine.precheck import refuse
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -40,10 +41,15 @@ def main() -> None:
     source = "\n".join(p.read_text() for p in sorted(EXAMPLES.glob("*.py"))) * args.copies
     settings = Settings()
     lint_source(source, "buffer.py", settings)  # load the rules once, as a running server has
-    contained = ContainedProcess()
+    contained = ResidentWorker(preload=[lint_buffer.__module__])  # as the server starts it
     try:
         start = best(1, lambda: contained.call(lint_buffer, source, "buffer.py", settings))
         warm = best(args.repeat, lambda: contained.call(lint_buffer, source, "buffer.py", settings))
+        try:
+            contained.call(os.abort)  # a crash: the next call gets a fresh child
+        except WorkerFailure:
+            pass
+        restart = best(1, lambda: contained.call(lint_buffer, source, "buffer.py", settings))
     finally:
         contained.close()
     in_process = best(args.repeat, lambda: lint_source(source, "buffer.py", settings))
@@ -52,6 +58,7 @@ def main() -> None:
     print(f"in process:           {in_process:8.0f} ms")
     print(f"contained, warm:      {warm:8.0f} ms  ({warm - in_process:+.0f} ms for the pipe and pickling)")
     print(f"contained, first call:{start:8.0f} ms  (starts the child)")
+    print(f"after a crash:        {restart:8.0f} ms  (a fresh child)")
     print(f"pre-check:            {precheck:8.0f} ms")
 
 

@@ -244,20 +244,31 @@ def read_proc(path: Path) -> str:
         return ""
 
 
-def test_the_contained_child_starts_with_the_session(tmp_path: Path):
+def descendants(pid: int) -> list[int]:
+    """The live processes under `pid` (children, their children, ...), from /proc."""
+    found, todo = [], [pid]
+    while todo:
+        for task in Path(f"/proc/{todo.pop()}/task").glob("*/children"):
+            for child in read_proc(task).split():
+                found.append(int(child))
+                todo.append(int(child))
+    return found
+
+
+def test_the_worker_starts_with_the_session_and_has_the_parser_loaded(tmp_path: Path):
     client = RawClient(tmp_path)
     try:
         client.call("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})
         client.notify("initialized", {})
-        tasks = Path(f"/proc/{client.process.pid}/task")
-        if not (tasks / str(client.process.pid) / "children").exists():
+        if not Path(f"/proc/{client.process.pid}/task/{client.process.pid}/children").exists():
             pytest.skip("no /proc children lists on this system")
         deadline = time.monotonic() + TIMEOUT
-        commands: list[str] = []
-        while time.monotonic() < deadline and not any("trainlint.lsp.contained" in c for c in commands):
+        warm: list[int] = []
+        while time.monotonic() < deadline and not warm:
             time.sleep(0.2)
-            commands = [read_proc(Path(f"/proc/{pid}/cmdline")) for task in tasks.glob("*/children") for pid in read_proc(task).split()]
-        assert any("trainlint.lsp.contained" in c for c in commands), commands  # before any document opens
+            warm = [pid for pid in descendants(client.process.pid) if "libcst" in read_proc(Path(f"/proc/{pid}/maps"))]
+        # before any document opens: a live child process with libcst's parser loaded
+        assert warm and descendants(client.process.pid), descendants(client.process.pid)
     finally:
         client.close()
 

@@ -1,21 +1,29 @@
-"""Worker processes that analyse files where a crash, a hang or a memory blow-up stays contained.
+"""Worker processes where a crash, a hang or a memory blow-up of the analysis stays contained.
 
-Each worker takes one file at a time from the supervisor (this process). When a worker dies (libcst's
-native parser segfaults on some inputs), runs past the time limit, or runs out of its memory cap,
-only the file it was working on is lost: that file gets a TL000 that says which, a fresh worker
-takes its place, and every other file is analysed as usual. No `BrokenProcessPool`, ever.
+One mechanism serves both front ends. A `Worker` is one child process that runs tasks one at a time
+(`_serve`): a task names a module-level function, its arguments and a CPU-time limit, and the child
+replies with the outcome (ok, out of memory, or the exception). When the child cannot reply (libcst's
+native parser segfaults on some inputs, or the task runs past its limits), the `Worker` says which:
+the signal it died of, the CPU time or the memory it needed, or the wall-clock backstop.
+
+- `run()`, the command line's pool, forks workers and gives each one file at a time: only the file
+  a worker was working on is lost (it gets a TL000 saying why), a fresh worker takes its place, and
+  every other file is analysed as usual. No `BrokenProcessPool`, ever.
+- `ResidentWorker`, the language server's, keeps one worker for the whole session and calls the
+  server's analysis in it; a failure is raised as `WorkerFailure` and the next call gets a fresh
+  child. The server's process runs threads, so its children are not forked from it: they come from
+  a fork server (or are spawned where there is none) that has the analysis imported already.
 
 Memory is bounded per worker with an address-space limit (`RLIMIT_AS`, its size at start plus the
-cap), so the whole run stays under roughly jobs x (cap + start-up size); a worker that grows past
-half its cap is replaced between files, so fragmentation cannot accumulate.
+cap); a worker that grows past half its cap ends after its reply, so fragmentation cannot accumulate.
 
-The time limit counts the CPU time a worker spends on a file (`ITIMER_PROF`: the kernel ends the
+The time limit counts the CPU time a worker spends on a task (`ITIMER_PROF`: the kernel ends the
 worker with SIGPROF, even inside the native parser), so a busy machine does not cost a valid file
 its findings; a wall-clock backstop of many times the limit ends a worker that does not run at all.
 
-A worker's standard error goes to a file of its own, not the terminal: libcst's native parser
-prints "memory allocation of N bytes failed" and a backtrace before it aborts at the cap, and that
-text tells the supervisor the file ran out of memory rather than crashed.
+A worker's standard output and error go to a file of its own, not the terminal (or the editor's
+channel): libcst's native parser prints "memory allocation of N bytes failed" and a backtrace before
+it aborts at the cap, and that text tells the supervisor the task ran out of memory, not crashed.
 """
 
 from __future__ import annotations
@@ -27,16 +35,22 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from multiprocessing import reduction
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from trainlint.config import Settings
 from trainlint.engine.results import FileResult, could_not_analyse
 
 Task = tuple[int, str, Settings, bytes | None]  # index, name, settings, the bytes when already read
+LIMIT_OPTIONS = ("--file-timeout", "--file-memory")  # what sets the pool's limits, named in its messages
+
+
+class WorkerFailure(Exception):
+    """A worker could not answer a task: it crashed, ran out of time or memory, or the task raised."""
 
 
 def _rss_mb() -> float:
@@ -60,7 +74,7 @@ def _limit_memory(cap_mb: int) -> None:
         pass  # no /proc or no rlimit (macOS, Windows): the time limit still bounds the worker
 
 
-# where the kernel cannot count a file's CPU time (no `setitimer`: Windows), wall-clock time is the limit
+# where the kernel cannot count a task's CPU time (no `setitimer`: Windows), wall-clock time is the limit
 _CPU_TIMER = hasattr(signal, "setitimer") and hasattr(signal, "SIGPROF")
 # the wall-clock backstop: limit x factor + slack seconds
 WALL_CLOCK_FACTOR = 10.0
@@ -68,7 +82,7 @@ WALL_CLOCK_SLACK = 60.0
 
 
 def wall_clock_limit(cpu_limit: float) -> float:
-    """The wall-clock time a worker may take for a file whose CPU-time limit is `cpu_limit`."""
+    """The wall-clock time a worker may take for a task whose CPU-time limit is `cpu_limit`."""
     return cpu_limit * WALL_CLOCK_FACTOR + WALL_CLOCK_SLACK if _CPU_TIMER else cpu_limit
 
 
@@ -78,75 +92,209 @@ def _cpu_limit(seconds: float) -> None:
         signal.setitimer(signal.ITIMER_PROF, seconds)
 
 
-def _serve(
-    conn: Connection,
-    cap_mb: int,
-    lint: Callable[[str, Settings, bytes | None], FileResult],
-    keep_source: bool,
-    errors: int | None = None,
-    timeout: Callable[[Settings], float] | None = None,
-) -> None:
-    """A worker's loop: analyse the files it is sent until told to stop; standard error goes to the
-    file `errors` (a descriptor) when given, emptied before each file."""
+class _Descriptor:
+    """A file descriptor handed to a worker however it starts: forked workers inherit it as is,
+    spawned ones (and a fork server's) are sent a copy as the process object is pickled."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _received, (reduction.DupFd(self.fd),)
+
+
+def _received(dup: Any) -> _Descriptor:
+    return _Descriptor(dup.detach())
+
+
+def _serve(conn: Connection, cap_mb: int, output: _Descriptor | None) -> None:
+    """A worker's loop: run the tasks it is sent until told to stop, replying to each with
+    (index, "ok" | "memory" | "error", value, whether this worker ends now). Standard output and
+    error go to the file `output`, emptied before each task."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
     if _CPU_TIMER:
         signal.signal(signal.SIGPROF, signal.SIG_DFL)  # the default action ends the process
-    if errors is not None:
-        os.dup2(errors, 2)
+    if output is not None:
+        os.dup2(output.fd, 2)
+        os.dup2(output.fd, 1)  # nothing the analysis prints may reach the report or the editor's channel
         if faulthandler.is_enabled():  # it may write to a copy of the old descriptor (pytest does)
             faulthandler.enable(file=2)
     _limit_memory(cap_mb)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 4000))
     while True:
         try:
-            task = conn.recv()
+            task = conn.recv_bytes()
         except (EOFError, OSError):
             return
-        if task is None:
-            return
-        index, path, settings, data = task
-        if errors is not None:
+        if output is not None:
             try:
                 os.ftruncate(2, 0)
                 os.lseek(2, 0, os.SEEK_SET)
             except OSError:
                 pass
-        if timeout is not None:
-            _cpu_limit(timeout(settings))
+        index = None
         try:
-            result = lint(path, settings, data)
+            request = reduction.ForkingPickler.loads(task)
+            if request is None:
+                return
+            index, function, args, cpu_limit = request
+            _cpu_limit(cpu_limit)
+            try:
+                reply: tuple[Any, ...] = (index, "ok", function(*args))
+            finally:
+                _cpu_limit(0)
         except MemoryError:
-            result = FileResult(path, [could_not_analyse(path, f"needed more than {cap_mb} MB (--file-memory)")], cacheable=False)
-        finally:
-            _cpu_limit(0)
-        if not keep_source:
-            result.source = None  # keep the traffic small; --fix re-reads the file
-        recycle = _rss_mb() > cap_mb / 2
-        # the file's garbage is all young (collection is paused while a file is analysed): a
-        # young collection frees it; a full one per file would cost more than half the analysis
+            reply = (index, "memory", None)
+        except BaseException as exc:  # every failure goes back as a message
+            reply = (index, "error", f"{type(exc).__name__}: {exc}")
+        # after a MemoryError the heap may be in a bad state: a fresh worker takes over
+        recycle = reply[1] == "memory" or _rss_mb() > cap_mb / 2
+        # the task's garbage is all young (collection is paused while a file is analysed): a
+        # young collection frees it; a full one per task would cost more than half the analysis
         gc.collect(0)
-        conn.send((index, result, recycle))
+        try:
+            conn.send((*reply, recycle))
+        except MemoryError:
+            conn.send((index, "memory", None, True))
+            return
+        except OSError:
+            return  # the supervisor is gone
+        except Exception as exc:  # an unpicklable result
+            conn.send((index, "error", f"{type(exc).__name__}: {exc}", recycle))
         if recycle:
             return
 
 
-@dataclass
-class _Worker:
-    process: multiprocessing.process.BaseProcess
-    conn: Connection
-    task: Task | None = None
-    started: float = 0.0
-    folder: str | None = None  # of the last file it was given
-    errors: Any = None  # the file its standard error goes to (a fork's only)
-
-    def error_text(self) -> str:
-        """The start of what the worker wrote to standard error for its current file."""
-        if self.errors is None:
-            return ""
+def _signal_name(code: int | None) -> str:
+    if code is not None and code < 0:
         try:
-            return os.pread(self.errors.fileno(), 65536, 0).decode("utf-8", "replace")
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit status {code}"
+
+
+class Worker:
+    """One worker process: start it (forked, spawned or from a fork server, as `context` says), send
+    it a task, receive the reply within the deadline, and say why when the worker could not reply.
+
+    `options` names what sets the time and the memory limit, for the messages ("" names nothing).
+    """
+
+    def __init__(self, context: multiprocessing.context.BaseContext, cap_mb: int, options: tuple[str, str] = LIMIT_OPTIONS) -> None:
+        self.cap_mb = cap_mb
+        self.options = options
+        self.index: int | None = None  # of the task in hand; None when idle
+        self.cpu_limit = 0.0
+        self.started = 0.0
+        self.ending = False  # it said it ends after its reply
+        self.output = tempfile.TemporaryFile()
+        parent, child = context.Pipe()
+        # where descriptors cannot be handed on (Windows) the worker keeps the standard streams it gets
+        output = _Descriptor(self.output.fileno()) if hasattr(reduction, "DupFd") else None
+        self.process = context.Process(target=_serve, args=(child, cap_mb, output), daemon=True)
+        try:
+            self.process.start()
+        except BaseException:
+            parent.close()
+            self.output.close()
+            raise
+        finally:
+            child.close()
+        self.conn = parent
+
+    @property
+    def usable(self) -> bool:
+        """Whether it can take another task: idle, alive, and not ending."""
+        return self.index is None and not self.ending and self.process.is_alive()
+
+    @property
+    def deadline(self) -> float:
+        """When the task in hand runs into the wall-clock backstop (time.monotonic())."""
+        return self.started + wall_clock_limit(self.cpu_limit)
+
+    def send(self, index: int, function: Callable[..., Any], args: Sequence[Any], cpu_limit: float) -> None:
+        """Start `function(*args)` in the worker (a module-level function: it is sent by name)."""
+        try:
+            task = reduction.ForkingPickler.dumps((index, function, tuple(args), cpu_limit))
+        except Exception as exc:  # an argument that cannot be pickled
+            raise WorkerFailure(f"the task could not be sent: {type(exc).__name__}: {exc}") from None
+        self.index, self.cpu_limit, self.started = index, cpu_limit, time.monotonic()
+        try:
+            self.conn.send_bytes(task)
+        except (OSError, ValueError):
+            pass  # it died: found when its reply is read
+
+    def reply(self) -> tuple[int, Any]:
+        """(index, value) of the task in hand once the connection is ready; raises WorkerFailure
+        saying why when the worker died instead, ran out of memory, or the task raised."""
+        index = self.index
+        assert index is not None
+        try:
+            got, status, value, self.ending = self.conn.recv()
+        except (EOFError, OSError):
+            raise WorkerFailure(self._lost()) from None
+        self.index = None
+        if status == "memory":
+            raise WorkerFailure(f"needed more than {self.cap_mb} MB{self._option(1)}")
+        if status == "error":
+            raise WorkerFailure(f"the analysis failed: {value}")
+        return (index if got is None else got), value
+
+    def receive(self) -> Any:
+        """The value of the task in hand, waiting up to the wall-clock backstop; raises WorkerFailure."""
+        if not wait([self.conn], max(0.0, self.deadline - time.monotonic())):
+            raise WorkerFailure(self.overdue())
+        return self.reply()[1]
+
+    def overdue(self) -> str:
+        """Why the task in hand is abandoned at the wall-clock backstop."""
+        limit = wall_clock_limit(self.cpu_limit)
+        if _CPU_TIMER:
+            return (
+                f"ran {limit:g} s of wall-clock time without using its {self.cpu_limit:g} s of CPU time{self._option(0)}: "
+                "the machine is overloaded or the worker was stopped"
+            )
+        return f"took longer than {limit:g} s{self._option(0)}"
+
+    def _lost(self) -> str:
+        """Why the worker died on its task: the CPU-time limit, the memory cap, or a crash."""
+        self.process.join(timeout=5)
+        code = self.process.exitcode
+        reason = _signal_name(code)
+        if _CPU_TIMER and code == -signal.SIGPROF:
+            return f"used more than {self.cpu_limit:g} s of CPU time{self._option(0)}"
+        if "memory allocation of" in self._output_text():  # libcst's parser at the cap
+            return f"needed more than {self.cap_mb} MB{self._option(1)}"
+        if code in (-signal.SIGKILL, -signal.SIGABRT):
+            return f"the parser crashed or needed more than {self.cap_mb} MB ({reason})"
+        return f"the parser crashed ({reason})"
+
+    def _option(self, which: int) -> str:
+        return f" ({self.options[which]})" if self.options[which] else ""
+
+    def _output_text(self) -> str:
+        """The start of what the worker wrote for its current task."""
+        try:
+            return os.pread(self.output.fileno(), 65536, 0).decode("utf-8", "replace")
         except (OSError, ValueError):
             return ""
+
+    def stop(self) -> None:
+        """End the worker: killed when it is mid-task, else asked to finish; waits for it."""
+        if self.index is None and not self.ending:
+            try:
+                self.conn.send(None)
+            except (OSError, ValueError):
+                pass
+        if self.index is not None and self.process.is_alive():
+            self.process.kill()  # mid-task (interrupted, or past its limits): do not wait for it
+        self.process.join(timeout=5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout=5)
+        self.conn.close()
+        self.output.close()
 
 
 class _Queue:
@@ -177,19 +325,20 @@ class _Queue:
         return task
 
 
-def _context() -> multiprocessing.context.BaseContext:
+def _fork_context() -> multiprocessing.context.BaseContext:
     # fork starts a worker in milliseconds with libcst and the rules already imported
     methods = multiprocessing.get_all_start_methods()
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
-def _signal_name(code: int | None) -> str:
-    if code is not None and code < 0:
-        try:
-            return signal.Signals(-code).name
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit status {code}"
+def _analyse_file(
+    lint: Callable[[str, Settings, bytes | None], FileResult], keep_source: bool, path: str, settings: Settings, data: bytes | None
+) -> FileResult:
+    """A pool worker's task: one file's result, without its source unless the supervisor needs it."""
+    result = lint(path, settings, data)
+    if not keep_source:
+        result.source = None  # keep the traffic small; --fix re-reads the file
+    return result
 
 
 def run(
@@ -200,87 +349,119 @@ def run(
     cap_mb: Callable[[Settings], int],
     keep_source: bool = False,
 ) -> Iterator[tuple[int, FileResult]]:
-    """Analyse `tasks` in up to `jobs` workers; yields (task index, result) as files finish."""
-    context = _context()
+    """Analyse `tasks` in up to `jobs` forked workers (`lint` module-level, as a task names it);
+    yields (task index, result) as files finish."""
+    context = _fork_context()
     pending = _Queue([(i, path, s, data) for i, (path, s, data) in enumerate(tasks)])
     cap = max((cap_mb(s) for _, s, _ in tasks), default=1024)
-    workers: list[_Worker] = []
+    workers: list[Worker] = []
+    in_hand: dict[Worker, Task] = {}
+    folders: dict[Worker, str] = {}  # of the last file each worker was given
 
-    def start() -> _Worker:
-        parent, child = context.Pipe()
-        # a forked worker inherits the descriptor; a spawned one keeps the supervisor's stderr
-        errors = tempfile.TemporaryFile() if context.get_start_method() == "fork" else None
-        args = (child, cap, lint, keep_source, errors.fileno() if errors is not None else None, timeout)
-        process = context.Process(target=_serve, args=args, daemon=True)
-        process.start()
-        child.close()
-        return _Worker(process, parent, errors=errors)
-
-    def retire(worker: _Worker, kill: bool) -> None:
-        if kill and worker.process.is_alive():
-            worker.process.kill()
-        worker.process.join(timeout=5)
-        worker.conn.close()
-        if worker.errors is not None:
-            worker.errors.close()
+    def retire(worker: Worker) -> None:
+        worker.stop()
         workers.remove(worker)
+        in_hand.pop(worker, None)
+        folders.pop(worker, None)
 
     gc.freeze()  # what the supervisor holds is shared with forked workers, not copied on write
     try:
-        while pending or any(w.task for w in workers):
-            while pending and len(workers) < min(jobs, len(pending) + sum(1 for w in workers if w.task)):
-                workers.append(start())
+        while pending or in_hand:
+            while pending and len(workers) < min(jobs, len(pending) + len(in_hand)):
+                workers.append(Worker(context, cap))
             for worker in workers:
-                if worker.task is None and pending:
-                    worker.task = pending.take(worker.folder)
-                    worker.folder = os.path.dirname(worker.task[1])
-                    worker.started = time.monotonic()
-                    try:
-                        worker.conn.send(worker.task)
-                    except (OSError, ValueError):
-                        pass  # it died: found below as a crash
-            busy = [w for w in workers if w.task]
-            now = time.monotonic()
-            deadline = min(w.started + wall_clock_limit(timeout(w.task[2])) for w in busy)  # type: ignore[index]
-            ready = wait([w.conn for w in busy], timeout=max(0.0, deadline - now))
+                if worker not in in_hand and pending:
+                    task = in_hand[worker] = pending.take(folders.get(worker))
+                    index, path, settings, data = task
+                    folders[worker] = os.path.dirname(path)
+                    worker.send(index, _analyse_file, (lint, keep_source, path, settings, data), timeout(settings))
+            busy = list(in_hand)
+            ready = wait([w.conn for w in busy], timeout=max(0.0, min(w.deadline for w in busy) - time.monotonic()))
             for worker in busy:
-                task = worker.task
-                assert task is not None
-                index, path, settings, _ = task
+                index, path, _, _ = in_hand[worker]
                 if worker.conn in ready:
                     try:
-                        got, result, recycle = worker.conn.recv()
-                    except (EOFError, OSError):
-                        worker.process.join(timeout=5)
-                        reason = _signal_name(worker.process.exitcode)
-                        message = f"the parser crashed ({reason})"
-                        if _CPU_TIMER and worker.process.exitcode == -signal.SIGPROF:
-                            message = f"used more than {timeout(settings):g} s of CPU time (--file-timeout)"
-                        elif "memory allocation of" in worker.error_text():  # libcst's parser at the cap
-                            message = f"needed more than {cap} MB (--file-memory)"
-                        elif worker.process.exitcode in (-signal.SIGKILL, -signal.SIGABRT):
-                            message = f"the parser crashed or needed more than {cap} MB ({reason})"
-                        yield index, FileResult(path, [could_not_analyse(path, message)], cacheable=False)
-                        retire(worker, kill=True)
-                        continue
-                    worker.task = None
+                        got, result = worker.reply()
+                    except WorkerFailure as failure:
+                        got, result = index, FileResult(path, [could_not_analyse(path, str(failure))], cacheable=False)
+                    del in_hand[worker]
                     yield got, result
-                    if recycle:
-                        retire(worker, kill=False)
-                elif time.monotonic() - worker.started >= wall_clock_limit(timeout(settings)):
-                    limit = wall_clock_limit(timeout(settings))
-                    if _CPU_TIMER:
-                        cpu = timeout(settings)
-                        message = f"ran {limit:g} s of wall-clock time without using its {cpu:g} s of CPU time (--file-timeout): the machine is overloaded or the worker was stopped"
-                    else:
-                        message = f"took longer than {limit:g} s (--file-timeout)"
-                    yield index, FileResult(path, [could_not_analyse(path, message)], cacheable=False)
-                    retire(worker, kill=True)
+                    if not worker.usable:
+                        retire(worker)
+                elif time.monotonic() >= worker.deadline:
+                    yield index, FileResult(path, [could_not_analyse(path, worker.overdue())], cacheable=False)
+                    retire(worker)
     finally:
         for worker in list(workers):
-            try:
-                worker.conn.send(None)
-            except (OSError, ValueError):
-                pass
-            retire(worker, kill=worker.task is not None)  # interrupted mid-file: do not wait for it
+            retire(worker)  # one interrupted mid-file is killed, not waited for
         gc.unfreeze()
+
+
+def _resident_context(preload: Sequence[str]) -> multiprocessing.context.BaseContext:
+    # a process with threads must not fork (a lock another thread holds stays locked in the
+    # child): workers come from a fork server that has `preload` imported, so that a fresh one
+    # starts in milliseconds, or are spawned where there is no fork server
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(list(preload))
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+class ResidentWorker:
+    """One long-lived worker that answers calls one at a time (the language server's), started on
+    the first call and replaced after a failure. Safe to call from several threads."""
+
+    def __init__(self, timeout_s: float = 20.0, memory_mb: int = 2048, preload: Sequence[str] = ()) -> None:
+        """`timeout_s`: CPU seconds one call may use; `memory_mb`: on top of the worker's start-up
+        size; `preload`: modules the workers start with imported (the process has one fork server:
+        it imports what was asked for last before it started)."""
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+        self._context = _resident_context(preload)
+        self._worker: Worker | None = None
+        self._lock = threading.Lock()
+        self._calls = 0
+        self._closed = False
+
+    def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        """`function(*args)` in the worker; raises WorkerFailure when it cannot answer.
+
+        `function` must be importable by name (a module-level function), and its arguments and
+        result picklable.
+        """
+        with self._lock:
+            if self._closed:
+                raise WorkerFailure("the worker was closed")
+            worker = self._worker
+            if worker is None or not worker.usable:
+                if worker is not None:
+                    worker.stop()
+                try:
+                    worker = self._worker = Worker(self._context, self.memory_mb, options=("", ""))
+                except OSError as exc:
+                    self._worker = None
+                    raise WorkerFailure(f"could not start a worker: {exc}") from None
+            self._calls += 1
+            worker.send(self._calls, function, args, self.timeout_s)
+            try:
+                return worker.receive()
+            finally:
+                if not worker.usable:
+                    worker.stop()
+                    self._worker = None
+
+    def close(self) -> None:
+        """End the worker (the server is shutting down); a call waiting on it fails at once."""
+        self._closed = True
+        if self._lock.acquire(blocking=False):
+            try:
+                if self._worker is not None:
+                    self._worker.stop()
+                    self._worker = None
+            finally:
+                self._lock.release()
+            return
+        worker = self._worker  # a call holds the lock for up to its time limit: end its worker
+        if worker is not None and worker.process.is_alive():
+            worker.process.kill()

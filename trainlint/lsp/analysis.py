@@ -1,7 +1,7 @@
-"""What the contained child process runs for the server: lint a buffer or a notebook's cells, or
-find their safe fixes.
+"""What the server's worker process runs: lint a buffer or a notebook's cells, or find their safe
+fixes.
 
-Module-level functions, so that they can be named across the pipe (see `contained.py`).
+Module-level functions, so that they can be named across the pipe (see `trainlint/engine/workers.py`).
 """
 
 from __future__ import annotations

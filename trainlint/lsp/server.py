@@ -9,8 +9,8 @@ A buffer that does not parse shows the syntax error beside the last good finding
 soon as the text parses again. Notebooks open through LSP notebook sync are linted as one module,
 with each finding published on its cell.
 
-Nothing a buffer holds can stop the server: parsing runs in a contained child process
-(`contained.py`), buffers over `max-file-size` are not parsed, and the transport (`transport.py`)
+Nothing a buffer holds can stop the server: parsing runs in a worker process (the engine's
+`ResidentWorker`), buffers over `max-file-size` are not parsed, and the transport (`transport.py`)
 survives malformed and oversized messages and answers every request.
 """
 
@@ -38,10 +38,10 @@ from trainlint import __version__
 from trainlint.config import ConfigError, Settings, find_config, load_settings
 from trainlint.diagnostics import Applicability, Diagnostic
 from trainlint.engine.results import PARSE_ERROR, FileResult, could_not_analyse, error_diagnostic
+from trainlint.engine.workers import ResidentWorker, WorkerFailure
 from trainlint.report.lsp import lsp_range
 from trainlint.lsp import actions
 from trainlint.lsp.analysis import lint_buffer, lint_cells, safe_cell_fixes, safe_fixes, warm_up
-from trainlint.lsp.contained import ContainedFailure, ContainedProcess
 from trainlint.lsp.notebooks import NOTEBOOK_SYNC, CellText, by_cell, by_cell_number, code_size
 from trainlint.lsp.options import EditorOptions, parse_options
 from trainlint.lsp.transport import serve
@@ -91,7 +91,7 @@ class TrainlintServer(LanguageServer):
         self.documents: dict[str, DocumentState] = {}  # text documents and notebook cells
         self.notebooks: dict[str, set[str]] = {}  # notebook URI -> the cells published for it
         self.options = EditorOptions()
-        self.contained = ContainedProcess()
+        self.contained = ResidentWorker(preload=[lint_buffer.__module__])  # workers start with the analysis imported
         self._pending: dict[str, asyncio.TimerHandle] = {}
         self._settings: dict[Path | None, tuple[int, Settings]] = {}
 
@@ -189,7 +189,7 @@ class TrainlintServer(LanguageServer):
             return FileResult(name, [error_diagnostic(name, f"{too_large} > max-file-size {settings.max_file_size})")])
         try:
             return self.contained.call(function, text, name, settings)
-        except ContainedFailure as exc:
+        except WorkerFailure as exc:
             return FileResult(name, [could_not_analyse(name, str(exc))])
 
     async def lint(self, uri: str) -> None:
@@ -316,7 +316,7 @@ class TrainlintServer(LanguageServer):
         def call() -> Any:
             try:
                 return self.contained.call(function, *args)
-            except ContainedFailure:
+            except WorkerFailure:
                 return []
 
         return await asyncio.get_running_loop().run_in_executor(None, call)
