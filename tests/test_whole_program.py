@@ -410,3 +410,32 @@ def test_a_method_fed_a_float_already_read_does_not_sync_again() -> None:
         "TL401",
     )
     assert [d.line for d in found] == [21]  # the `.item()` itself, not the comparison in `check`
+
+
+def test_accelerate_s_prepare_returns_the_model_it_is_given(tmp_path: Path) -> None:
+    """`self.model, self.optimizer = self.accelerator.prepare(self.model, self.optimizer)` keeps the
+    model's class (known here from the parameter's annotation), so its forward runs every step."""
+    files = dict(HANDED_IN)
+    files["pkg/trainer.py"] = """
+        import torch
+        from accelerate import Accelerator
+        from pkg.model import E2TTS
+
+
+        class Trainer:
+            def __init__(self, model: E2TTS, optimizer):
+                self.accelerator = Accelerator()
+                self.model = model
+                self.optimizer = optimizer
+                self.model, self.optimizer = self.accelerator.prepare(self.model, self.optimizer)
+
+            def train(self, loader):
+                for x, lengths in loader:
+                    loss = self.model(x, lengths)
+                    self.accelerator.backward(loss)
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+    """
+    files["train.py"] = "import torch\n"  # nobody passes the model in: the annotation says what it is
+    write(tmp_path, files)
+    assert findings(tmp_path, ["pkg/model.py"]) == {"pkg/model.py:7:TL401": [[("trainer.py", 16), ("model.py", 13)]]}

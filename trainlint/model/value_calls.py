@@ -186,6 +186,8 @@ class CallValues:
             return Value(Kind.OPTIMIZER, origin=qual)
         if last == "DataLoader":
             return Value(Kind.DATALOADER, origin=qual)
+        if qual in ("accelerate.Accelerator", "accelerate.accelerator.Accelerator"):
+            return Value(Kind.OBJECT, origin="accelerate.Accelerator")  # its `prepare` returns what it is given
         if qual in ("copy.deepcopy", "copy.copy"):
             return self.of(call.args[0].value, fn, at) if call.args else UNKNOWN
         if qual.startswith(("numpy.", "math.", "random.", "time.", "os.", "json.", "pickle.")):

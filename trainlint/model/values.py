@@ -220,12 +220,29 @@ class ValueModel(CallValues):
                 self._in_progress.discard(key)
             return self._arithmetic([before, value])
         if len(assign.targets) > 1 or assign.unpacked:
+            prepared = self._prepared(assign, name)
+            if prepared is not None:
+                return prepared
             if value.kind is Kind.COLLECTION and value.element is not None:
                 return value.element
             if value.kind is Kind.TENSOR:
                 return value  # `loss, logits = model(x)`: outputs of a forward pass
             return UNKNOWN
         return value
+
+    def _prepared(self, assign, name: str) -> Value | None:  # type: ignore[no-untyped-def]
+        """`model, opt = accelerator.prepare(model, opt)`: Accelerate's `prepare` returns what it is
+        given (wrapped for the device), in order; each target takes its argument's value."""
+        call = assign.value
+        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute) or call.func.attr.value != "prepare":
+            return None
+        owner = self.of(call.func.value, assign.site.function, assign.site)
+        if owner.origin != "accelerate.Accelerator" or name not in assign.targets:
+            return None
+        args = [a for a in call.args if a.keyword is None and not a.star]
+        if len(args) != len(assign.targets):
+            return None
+        return self.of(args[assign.targets.index(name)].value, assign.site.function, assign.site)
 
     def _parameter(self, fn: "Function", name: str) -> Value:
         """A parameter: its annotation, else what this module's calls of the function pass, else its default."""
@@ -287,6 +304,12 @@ class ValueModel(CallValues):
             return Value(Kind.OPTIMIZER)
         if last == "ndarray":
             return HOST_DATA
+        project = self.model.project_value(text)  # `model: E2TTS`, a class of the project
+        if project is not None and project.kind is Kind.MODULE:
+            return project
+        local = self.model.local_class(last) if "." not in text else None
+        if local is not None:
+            return self.model.instance_of_local_class(last)
         return None
 
     def _loop_variable(self, fn: "Function", name: str, at: "Site | None") -> Value | None:
