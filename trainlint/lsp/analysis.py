@@ -1,5 +1,5 @@
 """What the contained child process runs for the server: lint a buffer or a notebook's cells, or
-find their safe fixes.
+find their fixes that pass the command line's after-fix re-check (`trainlint.fixes.recheck`).
 
 Module-level functions, so that they can be named across the pipe (see `contained.py`).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic, Severity
 from trainlint.engine import PARSE_ERROR, FileResult, lint_python, lint_source
-from trainlint.fixes import applicable, apply_fixes
+from trainlint.fixes import applicable, checked, first_batch
 from trainlint.lsp.notebooks import CellText
 from trainlint.lsp.precheck import nesting_problem
 from trainlint.notebook import Notebook, join_cells, map_diagnostic
@@ -34,10 +34,15 @@ def lint_buffer(source: str, name: str, settings: Settings) -> FileResult:
 
 
 def safe_fixes(source: str, name: str, settings: Settings) -> list[Diagnostic]:
-    """The findings whose safe fixes apply together (non-overlapping, and the result parses)."""
+    """The findings whose safe fixes apply together and pass the re-check: `--fix`'s first batch."""
     result = lint_buffer(source, name, settings)
-    _, applied = apply_fixes(source, applicable(result.diagnostics, unsafe=False))
-    return applied
+    return first_batch(source, name, settings, result, applicable(result.diagnostics, unsafe=False), lint=lint_source)
+
+
+def checked_fixes(source: str, name: str, settings: Settings, wanted: list[Diagnostic]) -> list[Diagnostic]:
+    """The findings among `wanted` (as published for this text) whose fix, alone, passes the re-check."""
+    result = lint_buffer(source, name, settings)
+    return checked(source, name, settings, result, wanted, lint=lint_source)
 
 
 def _lint_joined(notebook: Notebook, name: str, settings: Settings) -> FileResult:
@@ -65,9 +70,24 @@ def safe_cell_fixes(cells: list[CellText], name: str, settings: Settings) -> lis
     """The notebook's findings whose safe fixes apply together, checked on the joined code (where a
     fix that breaks the module is refused as in a file), located in their cells."""
     notebook = _joined(cells)
-    found = _lint_joined(notebook, name, settings).diagnostics
-    _, applied = apply_fixes(notebook.code, applicable(found, unsafe=False))
+    result = _lint_joined(notebook, name, settings)
+    applied = first_batch(notebook.code, name, settings, result, applicable(result.diagnostics, unsafe=False), lint=_lint_code)
     return [map_diagnostic(notebook, d) for d in applied]
+
+
+def checked_cell_fixes(cells: list[CellText], name: str, settings: Settings, wanted: list[Diagnostic]) -> list[Diagnostic]:
+    """The notebook's findings among `wanted` (located in their cells) whose fix, alone, passes the
+    re-check on the joined code."""
+    notebook = _joined(cells)
+    result = _lint_joined(notebook, name, settings)
+    located = {id(d): map_diagnostic(notebook, d) for d in result.diagnostics}
+    asked = [d for d in result.diagnostics if located[id(d)] in wanted]
+    return [located[id(d)] for d in checked(notebook.code, name, settings, result, asked, lint=_lint_code)]
+
+
+def _lint_code(code: str, name: str, settings: Settings) -> FileResult:
+    """Lint a fixed notebook's joined code (as Python, whatever the notebook's name)."""
+    return lint_python(code, name, settings)
 
 
 def warm_up() -> None:
