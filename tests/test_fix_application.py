@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LOOP = textwrap.dedent("""\
     import torch
 
+    device = torch.device("cuda")
     total = 0.0
     for x, y in loader:
         optimizer.zero_grad()
@@ -155,15 +156,38 @@ def _planted(line: int, column: int, end_column: int, content: str) -> Diagnosti
     return Diagnostic("TL999", "planted", "planted", Severity.INFO, "t.py", line, column, line, end_column, fix=fix)
 
 
-def test_a_fix_that_breaks_the_file_or_adds_a_finding_is_refused_and_the_good_ones_kept():
+def _planted_case() -> tuple[str, list[Diagnostic]]:
+    """LOOP with two planted safe fixes: one breaks the file, one leaves its finding reported."""
     source = LOOP + "BROKEN = 1\n"
     lines = source.splitlines()
     row = lines.index("BROKEN = 1") + 1
     parse_breaker = _planted(row, 1, 7, "BROKEN =")  # `BROKEN = = 1`
     finding_maker = _planted(row, 10, 11, "torch.zeros(1)")  # harmless alone, but it stays reported
+    return source, [parse_breaker, finding_maker]
+
+
+def test_a_fix_that_breaks_the_file_or_adds_a_finding_is_refused_and_the_good_ones_kept():
+    source, planted = _planted_case()
     settings = Settings(select=("TL302", "TL406"))
-    outcome = fix_source(source, "t.py", settings, unsafe=False, lint=_with_planted_fixes([parse_breaker, finding_maker]))
+    outcome = fix_source(source, "t.py", settings, unsafe=False, lint=_with_planted_fixes(planted))
     reasons = sorted(r for _, r in outcome.rejected)
     assert reasons == ["TL999 is still reported after the fix", "the fixed file does not parse"]
     assert {d.code for d in outcome.applied} == {"TL302", "TL406"}
     assert "total += loss.detach()" in outcome.source and "BROKEN = 1\n" in outcome.source
+
+
+def test_the_language_server_refuses_the_fixes_the_cli_refuses(monkeypatch: pytest.MonkeyPatch):
+    pytest.importorskip("lsprotocol")
+    from trainlint.lsp import analysis
+
+    source, planted = _planted_case()
+    settings = Settings(select=("TL302", "TL406"))
+    lint = _with_planted_fixes(planted)
+    monkeypatch.setattr(analysis, "lint_buffer", lint)
+    monkeypatch.setattr(analysis, "lint_source", lint)
+    found = lint(source, "t.py", settings).diagnostics
+    assert {d.code for d in found if d.fix is not None} == {"TL302", "TL406", "TL999"}
+    # quick fixes: each finding's fix alone, as `--fix` re-checks it alone
+    assert {d.code for d in analysis.checked_fixes(source, "t.py", settings, found)} == {"TL302", "TL406"}
+    # "fix all": one round of `--fix`
+    assert {d.code for d in analysis.safe_fixes(source, "t.py", settings)} == {"TL302", "TL406"}

@@ -122,6 +122,34 @@ def test_detach_is_not_safe_when_the_stored_loss_is_backpropagated_later(tmp_pat
         assert broken.returncode != 0 and "does not require grad" in broken.stderr
 
 
+def test_detach_is_not_safe_when_a_helper_in_another_module_backpropagates_the_total(tmp_path: Path):
+    (tmp_path / "helpers.py").write_text("def backprop_running(total):\n    total.backward(retain_graph=True)\n")
+    script = _write(tmp_path / "train.py", """\
+import torch
+from helpers import backprop_running
+
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)  # (one layer: its weight is not saved for backward, so stepping between is fine)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+total = 0.0
+for x in [torch.randn(8, 4) for _ in range(4)]:
+    optimizer.zero_grad()
+    loss = model(x).pow(2).mean()
+    total += loss
+    backprop_running(total)
+    optimizer.step()
+print(json.dumps([total.item()]))
+""")
+    found = [d for d in lint(script.read_text(), "TL302", name=str(script)) if d.fix is not None]
+    assert found and all(d.fix.applicability is Applicability.UNSAFE for d in found)
+    original = script.read_text()
+    _trainlint(str(script), "--fix")
+    assert script.read_text() == original
+    assert _run_script(script).returncode == 0, "still trains after --fix"
+    _trainlint(str(script), "--fix", "--unsafe-fixes", "--select", "TL302")
+    assert "does not require grad" in _run_script(script).stderr, "the unsafe fix is what breaks it"
+
+
 def test_every_safe_fix_in_the_catalogue_has_a_runtime_test():
     safe = set()
     for rule in ALL_RULES:

@@ -3,6 +3,7 @@ actions for the cursor's line, the fix-all source action, and settings sent by t
 
 from __future__ import annotations
 
+import ast
 import sys
 import textwrap
 from pathlib import Path
@@ -28,6 +29,32 @@ TRAIN = textwrap.dedent("""\
         optimizer.zero_grad()
         history.append(loss)
         losses.append(loss); recent.append(loss)
+""")
+
+
+# fixes that are not what they seem: a cast taken for a device move, a move to another tensor (its
+# device and dtype), a factory given **kwargs (which may hold `device=`), a multi-line factory whose
+# last argument ends in a comment, and a running total that a helper in another local module
+# backpropagates (its `.detach()` would break that backward)
+HELPERS = "def backprop_running(total):\n    total.backward(retain_graph=True)\n"
+RISKY = textwrap.dedent("""\
+    import torch
+    from helpers import backprop_running
+
+    device = torch.device("cuda")
+    total = 0.0
+    for x, v in loader:
+        optimizer.zero_grad()
+        idx = torch.tensor(v).to(torch.long)
+        like = torch.tensor(v).to(x)
+        pad = torch.zeros(3, **kw).to(device)
+        mask = torch.ones(
+            4,  # features
+        ).to(device)
+        loss = model(x, idx, like, pad, mask)
+        total += loss
+        backprop_running(total)
+        optimizer.step()
 """)
 
 
@@ -95,6 +122,27 @@ async def test_fix_all_applies_every_safe_fix_in_one_edit(client: LanguageClient
     assert [d.code for d in await wait_for_diagnostics(client, uri, 2)] == ["TL201"]
     # nothing left to fix: no action
     assert not await code_actions(client, uri, 0, only=["source.fixAll.trainlint"])
+
+
+async def test_only_proven_fixes_are_offered_as_safe_and_they_parse(client: LanguageClient, tmp_path: Path):
+    await start(client)
+    (tmp_path / "helpers.py").write_text(HELPERS)
+    uri = open_document(client, tmp_path / "train.py", RISKY)
+    found = await wait_for_diagnostics(client, uri)
+    # the cast is no move at all
+    assert sorted((d.code, d.range.start.line) for d in found) == [("TL302", 14), ("TL406", 8), ("TL406", 9), ("TL406", 10)]
+    offered = []
+    for line in (7, 8, 9, 14):
+        offered += [a.title for a in await code_actions(client, uri, line, only=[types.CodeActionKind.QuickFix]) if "noqa" not in a.title]
+    assert len(offered) == 3 and all(t.endswith("(unsafe fix)") for t in offered), offered
+    (quick,) = [a for a in await code_actions(client, uri, 10, only=[types.CodeActionKind.QuickFix]) if "noqa" not in a.title]
+    assert quick.title.endswith("(safe fix)")
+    fixed = apply(RISKY, quick.edit.changes[uri])
+    ast.parse(fixed)  # the comment after the last argument does not swallow the rest of the call
+    assert "    mask = torch.ones(\n        4, device=device,  # features\n    )\n" in fixed
+    (action,) = await code_actions(client, uri, 0, only=["source.fixAll"])
+    assert action.title == "Fix all trainlint findings (1 safe fix)"
+    assert apply(RISKY, action.edit.changes[uri]) == fixed
 
 
 async def test_inserted_lines_keep_crlf(client: LanguageClient, tmp_path: Path):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from trainlint.fixes import apply_fixes
 from tests.helpers import lines, lint
 from trainlint.cli import main
 
@@ -48,15 +49,35 @@ def test_tl302_safe_fix_detaches_and_diff_does_not_write(tmp_path):
 
 
 def test_tl406_fix_moves_device_into_factory():
-    found = lint("""
+    code = textwrap.dedent("""
         import torch
+        device = torch.device("cuda")
         for x in loader:
             mask = torch.ones(4).to(device)
             model(x, mask).backward()
             optimizer.step()
+        """)
+    found = lint(code, "TL406")
+    assert found[0].fix is not None and found[0].fix.applicability.value == "safe"
+    assert "    mask = torch.ones(4, device=device)\n" in apply_fixes(code, found)[0]
+
+
+def test_tl406_offers_a_safe_fix_only_for_a_proven_device_move():
+    # the issue's inputs: a cast, a move to another tensor, a factory whose **kw holds a device
+    found = lint("""
+        import torch
+        device = torch.device("cuda")
+        kw = {"device": device}
+        for x, v in loader:
+            idx = torch.tensor(v).to(torch.long)
+            like = torch.tensor(v).to(x)
+            pad = torch.zeros(3, **kw).to(device)
+            mask = torch.zeros(3).to(device)
+            model(x, idx, like, pad, mask).backward()
+            optimizer.step()
         """, "TL406")
-    assert found[0].fix is not None and found[0].fix.edits[0].content == "torch.ones(4, device=device)"
-    assert found[0].fix.applicability.value == "safe"
+    safety = {d.line: d.fix.applicability.value if d.fix else None for d in found}
+    assert safety == {7: "unsafe", 8: "unsafe", 9: "safe"}  # the cast (line 6) is no move at all
 
 
 def test_tl204_json_config_file_and_discovery(tmp_path):

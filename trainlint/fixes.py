@@ -8,6 +8,9 @@ that fails is retried fix by fix, and a fix that fails alone is rejected with it
 round until nothing is left to apply, so its result does not depend on how often it runs: two
 `--fix` runs that race on one file write the same text, and `replace_if_unchanged` makes the
 second one skip the file because it no longer holds the bytes it analysed.
+
+The re-check (`recheck`) is the language server's too: its quick fixes are offered only where
+the fix passes it alone (`checked`), its "fix all" applies `fix_source`'s first batch.
 """
 
 from __future__ import annotations
@@ -142,9 +145,86 @@ def _key(d: Diagnostic) -> tuple[str, str, str]:
     return (d.code, d.message, d.fix.description)
 
 
+Lint = Callable[[str, str, Settings], FileResult]
+Apply = Callable[[str, Sequence[Diagnostic]], tuple[str, list[Diagnostic]]]
+
+
+def recheck(
+    source: str, name: str, settings: Settings, before: FileResult, fixes: Sequence[Diagnostic],
+    apply: Apply = apply_fixes, lint: Lint = lint_source,
+) -> tuple[str, list[Diagnostic], FileResult | None, str | None]:
+    """The after-fix re-check, the one `--fix` and the language server both apply: the fixes are
+    applied to `source` (whose lint is `before`) and the result linted. Returns the new text, the
+    fixes applied, the new lint, and None when the text parses, the fixed findings are gone and no
+    other finding appeared; else the reason it is refused."""
+    new, applied = apply(source, fixes)
+    if not applied:
+        return source, [], None, "the fixed file does not parse"
+    after = lint(new, name, settings)
+    return new, applied, after, _problem(before, after, applied)
+
+
+@dataclass
+class FixRound:
+    """One round of fixing: the text after it, its lint, the fixes kept and those refused (why)."""
+
+    source: str
+    result: FileResult
+    applied: list[Diagnostic]
+    rejected: list[tuple[Diagnostic, str]]
+
+
+def fix_round(
+    source: str, name: str, settings: Settings, result: FileResult, candidates: Sequence[Diagnostic],
+    apply: Apply = apply_fixes, lint: Lint = lint_source,
+) -> FixRound:
+    """Apply the candidates (found on `source`, linted as `result`) together if they pass the
+    re-check together; else try each alone, refuse those that fail alone, and when none fails
+    alone take the first (the rest come in the next round)."""
+    new, batch, after, reason = recheck(source, name, settings, result, candidates, apply, lint)
+    if reason is None and after is not None:
+        return FixRound(new, after, batch, [])
+    rejected: list[tuple[Diagnostic, str]] = []
+    good: tuple[str, Diagnostic, FileResult] | None = None
+    for d in candidates:
+        new, one, after, reason = recheck(source, name, settings, result, [d], apply, lint)
+        if reason is not None:
+            rejected.append((d, reason))
+        elif good is None and after is not None:
+            good = (new, d, after)
+    if good is not None and not rejected:
+        return FixRound(good[0], good[2], [good[1]], [])
+    return FixRound(source, result, [], rejected)
+
+
+def first_batch(
+    source: str, name: str, settings: Settings, result: FileResult, candidates: Sequence[Diagnostic],
+    apply: Apply = apply_fixes, lint: Lint = lint_source,
+) -> list[Diagnostic]:
+    """The fixes that `fix_source`'s first round to apply anything applies to `source` (rounds
+    that only refuse fixes come before it): all of them located on `source` itself."""
+    while candidates:
+        done = fix_round(source, name, settings, result, candidates, apply, lint)
+        if done.applied or not done.rejected:
+            return done.applied
+        refused = {id(d) for d, _ in done.rejected}
+        candidates = [d for d in candidates if id(d) not in refused]
+    return []
+
+
+def checked(
+    source: str, name: str, settings: Settings, result: FileResult, wanted: Sequence[Diagnostic],
+    apply: Apply = apply_fixes, lint: Lint = lint_source,
+) -> list[Diagnostic]:
+    """The findings of `result` among `wanted` whose fix, applied alone, passes the re-check."""
+    return [
+        d for d in result.diagnostics
+        if d.fix is not None and d in wanted and recheck(source, name, settings, result, [d], apply, lint)[3] is None
+    ]
+
+
 def fix_source(
-    source: str, name: str, settings: Settings, unsafe: bool,
-    lint: Callable[[str, str, Settings], FileResult] = lint_source,
+    source: str, name: str, settings: Settings, unsafe: bool, lint: Lint = lint_source,
 ) -> FixOutcome:
     """Apply every applicable fix that survives its re-check, round after round until none is left."""
     def apply(text: str, diagnostics: Sequence[Diagnostic]) -> tuple[str, list[Diagnostic]]:
@@ -157,27 +237,12 @@ def fix_source(
         candidates = [d for d in applicable(result.diagnostics, unsafe) if _key(d) not in refused]
         if not candidates:
             break
-        new, batch = apply(outcome.source, candidates)
-        after = lint(new, name, settings) if batch else None
-        if after is not None and _problem(result, after, batch) is None:
-            outcome.source, result = new, after
-            outcome.applied.extend(batch)
-            continue
-        # the batch failed: try each fix alone on the same text, refuse those that fail alone
-        good: tuple[str, Diagnostic, FileResult] | None = None
-        for d in candidates:
-            new, one = apply(outcome.source, [d])
-            after = lint(new, name, settings) if one else None
-            reason = "the fixed file does not parse" if after is None else _problem(result, after, one)
-            if reason is not None:
-                refused.add(_key(d))
-                outcome.rejected.append((d, reason))
-            elif good is None and after is not None:
-                good = (new, d, after)
-        if good is not None and not any(_key(d) in refused for d in candidates):
-            # each works alone, not all together: take the first, the rest come next round
-            outcome.source, result = good[0], good[2]
-            outcome.applied.append(good[1])
+        done = fix_round(outcome.source, name, settings, result, candidates, apply, lint)
+        for d, reason in done.rejected:
+            refused.add(_key(d))
+            outcome.rejected.append((d, reason))
+        outcome.source, result = done.source, done.result
+        outcome.applied.extend(done.applied)
     outcome.remaining = result
     return outcome
 
@@ -275,6 +340,7 @@ def _unlock(fd: int | None) -> None:
 
 
 __all__ = [
-    "Edit", "FixOutcome", "applicable", "apply_document_fixes", "apply_fixes", "diff_bytes", "encode_like", "fix_source",
-    "replace_if_unchanged", "unified_diff", "write_atomic",
+    "Edit", "FixOutcome", "FixRound", "applicable", "apply_document_fixes", "apply_fixes", "checked", "diff_bytes",
+    "encode_like", "first_batch", "fix_round", "fix_source", "recheck", "replace_if_unchanged", "unified_diff",
+    "write_atomic",
 ]

@@ -328,19 +328,23 @@ def _add_noqa(results: Sequence[FileResult]) -> int:
 
 
 def _fix_stdin(result: FileResult, settings: Settings, unsafe: bool, diff: bool) -> FileResult:
-    """`-` with `--fix`: print the fixed source (all of it, fixed or not); with `--diff`: print the diff."""
-    from trainlint.engine.lint import lint_source
-    from trainlint.fixes import applicable, unified_diff
+    """`-` with `--fix`: print the fixed source (all of it, fixed or not); with `--diff`: print the diff.
+    The fixes are re-checked as a file's are (`fix_source`)."""
+    from trainlint.fixes import applicable, fix_source, unified_diff
 
     source = result.source or ""
-    new, applied = _fix_document(result.path, source, applicable(result.diagnostics, unsafe))
+    outcome = fix_source(source, result.path, settings, unsafe) if applicable(result.diagnostics, unsafe) else None
+    new = outcome.source if outcome is not None else source
+    for d, reason in outcome.rejected if outcome is not None else ():
+        click.echo(f"trainlint: {result.path}:{d.line}:{d.column}: {d.code} fix not applied: {reason}", err=True)
     if diff:
         click.echo(unified_diff(result.path, source, new), nl=False)
         return result
     click.echo(new, nl=False)
-    if applied:
-        _warn(f"Fixed {len(applied)} problem(s) in {result.path}", prefix="")
-    return lint_source(new, result.path, settings) if applied else result
+    if outcome is None or not outcome.applied or outcome.remaining is None:
+        return result
+    _warn(f"Fixed {len(outcome.applied)} problem(s) in {result.path}", prefix="")
+    return outcome.remaining
 
 
 def _report_to(results: Sequence[FileResult], options: ReportOptions, output_file: Path | None, err: bool = False) -> None:

@@ -307,6 +307,7 @@ def _diagnostics(
     wanted = [f.node for _, f in findings]
     wanted += [e.node for _, f in findings if f.fix is not None for e in f.fix.edits]
     wanted += [fn.node for fn in chained] + [c.node for chains in chained.values() for chain in chains for c in chain if not isinstance(c, tuple)]
+    wanted += [e.until for _, f in findings if f.fix is not None for e in f.fix.edits if e.until is not None]
     positions = positions_of(model.module, source, wanted)
     lines = source.splitlines()
     seen: set[tuple[str, int, int]] = set()
@@ -387,6 +388,9 @@ def _edit(edit: NodeEdit, positions: Any, lines: list[str]) -> Edit:
         return Edit(line, 1, line, 1, f"{indent}{edit.content}\n")
     if edit.where == "after":
         return Edit(span.end.line, span.end.column + 1, span.end.line, span.end.column + 1, edit.content)
+    if edit.where == "tail" and edit.until is not None:
+        end = positions[edit.until].end
+        return Edit(span.end.line, span.end.column + 1, end.line, end.column + 1, edit.content)
     return Edit(span.start.line, span.start.column + 1, span.end.line, span.end.column + 1, edit.content)
 
 

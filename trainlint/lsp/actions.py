@@ -62,12 +62,13 @@ def on_lines(findings: Sequence[Diagnostic], first: int, last: int) -> list[Diag
     return [d for d in findings if d.line - 1 <= last and first <= d.end_line - 1]
 
 
-def quick_fixes(uri: str, findings: Sequence[Diagnostic], lines: Sequence[str], fixes_current: bool) -> list[types.CodeAction]:
-    """A fix (when the findings belong to the current text) and a noqa action per finding."""
+def quick_fixes(uri: str, findings: Sequence[Diagnostic], lines: Sequence[str], checked: Sequence[Diagnostic]) -> list[types.CodeAction]:
+    """A noqa action per finding, and its fix for the findings in `checked` (those of the current
+    text whose fix passed the after-fix re-check)."""
     actions = []
     for d in findings:
         diagnostic = published(d, lines)
-        if d.fix is not None and fixes_current:
+        if d.fix is not None and d in checked:
             safety = d.fix.applicability.value
             actions.append(
                 types.CodeAction(

@@ -1,5 +1,5 @@
-"""What the server's worker process runs: lint a buffer or a notebook's cells, or find their safe
-fixes.
+"""What the server's worker process runs: lint a buffer or a notebook's cells, or find their fixes
+that pass the command line's after-fix re-check (`trainlint.fixes.recheck`).
 
 Module-level functions, so that they can be named across the pipe (see `trainlint/engine/workers.py`).
 """
@@ -10,7 +10,7 @@ from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic
 from trainlint.engine.results import FileResult
 from trainlint.engine.lint import lint_python, lint_source
-from trainlint.fixes import applicable, apply_fixes
+from trainlint.fixes import applicable, checked, first_batch
 from trainlint.lsp.notebooks import CellText
 from trainlint.engine.notebook import Notebook, join_cells, map_diagnostic
 from trainlint.project.index import shared
@@ -24,10 +24,15 @@ def lint_buffer(source: str, name: str, settings: Settings) -> FileResult:
 
 
 def safe_fixes(source: str, name: str, settings: Settings) -> list[Diagnostic]:
-    """The findings whose safe fixes apply together (non-overlapping, and the result parses)."""
+    """The findings whose safe fixes apply together and pass the re-check: `--fix`'s first batch."""
     result = lint_buffer(source, name, settings)
-    _, applied = apply_fixes(source, applicable(result.diagnostics, unsafe=False))
-    return applied
+    return first_batch(source, name, settings, result, applicable(result.diagnostics, unsafe=False), lint=lint_source)
+
+
+def checked_fixes(source: str, name: str, settings: Settings, wanted: list[Diagnostic]) -> list[Diagnostic]:
+    """The findings among `wanted` (as published for this text) whose fix, alone, passes the re-check."""
+    result = lint_buffer(source, name, settings)
+    return checked(source, name, settings, result, wanted, lint=lint_source)
 
 
 def _lint_joined(notebook: Notebook, name: str, settings: Settings) -> FileResult:
@@ -52,9 +57,24 @@ def safe_cell_fixes(cells: list[CellText], name: str, settings: Settings) -> lis
     """The notebook's findings whose safe fixes apply together, checked on the joined code (where a
     fix that breaks the module is refused as in a file), located in their cells."""
     notebook = _joined(cells)
-    found = _lint_joined(notebook, name, settings).diagnostics
-    _, applied = apply_fixes(notebook.code, applicable(found, unsafe=False))
+    result = _lint_joined(notebook, name, settings)
+    applied = first_batch(notebook.code, name, settings, result, applicable(result.diagnostics, unsafe=False), lint=_lint_code)
     return [map_diagnostic(notebook, d) for d in applied]
+
+
+def checked_cell_fixes(cells: list[CellText], name: str, settings: Settings, wanted: list[Diagnostic]) -> list[Diagnostic]:
+    """The notebook's findings among `wanted` (located in their cells) whose fix, alone, passes the
+    re-check on the joined code."""
+    notebook = _joined(cells)
+    result = _lint_joined(notebook, name, settings)
+    located = {id(d): map_diagnostic(notebook, d) for d in result.diagnostics}
+    asked = [d for d in result.diagnostics if located[id(d)] in wanted]
+    return [located[id(d)] for d in checked(notebook.code, name, settings, result, asked, lint=_lint_code)]
+
+
+def _lint_code(code: str, name: str, settings: Settings) -> FileResult:
+    """Lint a fixed notebook's joined code (as Python, whatever the notebook's name)."""
+    return lint_python(code, name, settings)
 
 
 def warm_up() -> None:

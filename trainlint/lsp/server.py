@@ -4,7 +4,9 @@ It lints the editor's buffer (saved or not) with the `[tool.trainlint]` configur
 own project, overridden by the editor's settings (see `options.py`), and publishes diagnostics on
 open, on change (debounced), and on save; it clears them on close. Code actions apply a rule's fix
 or add `# noqa: CODE` for every finding on the cursor's lines, and "fix all trainlint findings"
-(`source.fixAll.trainlint`) applies every safe fix in one edit; hovering a finding explains its rule.
+(`source.fixAll.trainlint`) applies every safe fix in one edit; a fix is offered only if it passes
+`--fix`'s own after-fix re-check (`trainlint.fixes.recheck`) on the buffer's text. Hovering a
+finding explains its rule.
 A buffer that does not parse shows the syntax error beside the last good findings, and recovers as
 soon as the text parses again. Notebooks open through LSP notebook sync are linted as one module,
 with each finding published on its cell.
@@ -41,7 +43,9 @@ from trainlint.engine.results import PARSE_ERROR, FileResult, could_not_analyse,
 from trainlint.engine.workers import ResidentWorker, WorkerFailure
 from trainlint.report.lsp import lsp_range
 from trainlint.lsp import actions
-from trainlint.lsp.analysis import lint_buffer, lint_cells, safe_cell_fixes, safe_fixes, warm_up
+from trainlint.lsp.analysis import (
+    checked_cell_fixes, checked_fixes, lint_buffer, lint_cells, safe_cell_fixes, safe_fixes, warm_up,
+)
 from trainlint.lsp.notebooks import NOTEBOOK_SYNC, CellText, by_cell, by_cell_number, code_size
 from trainlint.lsp.options import EditorOptions, parse_options
 from trainlint.lsp.transport import serve
@@ -71,6 +75,7 @@ class DocumentState:
     lines: list[str] = field(default_factory=list)  # the text those findings belong to
     diagnostics: list[Diagnostic] = field(default_factory=list)
     last_good: list[Diagnostic] = field(default_factory=list)  # findings of the last text that parsed
+    fix_checked: dict[Diagnostic, bool] = field(default_factory=dict)  # whether each fix passed the re-check
 
 
 class TrainlintProtocol(LanguageServerProtocol):
@@ -217,7 +222,7 @@ class TrainlintServer(LanguageServer):
         else:
             state.diagnostics = result.diagnostics
             state.last_good = [d for d in result.diagnostics if d.code != PARSE_ERROR[0]]
-        state.version, state.lines = version, split_lines(source)
+        state.version, state.lines, state.fix_checked = version, split_lines(source), {}
         self.publish(uri, state)
 
     async def lint_notebook(self, uri: str) -> None:
@@ -239,6 +244,7 @@ class TrainlintServer(LanguageServer):
             if cell.uri in found:
                 state = self.documents.setdefault(cell.uri, DocumentState())
                 state.version, state.lines, state.diagnostics = cell.version, split_lines(cell.text), found[cell.uri]
+                state.fix_checked = {}
                 self.publish(cell.uri, state)
 
     def publish(self, uri: str, state: DocumentState) -> None:
@@ -309,6 +315,37 @@ class TrainlintServer(LanguageServer):
         return {
             cell.uri: (found, split_lines(cell.text)) for cell, found in zip(cells, by_cell_number(cells, fixed)) if found
         }
+
+    async def checked_fixes_for(self, uri: str, state: DocumentState, wanted: list[Diagnostic]) -> list[Diagnostic]:
+        """The findings among `wanted` (published for the document's current text, in `state`) whose
+        fix passes the command line's after-fix re-check on that text; remembered per text, as the
+        cursor comes back to a line."""
+        unknown = [d for d in wanted if d not in state.fix_checked]
+        if unknown:
+            passed = await self._recheck(uri, unknown)
+            if passed is None:
+                return []  # the text changed meanwhile: its own findings come with its lint
+            state.fix_checked.update((d, d in passed) for d in unknown)
+        return [d for d in wanted if state.fix_checked.get(d)]
+
+    async def _recheck(self, uri: str, wanted: list[Diagnostic]) -> list[Diagnostic] | None:
+        notebook = self.notebook_of(uri)
+        path = Path(to_fs_path(notebook or uri) or notebook or uri)
+        settings = self.settings_for(path)
+        if notebook is not None:
+            cells = self.notebook_cells(notebook)
+            if cells is None or code_size(cells) > settings.max_file_size:
+                return []
+            found = await self._contained_or_nothing(checked_cell_fixes, cells, str(path), settings, wanted)
+            return found if self.notebook_cells(notebook) == cells else None
+        opened = self.open_text(uri)
+        if opened is None:
+            return None
+        source = clean_text(opened[1])
+        if len(source.encode("utf-8")) > settings.max_file_size:
+            return []
+        found = await self._contained_or_nothing(checked_fixes, source, str(path), settings, wanted)
+        return found if self.open_text(uri) == opened else None
 
     async def _contained_or_nothing(self, function: Any, *args: Any) -> Any:
         """`function(*args)` in the contained child, off the event loop; [] if the child fails."""
@@ -429,7 +466,10 @@ def build_server() -> TrainlintServer:
         if actions.wants(only, types.CodeActionKind.QuickFix):
             rng = params.range
             findings = [d for d in actions.on_lines(state.diagnostics, rng.start.line, rng.end.line) if d.code != PARSE_ERROR[0]]
-            out.extend(actions.quick_fixes(uri, findings, state.lines, state.version == opened[0]))
+            # a fix is offered only for the current text, and only if it passes the `--fix` re-check
+            fixable = [d for d in findings if d.fix is not None]
+            fixes = await ls.checked_fixes_for(uri, state, fixable) if fixable and state.version == opened[0] else []
+            out.extend(actions.quick_fixes(uri, findings, state.lines, fixes))
         # unasked-for, the fix-all action is offered only when a safe fix is known to be there
         if actions.wants(only, actions.FIX_ALL_KIND) and (only is not None or _fixable(state.diagnostics)):
             fixes = await ls.safe_fixes_for(uri)

@@ -43,6 +43,8 @@ class FunctionSummary:
     reads_arguments: bool = False  # reads the values of its tensor arguments on the host (`v.item()`)
     no_grad: bool = False
     sets_train_mode: bool = False  # calls `.train()` on a module (restores training mode)
+    # may backpropagate a value it is given (or its object holds): unless proven otherwise
+    differentiates_arguments: bool = True
     returns: Value = UNKNOWN
 
 
@@ -201,6 +203,8 @@ class Summarizer:
             syncs = []  # acting in a host environment: the action must reach the host every step
         no_grad = any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators)
         returns = m.values.returns(fn) if fn.return_facts else UNKNOWN
+        from trainlint.model.fix_safety import differentiates_arguments  # (it imports the model: not at the top)
+
         return FunctionSummary(
             where=f"`{fn.qualified}` in {self.label}",
             steps=steps,
@@ -214,6 +218,7 @@ class Summarizer:
             reads_arguments=reads,
             no_grad=no_grad,
             sets_train_mode=train_mode,
+            differentiates_arguments=differentiates_arguments(m, fn),
             returns=returns if returns.kind is not Kind.UNKNOWN else UNKNOWN,
         )
 

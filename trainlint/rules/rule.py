@@ -13,11 +13,13 @@ from trainlint.model import TrainingModel
 
 @dataclass(frozen=True)
 class NodeEdit:
-    """An edit anchored on a node: replace it, or insert a line before its statement."""
+    """An edit anchored on a node: replace it, insert a line before its statement, insert text
+    after it, or ("tail") replace the text from its end to the end of the node `until`."""
 
     node: cst.CSTNode
     content: str
-    where: Literal["replace", "line_before", "after"] = "replace"
+    where: Literal["replace", "line_before", "after", "tail"] = "replace"
+    until: cst.CSTNode | None = None
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,12 @@ for x, y in loader:
         "accumulators reset on the optimizer-step branch (`if (i + 1) % accum == 0: ...; total = 0`), "
         "values computed under `torch.no_grad()` or detached upstream (two lines above, or in a callee), "
         "values the analysis does not know to carry a graph, a last output kept on `self` (its saved "
-        "tensors were freed by backward; nothing grows), test code, and code outside training steps."
+        "tensors were freed by backward; nothing grows), test code, and code outside training steps. The "
+        "`.detach()` fix is safe (applied by `--fix`) only when every later use of the total is proven to "
+        "end in a number (`.item()`, `float()`, `print`) or in a callee that leaves it alone (torch, logging, "
+        "or a project function, in this module or another local one, whose body is checked the same way); "
+        "a total that is returned, handed to an unknown callable or stored where other code reads it gets "
+        "an unsafe fix."
     )
     verification = (
         "`trainlint verify` measures the growth per step of an accumulated graph's autograd nodes. "

@@ -2,38 +2,174 @@
 
 from __future__ import annotations
 
+import re
+import weakref
 from typing import Iterator
 
 import libcst as cst
 
 from trainlint.diagnostics import Applicability, Severity
-from trainlint.model import Call, TrainingModel
+from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, RANDOM_FACTORIES as RANDOM
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import literal_string
 from trainlint.model.lattice import HOST
+from trainlint.model.walk import child_nodes, iter_nodes
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule
 
+DTYPE_NAMES = frozenset(
+    """float16 bfloat16 float32 float64 float half double long int int64 int32 int16 int8 uint8 uint16
+    uint32 uint64 short bool complex32 complex64 complex128 cfloat cdouble chalf float8_e4m3fn
+    float8_e5m2 float8_e4m3fnuz float8_e5m2fnuz qint8 quint8 qint32""".split()
+)
+# what `torch.device(...)` accepts as a string: a device type and an optional index
+_DEVICE_STRING = re.compile(r"(cpu|cuda|mps|xpu|xla|meta|hpu|npu|mtia|ipu|privateuseone)(:\d+)?")
+# factory keywords that do not change what `device=` adds (`requires_grad=True` would: the factory's
+# leaf would be on the device, where `.to()` gives a non-leaf copy of a host leaf)
+_PLAIN_KEYWORDS = frozenset({"dtype", "layout"})
+_FALSE_KEYWORDS = frozenset({"requires_grad", "pin_memory"})
+# `.to()`/`.cuda()` keywords that only say how to copy: dropping them leaves the same values
+_COPY_KEYWORDS = frozenset({"non_blocking", "copy"})
+# computed on the device, these may differ from the host's result in the last bits
+_COMPUTED = frozenset({"linspace"})
 
 
-def _moves_device(call: Call) -> bool:
+def _is_dtype(model: TrainingModel, expr: cst.BaseExpression, site: Site, depth: int = 0) -> bool:
+    """`torch.long`, an alias of it, `x.dtype`, `dtype`, or a name bound only to those."""
+    qual = model.imports.resolve(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+    if qual is not None and qual.startswith("torch.") and qual.removeprefix("torch.") in DTYPE_NAMES:
+        return True
+    text = dotted(expr) or ""
+    if text and "dtype" in text.rsplit(".", 1)[-1].lower():
+        return True  # `w.to(dtype)`, `x.to(param.dtype)`: a cast, the tensor stays where it is
+    if isinstance(expr, cst.Name) and depth < 3:
+        assigns = _bindings(model, expr.value, site)
+        return bool(assigns) and all(_is_dtype(model, a.value, a.site, depth + 1) for a in assigns)
+    return False
+
+
+def _moves_device(model: TrainingModel, call: Call) -> bool:
     """`.cuda()`, `.to(device)`: a copy to a device (not `.to(torch.float16)` or `.to("cpu")`)."""
     if call.method == "cuda":
         return True
     if not call.node.args:
         return False
     first = call.node.args[0]
-    if first.keyword is not None and first.keyword.value != "device":
+    if first.star or (first.keyword is not None and first.keyword.value != "device"):
         return False
-    text = dotted(first.value) or ""
-    if text.startswith("torch.") and text.rsplit(".", 1)[-1] in DTYPE_NAMES:
+    if _is_dtype(model, first.value, call.site):
         return False
-    if text and "dtype" in text.rsplit(".", 1)[-1].lower():
-        return False  # `w.to(dtype)`: a cast, the tensor stays where it is
     return (literal_string(first.value) or "cuda").split(":")[0] != "cpu"
 
 
-DTYPE_NAMES = frozenset({"float16", "bfloat16", "float32", "float64", "float", "half", "double", "long", "int", "int64", "int32", "bool", "uint8"})
+def _bindings(model: TrainingModel, name: str, site: Site) -> list:  # type: ignore[type-arg]
+    """The assignments that give `name` its value at `site`; [] when something else may (a
+    parameter, a loop or `with` target, a `global` statement, an import)."""
+    fn = site.function
+    if fn is not None and name in fn.params:
+        return []  # (a rebinding on one path leaves the caller's value on the others)
+    scope = fn.node if fn is not None else model.module
+    if name in _bound_otherwise(model, scope):
+        return []
+    found = model.reaching(fn, name, site)
+    if not found and fn is not None and name not in _bound_otherwise(model, model.module):
+        found = model.reaching(None, name, None)  # a module-level name read in a function
+    return found
+
+
+# the last model's answers, by scope (a weak reference: the model and its tree are not kept alive)
+_scopes: list[tuple["weakref.ref[TrainingModel]", dict[int, frozenset[str]]]] = []
+
+
+def _bound_otherwise(model: TrainingModel, scope: cst.CSTNode) -> frozenset[str]:
+    """Names `scope` binds other than by plain assignment (loop, `with` and `except` targets,
+    augmented assignments, `:=`, imports, `global`, nested definitions); once per scope."""
+    if not _scopes or _scopes[0][0]() is not model:
+        _scopes[:] = [(weakref.ref(model), {})]
+    memo = _scopes[0][1]
+    found = memo.get(id(scope))
+    if found is None:
+        names: set[str] = set()
+        stack: list[tuple[cst.CSTNode, bool]] = [(scope, False)]
+        while stack:
+            node, nested = stack.pop()
+            target: cst.CSTNode | None = None
+            if isinstance(node, (cst.Global, cst.Nonlocal)):
+                names |= {n.name.value for n in node.names}  # (from any function: it rebinds this scope's)
+            elif nested:
+                pass  # a nested function's or class's own names
+            elif isinstance(node, (cst.For, cst.CompFor, cst.AugAssign, cst.NamedExpr)):
+                target = node.target
+            elif isinstance(node, cst.AsName):
+                target = node.name
+            elif isinstance(node, cst.ImportAlias) and node.asname is None:  # (`as` names are AsName's)
+                bound: cst.BaseExpression = node.name
+                while isinstance(bound, cst.Attribute):
+                    bound = bound.value  # `import a.b` binds `a`
+                names.add(bound.value if isinstance(bound, cst.Name) else "")
+            elif isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node is not scope:
+                names.add(node.name.value)
+                nested = True
+            if target is not None:
+                names |= {n.value for n in iter_nodes(target) if isinstance(n, cst.Name)}
+            stack.extend((child, nested) for child in child_nodes(node))
+        found = memo[id(scope)] = frozenset(names)
+    return found
+
+
+def _proven_device(model: TrainingModel, expr: cst.BaseExpression, site: Site, depth: int = 0) -> bool:
+    """A device beyond doubt: `"cuda:0"`, `torch.device(...)`, a tensor's `.device`, a conditional
+    between those, or a name every reaching binding of which is one."""
+    literal = literal_string(expr)
+    if literal is not None:
+        return _DEVICE_STRING.fullmatch(literal) is not None
+    if isinstance(expr, cst.Call):
+        return model.imports.resolve(expr.func) == "torch.device"
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "device":
+        return model.value(expr.value, site).is_tensor
+    if isinstance(expr, cst.IfExp):
+        return _proven_device(model, expr.body, site, depth) and _proven_device(model, expr.orelse, site, depth)
+    if isinstance(expr, cst.Name) and depth < 3:
+        assigns = _bindings(model, expr.value, site)
+        return bool(assigns) and all(_proven_device(model, a.value, a.site, depth + 1) for a in assigns)
+    return False
+
+
+def _without_effects(expr: cst.BaseExpression) -> bool:
+    """Evaluating it runs no code of the program's but the call it is (`torch.device("cuda", 0)`),
+    so it may as well be evaluated before the factory runs as after."""
+    effects = [n for n in iter_nodes(expr) if isinstance(n, (cst.Call, cst.Await, cst.Yield, cst.NamedExpr))]
+    return not effects or effects == [expr]
+
+
+def _integral(model: TrainingModel, expr: cst.BaseExpression, site: Site, depth: int = 0) -> bool:
+    """An integer beyond doubt: a literal, `len(...)`, a shape or size, or a name bound to one."""
+    if isinstance(expr, cst.Integer):
+        return True
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        return _integral(model, expr.expression, site, depth)
+    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape":
+        return True
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Name) and func.value == "len" and model.local_function("len") is None:
+            return True
+        return isinstance(func, cst.Attribute) and func.attr.value in ("size", "numel", "dim") and bool(expr.args) == (func.attr.value == "size")
+    if isinstance(expr, cst.Name) and depth < 3:
+        assigns = _bindings(model, expr.value, site)
+        return bool(assigns) and all(_integral(model, a.value, a.site, depth + 1) for a in assigns)
+    return False
+
+
+def _has_comment(node: cst.CSTNode, skip: tuple[cst.CSTNode, ...]) -> bool:
+    """A comment in `node` outside the subtrees `skip`."""
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Comment):
+            return True
+        stack.extend(c for c in child_nodes(current) if not any(c is s for s in skip))
+    return False
 
 
 class HostTensorMovedPerStep(Rule):
@@ -69,7 +205,14 @@ for x in loader:
     loss.backward()
     optimizer.step()
 """
-    not_flagged = "Moving the batch from the DataLoader (`x.to(device)`: use `pin_memory=True` and `non_blocking=True`), factories that already pass `device=`, and code outside training steps."
+    not_flagged = (
+        "Moving the batch from the DataLoader (`x.to(device)`: use `pin_memory=True` and `non_blocking=True`), "
+        "casts (`.to(torch.long)`, `.to(dtype)`, `.to(dtype=...)`), moves to the host (`.to(\"cpu\")`), factories that "
+        "already pass `device=`, and code outside training steps. The fix is safe (applied by `--fix`) only when "
+        "the argument is surely a device (`\"cuda:0\"`, `torch.device(...)`, a tensor's `.device`, or a name bound "
+        "only to those) and the factory's values cannot change with it (no `**kwargs`, `requires_grad=True`, "
+        "random draw, `linspace` or fractional `arange`); otherwise it is offered as unsafe, or not at all."
+    )
     verification = "`trainlint verify run` records copies of host tensors to the device by line and per step (on CUDA)."
     valid = (
         """
@@ -93,9 +236,9 @@ for x in loader:
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         for call in model.calls:
-            if call.method not in ("cuda", "to") or not model.every_step(call.site):
+            if call.method not in ("cuda", "to") or not model.every_step(call.site) or not _moves_device(model, call):
                 continue
-            if isinstance(call.receiver, cst.Name) and _moves_device(call):
+            if isinstance(call.receiver, cst.Name):
                 # `alpha = torch.rand(n, 1); alpha = alpha.cuda()`: built on the host a line above
                 value = model.value(call.receiver, call.site)
                 name = (value.origin or "").removeprefix("torch.")
@@ -112,23 +255,68 @@ for x in loader:
                 continue  # `torch.randn_like(x)` is built on x's device; nothing came from the host
             if any(a.keyword is not None and a.keyword.value == "device" for a in call.receiver.args):
                 continue
-            if call.method == "to" and not call.node.args:
-                continue
-            yield Finding(call.node, f"`torch.{name}(...)` is built on the host and copied to the device every step", fix=self._fix(model, call, name))
+            yield Finding(call.node, f"`torch.{name}(...)` is built on the host and copied to the device every step", fix=_fix(model, call, name))
 
-    @staticmethod
-    def _fix(model: TrainingModel, call: Call, name: str) -> NodeFix | None:
-        args = call.node.args
-        if call.method == "cuda" and not args:
-            device = '"cuda"'
-        elif call.method == "to" and len(args) == 1 and args[0].keyword is None:
-            device = model.module.code_for_node(args[0].value)
-        else:
-            return None
-        factory = call.receiver
-        assert isinstance(factory, cst.Call)
-        inner = model.module.code_for_node(factory)
-        new = inner[:-1].rstrip() + (", " if factory.args else "") + f"device={device})"
-        # random factories draw from the device's generator: the values change, so the fix is unsafe
-        applicability = Applicability.UNSAFE if name in RANDOM else Applicability.SAFE
-        return NodeFix(f"create on the device: `{new}`", (NodeEdit(call.node, new),), applicability)
+
+def _fix(model: TrainingModel, call: Call, name: str) -> NodeFix | None:
+    """`torch.zeros(n).to(device)` -> `torch.zeros(n, device=device)`: two edits, `, device=...`
+    after the factory's last argument and the `.to(...)` removed, so that the factory's own text
+    (its comments, its line breaks) is kept.
+
+    Safe only when the result computes the same tensor: the argument is a device beyond doubt
+    (`.to(other_tensor)` would also cast; `.to(torch.long)` is no move at all), the factory cannot
+    already be given a device (`**kwargs`, `*args` of `as_tensor`), none of its keywords changes
+    what `device=` means (`requires_grad=True`: a leaf on the device instead of a copy of a host
+    leaf), its values do not depend on where they are computed (random draws, `linspace`, a
+    float `arange`), and what `.to()` is left without (`non_blocking=`) changes no value.
+    """
+    factory = call.receiver
+    assert isinstance(factory, cst.Call)
+    device: cst.BaseExpression | None = None
+    for arg in call.node.args:
+        if arg.keyword is None and not arg.star and device is None and call.method == "to":
+            device = arg.value
+        elif arg.keyword is not None and arg.keyword.value == "device" and device is None and call.method == "to":
+            device = arg.value
+        elif not (arg.keyword is not None and arg.keyword.value in _COPY_KEYWORDS and _without_effects(arg.value)):
+            return None  # `.to(device, torch.float16)`, `.cuda(1)`: more than a move
+    if (call.method == "to" and device is None) or not factory.args or factory.lpar:
+        return None
+    if device is not None and (_is_dtype(model, device, call.site) or model.value(device, call.site).is_tensor):
+        return None  # a cast, or `.to(other)`: other's device and dtype
+    if _has_comment(call.node, (factory, device) if device is not None else (factory,)):
+        return None  # the `.to(...)` being removed holds a comment
+    text = model.module.code_for_node(device).strip() if device is not None else '"cuda"'
+    if "\n" in text:
+        return None
+    safe = name not in RANDOM and _plain_factory(model, factory, name, call.site) and (
+        device is None or (_proven_device(model, device, call.site) and _without_effects(device))
+    )
+    edits = (
+        NodeEdit(factory.args[-1], f", device={text}", "after"),
+        NodeEdit(factory, "", "tail", until=call.node),
+    )
+    inner = model.module.code_for_node(factory)
+    shown = f"{inner[:-1].rstrip()}, device={text})" if "\n" not in inner and "#" not in inner else f"{model.module.code_for_node(factory.func)}(..., device={text})"
+    return NodeFix(f"create on the device: `{shown}`", edits, Applicability.SAFE if safe else Applicability.UNSAFE)
+
+
+def _plain_factory(model: TrainingModel, factory: cst.Call, name: str, site: Site) -> bool:
+    """The factory call gives the same values wherever it runs, and takes `device=` without a clash."""
+    if name in _COMPUTED:
+        return False
+    positional = [a for a in factory.args if a.keyword is None]
+    for arg in factory.args:
+        if arg.star == "**":
+            return False  # may hold `device=`
+        if arg.star == "*" and name == "as_tensor":
+            return False  # `as_tensor(data, dtype, device)` took them positionally once
+        if arg.keyword is not None:
+            key = arg.keyword.value
+            if key not in _PLAIN_KEYWORDS and not (key in _FALSE_KEYWORDS and isinstance(arg.value, cst.Name) and arg.value.value == "False"):
+                return False
+    if name == "as_tensor" and len(positional) > 1:
+        return False
+    if name == "arange":
+        return all(not a.star and _integral(model, a.value, site) for a in positional)
+    return True
