@@ -285,14 +285,20 @@ def _lines_run(source: str) -> int:
     return count
 
 
-@pytest.mark.parametrize("statement", ["    total += loss\n", "    losses.append(loss)\n"])
-def test_the_work_grows_linearly_with_statements_repeated_in_a_loop(statement):
+@pytest.mark.parametrize("in_function", [False, True])
+@pytest.mark.parametrize("statement", ["    total += loss\n", "    losses.append(loss)\n", "    t{i} += loss\n"])
+def test_the_work_grows_linearly_with_statements_repeated_in_a_loop(statement, in_function):
     """800 `total += loss` in one loop took 40 s: each finding's position search, fix-safety proof
     and reset check walked all the others. Doubling them must at most double the work (timings:
-    benchmarks/repeated_statements.py)."""
+    benchmarks/repeated_statements.py), at the top level and in a function (`t{i}`: a different
+    accumulator each time)."""
 
     def loop(n: int) -> str:
-        return "import torch\nfor x in data:\n    loss = model(x)\n" + statement * n + "    loss.backward()\n    optimizer.step()\n"
+        body = "".join(statement.format(i=i) for i in range(n))
+        text = "for x in data:\n    loss = model(x)\n" + body + "    loss.backward()\n    optimizer.step()\n"
+        if in_function:
+            text = "def train(model, data, optimizer):\n" + "".join(f"    {line}\n" for line in text.splitlines())
+        return "import torch\n" + text
 
     lint_source(loop(2), "train.py", Settings())  # imports and one-off set-up
     single, double = _lines_run(loop(50)), _lines_run(loop(100))

@@ -69,27 +69,76 @@ def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
 Path = list[cst.CSTNode]  # a read's ancestors, outermost first, up to the scope searched
 
 
-def _reads(scope: cst.CSTNode, names: set[str], attributes: set[str], owners: set[str]) -> Iterator[tuple[cst.BaseExpression, Path]]:
-    """Names and attribute chains in `scope` spelled as one of `names` (`self.loss`), and `x.attr`
-    for `attr` in `attributes` and `x` in `owners` (`trainer.loss` reads what `self.loss` stored);
-    outermost match only, each with its ancestors (libcst nodes do not know their parents). Lazy:
-    most searches stop at the first read that may be differentiated."""
-    path: Path = []
-    stack: list[tuple[cst.CSTNode, int]] = [(scope, 0)]
-    while stack:
-        node, depth = stack.pop()
-        del path[depth:]  # depth-first: what is left above `depth` are this node's ancestors
-        if isinstance(node, cst.Name):
-            if node.value in names:
-                yield node, list(path)
-                continue
-        elif isinstance(node, cst.Attribute) and (
-            dotted(node) in names or (node.attr.value in attributes and dotted(node.value) in owners)
-        ):
-            yield node, list(path)
-            continue
-        path.append(node)
-        stack.extend((child, depth + 1) for child in reversed(_children(node)))
+class _ScopeReads:
+    """One scope's names and attribute chains by spelling, with their parents, from one walk
+    (libcst nodes do not know their parents). With it a question costs the reads of the names it
+    follows rather than a walk of the scope: 800 `total += loss` in one loop were 800 walks of it."""
+
+    def __init__(self, scope: cst.CSTNode) -> None:
+        self.scope = scope  # held: the tables are keyed by `id`
+        self.parents: dict[int, cst.CSTNode] = {}
+        self.spelled: dict[str, list[cst.CSTNode]] = {}
+        self.by_attr: dict[str, list[tuple[cst.Attribute, str | None]]] = {}
+        stack: list[cst.CSTNode] = [scope]
+        while stack:  # depth-first, in source order
+            node = stack.pop()
+            if isinstance(node, (cst.Name, cst.Attribute)):
+                text = dotted(node)
+                if text is not None:
+                    self.spelled.setdefault(text, []).append(node)
+                if isinstance(node, cst.Attribute):
+                    self.by_attr.setdefault(node.attr.value, []).append((node, dotted(node.value)))
+            children = _children(node)
+            for child in children:
+                self.parents[id(child)] = node
+            stack.extend(reversed(children))
+
+    def reads(self, names: set[str], attributes: set[str], owners: set[str]) -> Iterator[tuple[cst.BaseExpression, Path]]:
+        """Names and attribute chains spelled as one of `names` (`self.loss`), and `x.attr` for
+        `attr` in `attributes` and `x` in `owners` (`trainer.loss` reads what `self.loss` stored);
+        outermost match only, each with its ancestors. Lazy: most searches stop at the first read
+        that may be differentiated."""
+        found: dict[int, cst.CSTNode] = {}
+        for name in names:
+            found.update((id(n), n) for n in self.spelled.get(name, ()))
+        for attr in attributes:
+            found.update((id(a), a) for a, owner in self.by_attr.get(attr, ()) if owner in owners)
+        for node in found.values():
+            path = self._path(node)
+            if not any(id(p) in found for p in path):  # inside a longer match: that one is the read
+                yield node, path  # type: ignore[misc]
+
+    def _path(self, node: cst.CSTNode) -> Path:
+        path: Path = []
+        while node is not self.scope:
+            node = self.parents[id(node)]
+            path.append(node)
+        path.reverse()
+        return path
+
+
+class _Index:
+    """A model's fix-safety tables: each scope's reads, each function's local names, the module's
+    objects of its own classes, and the answers given per store and scope."""
+
+    def __init__(self) -> None:
+        self.scopes: dict[int, _ScopeReads] = {}
+        self.locals: dict[int, set[str]] = {}
+        self.owners: set[str] | None = None
+        self.answers: dict[tuple[str, int], bool] = {}
+
+    @staticmethod
+    def of(model: TrainingModel) -> _Index:
+        index = model.fix_safety_index
+        if not isinstance(index, _Index):
+            index = model.fix_safety_index = _Index()
+        return index
+
+    def reads(self, scope: cst.CSTNode) -> _ScopeReads:
+        found = self.scopes.get(id(scope))
+        if found is None:
+            found = self.scopes[id(scope)] = _ScopeReads(scope)
+        return found
 
 
 def _targets(node: cst.CSTNode) -> list[tuple[str, bool]] | None:
@@ -123,8 +172,13 @@ def may_be_differentiated(model: TrainingModel, target: str, site: Site) -> bool
     `obj.x` where `obj` is an object of a class of the module); a local name through its function.
     False only when every path from every read ends in a sink.
     """
-    # `stats["loss"] += loss` stores into `stats[]`: what is read is `stats`
-    return _Flow(model, site.function, callee=False).reaches([(target.removesuffix("[]"), True)])
+    answers = _Index.of(model).answers
+    # the answer depends on the site only through its function
+    key = (target, id(site.function.node) if site.function is not None else id(model.module))
+    if key not in answers:
+        # `stats["loss"] += loss` stores into `stats[]`: what is read is `stats`
+        answers[key] = _Flow(model, site.function, callee=False).reaches([(target.removesuffix("[]"), True)])
+    return answers[key]
 
 
 def differentiates_arguments(model: TrainingModel, fn: "Function") -> bool:
@@ -145,8 +199,7 @@ class _Flow:
         self.callee = callee  # a callee's parameters: its result goes back to the caller, who follows it
         # the body: a parameter's own name, its default and annotation are no reads
         self.scope: cst.CSTNode = function.node.body if function is not None else model.module
-        self._local: set[str] | None = None
-        self._owners: set[str] | None = None
+        self.index = _Index.of(model)
 
     def reaches(self, start: list[tuple[str, bool]]) -> bool:
         """Whether a value held by any of `start` (name, stored by mutation) may be differentiated."""
@@ -173,7 +226,7 @@ class _Flow:
             for scope, names, attributes, owners in groups:
                 if not names:
                     continue
-                for read, path in _reads(scope, names, attributes, owners):
+                for read, path in self.index.reads(scope).reads(names, attributes, owners):
                     flows = self._flow(read, path)
                     if flows is None:
                         return True
@@ -209,18 +262,19 @@ class _Flow:
     def _instances(self) -> set[str]:
         """Names the module binds to an object of one of its classes (`trainer = Trainer()`): their
         attributes are what `self.x` stored."""
-        if self._owners is None:
+        if self.index.owners is None:
             classes = {c.name for c in self.model.classes}
-            self._owners = {
+            self.index.owners = {
                 t for a in self.model.assigns if isinstance(a.value, cst.Call) and isinstance(a.value.func, cst.Name)
                 and a.value.func.value in classes for t in a.targets
             }
-        return self._owners
+        return self.index.owners
 
     def _locals(self) -> set[str]:
         """Names the function binds (assigned, loop and `with` targets, its parameters)."""
-        if self._local is None:
-            assert self.function is not None
+        assert self.function is not None
+        local = self.index.locals.get(id(self.function.node))
+        if local is None:
             found = set(self.function.params)
             declared: set[str] = set()
             stack: list[cst.CSTNode] = [self.scope]
@@ -235,8 +289,8 @@ class _Flow:
                     found.add(node.name.value)
                     continue  # a nested scope's names are its own
                 stack.extend(content_children(node))
-            self._local = found - declared
-        return self._local
+            local = self.index.locals[id(self.function.node)] = found - declared
+        return local
 
     def _flow(self, read: cst.CSTNode, path: Path) -> list[tuple[str, bool]] | None:
         """Where a read value goes (`path`: its ancestors): the names it is stored into ([] when it
