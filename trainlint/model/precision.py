@@ -66,7 +66,7 @@ def _contains(expr: cst.CSTNode, target: cst.CSTNode) -> bool:
     return False
 
 
-def root_name(expr: cst.BaseExpression) -> str | None:
+def dotted_root(expr: cst.BaseExpression) -> str | None:
     """The first name of a dotted expression: `model.encoder` -> "model"."""
     text = dotted(expr)
     return text.split(".")[0] if text else None

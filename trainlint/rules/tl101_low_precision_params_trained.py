@@ -9,7 +9,7 @@ import libcst as cst
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, TrainingModel
 from trainlint.model.names import dotted
-from trainlint.model.precision import Cast, parameter_casts, reaches, root_name
+from trainlint.model.precision import Cast, parameter_casts, reaches, dotted_root
 from trainlint.model.torchnames import LOW_PRECISION_STRINGS, is_false
 from trainlint.model.lattice import Kind
 from trainlint.rules.rule import Finding, Rule
@@ -24,7 +24,7 @@ def _frozen(model: TrainingModel, targets: frozenset[str]) -> bool:
     """`base.requires_grad_(False)` or `for p in base.parameters(): p.requires_grad = False`."""
     for call in model.calls:
         if call.method == "requires_grad_" and is_false(call.arg(0, "requires_grad")):
-            if call.receiver is not None and (root_name(call.receiver) in targets or dotted(call.receiver) in targets):
+            if call.receiver is not None and (dotted_root(call.receiver) in targets or dotted(call.receiver) in targets):
                 return True
     for a in model.assigns:
         if any(t.endswith(".requires_grad") for t in a.targets) and is_false(a.value):
