@@ -1,13 +1,17 @@
-"""Which files of a project import which modules: the index the project phase reads to find the
-modules that may call a file's functions every step (see `Project.step_seeds`)."""
+"""Which files of a project import which modules (the index the project phase reads to find the
+modules that may call a file's functions every step, see `Project.step_seeds`), and what a module
+with no training code offers to the modules that import it, read without parsing it with libcst."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainlint.model.lattice import Kind
+from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary
 from trainlint.reading import MAX_MODULE_BYTES, State, listing_state, read_regular
 
 # `from .x import`, `from pkg.mod import`, `import a.b as c, d` (also after `;` and indented)
@@ -70,3 +74,36 @@ def import_index(root: Path) -> ImportIndex:
             for word in words:
                 index.by_word.setdefault(word, []).append(file)
     return index
+
+
+def module_outline(source: str) -> ModuleSummary:
+    """What a module with no training code of its own offers, read with Python's own fast parser: its
+    top-level functions and classes (doing nothing a step needs; a class deriving from a `...Module`
+    or defining `forward` is a module whose `forward` runs when an instance is called), and the names
+    it imports (for re-exports)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return EMPTY
+    exports: dict[str, str] = {}
+    functions: dict[str, FunctionSummary] = {}
+    classes: dict[str, ClassSummary] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            for alias in node.names:
+                if alias.name == "*":
+                    continue
+                full = f"{base}.{alias.name}" if node.module else f"{base}{alias.name}" if node.level else alias.name
+                exports[alias.asname or alias.name] = full
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions[node.name] = FunctionSummary(where=f"`{node.name}`")
+        elif isinstance(node, ast.ClassDef):
+            methods = {
+                m.name: FunctionSummary(where=f"`{node.name}.{m.name}`")
+                for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+            }
+            bases = [ast.unparse(b) for b in node.bases]
+            module = "forward" in methods or any(b.endswith(("Module", "Model")) for b in bases)
+            classes[node.name] = ClassSummary(Kind.MODULE if module else Kind.OBJECT, methods)
+    return ModuleSummary(functions, classes, exports)

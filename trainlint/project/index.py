@@ -13,7 +13,6 @@ cache.py, against which a cached result is checked.
 
 from __future__ import annotations
 
-import ast
 import os
 import tempfile
 from contextlib import contextmanager
@@ -21,8 +20,7 @@ from pathlib import Path
 from dataclasses import replace
 from typing import Any, Callable, Iterator
 
-from trainlint.model.lattice import Kind
-from trainlint.project.importers import IMPORT_TEXT, MAX_CHAINS, MAX_IMPORTERS, ImportIndex, import_index, project_root
+from trainlint.project.importers import IMPORT_TEXT, module_outline, MAX_CHAINS, MAX_IMPORTERS, ImportIndex, import_index, project_root
 from trainlint.model.summary import EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Place, Seed
 from trainlint.reading import EXISTS, FOLDER, State, digest, probe_state, read_regular, read_state
 
@@ -85,6 +83,7 @@ class Project:
         self._deeper: Project | None = None  # summaries of the modules imported modules import
         self._index: dict[Path, ImportIndex] = {}  # per project root: which files import which names
         self._computing: set[Path] = set()  # summaries being computed (imports may form cycles)
+        self._seeds: dict[Path, tuple[dict[str, Seed], tuple[State, ...]]] = {}  # with what they read
 
     # -- public --------------------------------------------------------------------------------
     def symbol(self, from_file: str, qualname: str) -> Symbol | None:
@@ -111,6 +110,17 @@ class Project:
         if self.depth >= MAX_DEPTH or not path or path == "-":
             return {}
         target = Path(path).resolve()
+        known = self._seeds.get(target)
+        if known is not None:  # asked by the prefilter, then by the analysis: computed once
+            _note(*known[1])
+            return known[0]
+        with watching() as read:  # (what it reads is noted for the watchers around this call too)
+            seeds = self._step_seeds(target)
+        if not self._computing:  # inside a cycle of summaries the answer may be partial
+            self._seeds[target] = (seeds, tuple(read))
+        return seeds
+
+    def _step_seeds(self, target: Path) -> dict[str, Seed]:
         found: dict[str, list[tuple[Place, ...]]] = {}
         accelerator: set[str] = set()
         callers = self._importers(target)
@@ -203,6 +213,7 @@ class Project:
         self._located.clear()
         self._tops.clear()
         self._index.clear()
+        self._seeds.clear()
         self._current.clear()
         if self._deeper is not None:
             self._deeper.rescan()
@@ -358,7 +369,7 @@ class Project:
         # a module with no training token says nothing of its own, unless other modules run it every
         # step (then the calls it makes onward matter: a model's `forward` calling its loss head)
         if not any(token in source for token in TRAINING_TOKENS) and not self._deeper.step_seeds(str(path)):
-            return _outline(source)
+            return module_outline(source)
         try:
             from trainlint.model.parse import parse_file
             from trainlint.model.summary import Summarizer
@@ -371,7 +382,7 @@ class Project:
             arguments = self._arguments(path, model.project_arguments())
             return replace(summary, step_calls=tuple(calls), arguments=arguments) if calls or arguments else summary
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
-            return _outline(source)
+            return module_outline(source)
 
 
 def _placer(module: Any, source: str, path: str, model: Any) -> Callable[[Any], Place]:
@@ -386,39 +397,6 @@ def _placer(module: Any, source: str, path: str, model: Any) -> Callable[[Any], 
         return (path, start.line, start.column + 1) if start is not None else (path, 0, 0)
 
     return place
-
-
-def _outline(source: str) -> ModuleSummary:
-    """What a module with no training code of its own offers, read with Python's own fast parser: its
-    top-level functions and classes (doing nothing a step needs; a class deriving from a `...Module`
-    or defining `forward` is a module whose `forward` runs when an instance is called), and the names
-    it imports (for re-exports)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return EMPTY
-    exports: dict[str, str] = {}
-    functions: dict[str, FunctionSummary] = {}
-    classes: dict[str, ClassSummary] = {}
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom):
-            base = "." * node.level + (node.module or "")
-            for alias in node.names:
-                if alias.name == "*":
-                    continue
-                full = f"{base}.{alias.name}" if node.module else f"{base}{alias.name}" if node.level else alias.name
-                exports[alias.asname or alias.name] = full
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            functions[node.name] = FunctionSummary(where=f"`{node.name}`")
-        elif isinstance(node, ast.ClassDef):
-            methods = {
-                m.name: FunctionSummary(where=f"`{node.name}.{m.name}`")
-                for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
-            }
-            bases = [ast.unparse(b) for b in node.bases]
-            module = "forward" in methods or any(b.endswith(("Module", "Model")) for b in bases)
-            classes[node.name] = ClassSummary(Kind.MODULE if module else Kind.OBJECT, methods)
-    return ModuleSummary(functions, classes, exports)
 
 
 # A folder through which the worker processes of one run share summaries (set by the supervisor
