@@ -29,6 +29,7 @@ from trainlint.model.walk import content_children
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Function
+    from trainlint.model.summary import FunctionSummary
     from trainlint.model.training import TrainingModel
 
 # reading one of these gives a number or a detached copy: the history goes no further
@@ -126,6 +127,7 @@ class _Index:
         self.locals: dict[int, set[str]] = {}
         self.owners: set[str] | None = None
         self.answers: dict[tuple[str, int], bool] = {}
+        self.callees: dict[str, bool] = {}  # this module's functions, by qualified name: do they differentiate
 
     @staticmethod
     def of(model: TrainingModel) -> _Index:
@@ -179,6 +181,30 @@ def may_be_differentiated(model: TrainingModel, target: str, site: Site) -> bool
         # `stats["loss"] += loss` stores into `stats[]`: what is read is `stats`
         answers[key] = _Flow(model, site.function, callee=False).reaches([(target.removesuffix("[]"), True)])
     return answers[key]
+
+
+def summary_differentiates(model: TrainingModel, summary: "FunctionSummary") -> bool:
+    """`summary.differentiates_arguments`, computed where it was left open: in this module for its
+    own functions, by the project phase for another module's."""
+    if summary.differentiates_arguments is not None:
+        return summary.differentiates_arguments
+    path, qualified = summary.defined
+    if not qualified:
+        return True
+    if path != (model.path or ""):
+        return model.project is None or model.project.differentiates(path, qualified)
+    return local_differentiates(model, qualified)
+
+
+def local_differentiates(model: TrainingModel, qualified: str) -> bool:
+    """Whether a function of this module (by qualified name; any of that name) may differentiate a
+    value it is given."""
+    answers = _Index.of(model).callees
+    if qualified not in answers:
+        answers[qualified] = True  # recursion: unproven
+        found = [fn for fn in model.functions if fn.qualified == qualified]
+        answers[qualified] = not found or any(differentiates_arguments(model, fn) for fn in found)
+    return answers[qualified]
 
 
 def differentiates_arguments(model: TrainingModel, fn: "Function") -> bool:
@@ -386,7 +412,7 @@ class _Flow:
         if fact is None:
             return False
         summary = self.model.call_summary(fact)
-        return summary is not None and summary.differentiates_arguments
+        return summary is not None and summary_differentiates(self.model, summary)
 
     def _leaves_arguments_alone(self, call: cst.Call) -> bool:
         """Whether the callee is known not to differentiate what it is given."""
@@ -398,7 +424,7 @@ class _Flow:
             return False  # a function handed to the callee may be called on the value
         summary = m.call_summary(fact)
         if summary is not None:
-            return not summary.differentiates_arguments
+            return not summary_differentiates(m, summary)
         qual = fact.qualname
         if qual is not None:
             return self._library_leaves_alone(qual)
@@ -407,7 +433,7 @@ class _Flow:
             local_class = m.local_class(func.value)
             if local_class is not None:  # constructing an object of this module: its `__init__`
                 init = m.summarizer.cls(local_class).methods.get("__init__")
-                return init is None or not init.differentiates_arguments
+                return init is None or not summary_differentiates(m, init)
             if func.value in _PURE_BUILTINS and self._builtin(func.value):
                 return True
         if isinstance(func, (cst.Name, cst.Attribute)):
@@ -439,7 +465,7 @@ class _Flow:
         symbol = m.project_symbol(qual)
         if symbol is not None:  # a project class being constructed: its `__init__`
             init = getattr(symbol, "methods", {}).get("__init__")
-            return init is None or not init.differentiates_arguments
+            return init is None or not summary_differentiates(m, init)
         if qual.startswith("."):
             return False  # a local module the project phase could not summarise
         root = qual.split(".", 1)[0]

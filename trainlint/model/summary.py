@@ -43,9 +43,11 @@ class FunctionSummary:
     reads_arguments: bool = False  # reads the values of its tensor arguments on the host (`v.item()`)
     no_grad: bool = False
     sets_train_mode: bool = False  # calls `.train()` on a module (restores training mode)
-    # may backpropagate a value it is given (or its object holds): unless proven otherwise
-    differentiates_arguments: bool = True
+    # may backpropagate a value it is given (or its object holds): unless proven otherwise; None:
+    # not yet known, asked of the defining module when a fix needs it (`fix_safety`), as few calls do
+    differentiates_arguments: bool | None = True
     returns: Value = UNKNOWN
+    defined: tuple[str, str] = ("", "")  # the defining module's path and the function's qualified name
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,11 @@ class ProjectLookup(Protocol):
     def step_seeds(self, path: str) -> dict[str, Seed]:
         """The functions of module `path` ("f", "Class.method") that other project modules call on
         every training step, each with the call chains (from the step loop down) that reach it."""
+        ...
+
+    def differentiates(self, path: str, qualified: str) -> bool:
+        """Whether function `qualified` of module `path` may differentiate a value it is given
+        (`FunctionSummary.differentiates_arguments`, computed only when a fix asks)."""
         ...
 
 
@@ -203,8 +210,6 @@ class Summarizer:
             syncs = []  # acting in a host environment: the action must reach the host every step
         no_grad = any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators)
         returns = m.values.returns(fn) if fn.return_facts else UNKNOWN
-        from trainlint.model.fix_safety import differentiates_arguments  # (it imports the model: not at the top)
-
         return FunctionSummary(
             where=f"`{fn.qualified}` in {self.label}",
             steps=steps,
@@ -218,8 +223,9 @@ class Summarizer:
             reads_arguments=reads,
             no_grad=no_grad,
             sets_train_mode=train_mode,
-            differentiates_arguments=differentiates_arguments(m, fn),
+            differentiates_arguments=None,
             returns=returns if returns.kind is not Kind.UNKNOWN else UNKNOWN,
+            defined=(m.path or "", fn.qualified),
         )
 
 

@@ -84,6 +84,8 @@ class Project:
         self._index: dict[Path, ImportIndex] = {}  # per project root: which files import which names
         self._computing: set[Path] = set()  # summaries being computed (imports may form cycles)
         self._seeds: dict[Path, tuple[dict[str, Seed], tuple[State, ...]]] = {}  # with what they read
+        # what fixes asked: (path, qualified name) -> the content it was asked of, the answer, what it read
+        self._differentiates: dict[tuple[Path, str], tuple[State, bool, tuple[State, ...]]] = {}
 
     # -- public --------------------------------------------------------------------------------
     def symbol(self, from_file: str, qualname: str) -> Symbol | None:
@@ -144,6 +146,27 @@ class Project:
                     if call.accelerator:
                         accelerator.add(name)
         return {name: Seed(tuple(chains), name in accelerator) for name, chains in found.items()}
+
+    def differentiates(self, path: str, qualified: str) -> bool:
+        """Whether a function of a project module may differentiate a value it is given
+        (`ProjectLookup.differentiates`): the module analysed again as for its summary, which leaves
+        this open because only a fix's proof asks it."""
+        target = Path(path)
+        state, data = read_state(str(target))
+        key = (target, qualified)
+        known = self._differentiates.get(key)
+        if known is None or known[0] != state:
+            answer = True
+            with watching() as read:
+                if data is not None and self.depth < MAX_DEPTH:
+                    model = self._model(target, data)
+                    if model is not None:
+                        from trainlint.model.fix_safety import local_differentiates
+
+                        answer = local_differentiates(model, qualified)
+            known = self._differentiates[key] = (state, answer, tuple(read))
+        _note(known[0], *known[2])
+        return known[1]
 
     def passed_arguments(self, path: str) -> dict[tuple[str, str], tuple[str, ...]]:
         """What other modules of the project pass to this module's functions and classes
@@ -214,6 +237,7 @@ class Project:
         self._tops.clear()
         self._index.clear()
         self._seeds.clear()
+        self._differentiates.clear()
         self._current.clear()
         if self._deeper is not None:
             self._deeper.rescan()
@@ -371,18 +395,31 @@ class Project:
         if not any(token in source for token in TRAINING_TOKENS) and not self._deeper.step_seeds(str(path)):
             return module_outline(source)
         try:
-            from trainlint.model.parse import parse_file
             from trainlint.model.summary import Summarizer
-            from trainlint.model.training import TrainingModel
 
-            module = parse_file(source, str(path))
-            model = TrainingModel.build(module, path=str(path), project=self._deeper)
+            model = self._model(path, data)
+            if model is None:
+                return module_outline(source)
             summary = Summarizer(model, path.name).module()
-            calls = model.step_calls(_placer(module, source, str(path), model))
+            calls = model.step_calls(_placer(model.module, source, str(path), model))
             arguments = self._arguments(path, model.project_arguments())
             return replace(summary, step_calls=tuple(calls), arguments=arguments) if calls or arguments else summary
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
             return module_outline(source)
+
+    def _model(self, path: Path, data: bytes) -> Any:
+        """The training model of a module, as its summary sees it (its own imports one level deeper)."""
+        from trainlint.model.parse import parse_file
+        from trainlint.model.training import TrainingModel
+
+        # as reading the text would: undecodable bytes replaced, newlines universal
+        source = data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+        if self._deeper is None:
+            self._deeper = Project(self.root, self.depth + 1)
+        try:
+            return TrainingModel.build(parse_file(source, str(path)), path=str(path), project=self._deeper)
+        except Exception:  # a module we cannot analyse says nothing; its own lint reports why
+            return None
 
 
 def _placer(module: Any, source: str, path: str, model: Any) -> Callable[[Any], Place]:

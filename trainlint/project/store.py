@@ -19,7 +19,7 @@ from trainlint.checked_json import (
 )
 from trainlint.reading import State
 
-STORE_FORMAT = 5  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes)
+STORE_FORMAT = 6  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined)
 
 if TYPE_CHECKING:
     from trainlint.model.lattice import Value
@@ -81,18 +81,20 @@ def _decode_step_call(v: object) -> Any:
 
 def _encode_function(f: FunctionSummary) -> list[object]:
     return [f.where, f.steps, f.backprops, f.trains, f.clears_grads, f.clips, f.scales, f.synchronizes, f.syncs,
-            f.reads_arguments, f.no_grad, f.sets_train_mode, f.differentiates_arguments, _encode_value(f.returns)]
+            f.reads_arguments, f.no_grad, f.sets_train_mode, f.differentiates_arguments, _encode_value(f.returns),
+            list(f.defined)]
 
 
 def _decode_function(v: object) -> FunctionSummary:
     from trainlint.model.summary import FunctionSummary
 
     (where, steps, backprops, trains, clears_grads, clips, scales, synchronizes, syncs, reads_arguments, no_grad,
-     sets_train_mode, differentiates, returns) = items(v, 14)
+     sets_train_mode, differentiates, returns, defined) = items(v, 15)
+    path, qualified = items(defined, 2)
     return FunctionSummary(
         text(where), flag(steps), flag(backprops), flag(trains), flag(clears_grads), flag(clips), flag(scales),
         tuple(text(s) for s in items(synchronizes)), tuple(text(s) for s in items(syncs)), flag(reads_arguments),
-        flag(no_grad), flag(sets_train_mode), flag(differentiates), _decode_value(returns),
+        flag(no_grad), flag(sets_train_mode), opt_flag(differentiates), _decode_value(returns), (text(path), text(qualified)),
     )
 
 
