@@ -36,7 +36,7 @@ LIBRARY_ROOTS = frozenset(
     datasets tqdm wandb einops timm PIL cv2 scipy sklearn pandas yaml omegaconf hydra contextlib
     subprocess shutil glob pickle enum inspect importlib""".split()
 )
-MAX_DEPTH = 3
+MAX_DEPTH = 2  # summaries analyse this many levels of modules; the next knows their names only
 
 Symbol = FunctionSummary | ClassSummary
 
@@ -75,6 +75,8 @@ class Project:
         # path -> the state of the content summarised, the summary, the states it was computed from
         self._summaries: dict[Path, tuple[State, ModuleSummary, set[State]]] = {}
         self._current: set[Path] = set()  # modules whose content was read since the last `rescan`
+        self._outlines: dict[Path, tuple[State, ModuleSummary]] = {}
+        self._current_outlines: set[Path] = set()
         # (folder, dotted module) -> its file if any, and the states of the paths it was looked for at
         self._files: dict[tuple[Path, str], tuple[Path | None, tuple[State, ...]]] = {}
         # (importer, qualname) -> where it is, and the states of the paths probed to find it (noted on each hit)
@@ -91,13 +93,13 @@ class Project:
     def symbol(self, from_file: str, qualname: str) -> Symbol | None:
         """The summary of `qualname` (as the importing file's imports spell it: `utils.Scaler`,
         `.engine.train_one_epoch`), or None when it is not a name of a local module."""
-        if self.depth >= MAX_DEPTH or not from_file or from_file == "-":
+        if self.depth > MAX_DEPTH or not from_file or from_file == "-":
             return None
         found = self._locate_any(Path(from_file), qualname)
         if found is None:
             return None
         path, rest = found
-        return self._resolve(path, rest, hops=0)
+        return self._resolve(path, rest, hops=0, outlines=self.depth == MAX_DEPTH)
 
     def _locate_any(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
         """`_locate`, and "file::Name.attr" (a class another module passed in) by its file."""
@@ -202,7 +204,7 @@ class Project:
         """Where a name a module offers is defined: followed through re-exports (`from .m import f`)."""
         if not rest or hops > 3:
             return None
-        summary = self.summary(path)
+        summary = self.outline(path)
         if rest[0] in summary.functions or rest[0] in summary.classes:
             return path.resolve(), rest
         exported = summary.exports.get(rest[0])
@@ -239,6 +241,7 @@ class Project:
         self._seeds.clear()
         self._differentiates.clear()
         self._current.clear()
+        self._current_outlines.clear()
         if self._deeper is not None:
             self._deeper.rescan()
 
@@ -335,10 +338,10 @@ class Project:
         return known[0]
 
     # -- summaries -----------------------------------------------------------------------------
-    def _resolve(self, path: Path, rest: list[str], hops: int) -> Symbol | None:
+    def _resolve(self, path: Path, rest: list[str], hops: int, outlines: bool = False) -> Symbol | None:
         if not rest or hops > 3:
             return None
-        summary = self.summary(path)
+        summary = self.outline(path) if outlines else self.summary(path)
         name = rest[0]
         if name in summary.functions and len(rest) == 1:
             return summary.functions[name]
@@ -351,8 +354,21 @@ class Project:
         if target is not None:  # re-exported: `from .scaler import NativeScaler` in a package
             found = self._locate(path, ".".join([target, *rest[1:]]))
             if found is not None:
-                return self._resolve(found[0], found[1], hops + 1)
+                return self._resolve(found[0], found[1], hops + 1, outlines)
         return None
+
+    def outline(self, path: Path) -> ModuleSummary:
+        """The module's names without analysis (`module_outline`): what the deepest level of
+        summaries knows of the modules it imports, and all that finding where a name is defined needs."""
+        known = self._outlines.get(path)
+        if known is None or path not in self._current_outlines:
+            state, data = read_state(str(path))
+            self._current_outlines.add(path)
+            if known is None or known[0] != state:
+                text = data.decode("utf-8", errors="replace") if data is not None else ""
+                known = self._outlines[path] = (state, module_outline(text) if data is not None else EMPTY)
+        _note(known[0])
+        return known[1]
 
     def summary(self, path: Path) -> ModuleSummary:
         """The module's summary (memoised by content); empty when it cannot be read."""
