@@ -123,6 +123,23 @@ def test_the_command_line_agrees_for_one_file_and_the_folder(tmp_path: Path) -> 
     assert alone[0]["related"][0]["locations"][0]["line"] == 14
 
 
+def test_show_steps_lists_each_per_step_function_with_a_chain_across_modules(tmp_path: Path) -> None:
+    write(tmp_path, {**HANDED_IN, "pkg/eval.py": "import torch\n\n\ndef evaluate(model, x):\n    return model(x).item()\n"})
+    done = subprocess.run(
+        [sys.executable, "-m", "trainlint", "--show-steps", "."],
+        cwd=tmp_path, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    # the loop, the model's `forward` (reached through `__call__` in another module) and the helper
+    # it calls, each with how it is reached; evaluation code is not in the step
+    assert "pkg/trainer.py:12:9: step loop in `Trainer.train`" in lines
+    assert "pkg/model.py:12:5: `E2TTS.forward` runs every step via pkg/trainer.py:13" in lines
+    assert "pkg/model.py:6:1: `lengths_mask` runs every step via pkg/trainer.py:13 → line 13" in lines
+    assert not any("evaluate" in line for line in lines)
+    assert lines[-1] == "2 per-step functions in 2 files"
+
+
 def test_a_function_called_only_from_evaluation_is_not_per_step(tmp_path: Path) -> None:
     files = dict(DETECTION)
     files["engine.py"] = files["engine.py"].replace("loss = criterion(outputs, targets)", "loss = (outputs - targets).abs().mean()")

@@ -75,6 +75,7 @@ class Settings:
     max_chain: int = 500
     file_timeout: float = 20.0  # CPU seconds one file's analysis may take
     file_memory: int = 1024  # MB one worker may use on top of its start-up size
+    show_steps: bool = False  # report the step scope of each file (`--show-steps`), not cached
 
     def rule_selectors(self) -> tuple[list[str] | None, list[str], list[str]]:
         """The rule selectors (select, ignore, extend-select), without those naming only TL001."""

@@ -68,6 +68,7 @@ def main() -> None:
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` comments that silence every finding, then exit.")
 @click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True, help="Colour in text output (NO_COLOR in the environment means never, unless always).")
 @click.option("--show-files", is_flag=True, help="List the files that would be linted, then exit.")
+@click.option("--show-steps", is_flag=True, help="List the step loops and the functions that run every training step, with a call chain each, then exit.")
 @click.option("--show-settings", is_flag=True, help="Print the settings in effect (after configuration and options), then exit.")
 @click.option("--no-cache", is_flag=True, help="Analyse every file; neither read nor write the cache.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, envvar="TRAINLINT_CACHE_DIR", help="Where results are cached (default: the user cache directory; env TRAINLINT_CACHE_DIR).")
@@ -97,6 +98,7 @@ def check(
     add_noqa: bool,
     color: str,
     show_files: bool,
+    show_steps: bool,
     show_settings: bool,
     no_cache: bool,
     cache_dir: Path | None,
@@ -129,6 +131,12 @@ def check(
         if output_format in ("text", "concise"):  # machine formats still print their empty report
             sys.exit(EXIT_CLEAN)
 
+    if show_steps:
+        from trainlint.report.steps import steps_text
+
+        stepped = _lint_targets(targets, replace(settings, show_steps=True), jobs, color)  # (not cached)
+        click.echo(steps_text(sorted(stepped, key=lambda r: r.path)), nl=False)
+        sys.exit(EXIT_ERROR if any(r.internal_error for r in stepped) else EXIT_CLEAN)
     results = _lint_targets(targets, settings, jobs, color, _cache(no_cache, cache_dir))
     results.extend(FileResult(str(p), [_error(str(p), "no such file or directory")]) for p in missing)
     stdin_result = None

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainlint.diagnostics import Chain, Diagnostic, Edit, Fix, Location
-from trainlint.engine.results import FileResult, could_not_analyse, decode, error_diagnostic
+from trainlint.engine.results import FileResult, StepScope, could_not_analyse, decode, error_diagnostic
 from trainlint.reading import ReadError, read_source, too_large
 
 _NATIVE_POSITION = re.compile(r"(?:parser error: )?error at (?P<line>\d+):(?P<column>\d+): ")
@@ -174,6 +174,8 @@ def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], 
     """`rules_for`, and the files whose absence or presence it depended on (see `could_step`)."""
     if not source.strip():
         return [], ()
+    if settings.show_steps:  # every module is analysed: the question may be why it has no step
+        return _rules(_codes(settings)), ()
     ignored = settings.ignored_for(Path(name))
     codes = tuple(c for c in _codes(settings) if not any(c.startswith(i) for i in ignored))
     configured = any(fn in source for fn in settings.step_functions)
@@ -241,6 +243,8 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
             for rule in rules if not model.other_framework else ():
                 findings.extend((rule, f) for f in rule.check(model))
         result.dependencies = tuple(sorted(set(result.dependencies) | depends))
+        if settings.show_steps and not model.other_framework:
+            result.steps = _step_scope(model, source, name)
         unused_noqa = settings.reports_unused_noqa(Path(name))
         if findings or unused_noqa:  # reading the comments tokenizes the file: only when they matter
             from trainlint.noqa import parse_suppressions
@@ -349,6 +353,25 @@ def _diagnostics(
             )
         )
     return out
+
+
+def _step_scope(model: TrainingModel, source: str, name: str) -> list[StepScope]:
+    """The step loops and per-step functions of a module, located, each with one chain."""
+    from trainlint.model.positions import positions as positions_of
+
+    scope = model.step_scope()
+    wanted = [node for node, _, _ in scope] + [c.node for _, _, chain in scope for c in chain if not isinstance(c, tuple)]
+    positions = positions_of(model.module, source, wanted)
+
+    def located(node: Any) -> Location:
+        start = positions[node].start
+        return Location(name, start.line, start.column + 1)
+
+    out = [
+        StepScope(located(node), what, tuple(Location(_shown(c[0], name), c[1], c[2]) if isinstance(c, tuple) else located(c.node) for c in chain))
+        for node, what, chain in scope
+    ]
+    return sorted(out, key=lambda s: (s.where.line, s.where.column))
 
 
 def _shown(path: str, name: str) -> str:

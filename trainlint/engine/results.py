@@ -6,9 +6,19 @@ import io
 import tokenize
 from dataclasses import dataclass, field
 
-from trainlint.diagnostics import Diagnostic, Severity
+from trainlint.diagnostics import Chain, Diagnostic, Location, Severity
 
 PARSE_ERROR = ("TL000", "parse-error")
+
+
+@dataclass(frozen=True)
+class StepScope:
+    """Code the analysis takes to run every training step (`--show-steps`): a step loop or a per-step
+    function, and why (`what`, and one call chain that makes it per step)."""
+
+    where: Location
+    what: str
+    chain: Chain = ()
 
 
 @dataclass
@@ -24,6 +34,7 @@ class FileResult:
     # the states of other files the result depends on (local modules it imports, paths it looked
     # for, folders whose modules may call it), by content where it read them: see reading.py
     dependencies: tuple[tuple[str, int, str], ...] = ()
+    steps: list[StepScope] = field(default_factory=list)  # asked for by `show_steps` only
 
     @property
     def failed(self) -> bool:

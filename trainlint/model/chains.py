@@ -147,3 +147,22 @@ class StepChains:
                 if name in owner.methods:
                     return f"{origin}.{name}"
         return None
+
+    def step_scope(self) -> list[tuple[cst.CSTNode, str, tuple[Call | Place, ...]]]:
+        """What the analysis takes to run every training step, for `--show-steps`: each outermost step
+        loop, and each per-step function with why (one chain of calls from a step loop, a hook, or a
+        function that steps named as a step), in source order."""
+        out: list[tuple[cst.CSTNode, str, tuple[Call | Place, ...]]] = []
+        for loop in self.loops:
+            if loop.is_step and (loop.parent is None or not loop.parent.is_step):
+                where = f" in `{loop.function.qualified}`" if loop.function is not None else ""
+                out.append((loop.node, f"step loop{where}", ()))
+        for fn in self.step_functions:
+            chains = self.step_chains(fn)
+            if chains:
+                out.append((fn.node, f"`{fn.qualified}` runs every step via", chains[0]))
+            elif self._is_hook(fn):
+                out.append((fn.node, f"`{fn.qualified}` is a per-step hook", ()))
+            else:
+                out.append((fn.node, f"`{fn.qualified}` steps the optimizer and is named as a step", ()))
+        return out
