@@ -456,3 +456,29 @@ def test_accelerate_s_prepare_returns_the_model_it_is_given(tmp_path: Path) -> N
     files["train.py"] = "import torch\n"  # nobody passes the model in: the annotation says what it is
     write(tmp_path, files)
     assert findings(tmp_path, ["pkg/model.py"]) == {"pkg/model.py:7:TL401": [[("trainer.py", 16), ("model.py", 13)]]}
+
+
+PREFERENCE_TRAINER = """
+    import torch
+    from trl import {base}
+
+
+    class PairwiseTrainer({base}):
+        def get_batch_loss_metrics(self, model, batch, train_eval="train"):
+            chosen = model(batch["chosen"].cuda()).logits.mean(-1)
+            rejected = model(batch["rejected"].cuda()).logits.mean(-1)
+            losses = -torch.nn.functional.logsigmoid(chosen - rejected)
+            metrics = {{"rewards/margins": (chosen - rejected).mean().item()}}
+            return losses.mean(), metrics
+"""
+
+
+def test_a_library_trainer_s_per_step_method_is_known_through_the_class_s_bases() -> None:
+    """trl's preference trainers call `get_batch_loss_metrics` from `compute_loss` every step: an
+    override is per step because of what its base class is, not because of its name."""
+    found = lint(PREFERENCE_TRAINER.format(base="DPOTrainer"), "TL401")
+    assert [d.line for d in found] == [11]
+    assert lint(PREFERENCE_TRAINER.format(base="KTOTrainer"), "TL401") != []
+    # the same method in a class that no library calls every step is not per step
+    plain = PREFERENCE_TRAINER.format(base="DPOTrainer").replace("from trl import DPOTrainer", "from mylib import DPOTrainer")
+    assert lint(plain, "TL401") == []

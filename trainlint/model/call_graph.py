@@ -9,7 +9,7 @@ from pathlib import Path
 import libcst as cst
 
 from trainlint.model.facts import ClassInfo, Assign, Call, Function, Site
-from trainlint.model.hooks import FRAMEWORK_WORDS, STEP_HOOKS, TRAINER_STEP_HOOKS
+from trainlint.model.hooks import FRAMEWORK_WORDS, STEP_HOOKS, TRAINER_STEP_HOOKS, library_step_hook
 from trainlint.model.names import tokens
 
 
@@ -192,5 +192,7 @@ class CallGraph:
         if fn.class_name is None:
             return False
         if fn.name in STEP_HOOKS:
+            return True
+        if library_step_hook(fn.name, fn.class_bases):
             return True
         return fn.name in TRAINER_STEP_HOOKS and any("Trainer" in b for b in fn.class_bases)

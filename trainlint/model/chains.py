@@ -95,15 +95,16 @@ class StepChains:
         elif isinstance(self.project_symbol(origin), class_summary):
             out.append((call.qualname or "", key, origin))
 
-    def step_calls(self, place: Callable[[Call], Place]) -> list[StepCall]:
+    def step_calls(self, place: Callable[[list[Call]], dict[Call, Place]]) -> list[StepCall]:
         """The calls this module makes on every step into names of other project modules: a project
         function, or a method of an instance of a project class (`model(x)` runs its `forward`),
-        each with its chain from the step loop (`place` locates a call of this module)."""
+        each with its chain from the step loop (`place` locates calls of this module, asked once for
+        all the calls the chains hold)."""
         from trainlint.model.summary import StepCall
 
         if self.project is None or not self.path:
             return []
-        out: list[StepCall] = []
+        found: list[tuple[str, tuple[Call | Place, ...]]] = []
         for call in self.calls:
             if not self.every_step(call.site) or self.framework_internal(call.site):
                 continue
@@ -115,9 +116,12 @@ class StepChains:
             if fn is not None and fn in self.step_functions:
                 chains = self.step_chains(fn)
                 prefix = chains[0] if chains else ()
-            chain = tuple(c if isinstance(c, tuple) else place(c) for c in (*prefix, call))
-            out.append(StepCall(target, chain, self.uses_accelerator))
-        return out
+            found.append((target, (*prefix, call)))
+        places = place([c for _, chain in found for c in chain if not isinstance(c, tuple)]) if found else {}
+        return [
+            StepCall(target, tuple(c if isinstance(c, tuple) else places.get(c, (self.path, 0, 0)) for c in chain), self.uses_accelerator)
+            for target, chain in found
+        ]
 
     def project_target(self, call: Call) -> str | None:
         """The function of another project module a call runs, as this module's imports spell it

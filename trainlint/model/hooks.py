@@ -25,6 +25,26 @@ STEP_HOOKS = frozenset(
 )
 # HF Trainer overrides that run per step, recognised in classes deriving from a *Trainer.
 TRAINER_STEP_HOOKS = frozenset({"compute_loss", "training_step"})
+_HF_TRAINER = frozenset({"compute_loss", "training_step"})
+_PREFERENCE_TRAINER = _HF_TRAINER | {"get_batch_loss_metrics"}  # its `compute_loss` calls this every step
+# What a library's trainer calls once per training step, by the library and the class users derive
+# from (resolved through the subclass's imports): facts of the library's API, not guesses from names.
+LIBRARY_STEP_HOOKS: dict[tuple[str, str], frozenset[str]] = {
+    ("transformers", "Trainer"): _HF_TRAINER,
+    ("transformers", "Seq2SeqTrainer"): _HF_TRAINER,
+    **{("trl", name): _PREFERENCE_TRAINER for name in ("DPOTrainer", "CPOTrainer", "ORPOTrainer", "KTOTrainer", "BCOTrainer")},
+    **{("trl", name): _HF_TRAINER for name in ("SFTTrainer", "RewardTrainer", "GRPOTrainer", "PRMTrainer", "GKDTrainer")},
+}
+
+
+def library_step_hook(method: str, bases: tuple[str, ...]) -> bool:
+    """Whether a library calls `method` of a class with these (import-resolved) bases every step."""
+    for base in bases:
+        root, _, rest = base.partition(".")
+        hooks = LIBRARY_STEP_HOOKS.get((root, rest.rsplit(".", 1)[-1])) if rest else None
+        if hooks is not None and method in hooks:
+            return True
+    return False
 
 TEST_DIRS = frozenset({"tests", "test", "testing", "test_utils", "unittests"})
 

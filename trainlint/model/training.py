@@ -30,7 +30,7 @@ from trainlint.model.facts import (
     Loop,
     Site,
 )
-from trainlint.model.hooks import STEP_HOOKS, TRAINER_STEP_HOOKS
+from trainlint.model.hooks import LIBRARY_STEP_HOOKS, STEP_HOOKS, TRAINER_STEP_HOOKS
 from trainlint.model.lattice import Kind
 from trainlint.model.names import ImportMap, dotted, tokens
 from trainlint.model.reaching import ReachingDefinitions
@@ -48,7 +48,7 @@ DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "xla", "mps", "gpu"})
 
 # What a module needs in its text to hold a step of its own: a backward, an optimizer or scaler
 # `.step`, a step hook, a loss-scaler call (`loss_scaler(loss, opt)`); see `could_step`.
-_STEP_WORDS = ("backward", "scaler", *sorted(STEP_HOOKS | TRAINER_STEP_HOOKS))  # looked for in lower case
+_STEP_WORDS = ("backward", "scaler", *sorted(STEP_HOOKS | TRAINER_STEP_HOOKS | frozenset().union(*LIBRARY_STEP_HOOKS.values())))  # looked for in lower case
 LOOP_TEXT = re.compile(r"^[ \t\f]*(?:async[ \t]+)?(?:for|while)\b", re.MULTILINE)  # a loop statement
 STEP_CALL_TEXT = re.compile(r"\.[\s\\]*step\b")  # a `.step` attribute, as a call `opt.step()` has it
 OPTIMIZER_WORDS = frozenset({"optim", "optimizer", "optimizers", "opt", "scaler", "engine", "deepspeed", "ds"})

@@ -417,7 +417,7 @@ class Project:
             if model is None:
                 return module_outline(source)
             summary = Summarizer(model, path.name).module()
-            calls = model.step_calls(_placer(model.module, source, str(path), model))
+            calls = model.step_calls(_placer(model.module, source, str(path)))
             arguments = self._arguments(path, model.project_arguments())
             return replace(summary, step_calls=tuple(calls), arguments=arguments) if calls or arguments else summary
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
@@ -438,16 +438,17 @@ class Project:
             return None
 
 
-def _placer(module: Any, source: str, path: str, model: Any) -> Callable[[Any], Place]:
-    """Locates calls of a summarised module (positions computed once, for its per-step calls only)."""
+def _placer(module: Any, source: str, path: str) -> Callable[[list[Any]], dict[Any, Place]]:
+    """Locates calls of a summarised module (positions computed once, for the calls its chains hold)."""
     from trainlint.model.positions import positions
 
-    wanted = [c.node for c in model.calls if model.every_step(c.site)]
-    found = positions(module, source, wanted) if wanted else {}
-
-    def place(call: Any) -> Place:
-        start = found[call.node].start if call.node in found else None
-        return (path, start.line, start.column + 1) if start is not None else (path, 0, 0)
+    def place(calls: list[Any]) -> dict[Any, Place]:
+        found = positions(module, source, [c.node for c in calls])
+        out: dict[Any, Place] = {}
+        for call in calls:
+            start = found[call.node].start if call.node in found else None
+            out[call] = (path, start.line, start.column + 1) if start is not None else (path, 0, 0)
+        return out
 
     return place
 
