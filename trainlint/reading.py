@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Iterator
 
 _KINDS = {
     stat.S_IFIFO: "a FIFO (named pipe)",
@@ -121,7 +121,7 @@ MAX_MODULE_BYTES = 2_000_000  # a local module larger than this is not summarise
 
 # A dependency's state: (path, size of the content read or one of the codes below, BLAKE2b hex or "").
 State = tuple[str, int, str]
-ABSENT, FOLDER, SPECIAL, EXISTS, TOO_LARGE, UNREADABLE, LISTING = -1, -2, -3, -4, -5, -6, -7
+ABSENT, FOLDER, SPECIAL, EXISTS, TOO_LARGE, UNREADABLE, PROJECT = -1, -2, -3, -4, -5, -6, -8
 _READ_CODES = (TOO_LARGE, UNREADABLE)  # outcomes of reading, not of looking
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -197,18 +197,37 @@ def read_state(path: str, limit: int = MAX_MODULE_BYTES) -> tuple[State, bytes |
 def current_state(recorded: State) -> State:
     """The state of the recorded path now, found the way it was recorded (read, or looked for)."""
     path, size, _ = recorded
-    if size == LISTING:
-        return listing_state(path)
+    if size == PROJECT:
+        return project_state(path)
     return read_state(path)[0] if size >= 0 or size in _READ_CODES else probe_state(path)
 
 
-def listing_state(path: str) -> State:
-    """The names in a folder, hashed: a file added or removed there changes it (the project's index
-    of which modules import which is read from its folders)."""
-    try:
-        names = sorted(os.listdir(path))
-    except (OSError, ValueError):
-        return (path, ABSENT, "")
+SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules", "site-packages", ".git", ".venv", "venv", ".tox", "build", "dist"})
+MAX_PROJECT_MODULES = 5_000
+
+
+def project_modules(root: Path | str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """The folders of a project (hidden ones, virtual environments and build output left out), each
+    with its files and all the names it holds, sorted, until MAX_PROJECT_MODULES modules were seen."""
+    count = 0
+    for folder, dirs, files in os.walk(root):
+        listed = sorted(dirs + files)
+        dirs[:] = sorted(
+            d for d in dirs
+            if d not in SKIPPED_FOLDERS and not d.startswith(".") and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg"))
+        )
+        yield folder, sorted(files), listed
+        count += sum(1 for name in files if name.endswith(".py"))
+        if count > MAX_PROJECT_MODULES:
+            return
+
+
+def project_state(root: str) -> State:
+    """The names in every folder of a project, hashed as one state: a module added or removed
+    anywhere changes it (the project's index of which modules import which is read from them)."""
+    if not os.path.isdir(root):
+        return (root, ABSENT, "")
     hashed = digest()
-    hashed.update("\0".join(names).encode("utf-8", "surrogatepass"))
-    return (path, LISTING, hashed.hexdigest())
+    for folder, _, listed in project_modules(root):
+        hashed.update(folder.encode("utf-8", "surrogatepass") + b"\1" + "\0".join(listed).encode("utf-8", "surrogatepass") + b"\2")
+    return (root, PROJECT, hashed.hexdigest())

@@ -446,12 +446,13 @@ def lint_paths(
         from trainlint.project.index import sharing_summaries
 
         _preload()
-        with sharing_summaries() if jobs > 1 and len(misses) > 1 else nullcontext():
+        with sharing_summaries() if len(misses) > 1 else nullcontext():  # (a recycled worker finds them there too)
             for j, result in workers.run(misses, jobs, _lint_task, _file_timeout, _file_memory):
                 results[miss_index[j]] = result
                 key = keys[j]
                 if cache is not None and key is not None and result.cacheable and not result.internal_error:
                     cache.store(key, result)
+                result.dependencies = ()  # (the cache's only: a run's results would hold the project's states many times over)
     done = [r for r in results if r is not None]
     if cache is not None:
         cache.close()

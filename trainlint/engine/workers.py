@@ -15,7 +15,9 @@ the signal it died of, the CPU time or the memory it needed, or the wall-clock b
   a fork server (or are spawned where there is none) that has the analysis imported already.
 
 Memory is bounded per worker with an address-space limit (`RLIMIT_AS`, its size at start plus the
-cap); a worker that grows past half its cap ends after its reply, so fragmentation cannot accumulate.
+cap); a worker that has grown by RECYCLE_GROWTH_MB (or past half its cap) ends after its reply, so
+neither fragmentation nor the summaries it remembers accumulate (a fresh one is forked in a few
+milliseconds, and the workers of a run share summaries through files).
 
 The time limit counts the CPU time a worker spends on a task (`ITIMER_PROF`: the kernel ends the
 worker with SIGPROF, even inside the native parser), so a busy machine does not cost a valid file
@@ -51,6 +53,9 @@ LIMIT_OPTIONS = ("--file-timeout", "--file-memory")  # what sets the pool's limi
 
 class WorkerFailure(Exception):
     """A worker could not answer a task: it crashed, ran out of time or memory, or the task raised."""
+
+
+RECYCLE_GROWTH_MB = 96
 
 
 def _rss_mb() -> float:
@@ -121,6 +126,7 @@ def _serve(conn: Connection, cap_mb: int, output: _Descriptor | None) -> None:
             faulthandler.enable(file=2)
     _limit_memory(cap_mb)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 4000))
+    start = _rss_mb()
     while True:
         try:
             task = conn.recv_bytes()
@@ -148,7 +154,7 @@ def _serve(conn: Connection, cap_mb: int, output: _Descriptor | None) -> None:
         except BaseException as exc:  # every failure goes back as a message
             reply = (index, "error", f"{type(exc).__name__}: {exc}")
         # after a MemoryError the heap may be in a bad state: a fresh worker takes over
-        recycle = reply[1] == "memory" or _rss_mb() > cap_mb / 2
+        recycle = reply[1] == "memory" or _rss_mb() - start > min(cap_mb / 2, RECYCLE_GROWTH_MB)
         # the task's garbage is all young (collection is paused while a file is analysed): a
         # young collection frees it; a full one per task would cost more than half the analysis
         gc.collect(0)

@@ -12,14 +12,12 @@ from pathlib import Path
 
 from trainlint.model.lattice import Kind
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary
-from trainlint.reading import MAX_MODULE_BYTES, State, listing_state, read_regular
+from trainlint.reading import MAX_MODULE_BYTES, MAX_PROJECT_MODULES, State, project_modules, project_state, read_regular
 
 # `from .x import`, `from pkg.mod import`, `import a.b as c, d` (also after `;` and indented)
 IMPORT_TEXT = re.compile(r"(?:^|;)[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import\b|import[ \t]+([^\n;#]+))", re.MULTILINE)
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
-SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules", "site-packages", ".git", ".venv", "venv", ".tox", "build", "dist"})
-MAX_INDEXED_FILES = 5_000
 MAX_IMPORTERS = 40
 MAX_CHAINS = 4
 
@@ -39,22 +37,21 @@ class ImportIndex:
     """Which files of a project import which names (every word of each imported dotted name)."""
 
     by_word: dict[str, list[Path]] = field(default_factory=dict)
-    # the names in each folder read: noted, so that a module added or removed invalidates what used it
+    # the names in the project's folders, as one state: a module added or removed anywhere
+    # invalidates what used the index
     listings: list[State] = field(default_factory=list)
 
 
 def import_index(root: Path) -> ImportIndex:
     """Read every module of the project once (bounded), noting each import statement's words."""
-    index = ImportIndex()
+    index = ImportIndex(listings=[project_state(str(root))])
     count = 0
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS and not d.startswith(".") and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg")))
-        index.listings.append(listing_state(folder))
-        for name in sorted(files):
+    for folder, files, _ in project_modules(root):
+        for name in files:
             if not name.endswith(".py"):
                 continue
             count += 1
-            if count > MAX_INDEXED_FILES:
+            if count > MAX_PROJECT_MODULES:
                 return index
             file = Path(folder, name).resolve()
             data = read_regular(str(file), MAX_MODULE_BYTES)  # a FIFO or a device is never read
