@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from trainlint.model.name_lists import lists_for
 from trainlint.noqa import UNUSED_NOQA_PAGE, UNUSED_NOQA_SUMMARY
 from trainlint.rules.rule import Rule
 from trainlint.rules import ALL_RULES
@@ -49,6 +50,15 @@ def render_page(rule: type[Rule]) -> str:
         parts += ["## Not flagged", "", rule.not_flagged, ""]
     if rule.verification:
         parts += ["## Runtime verification", "", rule.verification, ""]
+    names = lists_for(rule.code)
+    if names:
+        parts += ["## Names it relies on", "", "Where values cannot tell, these lists of names stand in for facts:", ""]
+        parts += [
+            f"- `{n.where.rsplit('.', 1)[-1]}` (`trainlint/{n.where.rsplit('.', 1)[0].replace('.', '/')}.py`): {n.stands_for}; "
+            + ("**can make a finding**" if n.creates else "only silences")
+            for n in names
+        ]
+        parts += [""]
     parts += [
         "## Suppression",
         "",
