@@ -434,3 +434,36 @@ def test_cpu_only_script_has_no_host_syncs():
     """
     assert lines(code, "TL401") == []
     assert lines(code.replace("model(x)", "model(x.to(device))"), "TL401") == [7]
+
+
+def test_anomaly_detection_in_a_unit_test_is_not_a_training_run():
+    code = """
+    import torch
+
+    def test_train_step():
+        with torch.autograd.set_detect_anomaly(True):
+            for x in batches:
+                model(x.cuda()).sum().backward()
+                optimizer.step()
+    """
+    from tests.helpers import lint
+
+    assert [d.line for d in lint(code, "TL404", name="train.py")] == [5]
+    assert lint(code, "TL404", name="tests/test_model.py") == []
+
+
+def test_no_grad_of_a_notebook_that_never_imports_torch_by_name():
+    """A notebook cell that imports only `from torch import nn` and writes `with torch.no_grad():`
+    (torch bound by another cell or package) is evaluating without autograd."""
+    code = """
+    from torch import nn
+
+    def evaluate(net, data_iter):
+        net.eval()
+        with torch.no_grad():
+            for X, y in data_iter:
+                acc = (net(X).argmax(1) == y).float().mean()
+        return acc
+    """
+    assert lines(code, "TL303") == []
+    assert lines(code.replace("with torch.no_grad():", "if True:"), "TL303") == [8]

@@ -326,7 +326,8 @@ class Extractor(cst.CSTVisitor):
                 a.keyword is not None and a.keyword.value == "enabled" and is_false(a.value) for a in expr.args
             )
             return WithItem("autocast", expr, autocast_dtype(expr, qual, self.imports), disabled)
-        if qual in NO_GRAD:
+        if qual in NO_GRAD or (qual is None and dotted(expr.func) in NO_GRAD and not self.imports.names.get("torch")):
+            # (`torch` never imported, as in a notebook that relies on another cell: the text is what it says)
             return WithItem("no_grad", expr)
         if qual == "torch.set_grad_enabled":
             arg = expr.args[0].value if expr.args else None
