@@ -286,15 +286,16 @@ def test_the_cache_folder_is_private_to_its_user(tmp_path):
 
 def test_a_planted_pickle_in_the_run_s_shared_summary_store_is_never_executed(tmp_path):
     """Worker processes share summaries through a folder: what is read there is data, checked."""
-    from trainlint.project import index as projects
-    from trainlint.project.index import Project, sharing_summaries
+    from trainlint.project import store
+    from trainlint.project.index import Project
+    from trainlint.project.store import sharing_summaries
 
     utils = tmp_path / "utils.py"
     utils.write_text("import torch\n\nclass StepTimer:\n    def click(self):\n        torch.cuda.synchronize()\n")
     marker = tmp_path / "ran"
     with sharing_summaries():
         expected = Project().summary(utils)
-        for entry in Path(projects._SHARED_FOLDER).iterdir():
+        for entry in Path(store._SHARED_FOLDER).iterdir():
             entry.write_bytes(planted_pickle(f"open({str(marker)!r}, 'w').write('x')"))
         again = Project().summary(utils)  # a fresh process's project: reads the shared store
     assert not marker.exists()

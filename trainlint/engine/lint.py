@@ -443,7 +443,7 @@ def lint_paths(
             keys.append(key)
     if misses:
         from trainlint.engine import workers
-        from trainlint.project.index import sharing_summaries
+        from trainlint.project.store import sharing_summaries
 
         _preload()
         with sharing_summaries() if len(misses) > 1 else nullcontext():  # (a recycled worker finds them there too)

@@ -5,7 +5,6 @@ with no training code offers to the modules that import it, read without parsing
 from __future__ import annotations
 
 import ast
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path

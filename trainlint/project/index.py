@@ -13,16 +13,15 @@ cache.py, against which a cached result is checked.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from dataclasses import replace
 from typing import Any, Callable, Iterator
 
+from trainlint.project import store
 from trainlint.project.importers import IMPORT_TEXT, module_outline, MAX_CHAINS, MAX_IMPORTERS, ImportIndex, import_index, project_root
 from trainlint.model.summary import EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Place, Seed
-from trainlint.reading import EXISTS, FOLDER, State, digest, probe_state, read_regular, read_state
+from trainlint.reading import EXISTS, FOLDER, State, probe_state, read_state
 
 # a module containing none of these can say nothing a training step needs
 TRAINING_TOKENS = (
@@ -386,8 +385,8 @@ class Project:
         """The summary of the content read, from the run's shared store when another process made it."""
         if data is None:
             return EMPTY, set()
-        shared_entry = _shared_entry(path, state, self.depth)
-        stored = _load(shared_entry)
+        shared_entry = store.shared_entry(path, state, self.depth)
+        stored = store.load_shared(shared_entry)
         if stored is not None:
             return stored
         if path in self._computing:  # modules that import each other: the inner ask sees nothing
@@ -398,7 +397,7 @@ class Project:
                 summary = self._compute(path, data)
         finally:
             self._computing.discard(path)
-        _store(shared_entry, summary, depends)
+        store.store_shared(shared_entry, summary, depends)
         return summary, depends
 
     def _compute(self, path: Path, data: bytes) -> ModuleSummary:
@@ -451,61 +450,6 @@ def _placer(module: Any, source: str, path: str) -> Callable[[list[Any]], dict[A
         return out
 
     return place
-
-
-# A folder through which the worker processes of one run share summaries (set by the supervisor
-# before it forks them, see `sharing_summaries`): a module is summarised once per run, not per worker.
-_SHARED_FOLDER: str | None = None
-MAX_SHARED_BYTES = 32 << 20
-
-
-@contextmanager
-def sharing_summaries() -> Iterator[None]:
-    """Let the processes forked inside the block share the summaries they compute, for this run."""
-    global _SHARED_FOLDER
-    with tempfile.TemporaryDirectory(prefix="trainlint-summaries-") as folder:
-        _SHARED_FOLDER = folder
-        try:
-            yield
-        finally:
-            _SHARED_FOLDER = None
-
-
-def _shared_entry(path: Path, state: State, depth: int) -> str | None:
-    """Where the summary of this content of the module is shared (by path: summaries name it)."""
-    if _SHARED_FOLDER is None:
-        return None
-    key = f"{os.path.abspath(path)}\0{state[2]}\0{depth}".encode("utf-8", "surrogatepass")
-    hashed = digest()
-    hashed.update(key)
-    return os.path.join(_SHARED_FOLDER, hashed.hexdigest())
-
-
-def _load(entry: str | None) -> tuple[ModuleSummary, set[State]] | None:
-    raw = read_regular(entry, MAX_SHARED_BYTES, follow=False) if entry is not None else None
-    if raw is None:  # not there yet: compute it
-        return None
-    from trainlint.project.store import STORE_FORMAT, decode_summary
-
-    try:
-        return decode_summary(raw, STORE_FORMAT)
-    except Exception:  # damaged or foreign (decoding runs no code): compute it
-        return None
-
-
-def _store(entry: str | None, summary: ModuleSummary, depends: set[State]) -> None:
-    if entry is None:
-        return
-    from trainlint.project.store import STORE_FORMAT, encode_summary
-
-    try:
-        data = encode_summary(summary, depends, STORE_FORMAT)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(entry), prefix=".tmp-")  # mode 0o600, in a 0o700 folder
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, entry)
-    except Exception:  # sharing is an optimisation: a folder that cannot be written changes nothing
-        pass
 
 
 _SHARED: dict[Path | None, Project] = {}

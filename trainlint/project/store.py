@@ -1,9 +1,14 @@
-"""Module summaries as plain JSON, and back, with every field's type checked: what the run's shared
-summary store holds (see `checked_json`)."""
+"""Module summaries as plain JSON, and back, with every field's type checked (see `checked_json`),
+and the run's shared summary store that holds them: a folder through which a run's workers share
+the summaries they compute."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
 
 from trainlint.checked_json import (
     BadEntry,
@@ -17,7 +22,7 @@ from trainlint.checked_json import (
     opt_text,
     text,
 )
-from trainlint.reading import State
+from trainlint.reading import State, digest, read_regular
 
 STORE_FORMAT = 6  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined)
 
@@ -138,3 +143,56 @@ def _interned() -> dict[Value, Value]:
 
         _INTERNED.update((c, c) for c in vars(lattice).values() if type(c) is lattice.Value)
     return _INTERNED
+
+
+# A folder through which the worker processes of one run share summaries (set by the supervisor
+# before it forks them, see `sharing_summaries`): a module is summarised once per run, not per worker.
+_SHARED_FOLDER: str | None = None
+MAX_SHARED_BYTES = 32 << 20
+
+
+@contextmanager
+def sharing_summaries() -> Iterator[None]:
+    """Let the processes forked inside the block share the summaries they compute, for this run."""
+    global _SHARED_FOLDER
+    with tempfile.TemporaryDirectory(prefix="trainlint-summaries-") as folder:
+        _SHARED_FOLDER = folder
+        try:
+            yield
+        finally:
+            _SHARED_FOLDER = None
+
+
+def shared_entry(path: Path, state: State, depth: int) -> str | None:
+    """Where the summary of this content of the module is shared (by path: summaries name it)."""
+    if _SHARED_FOLDER is None:
+        return None
+    key = f"{os.path.abspath(path)}\0{state[2]}\0{depth}".encode("utf-8", "surrogatepass")
+    hashed = digest()
+    hashed.update(key)
+    return os.path.join(_SHARED_FOLDER, hashed.hexdigest())
+
+
+def load_shared(entry: str | None) -> tuple[ModuleSummary, set[State]] | None:
+    """The summary another worker of this run shared there, if any (anything odd: None)."""
+    raw = read_regular(entry, MAX_SHARED_BYTES, follow=False) if entry is not None else None
+    if raw is None:  # not there yet: compute it
+        return None
+    try:
+        return decode_summary(raw, STORE_FORMAT)
+    except Exception:  # damaged or foreign (decoding runs no code): compute it
+        return None
+
+
+def store_shared(entry: str | None, summary: ModuleSummary, depends: set[State]) -> None:
+    """Share a summary with the other workers of this run (atomically; failures change nothing)."""
+    if entry is None:
+        return
+    try:
+        data = encode_summary(summary, depends, STORE_FORMAT)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(entry), prefix=".tmp-")  # mode 0o600, in a 0o700 folder
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, entry)
+    except Exception:  # sharing is an optimisation: a folder that cannot be written changes nothing
+        pass
