@@ -249,6 +249,30 @@ def test_a_noqa_on_the_calling_line_drops_that_chain() -> None:
     assert lint(code.format(noqa_a="  # noqa: TL401", noqa_b="  # noqa: TL401"), "TL401") == []
 
 
+def test_tl001_reports_a_call_site_noqa_that_drops_no_chain() -> None:
+    code = """
+    import torch
+
+    def log(loss):
+        return loss.item()
+
+    def show(loss):
+        return loss.shape
+
+    model.cuda()
+    for x in loader:
+        loss = model(x.cuda())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        log(loss)  # noqa: TL401
+        show(loss)  # noqa: TL401
+    """
+    found = [d for d in lint(code, "TL401", extend_select=("TL001",))]
+    # the first noqa drops the only chain of the `.item()` in `log`; the second drops nothing
+    assert [(d.code, d.line) for d in found] == [("TL001", 17)]
+
+
 def test_the_chain_in_every_output_format(tmp_path: Path) -> None:
     write(tmp_path, DETECTION)
 
