@@ -41,6 +41,11 @@ DETERMINISTIC_FACTORIES = frozenset(
     {"tensor", "zeros", "ones", "full", "arange", "eye", "empty", "linspace", "as_tensor", "zeros_like", "ones_like", "full_like", "empty_like"}
 )
 RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like"})
+# the legacy typed constructors: `torch.LongTensor(n)` is a CPU tensor whatever the default type
+# (`torch.cuda.LongTensor(n)` a CUDA one); they take no `device=`
+LEGACY_CONSTRUCTORS = frozenset(
+    f"{kind}Tensor" for kind in ("Float", "Double", "Half", "BFloat16", "Byte", "Char", "Short", "Int", "Long", "Bool")
+)
 FP16 = frozenset({"torch.float16", "torch.half"})
 BF16 = frozenset({"torch.bfloat16"})
 LOW_PRECISION = FP16 | BF16

@@ -26,6 +26,7 @@ from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import (
     DETERMINISTIC_FACTORIES,
     GRAD_SCALER,
+    LEGACY_CONSTRUCTORS,
     RANDOM_FACTORIES,
     dtype_name,
     is_false,
@@ -205,6 +206,8 @@ class CallValues:
             return Value(Kind.MODULE, origin=qual)
         if qual in ("torch.compile",) and call.args:
             return self.of(call.args[0].value, fn, at)
+        if last in LEGACY_CONSTRUCTORS and namespace in ("torch", "torch.cuda"):
+            return Value(Kind.TENSOR, HOST if namespace == "torch" else "cuda", False, origin=qual)
         if namespace in TENSOR_NAMESPACES and last[:1].islower():
             if last in NOT_TENSOR_FUNCTIONS or last.startswith(("is_", "get_", "set_", "_")):
                 return UNKNOWN if last not in ("is_tensor", "is_floating_point") else BOOL

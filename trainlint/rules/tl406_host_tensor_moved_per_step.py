@@ -10,7 +10,7 @@ import libcst as cst
 
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Call, Site, TrainingModel
-from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, RANDOM_FACTORIES as RANDOM
+from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES as RANDOM
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import literal_string
 from trainlint.model.lattice import HOST
@@ -223,6 +223,13 @@ for x in loader:
     model(x, mask).backward()
     optimizer.step()
 """,
+        """
+import torch
+for x in loader:
+    conf_t = torch.cuda.LongTensor(x.size(0), 8732)
+    model(x.cuda(), conf_t.cuda()).backward()
+    optimizer.step()
+""",
     )
     invalid = (
         """
@@ -230,6 +237,15 @@ import torch
 for x in loader:
     noise = torch.randn(x.shape).cuda()
     model(x + noise).backward()
+    optimizer.step()
+""",
+        """
+import torch
+for x, targets in loader:
+    conf_t = torch.LongTensor(x.size(0), 8732)
+    match(targets, conf_t)
+    conf_t = conf_t.cuda()
+    model(x.cuda(), conf_t).backward()
     optimizer.step()
 """,
     )
@@ -242,20 +258,28 @@ for x in loader:
                 # `alpha = torch.rand(n, 1); alpha = alpha.cuda()`: built on the host a line above
                 value = model.value(call.receiver, call.site)
                 name = (value.origin or "").removeprefix("torch.")
-                if value.is_tensor and value.device == HOST and name in DETERMINISTIC | RANDOM and not name.endswith("_like"):
-                    yield Finding(call.node, f"`{call.receiver.value}` is built on the host by `torch.{name}(...)` and copied to the device every step")
+                if value.is_tensor and value.device == HOST and name in DETERMINISTIC | RANDOM | LEGACY_CONSTRUCTORS and not name.endswith("_like"):
+                    yield Finding(call.node, f"`{call.receiver.value}` is built on the host by `torch.{name}(...)` and copied to the device every step{_legacy(name)}")
                 continue
             if not isinstance(call.receiver, cst.Call):
                 continue
             factory = model.imports.resolve(call.receiver.func) or ""
             name = factory.rsplit(".", 1)[-1]
-            if not factory.startswith("torch.") or factory.count(".") != 1 or name not in DETERMINISTIC | RANDOM:
+            if not factory.startswith("torch.") or factory.count(".") != 1 or name not in DETERMINISTIC | RANDOM | LEGACY_CONSTRUCTORS:
                 continue
             if name.endswith("_like"):
                 continue  # `torch.randn_like(x)` is built on x's device; nothing came from the host
             if any(a.keyword is not None and a.keyword.value == "device" for a in call.receiver.args):
                 continue
-            yield Finding(call.node, f"`torch.{name}(...)` is built on the host and copied to the device every step", fix=_fix(model, call, name))
+            fix = _fix(model, call, name) if name not in LEGACY_CONSTRUCTORS else None  # (no `device=` there)
+            yield Finding(call.node, f"`torch.{name}(...)` is built on the host and copied to the device every step{_legacy(name)}", fix=fix)
+
+
+def _legacy(name: str) -> str:
+    """What to say of a legacy typed constructor, which cannot be given a device."""
+    if name not in LEGACY_CONSTRUCTORS:
+        return ""
+    return " (a legacy constructor, always on the CPU: build it with `torch.empty(..., dtype=..., device=...)`)"
 
 
 def _fix(model: TrainingModel, call: Call, name: str) -> NodeFix | None:
