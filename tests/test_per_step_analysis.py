@@ -467,3 +467,22 @@ def test_no_grad_of_a_notebook_that_never_imports_torch_by_name():
     """
     assert lines(code, "TL303") == []
     assert lines(code.replace("with torch.no_grad():", "if True:"), "TL303") == [8]
+
+
+def test_a_module_that_makes_cuda_the_default_builds_its_factories_there():
+    """`torch.set_default_tensor_type("torch.cuda.FloatTensor")` (old SSD-style scripts): `torch.ones(...)`
+    is a device tensor, so `.cpu()` of it waits for the GPU and `.to("cuda")` copies nothing."""
+    code = """
+    import torch
+    torch.set_default_tensor_type("torch.cuda.FloatTensor")
+    model.cuda()
+    for x, y in loader:
+        loss = model(x.cuda(), y)
+        loss.backward()
+        optimizer.step()
+        mask = torch.ones(4).to("cuda")
+        viz = torch.ones((1, 3)).cpu()
+    """
+    assert lines(code, "TL401") == [10] and lines(code, "TL406") == []
+    host = code.replace('torch.set_default_tensor_type("torch.cuda.FloatTensor")', "")
+    assert lines(host, "TL401") == [] and lines(host, "TL406") == [9]

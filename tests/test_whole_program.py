@@ -506,3 +506,12 @@ def test_a_library_trainer_s_per_step_method_is_known_through_the_class_s_bases(
     # the same method in a class that no library calls every step is not per step
     plain = PREFERENCE_TRAINER.format(base="DPOTrainer").replace("from trl import DPOTrainer", "from mylib import DPOTrainer")
     assert lint(plain, "TL401") == []
+
+
+def test_a_symlink_loop_in_the_project_does_not_stop_the_import_index(tmp_path: Path) -> None:
+    """Finding a module's callers reads the project's modules: a `loop.py -> loop.py` among them is
+    no module, and the helper's findings are still reported."""
+    write(tmp_path, DETECTION)
+    (tmp_path / "loop.py").symlink_to(tmp_path / "loop.py")
+    out = findings(tmp_path, ["models/criterion.py"])
+    assert list(out) == ["models/criterion.py:9:TL401"]

@@ -4,6 +4,8 @@ evaluates every other kind of expression."""
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -94,6 +96,19 @@ class CallValues:
 
     def of(self, expr: cst.BaseExpression, function: "Function | None", at: "Site | None" = None) -> Value:
         raise NotImplementedError
+
+    @cached_property
+    def default_device(self) -> str:
+        """Where a factory without `device=` builds its tensor: the host, unless the module changes the
+        default (`torch.set_default_device("cuda")`, `torch.set_default_tensor_type("torch.cuda.FloatTensor")`)."""
+        for call in self.model.calls:
+            if call.qualname in ("torch.set_default_device", "torch.set_default_tensor_type") and call.node.args:
+                arg = call.node.args[0].value
+                text = literal_string(arg) or self.model.module.code_for_node(arg)
+                if "cpu" in text and "cuda" not in text:
+                    continue
+                return "cuda" if "cuda" in text else UNKNOWN_DEVICE
+        return HOST
 
     # -- calls ---------------------------------------------------------------------------------
     def _call(self, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
@@ -224,7 +239,7 @@ class CallValues:
                     source.device if source.kind is Kind.TENSOR else UNKNOWN_DEVICE
                 )
                 return Value(Kind.TENSOR, device, False, dtype)
-            device = device_of_argument(device_arg) if device_arg is not None else HOST
+            device = device_of_argument(device_arg) if device_arg is not None else self.default_device
             return Value(Kind.TENSOR, device, False, dtype, origin=f"torch.{name}")
         args = [self.of(a.value, fn, at) for a in call.args if a.keyword is None]
         elements: list[Value] = []

@@ -52,7 +52,10 @@ def import_index(root: Path) -> ImportIndex:
             count += 1
             if count > MAX_PROJECT_MODULES:
                 return index
-            file = Path(folder, name).resolve()
+            try:
+                file = Path(folder, name).resolve()
+            except (OSError, RuntimeError):  # a symlink loop, a name the system refuses: not a module
+                continue
             data = read_regular(str(file), MAX_MODULE_BYTES)  # a FIFO or a device is never read
             if data is None:
                 continue

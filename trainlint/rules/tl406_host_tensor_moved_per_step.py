@@ -208,7 +208,7 @@ for x in loader:
     not_flagged = (
         "Moving the batch from the DataLoader (`x.to(device)`: use `pin_memory=True` and `non_blocking=True`), "
         "casts (`.to(torch.long)`, `.to(dtype)`, `.to(dtype=...)`), moves to the host (`.to(\"cpu\")`), factories that "
-        "already pass `device=`, and code outside training steps. The fix is safe (applied by `--fix`) only when "
+        "already pass `device=` (or in a module that sets a CUDA default with `torch.set_default_device`), and code outside training steps. The fix is safe (applied by `--fix`) only when "
         "the argument is surely a device (`\"cuda:0\"`, `torch.device(...)`, a tensor's `.device`, or a name bound "
         "only to those) and the factory's values cannot change with it (no `**kwargs`, `requires_grad=True`, "
         "random draw, `linspace` or fractional `arange`); otherwise it is offered as unsafe, or not at all."
@@ -271,6 +271,8 @@ for x, targets in loader:
                 continue  # `torch.randn_like(x)` is built on x's device; nothing came from the host
             if any(a.keyword is not None and a.keyword.value == "device" for a in call.receiver.args):
                 continue
+            if name not in LEGACY_CONSTRUCTORS and model.values.default_device != HOST:
+                continue  # the module made the device the default: the factory builds there
             fix = _fix(model, call, name) if name not in LEGACY_CONSTRUCTORS else None  # (no `device=` there)
             yield Finding(call.node, f"`torch.{name}(...)` is built on the host and copied to the device every step{_legacy(name)}", fix=fix)
 
