@@ -50,7 +50,8 @@ def trainlint(*args: str, cache: Path | None = None, python: tuple[str, ...] = (
 
 
 def entries(cache: Path) -> list[Path]:
-    return [p for p in cache.rglob("*") if p.is_file() and not p.name.startswith(".tmp")]
+    """The cached results (not the groups of dependencies they name)."""
+    return [p for p in cache.rglob("*") if p.is_file() and not p.name.startswith(".tmp") and b'"path"' in p.read_bytes()]
 
 
 def test_output_is_identical_with_and_without_the_cache_and_with_any_jobs(tmp_path):
@@ -208,6 +209,23 @@ def test_a_local_module_changed_with_its_size_and_modification_time_kept_is_not_
     expected = trainlint(str(folder / "train.py"), "--format", "concise", "--no-cache").stdout
     assert "TL401" in expected
     assert after == expected
+
+
+def test_a_group_of_dependencies_emptied_in_place_cannot_make_a_stale_result_a_hit(tmp_path):
+    """Results name their dependencies by the hash of the group entry that lists them: a group whose
+    content no longer matches its name (damaged, or emptied so that nothing is checked) is a miss."""
+    folder, cache = tmp_path / "project", tmp_path / "cache"
+    folder.mkdir()
+    utils = folder / "utils.py"
+    utils.write_text(LOG_KEEPS)
+    (folder / "train.py").write_text(TRAIN)
+    assert "TL401" not in trainlint(str(folder / "train.py"), "--format", "concise", cache=cache).stdout
+    groups = [p for p in cache.rglob("*") if p.is_file() and b'"path"' not in p.read_bytes()]
+    assert groups and all(b"utils.py" in g.read_bytes() for g in groups)
+    for group in groups:
+        group.write_text('{"trainlint": %d, "dependencies": []}' % json.loads(group.read_bytes())["trainlint"])
+    utils.write_text(LOG_READS)
+    assert "TL401" in trainlint(str(folder / "train.py"), "--format", "concise", cache=cache).stdout
 
 
 def test_a_helper_s_cached_result_follows_the_modules_that_call_it(tmp_path):

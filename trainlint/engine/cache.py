@@ -14,6 +14,10 @@ run code. Anything odd about an entry (not a regular file, too large, not JSON, 
 format) is a miss. The folder is created private to its user; a folder owned by another user is not
 used. Entries of earlier formats are deleted, never read.
 
+A result's dependencies are stored as an entry of their own, named by its hash, that every result
+with the same dependencies names (the files of a project share most of theirs): a warm run reads and
+checks each group once.
+
 Files with findings are cached like clean ones. What depends on the machine rather than the file (a
 crash, the time or memory limit, an internal error) is never stored. Entries are written to a
 temporary file and renamed into place, so concurrent runs never see half an entry. The cache is
@@ -38,9 +42,17 @@ if TYPE_CHECKING:
     from trainlint.config import Settings
     from trainlint.engine.results import FileResult
 
-FORMAT = 2  # bump when the layout of an entry changes; entries of earlier formats are deleted
+FORMAT = 3  # bump when the layout of an entry changes; entries of earlier formats are deleted
 MAX_ENTRY_BYTES = 32 << 20
 _ENTRY_NAME = re.compile(r"[0-9a-f]{64}|\.tmp-.*")
+_ENTRY_KEY = re.compile(r"[0-9a-f]{64}")
+
+
+def _named(data: bytes) -> str:
+    """The name of a group of dependencies: the hash of its entry."""
+    hashed = digest()
+    hashed.update(data)
+    return hashed.hexdigest()
 
 
 def default_directory() -> Path:
@@ -118,6 +130,8 @@ class Cache:
         self.enabled = True
         self._ready: bool | None = None
         self._states: dict[State, bool] = {}  # whether each recorded dependency still holds, this run
+        self._groups: dict[str, bool] = {}  # the same of each group of dependencies read
+        self._written: set[str] = set()  # groups of dependencies written this run
 
     def key(self, path: str, data: bytes, settings: Settings) -> str:
         hashed = digest()
@@ -156,12 +170,28 @@ class Cache:
         from trainlint.engine.serial import decode_result
 
         try:
-            result = decode_result(raw, FORMAT, len(data))
+            result, group = decode_result(raw, FORMAT, len(data))
         except Exception:  # damaged, foreign, of another format: a miss (decoding runs no code)
             return None, key, data
-        if result.path != path or not all(self._holds(dep) for dep in result.dependencies):
+        if result.path != path or not self._group_holds(group):
             return None, key, data  # a local module it used changed (or appeared, or went)
         return result, key, None
+
+    def _group_holds(self, group: str) -> bool:
+        """Whether every dependency of a group entry is as recorded (read and checked once a run)."""
+        known = self._groups.get(group)
+        if known is None:
+            from trainlint.engine.serial import decode_dependencies
+
+            known = False
+            raw = read_regular(str(self._entry(group)), MAX_ENTRY_BYTES, follow=False) if _ENTRY_KEY.fullmatch(group) else None
+            if raw is not None and _named(raw) == group:  # (named by its content: a damaged one is a miss)
+                try:
+                    known = all(self._holds(dep) for dep in decode_dependencies(raw, FORMAT))
+                except Exception:
+                    known = False
+            self._groups[group] = known
+        return known
 
     def _holds(self, recorded: State) -> bool:
         known = self._states.get(recorded)
@@ -173,15 +203,26 @@ class Cache:
         """Write an entry atomically; a cache folder that cannot be written is switched off, not fatal."""
         if not self.enabled or not self._usable():
             return
-        from trainlint.engine.serial import encode_result
+        from trainlint.engine.serial import encode_dependencies, encode_result
 
         try:
-            data = encode_result(result, FORMAT)
+            states = encode_dependencies(tuple(sorted(set(result.dependencies))), FORMAT)
+            group = _named(states)
+            data = encode_result(result, FORMAT, group)
         except (TypeError, ValueError):  # a result holding what an entry cannot say: not cached
             return
-        if len(data) > MAX_ENTRY_BYTES:
+        if len(data) > MAX_ENTRY_BYTES or len(states) > MAX_ENTRY_BYTES:
             return
-        target = self._entry(key)
+        if group not in self._written:  # the dependencies first: an entry never names a missing group
+            if not self._write(group, states):
+                return
+            self._written.add(group)
+        if self._write(key, data):
+            self.stored += 1
+
+    def _write(self, name: str, data: bytes) -> bool:
+        """Write an entry atomically; a cache folder that cannot be written is switched off."""
+        target = self._entry(name)
         try:
             try:
                 os.mkdir(target.parent, 0o700)
@@ -190,7 +231,7 @@ class Cache:
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")  # mode 0o600
         except OSError:
             self.enabled = False
-            return
+            return False
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
@@ -200,8 +241,8 @@ class Cache:
                 os.unlink(tmp)
             except OSError:
                 pass
-            return
-        self.stored += 1
+            return False
+        return True
 
     def close(self) -> None:
         """Prune the oldest entries when the cache holds more than `max_entries`."""

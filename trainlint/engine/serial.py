@@ -10,6 +10,7 @@ from __future__ import annotations
 from trainlint.checked_json import BadEntry, decode_states, dumps, header, items, text
 from trainlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Location, Severity
 from trainlint.engine.results import FileResult
+from trainlint.reading import State
 
 _SEVERITIES = {s.value: s for s in Severity}
 _APPLICABILITIES = {a.value: a for a in Applicability}
@@ -19,26 +20,38 @@ _FACT_TYPES = (str, int, float, bool, type(None))
 _RESULT_KEYS = frozenset({"trainlint", "path", "diagnostics", "dependencies"})
 
 
-def encode_result(result: FileResult, version: int) -> bytes:
-    """A cacheable result (its source is not kept) as an entry of format `version`."""
+def encode_result(result: FileResult, version: int, dependencies: str) -> bytes:
+    """A cacheable result (its source is not kept) as an entry of format `version`; its dependencies
+    are named by the group entry that lists them (`encode_dependencies`: the files of a project share
+    most of theirs)."""
     return dumps({
         "trainlint": version,
         "path": result.path,
         "diagnostics": [_encode_diagnostic(d) for d in result.diagnostics],
-        "dependencies": result.dependencies,
+        "dependencies": dependencies,
     })
 
 
-def decode_result(raw: bytes, version: int, size: int) -> FileResult:
-    """The result `encode_result` wrote for a file of `size` bytes (no position lies past them);
-    raises BadEntry (or another ValueError) for anything else."""
+def decode_result(raw: bytes, version: int, size: int) -> tuple[FileResult, str]:
+    """The result `encode_result` wrote for a file of `size` bytes (no position lies past them), and
+    the name of its dependencies' group; raises BadEntry (or another ValueError) for anything else."""
     data = header(raw, version, _RESULT_KEYS)
     bound = size + 16  # a position just past the end: an insertion, a syntax error at the end
-    return FileResult(
-        text(data["path"]),
-        [_decode_diagnostic(d, bound) for d in items(data["diagnostics"])],
-        dependencies=decode_states(data["dependencies"]),
-    )
+    result = FileResult(text(data["path"]), [_decode_diagnostic(d, bound) for d in items(data["diagnostics"])])
+    return result, text(data["dependencies"])
+
+
+_GROUP_KEYS = frozenset({"trainlint", "dependencies"})
+
+
+def encode_dependencies(states: tuple[State, ...], version: int) -> bytes:
+    """A group of dependency states, as an entry of its own."""
+    return dumps({"trainlint": version, "dependencies": states})
+
+
+def decode_dependencies(raw: bytes, version: int) -> tuple[State, ...]:
+    """What `encode_dependencies` wrote; raises BadEntry (or another ValueError) for anything else."""
+    return decode_states(header(raw, version, _GROUP_KEYS)["dependencies"])
 
 
 def _encode_diagnostic(d: Diagnostic) -> list[object]:
