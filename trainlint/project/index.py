@@ -74,7 +74,7 @@ class Project:
         # path -> the state of the content summarised, the summary, the states it was computed from
         self._summaries: dict[Path, tuple[State, ModuleSummary, set[State]]] = {}
         self._current: set[Path] = set()  # modules whose content was read since the last `rescan`
-        self._outlines: dict[Path, tuple[State, ModuleSummary]] = {}
+        self._outlines: dict[Path, tuple[State, ModuleSummary, ModuleSummary]] = {}  # names; names without what is unknown
         self._current_outlines: set[Path] = set()
         # (folder, dotted module) -> its file if any, and the states of the paths it was looked for at
         self._files: dict[tuple[Path, str], tuple[Path | None, tuple[State, ...]]] = {}
@@ -340,7 +340,7 @@ class Project:
     def _resolve(self, path: Path, rest: list[str], hops: int, outlines: bool = False) -> Symbol | None:
         if not rest or hops > 3:
             return None
-        summary = self.outline(path) if outlines else self.summary(path)
+        summary = self.outline(path, unknown_if_training=True) if outlines else self.summary(path)
         name = rest[0]
         if name in summary.functions and len(rest) == 1:
             return summary.functions[name]
@@ -356,18 +356,24 @@ class Project:
                 return self._resolve(found[0], found[1], hops + 1, outlines)
         return None
 
-    def outline(self, path: Path) -> ModuleSummary:
-        """The module's names without analysis (`module_outline`): what the deepest level of
-        summaries knows of the modules it imports, and all that finding where a name is defined needs."""
+    def outline(self, path: Path, unknown_if_training: bool = False) -> ModuleSummary:
+        """The module's names without analysis (`module_outline`): all that finding where a name is
+        defined needs, and what the deepest level of summaries knows of the modules it imports. There
+        (`unknown_if_training`) a module with training code offers its names and class kinds only:
+        what its functions do is unknown, not nothing."""
         known = self._outlines.get(path)
         if known is None or path not in self._current_outlines:
             state, data = read_state(str(path))
             self._current_outlines.add(path)
             if known is None or known[0] != state:
                 text = data.decode("utf-8", errors="replace") if data is not None else ""
-                known = self._outlines[path] = (state, module_outline(text) if data is not None else EMPTY)
+                outline = module_outline(text) if data is not None else EMPTY
+                opaque = outline
+                if any(token in text for token in TRAINING_TOKENS):
+                    opaque = replace(outline, functions={}, classes={k: ClassSummary(c.kind) for k, c in outline.classes.items()})
+                known = self._outlines[path] = (state, outline, opaque)
         _note(known[0])
-        return known[1]
+        return known[2] if unknown_if_training else known[1]
 
     def summary(self, path: Path) -> ModuleSummary:
         """The module's summary (memoised by content); empty when it cannot be read."""
