@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from tests.helpers import lint
+from tests.helpers import lines, lint
 from trainlint.config import Settings
 from trainlint.engine.lint import lint_paths
 
@@ -577,3 +577,24 @@ def test_module_named_like_the_library_it_imports(tmp_path):
     }
     out = lint_tree(tmp_path, files)
     assert not [f for f in out if "TL000" in f], out
+
+
+def test_an_assignment_in_an_else_branch_does_not_hide_the_if_branch_s():
+    """Both branches reach a use under another `if` (the old reading let the later one, under as
+    many `if`s as the use, hide the other)."""
+    code = """
+    import torch
+    model.cuda()
+    for batch in loader:
+        loss = model(batch.cuda())
+        loss.backward()
+        optimizer.step()
+        if args.detailed:
+            stat = loss.detach()
+        else:
+            stat = 0.0
+        if rank == 0:
+            print(stat)
+    """
+    assert lines(code, "TL401") == [13]
+    assert lines(code.replace("stat = loss.detach()", "stat = 1.0"), "TL401") == []

@@ -515,3 +515,64 @@ def test_a_symlink_loop_in_the_project_does_not_stop_the_import_index(tmp_path: 
     (tmp_path / "loop.py").symlink_to(tmp_path / "loop.py")
     out = findings(tmp_path, ["models/criterion.py"])
     assert list(out) == ["models/criterion.py:9:TL401"]
+
+
+LOGGER_PASSED_IN = {
+    "utils.py": """
+        import torch
+
+
+        class ScalarLogger:
+            def __init__(self, writer):
+                self.writer = writer
+
+            def update(self, head="scalar", **kwargs):
+                for k, v in kwargs.items():
+                    if v is None:
+                        continue
+                    if isinstance(v, torch.Tensor):
+                        v = v.item()
+                    self.writer.add_scalar(head + "/" + k, v)
+    """,
+    "engine.py": """
+        import torch
+
+
+        def train_one_epoch(model, criterion, loader, optimizer, device, log_writer=None):
+            for samples, targets in loader:
+                output = model(samples.to(device))
+                loss = criterion(output, targets.to(device))
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                acc = (output.argmax(-1) == targets.to(device)).float().mean()
+                if log_writer is not None:
+                    log_writer.update(acc=acc, head="train")
+    """,
+    "main.py": """
+        import torch
+        import utils
+        from engine import train_one_epoch
+
+
+        def main(args):
+            model = build(args).cuda()
+            if args.rank == 0 and args.log_dir is not None:
+                log_writer = utils.ScalarLogger(make_writer(args.log_dir))
+            else:
+                log_writer = None
+            for epoch in range(args.epochs):
+                train_one_epoch(model, criterion, loader, optimizer, torch.device("cuda"), log_writer=log_writer)
+    """,
+}
+
+
+def test_a_metric_logger_built_in_main_and_passed_to_the_epoch_function_reads_its_tensors(tmp_path: Path) -> None:
+    """ConvNeXt/BEiT style: the logger is built in one branch (None in the other) and handed to the
+    epoch function in another module; its `update` calls `.item()` on each tensor it is given."""
+    write(tmp_path, LOGGER_PASSED_IN)
+    assert list(findings(tmp_path, ["engine.py"], select="TL401")) == ["engine.py:14:TL401"]
+    # the branch that builds the logger is not hidden by the `else:` that sets None
+    plain = {**LOGGER_PASSED_IN, "main.py": LOGGER_PASSED_IN["main.py"].replace("utils.ScalarLogger(make_writer(args.log_dir))", "None")}
+    write(tmp_path, plain)
+    assert findings(tmp_path, ["engine.py"], select="TL401") == {}

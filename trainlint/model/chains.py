@@ -39,7 +39,8 @@ class StepChains:
 
     def passed_from_other_modules(self, fn: Function, name: str) -> "Value | None":
         """An instance of a project class that other modules pass for parameter `name` of `fn` (of a
-        class's constructor too): `E2Trainer(model)` in train.py with `model = E2TTS(...)`."""
+        class's constructor too): `E2Trainer(model)` in train.py with `model = E2TTS(...)`, or
+        `train_one_epoch(..., log_writer=log_writer)` with `log_writer = utils.TensorboardLogger(...)`."""
         from trainlint.model.lattice import Kind, Value
         from trainlint.model.summary import ClassSummary
 
@@ -55,9 +56,10 @@ class StepChains:
         if len(origins) != 1:
             return None  # one class passed everywhere; several would need the join of their kinds
         symbol = self.project_symbol(origins[0])
-        # a model or a loss module (what runs `forward` every step); other objects passed in keep
+        # a model or a loss module (what runs `forward` every step), or a plain object (a metric
+        # logger whose `update` reads what it is given); loss scalers and optimizers passed in keep
         # what the module itself can tell of them (a scaler that clips only when asked, say)
-        if not isinstance(symbol, ClassSummary) or symbol.kind is not Kind.MODULE:
+        if not isinstance(symbol, ClassSummary) or symbol.kind not in (Kind.MODULE, Kind.OBJECT):
             return None
         return Value(symbol.kind, origin=origins[0])
 

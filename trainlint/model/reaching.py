@@ -37,7 +37,7 @@ class ReachingDefinitions:
         """The assignments to `name` that may reach a use at `at` (all of them when `at` is None).
 
         A cheap reaching-definitions approximation over source order: the last plain assignment
-        before the use, in the use's loops and not under more `if`s than the use, hides the earlier
+        before the use, in the use's loops and under no `if` branch the use is not in, hides the earlier
         ones; later assignments reach the use only through a loop back-edge, from a loop that
         encloses the use and lies inside that hiding assignment's loops.
         """
@@ -60,8 +60,12 @@ class ReachingDefinitions:
             a = assigns[i]
             if statement is not None and a.site.statement is statement:
                 continue
-            loops, ifs = a.site.loops, a.site.gate_depths
-            if a.op is None and loops == at.loops[: len(loops)] and len(ifs) <= len(at.gate_depths):
+            loops, ifs = a.site.loops, a.site.gate_nodes
+            # it hides only from inside the use's own `if`s: not from a branch the use is not in
+            # (an `else:`, whose block has no node here, never hides)
+            if a.op is None and loops == at.loops[: len(loops)] and len(ifs) <= len(at.gate_nodes) and all(
+                n is not None and n is u for n, u in zip(ifs, at.gate_nodes)
+            ):
                 start, depth = bisect_left(orders, a.site.order), len(loops)
                 break
         before = [a for a in assigns[start:split] if statement is None or a.site.statement is not statement]
