@@ -362,16 +362,23 @@ def _step_scope(model: TrainingModel, source: str, name: str) -> list[StepScope]
     scope = model.step_scope()
     wanted = [node for node, _, _ in scope] + [c.node for _, _, chain in scope for c in chain if not isinstance(c, tuple)]
     positions = positions_of(model.module, source, wanted)
-
-    def located(node: Any) -> Location:
-        start = positions[node].start
-        return Location(name, start.line, start.column + 1)
-
     out = [
-        StepScope(located(node), what, tuple(Location(_shown(c[0], name), c[1], c[2]) if isinstance(c, tuple) else located(c.node) for c in chain))
+        StepScope(_located(node, positions, name), what, tuple(_place(c, positions, name) for c in chain))
         for node, what, chain in scope
     ]
     return sorted(out, key=lambda s: (s.where.line, s.where.column))
+
+
+def _located(node: Any, positions: Any, name: str) -> Location:
+    start = positions[node].start
+    return Location(name, start.line, start.column + 1)
+
+
+def _place(call: Call | Place, positions: Any, name: str) -> Location:
+    """A call of a chain: one of this file (located), or a place in another file (as shown)."""
+    if isinstance(call, tuple):
+        return Location(_shown(call[0], name), call[1], call[2])
+    return _located(call.node, positions, name)
 
 
 def _shown(path: str, name: str) -> str:
@@ -395,7 +402,7 @@ def _chains_of(span: Any, chained: dict[Function, list[tuple[Call | Place, ...]]
     inner = max(holders, key=lambda fn: (positions[fn.node].start.line, positions[fn.node].start.column))
     return tuple(
         tuple(
-            Location(_shown(c[0], name), c[1], c[2]) if isinstance(c, tuple) else Location(name, positions[c.node].start.line, positions[c.node].start.column + 1)
+            _place(c, positions, name)
             for c in chain
         )
         for chain in chained[inner]
