@@ -42,16 +42,16 @@ def test_a_result_comes_back_field_for_field():
 def test_a_summary_comes_back_with_every_field_of_every_stored_type():
     nested = Value(Kind.COLLECTION, "host", None, None, "list", None, Value(Kind.TENSOR, "accelerator", True, "float16"))
     full = FunctionSummary("`f` in u.py", True, True, True, True, True, True, ("torch.cuda.synchronize()",),
-                           ("t.item()",), True, True, True, False, nested, ("/p/u.py", "f"))
+                           ("t.item()",), True, True, True, False, nested, ("/p/u.py", "f"), "0 model")
     assert all(getattr(full, f.name) != f.default for f in fields(FunctionSummary))  # a new field must be stored too
     assert [f.name for f in fields(Value)] == ["kind", "device", "graph", "dtype", "origin", "enabled", "element"]
-    assert [f.name for f in fields(ClassSummary)] == ["kind", "methods"]
+    assert [f.name for f in fields(ClassSummary)] == ["kind", "methods", "bases"]
     assert [f.name for f in fields(ModuleSummary)] == ["functions", "classes", "exports", "step_calls", "arguments"]
     assert [f.name for f in fields(Argument)] == ["callee_path", "callee", "key", "class_path", "class_name"]
     passed = Argument("/p/trainer.py", "Trainer", "model", "/p/models.py", "Net")
     assert [f.name for f in fields(StepCall)] == ["target", "chain", "accelerator"]
     step = StepCall("models.loss.Criterion.forward", (("train.py", 12, 5), ("engine.py", 40, 9)), True)
-    summary = ModuleSummary({"f": full, "g": replace(full, differentiates_arguments=None)}, {"Scaler": ClassSummary(Kind.SCALER, {"__call__": full})}, {"x": ".engine.x"}, (step,), (passed,))
+    summary = ModuleSummary({"f": full, "g": replace(full, differentiates_arguments=None)}, {"Scaler": ClassSummary(Kind.SCALER, {"__call__": full}, ("torch.amp.GradScaler", ".base.Base"))}, {"x": ".engine.x"}, (step,), (passed,))
     depends = {("u.py", 12, "cd" * 32), ("pkg/__init__.py", -1, "")}
     assert decode_summary(encode_summary(summary, depends, 2), 2) == (summary, depends)
     cycle = decode_summary(encode_summary(ModuleSummary({"g": FunctionSummary(returns=CYCLE)}), set(), 2), 2)

@@ -9,7 +9,7 @@ from pathlib import Path
 import libcst as cst
 
 from trainlint.model.facts import ClassInfo, Assign, Call, Function, Site
-from trainlint.model.hooks import FRAMEWORK_WORDS, STEP_HOOKS, TRAINER_STEP_HOOKS, library_step_hook
+from trainlint.model.hooks import FRAMEWORK_WORDS, LIBRARY_HOOK_NAMES, library_step_hook
 from trainlint.model.names import tokens
 
 
@@ -187,12 +187,25 @@ class CallGraph:
         return bool(words & FRAMEWORK_WORDS)
 
     def _is_hook(self, fn: Function) -> bool:
+        """A method a training library calls once per step (Lightning's `training_step`, the HF
+        `Trainer`'s `compute_loss`), by the class's bases in any module of the project, or a
+        function the settings name (`step-functions`)."""
         if fn.name in self.settings.step_functions:
             return True
-        if fn.class_name is None:
+        if fn.class_name is None or fn.name not in LIBRARY_HOOK_NAMES:
             return False
-        if fn.name in STEP_HOOKS:
-            return True
-        if library_step_hook(fn.name, fn.class_bases):
-            return True
-        return fn.name in TRAINER_STEP_HOOKS and any("Trainer" in b for b in fn.class_bases)
+        return library_step_hook(fn.name, self.class_bases(fn))
+
+    def class_bases(self, fn: Function) -> tuple[str, ...]:
+        """The bases of `fn`'s class, through its project bases in any module."""
+        bases = self._all_bases.get(fn.class_name or "")
+        if bases is None:
+            bases = fn.class_bases
+            if self.project is not None and self.path and fn.parent is None:
+                bases = (*bases, *self.project.class_bases(self.path, fn.class_name or ""))
+            self._all_bases[fn.class_name or ""] = bases
+        return bases
+
+    @cached_property
+    def _all_bases(self) -> dict[str, tuple[str, ...]]:
+        return {}

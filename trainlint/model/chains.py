@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Callable
 import libcst as cst
 
 from trainlint.model.facts import Call, Function
+from trainlint.model.summary import DISPATCH
 
 if TYPE_CHECKING:
     from trainlint.model.lattice import Value
@@ -110,7 +111,7 @@ class StepChains:
         for call in self.calls:
             if not self.every_step(call.site) or self.framework_internal(call.site):
                 continue
-            target = self.project_target(call)
+            target = self.project_target(call) or self._dispatched(call)
             if target is None:
                 continue
             prefix: tuple[Call | Place, ...] = ()
@@ -124,6 +125,14 @@ class StepChains:
             StepCall(target, tuple(c if isinstance(c, tuple) else places.get(c, (self.path, 0, 0)) for c in chain), self.uses_accelerator)
             for target, chain in found
         ]
+
+    def _dispatched(self, call: Call) -> str | None:
+        """`self.compute_loss(batch)` in a method of class `Base`: "self::Base.compute_loss", which runs
+        the override of any subclass in another module (`Project.step_seeds` finds them)."""
+        fn = call.site.function
+        if call.method is None or call.receiver_text not in ("self", "cls") or fn is None or fn.class_name is None or fn.parent is not None:
+            return None
+        return f"{DISPATCH}{fn.class_name}.{call.method}"
 
     def project_target(self, call: Call) -> str | None:
         """The function of another project module a call runs, as this module's imports spell it

@@ -1,50 +1,56 @@
-"""Framework step hooks (methods a training framework calls once per step), the words that mark a
+"""Library step hooks (methods a training library calls once per step), the words that mark a
 class as a framework's internals, and the paths that mark a file as test code."""
 
 from __future__ import annotations
 
 from pathlib import PurePath
 
-# Framework methods that run once per training step.
-STEP_HOOKS = frozenset(
+# What a library's trainer calls once per training step, by the library and the class users derive
+# from (resolved through the subclass's imports and its project bases, in any module): facts of
+# the library's API, not guesses from names.
+_LIGHTNING_MODULE = frozenset(
     {
-        "training_step",
-        "train_step",
-        "on_train_batch_start",
-        "on_train_batch_end",
-        "on_before_backward",
-        "on_after_backward",
-        "on_before_optimizer_step",
-        "on_before_zero_grad",
-        "optimizer_step",
-        "on_step_begin",
-        "on_step_end",
-        "on_substep_end",
-        "training_step_end",
+        "training_step", "training_step_end", "on_train_batch_start", "on_train_batch_end", "on_before_backward",
+        "on_after_backward", "on_before_optimizer_step", "on_before_zero_grad", "optimizer_step", "backward",
+        "optimizer_zero_grad",
     }
 )
-# HF Trainer overrides that run per step, recognised in classes deriving from a *Trainer.
-TRAINER_STEP_HOOKS = frozenset({"compute_loss", "training_step"})
+_LIGHTNING_CALLBACK = frozenset(
+    {"on_train_batch_start", "on_train_batch_end", "on_before_backward", "on_after_backward", "on_before_optimizer_step", "on_before_zero_grad"}
+)
 _HF_TRAINER = frozenset({"compute_loss", "training_step"})
+_HF_CALLBACK = frozenset({"on_step_begin", "on_step_end", "on_substep_end", "on_pre_optimizer_step", "on_optimizer_step"})
 _PREFERENCE_TRAINER = _HF_TRAINER | {"get_batch_loss_metrics"}  # its `compute_loss` calls this every step
-# What a library's trainer calls once per training step, by the library and the class users derive
-# from (resolved through the subclass's imports): facts of the library's API, not guesses from names.
+# coqui's `trainer` package: `Trainer.train_step` calls the model's `train_step` (or its `optimize`)
+# and `format_batch`/`format_batch_on_device` for each batch
+_COQUI_MODEL = frozenset({"train_step", "optimize", "format_batch", "format_batch_on_device", "on_train_step_start", "on_train_step_end"})
 LIBRARY_STEP_HOOKS: dict[tuple[str, str], frozenset[str]] = {
+    ("lightning", "LightningModule"): _LIGHTNING_MODULE,
+    ("pytorch_lightning", "LightningModule"): _LIGHTNING_MODULE,
+    ("lightning", "Callback"): _LIGHTNING_CALLBACK,
+    ("pytorch_lightning", "Callback"): _LIGHTNING_CALLBACK,
     ("transformers", "Trainer"): _HF_TRAINER,
     ("transformers", "Seq2SeqTrainer"): _HF_TRAINER,
+    ("transformers", "TrainerCallback"): _HF_CALLBACK,
     **{("trl", name): _PREFERENCE_TRAINER for name in ("DPOTrainer", "CPOTrainer", "ORPOTrainer", "KTOTrainer", "BCOTrainer")},
     **{("trl", name): _HF_TRAINER for name in ("SFTTrainer", "RewardTrainer", "GRPOTrainer", "PRMTrainer", "GKDTrainer")},
+    ("trainer", "TrainerModel"): _COQUI_MODEL,
+    ("detectron2", "HookBase"): frozenset({"before_step", "after_step"}),
+    ("detectron2", "TrainerBase"): frozenset({"run_step"}),
+    ("mmengine", "Hook"): frozenset({"before_train_iter", "after_train_iter"}),
 }
+LIBRARY_HOOK_NAMES = frozenset().union(*LIBRARY_STEP_HOOKS.values())
 
 
 def library_step_hook(method: str, bases: tuple[str, ...]) -> bool:
-    """Whether a library calls `method` of a class with these (import-resolved) bases every step."""
+    """Whether a library calls `method` of a class with these bases (as imports spell them) every step."""
     for base in bases:
         root, _, rest = base.partition(".")
         hooks = LIBRARY_STEP_HOOKS.get((root, rest.rsplit(".", 1)[-1])) if rest else None
         if hooks is not None and method in hooks:
             return True
     return False
+
 
 TEST_DIRS = frozenset({"tests", "test", "testing", "test_utils", "unittests"})
 

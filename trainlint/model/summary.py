@@ -48,6 +48,9 @@ class FunctionSummary:
     differentiates_arguments: bool | None = True
     returns: Value = UNKNOWN
     defined: tuple[str, str] = ("", "")  # the defining module's path and the function's qualified name
+    # every `return` gives back this parameter as it came ("0 model": its position among the
+    # arguments, and its name): a call's value is what it is given (`model = load_ckpt(model, ckpt)`)
+    returns_argument: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,10 +59,18 @@ class ClassSummary:
 
     kind: Kind = Kind.OBJECT
     methods: dict[str, FunctionSummary] = field(default_factory=dict)
+    # (outlines only) the bases as the module's imports spell them: "trainer.TrainerModel",
+    # ".base.BaseTTS"; a base defined in the same module by its bare name
+    bases: tuple[str, ...] = ()
 
 
 # a place in a file: (path, 1-based line, 1-based column)
 Place = tuple[str, int, int]
+
+
+# a step call's target that names a method called on `self` ("self::Base.compute_loss"): the
+# overrides of subclasses in other modules run too
+DISPATCH = "self::"
 
 
 @dataclass(frozen=True)
@@ -226,7 +237,22 @@ class Summarizer:
             differentiates_arguments=None,
             returns=returns if returns.kind is not Kind.UNKNOWN else UNKNOWN,
             defined=(m.path or "", fn.qualified),
+            returns_argument=_returned_parameter(fn, m),
         )
+
+
+def _returned_parameter(fn: "Function", m: "TrainingModel") -> str | None:
+    """"0 model" when every `return` of `fn` gives back its parameter `model` unchanged."""
+    import libcst as cst
+
+    names = {r.value.value for r in fn.return_facts if isinstance(r.value, cst.Name)}
+    if len(names) != 1 or len(fn.return_facts) != len([r for r in fn.return_facts if isinstance(r.value, cst.Name)]):
+        return None
+    name = names.pop()
+    positional = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
+    if name not in positional or any(m.reaching(fn, name, r.site) for r in fn.return_facts):
+        return None
+    return f"{positional.index(name)} {name}"
 
 
 def _top_level(fn: "Function") -> bool:

@@ -30,7 +30,7 @@ from trainlint.model.facts import (
     Loop,
     Site,
 )
-from trainlint.model.hooks import LIBRARY_STEP_HOOKS, STEP_HOOKS, TRAINER_STEP_HOOKS
+from trainlint.model.hooks import LIBRARY_HOOK_NAMES
 from trainlint.model.lattice import Kind
 from trainlint.model.names import ImportMap, dotted, tokens
 from trainlint.model.reaching import ReachingDefinitions
@@ -48,7 +48,7 @@ DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "xla", "mps", "gpu"})
 
 # What a module needs in its text to hold a step of its own: a backward, an optimizer or scaler
 # `.step`, a step hook, a loss-scaler call (`loss_scaler(loss, opt)`); see `could_step`.
-_STEP_WORDS = ("backward", "scaler", *sorted(STEP_HOOKS | TRAINER_STEP_HOOKS | frozenset().union(*LIBRARY_STEP_HOOKS.values())))  # looked for in lower case
+_STEP_WORDS = ("backward", "scaler", *sorted(LIBRARY_HOOK_NAMES))  # looked for in lower case
 LOOP_TEXT = re.compile(r"^[ \t\f]*(?:async[ \t]+)?(?:for|while)\b", re.MULTILINE)  # a loop statement
 STEP_CALL_TEXT = re.compile(r"\.[\s\\]*step\b")  # a `.step` attribute, as a call `opt.step()` has it
 OPTIMIZER_WORDS = frozenset({"optim", "optimizer", "optimizers", "opt", "scaler", "engine", "deepspeed", "ds"})
@@ -188,9 +188,12 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         """Whether this module puts work on a device (`.cuda()`, `.to(device)`, `device=`, a launcher).
 
         A script with no sign of a device runs on the CPU, where reading a tensor waits for nothing. A
-        module other modules run every step puts work where their steps do.
+        module other modules run every step puts work where their steps do, and so does one whose steps
+        a training library runs (its trainer places the model on the accelerator there is).
         """
         if self._stepped_on_accelerator or any(self.imports.imports_module(m) for m in ACCELERATOR_LIBRARIES):
+            return True
+        if any(fn.name not in self.settings.step_functions and self._is_hook(fn) for fn in self.functions):
             return True
         cpu_only = self.imports.imports_module("intel_extension_for_pytorch") or any(
             (c.qualname or "").startswith("torch.cpu.amp") for c in self.calls

@@ -186,6 +186,9 @@ class CallValues:
     def _library_call(self, qual: str, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value | None:
         m = self.model
         namespace, _, last = qual.rpartition(".")
+        passed = _returned_argument(call, getattr(m.project_symbol(qual), "returns_argument", None))
+        if passed is not None:  # `model = load_ckpt(model, ckpt)`: it gives back what it is given
+            return self.of(passed, fn, at)
         project = m.project_value(qual)
         if project is not None:
             return project
@@ -215,9 +218,11 @@ class CallValues:
             # models and pipelines (which hold models and move with `.to()`)
             dtype = dtype_name(_kwarg(call, "torch_dtype") or _kwarg(call, "dtype"), m.imports)
             return Value(Kind.MODULE, dtype=dtype, origin=qual)
-        if namespace.startswith("torch.nn") and last[:1].isupper() and not namespace.startswith("torch.nn.utils"):
-            return Value(Kind.MODULE, origin=qual)
         if namespace.startswith("torch.nn.parallel") or last in ("DistributedDataParallel", "DataParallel", "FullyShardedDataParallel"):
+            # calling the wrapper runs the wrapped module's `forward`: it is that module, for the analysis
+            inner = self.of(call.args[0].value, fn, at) if call.args and call.args[0].keyword is None else UNKNOWN
+            return inner if inner.kind is Kind.MODULE and inner.origin else Value(Kind.MODULE, origin=qual)
+        if namespace.startswith("torch.nn") and last[:1].isupper() and not namespace.startswith("torch.nn.utils"):
             return Value(Kind.MODULE, origin=qual)
         if qual in ("torch.compile",) and call.args:
             return self.of(call.args[0].value, fn, at)
@@ -232,7 +237,8 @@ class CallValues:
     def _torch_function(self, name: str, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
         device_arg = _kwarg(call, "device")
         dtype = dtype_name(_kwarg(call, "dtype"), self.model.imports)
-        if name in DETERMINISTIC_FACTORIES | RANDOM_FACTORIES or name in ("from_numpy", "as_strided", "zeros_like"):
+        sized_draw = name == "normal" and _kwarg(call, "size") is not None  # `torch.normal(0, 1, size=(n, d))`
+        if name in DETERMINISTIC_FACTORIES | RANDOM_FACTORIES or sized_draw or name in ("from_numpy", "as_strided", "zeros_like"):
             if name.endswith("_like") and call.args:
                 source = self.of(call.args[0].value, fn, at)
                 device = device_of_argument(device_arg) if device_arg is not None else (
@@ -378,3 +384,21 @@ def _kwarg(call: cst.Call, name: str) -> cst.BaseExpression | None:
         if a.keyword is not None and a.keyword.value == name:
             return a.value
     return None
+
+
+def _returned_argument(call: cst.Call, returned: str | None) -> cst.BaseExpression | None:
+    """The argument a call passes for the parameter its callee returns ("0 model"), if it is plain."""
+    if not returned:
+        return None
+    index_text, _, name = returned.partition(" ")
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == name:
+            return a.value
+    positional = []
+    for a in call.args:
+        if a.star:
+            return None  # `*args`: which one lands there is unknown
+        if a.keyword is None:
+            positional.append(a.value)
+    index = int(index_text) if index_text.isdigit() else -1
+    return positional[index] if 0 <= index < len(positional) else None

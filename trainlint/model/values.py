@@ -31,6 +31,7 @@ from trainlint.model.lattice import (
     join_graph,
 )
 from trainlint.model.names import dotted, tokens
+from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES
 from trainlint.model.value_calls import (
     CONFIG_NAMES,
     HOST_ATTRIBUTES,
@@ -42,6 +43,10 @@ from trainlint.model.value_calls import (
 if TYPE_CHECKING:
     from trainlint.model.facts import Function, Site
     from trainlint.model.training import TrainingModel
+
+
+# the factories whose tensors are built where the default device is, from no data (`torch.normal` with `size=`)
+HOST_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_CONSTRUCTORS | {"normal"}
 
 
 class ValueModel(CallValues):
@@ -112,7 +117,8 @@ class ValueModel(CallValues):
                 return BOOL
             tensors = [s for s in sides if s.kind is Kind.TENSOR]
             if tensors:
-                return replace(tensors[0], graph=False, dtype="bool", origin=None)
+                built = all(built_on_host(t) for t in tensors) and all(s.kind in (Kind.TENSOR, Kind.NUMBER) for s in sides)
+                return replace(tensors[0], graph=False, dtype="bool", origin=tensors[0].origin if built else None)
             return BOOL if all(s.kind in (Kind.NUMBER, Kind.STRING, Kind.BOOL, Kind.NONE) for s in sides) else UNKNOWN
         if kind is cst.BooleanOperation:
             return self.of(expr.left, fn, at) | self.of(expr.right, fn, at)
@@ -148,8 +154,10 @@ class ValueModel(CallValues):
                 )
             if any(s.kind is Kind.UNKNOWN for s in sides):
                 out = replace(out, graph=True if out.graph else None)
-            # `(hi - lo) * torch.rand(n) + lo` is still a factory's tensor; mixed with data it is not
-            mixed = len(tensors) > 1 or any(s.kind not in (Kind.TENSOR, Kind.NUMBER) for s in sides)
+            # `(hi - lo) * torch.rand(n) + lo` and `torch.arange(n) == torch.arange(n)[:, None]` are
+            # still built on the host by factories; mixed with data they are not
+            built = all(built_on_host(t) for t in tensors)
+            mixed = not built or any(s.kind not in (Kind.TENSOR, Kind.NUMBER) for s in sides)
             return replace(out, origin=None) if mixed else out
         if sides and all(s.kind is Kind.NUMBER for s in sides):
             return NUMBER
@@ -304,8 +312,8 @@ class ValueModel(CallValues):
             return Value(Kind.OPTIMIZER)
         if last == "ndarray":
             return HOST_DATA
-        project = self.model.project_value(text)  # `model: E2TTS`, a class of the project
-        if project is not None and project.kind is Kind.MODULE:
+        project = self.model.project_value(text)  # `model: E2TTS`, `exp: Exp`: a class of the project
+        if project is not None and project.kind in (Kind.MODULE, Kind.OBJECT) and project.origin == text:
             return project
         local = self.model.local_class(last) if "." not in text else None
         if local is not None:
@@ -340,6 +348,8 @@ class ValueModel(CallValues):
         if isinstance(expr.value, cst.Name) and expr.value.value in CONFIG_NAMES and not self.model.reaching(fn, expr.value.value, at):
             return NUMBER  # `args.w_max`: a setting from the command line or a config file, host data
         base = self.of(expr.value, fn, at)
+        if attr == "module" and base.kind is Kind.MODULE and base.origin:
+            return base  # `model.module` under DDP: the wrapped module, which the wrapper stands for
         if attr in ("grad", "data"):
             return Value(Kind.TENSOR, base.device if base.kind is Kind.TENSOR else UNKNOWN_DEVICE, False, base.dtype)
         if attr in HOST_ATTRIBUTES:
@@ -396,6 +406,12 @@ class ValueModel(CallValues):
         if value is not CYCLE:
             self._returns_memo[key] = value
         return value
+
+
+def built_on_host(value: Value) -> bool:
+    """A tensor a torch factory built on the host (`torch.arange(n)`), or one computed from such tensors
+    and numbers only: nothing in it came from data."""
+    return value.kind is Kind.TENSOR and value.device == HOST and (value.origin or "").removeprefix("torch.") in HOST_FACTORIES
 
 
 def _named_like(name: str) -> Value:

@@ -85,10 +85,14 @@ def module_outline(source: str) -> ModuleSummary:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return EMPTY
     exports: dict[str, str] = {}
+    imported: dict[str, str] = {}  # `import a.b as c`: c -> a.b; `import a.b`: a -> a
     functions: dict[str, FunctionSummary] = {}
     classes: dict[str, ClassSummary] = {}
     for node in tree.body:
-        if isinstance(node, ast.ImportFrom):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                imported[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
             base = "." * node.level + (node.module or "")
             for alias in node.names:
                 if alias.name == "*":
@@ -96,13 +100,54 @@ def module_outline(source: str) -> ModuleSummary:
                 full = f"{base}.{alias.name}" if node.module else f"{base}{alias.name}" if node.level else alias.name
                 exports[alias.asname or alias.name] = full
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            functions[node.name] = FunctionSummary(where=f"`{node.name}`")
+            functions[node.name] = FunctionSummary(where=f"`{node.name}`", returns_argument=_returned_parameter(node, False))
         elif isinstance(node, ast.ClassDef):
             methods = {
-                m.name: FunctionSummary(where=f"`{node.name}.{m.name}`")
+                m.name: FunctionSummary(where=f"`{node.name}.{m.name}`", returns_argument=_returned_parameter(m, True))
                 for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
             }
             bases = [ast.unparse(b) for b in node.bases]
             module = "forward" in methods or any(b.endswith(("Module", "Model")) for b in bases)
-            classes[node.name] = ClassSummary(Kind.MODULE if module else Kind.OBJECT, methods)
+            spelled = tuple(_spelled(b, exports, imported) for b in bases if _dotted(b))
+            classes[node.name] = ClassSummary(Kind.MODULE if module else Kind.OBJECT, methods, spelled)
     return ModuleSummary(functions, classes, exports)
+
+
+def _dotted(text: str) -> bool:
+    return all(part.isidentifier() for part in text.split("."))
+
+
+def _spelled(base: str, exports: dict[str, str], imported: dict[str, str]) -> str:
+    """A base class as the module's imports spell it in full (`TrainerModel` imported from `trainer`:
+    "trainer.TrainerModel"); a name the module defines itself stays bare."""
+    head, _, rest = base.partition(".")
+    full = exports.get(head) or imported.get(head)
+    if full is None:
+        return base
+    return f"{full}.{rest}" if rest else full
+
+
+def _returned_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> str | None:
+    """"0 model" when every `return` gives back parameter `model`, never rebound (`FunctionSummary`)."""
+    returns: list[ast.Return] = []
+    stores: set[str] = set()
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue  # a nested scope's returns and names are its own
+        if isinstance(node, ast.Return):
+            returns.append(node)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            stores.add(node.id)
+        stack.extend(ast.iter_child_nodes(node))
+    names = {r.value.id for r in returns if isinstance(r.value, ast.Name)}
+    if not returns or len(names) != 1 or any(not isinstance(r.value, ast.Name) for r in returns):
+        return None
+    name = names.pop()
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    if method and params and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list):
+        params = params[1:]
+    if name not in params or name in stores:
+        return None
+    return f"{params.index(name)} {name}"

@@ -19,8 +19,9 @@ from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 from trainlint.project import store
+from trainlint.project.classes import class_hierarchy
 from trainlint.project.importers import IMPORT_TEXT, module_outline, MAX_CHAINS, MAX_IMPORTERS, ImportIndex, import_index, project_root
-from trainlint.model.summary import EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Place, Seed
+from trainlint.model.summary import DISPATCH, EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Place, Seed
 from trainlint.reading import EXISTS, FOLDER, State, probe_state, read_state
 
 # a module containing none of these can say nothing a training step needs
@@ -135,6 +136,8 @@ class Project:
                     callers.append(receiver)
         for importer in callers:
             for call in self.summary(importer).step_calls:
+                if call.target.startswith(DISPATCH):
+                    continue
                 where = self._locate_any(importer, call.target)
                 if where is None:
                     continue
@@ -146,6 +149,19 @@ class Project:
                         chains.append(call.chain)
                     if call.accelerator:
                         accelerator.add(name)
+        # methods overriding ones that a project base class (in another module) calls on `self` every step
+        for name, cls in self.outline(target).classes.items():
+            for base_path, base in class_hierarchy(target, name, self.outline, self._locate)[1]:
+                if base_path == target:
+                    continue  # (the module's own analysis dispatches within it)
+                for call in self.summary(base_path).step_calls:
+                    owner, _, method = call.target.removeprefix(DISPATCH).partition(".")
+                    if call.target.startswith(DISPATCH) and owner == base and method in cls.methods:
+                        chains = found.setdefault(f"{name}.{method}", [])
+                        if call.chain not in chains and len(chains) < MAX_CHAINS:
+                            chains.append(call.chain)
+                        if call.accelerator:
+                            accelerator.add(f"{name}.{method}")
         return {name: Seed(tuple(chains), name in accelerator) for name, chains in found.items()}
 
     def differentiates(self, path: str, qualified: str) -> bool:
@@ -308,10 +324,10 @@ class Project:
         return None
 
     def _search_dirs(self, start: Path) -> list[Path]:
-        """The importer's folder and its parents, up to the project root (or four levels)."""
+        """The importer's folder and its parents, up to the project root (or four levels without one)."""
         out = [start]
         here = start
-        for _ in range(4):
+        for _ in range(12 if self.root is not None and self.root in start.parents else 4):
             if self.root is not None and here.resolve() == self.root:
                 break
             parent = here.parent
@@ -355,6 +371,13 @@ class Project:
             if found is not None:
                 return self._resolve(found[0], found[1], hops + 1, outlines)
         return None
+
+    def class_bases(self, from_file: str, class_name: str) -> tuple[str, ...]:
+        """Every base of class `class_name` of `from_file`, through its project bases in any module
+        (`class_hierarchy`), as the module naming each spells it."""
+        if not from_file or from_file == "-":
+            return ()
+        return class_hierarchy(Path(from_file).resolve(), class_name, self.outline, self._locate)[0]
 
     def outline(self, path: Path, unknown_if_training: bool = False) -> ModuleSummary:
         """The module's names without analysis (`module_outline`): all that finding where a name is

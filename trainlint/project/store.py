@@ -24,7 +24,7 @@ from trainlint.checked_json import (
 )
 from trainlint.reading import State, digest, read_regular
 
-STORE_FORMAT = 6  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined)
+STORE_FORMAT = 7  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns)
 
 if TYPE_CHECKING:
     from trainlint.model.lattice import Value
@@ -40,7 +40,7 @@ def encode_summary(summary: ModuleSummary, depends: set[State], version: int) ->
         "trainlint": version,
         "summary": [
             {k: _encode_function(f) for k, f in summary.functions.items()},
-            {k: [c.kind.value, {m: _encode_function(f) for m, f in c.methods.items()}] for k, c in summary.classes.items()},
+            {k: [c.kind.value, {m: _encode_function(f) for m, f in c.methods.items()}, list(c.bases)] for k, c in summary.classes.items()},
             summary.exports,
             [[c.target, [list(p) for p in c.chain], c.accelerator] for c in summary.step_calls],
             [[a.callee_path, a.callee, a.key, a.class_path, a.class_name] for a in summary.arguments],
@@ -87,27 +87,28 @@ def _decode_step_call(v: object) -> Any:
 def _encode_function(f: FunctionSummary) -> list[object]:
     return [f.where, f.steps, f.backprops, f.trains, f.clears_grads, f.clips, f.scales, f.synchronizes, f.syncs,
             f.reads_arguments, f.no_grad, f.sets_train_mode, f.differentiates_arguments, _encode_value(f.returns),
-            list(f.defined)]
+            list(f.defined), f.returns_argument]
 
 
 def _decode_function(v: object) -> FunctionSummary:
     from trainlint.model.summary import FunctionSummary
 
     (where, steps, backprops, trains, clears_grads, clips, scales, synchronizes, syncs, reads_arguments, no_grad,
-     sets_train_mode, differentiates, returns, defined) = items(v, 15)
+     sets_train_mode, differentiates, returns, defined, returns_argument) = items(v, 16)
     path, qualified = items(defined, 2)
     return FunctionSummary(
         text(where), flag(steps), flag(backprops), flag(trains), flag(clears_grads), flag(clips), flag(scales),
         tuple(text(s) for s in items(synchronizes)), tuple(text(s) for s in items(syncs)), flag(reads_arguments),
         flag(no_grad), flag(sets_train_mode), opt_flag(differentiates), _decode_value(returns), (text(path), text(qualified)),
+        opt_text(returns_argument),
     )
 
 
 def _decode_class(v: object) -> ClassSummary:
     from trainlint.model.summary import ClassSummary
 
-    kind, methods = items(v, 2)
-    return ClassSummary(_kind(kind), {k: _decode_function(f) for k, f in mapping(methods).items()})
+    kind, methods, bases = items(v, 3)
+    return ClassSummary(_kind(kind), {k: _decode_function(f) for k, f in mapping(methods).items()}, tuple(text(b) for b in items(bases)))
 
 
 def _encode_value(v: Value) -> list[object]:

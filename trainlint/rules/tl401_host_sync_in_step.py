@@ -198,18 +198,29 @@ for x, y in loader:
         def per_step(site: Site) -> bool:
             return model.every_step(site) and not _in_optimizer_class(site)
 
+        synced = [
+            cond for cond in model.conditions
+            if cond.kind != "while" and per_step(cond.site) and _device_tensor(model.value(cond.node, cond.site))
+        ]
+        # the body of `if torch.min(y) < -1: print(torch.min(y))` runs after its test has drained the
+        # device's queue, and only when the data says so: one finding, the test's
+        synced_tests = {id(cond.node) for cond in synced if cond.kind == "if"}
+
+        def after_sync(site: Site) -> bool:
+            return any(n is not None and id(n.test) in synced_tests for n in site.gate_nodes)
+
         for call in model.calls:
-            if not per_step(call.site) or _feeds_environment(model, call):
+            if not per_step(call.site) or after_sync(call.site) or _feeds_environment(model, call):
                 continue
             described = self._describe(model, call, chained)
             if described:
                 kind = "host copy" if call.method in HOST_COPIES else "value read"  # for `trainlint verify run`
                 yield Finding(call.node, f"{described} synchronises the host with the GPU on every training step", facts={"kind": kind})
-        for cond in model.conditions:
-            if cond.kind != "while" and per_step(cond.site) and _device_tensor(model.value(cond.node, cond.site)):
+        for cond in synced:
+            if not after_sync(cond.site):
                 yield Finding(cond.node, f"`{cond.kind}` on a tensor's value synchronises the host with the GPU on every training step", facts={"kind": "value read"})
         for fv in model.formatted:
-            if per_step(fv.site) and _device_tensor(model.value(fv.node.expression, fv.site)):
+            if per_step(fv.site) and not after_sync(fv.site) and _device_tensor(model.value(fv.node.expression, fv.site)):
                 text = model.module.code_for_node(fv.node.expression)
                 yield Finding(fv.node, f"formatting tensor `{text}` in an f-string synchronises the host with the GPU on every training step", facts={"kind": "value read"})
 

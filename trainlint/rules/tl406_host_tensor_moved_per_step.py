@@ -14,6 +14,7 @@ from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC,
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import literal_string
 from trainlint.model.lattice import HOST
+from trainlint.model.values import built_on_host
 from trainlint.model.walk import child_nodes, iter_nodes
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule
 
@@ -258,7 +259,7 @@ for x, targets in loader:
                 # `alpha = torch.rand(n, 1); alpha = alpha.cuda()`: built on the host a line above
                 value = model.value(call.receiver, call.site)
                 name = (value.origin or "").removeprefix("torch.")
-                if value.is_tensor and value.device == HOST and name in DETERMINISTIC | RANDOM | LEGACY_CONSTRUCTORS and not name.endswith("_like"):
+                if built_on_host(value) and not name.endswith("_like"):
                     yield Finding(call.node, f"`{call.receiver.value}` is built on the host by `torch.{name}(...)` and copied to the device every step{_legacy(name)}")
                 continue
             if not isinstance(call.receiver, cst.Call):

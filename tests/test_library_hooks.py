@@ -1,0 +1,221 @@
+"""Steps that a training library runs: a method is a per-step hook because the class derives, through
+project bases in any module, from a library class whose trainer calls it every step (DESIGN.md,
+"Values, not names"); a method of the same name in a class of no such library is not one. And
+values that stay host-built through the arithmetic of a step, and the body of a synchronising test."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from tests.helpers import lines
+from trainlint.config import Settings
+from trainlint.engine.lint import lint_paths
+
+
+def lint_tree(tmp_path: Path, files: dict[str, str], paths: list[str] | None = None) -> list[str]:
+    (tmp_path / "pyproject.toml").write_text("")
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    settings = Settings(root=tmp_path)
+    results = lint_paths([(tmp_path / n, settings) for n in (paths or list(files))], jobs=1)
+    return sorted(f"{Path(d.path).relative_to(tmp_path).as_posix()}:{d.line}:{d.code}" for r in results for d in r.diagnostics)
+
+
+# A TTS-style project trained by an external `trainer` package (coqui's): the models derive from it
+# through two project bases in two modules, and the module with the model has no device of its own.
+TTS = {
+    "tts/__init__.py": "",
+    "tts/model.py": """
+        from trainer import TrainerModel
+
+
+        class BaseTrainerModel(TrainerModel):
+            def init_from_config(self, config):
+                raise NotImplementedError
+    """,
+    "tts/models/__init__.py": "",
+    "tts/models/base_tts.py": """
+        from tts.model import BaseTrainerModel
+
+
+        class BaseTTS(BaseTrainerModel):
+            pass
+    """,
+    "tts/models/overflow.py": """
+        import torch
+        from torch import nn
+
+        from tts.models.base_tts import BaseTTS
+
+
+        class Overflow(BaseTTS):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("mean", torch.tensor(0.0))
+                self.proj = nn.Linear(4, 4)
+
+            def preprocess_batch(self, mels):
+                if self.mean.item() == 0:
+                    return mels
+                return mels - self.mean
+
+            def forward(self, mels):
+                return self.proj(self.preprocess_batch(mels))
+
+            def train_step(self, batch, criterion):
+                outputs = self.forward(batch["mels"])
+                return outputs, {"loss": outputs.mean()}
+    """,
+    # the same method names in a class of no training library: nothing runs them every step
+    "tts/tools/tokenizer.py": """
+        import torch
+
+
+        class Tokenizer:
+            def __init__(self):
+                self.counts = torch.zeros(4).cuda()
+
+            def train_step(self, batch):
+                return self.counts.sum().item()
+    """,
+}
+
+
+def test_a_library_hook_is_found_through_project_bases_in_other_modules(tmp_path: Path) -> None:
+    found = lint_tree(tmp_path, TTS)
+    assert "tts/models/overflow.py:15:TL401" in found  # `self.mean.item()` in a method `train_step` reaches
+    assert not any(f.startswith("tts/tools/") for f in found), found
+
+
+def test_one_file_and_the_whole_project_agree_on_library_hooks(tmp_path: Path) -> None:
+    whole = [f for f in lint_tree(tmp_path, TTS) if f.startswith("tts/models/overflow.py")]
+    alone = lint_tree(tmp_path, {}, paths=["tts/models/overflow.py"])
+    assert alone == whole and whole
+
+
+def test_lightning_hooks_through_a_project_base_class(tmp_path: Path) -> None:
+    files = {
+        "base.py": """
+            import pytorch_lightning as pl
+
+
+            class Base(pl.LightningModule):
+                pass
+        """,
+        "model.py": """
+            from base import Base
+
+
+            class Classifier(Base):
+                def training_step(self, batch, batch_idx):
+                    loss = self.net(batch).mean()
+                    self.history.append(loss.item())
+                    return loss
+        """,
+        "plain.py": """
+            import torch
+
+
+            class Runner:
+                def training_step(self, batch):
+                    return torch.ones(2).cuda().sum().item()
+        """,
+    }
+    found = lint_tree(tmp_path, files)
+    assert "model.py:8:TL401" in found
+    assert not any(f.startswith("plain.py") for f in found), found
+
+
+def test_a_tensor_computed_from_host_factories_is_host_built() -> None:
+    code = """
+        import torch
+
+        for images in loader:
+            features = model(images.cuda())
+            labels = torch.cat([torch.arange(batch_size) for _ in range(2)], dim=0)
+            labels = (labels.unsqueeze(0) == labels.unsqueeze(1)).float()
+            labels = labels.to(device)
+            noise = torch.normal(0, 1, size=(4, 8))
+            noise = noise.to(device)
+            batch_labels = targets.cuda() == torch.arange(4)
+            batch_labels = batch_labels.to(device)
+            loss = criterion(features, labels)
+            loss.backward()
+            optimizer.step()
+    """
+    # the batch compared with a factory's tensor is data, not host-built
+    assert lines(code, "TL406") == [8, 10]
+
+
+def test_the_body_of_a_synchronising_test_is_not_a_second_sync() -> None:
+    code = """
+        import torch
+
+        def wav_to_spec(y):
+            if torch.min(y) < -1.0:
+                print("min value is ", torch.min(y))
+            if torch.max(y) > 1.0:
+                print(f"max value is {torch.max(y)}")
+            return y.abs()
+
+        for wav in loader:
+            spec = wav_to_spec(wav.cuda())
+            loss = model(spec).mean()
+            loss.backward()
+            optimizer.step()
+    """
+    assert lines(code, "TL401") == [5, 7]
+
+
+# A trainer whose loop lives in a project base class and whose loss is each subclass's override, in
+# another module (RLHF-style): the base calls `self.compute_loss(batch)` every step.
+OVERRIDES = {
+    "trainers/__init__.py": "",
+    "trainers/base_trainer.py": """
+        import torch
+
+
+        class BaseTrainer:
+            def __init__(self, model, optimizer, loader):
+                self.model = model.cuda()
+                self.optimizer = optimizer
+                self.loader = loader
+
+            def compute_loss(self, batch):
+                raise NotImplementedError
+
+            def fit(self):
+                for batch in self.loader:
+                    loss = self.compute_loss(batch)
+                    loss.backward()
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+    """,
+    "trainers/dpo_trainer.py": """
+        import torch
+
+        from trainers.base_trainer import BaseTrainer
+
+
+        class DPOTrainer(BaseTrainer):
+            def compute_loss(self, batch):
+                chosen, rejected = self.model(batch)
+                loss = -torch.nn.functional.logsigmoid(chosen - rejected).mean()
+                self.metrics = {"accuracy": (chosen > rejected).float().mean().item()}
+                return loss
+
+            def evaluate(self, batch):
+                return self.model(batch).mean().item()
+    """,
+}
+
+
+def test_an_override_called_by_a_base_class_step_loop_in_another_module_is_per_step(tmp_path: Path) -> None:
+    found = lint_tree(tmp_path, OVERRIDES)
+    assert "trainers/dpo_trainer.py:11:TL401" in found
+    assert "trainers/dpo_trainer.py:15:TL401" not in found  # `evaluate` is no override the loop calls
+    alone = lint_tree(tmp_path, {}, paths=["trainers/dpo_trainer.py"])
+    assert alone == [f for f in found if f.startswith("trainers/dpo_trainer.py")]
