@@ -22,6 +22,8 @@ TYPE_ONLY_UPWARD = {
     ("trainlint.model.training", "trainlint.model.summary"): "the project lookup the model is given answers with summaries",
     ("trainlint.model.fix_safety", "trainlint.model.training"): "fix safety reads the TrainingModel it is handed (the summarizer asks it)",
     ("trainlint.model.summary", "trainlint.model.training"): "the summarizer is handed the TrainingModel it summarises",
+    ("trainlint.model.branches", "trainlint.model.training"): "the branch test reads the calls of the TrainingModel it is handed",
+    ("trainlint.project.seeds", "trainlint.project.index"): "the seeds are joined up over the Project that asks for them",
 }
 
 grimp = pytest.importorskip("grimp")

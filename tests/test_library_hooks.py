@@ -1,7 +1,8 @@
 """Steps that a training library runs: a method is a per-step hook because the class derives, through
 project bases in any module, from a library class whose trainer calls it every step (DESIGN.md,
 "Values, not names"); a method of the same name in a class of no such library is not one. And
-values that stay host-built through the arithmetic of a step, and the body of a synchronising test."""
+values that stay host-built through the arithmetic of a step, the body of a synchronising test, and
+branches the steps never take."""
 
 from __future__ import annotations
 
@@ -219,3 +220,35 @@ def test_an_override_called_by_a_base_class_step_loop_in_another_module_is_per_s
     assert "trainers/dpo_trainer.py:15:TL401" not in found  # `evaluate` is no override the loop calls
     alone = lint_tree(tmp_path, {}, paths=["trainers/dpo_trainer.py"])
     assert alone == [f for f in found if f.startswith("trainers/dpo_trainer.py")]
+
+
+def test_a_fallback_branch_that_only_the_error_path_asks_for_is_not_every_step() -> None:
+    code = """
+        import torch
+
+        class Head(torch.nn.Module):
+            def assign(self, boxes, preds, mode="gpu"):
+                if mode == "cpu":
+                    boxes = boxes.cpu().float()
+                    preds = preds.cpu()
+                return (boxes - preds).abs().sum().item()
+
+            def forward(self, boxes, preds):
+                try:
+                    n = self.assign(boxes, preds)
+                except RuntimeError:
+                    torch.cuda.empty_cache()
+                    n = self.assign(boxes, preds, "cpu")
+                return preds.mean() * n
+
+        head = Head().cuda()
+        for boxes, preds in loader:
+            loss = head(boxes.cuda(), preds.cuda())
+            loss.backward()
+            optimizer.step()
+    """
+    # the `.item()` runs every step; the `.cpu()` copies only when the error path asks for "cpu"
+    assert lines(code, "TL401") == [9]
+    # a caller on the step path that asks for the fallback takes it
+    taken = code.replace("n = self.assign(boxes, preds)\n", 'n = self.assign(boxes, preds, mode="cpu")\n')
+    assert lines(taken, "TL401") == [7, 8, 9]

@@ -247,6 +247,9 @@ def test_a_noqa_on_the_calling_line_drops_that_chain() -> None:
     one = lint(code.format(noqa_a="  # noqa: TL401", noqa_b=""), "TL401")
     assert [(d.line, [[loc.line for loc in c] for c in d.chains]) for d in one] == [(5, [[14]])]
     assert lint(code.format(noqa_a="  # noqa: TL401", noqa_b="  # noqa: TL401"), "TL401") == []
+    # a bare `# noqa` (for a long line, say) speaks of its own line: the chains through it stay
+    bare = lint(code.format(noqa_a="  # noqa", noqa_b="  # noqa: E501"), "TL401")
+    assert [(d.line, len(d.chains)) for d in bare] == [(5, 2)]
 
 
 def test_tl001_reports_a_call_site_noqa_that_drops_no_chain() -> None:

@@ -87,6 +87,15 @@ class Suppressions:
                     return True
         return False
 
+    def names(self, code: str, line: int) -> bool:
+        """Whether a comment on `line` names `code` (`# noqa: TL401`), which a calling line needs to
+        drop a call chain: a bare `# noqa` there is about that line's own code (a long call, say)."""
+        codes = self.lines.get(line)
+        if codes is not None and code in codes:
+            self.used.add((line, code))
+            return True
+        return False
+
     def unused(self, path: str, ran: Collection[str]) -> list[Diagnostic]:
         """TL001 for each comment naming codes of rules in `ran` that suppressed nothing."""
         if self.file_all or UNUSED_NOQA[0] in self.file_codes:

@@ -200,11 +200,10 @@ def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], 
         return known[0]
 
     with watching() as probed:
-        if any(r.per_step for r in rules) and could_step(source, settings.step_functions, imports_project):
-            pass
-        elif "def " in source and per_step and shared().step_seeds(name):
+        if "def " in source and per_step and shared().step_seeds(name):
+            # run every step from elsewhere: every per-step rule may fire, whatever this text holds
             rules = [r for r in rules if not r.per_step] + per_step
-        else:
+        elif not (any(r.per_step for r in rules) and could_step(source, settings.step_functions, imports_project)):
             rules = [r for r in rules if not r.per_step]
         rules = [r for r in rules if r.may_fire(source, imports_project)]
     return rules, tuple(sorted(probed))
@@ -325,7 +324,7 @@ def _diagnostics(
         if rule.per_step and chained:
             chains = _chains_of(span, chained, positions, name)
             kept = tuple(
-                c for c in chains if not any(loc.path == name and suppressions.suppressed(rule.code, loc.line) for loc in c)
+                c for c in chains if not any(loc.path == name and suppressions.names(rule.code, loc.line) for loc in c)
             )
             if chains and not kept:  # suppressed on a calling line of every chain
                 continue

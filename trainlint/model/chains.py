@@ -12,6 +12,8 @@ import libcst as cst
 from trainlint.model.facts import Call, Function
 from trainlint.model.summary import DISPATCH
 
+MAX_WHENEVER = 48  # calls recorded per function run from elsewhere (a model's `forward` and what it runs)
+
 if TYPE_CHECKING:
     from trainlint.model.lattice import Value
     from trainlint.model.summary import Place, StepCall
@@ -119,12 +121,55 @@ class StepChains:
             if fn is not None and fn in self.step_functions:
                 chains = self.step_chains(fn)
                 prefix = chains[0] if chains else ()
-            found.append((target, (*prefix, call)))
-        places = place([c for _, chain in found for c in chain if not isinstance(c, tuple)]) if found else {}
+            found.append((target, (*prefix, call), ""))
+        found.extend(self._calls_whenever_run())
+        places = place([c for _, chain, _ in found for c in chain if not isinstance(c, tuple)]) if found else {}
         return [
-            StepCall(target, tuple(c if isinstance(c, tuple) else places.get(c, (self.path, 0, 0)) for c in chain), self.uses_accelerator)
-            for target, chain in found
+            StepCall(target, tuple(c if isinstance(c, tuple) else places.get(c, (self.path, 0, 0)) for c in chain), self.uses_accelerator, when)
+            for target, chain, when in found
         ]
+
+    def _calls_whenever_run(self) -> list[tuple[str, tuple[Call, ...], str]]:
+        """For each function other modules may run (top level, or a method of a top-level class) that
+        is not per step here already: the calls into other project modules it makes whenever it runs,
+        through the functions of this module it runs each time (ungated), each with its chain from
+        its body. Per step wherever the function is (`Project.step_seeds` joins them up): what this
+        module does every step does not depend on who calls it, so its summary does not either."""
+        if self.is_test_code:
+            return []
+        edges: dict[Function, list[tuple[Call, Function]]] = {}
+        direct: dict[Function, list[tuple[Call, str]]] = {}
+        for call in self.calls:
+            fn = call.site.function
+            if fn is None or fn in self.step_functions or fn.runs_once or self.framework_internal(call.site):
+                continue
+            if self._gated(call.site, {fn}) or self._outermost_step_loop(call.site) is not None:
+                continue
+            for callee in self.callees(call):
+                if callee is not fn and callee not in self.step_functions:
+                    edges.setdefault(fn, []).append((call, callee))
+            target = self.project_target(call) or self._dispatched(call)
+            if target is not None:
+                direct.setdefault(fn, []).append((call, target))
+        if not direct:
+            return []
+        out: list[tuple[str, tuple[Call, ...], str]] = []
+        for entry in self.functions:
+            if entry.parent is not None or entry in self.step_functions or entry.runs_once:
+                continue
+            reached: dict[Function, tuple[Call, ...]] = {entry: ()}
+            queue = [entry]
+            found = 0
+            while queue and found < MAX_WHENEVER:
+                fn = queue.pop(0)
+                for call, target in direct.get(fn, ()):
+                    out.append((target, (*reached[fn], call), entry.qualified))
+                    found += 1
+                for call, callee in edges.get(fn, ()):
+                    if callee not in reached:
+                        reached[callee] = (*reached[fn], call)
+                        queue.append(callee)
+        return out
 
     def _dispatched(self, call: Call) -> str | None:
         """`self.compute_loss(batch)` in a method of class `Base`: "self::Base.compute_loss", which runs

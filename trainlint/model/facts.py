@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 
+ONCE_DECORATORS = frozenset({"functools.lru_cache", "functools.cache", "lru_cache", "cache", "functools.cached_property", "cached_property"})
+
+
 @dataclass(eq=False)
 class Function:
     """A function or method definition."""
@@ -23,6 +26,11 @@ class Function:
     defaults: dict[str, cst.BaseExpression] = field(default_factory=dict)  # parameter -> default value
     return_facts: list["Return"] = field(default_factory=list)
     parent: "Function | None" = None  # the enclosing function of a nested one (a closure's scope)
+
+    @property
+    def runs_once(self) -> bool:
+        """Memoised (`@lru_cache`): it computes once per argument, not once per step."""
+        return any(d in ONCE_DECORATORS for d in self.decorators)
 
     @property
     def qualified(self) -> str:

@@ -80,6 +80,10 @@ class StepCall:
     target: str  # as this module's imports spell it: "utils.all_reduce", "models.losses.SetCriterion.forward"
     chain: tuple[Place, ...]  # the calls from the step loop down to this one (this call last)
     accelerator: bool = False  # the step runs on an accelerator (the calling module puts work on one)
+    # "" when the module's own step loop (or a library's step hook) makes the call; else the function
+    # of this module ("f", "Class.method") that makes it whenever it runs, so every step where that
+    # function runs every step (the chain then starts in its body)
+    when: str = ""
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,7 @@ class ModuleSummary:
     exports: dict[str, str] = field(default_factory=dict)  # imported names, for re-exports
     step_calls: tuple[StepCall, ...] = ()
     arguments: tuple[Argument, ...] = ()  # instances of project classes passed to other modules
+    outline: bool = False  # names only, read without analysis (a module with no training code)
 
 
 EMPTY = ModuleSummary()

@@ -36,6 +36,7 @@ from trainlint.model.names import ImportMap, dotted, tokens
 from trainlint.model.reaching import ReachingDefinitions
 from trainlint.model.symbols import SymbolQueries
 from trainlint.model.torchnames import literal_string
+from trainlint.model.branches import branch_not_taken
 from trainlint.model.value_calls import MODULE_RESULT_WORDS
 from trainlint.model.walk import walk
 
@@ -63,7 +64,6 @@ if TYPE_CHECKING:
     from trainlint.model.summary import Place, ProjectLookup
 
 OTHER_FRAMEWORKS = ("mxnet", "tensorflow", "jax", "flax", "keras", "paddle", "mindspore", "oneflow")
-ONCE_DECORATORS = frozenset({"functools.lru_cache", "functools.cache", "lru_cache", "cache", "functools.cached_property", "cached_property"})
 
 
 def _counted(loop: Loop) -> bool:
@@ -99,11 +99,6 @@ def could_step(source: str, step_functions: frozenset[str] | tuple[str, ...], im
     if "step" in source and STEP_CALL_TEXT.search(source):
         return True
     return LOOP_TEXT.search(source) is not None and imports_project()
-
-
-def _runs_once(fn: Function) -> bool:
-    """A memoised function (`@lru_cache`) computes once per argument, not once per step."""
-    return any(d in ONCE_DECORATORS for d in fn.decorators)
 
 
 @dataclass(eq=False)
@@ -344,7 +339,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         if seeds:
             for fn in self.functions:
                 seed = seeds.get(fn.qualified) if fn.parent is None else None
-                if seed is not None and not _runs_once(fn):
+                if seed is not None and not fn.runs_once:
                     per_step.add(fn)
                     self._external_chains[fn] = seed.chains
                     self._stepped_on_accelerator |= seed.accelerator
@@ -393,14 +388,14 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         return None
 
     def _in_step(self, site: Site, step_functions: set[Function] | frozenset[Function]) -> bool:
-        if self.is_test_code or (site.function is not None and _runs_once(site.function)):
+        if self.is_test_code or (site.function is not None and site.function.runs_once):
             return False
         if site.function is not None and site.function in step_functions:
             return True
         return self._outermost_step_loop(site) is not None
 
     def _gated(self, site: Site, step_functions: set[Function] | frozenset[Function]) -> bool:
-        if site.in_except:
+        if site.in_except or branch_not_taken(self, site):
             return True
         if site.function is not None and site.function in step_functions:
             base = 0

@@ -110,7 +110,7 @@ def module_outline(source: str) -> ModuleSummary:
             module = "forward" in methods or any(b.endswith(("Module", "Model")) for b in bases)
             spelled = tuple(_spelled(b, exports, imported) for b in bases if _dotted(b))
             classes[node.name] = ClassSummary(Kind.MODULE if module else Kind.OBJECT, methods, spelled)
-    return ModuleSummary(functions, classes, exports)
+    return ModuleSummary(functions, classes, exports, outline=True)
 
 
 def _dotted(text: str) -> bool:

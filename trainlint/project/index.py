@@ -20,8 +20,9 @@ from typing import Any, Callable, Iterator
 
 from trainlint.project import store
 from trainlint.project.classes import class_hierarchy
+from trainlint.project.seeds import join_seeds
 from trainlint.project.importers import IMPORT_TEXT, module_outline, MAX_CHAINS, MAX_IMPORTERS, ImportIndex, import_index, project_root
-from trainlint.model.summary import DISPATCH, EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Place, Seed
+from trainlint.model.summary import DISPATCH, EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Place, Seed, StepCall
 from trainlint.reading import EXISTS, FOLDER, State, probe_state, read_state
 
 # a module containing none of these can say nothing a training step needs
@@ -73,8 +74,8 @@ class Project:
         self.root = root.resolve() if root is not None else None
         self.depth = depth
         # path -> the state of the content summarised, the summary, the states it was computed from
-        self._summaries: dict[Path, tuple[State, ModuleSummary, set[State]]] = {}
-        self._current: set[Path] = set()  # modules whose content was read since the last `rescan`
+        self._summaries: dict[tuple[Path, bool], tuple[State, ModuleSummary, set[State]]] = {}
+        self._current: set[tuple[Path, bool]] = set()  # summaries whose content was read since the last `rescan`
         self._outlines: dict[Path, tuple[State, ModuleSummary, ModuleSummary]] = {}  # names; names without what is unknown
         self._current_outlines: set[Path] = set()
         # (folder, dotted module) -> its file if any, and the states of the paths it was looked for at
@@ -86,6 +87,7 @@ class Project:
         self._index: dict[Path, ImportIndex] = {}  # per project root: which files import which names
         self._computing: set[Path] = set()  # summaries being computed (imports may form cycles)
         self._seeds: dict[Path, tuple[dict[str, Seed], tuple[State, ...]]] = {}  # with what they read
+        self._seeding: set[Path] = set()  # modules whose seeds are being joined up
         # what fixes asked: (path, qualified name) -> the content it was asked of, the answer, what it read
         self._differentiates: dict[tuple[Path, str], tuple[State, bool, tuple[State, ...]]] = {}
 
@@ -95,74 +97,47 @@ class Project:
         `.engine.train_one_epoch`), or None when it is not a name of a local module."""
         if self.depth > MAX_DEPTH or not from_file or from_file == "-":
             return None
-        found = self._locate_any(Path(from_file), qualname)
+        found = self.locate_any(Path(from_file), qualname)
         if found is None:
             return None
         path, rest = found
         return self._resolve(path, rest, hops=0, outlines=self.depth == MAX_DEPTH)
 
-    def _locate_any(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
-        """`_locate`, and "file::Name.attr" (a class another module passed in) by its file."""
+    def locate_any(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
+        """`locate`, and "file::Name.attr" (a class another module passed in) by its file."""
         if "::" in qualname:
             file, _, rest = qualname.partition("::")
             return (Path(file), rest.split(".")) if file and rest else None
-        return self._locate(importer, qualname)
+        return self.locate(importer, qualname)
 
     def step_seeds(self, path: str) -> dict[str, Seed]:
         """The functions of module `path` ("f", "Class.method") that other modules of the project call
-        on every training step, each with the call chains that reach it (`ProjectLookup.step_seeds`)."""
-        if self.depth >= MAX_DEPTH or not path or path == "-":
+        on every training step, each with the call chains that reach it (`ProjectLookup.step_seeds`).
+
+        Joined up from the callers' summaries, which do not depend on their own callers: the calls a
+        module makes from its step loops, and those its functions make whenever they run, which are
+        per step where those functions are (asked of their callers in turn, as far up as callers go).
+        Only the analysis of the module being linted asks: summaries are free of seeds."""
+        if self.depth > 0 or not path or path == "-":
             return {}
         target = Path(path).resolve()
         known = self._seeds.get(target)
         if known is not None:  # asked by the prefilter, then by the analysis: computed once
             _note(*known[1])
             return known[0]
-        with watching() as read:  # (what it reads is noted for the watchers around this call too)
-            seeds = self._step_seeds(target)
-        if not self._computing:  # inside a cycle of summaries the answer may be partial
-            self._seeds[target] = (seeds, tuple(read))
+        if target in self._seeding:  # callers that call each other: the inner ask sees none
+            return {}
+        self._seeding.add(target)
+        try:
+            with watching() as read:  # (what it reads is noted for the watchers around this call too)
+                seeds = self._step_seeds(target)
+        finally:
+            self._seeding.discard(target)
+        self._seeds[target] = (seeds, tuple(read))
         return seeds
 
     def _step_seeds(self, target: Path) -> dict[str, Seed]:
-        found: dict[str, list[tuple[Place, ...]]] = {}
-        accelerator: set[str] = set()
-        callers = self._importers(target)
-        # and the modules its importers hand instances of its classes to (`Trainer(model)`)
-        for importer in list(callers):
-            for a in self.summary(importer).arguments:
-                receiver = Path(a.callee_path)
-                if a.class_path == str(target) and receiver != target and receiver not in callers:
-                    callers.append(receiver)
-        for importer in callers:
-            for call in self.summary(importer).step_calls:
-                if call.target.startswith(DISPATCH):
-                    continue
-                where = self._locate_any(importer, call.target)
-                if where is None:
-                    continue
-                final = self._defined_in(where[0], where[1], hops=0)
-                if final is not None and final[0] == target and len(final[1]) in (1, 2):
-                    name = ".".join(final[1])
-                    chains = found.setdefault(name, [])
-                    if call.chain not in chains and len(chains) < MAX_CHAINS:
-                        chains.append(call.chain)
-                    if call.accelerator:
-                        accelerator.add(name)
-        # methods overriding ones that a project base class (in another module) calls on `self` every step
-        for name, cls in self.outline(target).classes.items():
-            for base_path, base in class_hierarchy(target, name, self.outline, self._locate)[1]:
-                if base_path == target:
-                    continue  # (the module's own analysis dispatches within it)
-                for call in self.summary(base_path).step_calls:
-                    owner, _, method = call.target.removeprefix(DISPATCH).partition(".")
-                    if call.target.startswith(DISPATCH) and owner == base and method in cls.methods:
-                        chains = found.setdefault(f"{name}.{method}", [])
-                        if call.chain not in chains and len(chains) < MAX_CHAINS:
-                            chains.append(call.chain)
-                        if call.accelerator:
-                            accelerator.add(f"{name}.{method}")
-        return {name: Seed(tuple(chains), name in accelerator) for name, chains in found.items()}
+        return join_seeds(self, target)
 
     def differentiates(self, path: str, qualified: str) -> bool:
         """Whether a function of a project module may differentiate a value it is given
@@ -192,7 +167,7 @@ class Project:
             return {}
         target = str(Path(path).resolve())
         found: dict[tuple[str, str], set[str]] = {}
-        for importer in self._importers(Path(target)):
+        for importer in self.importers(Path(target)):
             for a in self.summary(importer).arguments:
                 if a.callee_path == target:
                     found.setdefault((a.callee, a.key), set()).add(f"{a.class_path}::{a.class_name}")
@@ -202,20 +177,20 @@ class Project:
         """The instances a module passes to other project modules, resolved to the defining files."""
         out: list[Argument] = []
         for callee, key, origin in passed:
-            where = self._locate(path, callee)
-            final = self._defined_in(where[0], where[1], hops=0) if where is not None else None
+            where = self.locate(path, callee)
+            final = self.defined_in(where[0], where[1], hops=0) if where is not None else None
             if final is None or len(final[1]) not in (1, 2):
                 continue
             if origin.startswith("::"):
                 cls: tuple[Path, list[str]] | None = (path.resolve(), [origin[2:]])
             else:
-                found = self._locate(path, origin)
-                cls = self._defined_in(found[0], found[1], hops=0) if found is not None else None
+                found = self.locate(path, origin)
+                cls = self.defined_in(found[0], found[1], hops=0) if found is not None else None
             if cls is not None and len(cls[1]) == 1:
                 out.append(Argument(str(final[0]), ".".join(final[1]), key, str(cls[0]), cls[1][0]))
         return tuple(out)
 
-    def _defined_in(self, path: Path, rest: list[str], hops: int) -> tuple[Path, list[str]] | None:
+    def defined_in(self, path: Path, rest: list[str], hops: int) -> tuple[Path, list[str]] | None:
         """Where a name a module offers is defined: followed through re-exports (`from .m import f`)."""
         if not rest or hops > 3:
             return None
@@ -225,10 +200,10 @@ class Project:
         exported = summary.exports.get(rest[0])
         if exported is None:
             return None
-        found = self._locate(path, ".".join([exported, *rest[1:]]))
-        return self._defined_in(found[0], found[1], hops + 1) if found is not None else None
+        found = self.locate(path, ".".join([exported, *rest[1:]]))
+        return self.defined_in(found[0], found[1], hops + 1) if found is not None else None
 
-    def _importers(self, target: Path) -> list[Path]:
+    def importers(self, target: Path) -> list[Path]:
         """The project's files whose import statements name `target`'s module (or a package that
         re-exports it): the files that may call into it. Read from the text, indexed once."""
         root = project_root(target)
@@ -291,7 +266,7 @@ class Project:
         return known
 
     # -- finding modules -----------------------------------------------------------------------
-    def _locate(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
+    def locate(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
         key = (importer, qualname)
         hit = self._located.get(key)
         if hit is None:
@@ -367,7 +342,7 @@ class Project:
             return cls.methods.get(rest[1]) if len(rest) == 2 else None
         target = summary.exports.get(name)
         if target is not None:  # re-exported: `from .scaler import NativeScaler` in a package
-            found = self._locate(path, ".".join([target, *rest[1:]]))
+            found = self.locate(path, ".".join([target, *rest[1:]]))
             if found is not None:
                 return self._resolve(found[0], found[1], hops + 1, outlines)
         return None
@@ -377,7 +352,7 @@ class Project:
         (`class_hierarchy`), as the module naming each spells it."""
         if not from_file or from_file == "-":
             return ()
-        return class_hierarchy(Path(from_file).resolve(), class_name, self.outline, self._locate)[0]
+        return class_hierarchy(Path(from_file).resolve(), class_name, self.outline, self.locate)[0]
 
     def outline(self, path: Path, unknown_if_training: bool = False) -> ModuleSummary:
         """The module's names without analysis (`module_outline`): all that finding where a name is
@@ -398,23 +373,31 @@ class Project:
         _note(known[0])
         return known[2] if unknown_if_training else known[1]
 
-    def summary(self, path: Path) -> ModuleSummary:
-        """The module's summary (memoised by content); empty when it cannot be read."""
-        known = self._summaries.get(path)
-        if known is None or path not in self._current:
+    def summary(self, path: Path, steps: bool = False) -> ModuleSummary:
+        """The module's summary (memoised by content); empty when it cannot be read. A module with no
+        training code is known by its outline, unless `steps`: what it calls whenever its functions
+        run is asked (a step may pass through a model's `forward` to its loss head)."""
+        key = (path, steps)
+        known = self._summaries.get(key)
+        if known is None or key not in self._current:
             state, data = read_state(str(path))
-            self._current.add(path)
+            self._current.add(key)
             if known is None or known[0] != state:
-                known = self._summaries[path] = (state, *self._summarise(path, state, data))
+                plain = self.summary(path) if steps else None
+                if plain is not None and not plain.outline:
+                    known = self._summaries[(path, False)]  # the same analysis
+                else:
+                    known = (state, *self._summarise(path, state, data, steps))
+                self._summaries[key] = known
         state, summary, depends = known
         _note(state, *depends)
         return summary
 
-    def _summarise(self, path: Path, state: State, data: bytes | None) -> tuple[ModuleSummary, set[State]]:
+    def _summarise(self, path: Path, state: State, data: bytes | None, steps: bool) -> tuple[ModuleSummary, set[State]]:
         """The summary of the content read, from the run's shared store when another process made it."""
         if data is None:
             return EMPTY, set()
-        shared_entry = store.shared_entry(path, state, self.depth)
+        shared_entry = store.shared_entry(path, state, self.depth * 2 + steps)
         stored = store.load_shared(shared_entry)
         if stored is not None:
             return stored
@@ -423,20 +406,20 @@ class Project:
         self._computing.add(path)
         try:
             with watching() as depends:
-                summary = self._compute(path, data)
+                summary = self._compute(path, data, steps)
         finally:
             self._computing.discard(path)
         store.store_shared(shared_entry, summary, depends)
         return summary, depends
 
-    def _compute(self, path: Path, data: bytes) -> ModuleSummary:
+    def _compute(self, path: Path, data: bytes, steps: bool) -> ModuleSummary:
         # as reading the text would: undecodable bytes replaced, newlines universal
         source = data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
         if self._deeper is None:
             self._deeper = Project(self.root, self.depth + 1)
-        # a module with no training token says nothing of its own, unless other modules run it every
-        # step (then the calls it makes onward matter: a model's `forward` calling its loss head)
-        if not any(token in source for token in TRAINING_TOKENS) and not self._deeper.step_seeds(str(path)):
+        # a module with no training token says nothing of its own, unless a step may pass through it
+        # (then the calls it makes onward matter: a model's `forward` calling its loss head)
+        if not steps and not any(token in source for token in TRAINING_TOKENS):
             return module_outline(source)
         try:
             from trainlint.model.summary import Summarizer

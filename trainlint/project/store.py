@@ -24,7 +24,7 @@ from trainlint.checked_json import (
 )
 from trainlint.reading import State, digest, read_regular
 
-STORE_FORMAT = 7  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns)
+STORE_FORMAT = 8  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs)
 
 if TYPE_CHECKING:
     from trainlint.model.lattice import Value
@@ -42,8 +42,9 @@ def encode_summary(summary: ModuleSummary, depends: set[State], version: int) ->
             {k: _encode_function(f) for k, f in summary.functions.items()},
             {k: [c.kind.value, {m: _encode_function(f) for m, f in c.methods.items()}, list(c.bases)] for k, c in summary.classes.items()},
             summary.exports,
-            [[c.target, [list(p) for p in c.chain], c.accelerator] for c in summary.step_calls],
+            [[c.target, [list(p) for p in c.chain], c.accelerator, c.when] for c in summary.step_calls],
             [[a.callee_path, a.callee, a.key, a.class_path, a.class_name] for a in summary.arguments],
+            summary.outline,
         ],
         "depends": sorted(depends),
     })
@@ -54,13 +55,14 @@ def decode_summary(raw: bytes, version: int) -> tuple[ModuleSummary, set[State]]
     from trainlint.model.summary import ModuleSummary
 
     data = header(raw, version, _SUMMARY_KEYS)
-    functions, classes, exports, step_calls, arguments = items(data["summary"], 5)
+    functions, classes, exports, step_calls, arguments, outline = items(data["summary"], 6)
     summary = ModuleSummary(
         {k: _decode_function(f) for k, f in mapping(functions).items()},
         {k: _decode_class(c) for k, c in mapping(classes).items()},
         {k: text(v) for k, v in mapping(exports).items()},
         tuple(_decode_step_call(c) for c in items(step_calls)),
         tuple(_decode_argument(a) for a in items(arguments)),
+        flag(outline),
     )
     return summary, set(decode_states(data["depends"]))
 
@@ -74,14 +76,14 @@ def _decode_argument(v: object) -> Any:
 def _decode_step_call(v: object) -> Any:
     from trainlint.model.summary import StepCall
 
-    target, chain, accelerator = items(v, 3)
+    target, chain, accelerator, when = items(v, 4)
     places = []
     for place in items(chain):
         path, line, column = items(place, 3)
         if type(line) is not int or type(column) is not int:
             raise BadEntry("not a place")
         places.append((text(path), line, column))
-    return StepCall(text(target), tuple(places), flag(accelerator))
+    return StepCall(text(target), tuple(places), flag(accelerator), text(when))
 
 
 def _encode_function(f: FunctionSummary) -> list[object]:
