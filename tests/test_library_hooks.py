@@ -45,6 +45,41 @@ TTS = {
         class BaseTTS(BaseTrainerModel):
             pass
     """,
+    "tts/layers/__init__.py": "",
+    "tts/layers/losses.py": """
+        import torch
+        from torch import nn
+
+
+        class SSIMLoss(nn.Module):
+            def forward(self, y_hat, y):
+                loss = (y_hat - y).abs().mean()
+                if loss.item() > 1.0:
+                    loss = torch.clamp(loss, max=1.0)
+                return loss
+
+
+        class TacotronLoss(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ssim = SSIMLoss()
+
+            def forward(self, outputs, targets):
+                return {"loss": self.ssim(outputs, targets)}
+    """,
+    "tts/models/tacotron.py": """
+        from tts.layers.losses import TacotronLoss
+        from tts.models.base_tts import BaseTTS
+
+
+        class Tacotron(BaseTTS):
+            def get_criterion(self):
+                return TacotronLoss()
+
+            def train_step(self, batch, criterion):
+                outputs = self.decoder(batch["text"])
+                return outputs, criterion(outputs, batch["mels"])
+    """,
     "tts/models/overflow.py": """
         import torch
         from torch import nn
@@ -89,6 +124,12 @@ def test_a_library_hook_is_found_through_project_bases_in_other_modules(tmp_path
     found = lint_tree(tmp_path, TTS)
     assert "tts/models/overflow.py:15:TL401" in found  # `self.mean.item()` in a method `train_step` reaches
     assert not any(f.startswith("tts/tools/") for f in found), found
+
+
+def test_the_criterion_a_library_passes_to_a_hook_is_the_model_s_own(tmp_path: Path) -> None:
+    # coqui's Trainer calls `model.train_step(batch, criterion)` with `model.get_criterion()`: the loss
+    # module's `forward`, and the SSIM loss it runs, run every step
+    assert "tts/layers/losses.py:9:TL401" in lint_tree(tmp_path, TTS)
 
 
 def test_one_file_and_the_whole_project_agree_on_library_hooks(tmp_path: Path) -> None:
@@ -252,3 +293,57 @@ def test_a_fallback_branch_that_only_the_error_path_asks_for_is_not_every_step()
     # a caller on the step path that asks for the fallback takes it
     taken = code.replace("n = self.assign(boxes, preds)\n", 'n = self.assign(boxes, preds, mode="cpu")\n')
     assert lines(taken, "TL401") == [7, 8, 9]
+
+
+def test_a_host_built_chain_moved_by_type_as_or_from_an_attribute() -> None:
+    code = """
+        import torch
+
+        class Head(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.table = torch.arange(64).float()
+
+            def forward(self, x, lengths):
+                strides = torch.zeros(1, x.shape[1]).fill_(8).type_as(x)
+                picks = (torch.rand([x.shape[0]]).type_as(x) * lengths).long()
+                counts = torch.zeros(4)
+                offsets = torch.arange(4).type_as(counts)
+                table = self.table[: x.shape[1]].to(x.device)
+                return x * strides + table + picks.sum() + offsets.sum()
+
+        head = Head().cuda()
+        for x, lengths in loader:
+            loss = head(x.cuda(), lengths.cuda()).mean()
+            loss.backward()
+            optimizer.step()
+    """
+    # `offsets` takes the type of a host tensor: it stays where it was built
+    assert lines(code, "TL406") == [10, 11, 14]
+
+
+def test_a_tensor_moved_once_and_minibatches_of_a_host_buffer_are_not_rebuilt_each_step() -> None:
+    code = """
+        import torch
+
+        class Diffusion(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.noise_level = torch.linspace(0, 1, 50)
+
+            def forward(self, y):
+                self.noise_level = self.noise_level.to(y)
+                return y * self.noise_level[:, None].mean()
+
+        model = Diffusion().cuda()
+        storage = torch.zeros(1000, 8)
+        for step in range(100):
+            idx = torch.randint(0, 1000, (32,))
+            rows = storage[idx].to(torch.float32).to("cuda")
+            noise = torch.randn(32, 8).cuda()
+            loss = model(rows + noise).mean()
+            loss.backward()
+            optimizer.step()
+    """
+    # the level replaces itself with its device copy; the rows are stored data picked per step
+    assert lines(code, "TL406") == [18]

@@ -9,7 +9,8 @@ from pathlib import Path
 import libcst as cst
 
 from trainlint.model.facts import ClassInfo, Assign, Call, Function, Site
-from trainlint.model.hooks import FRAMEWORK_WORDS, LIBRARY_HOOK_NAMES, library_step_hook
+from trainlint.model.hooks import FRAMEWORK_WORDS, LIBRARY_HOOK_NAMES, library_argument, library_step_hook
+from trainlint.model.lattice import Kind, Value
 from trainlint.model.names import tokens
 
 
@@ -195,6 +196,25 @@ class CallGraph:
         if fn.class_name is None or fn.name not in LIBRARY_HOOK_NAMES:
             return False
         return library_step_hook(fn.name, self.class_bases(fn))
+
+    def library_argument(self, fn: Function, parameter: str) -> Value | None:
+        """What a library's trainer passes for `parameter` of hook `fn`: the result of another method
+        of the object (`criterion` = `self.get_criterion()`), its own or a project base class's."""
+        if fn.class_name is None or fn.name not in LIBRARY_HOOK_NAMES:
+            return None
+        bases = self.class_bases(fn)
+        provider = library_argument(fn.name, parameter, bases)
+        if provider is None:
+            return None
+        info = self.local_class(fn.class_name)
+        local = self._method(info, provider) if info is not None else None
+        if local is not None:
+            return self.values.returns(local)
+        for base in bases:
+            methods = self.class_methods(base)
+            if methods is not None and provider in methods and methods[provider].returns.kind is not Kind.UNKNOWN:
+                return methods[provider].returns
+        return None
 
     def class_bases(self, fn: Function) -> tuple[str, ...]:
         """The bases of `fn`'s class, through its project bases in any module."""

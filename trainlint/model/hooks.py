@@ -40,6 +40,21 @@ LIBRARY_STEP_HOOKS: dict[tuple[str, str], frozenset[str]] = {
     ("mmengine", "Hook"): frozenset({"before_train_iter", "after_train_iter"}),
 }
 LIBRARY_HOOK_NAMES = frozenset().union(*LIBRARY_STEP_HOOKS.values())
+# What a library's trainer passes to a hook's parameter: the result of another method of the same
+# object (coqui's `Trainer` calls `model.train_step(batch, criterion)` with `model.get_criterion()`).
+LIBRARY_HOOK_ARGUMENTS: dict[tuple[str, str], dict[tuple[str, str], str]] = {
+    ("trainer", "TrainerModel"): {("train_step", "criterion"): "get_criterion", ("optimize", "criterion"): "get_criterion"},
+}
+
+
+def library_argument(method: str, parameter: str, bases: tuple[str, ...]) -> str | None:
+    """The method of the same object whose result a library passes for `parameter` of hook `method`."""
+    for base in bases:
+        root, _, rest = base.partition(".")
+        passed = LIBRARY_HOOK_ARGUMENTS.get((root, rest.rsplit(".", 1)[-1])) if rest else None
+        if passed is not None and (method, parameter) in passed:
+            return passed[(method, parameter)]
+    return None
 
 
 def library_step_hook(method: str, bases: tuple[str, ...]) -> bool:

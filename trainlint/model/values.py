@@ -259,6 +259,9 @@ class ValueModel(CallValues):
             value = self._annotation(annotation)
             if value is not None:
                 return value
+        provided = self.model.library_argument(fn, name)
+        if provided is not None:
+            return provided
         passed = self._arguments(fn, name)
         if passed is not None:
             return passed

@@ -13,7 +13,7 @@ from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES as RANDOM
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import literal_string
-from trainlint.model.lattice import HOST
+from trainlint.model.lattice import HOST, Kind
 from trainlint.model.values import built_on_host
 from trainlint.model.walk import child_nodes, iter_nodes
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule
@@ -50,9 +50,12 @@ def _is_dtype(model: TrainingModel, expr: cst.BaseExpression, site: Site, depth:
 
 
 def _moves_device(model: TrainingModel, call: Call) -> bool:
-    """`.cuda()`, `.to(device)`: a copy to a device (not `.to(torch.float16)` or `.to("cpu")`)."""
+    """`.cuda()`, `.to(device)`, `.type_as(x)` of a tensor `x`: a copy to a device (not
+    `.to(torch.float16)` or `.to("cpu")`)."""
     if call.method == "cuda":
         return True
+    if call.method == "type_as":
+        return len(call.node.args) == 1 and _device_tensor_value(model, call.node.args[0].value, call.site)
     if not call.node.args:
         return False
     first = call.node.args[0]
@@ -61,6 +64,13 @@ def _moves_device(model: TrainingModel, call: Call) -> bool:
     if _is_dtype(model, first.value, call.site):
         return False
     return (literal_string(first.value) or "cuda").split(":")[0] != "cpu"
+
+
+def _device_tensor_value(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> bool:
+    """`x` in `.type_as(x)`, which moves to `x`'s device: not known to live on the host (as `device`
+    in `.to(device)` is not known to be the CPU)."""
+    value = model.value(expr, site)
+    return not value.on_host and value.kind not in (Kind.MODULE, Kind.OPTIMIZER, Kind.OBJECT)
 
 
 def _bindings(model: TrainingModel, name: str, site: Site) -> list:  # type: ignore[type-arg]
@@ -253,20 +263,23 @@ for x, targets in loader:
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         for call in model.calls:
-            if call.method not in ("cuda", "to") or not model.every_step(call.site) or not _moves_device(model, call):
+            if call.method not in ("cuda", "to", "type_as") or not model.every_step(call.site) or not _moves_device(model, call):
                 continue
-            if isinstance(call.receiver, cst.Name):
-                # `alpha = torch.rand(n, 1); alpha = alpha.cuda()`: built on the host a line above
-                value = model.value(call.receiver, call.site)
-                name = (value.origin or "").removeprefix("torch.")
-                if built_on_host(value) and not name.endswith("_like"):
-                    yield Finding(call.node, f"`{call.receiver.value}` is built on the host by `torch.{name}(...)` and copied to the device every step{_legacy(name)}")
-                continue
-            if not isinstance(call.receiver, cst.Call):
-                continue
-            factory = model.imports.resolve(call.receiver.func) or ""
+            factory = model.imports.resolve(call.receiver.func) or "" if isinstance(call.receiver, cst.Call) else ""
             name = factory.rsplit(".", 1)[-1]
-            if not factory.startswith("torch.") or factory.count(".") != 1 or name not in DETERMINISTIC | RANDOM | LEGACY_CONSTRUCTORS:
+            direct = factory.startswith("torch.") and factory.count(".") == 1 and name in DETERMINISTIC | RANDOM | LEGACY_CONSTRUCTORS
+            if not direct and call.receiver is not None:
+                # `alpha = torch.rand(n, 1); alpha = alpha.cuda()`, `torch.zeros(1, n).fill_(s).type_as(x)`:
+                # built on the host, from factories only, then copied to the device
+                if _minibatch(call.receiver) or _moved_once(model, call):
+                    continue
+                value = model.value(call.receiver, call.site)
+                built = (value.origin or "").removeprefix("torch.")
+                if built_on_host(value) and not built.endswith("_like"):
+                    shown = _short(model.module.code_for_node(call.receiver))
+                    yield Finding(call.node, f"`{shown}` is built on the host by `torch.{built}(...)` and copied to the device every step{_legacy(built)}")
+                continue
+            if not direct:
                 continue
             if name.endswith("_like"):
                 continue  # `torch.randn_like(x)` is built on x's device; nothing came from the host
@@ -276,6 +289,38 @@ for x, targets in loader:
                 continue  # the module made the device the default: the factory builds there
             fix = _fix(model, call, name) if name not in LEGACY_CONSTRUCTORS else None  # (no `device=` there)
             yield Finding(call.node, f"`torch.{name}(...)` is built on the host and copied to the device every step{_legacy(name)}", fix=fix)
+
+
+def _minibatch(receiver: cst.BaseExpression) -> bool:
+    """`obs[:, idx]`, `returns[idx].to(torch.float32)`: rows of a host buffer picked by an index, a
+    minibatch of stored data (as a DataLoader's batch is), not a tensor the step builds."""
+    while isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute):
+        receiver = receiver.func.value
+    if not isinstance(receiver, cst.Subscript):
+        return False
+    for element in receiver.slice:
+        index = element.slice
+        if isinstance(index, cst.Index) and not isinstance(index.value, (cst.Integer, cst.UnaryOperation)):
+            return True
+    return False
+
+
+def _moved_once(model: TrainingModel, call: Call) -> bool:
+    """`self.noise = self.noise.to(y)`: the moved tensor replaces the host one the object keeps, so the
+    copy happens once (a local name rebuilt each step is copied each step)."""
+    if not isinstance(call.receiver, cst.Attribute):
+        return False
+    text = model.module.code_for_node(call.receiver)
+    return any(text in a.targets and _contains(a.value, call.node) for a in model.assigns_in(call.site.statement))
+
+
+def _contains(expr: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return any(n is node for n in iter_nodes(expr))
+
+
+def _short(text: str, limit: int = 50) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _legacy(name: str) -> str:
