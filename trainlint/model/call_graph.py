@@ -222,7 +222,7 @@ class CallGraph:
         if bases is None:
             bases = fn.class_bases
             if self.project is not None and self.path and fn.parent is None:
-                bases = (*bases, *self.project.class_bases(self.path, fn.class_name or ""))
+                bases = tuple(dict.fromkeys((*bases, *self.project.class_bases(self.path, fn.class_name or ""))))
             self._all_bases[fn.class_name or ""] = bases
         return bases
 

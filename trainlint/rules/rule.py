@@ -43,6 +43,12 @@ class UnreadableInput(ValueError):
     """A non-Python input (a JSON config) that cannot be read at all: the engine reports a TL000."""
 
 
+def shorten(text: str, limit: int) -> str:
+    """Code quoted in a message: on one line, cut to `limit` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class Rule:
     """Base class of all rules. Subclasses set the class attributes and implement `check`.
 

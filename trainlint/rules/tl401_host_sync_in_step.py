@@ -12,7 +12,7 @@ from trainlint.model.gates import child_nodes
 from trainlint.model.names import dotted as dotted_name, tokens
 from trainlint.model.torchnames import literal_string
 from trainlint.model.lattice import HOST, Kind, Value
-from trainlint.rules.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule, shorten
 
 SYNC_METHODS = frozenset({"item", "cpu", "tolist", "numpy"})
 HOST_COPIES = frozenset({"cpu", "numpy", "to"})
@@ -233,41 +233,41 @@ for x, y in loader:
                 return None
             if call.method == "cpu" and MODULE_RECEIVER_WORDS & set(tokens(call.receiver_text or "")):
                 return None
-            return f"`{_short(code(call.node))}`"
+            return f"`{shorten(code(call.node), 60)}`"
         if call.method == "to" and call.node.args and call.receiver is not None:
             first = call.node.args[0]
             if literal_string(first.value) == "cpu" and (first.keyword is None or first.keyword.value == "device"):
                 receiver = model.value(call.receiver, site)
                 if receiver.on_host or receiver.kind in NOT_DEVICE_DATA:
                     return None
-                return f"`{_short(code(call.node))}`"
+                return f"`{shorten(code(call.node), 60)}`"
             return None
         if call.name in CONVERSIONS and call.qualname is None and len(call.node.args) == 1:
             if _device_tensor(model.value(call.node.args[0].value, site)):
-                return f"`{_short(code(call.node))}`"
+                return f"`{shorten(code(call.node), 60)}`"
         if call.qualname in MATH_TESTS and call.node.args and _device_tensor(model.value(call.node.args[0].value, site)):
-            return f"`{_short(code(call.node))}`"
+            return f"`{shorten(code(call.node), 60)}`"
         if call.name == "print" and call.qualname is None:
             if any(a.keyword is None and _device_tensor(model.value(a.value, site)) for a in call.node.args):
-                return f"printing a tensor (`{_short(code(call.node))}`)"
+                return f"printing a tensor (`{shorten(code(call.node), 60)}`)"
             if any(_formats_tensor(model, a.value, site) for a in call.node.args):
-                return f"formatting a tensor with `%` (`{_short(code(call.node))}`)"
+                return f"formatting a tensor with `%` (`{shorten(code(call.node), 60)}`)"
         if call.method == "format" and isinstance(call.receiver, (cst.SimpleString, cst.ConcatenatedString)):
             if any(_device_tensor(model.value(a.value, site)) for a in call.node.args):
-                return f"formatting a tensor (`{_short(code(call.node))}`)"
+                return f"formatting a tensor (`{shorten(code(call.node), 60)}`)"
         if _is_metric_log(model, call):
             logged = [a.value for a in call.node.args] + [
                 e.value for a in call.node.args if isinstance(a.value, cst.Dict) for e in a.value.elements if isinstance(e, cst.DictElement)
             ]
             if any(_device_tensor(model.value(v, site)) for v in logged):
-                return f"logging a tensor (`{_short(code(call.node))}`)"
+                return f"logging a tensor (`{shorten(code(call.node), 60)}`)"
         summary = model.project_call_summary(call) if call.qualname is None or not call.qualname.startswith("torch") else None
         if summary is not None and summary.syncs and model.project_target(call) is None:
-            return f"`{_short(code(call.node))}`, which reads a device tensor on the host (`{_short(summary.syncs[0], 40)}` in {summary.where}),"
+            return f"`{shorten(code(call.node), 60)}`, which reads a device tensor on the host (`{shorten(summary.syncs[0], 40)}` in {summary.where}),"
         if summary is not None and summary.reads_arguments:
             args = [a.value for a in call.node.args]
             if any(_device_tensor(model.value(v, site)) for v in args):
-                return f"`{_short(code(call.node))}`, which reads its tensor arguments on the host ({summary.where}),"
+                return f"`{shorten(code(call.node), 60)}`, which reads its tensor arguments on the host ({summary.where}),"
         return None
 
 
@@ -342,7 +342,3 @@ def _is_metric_log(model: TrainingModel, call: Call) -> bool:
     """`wandb.log({...})`, `writer.add_scalar(tag, value, step)`: loggers convert tensors on the host."""
     return call.qualname in METRIC_LOGGERS or (call.method in METRIC_METHODS and call.qualname is None)
 
-
-def _short(text: str, limit: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -16,7 +16,7 @@ from trainlint.model.torchnames import literal_string
 from trainlint.model.lattice import HOST, Kind
 from trainlint.model.values import built_on_host
 from trainlint.model.walk import child_nodes, iter_nodes
-from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule
+from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, shorten
 
 DTYPE_NAMES = frozenset(
     """float16 bfloat16 float32 float64 float half double long int int64 int32 int16 int8 uint8 uint16
@@ -276,7 +276,7 @@ for x, targets in loader:
                 value = model.value(call.receiver, call.site)
                 built = (value.origin or "").removeprefix("torch.")
                 if built_on_host(value) and not built.endswith("_like"):
-                    shown = _short(model.module.code_for_node(call.receiver))
+                    shown = shorten(model.module.code_for_node(call.receiver), 50)
                     yield Finding(call.node, f"`{shown}` is built on the host by `torch.{built}(...)` and copied to the device every step{_legacy(built)}")
                 continue
             if not direct:
@@ -317,10 +317,6 @@ def _moved_once(model: TrainingModel, call: Call) -> bool:
 def _contains(expr: cst.CSTNode, node: cst.CSTNode) -> bool:
     return any(n is node for n in iter_nodes(expr))
 
-
-def _short(text: str, limit: int = 50) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _legacy(name: str) -> str:
