@@ -389,7 +389,8 @@ def test_rules_refine_the_prefilter_only_where_they_cannot_fire(tmp_path):
     assert "TL101" in selected("from models import build\n" + optimizer_only)
     assert "TL502" in selected("sched.step()\nopt.step()\n")
     assert "TL502" not in selected("train_step(batch)\nopt.step()\n")
-    assert "TL303" not in selected("model.eval()\nout = model(x)\n")  # no loop
+    assert "TL303" not in selected("model.eval()\nout = model(x)\n")  # no loop, no function
+    assert "TL303" in selected("def predict(net, x):\n    net.train(False)\n    return net(x)\n")
     assert "TL303" in selected("model.eval()\n\fwhile True:\n    out = model(x)\n")
     assert "TL303" not in selected("def score(evaluator, xs):\n    for x in xs:\n        evaluator(x)\n")
     assert "TL303" in selected("def evaluate_model(xs):\n    for x in xs:\n        model(x)\n")

@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterator
 
+import libcst as cst
+
 from trainlint.diagnostics import Severity
-from trainlint.model import Function, TrainingModel
+from trainlint.model import Call, Function, Loop, TrainingModel
 from trainlint.model.names import dotted, tokens
 from trainlint.model.training import LOOP_TEXT, MODULE_WORDS
 from trainlint.rules.rule import Finding, Rule
@@ -21,7 +23,7 @@ NOT_FORWARD_VERBS = frozenset(
 FRAMEWORK_HOOKS = frozenset({"validation_step", "test_step", "predict_step", "evaluation_loop", "prediction_step", "evaluate"})
 
 
-_EVAL_CALL = re.compile(r"\.[\s\\]*eval[\s\\]*\(")
+_EVAL_CALL = re.compile(r"\.[\s\\]*eval[\s\\]*\(|\.[\s\\]*train[\s\\]*\([\s\\]*(mode[\s\\]*=[\s\\]*)?False")
 _DEF = re.compile(r"\bdef[ \t\\]+(\w+)")
 
 
@@ -31,16 +33,16 @@ class EvalForwardWithGrad(Rule):
     severity = Severity.WARNING
     summary = "Forward passes in evaluation code outside `torch.no_grad()` / `torch.inference_mode()`."
     hint = "Wrap evaluation in `with torch.no_grad():` (or decorate the function with `@torch.inference_mode()`)."
-    requires = ("eval",)
+    requires = ("eval", "train(")
 
     @classmethod
     def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
-        # a forward pass in a loop of an evaluation function: one named so, or one that calls `.eval()`
-        if LOOP_TEXT.search(source) is None:
-            return False
+        # a module switched to evaluation (`.eval()`, `.train(False)`) and run in a loop or a function,
+        # or a forward pass in a loop of a function named as evaluation
+        loops = LOOP_TEXT.search(source) is not None
         if _EVAL_CALL.search(source):
-            return True
-        return any(EVAL_WORDS & set(tokens(name)) for name in _DEF.findall(source))
+            return loops or _DEF.search(source) is not None
+        return loops and any(EVAL_WORDS & set(tokens(name)) for name in _DEF.findall(source))
     why = (
         "Outside `no_grad`, every forward pass on parameters that require grad records an autograd graph and "
         "saves its activations for a backward that never comes. Evaluation then uses several times the "
@@ -71,8 +73,13 @@ def evaluate(model, loader):
 """
     not_flagged = (
         "Evaluation under `no_grad`/`inference_mode` (a `with` block, a decorator, or every call site inside "
-        "one), functions that backpropagate (meta-learning, adversarial evaluation), framework hooks "
-        "(Lightning `validation_step`, HF `evaluate`) that disable gradients for you, and test functions."
+        "one), loops that backpropagate (meta-learning, adversarial evaluation, fine-tuning with batch-norm "
+        "statistics frozen by `eval()`), modules frozen with `requires_grad_(False)`, a module switched back "
+        "with `.train()`, framework hooks (Lightning `validation_step`, HF `evaluate`) that disable gradients "
+        "for you, and pytest tests. Evaluation is found by what the code does: a module switched to eval "
+        "mode (`.eval()`, `.train(False)`) and run, in the function that switched it, in a helper its caller "
+        "switched it for, or in a loop of a training driver that validates between epochs; a function named "
+        "as evaluation (`validate`) is read as one too."
     )
     verification = "`trainlint verify run` records, by line, the script's outermost forward calls that run with autograd on (in eval mode or not)."
     valid = (
@@ -101,6 +108,13 @@ def evaluate(model, loader):
 with torch.inference_mode():
     evaluate(model, val_loader)
 """,
+        # frozen in the chain that switches it: no graph is recorded
+        """
+import torch
+def compute_metric(sampler, batches):
+    sampler.eval().requires_grad_(False)
+    return [sampler(c) for c in batches]
+""",
     )
     invalid = (
         """
@@ -110,31 +124,165 @@ def validate(model, loader):
     for x, y in loader:
         loss = criterion(model(x), y)
 """,
+        # a training driver validating its EMA copy between epochs
+        """
+import torch
+def train(model, ema, loader, valid_batches, optimizer):
+    for epoch in range(10):
+        for x, y in loader:
+            criterion(model(x), y).backward()
+            optimizer.step()
+        for x, y in valid_batches:
+            ema.train(False)
+            correct = (ema(x).argmax(1) == y).sum()
+""",
     )
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
+        switches, frozen = _switches(model), _frozen(model)
         for fn in model.functions:
-            if not self._is_eval_function(model, fn) or model.under_no_grad_everywhere(fn):
+            if (fn.class_name and fn.name in FRAMEWORK_HOOKS) or fn in model.step_functions:
                 continue
-            if any(model.is_backward(c) or model.is_optimizer_step(c) for c in fn.calls):
+            if model.is_test_code and fn.name.startswith("test_"):
+                continue  # a pytest test (in a file pytest collects), not evaluation code
+            if _trains(model, fn):
+                # a driver that trains and evaluates: its evaluation loops, where it switches a module to eval
+                yield from self._evaluation_loops(model, fn, switches, frozen)
                 continue
-            summary = model.summarizer.function(fn)
-            if summary.trains or summary.steps or summary.backprops:
-                continue  # a driver that trains and evaluates (`eval_linear` calls `train`)
+            if model.under_no_grad_everywhere(fn):
+                continue
+            here, by_callers = _evaluated_here(fn, switches), _evaluated_by_callers(model, fn, switches)
+            if not here and not by_callers and not EVAL_WORDS & set(tokens(fn.name)):
+                continue
             for call in fn.calls:
-                if not call.site.loops or model.under(call.site, "no_grad") or call.site.function is not fn:
+                if call.site.function is not fn or model.under(call.site, "no_grad") or model.callee(call) is not None:
+                    continue  # (a helper of this module is judged on its own: `@torch.no_grad()` on it)
+                callee = dotted(call.node.func) or ""
+                mode = _last_mode(callee, call, switches)
+                if (callee in here and mode is False) or (callee in by_callers and mode is not True):
+                    pass  # a module in eval mode, run: a forward pass, in a loop or not
+                elif not call.site.loops or not _named_forward(callee):
                     continue
-                if model.callee(call) is not None:
-                    continue  # a helper of this module, judged on its own (`@torch.no_grad()` on it)
-                if model.value(call.node, call.site).graph is False:
+                if callee in frozen or model.value(call.node, call.site).graph is False:
                     continue  # a frozen module (`requires_grad_(False)`) records no graph
-                words = tokens((dotted(call.node.func) or "").rsplit(".", 1)[-1])
-                if FORWARD_WORDS & set(words) and words[0] not in NOT_FORWARD_VERBS:
-                    yield Finding(call.node, f"forward pass in `{fn.name}` records an autograd graph: evaluation holds activations it never backpropagates")
-                    break
+                yield Finding(call.node, f"forward pass in `{fn.name}` records an autograd graph: evaluation holds activations it never backpropagates")
+                break
 
-    @staticmethod
-    def _is_eval_function(model: TrainingModel, fn: Function) -> bool:
-        if (fn.class_name and fn.name in FRAMEWORK_HOOKS) or fn.name.startswith("test_") or fn in model.step_functions:
+    def _evaluation_loops(self, model: TrainingModel, fn: Function, switches: list[Call], frozen: set[str]) -> Iterator[Finding]:
+        """In a function that trains: the loops that run a module it switched to eval mode (in the loop,
+        or before it with no switch back), outside no_grad and without backpropagating."""
+        for loop in model.loops:
+            if loop.function is not fn or loop.is_step:
+                continue
+            inside = [c for c in fn.calls if loop in c.site.loops]
+            if not inside or any(loop in _ancestors(other) for other in model.loops if other.is_step):
+                continue  # (an epoch loop around the step)
+            if any(model.is_backward(c) or model.is_optimizer_step(c) or _callee_trains(model, c) for c in inside):
+                continue
+            for call in inside:
+                callee = dotted(call.node.func) or ""
+                if model.under(call.site, "no_grad") or _last_mode(callee, call, switches) is not False:
+                    continue
+                if callee in frozen or model.value(call.node, call.site).graph is False:
+                    continue
+                yield Finding(call.node, f"forward pass in an evaluation loop of `{fn.name}` records an autograd graph: evaluation holds activations it never backpropagates")
+                break
+
+
+def _ancestors(loop: Loop) -> list[Loop]:
+    out = []
+    while loop.parent is not None:
+        loop = loop.parent
+        out.append(loop)
+    return out
+
+
+def _switches(model: TrainingModel) -> list[Call]:
+    """`m.eval()`, `m.train(False)`, `m.train()`: the calls that switch a module's mode, in source order."""
+    return sorted((c for c in model.calls if c.receiver_text and _mode(c) is not None), key=lambda c: c.site.order)
+
+
+def _mode(call: Call) -> bool | None:
+    """False for a switch to eval mode, True for one back to training, None for any other call."""
+    if call.method == "eval" and not call.node.args:
+        return False
+    if call.method == "train" and len(call.node.args) <= 1:
+        mode = call.arg(0, "mode")
+        if mode is None or (isinstance(mode, cst.Name) and mode.value == "True"):
+            return True
+        if isinstance(mode, cst.Name) and mode.value == "False":
             return False
-        return bool(EVAL_WORDS & set(tokens(fn.name))) or any(c.method == "eval" and not c.node.args for c in fn.calls)
+    return None
+
+
+def _frozen(model: TrainingModel) -> set[str]:
+    """Modules frozen by a `requires_grad_(False)` anywhere in a chain on them
+    (`sampler.eval().requires_grad_(False).to(device)`): their forward passes record no graph."""
+    out: set[str] = set()
+    for call in model.calls:
+        if call.method != "requires_grad_" or not isinstance(call.arg(0, "requires_grad"), cst.Name):
+            continue
+        if call.arg(0, "requires_grad").value != "False":  # type: ignore[union-attr]
+            continue
+        base = call.receiver
+        while isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute):
+            base = base.func.value
+        text = dotted(base) if base is not None else None
+        if text:
+            out.add(text)
+    return out
+
+
+def _last_mode(receiver: str, call: Call, switches: list[Call]) -> bool | None:
+    """The mode the last switch of `receiver` before `call`, in the call's function, set (None: none)."""
+    last: bool | None = None
+    for switch in switches:
+        if switch.site.order >= call.site.order:
+            break
+        if switch.receiver_text == receiver and switch.site.function is call.site.function:
+            last = _mode(switch)
+    return last
+
+
+def _evaluated_here(fn: Function, switches: list[Call]) -> set[str]:
+    """The modules a function switches to eval mode itself."""
+    return {s.receiver_text or "" for s in switches if s.site.function is fn and _mode(s) is False}
+
+
+def _evaluated_by_callers(model: TrainingModel, fn: Function, switches: list[Call]) -> set[str]:
+    """The parameters of `fn` whose argument a caller of this module switched to eval mode before the
+    call (`net.eval()` then `test_net(net, ...)`): they name modules the function runs in eval mode."""
+    out: set[str] = set()
+    params = [p for p in fn.params if p not in ("self", "cls")]
+    for site in model.calls:
+        if model.callee(site) is not fn:
+            continue
+        for index, arg in enumerate(a for a in site.node.args if not a.star):
+            param = arg.keyword.value if arg.keyword is not None else (params[index] if index < len(params) else None)
+            text = dotted(arg.value)
+            if param and text and any(
+                s.receiver_text == text and s.site.function is site.site.function and s.site.order < site.site.order
+                and _mode(s) is False for s in switches
+            ):
+                out.add(param)
+    return out
+
+
+def _named_forward(callee: str) -> bool:
+    words = tokens(callee.rsplit(".", 1)[-1])
+    return bool(FORWARD_WORDS & set(words)) and words[0] not in NOT_FORWARD_VERBS
+
+
+def _trains(model: TrainingModel, fn: Function) -> bool:
+    if any(model.is_backward(c) or model.is_optimizer_step(c) for c in fn.calls):
+        return True
+    summary = model.summarizer.function(fn)
+    return bool(summary.trains or summary.steps or summary.backprops)
+
+
+def _callee_trains(model: TrainingModel, call: Call) -> bool:
+    callee = model.callee(call)
+    if callee is not None:
+        return _trains(model, callee)
+    summary = model.project_call_summary(call)
+    return summary is not None and bool(summary.trains or summary.steps or summary.backprops)

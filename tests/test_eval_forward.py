@@ -1,0 +1,120 @@
+"""TL303 by what the code does: a module switched to eval mode and run outside no_grad, in an
+evaluation function, in a caller-switched helper, or in the evaluation loop of a training driver."""
+
+from __future__ import annotations
+
+from tests.helpers import lines
+
+# a fast-CIFAR driver: trains, then validates an EMA copy switched with `.train(False)` each epoch
+DRIVER = """
+import torch
+
+def train(train_model, valid_model, batches, valid_data, optimizer):
+    for epoch in range(10):
+        for inputs, targets in batches:
+            loss = torch.nn.functional.cross_entropy(train_model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        correct = []
+        for i in range(0, len(valid_data), 512):
+            valid_model.train(False)
+            logits = valid_model(valid_data[i : i + 512]).detach()
+            correct.append(logits.argmax(1))
+"""
+
+
+def test_an_evaluation_loop_inside_a_training_driver():
+    assert lines(DRIVER, "TL303") == [14]
+
+
+def test_the_driver_evaluating_under_no_grad_or_back_in_training_mode_is_fine():
+    guarded = DRIVER.replace("            logits = valid_model", "            with torch.no_grad():\n                logits = valid_model")
+    assert lines(guarded, "TL303") == []
+    # `.train()` after the switch: the loop runs the module in training mode (it is not evaluation)
+    back = DRIVER.replace("            valid_model.train(False)\n", "            valid_model.train(False)\n            valid_model.train()\n")
+    assert lines(back, "TL303") == []
+
+
+def test_a_loop_that_backpropagates_through_an_eval_mode_model_is_training():
+    """Fine-tuning with frozen batch-norm statistics: `model.eval()`, then a loop that steps."""
+    code = """
+    import torch
+
+    def finetune(model, loader, optimizer):
+        model.eval()
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+    """
+    assert lines(code, "TL303") == []
+
+
+# an SSD-style evaluation script: the module is switched at the top level, the helper runs it
+SCRIPT = """
+import torch
+
+def test_net(save_folder, net, dataset):
+    detections = []
+    for i in range(len(dataset)):
+        x = dataset[i].unsqueeze(0)
+        detections.append(net(x).data)
+    return detections
+
+if __name__ == "__main__":
+    net = build_ssd("test", 300, 21)
+    net.load_state_dict(torch.load("weights.pth"))
+    net.eval()
+    test_net("out", net, dataset)
+"""
+
+
+def test_a_helper_whose_caller_switched_its_module_to_eval():
+    # `test_net` in `eval.py` is no pytest test: pytest collects `test_*.py` files only
+    assert lines(SCRIPT, "TL303") == [8]
+    assert lines(SCRIPT.replace("test_net", "detect_all"), "TL303") == [8]
+
+
+def test_a_pytest_test_in_a_test_file_is_not_evaluation_code():
+    from tests.helpers import lint
+
+    assert [d.line for d in lint(SCRIPT, "TL303", name="eval.py")] == [8]
+    assert lint(SCRIPT, "TL303", name="tests/test_detector.py") == []
+
+
+def test_a_helper_called_under_no_grad_after_the_switch_is_fine():
+    guarded = SCRIPT.replace('    test_net("out", net, dataset)', '    with torch.no_grad():\n        test_net("out", net, dataset)')
+    assert lines(guarded, "TL303") == []
+
+
+def test_one_forward_of_a_module_the_function_switched_to_eval():
+    """`predict_snli`: `net.eval()` then one forward outside no_grad (no loop needed: the module was
+    switched for this very forward)."""
+    code = """
+    import torch
+
+    def predict_snli(net, vocab, premise, hypothesis):
+        net.eval()
+        premise = torch.tensor(vocab[premise])
+        label = torch.argmax(net([premise.reshape((1, -1)), hypothesis]), dim=1)
+        return label
+    """
+    assert lines(code, "TL303") == [7]
+    assert lines(code.replace("def predict_snli(net", "@torch.no_grad()\n    def predict_snli(net"), "TL303") == []
+
+
+def test_a_module_frozen_in_the_same_chain_records_no_graph():
+    """`sampler.eval().requires_grad_(False).to(device)` (metric samplers): no graph to record."""
+    code = """
+    import torch
+
+    def compute_metric(sampler, batches, device):
+        sampler.eval().requires_grad_(False).to(device)
+        dist = []
+        for c in batches:
+            dist.append(sampler(c))
+        return dist
+    """
+    assert lines(code, "TL303") == []
+    assert lines(code.replace(".requires_grad_(False)", ""), "TL303") == [8]
