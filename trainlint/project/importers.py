@@ -128,19 +128,25 @@ def _spelled(base: str, exports: dict[str, str], imported: dict[str, str]) -> st
 
 
 def _returned_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> str | None:
-    """"0 model" when every `return` gives back parameter `model`, never rebound (`FunctionSummary`)."""
+    """"0 model" when every `return` gives back parameter `model`, never rebound (`FunctionSummary`).
+
+    Only statements are walked (returns, and the targets that rebind a name, are statements; an
+    assignment expression `(model := ...)` is not looked for), not the expressions inside them: an
+    outline is read for every module a project analysis touches."""
     returns: list[ast.Return] = []
     stores: set[str] = set()
     stack: list[ast.AST] = list(fn.body)
     while stack:
         node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue  # a nested scope's returns and names are its own
         if isinstance(node, ast.Return):
             returns.append(node)
-        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            stores.add(node.id)
-        stack.extend(ast.iter_child_nodes(node))
+            continue
+        for target in _targets(node):
+            stores.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            stack.extend(getattr(node, field, None) or ())
     names = {r.value.id for r in returns if isinstance(r.value, ast.Name)}
     if not returns or len(names) != 1 or any(not isinstance(r.value, ast.Name) for r in returns):
         return None
@@ -151,3 +157,20 @@ def _returned_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool
     if name not in params or name in stores:
         return None
     return f"{params.index(name)} {name}"
+
+
+def _targets(node: ast.AST) -> list[ast.AST]:
+    """The expressions a statement (or an `except` clause) binds names to."""
+    if isinstance(node, ast.Assign):
+        return list(node.targets)
+    if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+        return [node.target]
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return [i.optional_vars for i in node.items if i.optional_vars is not None]
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return [ast.Name(node.name, ast.Store())]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [ast.Name((a.asname or a.name).split(".")[0], ast.Store()) for a in node.names]
+    if isinstance(node, ast.Delete):
+        return list(node.targets)
+    return []
