@@ -579,3 +579,19 @@ def test_a_metric_logger_built_in_main_and_passed_to_the_epoch_function_reads_it
     plain = {**LOGGER_PASSED_IN, "main.py": LOGGER_PASSED_IN["main.py"].replace("utils.ScalarLogger(make_writer(args.log_dir))", "None")}
     write(tmp_path, plain)
     assert findings(tmp_path, ["engine.py"], select="TL401") == {}
+
+
+def test_importers_of_a_package_module_are_the_files_that_name_what_it_defines(tmp_path: Path) -> None:
+    """`from models import ...` names the package of `models/criterion.py`: a file importing the package
+    for another module's names cannot call the criterion, and its summary is not asked for (a package
+    called `utils` is imported by most of a project); a file that imports the module itself is kept."""
+    from trainlint.project.index import Project
+
+    write(tmp_path, {
+        **DETECTION,
+        "viz.py": "from models import contrastive\nprint(contrastive.Contrastive)\n",
+        "loss_user.py": "from models import SetCriterion\n",
+        "direct.py": "import models.criterion\n",
+    })
+    importers = {p.name for p in Project(tmp_path).importers((tmp_path / "models/criterion.py").resolve())}
+    assert importers == {"engine.py", "loss_user.py", "direct.py"}

@@ -88,6 +88,7 @@ class Project:
         self._computing: set[Path] = set()  # summaries being computed (imports may form cycles)
         self._seeds: dict[Path, tuple[dict[str, Seed], tuple[State, ...]]] = {}  # with what they read
         self._seeding: set[Path] = set()  # modules whose seeds are being joined up
+        self._importers: dict[Path, tuple[list[Path], tuple[State, ...]]] = {}  # with what they read
         # what fixes asked: (path, qualified name) -> the content it was asked of, the answer, what it read
         self._differentiates: dict[tuple[Path, str], tuple[State, bool, tuple[State, ...]]] = {}
 
@@ -204,20 +205,34 @@ class Project:
         return self.defined_in(found[0], found[1], hops + 1) if found is not None else None
 
     def importers(self, target: Path) -> list[Path]:
-        """The project's files whose import statements name `target`'s module (or a package that
-        re-exports it): the files that may call into it. Read from the text, indexed once."""
+        """The project's files whose import statements name `target`'s module, or its package when
+        their text names something `target` defines: the files that may call into it. Read from the
+        text, indexed once."""
+        known = self._importers.get(target)
+        if known is None:
+            with watching() as read:
+                found = self._importers_of(target)
+            known = self._importers[target] = (found, tuple(read))
+        _note(*known[1])
+        return known[0]
+
+    def _importers_of(self, target: Path) -> list[Path]:
         root = project_root(target)
         index = self._index.get(root)
         if index is None:
             index = self._index[root] = import_index(root)
         _note(*index.listings)
-        words = [target.parent.name] if target.name == "__init__.py" else [target.stem]
+        out = [f for f in index.by_word.get(target.parent.name if target.name == "__init__.py" else target.stem, ()) if f != target]
         if target.name != "__init__.py" and (target.parent / "__init__.py").is_file():
-            words.append(target.parent.name)  # `from pkg import Class` through the package's __init__
-        out: list[Path] = []
-        for word in words:
-            for importer in index.by_word.get(word, ()):
-                if importer != target and importer not in out:
+            # `from pkg import Class` through the package's __init__; a package's name is a common word
+            # (`utils`): such an importer must also name something the module defines
+            names = [n.encode() for n in (*self.outline(target).functions, *self.outline(target).classes)]
+            for importer in index.by_word.get(target.parent.name, ()):
+                if importer == target or importer in out or len(out) >= MAX_IMPORTERS:
+                    continue
+                state, data = read_state(str(importer))
+                _note(state)
+                if data is not None and (b"import *" in data or any(name in data for name in names)):
                     out.append(importer)
         return out[:MAX_IMPORTERS]
 
@@ -229,6 +244,7 @@ class Project:
         self._tops.clear()
         self._index.clear()
         self._seeds.clear()
+        self._importers.clear()
         self._differentiates.clear()
         self._current.clear()
         self._current_outlines.clear()
