@@ -486,3 +486,59 @@ def test_a_module_that_makes_cuda_the_default_builds_its_factories_there():
     assert lines(code, "TL401") == [10] and lines(code, "TL406") == []
     host = code.replace('torch.set_default_tensor_type("torch.cuda.FloatTensor")', "")
     assert lines(host, "TL401") == [] and lines(host, "TL406") == [9]
+
+
+def test_a_module_that_names_itself_calls_its_own_functions():
+    """`d2l = sys.modules[__name__]` (tutorial packages): `d2l.grad_clipping(net, 1)` in the step runs
+    this module's `grad_clipping`, whose `if norm > theta:` reads a device tensor."""
+    code = """
+    import sys
+    import torch
+    d2l = sys.modules[__name__]
+
+    def grad_clipping(net, theta):
+        params = [p for p in net.parameters() if p.requires_grad]
+        norm = torch.sqrt(sum(torch.sum(p.grad ** 2) for p in params))
+        if norm > theta:
+            for param in params:
+                param.grad[:] *= theta / norm
+
+    def train_seq2seq(net, data_iter, optimizer, device):
+        for X, Y in data_iter:
+            l = torch.nn.functional.cross_entropy(net(X.to(device)), Y.to(device))
+            l.backward()
+            d2l.grad_clipping(net, 1)
+            optimizer.step()
+    """
+    assert sync_lines(code) == [9]
+    # `d2l` a library module: its `grad_clipping` is not this one, which nothing calls
+    assert sync_lines(code.replace("d2l = sys.modules[__name__]", "import d2l")) == []
+
+
+def test_a_parameter_declared_as_a_module_takes_the_class_its_callers_pass():
+    """`criterion: nn.Module` says what kind of value, not which class: the loss module the caller
+    passes runs its `forward` every step."""
+    code = """
+    import torch
+    from torch import nn
+
+    class SSIMLoss(nn.Module):
+        def forward(self, y_hat, y):
+            loss = (y_hat - y).abs().mean()
+            if loss.item() > 1.0:
+                print(f"out of range {loss.item()}")
+            return loss
+
+    def train_step(model, criterion: nn.Module, x, y, optimizer):
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+
+    def main(model, loader, optimizer):
+        criterion = SSIMLoss()
+        for x, y in loader:
+            train_step(model, criterion, x.cuda(), y.cuda(), optimizer)
+    """
+    # one finding: the test's read; its body runs only when the data says so
+    assert sync_lines(code) == [8]
+    assert sync_lines(code.replace("criterion = SSIMLoss()", "criterion = nn.MSELoss()")) == []

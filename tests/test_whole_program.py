@@ -595,3 +595,15 @@ def test_importers_of_a_package_module_are_the_files_that_name_what_it_defines(t
     })
     importers = {p.name for p in Project(tmp_path).importers((tmp_path / "models/criterion.py").resolve())}
     assert importers == {"engine.py", "loss_user.py", "direct.py"}
+
+
+def test_one_line_formats_name_each_first_call_once() -> None:
+    """Two chains through the same first call (`criterion(...)` reaching a helper twice) read as one."""
+    from trainlint.diagnostics import Diagnostic, Location, Severity
+
+    first = Location("train.py", 12, 5)
+    d = Diagnostic(
+        "TL401", "host-sync-in-step", "m", Severity.WARNING, "losses.py", 3, 1, 3, 9,
+        chains=((first, Location("losses.py", 20, 9)), (first, Location("losses.py", 30, 9)), (Location("eval.py", 4, 1),)),
+    )
+    assert d.every_step_via() == " (every step via train.py:12, eval.py:4)"

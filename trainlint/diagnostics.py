@@ -145,7 +145,7 @@ class Diagnostic:
         """` (every step via train.py:182)`: the first call of each chain, for one-line formats."""
         if not self.chains:
             return ""
-        return " (every step via " + ", ".join(str(c[0]) for c in self.chains) + ")"
+        return " (every step via " + ", ".join(dict.fromkeys(str(c[0]) for c in self.chains)) + ")"
 
 
 def rule_url(code: str, name: str) -> str:

@@ -70,7 +70,7 @@ class CallGraph:
             found = self._method(info, func.attr.value) if info is not None else None
             if found is not None:
                 return (found,)
-        if isinstance(func, cst.Name) and (call.qualname is not None or self.local_class(func.value) is not None):
+        if call.name is not None and (call.qualname is not None or self.local_class(call.name) is not None):
             return ()  # a library callable, or a class of this module being constructed
         if isinstance(func, (cst.Name, cst.Attribute)):
             # `model(x)`, `self.criterion(a, b)`: an instance called runs its `forward` (or `__call__`)

@@ -383,6 +383,9 @@ class Extractor(cst.CSTVisitor):
             self.gate_names.add(name)
         if self._function is not None:
             return
+        if _is_own_module(value):
+            self.imports.own_module.add(name)
+            return
         # module-level aliases: `ptdtype = torch.bfloat16`, `ctx = torch.autocast(...)`,
         # `synchronize = torch.cuda.synchronize if cuda else lambda: None`
         candidates = [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
@@ -391,7 +394,7 @@ class Extractor(cst.CSTVisitor):
             if resolved and resolved.startswith("torch."):
                 self.imports.add_alias(name, resolved)
                 return
-        for call in _calls_in(value):
+        for call in calls_in(value):
             item = self._with_item(call)
             if item.kind == "autocast":
                 self.context_aliases[name] = item
@@ -413,12 +416,11 @@ class Extractor(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         method = receiver = receiver_text = name = None
-        if func.__class__ is cst.Attribute:
+        name = self.imports.own_name(func)
+        if name is None and func.__class__ is cst.Attribute:
             method = func.attr.value  # type: ignore[attr-defined]
             receiver = func.value  # type: ignore[attr-defined]
             receiver_text = dotted(receiver)
-        elif func.__class__ is cst.Name:
-            name = func.value  # type: ignore[attr-defined]
         call = Call(
             node=node,
             qualname=self.imports.resolve(func),
@@ -435,7 +437,15 @@ class Extractor(cst.CSTVisitor):
             self._loop_stack[-1].direct_calls.append(call)
 
 
-def _calls_in(expr: cst.BaseExpression) -> list[cst.Call]:
+def _is_own_module(value: cst.BaseExpression) -> bool:
+    """`sys.modules[__name__]`: the module itself, bound to a name."""
+    return (
+        isinstance(value, cst.Subscript) and dotted(value.value) == "sys.modules" and len(value.slice) == 1
+        and isinstance(value.slice[0].slice, cst.Index) and dotted(value.slice[0].slice.value) == "__name__"
+    )
+
+
+def calls_in(expr: cst.BaseExpression) -> list[cst.Call]:
     """The calls inside an expression (read from node fields; libcst's visit would rebuild them)."""
     calls: list[cst.Call] = []
     stack: list[cst.CSTNode] = [expr]

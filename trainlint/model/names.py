@@ -71,6 +71,17 @@ class ImportMap:
 
     def __init__(self) -> None:
         self._names: dict[str, str] = {}
+        # `d2l = sys.modules[__name__]`: names bound to this very module (`d2l.f()` calls its own `f`)
+        self.own_module: set[str] = set()
+
+    def own_name(self, func: cst.BaseExpression) -> str | None:
+        """The name of this module that a callee spells: `f` for `f` and for `d2l.f` when `d2l` is
+        this module itself; None for anything else."""
+        if func.__class__ is cst.Name:
+            return func.value  # type: ignore[attr-defined]
+        if func.__class__ is cst.Attribute and func.value.__class__ is cst.Name and func.value.value in self.own_module:  # type: ignore[attr-defined]
+            return func.attr.value  # type: ignore[attr-defined]
+        return None
 
     def add_import(self, node: cst.Import) -> None:
         for alias in node.names:

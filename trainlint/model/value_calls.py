@@ -119,10 +119,11 @@ class CallValues:
             value = self._library_call(qual, call, fn, at)
             if value is not None:
                 return value
-        if isinstance(func, cst.Attribute):
+        own = m.imports.own_name(func)  # `f`, or `d2l.f` where `d2l` is this module itself
+        if isinstance(func, cst.Attribute) and (own is None or qual is not None):
             return self._method_call(func.attr.value, func.value, call, fn, at)
-        if isinstance(func, cst.Name):
-            name = func.value
+        if isinstance(func, (cst.Name, cst.Attribute)) and own is not None:
+            name = own
             if qual is None:
                 if name in ("any", "all") and call.args:
                     inner = self.of(call.args[0].value, fn, at)

@@ -255,19 +255,19 @@ class ValueModel(CallValues):
     def _parameter(self, fn: "Function", name: str) -> Value:
         """A parameter: its annotation, else what this module's calls of the function pass, else its default."""
         annotation = fn.annotations.get(name)
-        if annotation:
-            value = self._annotation(annotation)
-            if value is not None:
-                return value
-        provided = self.model.library_argument(fn, name)
-        if provided is not None:
-            return provided
-        passed = self._arguments(fn, name)
-        if passed is not None:
-            return passed
-        passed = self.model.passed_from_other_modules(fn, name)
-        if passed is not None:
-            return passed
+        declared = self._annotation(annotation) if annotation else None
+        if declared is not None and (declared.origin or declared.kind not in (Kind.MODULE, Kind.OBJECT)):
+            return declared
+        # a declared `nn.Module` says what kind, not which class: what is passed may say which
+        for passed in (
+            self.model.library_argument(fn, name),
+            self._arguments(fn, name),
+            self.model.passed_from_other_modules(fn, name),
+        ):
+            if passed is not None and (declared is None or (passed.kind is declared.kind and passed.origin)):
+                return passed
+        if declared is not None:
+            return declared
         default = fn.defaults.get(name)
         if default is not None and not (isinstance(default, cst.Name) and default.value == "None"):
             value = self.of(default, None, None)

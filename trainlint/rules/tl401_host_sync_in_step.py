@@ -8,6 +8,7 @@ import libcst as cst
 
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, Site, TrainingModel
+from trainlint.model.extract import calls_in
 from trainlint.model.gates import child_nodes
 from trainlint.model.names import dotted as dotted_name, tokens
 from trainlint.model.torchnames import literal_string
@@ -87,7 +88,9 @@ for step, (x, y) in enumerate(loader):
         "whose step must read an overflow flag on the host (torch's `GradScaler.step` does too); reads of values "
         "known to live on the host (a `.cpu()` copy, numbers, numpy arrays, a tokenizer's output, host-built "
         "tensors); modules moved or offloaded (`vae.cpu()`); and actions copied to a host environment "
-        "(`envs.step(actions.cpu().numpy())`), which the algorithm needs. `float(x)`/`print(x)`/f-strings only "
+        "(`envs.step(actions.cpu().numpy())`), which the algorithm needs. Under an `if` whose test reads a "
+        "tensor (`if loss.item() > 1.0: print(loss.item())`), only the test is reported: the body runs when the "
+        "data says so, after the test's sync. `float(x)`/`print(x)`/f-strings only "
         "when `x` is known to be a tensor at that point: a name rebound to `loss.item()` is a number. The "
         "optimizer-step branch is no gate: code under `if (i + 1) % accum == 0:` (with the step) or "
         "`if accelerator.sync_gradients:` runs on every training step and is flagged."
@@ -202,18 +205,26 @@ for x, y in loader:
             cond for cond in model.conditions
             if cond.kind != "while" and per_step(cond.site) and _device_tensor(model.value(cond.node, cond.site))
         ]
-        # the body of `if torch.min(y) < -1: print(torch.min(y))` runs after its test has drained the
-        # device's queue, and only when the data says so: one finding, the test's
+        reads = [
+            (call, described) for call in model.calls
+            if per_step(call.site) and not _feeds_environment(model, call)
+            for described in (self._describe(model, call, chained),) if described
+        ]
+        # the body of `if torch.min(y) < -1: print(torch.min(y))` (or of `if loss.item() > 1:`) runs
+        # after its test has drained the device's queue, and only when the data says so: one
+        # finding, the test's
         synced_tests = {id(cond.node) for cond in synced if cond.kind == "if"}
+        read_nodes = {id(call.node) for call, _ in reads}
+        synced_tests.update(
+            id(cond.node) for cond in model.conditions
+            if cond.kind == "if" and id(cond.node) not in synced_tests and any(id(c) in read_nodes for c in calls_in(cond.node))
+        )
 
         def after_sync(site: Site) -> bool:
             return any(n is not None and id(n.test) in synced_tests for n in site.gate_nodes)
 
-        for call in model.calls:
-            if not per_step(call.site) or after_sync(call.site) or _feeds_environment(model, call):
-                continue
-            described = self._describe(model, call, chained)
-            if described:
+        for call, described in reads:
+            if not after_sync(call.site):
                 kind = "host copy" if call.method in HOST_COPIES else "value read"  # for `trainlint verify run`
                 yield Finding(call.node, f"{described} synchronises the host with the GPU on every training step", facts={"kind": kind})
         for cond in synced:
