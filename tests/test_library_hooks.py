@@ -347,3 +347,77 @@ def test_a_tensor_moved_once_and_minibatches_of_a_host_buffer_are_not_rebuilt_ea
     """
     # the level replaces itself with its device copy; the rows are stored data picked per step
     assert lines(code, "TL406") == [18]
+
+
+# trl's legacy PPOTrainer: the subclass's loop calls the library's own `self.step(...)`, which runs the
+# PPO update and calls the subclass's `batched_forward_pass` override; the rollout lists hold the CPU
+# copies `get_inputs` makes, read on the host afterwards.
+PPO = """
+import torch
+from trl import PPOTrainer
+
+
+class CustomPPOTrainer(PPOTrainer):
+    def ppo_train(self, max_steps):
+        dataiter = iter(self.dataloader)
+        for step in range(max_steps):
+            batch = next(dataiter)
+            queries, responses = self.get_inputs(batch)
+            rewards = self.get_rewards(queries, responses)
+            stats = self.step(queries, responses, rewards)
+            self.log(torch.stack(rewards).mean().item())
+
+    def get_inputs(self, batch):
+        output = self.model.generate(**batch)
+        query = batch["input_ids"].detach().cpu()
+        queries = []
+        for i in range(len(query)):
+            start = (query[i] != self.pad_token_id).nonzero()[0].item()
+            queries.append(query[i, start:])
+        return queries, output
+
+    def get_rewards(self, queries, responses):
+        return [self.reward_model(q.to(self.device)).mean() for q in queries]
+
+    def batched_forward_pass(self, model, queries, responses, model_inputs):
+        attention_mask = model_inputs["attention_mask"]
+        return [attention_mask[j].nonzero()[0].item() for j in range(len(queries))]
+"""
+
+
+def test_a_trl_ppo_subclass_steps_through_the_library_s_own_step():
+    # the loop's read of the rewards, the copy of the device batch, and the override the library calls
+    # every step; not the read of the CPU copy (`query[i]` of a `.cpu()`), which waits for nothing
+    assert lines(PPO, "TL401") == [14, 18, 30]
+    # the same class deriving from no library: `self.step` is its own method, nothing is a step
+    assert lines(PPO.replace("(PPOTrainer)", "(object)"), "TL401") == []
+
+
+def test_a_list_filled_by_appends_holds_what_was_appended():
+    """`queries = []` then `queries.append(query[i])` of a host copy: its elements live on the host,
+    also where another function receives the list (declared `list[Tensor]`)."""
+    code = """
+    import torch
+
+    def collect(batch):
+        query = batch.detach().cpu()
+        out, other = [], []
+        for i in range(len(query)):
+            out.append(query[i])
+        return out
+
+    def use(queries: list[torch.Tensor]):
+        total = 0.0
+        for q in queries:
+            total += q.sum().item()
+        return total
+
+    def train(model, loader, optimizer):
+        model.cuda()
+        for batch in loader:
+            use(collect(batch.cuda()))
+            model(batch.cuda()).sum().backward()
+            optimizer.step()
+    """
+    assert lines(code, "TL401") == [5]  # the copy itself, not the reads of its elements
+    assert lines(code.replace("query = batch.detach().cpu()", "query = batch.detach()"), "TL401") == [14]

@@ -24,6 +24,9 @@ _PREFERENCE_TRAINER = _HF_TRAINER | {"get_batch_loss_metrics"}  # its `compute_l
 # coqui's `trainer` package: `Trainer.train_step` calls the model's `train_step` (or its `optimize`)
 # and `format_batch`/`format_batch_on_device` for each batch
 _COQUI_MODEL = frozenset({"train_step", "optimize", "format_batch", "format_batch_on_device", "on_train_step_start", "on_train_step_end"})
+# trl's `PPOTrainer.step(queries, responses, scores)` (trl up to 0.11) runs the PPO update: it calls
+# these once per step (the forward passes of policy and reference, the minibatch updates)
+_TRL_PPO = frozenset({"batched_forward_pass", "compute_rewards", "compute_advantages", "train_minibatch", "loss", "record_step_stats"})
 LIBRARY_STEP_HOOKS: dict[tuple[str, str], frozenset[str]] = {
     ("lightning", "LightningModule"): _LIGHTNING_MODULE,
     ("pytorch_lightning", "LightningModule"): _LIGHTNING_MODULE,
@@ -34,12 +37,16 @@ LIBRARY_STEP_HOOKS: dict[tuple[str, str], frozenset[str]] = {
     ("transformers", "TrainerCallback"): _HF_CALLBACK,
     **{("trl", name): _PREFERENCE_TRAINER for name in ("DPOTrainer", "CPOTrainer", "ORPOTrainer", "KTOTrainer", "BCOTrainer")},
     **{("trl", name): _HF_TRAINER for name in ("SFTTrainer", "RewardTrainer", "GRPOTrainer", "PRMTrainer", "GKDTrainer")},
+    ("trl", "PPOTrainer"): _TRL_PPO,
     ("trainer", "TrainerModel"): _COQUI_MODEL,
     ("detectron2", "HookBase"): frozenset({"before_step", "after_step"}),
     ("detectron2", "TrainerBase"): frozenset({"run_step"}),
     ("mmengine", "Hook"): frozenset({"before_train_iter", "after_train_iter"}),
 }
 LIBRARY_HOOK_NAMES = frozenset().union(*LIBRARY_STEP_HOOKS.values())
+# A library's own methods that perform a whole training step when a subclass calls them on itself
+# (`stats = self.step(queries, responses, rewards)` in a `PPOTrainer` subclass's loop).
+LIBRARY_STEP_METHODS: dict[tuple[str, str], frozenset[str]] = {("trl", "PPOTrainer"): frozenset({"step"})}
 # What a library's trainer passes to a hook's parameter: the result of another method of the same
 # object (coqui's `Trainer` calls `model.train_step(batch, criterion)` with `model.get_criterion()`).
 LIBRARY_HOOK_ARGUMENTS: dict[tuple[str, str], dict[tuple[str, str], str]] = {
@@ -57,11 +64,12 @@ def library_argument(method: str, parameter: str, bases: tuple[str, ...]) -> str
     return None
 
 
-def library_step_hook(method: str, bases: tuple[str, ...]) -> bool:
-    """Whether a library calls `method` of a class with these bases (as imports spell them) every step."""
+def library_step_hook(method: str, bases: tuple[str, ...], table: dict[tuple[str, str], frozenset[str]] = LIBRARY_STEP_HOOKS) -> bool:
+    """Whether a library calls `method` of a class with these bases (as imports spell them) every step
+    (with `table=LIBRARY_STEP_METHODS`: whether the library's own `method` performs a step)."""
     for base in bases:
         root, _, rest = base.partition(".")
-        hooks = LIBRARY_STEP_HOOKS.get((root, rest.rsplit(".", 1)[-1])) if rest else None
+        hooks = table.get((root, rest.rsplit(".", 1)[-1])) if rest else None
         if hooks is not None and method in hooks:
             return True
     return False

@@ -30,7 +30,7 @@ from trainlint.model.facts import (
     Loop,
     Site,
 )
-from trainlint.model.hooks import LIBRARY_HOOK_NAMES
+from trainlint.model.hooks import LIBRARY_HOOK_NAMES, LIBRARY_STEP_METHODS, library_step_hook
 from trainlint.model.lattice import Kind
 from trainlint.model.names import ImportMap, dotted, tokens
 from trainlint.model.reaching import ReachingDefinitions
@@ -248,7 +248,9 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         if call.method != "step" or call.receiver is None:
             return False
         if isinstance(call.receiver, cst.Name) and call.receiver.value in ("self", "cls"):
-            return False
+            # a library base class's own step (`self.step(queries, responses, rewards)` in a trl PPOTrainer)
+            fn = call.site.function
+            return fn is not None and fn.class_name is not None and library_step_hook("step", self.class_bases(fn), LIBRARY_STEP_METHODS)
         kind = self.values.of(call.receiver, call.site.function, call.site).kind
         if kind in (Kind.OPTIMIZER, Kind.SCALER):
             return True

@@ -56,7 +56,8 @@ TENSOR_METHODS = frozenset(
     masked_select nansum logsumexp topk sort round floor ceil long int bool to_dense isnan isinf
     isfinite logical_and logical_or logical_not where detach_ mul_ add_ div_ sub_ float_power reciprocal
     rsqrt exp_ log1p expm1 trace diag diagonal triu tril nan_to_num count_nonzero unsqueeze_ squeeze_
-    view_as reshape_as flip roll""".split()
+    view_as reshape_as flip roll nonzero argwhere argsort unique cumprod amax amin ravel fill_ zero_ byte short
+    new_zeros new_ones new_full new_empty new_tensor""".split()
 )
 NUMBER_METHODS = frozenset({"item", "tolist", "size", "dim", "numel", "nelement", "element_size", "get_device", "data_ptr", "stride"})
 HOST_METHODS = frozenset({"numpy"})

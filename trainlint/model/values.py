@@ -227,6 +227,8 @@ class ValueModel(CallValues):
             finally:
                 self._in_progress.discard(key)
             return self._arithmetic([before, value])
+        if _empty_list(assign, name):  # `xs = []` (or `xs, ys = [], []`), filled by appends
+            return self._filled(assign, name, Value(Kind.COLLECTION, HOST))
         if len(assign.targets) > 1 or assign.unpacked:
             prepared = self._prepared(assign, name)
             if prepared is not None:
@@ -237,6 +239,27 @@ class ValueModel(CallValues):
                 return value  # `loss, logits = model(x)`: outputs of a forward pass
             return UNKNOWN
         return value
+
+    def _filled(self, assign, name: str, empty: Value) -> Value:  # type: ignore[no-untyped-def]
+        """`xs = []` then `xs.append(x)` / `xs.extend(ys)` in the same function: a list of what is put in."""
+        key = ("filled", id(assign.node))
+        if key in self._in_progress:
+            return empty
+        self._in_progress.add(key)
+        try:
+            put: list[Value] = []
+            for call in self.model.calls:
+                if call.receiver_text != name or call.site.function is not assign.site.function or call.method not in ("append", "extend"):
+                    continue
+                if len(call.node.args) != 1 or call.node.args[0].keyword is not None or call.node.args[0].star:
+                    return empty
+                added = self.of(call.node.args[0].value, call.site.function, call.site)
+                if call.method == "extend":
+                    added = added.element if added.kind is Kind.COLLECTION and added.element is not None else UNKNOWN
+                put.append(added)
+        finally:
+            self._in_progress.discard(key)
+        return Value(Kind.COLLECTION, empty.device, element=join(put)) if put else empty
 
     def _prepared(self, assign, name: str) -> Value | None:  # type: ignore[no-untyped-def]
         """`model, opt = accelerator.prepare(model, opt)`: Accelerate's `prepare` returns what it is
@@ -256,15 +279,16 @@ class ValueModel(CallValues):
         """A parameter: its annotation, else what this module's calls of the function pass, else its default."""
         annotation = fn.annotations.get(name)
         declared = self._annotation(annotation) if annotation else None
-        if declared is not None and (declared.origin or declared.kind not in (Kind.MODULE, Kind.OBJECT)):
+        if declared is not None and not _refinable(declared):
             return declared
-        # a declared `nn.Module` says what kind, not which class: what is passed may say which
+        # a declared `nn.Module` says what kind, not which class (a `list[Tensor]`, not where its
+        # tensors live): what is passed may say
         for passed in (
             self.model.library_argument(fn, name),
             self._arguments(fn, name),
             self.model.passed_from_other_modules(fn, name),
         ):
-            if passed is not None and (declared is None or (passed.kind is declared.kind and passed.origin)):
+            if passed is not None and (declared is None or _refines(passed, declared)):
                 return passed
         if declared is not None:
             return declared
@@ -437,3 +461,29 @@ def _target_names(target: cst.BaseExpression) -> set[str]:
             out |= _target_names(e.value)
         return out
     return set()
+
+
+def _empty_list(assign, name: str) -> bool:  # type: ignore[no-untyped-def]
+    """`name = []`, or `name` given an empty list by a tuple assignment (`xs, ys = [], []`)."""
+    value = assign.value
+    if isinstance(value, cst.Tuple) and len(assign.targets) == len(value.elements) and name in assign.targets:
+        value = value.elements[assign.targets.index(name)].value
+    elif len(assign.targets) != 1 or assign.op is not None:
+        return False
+    return isinstance(value, cst.List) and not value.elements
+
+
+def _refinable(declared: Value) -> bool:
+    """A declared type that leaves open what the values passed can say: which class of module or
+    object, where the elements of a collection live."""
+    if declared.kind in (Kind.MODULE, Kind.OBJECT):
+        return not declared.origin
+    return declared.kind is Kind.COLLECTION and (declared.element is None or declared.element.device == UNKNOWN_DEVICE)
+
+
+def _refines(passed: Value, declared: Value) -> bool:
+    if passed.kind is not declared.kind:
+        return False
+    if passed.kind is Kind.COLLECTION:
+        return passed.element is not None and passed.element.kind is not Kind.UNKNOWN and passed.element.device != UNKNOWN_DEVICE
+    return bool(passed.origin)
