@@ -607,3 +607,73 @@ def test_one_line_formats_name_each_first_call_once() -> None:
         chains=((first, Location("losses.py", 20, 9)), (first, Location("losses.py", 30, 9)), (Location("eval.py", 4, 1),)),
     )
     assert d.every_step_via() == " (every step via train.py:12, eval.py:4)"
+
+
+# Tacotron-style attention: a factory in one module returns one of several classes by a setting; the
+# decoder in another module calls the object's `init_states` every step.
+ATTENTION = {
+    "pkg/__init__.py": "",
+    "pkg/attentions.py": """
+        import torch
+        from torch import nn
+
+
+        class OriginalAttention(nn.Module):
+            def init_states(self, inputs):
+                self.alpha = torch.zeros(inputs.shape[0]).to(inputs.device)
+                if self.windows is None or inputs.shape[1] > self.windows.shape[-1]:
+                    self.windows = torch.arange(inputs.shape[1]).to(inputs.device)
+
+            def forward(self, query, inputs):
+                attention = query @ inputs
+                if not self.training and self.windowing:
+                    self.win_idx = torch.argmax(attention, 1)[0].item()
+                return attention
+
+
+        class GravesAttention(nn.Module):
+            def init_states(self, inputs):
+                self.mu_prev = torch.zeros(inputs.shape[0], 4).to(inputs.device)
+
+
+        def init_attn(attn_type):
+            if attn_type == "original":
+                return OriginalAttention()
+            if attn_type == "graves":
+                return GravesAttention()
+            raise RuntimeError(f"unknown attention {attn_type}")
+    """,
+    "train.py": """
+        import torch
+        from torch import nn
+        from pkg.attentions import init_attn
+
+
+        class Decoder(nn.Module):
+            def __init__(self, attn_type):
+                super().__init__()
+                self.attention = init_attn(attn_type)
+
+            def forward(self, query, inputs):
+                self.attention.init_states(inputs)
+                return self.attention(query, inputs)
+
+
+        def train(loader, optimizer, attn_type):
+            model = Decoder(attn_type).cuda()
+            for query, inputs in loader:
+                optimizer.zero_grad()
+                model(query.cuda(), inputs.cuda()).sum().backward()
+                optimizer.step()
+    """,
+}
+
+
+def test_an_object_one_of_several_classes_runs_each_class_s_methods(tmp_path: Path) -> None:
+    """`init_attn(kind)` returns one of two classes: both `init_states` run every step. Not per step: the
+    buffer rebuilt only when outgrown, and the inference-only branch (`if not self.training and ...`)."""
+    write(tmp_path, ATTENTION)
+    found = findings(tmp_path, list(ATTENTION))
+    assert sorted(found) == ["pkg/attentions.py:21:TL406", "pkg/attentions.py:8:TL406"]
+    # the same findings when the module is linted alone
+    assert set(findings(tmp_path, ["pkg/attentions.py"])) == {k for k in found if k.startswith("pkg/")}

@@ -10,7 +10,7 @@ import libcst as cst
 
 from trainlint.model.facts import ClassInfo, Assign, Call, Function, Site
 from trainlint.model.hooks import FRAMEWORK_WORDS, LIBRARY_HOOK_NAMES, library_argument, library_step_hook
-from trainlint.model.lattice import Kind, Value
+from trainlint.model.lattice import Kind, Value, origins
 from trainlint.model.names import tokens
 
 
@@ -65,28 +65,34 @@ class CallGraph:
             return (direct, *overrides)
         func = call.node.func
         if isinstance(func, cst.Attribute) and call.receiver_text not in ("self", "cls") and not isinstance(func.value, cst.Call):
-            # `obj.m(...)`: a method of the class obj is an instance of
-            info = self._instance_class(func.value, call)
-            found = self._method(info, func.attr.value) if info is not None else None
-            if found is not None:
-                return (found,)
+            # `obj.m(...)`: a method of the class obj is an instance of (of each it may be)
+            found = [m for info in self._instance_classes(func.value, call) if (m := self._method(info, func.attr.value)) is not None]
+            if found:
+                return tuple(found)
         if call.name is not None and (call.qualname is not None or self.local_class(call.name) is not None):
             return ()  # a library callable, or a class of this module being constructed
         if isinstance(func, (cst.Name, cst.Attribute)):
             # `model(x)`, `self.criterion(a, b)`: an instance called runs its `forward` (or `__call__`)
-            info = self._instance_class(func, call)
-            found = (self._method(info, "forward") or self._method(info, "__call__")) if info is not None else None
-            if found is not None:
-                return (found,)
+            found = [
+                m for info in self._instance_classes(func, call)
+                if (m := self._method(info, "forward") or self._method(info, "__call__")) is not None
+            ]
+            if found:
+                return tuple(found)
         return ()
 
-    def _instance_class(self, expr: cst.BaseExpression, call: Call) -> ClassInfo | None:
-        """The class of this module that `expr` is an instance of, known from its value."""
-        origin = self.value(expr, call.site).origin
-        if origin and "::" in origin:  # a class of this module, passed in by another module
-            file, _, name = origin.partition("::")
-            return self.local_class(name) if self.path and Path(file) == Path(self.path).resolve() else None
-        return self.local_class(origin) if origin else None
+    def _instance_classes(self, expr: cst.BaseExpression, call: Call) -> list[ClassInfo]:
+        """The classes of this module that `expr` may be an instance of, known from its value."""
+        out: list[ClassInfo] = []
+        for origin in origins(self.value(expr, call.site)):
+            if "::" in origin:  # a class of this module, passed in (or returned) by another module
+                file, _, name = origin.partition("::")
+                info = self.local_class(name) if self.path and Path(file) == Path(self.path).resolve() else None
+            else:
+                info = self.local_class(origin)
+            if info is not None and info not in out:
+                out.append(info)
+        return out
 
     def _method(self, info: ClassInfo, name: str, depth: int = 0) -> Function | None:
         """A class's method, its own or inherited from a class of this module."""

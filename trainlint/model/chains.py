@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
+from trainlint.model.lattice import MAX_ALTERNATIVES, origins
 from trainlint.model.facts import Call, Function
 from trainlint.model.summary import DISPATCH
 
@@ -55,16 +56,20 @@ class StepChains:
         params = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
         keys = {name, str(params.index(name))} if name in params else {name}
         owner = fn.class_name if fn.name == "__init__" and fn.class_name else fn.qualified
-        origins = sorted({origin for key in keys for origin in seeds.get((owner, key), ())})
-        if len(origins) != 1:
-            return None  # one class passed everywhere; several would need the join of their kinds
-        symbol = self.project_symbol(origins[0])
+        passed = sorted({origin for key in keys for origin in seeds.get((owner, key), ())})
+        if not passed or len(passed) > MAX_ALTERNATIVES:
+            return None
         # a model or a loss module (what runs `forward` every step), or a plain object (a metric
         # logger whose `update` reads what it is given); loss scalers and optimizers passed in keep
-        # what the module itself can tell of them (a scaler that clips only when asked, say)
-        if not isinstance(symbol, ClassSummary) or symbol.kind not in (Kind.MODULE, Kind.OBJECT):
-            return None
-        return Value(symbol.kind, origin=origins[0])
+        # what the module itself can tell of them (a scaler that clips only when asked, say). Several
+        # classes passed (in several places) make an object of one of them, when all are of one kind.
+        kinds = set()
+        for origin in passed:
+            symbol = self.project_symbol(origin)
+            if not isinstance(symbol, ClassSummary) or symbol.kind not in (Kind.MODULE, Kind.OBJECT):
+                return None
+            kinds.add(symbol.kind)
+        return Value(kinds.pop(), origin="|".join(passed)) if len(kinds) == 1 else None
 
     @property
     def _passed_seeds(self) -> "dict[tuple[str, str], tuple[str, ...]]":
@@ -92,13 +97,11 @@ class StepChains:
         return out
 
     def _passed(self, call: Call, key: str, expr: cst.BaseExpression, out: list, class_summary: type) -> None:
-        origin = self.value(expr, call.site).origin
-        if not origin:
-            return
-        if self.local_class(origin) is not None:
-            out.append((call.qualname or "", key, f"::{origin}"))
-        elif isinstance(self.project_symbol(origin), class_summary):
-            out.append((call.qualname or "", key, origin))
+        for origin in origins(self.value(expr, call.site)):
+            if self.local_class(origin) is not None:
+                out.append((call.qualname or "", key, f"::{origin}"))
+            elif isinstance(self.project_symbol(origin), class_summary):
+                out.append((call.qualname or "", key, origin))
 
     def step_calls(self, place: Callable[[list[Call]], dict[Call, Place]]) -> list[StepCall]:
         """The calls this module makes on every step into names of other project modules: a project
@@ -113,15 +116,15 @@ class StepChains:
         for call in self.calls:
             if not self.every_step(call.site) or self.framework_internal(call.site):
                 continue
-            target = self.project_target(call) or self._dispatched(call)
-            if target is None:
+            targets = self.project_targets(call) or [t for t in (self._dispatched(call),) if t is not None]
+            if not targets:
                 continue
             prefix: tuple[Call | Place, ...] = ()
             fn = call.site.function
             if fn is not None and fn in self.step_functions:
                 chains = self.step_chains(fn)
                 prefix = chains[0] if chains else ()
-            found.append((target, (*prefix, call), ""))
+            found.extend((target, (*prefix, call), "") for target in targets)
         found.extend(self._calls_whenever_run())
         places = place([c for _, chain, _ in found for c in chain if not isinstance(c, tuple)]) if found else {}
         return [
@@ -148,8 +151,7 @@ class StepChains:
             for callee in self.callees(call):
                 if callee is not fn and callee not in self.step_functions:
                     edges.setdefault(fn, []).append((call, callee))
-            target = self.project_target(call) or self._dispatched(call)
-            if target is not None:
+            for target in self.project_targets(call) or [t for t in (self._dispatched(call),) if t is not None]:
                 direct.setdefault(fn, []).append((call, target))
         if not direct:
             return []
@@ -180,6 +182,11 @@ class StepChains:
         return f"{DISPATCH}{fn.class_name}.{call.method}"
 
     def project_target(self, call: Call) -> str | None:
+        """The first of `project_targets`, or None."""
+        targets = self.project_targets(call)
+        return targets[0] if targets else None
+
+    def project_targets(self, call: Call) -> list[str]:
         """The function of another project module a call runs, as this module's imports spell it
         (`utils.all_reduce`, `losses.SetCriterion.forward` for `criterion(a, b)`), or None. A call
         made every step makes that function per step in its own module, where its code is reported."""
@@ -187,11 +194,11 @@ class StepChains:
 
         if call.qualname is not None and call.receiver is None:
             symbol = self.project_symbol(call.qualname)
-            return call.qualname if symbol is not None and not isinstance(symbol, class_summary) else None
+            return [call.qualname] if symbol is not None and not isinstance(symbol, class_summary) else []
         if call.qualname is not None and call.method is not None:  # `utils.all_reduce(x)`, `losses.Loss.f`
             symbol = self.project_symbol(call.qualname)
             if symbol is not None and not isinstance(symbol, class_summary):
-                return call.qualname
+                return [call.qualname]
         func = call.node.func
         candidates: list[tuple[cst.BaseExpression, str | None]] = []
         if isinstance(func, cst.Attribute) and not isinstance(func.value, cst.Call):
@@ -199,14 +206,17 @@ class StepChains:
         if isinstance(func, cst.Attribute) or (isinstance(func, cst.Name) and call.qualname is None):
             candidates.append((func, None))  # `model(x)`, `self.model(x)`: the instance's forward
         for expr, method in candidates:
-            origin = self.value(expr, call.site).origin
-            owner = self.project_symbol(origin) if origin else None
-            if not isinstance(owner, class_summary):
-                continue
-            for name in (method,) if method else ("forward", "__call__"):
-                if name in owner.methods:
-                    return f"{origin}.{name}"
-        return None
+            found = []
+            for origin in origins(self.value(expr, call.site)):
+                owner = self.project_symbol(origin)
+                if not isinstance(owner, class_summary):
+                    continue
+                name = next((n for n in ((method,) if method else ("forward", "__call__")) if n in owner.methods), None)
+                if name is not None:
+                    found.append(f"{origin}.{name}")
+            if found:
+                return found
+        return []
 
     def step_scope(self) -> list[tuple[cst.CSTNode, str, tuple[Call | Place, ...]]]:
         """What the analysis takes to run every training step, for `--show-steps`: each outermost step

@@ -6,7 +6,7 @@ import dataclasses
 
 import libcst as cst
 
-from trainlint.model.names import tokens
+from trainlint.model.names import dotted, tokens
 
 # words of a condition that make it periodic or a one-off (`log_interval`, `do_eval`, `print_freq`)
 GATE_WORDS = frozenset(
@@ -111,8 +111,20 @@ def _compares_with_none(test: cst.BaseExpression, operator: type[cst.BaseCompOp]
 
 
 def is_lazy_init_test(test: cst.BaseExpression) -> bool:
-    """`if self.graph is None:` / `if cache is None:`: a body that runs once, to build what is missing."""
+    """`if self.graph is None:` / `if cache is None:`: a body that runs once, to build what is missing
+    (`if self.J is None or n > self.J.shape[-1]:` too: built again only when it is outgrown)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return is_lazy_init_test(test.left)
     return _compares_with_none(test, cst.Is) and isinstance(test.left, cst.Attribute)  # type: ignore[union-attr]
+
+
+def is_inference_only_test(test: cst.BaseExpression) -> bool:
+    """`if not self.training:` (also as a conjunct: `if not self.training and self.windowing:`): a
+    module's inference path, not taken by the forward passes of training steps (nn.Module's API:
+    `model.train()` sets `training` on every submodule)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return is_inference_only_test(test.left) or is_inference_only_test(test.right)
+    return isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and dotted(test.expression) == "self.training"
 
 
 def _presence_test(test: cst.BaseExpression) -> bool:

@@ -68,10 +68,26 @@ class Value:
             self.device if self.device == other.device else UNKNOWN_DEVICE,
             join_graph(self.graph, other.graph),
             self.dtype if self.dtype == other.dtype else None,
-            self.origin if self.origin == other.origin else None,
+            self.origin if self.origin == other.origin else _either(self, other),
             self.enabled if self.enabled == other.enabled else None,
             self.element if self.element == other.element else None,
         )
+
+
+MAX_ALTERNATIVES = 4  # classes an object may be one of (`init_attn(kind)` returning one of several)
+
+
+def origins(value: Value) -> tuple[str, ...]:
+    """The classes (or library names) a value may be an instance of: "A|B" is one of A and B."""
+    return tuple(value.origin.split("|")) if value.origin else ()
+
+
+def _either(a: Value, b: Value) -> str | None:
+    """The origin of the join of two objects of different known classes: one of them ("A|B")."""
+    if a.kind not in (Kind.MODULE, Kind.OBJECT) or not a.origin or not b.origin:
+        return None
+    union = sorted({*origins(a), *origins(b)})
+    return "|".join(union) if len(union) <= MAX_ALTERNATIVES else None
 
 
 def join_graph(a: bool | None, b: bool | None) -> bool | None:

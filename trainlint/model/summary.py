@@ -9,12 +9,13 @@ and can be cached by content hash.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from trainlint.model.names import tokens
 from trainlint.model.torchnames import GRAD_SCALER, is_clip_name
-from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value
+from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value, origins
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Call, ClassInfo, Function
@@ -225,7 +226,7 @@ class Summarizer:
         if any(c.method == "step" and ENV_WORDS & set(tokens(c.receiver_text or "")) for c in fn.calls):
             syncs = []  # acting in a host environment: the action must reach the host every step
         no_grad = any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators)
-        returns = m.values.returns(fn) if fn.return_facts else UNKNOWN
+        returns = _qualified(m.values.returns(fn) if fn.return_facts else UNKNOWN, m)
         return FunctionSummary(
             where=f"`{fn.qualified}` in {self.label}",
             steps=steps,
@@ -244,6 +245,15 @@ class Summarizer:
             defined=(m.path or "", fn.qualified),
             returns_argument=_returned_parameter(fn, m),
         )
+
+
+def _qualified(value: Value, m: "TrainingModel") -> Value:
+    """A returned object of a class of this module, named as other modules can find it ("file::Name")."""
+    if value.kind not in (Kind.MODULE, Kind.OBJECT) or not value.origin or not m.path:
+        return value
+    here = str(Path(m.path).resolve())
+    named = [f"{here}::{o}" if m.local_class(o) is not None else o for o in origins(value)]
+    return replace(value, origin="|".join(named))
 
 
 def _returned_parameter(fn: "Function", m: "TrainingModel") -> str | None:

@@ -91,10 +91,11 @@ class SymbolQueries:
         return None
 
     def class_methods(self, origin: str | None) -> "dict[str, FunctionSummary] | None":
-        """Method summaries of the class that made a value (a local class, or a project one)."""
+        """Method summaries of the class that made a value (a local class, or a project one); None for an
+        object of one of several classes ("A|B"), whose methods may do different things."""
         from trainlint.model.summary import ClassSummary
 
-        if origin is None:
+        if origin is None or "|" in origin:
             return None
         info = self._classes_by_name.get(origin)
         if info is not None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from trainlint.model.lattice import Kind
+from trainlint.model.lattice import MAX_ALTERNATIVES, Kind, Value
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary
 from trainlint.reading import MAX_MODULE_BYTES, MAX_PROJECT_MODULES, State, project_modules, project_state, read_regular
 
@@ -75,7 +75,7 @@ def import_index(root: Path) -> ImportIndex:
     return index
 
 
-def module_outline(source: str) -> ModuleSummary:
+def module_outline(source: str, path: str = "") -> ModuleSummary:
     """What a module with no training code of its own offers, read with Python's own fast parser: its
     top-level functions and classes (doing nothing a step needs; a class deriving from a `...Module`
     or defining `forward` is a module whose `forward` runs when an instance is called), and the names
@@ -88,6 +88,7 @@ def module_outline(source: str) -> ModuleSummary:
     imported: dict[str, str] = {}  # `import a.b as c`: c -> a.b; `import a.b`: a -> a
     functions: dict[str, FunctionSummary] = {}
     classes: dict[str, ClassSummary] = {}
+    factories: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
     for node in tree.body:
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -101,6 +102,7 @@ def module_outline(source: str) -> ModuleSummary:
                 exports[alias.asname or alias.name] = full
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name] = FunctionSummary(where=f"`{node.name}`", returns_argument=_returned_parameter(node, False))
+            factories.append(node)
         elif isinstance(node, ast.ClassDef):
             methods = {
                 m.name: FunctionSummary(where=f"`{node.name}.{m.name}`", returns_argument=_returned_parameter(m, True))
@@ -110,7 +112,37 @@ def module_outline(source: str) -> ModuleSummary:
             module = "forward" in methods or any(b.endswith(("Module", "Model")) for b in bases)
             spelled = tuple(_spelled(b, exports, imported) for b in bases if _dotted(b))
             classes[node.name] = ClassSummary(Kind.MODULE if module else Kind.OBJECT, methods, spelled)
+    for node in factories if path else ():
+        returned = _returned_classes(node, classes, path)
+        if returned is not None:
+            functions[node.name] = replace(functions[node.name], returns=returned)
     return ModuleSummary(functions, classes, exports, outline=True)
+
+
+def _returned_classes(fn: ast.FunctionDef | ast.AsyncFunctionDef, classes: dict[str, ClassSummary], path: str) -> Value | None:
+    """A factory of this module's classes (`init_attn(kind)`): every `return` builds an instance of a
+    class defined here, all of one kind; the object is one of them ("file::A|file::B")."""
+    returns: list[ast.Return] = []
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return):
+            returns.append(node)
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            stack.extend(getattr(node, field, None) or ())
+    built: set[str] = set()
+    for r in returns:
+        call = r.value
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in classes):
+            return None
+        built.add(call.func.id)
+    kinds = {classes[name].kind for name in built}
+    if not built or len(built) > MAX_ALTERNATIVES or len(kinds) != 1:
+        return None
+    return Value(kinds.pop(), origin="|".join(f"{path}::{name}" for name in sorted(built)))
 
 
 def _dotted(text: str) -> bool:

@@ -381,7 +381,7 @@ class Project:
             self._current_outlines.add(path)
             if known is None or known[0] != state:
                 text = data.decode("utf-8", errors="replace") if data is not None else ""
-                outline = module_outline(text) if data is not None else EMPTY
+                outline = module_outline(text, str(path.resolve())) if data is not None else EMPTY
                 opaque = outline
                 if any(token in text for token in TRAINING_TOKENS):
                     opaque = replace(outline, functions={}, classes={k: ClassSummary(c.kind) for k, c in outline.classes.items()})
@@ -436,19 +436,19 @@ class Project:
         # a module with no training token says nothing of its own, unless a step may pass through it
         # (then the calls it makes onward matter: a model's `forward` calling its loss head)
         if not steps and not any(token in source for token in TRAINING_TOKENS):
-            return module_outline(source)
+            return module_outline(source, str(path.resolve()))
         try:
             from trainlint.model.summary import Summarizer
 
             model = self._model(path, data)
             if model is None:
-                return module_outline(source)
+                return module_outline(source, str(path.resolve()))
             summary = Summarizer(model, path.name).module()
             calls = model.step_calls(_placer(model.module, source, str(path)))
             arguments = self._arguments(path, model.project_arguments())
             return replace(summary, step_calls=tuple(calls), arguments=arguments) if calls or arguments else summary
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
-            return module_outline(source)
+            return module_outline(source, str(path.resolve()))
 
     def _model(self, path: Path, data: bytes) -> Any:
         """The training model of a module, as its summary sees it (its own imports one level deeper)."""

@@ -79,7 +79,8 @@ for step, (x, y) in enumerate(loader):
         running_loss.zero_()
 """
     not_flagged = (
-        "Syncs under a gate (`if step % n == 0`, `if do_log:`, `if step == 0`, `if self.graph is None:`, an early "
+        "Syncs under a gate (`if step % n == 0`, `if do_log:`, `if step == 0`, `if self.graph is None:`, a "
+        "module's inference-only branch `if not self.training:`, an early "
         "`return` when not logging), on the error path (`except` handlers, `raise`, an assert's message, a "
         "branch that exits or skips a non-finite batch), after the training loop, in epoch-level code outside "
         "the step loop, in evaluation loops that do not backpropagate, in memoised helpers (`@lru_cache`), in "
