@@ -542,3 +542,40 @@ def test_a_parameter_declared_as_a_module_takes_the_class_its_callers_pass():
     # one finding: the test's read; its body runs only when the data says so
     assert sync_lines(code) == [8]
     assert sync_lines(code.replace("criterion = SSIMLoss()", "criterion = nn.MSELoss()")) == []
+
+
+def test_a_class_chosen_by_a_setting_runs_the_forward_of_each():
+    """`klass = CharacterEmbed if not interpolated else InterpolatedEmbed; self.embed = klass(dim)`: the
+    object is one of the two, and both `forward`s run every step."""
+    code = """
+    import torch
+    from torch import nn
+
+    class CharacterEmbed(nn.Module):
+        def forward(self, text, mask):
+            return text
+
+    class InterpolatedEmbed(nn.Module):
+        def forward(self, text, mask):
+            seq_len = mask.sum().long().item()
+            return text[:seq_len]
+
+    class TTS(nn.Module):
+        def __init__(self, interpolated):
+            super().__init__()
+            klass = CharacterEmbed if not interpolated else InterpolatedEmbed
+            self.embed = klass(8)
+
+        def forward(self, text, mask):
+            return self.embed(text, mask)
+
+    def train(interpolated, loader, optimizer):
+        model = TTS(interpolated).cuda()
+        for text, mask in loader:
+            model(text.cuda(), mask.cuda()).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+    assert sync_lines(code) == [11]
+    # a name bound to something else than this module's classes: unknown, nothing followed
+    assert sync_lines(code.replace("klass = CharacterEmbed if not interpolated else InterpolatedEmbed", "klass = make_embed(interpolated)")) == []

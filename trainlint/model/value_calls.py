@@ -23,6 +23,7 @@ from trainlint.model.lattice import (
     UNKNOWN_DEVICE,
     Kind,
     Value,
+    join,
 )
 from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import (
@@ -155,6 +156,9 @@ class CallValues:
                 cls = m.local_class(name)
                 if cls is not None:
                     return m.instance_of_local_class(name)
+                chosen = self._chosen_class(name, fn, at)
+                if chosen is not None:
+                    return chosen
             if qual is None and (name[:1].isupper() or name.startswith(PREDICATE_PREFIXES)) and not m.reaching(fn, name, at):
                 return self._by_words(name, at)  # `Net(cfg)`: an object of a class we cannot see
             callee = self.of(func, fn, at)
@@ -165,6 +169,22 @@ class CallValues:
         if callee.kind is Kind.MODULE:
             return self._forward(at, callee)
         return UNKNOWN
+
+    def _chosen_class(self, name: str, fn: "Function | None", at: "Site | None") -> Value | None:
+        """`klass = CharacterEmbed if not interpolated else InterpolatedEmbed` then `klass(...)`: an
+        instance of one of the classes of this module the name may hold (None unless all are such)."""
+        m = self.model
+        assigns = m.reaching(fn, name, at)
+        if not assigns:
+            return None
+        built: list[Value] = []
+        for assign in assigns:
+            value = assign.value
+            for choice in (value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,):
+                if not (isinstance(choice, cst.Name) and m.local_class(choice.value) is not None) or assign.op is not None:
+                    return None
+                built.append(m.instance_of_local_class(choice.value))
+        return join(built)
 
     def _forward(self, at: "Site | None", module: Value | None = None) -> Value:
         """The output of a forward pass: a tensor with a graph, unless autograd is off there or the
