@@ -579,3 +579,26 @@ def test_a_class_chosen_by_a_setting_runs_the_forward_of_each():
     assert sync_lines(code) == [11]
     # a name bound to something else than this module's classes: unknown, nothing followed
     assert sync_lines(code.replace("klass = CharacterEmbed if not interpolated else InterpolatedEmbed", "klass = make_embed(interpolated)")) == []
+
+
+def test_a_comprehension_variable_is_an_element_of_its_iterable():
+    """`[torch.cat((q, r)).tolist() for q, r in zip(queries, responses)]` over host copies reads the
+    host; over device tensors it syncs, and so does `if` on a device element in a generator."""
+    code = """
+    import torch
+
+    def train(model, loader, optimizer):
+        model.cuda()
+        for batch in loader:
+            queries = [q.cpu() for q in model(batch.cuda())]
+            responses = [r.cpu() for r in model(batch.cuda())]
+            ids = [torch.cat((q, r)).tolist() for q, r in zip(queries, responses)]
+            losses = [model(x) for x in batch.cuda()]
+            if any(bool(l > 10) for l in losses):
+                print("large")
+            sum(losses).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+    # the copies themselves (`q.cpu()`, `r.cpu()`) and `bool(l > 10)`: not the reads of the copies
+    assert sync_lines(code) == [7, 8, 11]

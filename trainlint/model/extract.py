@@ -120,6 +120,7 @@ class Extractor(cst.CSTVisitor):
         self.assigns: list[Assign] = []
         self.conditions: list[Condition] = []
         self.formatted: list[FormattedValue] = []
+        self.comprehensions: list[cst.BaseComp] = []  # list, set, dict comprehensions and generators
         self.context_aliases: dict[str, WithItem] = {}
         self.gate_names: set[str] = set()
         self.classes: list[ClassInfo] = []
@@ -409,6 +410,18 @@ class Extractor(cst.CSTVisitor):
         if node.attr.value == "grad":
             for loop in self._loop_stack:
                 loop.uses_grad = True
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self.comprehensions.append(node)
+
+    def visit_SetComp(self, node: cst.SetComp) -> None:
+        self.comprehensions.append(node)
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self.comprehensions.append(node)
+
+    def visit_DictComp(self, node: cst.DictComp) -> None:
+        self.comprehensions.append(node)
 
     def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
         self.formatted.append(FormattedValue(node, self.site()))

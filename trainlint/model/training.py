@@ -115,6 +115,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
     formatted: list[FormattedValue]
     settings: AnalysisSettings = field(default_factory=AnalysisSettings)
     classes: list[ClassInfo] = field(default_factory=list)
+    comprehensions: list[cst.BaseComp] = field(default_factory=list)
     path: str = ""
     project: "ProjectLookup | None" = None
     # memoised answers of the project phase (the same qualname and call are asked about many times)
@@ -149,6 +150,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
             assigns=extractor.assigns,
             conditions=extractor.conditions,
             formatted=extractor.formatted,
+            comprehensions=extractor.comprehensions,
             settings=settings,
             classes=extractor.classes,
             path=path,

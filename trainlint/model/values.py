@@ -9,6 +9,7 @@ where their page says why a guess is safe.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -30,6 +31,7 @@ from trainlint.model.lattice import (
     join,
     join_graph,
 )
+from trainlint.model.containers import comprehension_bindings, element_of, is_empty_list
 from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES
 from trainlint.model.value_calls import (
@@ -90,6 +92,9 @@ class ValueModel(CallValues):
         if kind in (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString):
             return STRING
         if kind is cst.Name:
+            bound = self._comprehension_bindings.get(id(expr)) if self.model.comprehensions else None
+            if bound is not None:  # `l` in `[l.item() for l in losses]`: an element of `losses`
+                return element_of(self.of(bound, fn, at))
             return self._name(expr.value, fn, at)
         if kind is cst.Attribute:
             return self._attribute(expr, fn, at)
@@ -168,6 +173,10 @@ class ValueModel(CallValues):
         return UNKNOWN
 
     # -- names ---------------------------------------------------------------------------------
+    @cached_property
+    def _comprehension_bindings(self) -> dict[int, cst.BaseExpression]:
+        return comprehension_bindings(self.model.comprehensions)
+
     def _name(self, name: str, fn: "Function | None", at: "Site | None") -> Value:
         m = self.model
         if name in ("True", "False"):
@@ -227,7 +236,7 @@ class ValueModel(CallValues):
             finally:
                 self._in_progress.discard(key)
             return self._arithmetic([before, value])
-        if _empty_list(assign, name):  # `xs = []` (or `xs, ys = [], []`), filled by appends
+        if is_empty_list(assign, name):  # `xs = []` (or `xs, ys = [], []`), filled by appends
             return self._filled(assign, name, Value(Kind.COLLECTION, HOST))
         if len(assign.targets) > 1 or assign.unpacked:
             prepared = self._prepared(assign, name)
@@ -463,16 +472,6 @@ def _target_names(target: cst.BaseExpression) -> set[str]:
     return set()
 
 
-def _empty_list(assign, name: str) -> bool:  # type: ignore[no-untyped-def]
-    """`name = []`, or `name` given an empty list by a tuple assignment (`xs, ys = [], []`)."""
-    value = assign.value
-    if isinstance(value, cst.Tuple) and len(assign.targets) == len(value.elements) and name in assign.targets:
-        value = value.elements[assign.targets.index(name)].value
-    elif len(assign.targets) != 1 or assign.op is not None:
-        return False
-    return isinstance(value, cst.List) and not value.elements
-
-
 def _refinable(declared: Value) -> bool:
     """A declared type that leaves open what the values passed can say: which class of module or
     object, where the elements of a collection live."""
@@ -487,3 +486,4 @@ def _refines(passed: Value, declared: Value) -> bool:
     if passed.kind is Kind.COLLECTION:
         return passed.element is not None and passed.element.kind is not Kind.UNKNOWN and passed.element.device != UNKNOWN_DEVICE
     return bool(passed.origin)
+

@@ -1,0 +1,76 @@
+"""Where the code says what a collection holds: a list that starts empty (then filled by `append` and
+`extend`, which the value model reads), and the variables of a comprehension, each an element of what
+its clause iterates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import libcst as cst
+
+from trainlint.model.gates import child_nodes
+from trainlint.model.lattice import UNKNOWN, Kind, Value
+from trainlint.model.names import dotted
+
+
+def comprehension_bindings(comprehensions: list[cst.BaseComp]) -> dict[int, cst.BaseExpression]:
+    """Each use of a comprehension's variable (by node), to the iterable it is an element of:
+    `x` of `for x in xs` to `xs`, `a` and `b` of `for a, b in zip(xs, ys)` to `xs` and `ys`."""
+    out: dict[int, cst.BaseExpression] = {}
+    for comp in comprehensions:  # outer first: an inner comprehension rebinds its own
+        names: dict[str, cst.BaseExpression] = {}
+        clause: cst.CompFor | None = comp.for_in
+        while clause is not None:
+            names.update(_comprehension_targets(clause))
+            clause = clause.inner_for_in
+        if not names:
+            continue
+        scopes: list[cst.CSTNode] = [comp.key, comp.value] if isinstance(comp, cst.DictComp) else [comp.elt]
+        clause = comp.for_in
+        while clause is not None:
+            scopes.extend(clause.ifs)
+            if clause is not comp.for_in:
+                scopes.append(clause.iter)
+            clause = clause.inner_for_in
+        stack = scopes
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Name) and node.value in names:
+                out[id(node)] = names[node.value]
+            elif isinstance(node, cst.Attribute):
+                stack.append(node.value)  # (an attribute's name is not a variable)
+            else:
+                stack.extend(child_nodes(node))
+    return out
+
+
+def _comprehension_targets(clause: cst.CompFor) -> dict[str, cst.BaseExpression]:
+    """The variables a `for` clause binds, each to the iterable it takes elements of (only those known)."""
+    target = clause.target
+    if isinstance(target, cst.Name):
+        return {target.value: clause.iter}
+    if isinstance(target, cst.Tuple) and isinstance(clause.iter, cst.Call) and dotted(clause.iter.func) == "zip":
+        args = [a.value for a in clause.iter.args if a.keyword is None and not a.star]
+        names = [e.value for e in target.elements]
+        if len(args) == len(names) and all(isinstance(n, cst.Name) for n in names):
+            return {n.value: a for n, a in zip(names, args)}  # type: ignore[union-attr]
+    return {}
+
+
+def element_of(iterable: Value) -> Value:
+    """What iterating over a value gives: a collection's element, a tensor's rows (same device)."""
+    if iterable.kind is Kind.COLLECTION and iterable.element is not None:
+        return iterable.element
+    if iterable.kind is Kind.TENSOR:
+        return iterable
+    return UNKNOWN
+
+
+def is_empty_list(assign: Any, name: str) -> bool:
+    """`name = []`, or `name` given an empty list by a tuple assignment (`xs, ys = [], []`)."""
+    value = assign.value
+    if isinstance(value, cst.Tuple) and len(assign.targets) == len(value.elements) and name in assign.targets:
+        value = value.elements[assign.targets.index(name)].value
+    elif len(assign.targets) != 1 or assign.op is not None:
+        return False
+    return isinstance(value, cst.List) and not value.elements
