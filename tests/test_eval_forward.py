@@ -118,3 +118,40 @@ def test_a_module_frozen_in_the_same_chain_records_no_graph():
     """
     assert lines(code, "TL303") == []
     assert lines(code.replace(".requires_grad_(False)", ""), "TL303") == [8]
+
+
+EVALUATOR = """
+import torch
+from transformers import Trainer
+
+
+class COCOEvaluator:
+    def evaluate(self, model, test_size):
+        model = model.eval()
+        x = torch.ones(1, 3, test_size[0], test_size[1]).cuda()
+        model(x)
+        with torch.no_grad():
+            for imgs in self.dataloader:
+                outputs = model(imgs.cuda())
+"""
+
+
+def test_a_method_named_like_a_library_hook_in_a_class_of_no_library_is_evaluation_code():
+    """`COCOEvaluator.evaluate` (YOLOX): its warm-up forward after `model.eval()` records a graph; only a
+    Trainer's `evaluate`, which the library runs without grad, is exempt, known from the class's bases."""
+    assert lines(EVALUATOR, "TL303") == [10]
+    assert lines(EVALUATOR.replace("class COCOEvaluator:", "class COCOEvaluator(Trainer):"), "TL303") == []
+
+
+def test_a_lightning_validation_step_is_run_without_grad_by_lightning():
+    code = """
+    import lightning as L
+
+    class LitModel(L.LightningModule):
+        def validation_step(self, batch, batch_idx):
+            self.backbone.eval()
+            for x in batch:
+                self.backbone(x)
+    """
+    assert lines(code, "TL303") == []
+    assert lines(code.replace("(L.LightningModule)", "(object)"), "TL303") == [8]

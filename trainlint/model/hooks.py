@@ -44,6 +44,16 @@ LIBRARY_STEP_HOOKS: dict[tuple[str, str], frozenset[str]] = {
     ("mmengine", "Hook"): frozenset({"before_train_iter", "after_train_iter"}),
 }
 LIBRARY_HOOK_NAMES = frozenset().union(*LIBRARY_STEP_HOOKS.values())
+# What a library runs with autograd off: its evaluation hooks (Lightning wraps `validation_step` in
+# `torch.no_grad()`; the HF `Trainer`'s `prediction_step` runs under it, and `evaluate` drives it).
+_LIGHTNING_NO_GRAD = frozenset({"validation_step", "test_step", "predict_step"})
+_HF_NO_GRAD = frozenset({"evaluate", "evaluation_loop", "prediction_step", "predict"})
+LIBRARY_NO_GRAD_HOOKS: dict[tuple[str, str], frozenset[str]] = {
+    ("lightning", "LightningModule"): _LIGHTNING_NO_GRAD,
+    ("pytorch_lightning", "LightningModule"): _LIGHTNING_NO_GRAD,
+    **{("transformers", name): _HF_NO_GRAD for name in ("Trainer", "Seq2SeqTrainer")},
+    **{("trl", name): _HF_NO_GRAD for name in ("DPOTrainer", "CPOTrainer", "ORPOTrainer", "KTOTrainer", "SFTTrainer", "RewardTrainer", "GRPOTrainer", "PPOTrainer")},
+}
 # A library's own methods that perform a whole training step when a subclass calls them on itself
 # (`stats = self.step(queries, responses, rewards)` in a `PPOTrainer` subclass's loop).
 LIBRARY_STEP_METHODS: dict[tuple[str, str], frozenset[str]] = {("trl", "PPOTrainer"): frozenset({"step"})}

@@ -9,6 +9,7 @@ import libcst as cst
 
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, Function, Loop, TrainingModel
+from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
 from trainlint.model.names import dotted, tokens
 from trainlint.model.training import LOOP_TEXT, MODULE_WORDS
 from trainlint.rules.rule import Finding, Rule
@@ -20,7 +21,6 @@ NOT_FORWARD_VERBS = frozenset(
     """convert load build get set wrap unwrap setup prepare save create init make move copy freeze unfreeze
     compile register print log reset apply count summarize summarise export""".split()
 )
-FRAMEWORK_HOOKS = frozenset({"validation_step", "test_step", "predict_step", "evaluation_loop", "prediction_step", "evaluate"})
 
 
 _EVAL_CALL = re.compile(r"\.[\s\\]*eval[\s\\]*\(|\.[\s\\]*train[\s\\]*\([\s\\]*(mode[\s\\]*=[\s\\]*)?False")
@@ -75,8 +75,9 @@ def evaluate(model, loader):
         "Evaluation under `no_grad`/`inference_mode` (a `with` block, a decorator, or every call site inside "
         "one), loops that backpropagate (meta-learning, adversarial evaluation, fine-tuning with batch-norm "
         "statistics frozen by `eval()`), modules frozen with `requires_grad_(False)`, a module switched back "
-        "with `.train()`, framework hooks (Lightning `validation_step`, HF `evaluate`) that disable gradients "
-        "for you, and pytest tests. Evaluation is found by what the code does: a module switched to eval "
+        "with `.train()`, a library's evaluation hooks, which it runs without grad (`validation_step` of a "
+        "`LightningModule`, `evaluate`/`prediction_step` of an HF or trl `Trainer`: known from the class's bases, "
+        "not the method's name), and pytest tests. Evaluation is found by what the code does: a module switched to eval "
         "mode (`.eval()`, `.train(False)`) and run, in the function that switched it, in a helper its caller "
         "switched it for, or in a loop of a training driver that validates between epochs; a function named "
         "as evaluation (`validate`) is read as one too."
@@ -141,8 +142,10 @@ def train(model, ema, loader, valid_batches, optimizer):
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         switches, frozen = _switches(model), _frozen(model)
         for fn in model.functions:
-            if (fn.class_name and fn.name in FRAMEWORK_HOOKS) or fn in model.step_functions:
+            if fn in model.step_functions:
                 continue
+            if fn.class_name and library_step_hook(fn.name, model.class_bases(fn), LIBRARY_NO_GRAD_HOOKS):
+                continue  # a library's evaluation hook, which the library runs under no_grad
             if model.is_test_code and fn.name.startswith("test_"):
                 continue  # a pytest test (in a file pytest collects), not evaluation code
             if _trains(model, fn):
