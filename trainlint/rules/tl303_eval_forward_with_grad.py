@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import libcst as cst
 
@@ -141,6 +141,11 @@ def train(model, ema, loader, valid_batches, optimizer):
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         switches, frozen = _switches(model), _frozen(model)
+        sites: dict[Function, list[Call]] = {}  # the calls of each function of this module
+        for call in model.calls if switches else ():
+            callee = model.callee(call)
+            if callee is not None:
+                sites.setdefault(callee, []).append(call)
         for fn in model.functions:
             if fn in model.step_functions:
                 continue
@@ -154,7 +159,7 @@ def train(model, ema, loader, valid_batches, optimizer):
                 continue
             if model.under_no_grad_everywhere(fn):
                 continue
-            here, by_callers = _evaluated_here(fn, switches), _evaluated_by_callers(model, fn, switches)
+            here, by_callers = _evaluated_here(fn, switches), _evaluated_by_callers(fn, sites.get(fn, ()), switches)
             if not here and not by_callers and not EVAL_WORDS & set(tokens(fn.name)):
                 continue
             for call in fn.calls:
@@ -252,14 +257,12 @@ def _evaluated_here(fn: Function, switches: list[Call]) -> set[str]:
     return {s.receiver_text or "" for s in switches if s.site.function is fn and _mode(s) is False}
 
 
-def _evaluated_by_callers(model: TrainingModel, fn: Function, switches: list[Call]) -> set[str]:
+def _evaluated_by_callers(fn: Function, sites: "Iterable[Call]", switches: list[Call]) -> set[str]:
     """The parameters of `fn` whose argument a caller of this module switched to eval mode before the
     call (`net.eval()` then `test_net(net, ...)`): they name modules the function runs in eval mode."""
     out: set[str] = set()
     params = [p for p in fn.params if p not in ("self", "cls")]
-    for site in model.calls:
-        if model.callee(site) is not fn:
-            continue
+    for site in sites:
         for index, arg in enumerate(a for a in site.node.args if not a.star):
             param = arg.keyword.value if arg.keyword is not None else (params[index] if index < len(params) else None)
             text = dotted(arg.value)
