@@ -116,7 +116,7 @@ class StepChains:
         for call in self.calls:
             if not self.every_step(call.site) or self.framework_internal(call.site):
                 continue
-            targets = self.project_targets(call) or [t for t in (self._dispatched(call),) if t is not None]
+            targets = self._targets(call)
             if not targets:
                 continue
             prefix: tuple[Call | Place, ...] = ()
@@ -151,7 +151,7 @@ class StepChains:
             for callee in self.callees(call):
                 if callee is not fn and callee not in self.step_functions:
                     edges.setdefault(fn, []).append((call, callee))
-            for target in self.project_targets(call) or [t for t in (self._dispatched(call),) if t is not None]:
+            for target in self._targets(call):
                 direct.setdefault(fn, []).append((call, target))
         if not direct:
             return []
@@ -173,6 +173,13 @@ class StepChains:
                         queue.append(callee)
         return out
 
+    def _targets(self, call: Call) -> list[str]:
+        """What a call runs in other modules: functions of project modules, else an override of a
+        method called on `self` (`_dispatched`)."""
+        targets = self.project_targets(call)
+        dispatched = self._dispatched(call) if not targets else None
+        return [dispatched] if dispatched is not None else targets
+
     def _dispatched(self, call: Call) -> str | None:
         """`self.compute_loss(batch)` in a method of class `Base`: "self::Base.compute_loss", which runs
         the override of any subclass in another module (`Project.step_seeds` finds them)."""
@@ -187,9 +194,10 @@ class StepChains:
         return targets[0] if targets else None
 
     def project_targets(self, call: Call) -> list[str]:
-        """The function of another project module a call runs, as this module's imports spell it
-        (`utils.all_reduce`, `losses.SetCriterion.forward` for `criterion(a, b)`), or None. A call
-        made every step makes that function per step in its own module, where its code is reported."""
+        """The functions of other project modules a call runs, as this module's imports spell them
+        (`utils.all_reduce`, `losses.SetCriterion.forward` for `criterion(a, b)`; one per class an
+        object may be), or none. A call made every step makes them per step in their own modules,
+        where their code is reported."""
         from trainlint.model.summary import ClassSummary as class_summary
 
         if call.qualname is not None and call.receiver is None:

@@ -8,6 +8,7 @@ import ast
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Iterator
 
 from trainlint.model.lattice import MAX_ALTERNATIVES, Kind, Value
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary
@@ -122,20 +123,11 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
 def _returned_classes(fn: ast.FunctionDef | ast.AsyncFunctionDef, classes: dict[str, ClassSummary], path: str) -> Value | None:
     """A factory of this module's classes (`init_attn(kind)`): every `return` builds an instance of a
     class defined here, all of one kind; the object is one of them ("file::A|file::B")."""
-    returns: list[ast.Return] = []
-    stack: list[ast.AST] = list(fn.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        if isinstance(node, ast.Return):
-            returns.append(node)
-            continue
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            stack.extend(getattr(node, field, None) or ())
     built: set[str] = set()
-    for r in returns:
-        call = r.value
+    for node in _own_statements(fn):
+        if not isinstance(node, ast.Return):
+            continue
+        call = node.value
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in classes):
             return None
         built.add(call.func.id)
@@ -160,25 +152,14 @@ def _spelled(base: str, exports: dict[str, str], imported: dict[str, str]) -> st
 
 
 def _returned_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> str | None:
-    """"0 model" when every `return` gives back parameter `model`, never rebound (`FunctionSummary`).
-
-    Only statements are walked (returns, and the targets that rebind a name, are statements; an
-    assignment expression `(model := ...)` is not looked for), not the expressions inside them: an
-    outline is read for every module a project analysis touches."""
+    """"0 model" when every `return` gives back parameter `model`, never rebound (`FunctionSummary`)."""
     returns: list[ast.Return] = []
     stores: set[str] = set()
-    stack: list[ast.AST] = list(fn.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue  # a nested scope's returns and names are its own
+    for node in _own_statements(fn):
         if isinstance(node, ast.Return):
             returns.append(node)
-            continue
         for target in _targets(node):
             stores.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            stack.extend(getattr(node, field, None) or ())
     names = {r.value.id for r in returns if isinstance(r.value, ast.Name)}
     if not returns or len(names) != 1 or any(not isinstance(r.value, ast.Name) for r in returns):
         return None
@@ -189,6 +170,21 @@ def _returned_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool
     if name not in params or name in stores:
         return None
     return f"{params.index(name)} {name}"
+
+
+def _own_statements(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
+    """The statements (and `except` clauses) of a function's own scope, not of the functions and
+    classes nested in it. Only statements: returns, and the targets that rebind a name, are statements
+    (an assignment expression `(x := ...)` is not looked for), and an outline is read for every module
+    a project analysis touches, so the expressions inside are not walked."""
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue  # a nested scope's returns and names are its own
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            stack.extend(getattr(node, field, None) or ())
 
 
 def _targets(node: ast.AST) -> list[ast.AST]:
