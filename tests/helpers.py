@@ -10,7 +10,9 @@ from trainlint.engine.lint import lint_source
 
 
 def lint(code: str, select: str | None = None, name: str = "train.py", **settings: object) -> list[Diagnostic]:
-    """Diagnostics for a dedented snippet, with `select` (a code or prefix) or the default rules."""
+    """Diagnostics for a dedented snippet, with `select` (a code or prefix) or the default rules;
+    rules in preview run when selected."""
+    settings.setdefault("preview", bool(select))
     s = Settings(select=(select,) if select else None, **settings)  # type: ignore[arg-type]
     result = lint_source(textwrap.dedent(code), name, s)
     assert not result.internal_error, result.diagnostics

@@ -29,6 +29,7 @@ KNOWN_KEYS = {
     "max-chain": int,
     "file-timeout": float,
     "file-memory": int,
+    "preview": bool,
 }
 _POSITIVE = ("max-file-size", "max-line-length", "max-nesting", "max-chain", "file-timeout", "file-memory")
 NOTEBOOK_READ_FACTOR = 20  # a notebook may be this many times max-file-size, outputs included
@@ -76,6 +77,7 @@ class Settings:
     file_timeout: float = 20.0  # CPU seconds one file's analysis may take
     file_memory: int = 1024  # MB one worker may use on top of its start-up size
     show_steps: bool = False  # report the step scope of each file (`--show-steps`), not cached
+    preview: bool = False  # rules still in preview run too (`--preview`, `preview = true`)
 
     def rule_selectors(self) -> tuple[list[str] | None, list[str], list[str]]:
         """The rule selectors (select, ignore, extend-select), without those naming only TL001."""
@@ -181,7 +183,7 @@ def load_settings(config_path: Path | None) -> Settings:
             known = ", ".join(sorted(KNOWN_KEYS))
             raise ConfigError(f"{config_path}: unknown key [tool.trainlint] {key!r} (known keys: {known})")
         expected = (int, float) if KNOWN_KEYS[key] is float else KNOWN_KEYS[key]
-        if not isinstance(value, expected) or isinstance(value, bool):
+        if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
             raise ConfigError(f"{config_path}: [tool.trainlint] {key}: expected {KNOWN_KEYS[key].__name__}, got {value!r}")
         if key in _POSITIVE and value <= 0:
             raise ConfigError(f"{config_path}: [tool.trainlint] {key}: expected a positive number, got {value!r}")
@@ -204,6 +206,7 @@ def load_settings(config_path: Path | None) -> Settings:
         max_chain=table.get("max-chain", Settings.max_chain),
         file_timeout=float(table.get("file-timeout", Settings.file_timeout)),
         file_memory=table.get("file-memory", Settings.file_memory),
+        preview=table.get("preview", False),
     )
     validate(settings)
     return settings

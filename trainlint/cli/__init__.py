@@ -49,6 +49,7 @@ def main() -> None:
 @click.option("--select", multiple=True, help="Rule codes or prefixes to enable (replaces the defaults), e.g. TL1,TL401 or ALL.")
 @click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
 @click.option("--extend-select", multiple=True, help="Rule codes or prefixes to enable on top of the selection.")
+@click.option("--preview/--no-preview", default=None, help="Enable the rules still in preview (as selected); overrides `preview` in the configuration.")
 @click.option("--extend-ignore", multiple=True, help="Rule codes or prefixes to disable on top of the configured ignores.")
 @click.option("--per-file-ignores", multiple=True, metavar="PATTERN:CODES", help="Disable codes for files matching a pattern, e.g. 'tests/*.py:TL401,TL403'.")
 @click.option("--exclude", multiple=True, help="Gitignore-style patterns of files and folders to skip.")
@@ -79,6 +80,7 @@ def check(
     select: tuple[str, ...],
     ignore: tuple[str, ...],
     extend_select: tuple[str, ...],
+    preview: bool | None,
     extend_ignore: tuple[str, ...],
     per_file_ignores: tuple[str, ...],
     exclude: tuple[str, ...],
@@ -113,6 +115,9 @@ def check(
     anchor = stdin_filename or next((p for p in paths if str(p) != "-"), Path("."))
     settings = _check_settings(config_file, anchor, select, (*ignore, *extend_ignore), extend_select, per_file_ignores, exclude)
     settings = _with_limits(settings, file_timeout, file_memory)
+    if preview is not None:
+        settings = replace(settings, preview=preview)
+    _warn_preview_selected(settings)
     if unsafe_fixes and not (fix or diff):
         _warn("--unsafe-fixes applies nothing without --fix or --diff (findings it would fix are marked [*])")
     if show_settings:
@@ -217,6 +222,14 @@ def _check_settings(
         sys.exit(EXIT_ERROR)
 
 
+def _warn_preview_selected(settings: Settings) -> None:
+    """Like ruff: naming a preview rule does not enable it outside preview mode; say so rather than stay silent."""
+    from trainlint.rules import preview_selected_without_preview
+
+    for code in preview_selected_without_preview(settings):
+        _warn(f"{code} is a preview rule: it runs only with --preview (or `preview = true` in [tool.trainlint])")
+
+
 def _print_settings(settings: Settings) -> None:
     """`--show-settings`: the resolved settings, one `key = value` line each (JSON values; `(none)` when unset)."""
     import json
@@ -235,6 +248,7 @@ def _print_settings(settings: Settings) -> None:
         "step-functions": sorted(settings.step_functions),
         "gate-names": sorted(settings.gate_names),
         "max-file-size": settings.max_file_size,
+        "preview": settings.preview,
     }
     for key, value in rows.items():
         click.echo(f"{key} = {json.dumps(value) if value is not None else '(none)'}")

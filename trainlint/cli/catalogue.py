@@ -36,7 +36,7 @@ def rule_command(code: str) -> None:
 @click.command("rules")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def rules_command(output_format: str) -> None:
-    """List all rules with code, name, severity and whether they are on by default."""
+    """List all rules with code, name, severity and whether they are on by default, off, or in preview."""
     from trainlint.diagnostics import rule_url
     from trainlint.rules import ALL_RULES
 
@@ -44,8 +44,8 @@ def rules_command(output_format: str) -> None:
         import json
 
         rows = [
-            {"code": r.code, "name": r.name, "severity": r.severity.value, "default": r.default_enabled,
-             "summary": r.summary, "url": rule_url(r.code, r.name)}
+            {"code": r.code, "name": r.name, "severity": r.severity.value, "default": r.default_enabled and not r.preview,
+             "preview": r.preview, "summary": r.summary, "url": rule_url(r.code, r.name)}
             for r in ALL_RULES
         ]
         click.echo(json.dumps(rows, indent=2))
@@ -57,7 +57,7 @@ def rules_command(output_format: str) -> None:
     for col in ("Code", "Name", "Severity", "Default", "What it flags"):
         table.add_column(col)
     for r in ALL_RULES:
-        table.add_row(r.code, r.name, r.severity.value, "on" if r.default_enabled else "off", escape(r.summary))
+        table.add_row(r.code, r.name, r.severity.value, "preview" if r.preview else "on" if r.default_enabled else "off", escape(r.summary))
     console = make_console()
     if not sys.stdout.isatty():
         console.width = 200

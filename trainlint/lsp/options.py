@@ -2,7 +2,7 @@
 
 Accepted either flat or under a `trainlint` key (VS Code style `settings.trainlint`):
 
-    {"select": ["TL3"], "ignore": ["TL401"], "configPath": "ci/pyproject.toml"}
+    {"select": ["TL3"], "ignore": ["TL401"], "preview": true, "configPath": "ci/pyproject.toml"}
 
 `select` replaces the project's selection and `ignore` adds to the project's ignores, as the
 command line's `--select` / `--ignore` do; `configPath` names the pyproject.toml to use for every
@@ -25,11 +25,12 @@ class EditorOptions:
     select: tuple[str, ...] | None = None
     ignore: tuple[str, ...] | None = None
     config_path: Path | None = None
+    preview: bool | None = None
 
     def apply(self, settings: Settings) -> Settings:
         """The project's settings with the editor's select/ignore on top; raises ConfigError."""
         ignore = settings.ignore + self.ignore if self.ignore is not None else None
-        return with_overrides(settings, select=self.select, ignore=ignore)
+        return with_overrides(settings, select=self.select, ignore=ignore, preview=self.preview)
 
 
 def _codes(key: str, value: Any) -> tuple[str, ...] | None:
@@ -60,6 +61,9 @@ def parse_options(raw: Any, root: Path | None) -> EditorOptions:
             config_path = root / config_path
         if not config_path.is_file():
             raise ConfigError(f"editor setting 'configPath': {config_path} is not a file")
-    options = EditorOptions(_codes("select", raw.get("select")), _codes("ignore", raw.get("ignore")), config_path)
+    preview = raw.get("preview")
+    if preview is not None and not isinstance(preview, bool):
+        raise ConfigError(f"editor setting 'preview': expected true or false, got {preview!r}")
+    options = EditorOptions(_codes("select", raw.get("select")), _codes("ignore", raw.get("ignore")), config_path, preview)
     options.apply(Settings())  # unknown rule codes are reported now, not on every lint
     return options

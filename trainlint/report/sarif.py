@@ -54,7 +54,7 @@ def _rule_descriptors() -> list[dict[str, object]]:
                 "fullDescription": {"text": " ".join(rule.why.split())},
                 "help": {"text": f"{rule.summary} Fix: {rule.hint}", "markdown": page},
                 "helpUri": rule_url(rule.code, rule.name),
-                "defaultConfiguration": {"level": LEVEL[rule.severity], "enabled": rule.default_enabled},
+                "defaultConfiguration": {"level": LEVEL[rule.severity], "enabled": rule.default_enabled and not rule.preview},
                 "properties": {"tags": ["pytorch", "training"]},
             }
         )

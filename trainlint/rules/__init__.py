@@ -78,9 +78,12 @@ def _check_selectors(selectors: list[str], where: str) -> None:
 
 
 def select_rules(
-    select: list[str] | None, ignore: list[str], extend_select: list[str] | None = None
+    select: list[str] | None, ignore: list[str], extend_select: list[str] | None = None, preview: bool = False
 ) -> list[type[Rule]]:
-    """Rules enabled by ruff-style selectors: `select` replaces the defaults, `extend_select` adds to them."""
+    """Rules enabled by ruff-style selectors: `select` replaces the defaults, `extend_select` adds to them.
+
+    A rule in preview is enabled only in preview mode (as in ruff); there, its selectors and the
+    defaults treat it as any other rule, so `--select ALL --preview` enables every rule."""
     _check_selectors(select or [], "select")
     _check_selectors(ignore, "ignore")
     _check_selectors(extend_select or [], "extend-select")
@@ -90,6 +93,8 @@ def select_rules(
 
     chosen = []
     for rule in ALL_RULES:
+        if rule.preview and not preview:
+            continue
         if select is not None:
             on = specificity(select, rule.code)
         else:
@@ -103,4 +108,12 @@ def select_rules(
 
 def enabled_codes(settings: Settings) -> tuple[str, ...]:
     """The codes of the rules a configuration enables."""
-    return tuple(r.code for r in select_rules(*settings.rule_selectors()))
+    return tuple(r.code for r in select_rules(*settings.rule_selectors(), preview=settings.preview))
+
+
+def preview_selected_without_preview(settings: Settings) -> list[str]:
+    """Preview rules a selector names by their exact code while preview mode is off: they stay off."""
+    if settings.preview:
+        return []
+    named = {*(settings.select or ()), *settings.extend_select}
+    return sorted(code for code in named if code in RULES_BY_CODE and RULES_BY_CODE[code].preview)

@@ -60,6 +60,8 @@ class Rule:
     name: ClassVar[str]
     severity: ClassVar[Severity]
     default_enabled: ClassVar[bool] = True
+    # a new rule runs only with `--preview` (or `preview = true`) until its real-code precision is shown
+    preview: ClassVar[bool] = False
     summary: ClassVar[str]  # one line: what it flags
     hint: ClassVar[str]  # one line: the fix
     requires: ClassVar[tuple[str, ...]] = ()  # prefilter: the source must contain one of these
