@@ -30,7 +30,10 @@ KNOWN_KEYS = {
     "file-timeout": float,
     "file-memory": int,
     "preview": bool,
+    "baseline": str,
+    "lint-test-code": bool,
 }
+_SELECTORS = ("select", "ignore", "extend_select", "per_file_ignores")
 _POSITIVE = ("max-file-size", "max-line-length", "max-nesting", "max-chain", "file-timeout", "file-memory")
 NOTEBOOK_READ_FACTOR = 20  # a notebook may be this many times max-file-size, outputs included
 DEFAULT_EXCLUDES = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "site-packages", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache")
@@ -51,6 +54,7 @@ class AnalysisSettings:
 
     step_functions: frozenset[str] = frozenset()
     gate_names: frozenset[str] = frozenset()
+    lint_test_code: bool = False  # test code (`tests/`, `test_*.py`) checked as training code too
 
 
 class ConfigError(Exception):
@@ -78,6 +82,9 @@ class Settings:
     file_memory: int = 1024  # MB one worker may use on top of its start-up size
     show_steps: bool = False  # report the step scope of each file (`--show-steps`), not cached
     preview: bool = False  # rules still in preview run too (`--preview`, `preview = true`)
+    ignore_noqa: bool = False  # `--ignore-noqa`: report what `# noqa` comments suppress
+    baseline: Path | None = None  # findings recorded here are not reported (`report/baseline.py`)
+    lint_test_code: bool = False  # per-step rules check `tests/` and `test_*.py` too
 
     def rule_selectors(self) -> tuple[list[str] | None, list[str], list[str]]:
         """The rule selectors (select, ignore, extend-select), without those naming only TL001."""
@@ -117,7 +124,7 @@ class Settings:
 
     def analysis(self) -> AnalysisSettings:
         """The names the analysis takes from the configuration."""
-        return AnalysisSettings(step_functions=self.step_functions, gate_names=self.gate_names)
+        return AnalysisSettings(step_functions=self.step_functions, gate_names=self.gate_names, lint_test_code=self.lint_test_code)
 
 
 def _rule_selectors(selectors: tuple[str, ...] | list[str]) -> list[str]:
@@ -207,6 +214,8 @@ def load_settings(config_path: Path | None) -> Settings:
         file_timeout=float(table.get("file-timeout", Settings.file_timeout)),
         file_memory=table.get("file-memory", Settings.file_memory),
         preview=table.get("preview", False),
+        baseline=config_path.parent / table["baseline"] if "baseline" in table else None,
+        lint_test_code=table.get("lint-test-code", False),
     )
     validate(settings)
     return settings
@@ -242,6 +251,8 @@ def rule_codes_on_disk() -> frozenset[str]:
 def with_overrides(settings: Settings, **overrides: object) -> Settings:
     """Command-line options win over the file; None means "not given"."""
     given = {k: v for k, v in overrides.items() if v is not None}
+    # a bad code given here is blamed on the command line, not on the configuration file
+    validate(replace(Settings(), **{k: v for k, v in given.items() if k in _SELECTORS}))  # type: ignore[arg-type]
     merged = replace(settings, **given)  # type: ignore[arg-type]
     validate(merged)
     return merged

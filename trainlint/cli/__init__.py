@@ -17,6 +17,7 @@ import click
 from trainlint import __version__
 from trainlint.cli.common import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, DefaultGroup, _warn
 from trainlint.cli.catalogue import rule_command, rules_command
+from trainlint.cli import fixing
 from trainlint.cli.verify import verify_group
 from trainlint.report.render import COLOR_CHOICES, ReportOptions, fixable_by, make_console
 from trainlint.report.text import visible
@@ -25,11 +26,11 @@ if TYPE_CHECKING:
 
     from trainlint.engine.cache import Cache
     from trainlint.config import Settings
-    from trainlint.diagnostics import Diagnostic
     from trainlint.engine.discovery import Target
     from trainlint.engine.results import FileResult
 
-OUTPUT_FORMATS = ("text", "concise", "json", "sarif", "github", "lsp")
+FAIL_LEVELS = ("error", "warning", "info")  # most severe first
+OUTPUT_FORMATS = ("text", "concise", "json", "json-lines", "sarif", "github", "gitlab", "junit", "lsp")
 
 
 def _split_codes(values: Sequence[str]) -> list[str] | None:
@@ -63,6 +64,12 @@ def main() -> None:
 @click.option("--stdin-filename", type=click.Path(path_type=Path), default=None, help="The file name of source read from `-`.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None, help="A pyproject.toml to read [tool.trainlint] from.")
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place (with `-`: print the fixed source).")
+@click.option("--fix-only", is_flag=True, help="Apply fixes, and neither report nor exit 1 for the findings left.")
+@click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when --fix changed a file, even if no finding is left.")
+@click.option("--ignore-noqa", is_flag=True, help="Report findings that `# noqa` comments suppress.")
+@click.option("--fail-level", type=click.Choice(FAIL_LEVELS), default="info", show_default=True, help="Findings below this severity are reported but do not make the exit code 1.")
+@click.option("--baseline", "baseline_file", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Report only findings not recorded in this baseline file (overrides `baseline` in the configuration).")
+@click.option("--write-baseline", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Record today's findings in this baseline file, then exit 0.")
 @click.option("--unsafe-fixes", is_flag=True, help="Apply unsafe fixes too (with --fix or --diff).")
 @click.option("--diff", is_flag=True, help="Print only the fixes as a unified diff, writing nothing.")
 @click.option("--show-fixes", is_flag=True, help="List the fixes applied (with --fix) or available, per file and rule.")
@@ -94,6 +101,12 @@ def check(
     stdin_filename: Path | None,
     config_file: Path | None,
     fix: bool,
+    fix_only: bool,
+    exit_non_zero_on_fix: bool,
+    ignore_noqa: bool,
+    fail_level: str,
+    baseline_file: Path | None,
+    write_baseline: Path | None,
     unsafe_fixes: bool,
     diff: bool,
     show_fixes: bool,
@@ -117,6 +130,9 @@ def check(
     settings = _with_limits(settings, file_timeout, file_memory)
     if preview is not None:
         settings = replace(settings, preview=preview)
+    if ignore_noqa:
+        settings = replace(settings, ignore_noqa=True)
+    fix = fix or fix_only
     _warn_preview_selected(settings)
     if unsafe_fixes and not (fix or diff):
         _warn("--unsafe-fixes applies nothing without --fix or --diff (findings it would fix are marked [*])")
@@ -129,7 +145,8 @@ def check(
     targets = discover([p for p in disk_paths if present(p)], settings.root, settings.exclude, force_exclude)
     if show_files:
         for target in targets:
-            click.echo(visible(str(target.path)))
+            mark = "  (test code: the per-step rules skip it)" if _test_code(str(target.path), settings) else ""
+            click.echo(visible(str(target.path)) + mark)
         sys.exit(EXIT_CLEAN)
     if not (targets or missing or stdin):
         _warn("No Python files found")
@@ -157,8 +174,16 @@ def check(
         result.diagnostics.sort(key=lambda d: d.sort_key())
     results.sort(key=lambda r: r.path)
     if add_noqa:
-        added = _add_noqa([r for r in results if r is not stdin_result])
+        added = fixing.add_noqa([r for r in results if r is not stdin_result])
         _warn(f"Added {added} noqa directive{'s' if added != 1 else ''}.", prefix="")
+        sys.exit(EXIT_CLEAN)
+
+    if write_baseline is not None:
+        from trainlint.report.baseline import write_baseline as record
+        from trainlint.report.render import source_lines
+
+        recorded = record(write_baseline, [d for r in results for d in r.diagnostics], source_lines(results))
+        _warn(f"Recorded {recorded} finding{'s' if recorded != 1 else ''} in {write_baseline}.", prefix="")
         sys.exit(EXIT_CLEAN)
 
     options = ReportOptions(output_format, statistics, quiet, color, unsafe_fixes)
@@ -166,27 +191,65 @@ def check(
     would_fix = any(fixable_by(unsafe_fixes)(d) for d in before)
     if stdin_result is not None and (fix or diff):
         # like ruff: the fixed source (or the diff) is the output; with --fix what is left goes to stderr
-        results[results.index(stdin_result)] = _fix_stdin(stdin_result, settings, unsafe_fixes, diff)
+        results[results.index(stdin_result)] = fixing.fix_stdin(stdin_result, settings, unsafe_fixes, diff)
         if not diff:
             _report_to(results, options, output_file, err=True)
             _exit(results, exit_zero)
     elif fix or diff:
-        results = _apply_fixes(results, settings, unsafe_fixes, write=fix and not diff)
+        results = fixing.apply_fixes(results, settings, unsafe_fixes, write=fix and not diff)
     if diff:  # only the diff: exit 1 when there was something to fix
         sys.exit(EXIT_FINDINGS if would_fix and not exit_zero else EXIT_CLEAN)
-    _report_to(results, options, output_file)
+    fixed = len(before) - sum(len(r.diagnostics) for r in results) if fix else 0
+    options = replace(
+        options, hidden_by_baseline=_apply_baseline(results, baseline_file or settings.baseline),
+        test_code_files=sum(1 for r in results if _test_code(r.path, settings)),
+    )
+    if not fix_only:
+        _report_to(results, options, output_file)
     if show_fixes:  # (on stderr when stdout holds a machine-readable report)
         after = [d for r in results for d in r.diagnostics]
-        _print_fix_summary(before, after, fix, unsafe_fixes, err=output_format not in ("text", "concise"))
-    _exit(results, exit_zero)
+        fixing.print_fix_summary(before, after, fix, unsafe_fixes, err=output_format not in ("text", "concise"))
+    if exit_non_zero_on_fix and fixed > 0 and not any(r.internal_error for r in results):
+        sys.exit(EXIT_FINDINGS)
+    _exit([] if fix_only else results, exit_zero, fail_level)
 
 
-def _exit(results: Sequence[FileResult], exit_zero: bool) -> None:
+def _exit(results: Sequence[FileResult], exit_zero: bool, fail_level: str = "info") -> None:
+    """2 on an internal error; else 1 when a finding at or above `fail_level` is left (TL000 always counts)."""
     if any(r.internal_error for r in results):
         sys.exit(EXIT_ERROR)
     if exit_zero:
         sys.exit(EXIT_CLEAN)
-    sys.exit(EXIT_FINDINGS if any(r.diagnostics for r in results) else EXIT_CLEAN)
+    counted = FAIL_LEVELS[: FAIL_LEVELS.index(fail_level) + 1]
+    failing = any(d.severity.value in counted or d.code == "TL000" for r in results for d in r.diagnostics)
+    sys.exit(EXIT_FINDINGS if failing else EXIT_CLEAN)
+
+
+def _test_code(path: str, settings: Settings) -> bool:
+    """Whether the per-step rules skip this file as test code (as `TrainingModel.is_test_code` decides)."""
+    from trainlint.model.hooks import is_test_path
+
+    return not settings.lint_test_code and path != "-" and is_test_path(path)
+
+
+def _apply_baseline(results: Sequence[FileResult], file: Path | None) -> int:
+    """Drop the findings a baseline records; how many it hid. An unreadable baseline is a usage error."""
+    if file is None:
+        return 0
+    from trainlint.report.baseline import BaselineError, new_findings, read_baseline
+    from trainlint.report.render import source_lines
+
+    try:
+        known = read_baseline(file)
+    except BaselineError as exc:
+        _warn(str(exc), prefix="trainlint: error: ")
+        sys.exit(EXIT_ERROR)
+    sources = source_lines(results)
+    hidden = 0
+    for result in results:
+        result.diagnostics, dropped = new_findings(result.diagnostics, sources, file, known)
+        hidden += dropped
+    return hidden
 
 
 def _check_settings(
@@ -249,6 +312,9 @@ def _print_settings(settings: Settings) -> None:
         "gate-names": sorted(settings.gate_names),
         "max-file-size": settings.max_file_size,
         "preview": settings.preview,
+        "baseline": str(settings.baseline) if settings.baseline else None,
+        "lint-test-code": settings.lint_test_code,
+        "ignore-noqa": settings.ignore_noqa,
     }
     for key, value in rows.items():
         click.echo(f"{key} = {json.dumps(value) if value is not None else '(none)'}")
@@ -298,77 +364,6 @@ def _lint_targets(targets: Sequence[Target], settings: Settings, jobs: int | Non
     return results
 
 
-def _read_source(path: Path) -> tuple[bytes, str] | None:
-    """A file's bytes and its decoded text, or None when it cannot be read or decoded."""
-    from trainlint.engine.results import decode
-
-    try:
-        raw = path.read_bytes()
-        return raw, decode(raw)
-    except (OSError, UnicodeDecodeError, SyntaxError, LookupError):
-        return None
-
-
-def _write_source(path: Path, raw: bytes, text: str) -> None:
-    """Write `text` back in the encoding (and byte-order mark) the file had."""
-    from trainlint.fixes import encode_like, write_atomic
-
-    write_atomic(path, encode_like(raw, text))
-
-
-def _fix_document(path: str, source: str, diagnostics: Sequence[Diagnostic]) -> tuple[str, list[Diagnostic]]:
-    """Apply fixes to a Python file's or a notebook's text."""
-    from trainlint.fixes import apply_document_fixes
-
-    return apply_document_fixes(path, source, diagnostics)
-
-
-def _add_noqa(results: Sequence[FileResult]) -> int:
-    """`--add-noqa`: write the comments that silence each file's findings; the number added."""
-    from trainlint.diagnostics import Fix
-    from trainlint.noqa import noqa_edits
-    from trainlint.engine.notebook import NotebookError, notebook_noqa_edits
-
-    added = 0
-    for result in results:
-        path = Path(result.path)
-        read = _read_source(path) if result.diagnostics and path.is_file() else None
-        if read is None:
-            continue
-        raw, source = read
-        try:
-            edits = (notebook_noqa_edits if result.path.endswith(".ipynb") else noqa_edits)(source, result.diagnostics)
-        except NotebookError:
-            continue
-        # each edit rides on a diagnostic so that fixes' machinery applies it (and checks the result parses)
-        carriers = [replace(result.diagnostics[0], fix=Fix("add noqa", (e,))) for e in edits]
-        new, applied = _fix_document(result.path, source, carriers)
-        if applied:
-            _write_source(path, raw, new)
-            added += len(applied)
-    return added
-
-
-def _fix_stdin(result: FileResult, settings: Settings, unsafe: bool, diff: bool) -> FileResult:
-    """`-` with `--fix`: print the fixed source (all of it, fixed or not); with `--diff`: print the diff.
-    The fixes are re-checked as a file's are (`fix_source`)."""
-    from trainlint.fixes import applicable, fix_source, unified_diff
-
-    source = result.source or ""
-    outcome = fix_source(source, result.path, settings, unsafe) if applicable(result.diagnostics, unsafe) else None
-    new = outcome.source if outcome is not None else source
-    for d, reason in outcome.rejected if outcome is not None else ():
-        click.echo(f"trainlint: {result.path}:{d.line}:{d.column}: {d.code} fix not applied: {reason}", err=True)
-    if diff:
-        click.echo(unified_diff(result.path, source, new), nl=False)
-        return result
-    click.echo(new, nl=False)
-    if outcome is None or not outcome.applied or outcome.remaining is None:
-        return result
-    _warn(f"Fixed {len(outcome.applied)} problem(s) in {result.path}", prefix="")
-    return outcome.remaining
-
-
 def _report_to(results: Sequence[FileResult], options: ReportOptions, output_file: Path | None, err: bool = False) -> None:
     """Render the report to `--output-file`, standard error, or standard output."""
     from trainlint.report.render import render
@@ -381,85 +376,29 @@ def _report_to(results: Sequence[FileResult], options: ReportOptions, output_fil
         render(results, options, sys.stderr if err else None)
 
 
-def _print_fix_summary(before: Sequence[Diagnostic], after: Sequence[Diagnostic], fixed: bool, unsafe: bool, err: bool) -> None:
-    """`--show-fixes`: per file, how many findings of each rule were fixed (or can be), like ruff's."""
-    from collections import Counter
-
-    fixable = fixable_by(unsafe)
-    counts = Counter((d.path, d.code, d.name) for d in before if fixable(d))
-    if fixed:
-        counts -= Counter((d.path, d.code, d.name) for d in after)
-    total = sum(counts.values())
-    noun = "problem" if total == 1 else "problems"
-    click.echo(f"{'Fixed' if fixed else 'Fixable with --fix:'} {total} {noun}{':' if total else '.'}", err=err)
-    for path in sorted({p for p, _, _ in counts}):
-        click.echo(f"- {visible(path)}:", err=err)
-        for (p, code, name), n in sorted(counts.items()):
-            if p == path:
-                click.echo(f"    {n} × {code} ({name})", err=err)
-
-
-def _apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, write: bool) -> list[FileResult]:
-    """Apply (or show) fixes; the remaining diagnostics are those not fixed.
-
-    Each file is read once; its fixes are computed and re-checked on exactly those bytes
-    (`fix_source`) and written only if the file still holds them, so a file changed meanwhile (an
-    editor, another `--fix`) is skipped with a message rather than corrupted.
-    """
-    from trainlint.engine.results import decode
-    from trainlint.fixes import applicable, diff_bytes, encode_like, fix_source, replace_if_unchanged
-    from trainlint.reading import ReadError, read_source
-
-    out = []
-    for result in results:
-        if not applicable(result.diagnostics, unsafe):
-            out.append(result)
-            continue
-        path = Path(result.path)
-        try:
-            raw = read_source(path, settings.read_limit(result.path))
-            outcome = fix_source(decode(raw), result.path, settings, unsafe)
-        except (ReadError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
-            _warn(f"{result.path}: not fixed: {exc}", prefix="trainlint: ")
-            out.append(result)
-            continue
-        for d, reason in outcome.rejected:
-            _warn(f"{result.path}:{d.line}:{d.column}: {d.code} fix not applied: {reason}", prefix="trainlint: ")
-        if not outcome.applied:
-            out.append(result)
-            continue
-        verb = "Would fix"
-        if write:
-            try:
-                written = replace_if_unchanged(path, raw, encode_like(raw, outcome.source))
-            except OSError as exc:
-                _warn(f"{result.path}: not fixed: cannot write the file: {exc.strerror or exc}", prefix="trainlint: ")
-                out.append(result)
-                continue
-            if not written:
-                _warn(f"{result.path}: not fixed: the file changed while it was being fixed", prefix="trainlint: ")
-                out.append(result)
-                continue
-            verb = "Fixed"
-            assert outcome.remaining is not None
-            outcome.remaining.source = None
-            out.append(outcome.remaining)
-        else:
-            sys.stdout.flush()
-            stdout = click.get_binary_stream("stdout")
-            stdout.write(diff_bytes(result.path, raw, outcome.source))
-            stdout.flush()
-            out.append(result)
-        _warn(f"{verb} {len(outcome.applied)} problem(s) in {result.path}", prefix="")
-    return out
-
-
-
-
 main.add_command(verify_group)
 main.add_command(rule_command)
 main.add_command(rule_command, "explain")
 main.add_command(rules_command)
+
+
+@main.command("clean")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, envvar="TRAINLINT_CACHE_DIR", help="The cache to remove (default: the user cache directory; env TRAINLINT_CACHE_DIR).")
+def clean_command(cache_dir: Path | None) -> None:
+    """Remove the result cache (only the folders trainlint wrote in it)."""
+    import shutil
+
+    from trainlint.engine.cache import default_directory
+
+    root = cache_dir or default_directory()
+    removed = [d for d in root.glob("v[0-9]*") if d.is_dir() and not d.is_symlink()]
+    for folder in removed:
+        shutil.rmtree(folder, ignore_errors=True)
+    try:
+        root.rmdir()  # only when nothing else is left in it
+    except OSError:
+        pass
+    click.echo(f"Removed the cache at {visible(str(root))}" if removed else f"No cache at {visible(str(root))}")
 
 
 @main.command("lsp")

@@ -98,7 +98,7 @@ def settings_key(settings: Settings) -> str:
         settings.select, settings.ignore, settings.extend_select, settings.per_file_ignores,
         sorted(settings.step_functions), sorted(settings.gate_names), str(settings.root),
         settings.max_file_size, settings.max_line_length, settings.max_nesting, settings.max_chain,
-        settings.preview,
+        settings.preview, settings.ignore_noqa, settings.lint_test_code,
     )
     return repr(parts)
 

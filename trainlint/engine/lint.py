@@ -244,11 +244,11 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
         result.dependencies = tuple(sorted(set(result.dependencies) | depends))
         if settings.show_steps and not model.other_framework:
             result.steps = _step_scope(model, source, name)
-        unused_noqa = settings.reports_unused_noqa(Path(name))
+        unused_noqa = settings.reports_unused_noqa(Path(name)) and not settings.ignore_noqa
         if findings or unused_noqa:  # reading the comments tokenizes the file: only when they matter
-            from trainlint.noqa import parse_suppressions
+            from trainlint.noqa import Suppressions, parse_suppressions
 
-            suppressions = parse_suppressions(source)
+            suppressions = Suppressions() if settings.ignore_noqa else parse_suppressions(source)
             if findings:
                 result.diagnostics.extend(_diagnostics(model, source, name, findings, suppressions))
             if unused_noqa:

@@ -14,13 +14,29 @@ from trainlint.fixes import applicable, checked, first_batch
 from trainlint.lsp.notebooks import CellText
 from trainlint.engine.notebook import Notebook, join_cells, map_diagnostic
 from trainlint.project.index import shared
+from trainlint.report.baseline import BaselineError, new_findings, read_baseline
+from trainlint.report.render import python_lines
+from trainlint.report.text import SourceLines
 
 
 def lint_buffer(source: str, name: str, settings: Settings) -> FileResult:
     """Lint an editor buffer as a file is linted (the engine's pre-check refuses what the parser must
     not see)."""
     shared().rescan()  # this process outlives many edits: the project's modules may have changed
-    return lint_source(source, name, settings)
+    return _without_baseline(lint_source(source, name, settings), settings, {(name, None): python_lines(source)})
+
+
+def _without_baseline(result: FileResult, settings: Settings, sources: SourceLines) -> FileResult:
+    """Leave out what the configuration's baseline records, as `trainlint check` does (an unreadable
+    baseline hides nothing here: the command line reports it)."""
+    if settings.baseline is None or not result.diagnostics:
+        return result
+    try:
+        known = read_baseline(settings.baseline)
+    except BaselineError:
+        return result
+    result.diagnostics, _ = new_findings(result.diagnostics, sources, settings.baseline, known)
+    return result
 
 
 def safe_fixes(source: str, name: str, settings: Settings) -> list[Diagnostic]:
@@ -50,7 +66,8 @@ def lint_cells(cells: list[CellText], name: str, settings: Settings) -> FileResu
     shared().rescan()
     result = _lint_joined(notebook, name, settings)
     result.diagnostics = [map_diagnostic(notebook, d) for d in result.diagnostics]
-    return result
+    cells_text = {(name, number): python_lines(c.text) for number, c in enumerate(cells, start=1) if c.code}
+    return _without_baseline(result, settings, cells_text)
 
 
 def safe_cell_fixes(cells: list[CellText], name: str, settings: Settings) -> list[Diagnostic]:

@@ -41,7 +41,9 @@ class SymbolQueries:
 
     @cached_property
     def is_test_code(self) -> bool:
-        return bool(self.path) and is_test_path(self.path)
+        """Test code by its path (`tests/`, `test_*.py`): per-step rules skip it, unless the
+        configuration says to check it as training code (`lint-test-code`)."""
+        return bool(self.path) and not self.settings.lint_test_code and is_test_path(self.path)  # type: ignore[attr-defined]
 
     @cached_property
     def _classes_by_name(self) -> dict[str, ClassInfo]:

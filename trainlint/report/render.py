@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from trainlint.report.text import SourceLines
 
 COLOR_CHOICES = ("auto", "always", "never")
-MACHINE_FORMATS = ("json", "sarif", "github")
+MACHINE_FORMATS = ("json", "json-lines", "sarif", "github", "gitlab", "junit")
 
 
 def make_console(color: str = "auto", file: IO[str] | None = None, stderr: bool = False) -> Console:
@@ -51,6 +51,8 @@ class ReportOptions:
     quiet: bool = False
     color: str = "auto"
     unsafe_fixes: bool = False
+    hidden_by_baseline: int = 0
+    test_code_files: int = 0  # files linted as test code, which per-step rules skip
 
 
 def fixable_by(unsafe: bool):  # type: ignore[no-untyped-def]
@@ -111,7 +113,9 @@ def render(results: Sequence[FileResult], options: ReportOptions, out: IO[str] |
     if options.output_format in MACHINE_FORMATS:
         from importlib import import_module
 
-        text = import_module(f"trainlint.report.{options.output_format}").render(diagnostics)
+        renderer = import_module(f"trainlint.report.{options.output_format.replace('-', '_')}").render
+        # GitLab's fingerprints read the offending code
+        text = renderer(diagnostics, source_lines(results)) if options.output_format == "gitlab" else renderer(diagnostics)
         if text:
             print(text, file=out or sys.stdout)
         return
@@ -130,6 +134,15 @@ def render(results: Sequence[FileResult], options: ReportOptions, out: IO[str] |
     if options.quiet:
         return
     lines.line((summary_line(diagnostics), ""))
+    if options.hidden_by_baseline:
+        n = options.hidden_by_baseline
+        lines.line((f"{n} finding{'s' if n != 1 else ''} hidden by the baseline.", ""))
+    if options.test_code_files:
+        n = options.test_code_files
+        lines.line((
+            f"{n} file{'s' if n != 1 else ''} linted as test code (tests/, test_*.py): the per-step rules skip "
+            "them; `lint-test-code = true` checks them as training code.", "",
+        ))
     available = sum(1 for d in diagnostics if fixable(d))
     hidden = sum(1 for d in diagnostics if d.fix is not None and not fixable(d))
     for hint in fix_hints(available, hidden, options.unsafe_fixes):
