@@ -166,8 +166,9 @@ def test_show_files_and_show_settings(tmp_path: Path):
     code, out, _ = run(str(tmp_path), "--show-files")
     assert code == 0 and out.splitlines() == [str(tmp_path / "a.py"), str(tmp_path / "nb.ipynb")]
     code, out, _ = run(str(tmp_path), "--show-settings", "--extend-select", "TL405")
-    settings = dict(line.split(" = ", 1) for line in out.splitlines())
+    settings = dict(line.split("  # from ")[0].split(" = ", 1) for line in out.splitlines())
     assert code == 0 and json.loads(settings["config"]) == str(tmp_path / "pyproject.toml")
+    assert f'ignore = ["TL406"]  # from {tmp_path / "pyproject.toml"}' in out and 'extend-select = ["TL405"]  # from command line' in out
     rules = json.loads(settings["rules"])
     assert "TL405" in rules and "TL406" not in rules and "TL401" in rules
     assert json.loads(settings["step-functions"]) == ["do_update"]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import tomllib
 from dataclasses import dataclass, field, replace
-from fnmatch import fnmatch
+from functools import lru_cache
 from pathlib import Path
+from typing import Callable, Sequence
 
 import re
 
@@ -32,6 +33,7 @@ KNOWN_KEYS = {
     "preview": bool,
     "baseline": str,
     "lint-test-code": bool,
+    "extend": str,
 }
 _SELECTORS = ("select", "ignore", "extend_select", "per_file_ignores")
 _POSITIVE = ("max-file-size", "max-line-length", "max-nesting", "max-chain", "file-timeout", "file-memory")
@@ -85,6 +87,8 @@ class Settings:
     ignore_noqa: bool = False  # `--ignore-noqa`: report what `# noqa` comments suppress
     baseline: Path | None = None  # findings recorded here are not reported (`report/baseline.py`)
     lint_test_code: bool = False  # per-step rules check `tests/` and `test_*.py` too
+    # where each configured key came from (a file, or the command line), for `--show-settings`
+    origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def rule_selectors(self) -> tuple[list[str] | None, list[str], list[str]]:
         """The rule selectors (select, ignore, extend-select), without those naming only TL001."""
@@ -105,11 +109,15 @@ class Settings:
         return on >= 0 and on > off
 
     def ignored_for(self, path: Path) -> frozenset[str]:
-        """Codes that per-file-ignores switch off for this file (prefixes expanded by the caller)."""
+        """Codes that per-file-ignores switch off for this file (prefixes expanded by the caller).
+
+        Patterns are gitignore globs relative to the configuration's folder, as `exclude`'s are; a
+        pattern starting with `!` applies its codes to the files it does not match (as in ruff)."""
         rel = _relative(path, self.root)
         out: set[str] = set()
         for pattern, codes in self.per_file_ignores:
-            if fnmatch(rel, pattern) or fnmatch(path.name, pattern):
+            negated = pattern.startswith("!")
+            if glob_matches(pattern[1:] if negated else pattern, rel) != negated:
                 out.update(codes)
         return frozenset(out)
 
@@ -132,6 +140,18 @@ def _rule_selectors(selectors: tuple[str, ...] | list[str]) -> list[str]:
     return [s for s in selectors if s == "ALL" or not UNUSED_NOQA_CODE.startswith(s) or any(c.startswith(s) for c in rule_codes_on_disk())]
 
 
+@lru_cache(maxsize=256)
+def _glob(pattern: str):  # type: ignore[no-untyped-def]
+    import pathspec  # only when a configuration has patterns: its import costs more than a warm run
+
+    return pathspec.GitIgnoreSpec.from_lines([pattern])
+
+
+def glob_matches(pattern: str, relative_path: str) -> bool:
+    """Whether a gitignore-style glob matches a path relative to the configuration's folder."""
+    return _glob(pattern).match_file(relative_path)
+
+
 def _relative(path: Path, root: Path) -> str:
     try:
         return resolved(path).relative_to(resolved(root)).as_posix()
@@ -146,8 +166,12 @@ def _is_file(path: Path) -> bool:
         return False
 
 
+CONFIG_FILES = (".trainlint.toml", "trainlint.toml", "pyproject.toml")  # in one folder, the first found wins
+
+
 def find_config(start: Path) -> Path | None:
-    """The nearest pyproject.toml with a [tool.trainlint] table, walking up from `start`."""
+    """The nearest configuration walking up from `start`: a `.trainlint.toml` or `trainlint.toml`, or a
+    pyproject.toml with a [tool.trainlint] table (as ruff finds `.ruff.toml`, `ruff.toml`, pyproject.toml)."""
     here = resolved(start)
     try:
         if here.is_file() or not here.exists():
@@ -155,8 +179,12 @@ def find_config(start: Path) -> Path | None:
     except OSError:  # a path under an unsearchable folder: start from the folder
         here = here.parent
     for directory in (here, *here.parents):
-        candidate = directory / "pyproject.toml"
-        if _is_file(candidate):
+        for name in CONFIG_FILES:
+            candidate = directory / name
+            if not _is_file(candidate):
+                continue
+            if name != "pyproject.toml":
+                return candidate
             try:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
@@ -172,53 +200,136 @@ def _string_list(key: str, value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
-def load_settings(config_path: Path | None) -> Settings:
-    """Read and validate a pyproject's [tool.trainlint] table; defaults when there is none."""
-    if config_path is None:
-        return Settings()
-    try:
-        data = tomllib.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{config_path}: cannot read: {exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{config_path}: invalid TOML: {exc}") from exc
-    table = data.get("tool", {}).get("trainlint", {})
-    if not isinstance(table, dict):
-        raise ConfigError(f"{config_path}: [tool.trainlint] must be a table")
+def _checked(table: dict[str, object], where: str) -> dict[str, object]:
+    """`table` with every key known and every value of its type; raises ConfigError saying where."""
     for key, value in table.items():
         if key not in KNOWN_KEYS:
             known = ", ".join(sorted(KNOWN_KEYS))
-            raise ConfigError(f"{config_path}: unknown key [tool.trainlint] {key!r} (known keys: {known})")
+            raise ConfigError(f"{where}: unknown key {key!r} (known keys: {known})")
         expected = (int, float) if KNOWN_KEYS[key] is float else KNOWN_KEYS[key]
         if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
-            raise ConfigError(f"{config_path}: [tool.trainlint] {key}: expected {KNOWN_KEYS[key].__name__}, got {value!r}")
-        if key in _POSITIVE and value <= 0:
-            raise ConfigError(f"{config_path}: [tool.trainlint] {key}: expected a positive number, got {value!r}")
+            raise ConfigError(f"{where}: {key}: expected {KNOWN_KEYS[key].__name__}, got {value!r}")
+        if key in _POSITIVE and value <= 0:  # type: ignore[operator]
+            raise ConfigError(f"{where}: {key}: expected a positive number, got {value!r}")
+    return table
+
+
+def _file_table(path: Path) -> dict[str, object]:
+    """The settings a configuration file holds: a trainlint.toml's whole document, a pyproject's
+    [tool.trainlint]; paths in it (`baseline`, `extend`) made absolute from its folder."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    table = data.get("tool", {}).get("trainlint", {}) if path.name == "pyproject.toml" else data
+    where = f"{path}: [tool.trainlint]" if path.name == "pyproject.toml" else str(path)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    table = dict(_checked(table, where))
+    for key in ("baseline", "extend"):
+        if key in table:
+            table[key] = os.path.normpath(path.parent / str(table[key]))
+    return table
+
+
+_ACCUMULATED = ("extend-select", "extend-exclude")  # added to what the extended configuration has
+
+
+def _merged_table(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict[str, object], dict[str, str]]:
+    """A configuration file's settings over those of the file it `extend`s (recursively), and the file
+    each setting came from."""
+    if resolved(path) in seen:
+        raise ConfigError(f"{path}: `extend` makes a cycle: {' -> '.join(map(str, (*seen, path)))}")
+    table = _file_table(path)
+    origins = {key: str(path) for key in table if key != "extend"}
+    if "extend" not in table:
+        return table, origins
+    base_path = Path(str(table.pop("extend")))
+    if not _is_file(base_path):
+        raise ConfigError(f"{path}: extend: {base_path} is not a file")
+    base, base_origins = _merged_table(base_path, (*seen, resolved(path)))
+    for key, value in table.items():
+        if key in _ACCUMULATED and key in base:
+            value = [*base[key], *value]  # type: ignore[misc]
+        base[key] = value
+    return base, {**base_origins, **origins}
+
+
+def parse_inline(text: str) -> dict[str, object]:
+    """A `--config KEY = VALUE` override (TOML), checked like a configuration file's keys."""
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"--config {text!r}: neither a file nor a TOML `KEY = VALUE` ({exc})") from exc
+    table = dict(_checked(table, f"--config {text!r}"))
+    if "baseline" in table:
+        table["baseline"] = str(Path.cwd() / str(table["baseline"]))
+    if "extend" in table:
+        raise ConfigError(f"--config {text!r}: `extend` belongs in a configuration file")
+    return table
+
+
+def load_settings(config_path: Path | None, inline: Sequence[dict[str, object]] = ()) -> Settings:
+    """The settings of a configuration file (and what it extends) with `--config KEY = VALUE` overrides
+    on top; defaults when there is no file."""
+    table, origins = _merged_table(config_path) if config_path is not None else ({}, {})
+    for override in inline:
+        table.update(override)
+        origins.update({key: "command line (--config)" for key in override})
     per_file: list[tuple[str, tuple[str, ...]]] = []
-    for pattern, codes in table.get("per-file-ignores", {}).items():
+    for pattern, codes in table.get("per-file-ignores", {}).items():  # type: ignore[attr-defined]
         per_file.append((pattern, _string_list(f"per-file-ignores.{pattern!r}", codes)))
+    get = table.get
     settings = Settings(
-        root=config_path.parent,
+        root=config_path.parent if config_path is not None else Path.cwd(),
         config_path=config_path,
         select=_string_list("select", table["select"]) if "select" in table else None,
-        ignore=_string_list("ignore", table.get("ignore", [])),
-        extend_select=_string_list("extend-select", table.get("extend-select", [])),
-        exclude=_string_list("exclude", table.get("exclude", [])) + _string_list("extend-exclude", table.get("extend-exclude", [])),
+        ignore=_string_list("ignore", get("ignore", [])),
+        extend_select=_string_list("extend-select", get("extend-select", [])),
+        exclude=_string_list("exclude", get("exclude", [])) + _string_list("extend-exclude", get("extend-exclude", [])),
         per_file_ignores=tuple(per_file),
-        step_functions=frozenset(_string_list("step-functions", table.get("step-functions", []))),
-        gate_names=frozenset(_string_list("gate-names", table.get("gate-names", []))),
-        max_file_size=table.get("max-file-size", 5_000_000),
-        max_line_length=table.get("max-line-length", Settings.max_line_length),
-        max_nesting=table.get("max-nesting", Settings.max_nesting),
-        max_chain=table.get("max-chain", Settings.max_chain),
-        file_timeout=float(table.get("file-timeout", Settings.file_timeout)),
-        file_memory=table.get("file-memory", Settings.file_memory),
-        preview=table.get("preview", False),
-        baseline=config_path.parent / table["baseline"] if "baseline" in table else None,
-        lint_test_code=table.get("lint-test-code", False),
+        step_functions=frozenset(_string_list("step-functions", get("step-functions", []))),
+        gate_names=frozenset(_string_list("gate-names", get("gate-names", []))),
+        max_file_size=get("max-file-size", Settings.max_file_size),  # type: ignore[arg-type]
+        max_line_length=get("max-line-length", Settings.max_line_length),  # type: ignore[arg-type]
+        max_nesting=get("max-nesting", Settings.max_nesting),  # type: ignore[arg-type]
+        max_chain=get("max-chain", Settings.max_chain),  # type: ignore[arg-type]
+        file_timeout=float(get("file-timeout", Settings.file_timeout)),  # type: ignore[arg-type]
+        file_memory=get("file-memory", Settings.file_memory),  # type: ignore[arg-type]
+        preview=bool(get("preview", False)),
+        baseline=Path(str(table["baseline"])) if "baseline" in table else None,
+        lint_test_code=bool(get("lint-test-code", False)),
+        origins=tuple(sorted(origins.items())),
     )
     validate(settings)
     return settings
+
+
+class SettingsResolver:
+    """Each file's settings: its nearest configuration (or the one `--config FILE` names, or none with
+    `--isolated`), `--config KEY = VALUE` overrides, then the command line's options (`overrides`).
+    Loaded once per configuration file; raises ConfigError."""
+
+    def __init__(
+        self,
+        config_file: Path | None = None,
+        inline: Sequence[dict[str, object]] = (),
+        isolated: bool = False,
+        overrides: Callable[[Settings], Settings] = lambda s: s,
+    ) -> None:
+        self.config_file, self.inline, self.isolated, self.overrides = config_file, tuple(inline), isolated, overrides
+        self._loaded: dict[Path | None, Settings] = {}
+
+    def config_for(self, path: Path) -> Path | None:
+        return None if self.isolated else self.config_file or find_config(path)
+
+    def for_path(self, path: Path) -> Settings:
+        config = self.config_for(path)
+        if config not in self._loaded:
+            self._loaded[config] = self.overrides(load_settings(config, self.inline))
+        return self._loaded[config]
 
 
 def validate(settings: Settings) -> None:
@@ -253,6 +364,64 @@ def with_overrides(settings: Settings, **overrides: object) -> Settings:
     given = {k: v for k, v in overrides.items() if v is not None}
     # a bad code given here is blamed on the command line, not on the configuration file
     validate(replace(Settings(), **{k: v for k, v in given.items() if k in _SELECTORS}))  # type: ignore[arg-type]
-    merged = replace(settings, **given)  # type: ignore[arg-type]
+    origins = dict(settings.origins) | {k.replace("_", "-"): "command line" for k in given}
+    merged = replace(settings, **given, origins=tuple(sorted(origins.items())))  # type: ignore[arg-type]
     validate(merged)
     return merged
+
+
+KEY_HELP = {
+    "extend": "Another configuration file (pyproject.toml or trainlint.toml) whose settings this one extends; relative to this file.",
+    "select": "Rule codes or prefixes to enable, replacing the defaults (\"ALL\" for every rule).",
+    "ignore": "Rule codes or prefixes to disable.",
+    "extend-select": "Rule codes or prefixes to enable on top of the selection (e.g. rules that are off by default).",
+    "exclude": "Gitignore-style patterns of files and folders to skip, relative to this file's folder (`!` re-includes).",
+    "extend-exclude": "Patterns added to `exclude` (handy in a shared base configuration).",
+    "per-file-ignores": "Gitignore-style pattern -> codes to disable in matching files; a pattern starting with `!` applies to the files it does not match.",
+    "step-functions": "Names of functions an in-house framework calls once per training step.",
+    "gate-names": "Names of flags that gate periodic work (logging, evaluation).",
+    "max-file-size": "Bytes; larger files get a TL000 diagnostic.",
+    "max-line-length": "Characters; a file with a longer line is not parsed (TL000).",
+    "max-nesting": "Nested brackets; deeper files are not parsed (TL000).",
+    "max-chain": "Operands, calls or elifs chained in one expression or statement before a file is refused (TL000).",
+    "file-timeout": "CPU seconds one file's analysis may take (TL000 past it).",
+    "file-memory": "MB of memory one worker may use for a file (TL000 past it).",
+    "preview": "Run the rules still in preview.",
+    "baseline": "A baseline file (written by --write-baseline): findings recorded in it are not reported. Relative to this file.",
+    "lint-test-code": "Check test code (tests/, test_*.py) as training code with the per-step rules.",
+}
+_JSON_TYPES = {list: "array", dict: "object", str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def json_schema() -> dict[str, object]:
+    """The JSON schema of [tool.trainlint] (and of a trainlint.toml), for editors that complete and check TOML."""
+    codes = {"type": "string", "pattern": "^(ALL|TL[0-9]{0,3})$"}
+    properties: dict[str, object] = {}
+    for key, kind in KNOWN_KEYS.items():
+        prop: dict[str, object] = {"description": KEY_HELP[key], "type": _JSON_TYPES[kind]}
+        if key in ("select", "ignore", "extend-select"):
+            prop["items"] = codes
+        elif kind is list:
+            prop["items"] = {"type": "string"}
+        elif key == "per-file-ignores":
+            prop["additionalProperties"] = {"type": "array", "items": codes}
+        if key in _POSITIVE:
+            prop["exclusiveMinimum"] = 0
+        properties[key] = prop
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "$id": "https://raw.githubusercontent.com/trainlint/trainlint/main/trainlint.schema.json",
+        "title": "trainlint configuration ([tool.trainlint] in pyproject.toml, or a trainlint.toml)",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": properties,
+    }
+
+
+SCHEMA_FILE = Path(__file__).resolve().parents[1] / "trainlint.schema.json"
+
+if __name__ == "__main__":  # regenerate the published schema: python -m trainlint.config
+    import json
+
+    SCHEMA_FILE.write_text(json.dumps(json_schema(), indent=2) + "\n", encoding="utf-8")
+

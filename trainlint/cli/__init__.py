@@ -18,6 +18,7 @@ from trainlint import __version__
 from trainlint.cli.common import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, DefaultGroup, _warn
 from trainlint.cli.catalogue import rule_command, rules_command
 from trainlint.cli import fixing
+from trainlint.cli.settings import SettingOptions, print_settings, settings_resolver, warn_preview_selected
 from trainlint.cli.verify import verify_group
 from trainlint.report.render import COLOR_CHOICES, ReportOptions, fixable_by, make_console
 from trainlint.report.text import visible
@@ -31,12 +32,6 @@ if TYPE_CHECKING:
 
 FAIL_LEVELS = ("error", "warning", "info")  # most severe first
 OUTPUT_FORMATS = ("text", "concise", "json", "json-lines", "sarif", "github", "gitlab", "junit", "lsp")
-
-
-def _split_codes(values: Sequence[str]) -> list[str] | None:
-    if not values:
-        return None
-    return [c.strip().upper() if c.strip().upper() != "ALL" else "ALL" for v in values for c in v.split(",") if c.strip()]
 
 
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -62,7 +57,8 @@ def main() -> None:
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Parallel processes (default: CPU count).")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
 @click.option("--stdin-filename", type=click.Path(path_type=Path), default=None, help="The file name of source read from `-`.")
-@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None, help="A pyproject.toml to read [tool.trainlint] from.")
+@click.option("--config", "config", multiple=True, help="A configuration file for every file (pyproject.toml, trainlint.toml), or a TOML `KEY = VALUE` override, e.g. 'preview = true'; repeatable.")
+@click.option("--isolated", is_flag=True, help="Read no configuration file.")
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place (with `-`: print the fixed source).")
 @click.option("--fix-only", is_flag=True, help="Apply fixes, and neither report nor exit 1 for the findings left.")
 @click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when --fix changed a file, even if no finding is left.")
@@ -99,7 +95,8 @@ def check(
     jobs: int | None,
     quiet: bool,
     stdin_filename: Path | None,
-    config_file: Path | None,
+    config: tuple[str, ...],
+    isolated: bool,
     fix: bool,
     fix_only: bool,
     exit_non_zero_on_fix: bool,
@@ -124,28 +121,39 @@ def check(
     from trainlint.engine.discovery import discover, present
     from trainlint.engine.results import FileResult, error_diagnostic as _error
 
+    from trainlint.config import ConfigError
+
     paths = paths or (Path("."),)
     anchor = stdin_filename or next((p for p in paths if str(p) != "-"), Path("."))
-    settings = _check_settings(config_file, anchor, select, (*ignore, *extend_ignore), extend_select, per_file_ignores, exclude)
-    settings = _with_limits(settings, file_timeout, file_memory)
-    if preview is not None:
-        settings = replace(settings, preview=preview)
-    if ignore_noqa:
-        settings = replace(settings, ignore_noqa=True)
+    options = SettingOptions(
+        config, isolated, select, (*ignore, *extend_ignore), extend_select, per_file_ignores, exclude, file_timeout, file_memory, preview, ignore_noqa
+    )
+    try:
+        resolver = settings_resolver(options)
+        settings = resolver.for_path(anchor)
+    except ConfigError as exc:
+        _warn(str(exc), prefix="trainlint: error: ")
+        sys.exit(EXIT_ERROR)
     fix = fix or fix_only
-    _warn_preview_selected(settings)
+    warn_preview_selected(settings)
     if unsafe_fixes and not (fix or diff):
         _warn("--unsafe-fixes applies nothing without --fix or --diff (findings it would fix are marked [*])")
     if show_settings:
-        _print_settings(settings)
+        print_settings(settings, anchor)
         sys.exit(EXIT_CLEAN)
     stdin = any(str(p) == "-" for p in paths)
     disk_paths = [p for p in paths if str(p) != "-"]
     missing = [p for p in disk_paths if not present(p)]
     targets = discover([p for p in disk_paths if present(p)], settings.root, settings.exclude, force_exclude)
+    try:  # each file's own configuration: a nested project's settings and excludes
+        settings_of = {t.path: resolver.for_path(t.path) for t in targets}
+    except ConfigError as exc:
+        _warn(str(exc), prefix="trainlint: error: ")
+        sys.exit(EXIT_ERROR)
+    targets = [t for t in targets if not _excluded_by_own(t, settings_of[t.path], settings, force_exclude)]
     if show_files:
         for target in targets:
-            mark = "  (test code: the per-step rules skip it)" if _test_code(str(target.path), settings) else ""
+            mark = "  (test code: the per-step rules skip it)" if _test_code(str(target.path), settings_of[target.path]) else ""
             click.echo(visible(str(target.path)) + mark)
         sys.exit(EXIT_CLEAN)
     if not (targets or missing or stdin):
@@ -156,10 +164,10 @@ def check(
     if show_steps:
         from trainlint.report.steps import steps_text
 
-        stepped = _lint_targets(targets, replace(settings, show_steps=True), jobs, color)  # (not cached)
+        stepped = _lint_targets([(t.path, replace(settings_of[t.path], show_steps=True)) for t in targets], jobs, color)  # (not cached)
         click.echo(steps_text(sorted(stepped, key=lambda r: r.path)), nl=False)
         sys.exit(EXIT_ERROR if any(r.internal_error for r in stepped) else EXIT_CLEAN)
-    results = _lint_targets(targets, settings, jobs, color, _cache(no_cache, cache_dir))
+    results = _lint_targets([(t.path, settings_of[t.path]) for t in targets], jobs, color, _cache(no_cache, cache_dir))
     results.extend(FileResult(str(p), [_error(str(p), "no such file or directory")]) for p in missing)
     stdin_result = None
     if stdin:
@@ -202,7 +210,7 @@ def check(
     fixed = len(before) - sum(len(r.diagnostics) for r in results) if fix else 0
     options = replace(
         options, hidden_by_baseline=_apply_baseline(results, baseline_file or settings.baseline),
-        test_code_files=sum(1 for r in results if _test_code(r.path, settings)),
+        test_code_files=sum(1 for r in results if _test_code(r.path, settings_of.get(Path(r.path), settings))),
     )
     if not fix_only:
         _report_to(results, options, output_file)
@@ -223,6 +231,16 @@ def _exit(results: Sequence[FileResult], exit_zero: bool, fail_level: str = "inf
     counted = FAIL_LEVELS[: FAIL_LEVELS.index(fail_level) + 1]
     failing = any(d.severity.value in counted or d.code == "TL000" for r in results for d in r.diagnostics)
     sys.exit(EXIT_FINDINGS if failing else EXIT_CLEAN)
+
+
+def _excluded_by_own(target: Target, own: Settings, anchor: Settings, force_exclude: bool) -> bool:
+    """Whether a file's own (nested) configuration excludes it: as the anchor's excludes do in
+    discovery, for files found in folders, and for named files only with --force-exclude."""
+    from trainlint.engine.discovery import is_excluded
+
+    if own.config_path == anchor.config_path or (target.explicit and not force_exclude):
+        return False
+    return is_excluded(target.path, own.root, own.exclude)
 
 
 def _test_code(path: str, settings: Settings) -> bool:
@@ -252,86 +270,7 @@ def _apply_baseline(results: Sequence[FileResult], file: Path | None) -> int:
     return hidden
 
 
-def _check_settings(
-    config_file: Path | None,
-    anchor: Path,
-    select: Sequence[str],
-    ignore: Sequence[str],
-    extend_select: Sequence[str],
-    per_file_ignores: Sequence[str],
-    exclude: Sequence[str],
-) -> Settings:
-    """The configuration file's settings with the command line's options on top; exit 2 when invalid."""
-    from trainlint.config import ConfigError, find_config, load_settings, with_overrides
-
-    try:
-        base = load_settings(config_file or find_config(anchor))
-        per_file = []
-        for value in per_file_ignores:
-            pattern, _, codes = value.rpartition(":")
-            if not pattern or not codes.strip():
-                raise ConfigError(f"--per-file-ignores {value!r}: expected PATTERN:CODES, e.g. 'tests/*.py:TL401'")
-            per_file.append((pattern, tuple(_split_codes([codes]) or ())))
-        return with_overrides(
-            base,
-            select=tuple(_split_codes(select)) if select else None,
-            ignore=tuple(base.ignore) + tuple(_split_codes(ignore) or ()) if ignore else None,
-            extend_select=tuple(base.extend_select) + tuple(_split_codes(extend_select) or ()) if extend_select else None,
-            exclude=tuple(base.exclude) + tuple(exclude) if exclude else None,
-            per_file_ignores=base.per_file_ignores + tuple(per_file) if per_file else None,
-        )
-    except ConfigError as exc:
-        _warn(str(exc), prefix="trainlint: error: ")
-        sys.exit(EXIT_ERROR)
-
-
-def _warn_preview_selected(settings: Settings) -> None:
-    """Like ruff: naming a preview rule does not enable it outside preview mode; say so rather than stay silent."""
-    from trainlint.rules import preview_selected_without_preview
-
-    for code in preview_selected_without_preview(settings):
-        _warn(f"{code} is a preview rule: it runs only with --preview (or `preview = true` in [tool.trainlint])")
-
-
-def _print_settings(settings: Settings) -> None:
-    """`--show-settings`: the resolved settings, one `key = value` line each (JSON values; `(none)` when unset)."""
-    import json
-
-    from trainlint.rules import enabled_codes
-
-    rows = {
-        "config": str(settings.config_path) if settings.config_path else None,
-        "root": str(settings.root),
-        "rules": [*enabled_codes(settings), *(["TL001"] if settings.reports_unused_noqa() else [])],
-        "select": list(settings.select) if settings.select is not None else None,
-        "ignore": list(settings.ignore),
-        "extend-select": list(settings.extend_select),
-        "exclude": list(settings.exclude),
-        "per-file-ignores": {pattern: list(codes) for pattern, codes in settings.per_file_ignores},
-        "step-functions": sorted(settings.step_functions),
-        "gate-names": sorted(settings.gate_names),
-        "max-file-size": settings.max_file_size,
-        "preview": settings.preview,
-        "baseline": str(settings.baseline) if settings.baseline else None,
-        "lint-test-code": settings.lint_test_code,
-        "ignore-noqa": settings.ignore_noqa,
-    }
-    for key, value in rows.items():
-        click.echo(f"{key} = {json.dumps(value) if value is not None else '(none)'}")
-
-
 PROGRESS_MIN_FILES = 300  # a progress bar only on runs long enough to want one
-
-
-def _with_limits(settings: Settings, file_timeout: float | None, file_memory: int | None) -> Settings:
-    """The per-file time and memory limits of the command line over the configuration's."""
-    from dataclasses import replace
-
-    if file_timeout is not None:
-        settings = replace(settings, file_timeout=file_timeout)
-    if file_memory is not None:
-        settings = replace(settings, file_memory=file_memory)
-    return settings
 
 
 def _cache(no_cache: bool, directory: Path | None) -> Cache | None:
@@ -343,11 +282,10 @@ def _cache(no_cache: bool, directory: Path | None) -> Cache | None:
     return Cache(directory or default_directory())
 
 
-def _lint_targets(targets: Sequence[Target], settings: Settings, jobs: int | None, color: str, cache: Cache | None = None) -> list[FileResult]:
+def _lint_targets(tasks: list[tuple[Path, Settings]], jobs: int | None, color: str, cache: Cache | None = None) -> list[FileResult]:
     """Lint the discovered files; with a progress bar on stderr when it is a terminal and the run is long."""
     from trainlint.engine.lint import lint_paths
 
-    tasks = [(t.path, settings) for t in targets]
     if len(tasks) < PROGRESS_MIN_FILES or not sys.stderr.isatty():
         return lint_paths(tasks, jobs, keep_source=False, cache=cache)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
