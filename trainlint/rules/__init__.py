@@ -13,6 +13,7 @@ from trainlint.rules.tl105_backward_under_autocast import BackwardUnderAutocast
 from trainlint.rules.tl201_clip_before_unscale import ClipBeforeUnscale
 from trainlint.rules.tl203_scaler_step_without_update import ScalerStepWithoutUpdate
 from trainlint.rules.tl204_deepspeed_fp16_without_clipping import DeepspeedFp16WithoutClipping
+from trainlint.rules.tl205_clip_after_step import ClipAfterStep
 from trainlint.rules.tl302_autograd_history_accumulated import AutogradHistoryAccumulated
 from trainlint.rules.tl303_eval_forward_with_grad import EvalForwardWithGrad
 from trainlint.rules.tl304_allocator_flush_in_step import AllocatorFlushInStep
@@ -23,6 +24,14 @@ from trainlint.rules.tl406_host_tensor_moved_per_step import HostTensorMovedPerS
 from trainlint.rules.tl501_zero_grad_missing import ZeroGradMissing
 from trainlint.rules.tl502_scheduler_before_optimizer import SchedulerBeforeOptimizer
 from trainlint.rules.tl503_eval_mode_not_reset import EvalModeNotReset
+from trainlint.rules.tl511_validation_in_train_mode import ValidationInTrainMode
+from trainlint.rules.tl507_layer_replaced_after_optimizer import LayerReplacedAfterOptimizer
+from trainlint.rules.tl508_sampler_epoch_not_set import SamplerEpochNotSet
+from trainlint.rules.tl509_probabilities_into_logits_loss import ProbabilitiesIntoLogitsLoss
+from trainlint.rules.tl510_ddp_model_moved_after_wrap import DdpModelMovedAfterWrap
+from trainlint.rules.tl504_freeze_flag_misspelled import FreezeFlagMisspelled
+from trainlint.rules.tl505_dropout_ignores_eval_mode import DropoutIgnoresEvalMode
+from trainlint.rules.tl506_submodules_not_registered import SubmodulesNotRegistered
 from trainlint.rules.tl202_fp16_without_clipping import Fp16WithoutClipping
 from trainlint.rules.tl301_retain_graph_in_loop import RetainGraphInLoop
 from trainlint.rules.tl401_host_sync_in_step import HostSyncInStep
@@ -46,6 +55,7 @@ ALL_RULES: tuple[type[Rule], ...] = tuple(
             ClipBeforeUnscale,
             ScalerStepWithoutUpdate,
             DeepspeedFp16WithoutClipping,
+            ClipAfterStep,
             AutogradHistoryAccumulated,
             EvalForwardWithGrad,
             AllocatorFlushInStep,
@@ -56,6 +66,14 @@ ALL_RULES: tuple[type[Rule], ...] = tuple(
             ZeroGradMissing,
             SchedulerBeforeOptimizer,
             EvalModeNotReset,
+            ValidationInTrainMode,
+            LayerReplacedAfterOptimizer,
+            SamplerEpochNotSet,
+            ProbabilitiesIntoLogitsLoss,
+            DdpModelMovedAfterWrap,
+            FreezeFlagMisspelled,
+            DropoutIgnoresEvalMode,
+            SubmodulesNotRegistered,
         ),
         key=lambda r: r.code,
     )

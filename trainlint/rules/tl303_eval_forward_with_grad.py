@@ -10,6 +10,10 @@ import libcst as cst
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, Function, Loop, TrainingModel
 from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
+from trainlint.model.modes import call_trains as _callee_trains
+from trainlint.model.modes import function_trains as _trains
+from trainlint.model.modes import mode_switch as _mode
+from trainlint.model.modes import mode_switches as _switches
 from trainlint.model.names import dotted, tokens
 from trainlint.model.training import LOOP_TEXT, MODULE_WORDS
 from trainlint.rules.rule import Finding, Rule
@@ -205,24 +209,6 @@ def _ancestors(loop: Loop) -> list[Loop]:
     return out
 
 
-def _switches(model: TrainingModel) -> list[Call]:
-    """`m.eval()`, `m.train(False)`, `m.train()`: the calls that switch a module's mode, in source order."""
-    return sorted((c for c in model.calls if c.receiver_text and _mode(c) is not None), key=lambda c: c.site.order)
-
-
-def _mode(call: Call) -> bool | None:
-    """False for a switch to eval mode, True for one back to training, None for any other call."""
-    if call.method == "eval" and not call.node.args:
-        return False
-    if call.method == "train" and len(call.node.args) <= 1:
-        mode = call.arg(0, "mode")
-        if mode is None or (isinstance(mode, cst.Name) and mode.value == "True"):
-            return True
-        if isinstance(mode, cst.Name) and mode.value == "False":
-            return False
-    return None
-
-
 def _frozen(model: TrainingModel) -> set[str]:
     """Modules frozen by a `requires_grad_(False)` anywhere in a chain on them
     (`sampler.eval().requires_grad_(False).to(device)`): their forward passes record no graph."""
@@ -277,18 +263,3 @@ def _evaluated_by_callers(fn: Function, sites: "Iterable[Call]", switches: list[
 def _named_forward(callee: str) -> bool:
     words = tokens(callee.rsplit(".", 1)[-1])
     return bool(FORWARD_WORDS & set(words)) and words[0] not in NOT_FORWARD_VERBS
-
-
-def _trains(model: TrainingModel, fn: Function) -> bool:
-    if any(model.is_backward(c) or model.is_optimizer_step(c) for c in fn.calls):
-        return True
-    summary = model.summarizer.function(fn)
-    return bool(summary.trains or summary.steps or summary.backprops)
-
-
-def _callee_trains(model: TrainingModel, call: Call) -> bool:
-    callee = model.callee(call)
-    if callee is not None:
-        return _trains(model, callee)
-    summary = model.project_call_summary(call)
-    return summary is not None and bool(summary.trains or summary.steps or summary.backprops)

@@ -1,0 +1,309 @@
+"""TL504 freeze-flag-misspelled."""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Iterator
+
+import libcst as cst
+
+from trainlint.diagnostics import Applicability, Severity
+from trainlint.model import Assign, Site, TrainingModel
+from trainlint.model.facts import ClassInfo
+from trainlint.model.lattice import UNKNOWN_DEVICE, Kind, Value
+from trainlint.model.names import dotted
+from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, shorten
+
+# attribute names a freeze is misspelled as: PyTorch reads none of them
+MISSPELLED = frozenset({"require_grad", "requires_grads", "require_grads"})
+# `requires_grad_` is a method: assigning to it replaces the method and freezes nothing
+FREEZE_NAMES = MISSPELLED | {"requires_grad", "requires_grad_"}
+PARAMETER_ITERATORS = frozenset({"parameters", "named_parameters"})
+MODULE_ITERATORS = frozenset({"modules", "children", "named_modules", "named_children"})
+# capitalised names under `torch.nn` that build tensors, not modules
+NOT_MODULES = frozenset({"Parameter", "UninitializedParameter", "Buffer", "UninitializedBuffer"})
+TEXT = re.compile(r"\.\s*(?:requires?_grads?_?)\s*=[^=]")
+
+
+class FreezeFlagMisspelled(Rule):
+    code = "TL504"
+    name = "freeze-flag-misspelled"
+    severity = Severity.ERROR
+    preview = True
+    summary = "A freeze PyTorch never reads: `p.require_grad = False`, `p.requires_grads = False`, or `module.requires_grad = False` on an `nn.Module`."
+    hint = "Write `p.requires_grad = False` on tensors and parameters, and `module.requires_grad_(False)` on modules."
+    requires = ("_grad",)
+
+    @classmethod
+    def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
+        return TEXT.search(source) is not None
+
+    why = (
+        "A tensor and a module accept any attribute, so the assignment runs without an error and freezes "
+        "nothing: autograd reads only `Tensor.requires_grad`, and an `nn.Module` has no such flag at all "
+        "(only `module.requires_grad_(False)` or its parameters' flags freeze it). The layer the author meant "
+        "to freeze keeps receiving gradients and the optimizer keeps updating it. pytorch/benchmark#1771 "
+        "(\"the code doesn't cause any errors but doesn't do what it's supposed to do\") fixed `require_grad` "
+        "typos found by TorchFix, whose TOR002 flags the misspelling; the PyTorch forum thread "
+        "https://discuss.pytorch.org/t/requires-grad-doesnt-propagate-to-the-parameters-of-the-module/9979 "
+        "explains why `module.requires_grad = False` leaves the parameters trainable."
+    )
+    story = "pytorch/benchmark#1771: `pe.require_grad = False` in a BERT positional embedding, fixed to `requires_grad`."
+    example = """\
+import torch
+
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+for name, p in model[0].named_parameters():
+    p.require_grad = False
+"""
+    fixed_example = """\
+import torch
+
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+for name, p in model[0].named_parameters():
+    p.requires_grad = False
+"""
+    not_flagged = (
+        "`requires_grad` set on tensors and parameters (correct); `require_grad`/`requires_grads` on receivers the "
+        "analysis cannot tell are tensors, parameters or modules; `module.requires_grad = ...` on a module whose "
+        "class is not known (a name like `model` alone is not enough), on a class of this module that assigns, "
+        "reads or defines that attribute itself, and on classes defined in other modules; modules whose code reads "
+        "the misspelled attribute somewhere (a flag of its own)."
+    )
+    valid = (
+        """
+import torch
+model = torch.nn.Linear(4, 2)
+for p in model.parameters():
+    p.requires_grad = False
+""",
+        """
+import torch
+model = torch.nn.Linear(4, 2)
+model.requires_grad_(False)
+""",
+        # a class with a flag of its own called `requires_grad`
+        """
+import torch
+class Embedding(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.requires_grad = True
+    def forward(self, x):
+        return x if self.requires_grad else x.detach()
+
+emb = Embedding()
+emb.requires_grad = False
+""",
+        # unknown receiver: not flagged by its name
+        """
+model = build_model()
+model.requires_grad = False
+""",
+        # a custom flag read elsewhere in the module
+        """
+class Config:
+    require_grad = True
+cfg = Config()
+cfg.require_grad = False
+if cfg.require_grad:
+    pass
+""",
+    )
+    invalid = (
+        """
+import torch
+model = torch.nn.Linear(4, 2)
+for p in model.parameters():
+    p.requires_grads = False
+""",
+        """
+import torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.backbone = nn.Linear(4, 4)
+        self.head = nn.Linear(4, 2)
+        self.backbone.requires_grad = False
+""",
+        """
+from transformers import AutoModel
+encoder = AutoModel.from_pretrained("bert-base-uncased")
+encoder.requires_grad = False
+""",
+        """
+import torch
+model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+for m in model.modules():
+    m.requires_grad = False
+""",
+        """
+import torch
+model = torch.nn.Linear(4, 2)
+model.requires_grad_ = False
+""",
+    )
+
+    def check(self, model: TrainingModel) -> Iterator[Finding]:
+        for assign in model.assigns:
+            node = assign.node
+            if assign.op is not None or not isinstance(node, cst.Assign) or len(node.targets) != 1:
+                continue
+            target = node.targets[0].target
+            if not isinstance(target, cst.Attribute) or target.attr.value not in FREEZE_NAMES:
+                continue
+            attr = target.attr.value
+            what = _receiver_kind(model, target.value, assign.site)
+            # a parameter holds no attribute of the project's; anything else may be a flag of its own
+            if what is None or (what != "parameter" and attr in MISSPELLED and _read_elsewhere(model, attr)):
+                continue
+            if what == "module" and attr in ("requires_grad", *MISSPELLED):
+                if not _flag_unread_by_class(model, target.value, assign.site, attr):
+                    continue
+            elif what in ("tensor", "parameter") and attr == "requires_grad":
+                continue  # the real flag
+            yield self._finding(model, assign, target, what)
+
+    @staticmethod
+    def _finding(model: TrainingModel, assign: Assign, target: cst.Attribute, what: str) -> Finding:
+        attr = target.attr.value
+        receiver = shorten(model.module.code_for_node(target.value), 60)
+        value = model.module.code_for_node(assign.value)
+        if what == "module":
+            message = f"`{receiver}` is a module: `.{attr} = ...` sets an attribute nothing reads and its parameters keep training; call `{receiver}.requires_grad_({shorten(value, 30)})`"
+        elif attr == "requires_grad_":
+            message = f"`{receiver}.requires_grad_ = ...` replaces the method instead of calling it: the {what} keeps its gradient flag"
+        else:
+            message = f"`{receiver}.{attr}` is not a PyTorch attribute (the flag is `requires_grad`): the {what} keeps receiving gradients"
+        if what == "module" or attr == "requires_grad_":
+            call = f"{model.module.code_for_node(target.value)}.requires_grad_({value})"
+            fix = NodeFix(f"call `{shorten(call, 60)}`", (NodeEdit(assign.node, call),), Applicability.UNSAFE)
+        else:
+            fix = NodeFix("spell the flag `requires_grad`", (NodeEdit(target.attr, "requires_grad"),), Applicability.UNSAFE)
+        return Finding(target, message, fix=fix)
+
+
+def _read_elsewhere(model: TrainingModel, attr: str) -> bool:
+    """The module reads the attribute somewhere (`if cfg.require_grad:`): a flag of its own, not a typo."""
+    code = model.module.code
+    reads = len(re.findall(rf"\.\s*{attr}\b(?!\s*=[^=])", code))
+    defined = re.search(rf"\bdef\s+{attr}\b|^\s*{attr}\s*[:=]", code, re.MULTILINE)
+    return reads > 0 or defined is not None
+
+
+def _receiver_kind(model: TrainingModel, receiver: cst.BaseExpression, site: Site) -> str | None:
+    """"parameter", "tensor" or "module" when the analysis knows what the receiver is; None otherwise."""
+    iterated = _loop_element(model, receiver, site)
+    if iterated is not None:
+        return iterated
+    value = model.value(receiver, site)
+    # a tensor the analysis traced (made by torch, or carrying a graph), not one guessed from a name like `loss`
+    if value.kind is Kind.TENSOR and (value.origin or value.graph is not None or value.device != UNKNOWN_DEVICE):
+        return "tensor"
+    if value.kind is Kind.MODULE and (value.origin or "").rsplit(".", 1)[-1] in NOT_MODULES:
+        return "parameter"
+    if isinstance(receiver, cst.Attribute) and receiver.attr.value in ("weight", "bias"):
+        if _known_module(model, receiver.value, site) is not None:
+            return "parameter"
+    if _known_module(model, receiver, site) is not None:
+        return "module"
+    return None
+
+
+def _known_module(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> Value | None:
+    """The value of `expr` when it is a module whose class is known (a torch.nn constructor, a
+    `from_pretrained`, a class of this module), following `net.encoder` into the class's `self.encoder`."""
+    value = model.value(expr, site)
+    if value.kind is not Kind.MODULE and isinstance(expr, cst.Attribute):
+        owner = model.value(expr.value, site)
+        info = model.local_class(owner.origin) if owner.kind is Kind.MODULE and owner.origin else None
+        method = next(iter(info.methods.values()), None) if info is not None else None
+        if method is not None:
+            value = model.values.self_attribute(method, f"self.{expr.attr.value}")
+    if value.kind is not Kind.MODULE or not value.origin or "|" in value.origin or value.origin.rsplit(".", 1)[-1] in NOT_MODULES:
+        return None
+    return value
+
+
+def _flag_unread_by_class(model: TrainingModel, receiver: cst.BaseExpression, site: Site, attr: str) -> bool:
+    """Whether a module's class certainly has no attribute `attr` of its own: a torch.nn class, a
+    pretrained model, or a class of this module (with local or torch bases) that never mentions `self.attr`."""
+    value = _known_module(model, receiver, site)
+    if value is None:  # an element of `model.modules()`: a torch submodule
+        return _loop_element(model, receiver, site) == "module"
+    origin = value.origin or ""
+    if origin.startswith("torch.nn.") or origin.rsplit(".", 1)[-1] in ("from_pretrained", "from_config"):
+        return True
+    info = model.local_class(origin)
+    return info is not None and not _class_mentions(model, info, attr, set())
+
+
+def _class_mentions(model: TrainingModel, info: ClassInfo, attr: str, seen: set[str]) -> bool:
+    """The class or one of its bases defines or assigns `attr`, or a base is one the analysis cannot see."""
+    seen.add(info.name)
+    if attr in info.methods or re.search(rf"\bself\.{attr}\b|^\s*{attr}\s*[:=]", model.module.code_for_node(info.node), re.MULTILINE):
+        return True
+    for base in info.bases:
+        local = model.local_class(base)
+        if local is not None:
+            if local.name not in seen and _class_mentions(model, local, attr, seen):
+                return True
+        elif not base.startswith("torch.nn."):
+            return True  # a base from elsewhere may define it
+    return False
+
+
+def _loop_element(model: TrainingModel, receiver: cst.BaseExpression, site: Site) -> str | None:
+    """"parameter" for `p` in `for p in m.parameters()` / `for n, p in m.named_parameters()`, "module"
+    for an element of `m.modules()` / `m.children()` (and the named variants)."""
+    if not isinstance(receiver, cst.Name):
+        return None
+    for loop in reversed(site.loops):
+        node = loop.node
+        if not isinstance(node, cst.For):
+            continue
+        bound = _bound_element(node.target, receiver.value)
+        if bound is None:
+            continue
+        source = _iterated_call(node.iter)
+        if source is None or not isinstance(source.func, cst.Attribute):
+            return None
+        method = source.func.attr.value
+        named = method.startswith("named_")
+        if bound != (1 if named else 0):
+            return None
+        owner = model.value(source.func.value, site)
+        if owner.kind not in (Kind.MODULE, Kind.UNKNOWN):
+            return None
+        if method in PARAMETER_ITERATORS:
+            return "parameter"
+        if method in MODULE_ITERATORS and owner.kind is Kind.MODULE and owner.origin:
+            return "module"
+        return None
+    return None
+
+
+def _bound_element(target: cst.BaseExpression, name: str) -> int | None:
+    """0 when `name` is the whole loop target, 1 when it is the second of a pair `(key, name)`."""
+    if isinstance(target, cst.Name):
+        return 0 if target.value == name else None
+    if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
+        second = target.elements[1].value
+        if isinstance(second, cst.Name) and second.value == name:
+            return 1
+    return None
+
+
+def _iterated_call(expr: cst.BaseExpression) -> cst.Call | None:
+    """`m.parameters()`, through `list(...)`, `tqdm(...)` and `filter(f, ...)`."""
+    for _ in range(3):
+        if not isinstance(expr, cst.Call):
+            return None
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in PARAMETER_ITERATORS | MODULE_ITERATORS:
+            return expr
+        if dotted(expr.func) in ("list", "tuple", "tqdm", "filter") and expr.args:
+            expr = expr.args[-1].value
+            continue
+        return None
+    return None
+

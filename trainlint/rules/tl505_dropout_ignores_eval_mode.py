@@ -1,0 +1,257 @@
+"""TL505 dropout-ignores-eval-mode."""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import libcst as cst
+
+from trainlint.diagnostics import Applicability, Severity
+from trainlint.model import Call, Function, TrainingModel
+from trainlint.model.facts import ClassInfo
+from trainlint.model.hooks import library_step_hook
+from trainlint.model.module_classes import method_class
+from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule
+
+# functional dropout -> its `training` default: True drops in eval mode too, False never drops
+DROPOUT_FUNCTIONS = {
+    "torch.nn.functional.dropout": True,
+    "torch.nn.functional.dropout1d": True,
+    "torch.nn.functional.dropout2d": True,
+    "torch.nn.functional.dropout3d": True,
+    "torch.nn.functional.alpha_dropout": False,
+    "torch.nn.functional.feature_alpha_dropout": False,
+}
+DROPOUT_LAYERS = frozenset({
+    "torch.nn.Dropout", "torch.nn.Dropout1d", "torch.nn.Dropout2d", "torch.nn.Dropout3d", "torch.nn.AlphaDropout",
+    "torch.nn.FeatureAlphaDropout",
+})
+TRAINING_POSITION = 2  # dropout(input, p, training, inplace)
+
+
+class DropoutIgnoresEvalMode(Rule):
+    code = "TL505"
+    name = "dropout-ignores-eval-mode"
+    severity = Severity.WARNING
+    preview = True
+    summary = "Functional dropout in an `nn.Module` without `training=`, or a dropout layer built inside the method that uses it."
+    hint = "Pass `training=self.training` to `F.dropout` (or build the `nn.Dropout` layer once in `__init__`)."
+    requires = ("ropout",)  # `dropout` and `Dropout`
+    why = (
+        "`model.eval()` flips `self.training` on the module tree; a functional call never reads it. "
+        "`F.dropout(input, p=0.5, training=True, inplace=False)`: its `training` defaults to True "
+        "(https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.dropout.html), so without "
+        "`training=self.training` it keeps zeroing a fraction p of the activations (and scaling the rest by "
+        "1/(1-p)) after `model.eval()`: two evaluation forwards of the same input differ, and every reported "
+        "metric is that of a randomly thinned network. pytorch/pytorch#26338 shows `net.eval()` leaving "
+        "`F.dropout` on (\"It is actually expected that you need to manually specify the arg `training=...`\"). "
+        "A dropout layer constructed in `forward` is a fresh module, always in training mode, so "
+        "`model.eval()` never reaches it either. The opposite: `F.alpha_dropout` and "
+        "`F.feature_alpha_dropout` default to `training=False`, so without it they never drop, even in training."
+    )
+    story = (
+        "Academic-Hammer/SciTSR#16: the table-structure model's attention called `torch.nn.functional.dropout(x, "
+        "p=self.d_rate)`, so \"during inference the dropout layer is still active despite using `model.eval()`, "
+        "affecting model outputs and the overall results\" (fixed by a registered `nn.Dropout`). Over the 41 "
+        "public training projects of the real-code set it finds nothing (all of them pass `training=`), so it "
+        "stays in preview until it has 10 reviewed findings."
+    )
+    example = """\
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(128, 64)
+        self.fc2 = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = F.dropout(F.relu(self.fc1(x)), p=0.5)
+        return self.fc2(x)
+"""
+    fixed_example = """\
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(128, 64)
+        self.fc2 = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = F.dropout(F.relu(self.fc1(x)), p=0.5, training=self.training)
+        return self.fc2(x)
+"""
+    not_flagged = (
+        "A `training` argument given in any form: by keyword or third positional argument, `training=True` "
+        "(Monte Carlo dropout, on purpose), any expression (`training=self.training and self.use_dropout`), "
+        "or hidden in `*args`/`**kwargs`; a literal `p` of 0; functional dropout outside the methods of an "
+        "`nn.Module` subclass (a plain function has no `self.training` to pass), in static or class "
+        "methods, and in the step hooks a library calls only while training (Lightning's `training_step`); "
+        "dropout layers built in `__init__` or stored on `self` (registered, so `eval()` reaches them)."
+    )
+    valid = (
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Block(nn.Module):
+    def forward(self, x):
+        return F.dropout(x, 0.1, self.training)
+""",
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Block(nn.Module):
+    def forward(self, x):
+        x = F.dropout(x, p=self.p, training=self.training and self.use_dropout)
+        return F.dropout2d(x, 0.2, True)  # Monte Carlo dropout, on in evaluation on purpose
+""",
+        """
+import torch.nn.functional as F
+
+def mlp(x, weights):
+    return F.dropout(x @ weights, 0.5)
+""",
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x, **kwargs):
+        x = F.dropout(x, 0.0)
+        return self.drop(F.dropout(x, 0.1, **kwargs))
+""",
+        """
+import torch.nn.functional as F
+
+class Augment:
+    def __call__(self, x):
+        return F.dropout(x, 0.1)
+""",
+    )
+    invalid = (
+        """
+import torch
+from torch import nn
+
+class Attention(nn.Module):
+    def forward(self, q, k, v):
+        attn = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+        attn = nn.functional.dropout(attn, p=0.1)
+        return attn @ v
+""",
+        """
+import torch.nn as nn
+
+class Head(nn.Module):
+    def forward(self, x):
+        return nn.Dropout(0.3)(x)
+""",
+        """
+import torch.nn as nn
+from torch.nn.functional import alpha_dropout
+
+class SelfNormalizing(nn.Module):
+    def forward(self, x):
+        return alpha_dropout(self.fc(x), 0.1)
+""",
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Base(nn.Module):
+    pass
+
+class Encoder(Base):
+    def encode(self, x):
+        def inner(h):
+            return F.dropout2d(h, 0.2)
+        return inner(x)
+""",
+    )
+
+    @classmethod
+    def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
+        return "dropout" in source or "Dropout" in source
+
+    def check(self, model: TrainingModel) -> Iterator[Finding]:
+        for call in model.calls:
+            qual = call.qualname
+            if qual in DROPOUT_FUNCTIONS:
+                found = self._functional(model, call, DROPOUT_FUNCTIONS[qual])
+                if found is not None:
+                    yield found
+            elif qual in DROPOUT_LAYERS and _evaluated_method(model, call) is not None:
+                yield from self._built_in_method(model, call)
+
+    def _functional(self, model: TrainingModel, call: Call, drops_by_default: bool) -> Finding | None:
+        owner = _evaluated_method(model, call)
+        args = call.node.args
+        if owner is None or any(a.star for a in args):
+            return None
+        if call.kwarg("training") is not None or call.positional(TRAINING_POSITION) is not None:
+            return None
+        p = call.arg(1, "p")
+        if isinstance(p, (cst.Integer, cst.Float)) and p.evaluated_value == 0:
+            return None
+        name = model.module.code_for_node(call.node.func)
+        this = owner[1].params[0]
+        if drops_by_default:
+            message = (
+                f"`{name}(...)` has no `training=` argument, and its default is True: it keeps dropping "
+                f"activations after `model.eval()`, so evaluation outputs are random"
+            )
+        else:
+            message = (
+                f"`{name}(...)` has no `training=` argument, and its default is False: it never drops, "
+                f"even in training"
+            )
+        fix = NodeFix(
+            f"pass `training={this}.training`",
+            (NodeEdit(args[-1].value, f", training={this}.training", "after"),),
+            Applicability.UNSAFE,
+        )
+        return Finding(call.node, message, fix=fix)
+
+    @staticmethod
+    def _built_in_method(model: TrainingModel, call: Call) -> Iterator[Finding]:
+        """`nn.Dropout(p)(x)`, or `drop = nn.Dropout(p)` then `drop(x)`, inside a method: a fresh layer,
+        in training mode whatever mode the model is in."""
+        parent = _called_directly(model, call)
+        name = model.module.code_for_node(call.node.func)
+        message = (
+            f"`{name}(...)` is built inside `{call.site.function.name if call.site.function else 'the method'}`: "
+            f"a fresh layer is in training mode, and `model.eval()` never reaches it"
+        )
+        if parent:
+            yield Finding(call.node, message)
+            return
+        fn = call.site.function
+        for assign in model.assigns:
+            if assign.value is call.node and fn is not None and len(assign.targets) == 1 and "." not in assign.targets[0]:
+                target = assign.targets[0]
+                if any(c.name == target and c.site.function is fn and c.site.order > call.site.order for c in fn.calls):
+                    yield Finding(call.node, message)
+                return
+
+
+def _evaluated_method(model: TrainingModel, call: Call) -> tuple[ClassInfo, Function] | None:
+    """The `nn.Module` method the call is in, unless a library calls it only while training
+    (Lightning's `training_step`): dropout there never runs in evaluation."""
+    owner = method_class(model, call.site.function)
+    if owner is None or library_step_hook(owner[1].name, owner[0].bases):
+        return None
+    return owner
+
+
+def _called_directly(model: TrainingModel, call: Call) -> bool:
+    """`nn.Dropout(p)(x)`: the constructed layer is called at once."""
+    return any(other.node.func is call.node for other in (call.site.function.calls if call.site.function else model.calls))
