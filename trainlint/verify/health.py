@@ -9,6 +9,8 @@ import os
 import statistics
 from typing import Any, Sequence
 
+from trainlint.verify.invariant_health import invariant_problems
+
 Report = dict[str, Any]
 FROZEN = 0.5  # a tensor whose elements with a gradient stayed unchanged at least this often is frozen
 
@@ -55,7 +57,7 @@ def problems(report: Report) -> list[str]:
         found.append(f"the model trained in eval mode at {len(report['eval_mode_steps'])} of {report['steps']} steps")
     if never_cleared(report):
         found.append(f"gradients were never cleared in {report['steps']} steps: each step applied their running sum")
-    return found
+    return found + invariant_problems(report)
 
 
 def failed_ourselves(report: Report) -> bool:

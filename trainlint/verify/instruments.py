@@ -32,6 +32,7 @@ from torch.overrides import TorchFunctionMode
 from trainlint.verify.distributed import RankEvidence, rank_and_world
 from trainlint.verify.live_objects import calling_frame, is_internal
 from trainlint.verify.recorder import Recorder, SavedTensor, StopRun
+from trainlint.verify.run_invariants import WATCHED
 
 # Tensor methods that copy a value to the host: on an accelerator each waits for the queued work.
 VALUE_READS: dict[Callable[..., Any], str] = {
@@ -77,10 +78,14 @@ class _SyncMode(TorchFunctionMode):
                 self.recorder.event("host-to-device copy", frame)
         elif func is torch.Tensor.backward or func is torch.autograd.backward:
             self.recorder.backward(args[0] if args else kwargs.get("tensors"), frame)
+        elif func in WATCHED:
+            self.recorder.watch.functional(func, args, kwargs, frame)
         return kind
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
+        if self.recorder.watch.measuring:  # our own evaluation forwards
+            return func(*args, **kwargs)
         kind = self.observe(func, args, kwargs, sys._getframe(1))
         if kind is None:
             return func(*args, **kwargs)
@@ -186,7 +191,8 @@ def _install(recorder: Recorder) -> None:
     register_optimizer_step_pre_hook(guarded(recorder.before_step))
     register_optimizer_step_post_hook(guarded(recorder.after_step))
     torch.nn.modules.module.register_module_forward_pre_hook(guarded(recorder.before_forward))
-    torch.nn.modules.module.register_module_forward_hook(guarded(recorder.after_forward), always_call=True)
+    torch.nn.modules.module.register_module_forward_hook(guarded(recorder.after_forward), with_kwargs=True, always_call=True)
+    recorder.watch.install()
     warnings.filterwarnings("ignore", message="Using `torch.compile\\(module\\)` when there are global hooks")  # ours
 
     def scaled(result: Any, scaler: Any, loss: Any, *_: Any) -> None:

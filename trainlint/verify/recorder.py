@@ -24,6 +24,7 @@ import torch
 
 from trainlint.verify.grad_norms import GradNorms, local
 from trainlint.verify.progress import Progress
+from trainlint.verify.run_invariants import InvariantWatch
 from trainlint.verify.live_objects import OWN_DIR, calling_frame, graph_nodes, graph_roots, parameter_owners, saved_bytes, user_frames
 
 Report = dict[str, Any]
@@ -109,6 +110,7 @@ class Recorder:
         self.eval_mode_steps: list[int] = []
         self.scheduler_steps_before_first_step = 0
         self.rank_evidence: Any = None  # distributed.RankEvidence in a multi-process run
+        self.watch = InvariantWatch(self)  # what trains, and evaluation in training behaviour
         self.rank, self.world_size = 0, 1
         self.default_dtype_site: Report | None = None
         self.exit_code: int | None = None  # the status the script asked for with sys.exit()
@@ -144,6 +146,7 @@ class Recorder:
         self.last_loss = tensor.detach().float().reshape(())
 
     def before_forward(self, module: torch.nn.Module, *_: Any) -> None:
+        self.watch.enter(module)
         if self.forward_depth == 0:  # the outermost module call: the script's own
             if self.first_forward is None:
                 self.first_forward = self.clock()
@@ -152,14 +155,16 @@ class Recorder:
                 self.event(kind, sys._getframe(1), through_torch=True)
         self.forward_depth += 1
 
-    def after_forward(self, *_: Any) -> None:
+    def after_forward(self, module: torch.nn.Module, *rest: Any) -> None:
         self.forward_depth = max(0, self.forward_depth - 1)
+        self.watch.leave(module, rest)
 
     def before_step(self, optimizer: torch.optim.Optimizer, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> None:
         if self.stopped is not None:
             with self.finishing:  # (another thread may still be writing it)
                 os._exit(0)  # the script caught StopRun and trained on; the report is written
         renewed = False
+        self.watch.saw_optimizer(optimizer)
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         for param in params:
             previous = self.last_grads.get(id(param))
@@ -175,6 +180,7 @@ class Recorder:
         if not self.roots and self.tracked:
             start = time.perf_counter()
             self.names, self.roots = parameter_owners()
+            self.watch.first_step(self.roots, self.tracked)
             self.own_time += time.perf_counter() - start
 
     def after_step(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
@@ -347,6 +353,7 @@ class Recorder:
             "rank": self.rank,
             "world_size": self.world_size,
             "distributed": self.rank_evidence.report() if self.rank_evidence is not None else None,
+            **self.watch.report(self.roots, self.tracked),
         }
 
     def _name(self, param: torch.Tensor) -> str:

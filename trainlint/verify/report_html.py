@@ -9,6 +9,7 @@ import math
 from typing import Any, Sequence
 
 from trainlint.report.text import visible
+from trainlint.verify.invariant_health import invariant_information, unchanged_parameters
 from trainlint.verify.health import (
     FROZEN, clipping_line, format_bytes, format_value, frozen_cause, rank_lines, relative_path, run_series, script_failed,
 )
@@ -58,6 +59,9 @@ def _header(report: Report, problems: Sequence[str]) -> str:
         out.append(f"<p class=\"bad\">{escape(failure)}</p>")
     if problems:
         out.append("<h2>Problems</h2><ul class=\"problems\">" + "".join(f"<li>{escape(p)}</li>" for p in problems) + "</ul>")
+    information = invariant_information(report) if report.get("stopped") != "internal-error" else []
+    if information:
+        out.append("<h2>Information</h2><ul>" + "".join(f"<li>{escape(line)}</li>" for line in information) + "</ul>")
     elif steps and report.get("stopped") != "internal-error":
         scope = f"the {steps} step(s) before the run failed" if failure else "this run"
         out.append(f"<p class=\"good\">No training-health problem in {scope}.</p>")
@@ -143,17 +147,22 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Seque
 
 
 def _frozen(report: Report) -> str:
-    frozen = [r for r in report.get("frozen") or [] if r["frozen_fraction"] >= FROZEN]
-    title = f"<h2>Frozen parameters</h2><p class=\"meta\">unchanged after {report.get('steps', 0)} steps although their gradient was non-zero</p>"
-    if not frozen:
-        return title + f"<p class=\"none\">none of {report.get('tensors_checked', 0)} tensors</p>"
-    rows = [
-        [f"<code>{escape(r['name'])}</code>", escape(r["dtype"]), f"{r['numel']:,}", f"<span class=\"bad\">{r['frozen_fraction']:.0%}</span>",
-         escape(f"{relative_path(r['cast_at']['path'])}:{r['cast_at']['line']} {r['cast_at']['code']}") if r.get("cast_at") else ""]
-        for r in frozen
-    ]
-    cause = frozen_cause(frozen)
-    return title + _table(["parameter", "dtype", "elements", "unchanged", "cast at"], rows, numeric=(2, 3)) + (
+    unchanged = unchanged_parameters(report)
+    title = f"<h2>Frozen parameters</h2><p class=\"meta\">every parameter unchanged after {report.get('steps', 0)} steps, with the reason</p>"
+    if not unchanged:
+        tensors = (report.get("what_trains") or {}).get("tensors") or report.get("tensors_checked", 0)
+        return title + f"<p class=\"none\">none of {tensors} tensors</p>"
+    rows = []
+    for r in unchanged:
+        site = r.get("cast_at") or r.get("frozen_at")
+        bad = r["reason"] in ("update below resolution", "no update applied")
+        rows.append([
+            f"<code>{escape(r['name'])}</code>", escape(r["dtype"]), f"{r['numel']:,}", f"{r['unchanged_fraction']:.0%}",
+            f"<span class=\"{'bad' if bad else ''}\">{escape(r['reason'])}</span>",
+            escape(f"{relative_path(site['path'])}:{site['line']} {site['code']}") if site else "",
+        ])
+    cause = frozen_cause([r for r in report.get("frozen") or [] if r["frozen_fraction"] >= FROZEN])
+    return title + _table(["parameter", "dtype", "elements", "unchanged", "reason", "cast or frozen at"], rows, numeric=(2, 3)) + (
         f"<p>{escape(cause.removeprefix('; '))}</p>" if cause else "")
 
 

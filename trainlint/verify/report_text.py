@@ -16,6 +16,7 @@ from trainlint.verify.health import (
     FROZEN, clipping_line, failed_ourselves, format_bytes, format_value, frozen_cause, never_cleared, rank_lines, relative_path,
     run_series, script_failed,
 )
+from trainlint.verify.invariant_health import invariant_information, unchanged_parameters, where
 
 STYLE = {"confirmed": "bold red", "not reproduced": "green", "not confirmed": "green", "cannot check here": "yellow"}
 
@@ -60,7 +61,7 @@ def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str
         console.print(f"  [red]{_e(report['error'])}[/]")
     if failed_ourselves(report) or not steps:
         return
-    for section in (_ranks, _frozen, _series, _syncs, _graphs, _step_notes):
+    for section in (_ranks, _what_trains, _frozen, _evaluation, _series, _syncs, _graphs, _step_notes):
         try:
             section(console, report)
         except Exception as exc:  # a gap in one section, not a lost report
@@ -72,7 +73,12 @@ def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str
         console.print("\n[bold red]Problems[/]")
         for line in problems:
             console.print(f"  - {_e(line)}")
-    else:
+    information = invariant_information(report)
+    if information:
+        console.print("\n[bold]Information[/]")
+        for line in information:
+            console.print(f"  - {_e(line)}")
+    if not problems:
         scope = f"the {steps} step(s) before the run failed" if script_failed(report) else "this run"
         console.print(f"\nNo training-health problem in {scope}.")
 
@@ -87,22 +93,76 @@ def _ranks(console: Console, report: dict[str, Any]) -> None:
 
 def _frozen(console: Console, report: dict[str, Any]) -> None:
     steps = report["steps"]
-    console.print(f"\n[bold]Frozen parameters[/]: unchanged after {steps} steps although their gradient was non-zero")
-    frozen = [r for r in report.get("frozen") or [] if r["frozen_fraction"] >= FROZEN]
-    if not frozen:
-        console.print(f"  none of {report.get('tensors_checked', 0)} tensors (none had {FROZEN:.0%} or more of its elements unchanged)")
+    console.print(f"\n[bold]Frozen parameters[/]: every parameter unchanged after {steps} steps, with the reason")
+    rows = unchanged_parameters(report)
+    if not rows:
+        tensors = (report.get("what_trains") or {}).get("tensors") or report.get("tensors_checked", 0)
+        console.print(f"  none of {tensors} tensors (none had {FROZEN:.0%} or more of its elements unchanged)")
         return
     table = Table(box=None, padding=(0, 2, 0, 2), show_header=True, header_style="bold")
-    for column, justify in (("parameter", "left"), ("dtype", "left"), ("elements", "right"), ("unchanged", "right")):
+    for column, justify in (("parameter", "left"), ("dtype", "left"), ("elements", "right"), ("unchanged", "right"), ("reason", "left")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    for r in frozen[:15]:
-        table.add_row(_e(r["name"]), _e(r["dtype"]), f"{r['numel']:,}", f"[red]{r['frozen_fraction']:.0%}[/]")
+    for r in rows[:15]:
+        bad = r["reason"] in ("update below resolution", "no update applied")
+        reason = f"[red]{_e(r['reason'])}[/]" if bad else _e(r["reason"])
+        table.add_row(_e(r["name"]), _e(r["dtype"]), f"{r['numel']:,}", f"{r['unchanged_fraction']:.0%}", reason)
     console.print(table)
-    if len(frozen) > 15:
-        console.print(f"  ... and {len(frozen) - 15} more")
-    cause = frozen_cause(frozen)
+    if len(rows) > 15:
+        console.print(f"  ... and {len(rows) - 15} more")
+    counts: dict[str, list[int]] = {}
+    for r in rows:
+        counts.setdefault(r["reason"], [0, 0])
+        counts[r["reason"]][0] += 1
+        counts[r["reason"]][1] += r["numel"]
+    console.print("  by reason: " + _e("; ".join(f"{reason} {n} tensor(s), {elements:,} elements" for reason, (n, elements) in counts.items())))
+    cause = frozen_cause([r for r in report.get("frozen") or [] if r["frozen_fraction"] >= FROZEN])
     if cause:
         console.print(f"  cause: {_e(cause.removeprefix('; '))}")
+
+
+def _what_trains(console: Console, report: dict[str, Any]) -> None:
+    trains = report.get("what_trains")
+    if not trains or not trains.get("total"):
+        return
+    total, share = trains["total"], trains["share_trained"]
+    pattern = {"all": "", "head": ": the model's last layers", "low-rank adapters": ": low-rank adapters beside frozen weights"}.get(trains.get("pattern") or "", "")
+    style = "red" if share < 0.25 and trains.get("pattern") is None else ""
+    shown = f"[{style}]{share:.1%}[/]" if style else f"{share:.1%}"
+    console.print(f"\n[bold]What trains[/]: {shown} of {total:,} parameter elements ({trains['tensors']} tensors){_e(pattern)}")
+    if share >= 1:
+        return
+    statuses = [s for s in ("trains", "requires_grad=False", "not in an optimizer", "no gradient") if (trains.get("by_status") or {}).get(s)]
+    table = Table(box=None, padding=(0, 2, 0, 2), show_header=True, header_style="bold")
+    table.add_column("module")
+    for status in ["elements", *statuses]:
+        table.add_column(status, justify="right")
+    modules = trains.get("modules") or []
+    for m in modules[:12]:
+        table.add_row(_e(m["path"]), f"{m['total']:,}", *(f"{m.get(s, 0) / m['total']:.0%}" if m["total"] else "" for s in statuses))
+    console.print(table)
+    if len(modules) > 12:
+        console.print(f"  ... and {len(modules) - 12} more modules")
+    for site in (trains.get("freeze_sites") or [])[:3]:
+        console.print(f"  requires_grad=False set at {_e(where(site))} for {site['tensors']} tensor(s), {site['elements']:,} elements")
+
+
+def _evaluation(console: Console, report: dict[str, Any]) -> None:
+    behaviour = report.get("eval_behaviour") or {}
+    sites = behaviour.get("sites") or []
+    if not sites:
+        return
+    console.print(f"\n[bold]Evaluation[/]: training behaviour under eval mode ({behaviour.get('switches', 0)} switch(es) to eval by the script)")
+    for site in sites[:10]:
+        verdict = "on purpose" if site["explicit"] else "[red]problem[/]"
+        console.print(f"  {_e(where(site))}  {_e(site['function'])} in `{_e(site['module'])}`  {site['count']} call(s), from after step {site['after_step']}  {verdict}")
+    measured = behaviour.get("measured") or {}
+    if measured.get("error"):
+        console.print(f"  the repeated forward could not run: {_e(measured['error'])}")
+    elif measured:
+        console.print(
+            f"  two forwards of one batch under `{_e(measured.get('module_type'))}`: outputs differ by up to {measured['max_abs_diff']:.3g}, "
+            f"{len(measured.get('buffers_changed') or [])} buffer(s) changed"
+        )
 
 
 def _series(console: Console, report: dict[str, Any]) -> None:
