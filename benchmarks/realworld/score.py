@@ -91,8 +91,9 @@ def load_labels(spec: RepoSpec) -> dict[Key, Label]:
 
 
 def lint_repo(folder: Path, spec: RepoSpec, jobs: int) -> list[Finding]:
-    """Findings of the default rules on one extracted repository, its folder being the root."""
-    settings = Settings(root=folder)
+    """Findings of the default rules and of those in preview (measured here before they join the
+    defaults) on one extracted repository, its folder being the root."""
+    settings = Settings(root=folder, preview=True)
     targets = discover([folder], folder)
     results = lint_paths([(t.path, settings) for t in targets], jobs)
     seen: dict[Key, Finding] = {}

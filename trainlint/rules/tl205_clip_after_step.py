@@ -93,6 +93,7 @@ for x, y in loader:
         "backward follows; steps and clears under an `if` (or in a branch) the clip is not under, and in "
         "`except` handlers."
     )
+    verification = '`trainlint verify` steps SGD (lr 1) on a gradient spike, then clips: the update the step applied is larger than the clip norm.'
     valid = (
         """
 import torch

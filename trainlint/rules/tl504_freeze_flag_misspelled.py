@@ -70,6 +70,7 @@ for name, p in model[0].named_parameters():
         "reads or defines that attribute itself, and on classes defined in other modules; modules whose code reads "
         "the misspelled attribute somewhere (a flag of its own)."
     )
+    verification = "`trainlint verify` sets the misspelled flag on a backbone's parameters and steps once: the backbone still trains (the same measurement of what trains as `verify run`'s)."
     valid = (
         """
 import torch

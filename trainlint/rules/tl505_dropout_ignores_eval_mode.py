@@ -92,6 +92,7 @@ class Classifier(nn.Module):
         "methods, and in the step hooks a library calls only while training (Lightning's `training_step`); "
         "dropout layers built in `__init__` or stored on `self` (registered, so `eval()` reaches them)."
     )
+    verification = "`trainlint verify` runs two eval-mode forwards of one batch through `F.dropout(x, p)`: they differ (the same determinism check as `verify run`'s); `verify run` also names the call on the user's own run."
     valid = (
         """
 import torch.nn as nn

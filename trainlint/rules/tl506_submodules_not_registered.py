@@ -101,6 +101,7 @@ class MLP(nn.Module):
         "read by an override of `parameters`, `named_parameters`, `children`, `modules` (or their `named_` forms), `state_dict` or `load_state_dict`; values stored with "
         "`object.__setattr__`; classes that are not `nn.Module` subclasses (a Dataset, a plain object)."
     )
+    verification = "`trainlint verify` builds layers in a plain list and counts the parameters `model.parameters()` reports against those built, and what trains after a step (`verify run`'s measurement)."
     valid = (
         """
 import torch.nn as nn

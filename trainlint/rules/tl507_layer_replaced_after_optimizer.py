@@ -123,6 +123,7 @@ for x, y in loader:
         "replacement; replacements in another function than the optimizer's (`__init__` and a later method), "
         "and layers swapped by a method call (`model.reset_classifier(10)`)."
     )
+    verification = "`trainlint verify` replaces a head after building the optimizer and steps 3 times: the new head is in no optimizer and its weights do not move (`verify run` reports such parameters on the user's run)."
     valid = (
         # the head replaced before the optimizer is built
         """

@@ -102,6 +102,7 @@ for epoch in range(epochs):
         "evaluation loops that do not train), and loaders iterated by a function of another module (whose "
         "code may set the epoch)."
     )
+    verification = '`trainlint verify` iterates a shuffling `DistributedSampler` (rank 0 of 2) for three epochs: the same order each time, until `set_epoch` is called.'
     valid = (
         """
 from torch.utils.data import DataLoader, DistributedSampler

@@ -88,6 +88,7 @@ for x, y in loader:
         "one path and to logits on another; a model whose `forward` is defined in another module (only classes "
         "of the same module, `nn.Sequential(..., nn.Softmax())` and `nn.Softmax`/`nn.Sigmoid` modules are followed)."
     )
+    verification = '`trainlint verify` compares the gradient reaching the logits through `cross_entropy(logits)` and `cross_entropy(softmax(logits))`: it shrinks, and the loss cannot fall below log(1 + (C-1)/e).'
     valid = (
         """
 import torch.nn.functional as F

@@ -84,6 +84,7 @@ for epoch in range(10):
         "pytest files. Where the model was switched to eval mode and never back, TL503 reports the `.eval()`; "
         "this rule needs the opposite, no `.eval()` on the path, so the two never report the same loop."
     )
+    verification = "`trainlint verify` runs two validation forwards under `no_grad` in training mode: they differ and BatchNorm's running statistics change (`verify run`'s determinism check)."
     valid = (
         # the evaluation function switches the model itself
         """

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import torch
 
 from trainlint.verify.live_objects import graph_nodes
+from trainlint.verify.model_state_probes import PROBES as MODEL_STATE_PROBES
 
 Evidence = dict[str, Any]
 ADAM_FAMILY = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax")
@@ -270,6 +271,7 @@ PROBES: dict[str, Callable[[Evidence, str], Evidence]] = {
     "TL304": lambda facts, device: probe_sync_cost({**facts, "kind": "empty_cache"}, device),
     "TL401": lambda facts, device: probe_sync_cost({**facts, "kind": "item"}, device),
     "TL402": lambda facts, device: probe_sync_cost({**facts, "kind": "synchronize"}, device),
+    **MODEL_STATE_PROBES,
 }
 
 
