@@ -161,6 +161,17 @@ class Stack(nn.Module):
         """
 import torch.nn as nn
 
+class TextCNN(nn.Module):
+    def __init__(self, sizes):
+        super().__init__()
+        self.convs = []
+        for k in sizes:
+            conv = nn.Conv1d(64, 32, kernel_size=k)
+            self.convs.append(conv)
+""",
+        """
+import torch.nn as nn
+
 class Block(nn.Module):
     pass
 
@@ -292,6 +303,10 @@ def _filled_with(model: TrainingModel, call: Call) -> set[Built]:
         found = _contents(model, arg, single=True) if arg is not None else None
         return found[0] if found else set()
     arg = call.positional(1 if call.method == "insert" else 0)
+    if isinstance(arg, cst.Name):  # `conv = nn.Conv1d(...)`, then `self.convs.append(conv)`
+        reaching = model.reaching(call.site.function, arg.value, call.site)
+        built_each = {built_by(model, a.value) for a in reaching if not a.unpacked and a.op is None}
+        return built_each if reaching and None not in built_each else set()
     built = built_by(model, arg) if arg is not None else None
     return {built} if built is not None else set()
 
