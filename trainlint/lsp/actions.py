@@ -8,8 +8,9 @@ from typing import Sequence
 from lsprotocol import types
 from lsprotocol.converters import get_converter
 
-from trainlint.diagnostics import Diagnostic, Edit
+from trainlint.diagnostics import Applicability, Diagnostic, Edit
 from trainlint.report.lsp import lsp_range, to_lsp
+from trainlint.rules import RULES_BY_CODE
 
 FIX_ALL_KIND = "source.fixAll.trainlint"
 _BARE_LF = re.compile(r"(?<!\r)\n")
@@ -116,3 +117,22 @@ def wants(only: Sequence[str] | None, kind: str) -> bool:
     if only is None:
         return True
     return any(kind == k or kind.startswith(k + ".") for k in only)
+
+
+def hover_text(d: Diagnostic) -> str:
+    """The rule's explanation, shortened: summary, why (first two sentences), fix and the page link."""
+    rule = RULES_BY_CODE.get(d.code)
+    if rule is None:
+        return f"**{d.code} {d.name}**\n\n{d.message}\n\n[Rule page]({d.url})"
+    why = " ".join(rule.why.split())
+    sentences = why.split(". ")
+    short_why = ". ".join(sentences[:2]) + ("." if len(sentences) > 2 else "")
+    return (
+        f"**{rule.code} {rule.name}** ({rule.severity.value})\n\n{rule.summary}\n\n"
+        f"**Why:** {short_why}\n\n**Fix:** {rule.hint}\n\n[Rule page]({d.url})"
+    )
+
+
+def fixable(findings: Sequence[Diagnostic]) -> bool:
+    """Whether a safe fix is among the findings."""
+    return any(d.fix is not None and d.fix.applicability is Applicability.SAFE for d in findings)

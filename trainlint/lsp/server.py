@@ -2,7 +2,8 @@
 
 It lints the editor's buffer (saved or not) with the `[tool.trainlint]` configuration of the file's
 own project, overridden by the editor's settings (see `options.py`), and publishes diagnostics on
-open, on change (debounced), and on save; it clears them on close. Code actions apply a rule's fix
+open, on change (at once; edits made while a lint runs are linted together when it ends), and on
+save; it clears them on close. Code actions apply a rule's fix
 or add `# noqa: CODE` for every finding on the cursor's lines, and "fix all trainlint findings"
 (`source.fixAll.trainlint`) applies every safe fix in one edit; a fix is offered only if it passes
 `--fix`'s own after-fix re-check (`trainlint.fixes.recheck`) on the buffer's text. Hovering a
@@ -26,7 +27,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Generator, Sequence
+from typing import Any, Callable, Generator
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -38,7 +39,7 @@ from pygls.uris import to_fs_path
 
 from trainlint import __version__
 from trainlint.config import ConfigError, Settings, find_config, load_settings
-from trainlint.diagnostics import Applicability, Diagnostic
+from trainlint.diagnostics import Diagnostic
 from trainlint.engine.results import PARSE_ERROR, FileResult, could_not_analyse, error_diagnostic
 from trainlint.engine.workers import ResidentWorker, WorkerFailure
 from trainlint.report.lsp import lsp_range
@@ -49,9 +50,7 @@ from trainlint.lsp.analysis import (
 from trainlint.lsp.notebooks import NOTEBOOK_SYNC, CellText, by_cell, by_cell_number, code_size
 from trainlint.lsp.options import EditorOptions, parse_options
 from trainlint.lsp.transport import serve
-from trainlint.rules import RULES_BY_CODE
 
-DEBOUNCE_SECONDS = 0.25
 PYPROJECT = "pyproject.toml"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 logger = logging.getLogger(__name__)
@@ -96,8 +95,9 @@ class TrainlintServer(LanguageServer):
         self.documents: dict[str, DocumentState] = {}  # text documents and notebook cells
         self.notebooks: dict[str, set[str]] = {}  # notebook URI -> the cells published for it
         self.options = EditorOptions()
-        self.contained = ResidentWorker(preload=[lint_buffer.__module__])  # workers start with the analysis imported
-        self._pending: dict[str, asyncio.TimerHandle] = {}
+        self.contained = ResidentWorker(preload=[lint_buffer.__module__])  # as `launch.PRELOAD`: started early
+        self._linting: set[str] = set()  # documents with a lint under way for their changes
+        self._stale: set[str] = set()  # ... and changed again since it began
         self._settings: dict[Path | None, tuple[int, Settings]] = {}
 
     def start_io(self, stdin: Any = None, stdout: Any = None) -> int:
@@ -105,6 +105,9 @@ class TrainlintServer(LanguageServer):
         1 after an `exit` that no `shutdown` preceded (as the specification asks), else 0."""
         self._stop_event = threading.Event()
         self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        # fork and warm the worker while the editor's `initialize` is answered: its first buffer
+        # then finds the parser and the rules loaded
+        threading.Thread(target=self.warm_up, name="trainlint-warm-up", daemon=True).start()
         status = 0
         try:
             asyncio.run(serve(self.protocol, self._stop_event, stdin or sys.stdin.buffer))
@@ -116,6 +119,13 @@ class TrainlintServer(LanguageServer):
             self.contained.close()
             self.shutdown()
         return status
+
+    def warm_up(self) -> None:
+        """Start the contained worker and load the analysis in it (a failure is left to the first lint)."""
+        try:
+            self.contained.call(warm_up)
+        except WorkerFailure:
+            pass
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """Log (no popup): requests already get their error as a response."""
@@ -199,7 +209,6 @@ class TrainlintServer(LanguageServer):
 
     async def lint(self, uri: str) -> None:
         """Lint the document's current text and publish the result (unless it changed meanwhile)."""
-        self._pending.pop(uri, None)
         notebook = uri if uri in self.notebooks else self.notebook_of(uri)
         if notebook is not None:
             await self.lint_notebook(notebook)
@@ -227,7 +236,6 @@ class TrainlintServer(LanguageServer):
 
     async def lint_notebook(self, uri: str) -> None:
         """Lint an open notebook's cells as one module and publish each cell's findings on it."""
-        self._pending.pop(uri, None)
         cells = self.notebook_cells(uri)
         if cells is None:
             return
@@ -260,17 +268,28 @@ class TrainlintServer(LanguageServer):
         asyncio.ensure_future(self.lint(uri))
 
     def lint_later(self, uri: str) -> None:
-        """Lint after a quiet spell, so that typing does not queue one lint per keystroke."""
-        pending = self._pending.pop(uri, None)
-        if pending is not None:
-            pending.cancel()
-        self._pending[uri] = asyncio.get_running_loop().call_later(DEBOUNCE_SECONDS, self.lint_soon, uri)
+        """Lint a changed document at once, unless a lint of its changes is under way: then once more
+        when that one ends, for every edit made meanwhile (typing queues at most one lint, and a
+        keystroke after a pause waits for no timer)."""
+        if uri in self._linting:
+            self._stale.add(uri)
+            return
+        self._linting.add(uri)
+        asyncio.ensure_future(self._lint_changes(uri))
+
+    async def _lint_changes(self, uri: str) -> None:
+        try:
+            while True:
+                self._stale.discard(uri)
+                await self.lint(uri)
+                if uri not in self._stale:
+                    return
+        finally:
+            self._linting.discard(uri)
 
     def close(self, uri: str) -> None:
         """Forget a document (or a notebook and its cells) and clear what was published for it."""
-        pending = self._pending.pop(uri, None)
-        if pending is not None:
-            pending.cancel()
+        self._stale.discard(uri)  # a lint under way finds it closed and publishes nothing
         for cell in self.notebooks.pop(uri, set()):
             self.clear(cell)
         self.clear(uri)
@@ -375,24 +394,6 @@ class TrainlintServer(LanguageServer):
         return out
 
 
-def hover_text(d: Diagnostic) -> str:
-    """The rule's explanation, shortened: summary, why (first two sentences), fix and the page link."""
-    rule = RULES_BY_CODE.get(d.code)
-    if rule is None:
-        return f"**{d.code} {d.name}**\n\n{d.message}\n\n[Rule page]({d.url})"
-    why = " ".join(rule.why.split())
-    sentences = why.split(". ")
-    short_why = ". ".join(sentences[:2]) + ("." if len(sentences) > 2 else "")
-    return (
-        f"**{rule.code} {rule.name}** ({rule.severity.value})\n\n{rule.summary}\n\n"
-        f"**Why:** {short_why}\n\n**Fix:** {rule.hint}\n\n[Rule page]({d.url})"
-    )
-
-
-def _fixable(findings: Sequence[Diagnostic]) -> bool:
-    return any(d.fix is not None and d.fix.applicability is Applicability.SAFE for d in findings)
-
-
 def build_server() -> TrainlintServer:
     """A server with every feature registered."""
     server = TrainlintServer()
@@ -400,11 +401,6 @@ def build_server() -> TrainlintServer:
     @server.feature(types.INITIALIZE)
     def initialize(ls: TrainlintServer, params: types.InitializeParams) -> None:
         ls.set_options(params.initialization_options)
-
-    @server.feature(types.INITIALIZED)
-    async def initialized(ls: TrainlintServer, params: types.InitializedParams) -> None:
-        # start the child while the editor is still opening its files
-        await ls._contained_or_nothing(warm_up)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def did_change_configuration(ls: TrainlintServer, params: types.DidChangeConfigurationParams) -> None:
@@ -471,7 +467,7 @@ def build_server() -> TrainlintServer:
             fixes = await ls.checked_fixes_for(uri, state, fixable) if fixable and state.version == opened[0] else []
             out.extend(actions.quick_fixes(uri, findings, state.lines, fixes))
         # unasked-for, the fix-all action is offered only when a safe fix is known to be there
-        if actions.wants(only, actions.FIX_ALL_KIND) and (only is not None or _fixable(state.diagnostics)):
+        if actions.wants(only, actions.FIX_ALL_KIND) and (only is not None or actions.fixable(state.diagnostics)):
             fixes = await ls.safe_fixes_for(uri)
             if fixes is not None and (action := actions.fix_all(fixes)) is not None:
                 out.append(action)
@@ -483,7 +479,7 @@ def build_server() -> TrainlintServer:
         found = [d for d in ls.findings_at(params.text_document.uri, point) if d.code != PARSE_ERROR[0]]
         if not found:
             return None
-        text = "\n\n---\n\n".join(hover_text(d) for d in found)
+        text = "\n\n---\n\n".join(actions.hover_text(d) for d in found)
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text))
 
     return server
