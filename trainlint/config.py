@@ -6,7 +6,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Callable, Sequence
 
 import re
@@ -138,6 +138,19 @@ class Settings:
 def _rule_selectors(selectors: tuple[str, ...] | list[str]) -> list[str]:
     """Selectors without those naming only TL001 (a code of the suppression layer, not a rule class)."""
     return [s for s in selectors if s == "ALL" or not UNUSED_NOQA_CODE.startswith(s) or any(c.startswith(s) for c in rule_codes_on_disk())]
+
+
+TEST_DIRS = frozenset({"tests", "test", "testing", "test_utils", "unittests"})
+
+
+def is_test_path(path: str) -> bool:
+    """`tests/...`, `test_*.py`, `*_test.py`, `conftest.py`: test code, not a training script."""
+    parts = PurePath(path).parts
+    name = parts[-1] if parts else ""
+    return (
+        name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+        or any(p in TEST_DIRS for p in parts[:-1])
+    )
 
 
 @lru_cache(maxsize=256)

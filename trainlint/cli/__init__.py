@@ -245,7 +245,7 @@ def _excluded_by_own(target: Target, own: Settings, anchor: Settings, force_excl
 
 def _test_code(path: str, settings: Settings) -> bool:
     """Whether the per-step rules skip this file as test code (as `TrainingModel.is_test_code` decides)."""
-    from trainlint.model.hooks import is_test_path
+    from trainlint.config import is_test_path
 
     return not settings.lint_test_code and path != "-" and is_test_path(path)
 

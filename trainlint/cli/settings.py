@@ -79,6 +79,9 @@ def settings_resolver(options: SettingOptions) -> SettingsResolver:
 
 def warn_preview_selected(settings: Settings) -> None:
     """Like ruff: naming a preview rule does not enable it outside preview mode; say so rather than stay silent."""
+    named = (*(settings.select or ()), *settings.extend_select)
+    if settings.preview or not any(len(code) == 5 for code in named):
+        return  # no rule named by its full code: the rules (and libcst) need not be imported
     from trainlint.rules import preview_selected_without_preview
 
     for code in preview_selected_without_preview(settings):

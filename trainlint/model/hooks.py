@@ -3,7 +3,6 @@ class as a framework's internals, and the paths that mark a file as test code.""
 
 from __future__ import annotations
 
-from pathlib import PurePath
 
 # What a library's trainer calls once per training step, by the library and the class users derive
 # from (resolved through the subclass's imports and its project bases, in any module): facts of
@@ -83,19 +82,6 @@ def library_step_hook(method: str, bases: tuple[str, ...], table: dict[tuple[str
         if hooks is not None and method in hooks:
             return True
     return False
-
-
-TEST_DIRS = frozenset({"tests", "test", "testing", "test_utils", "unittests"})
-
-
-def is_test_path(path: str) -> bool:
-    """`tests/...`, `test_*.py`, `*_test.py`, `conftest.py`: test code, not a training script."""
-    parts = PurePath(path).parts
-    name = parts[-1] if parts else ""
-    return (
-        name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
-        or any(p in TEST_DIRS for p in parts[:-1])
-    )
 
 
 # classes of frameworks that implement steps for their users' loops

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.facts import Call, ClassInfo, Function, Site
-from trainlint.model.hooks import is_test_path
+from trainlint.config import is_test_path
 from trainlint.model.lattice import Kind, Value
 from trainlint.model.names import tokens
 from trainlint.model.values import ValueModel
