@@ -153,3 +153,18 @@ def test_clean_removes_only_the_cache(project: Path):
     out = CliRunner().invoke(main, ["clean", "--cache-dir", str(cache)]).output
     assert "Removed the cache" in out and not any(cache.glob("v*")) and (cache / "mine.txt").exists()
     assert os.listdir(cache) == ["mine.txt"]
+
+
+def test_baseline_counts_equal_findings_in_one_function_apart(project: Path):
+    def script(copies: int) -> str:
+        return TRAIN.replace("        print(loss.item())  # noqa: TL401\n", "        print(loss.item())\n" * copies)
+
+    (project / "train.py").write_text(script(2))
+    assert run(project, "train.py", "--output-format", "concise")[1].count("TL401") == 2
+    run(project, "train.py", "--write-baseline", "baseline.json")
+    assert "3 findings hidden" in run(project, "train.py", "--baseline", "baseline.json")[1]  # 2 x TL401 and TL406
+    (project / "train.py").write_text(script(3))
+    code, out = run(project, "train.py", "--baseline", "baseline.json", "--output-format", "concise")
+    assert code == 1 and out.count("TL401") == 1  # the third equal finding is new; the two recorded stay hidden
+    (project / "train.py").write_text(script(1))
+    assert "2 findings hidden" in run(project, "train.py", "--baseline", "baseline.json")[1]  # one fixed: it hides one fewer
