@@ -155,6 +155,7 @@ for x, y in loader:
         "CPU copy at the end), and a model wrapped again after the move; `DataParallel` (which replicates the "
         "module at every forward); moves in another function than the wrapping one."
     )
+    verification = "`trainlint verify` runs 2 gloo ranks on the CPU, wraps a model in DDP, moves its `.module` to float64 and backpropagates rank-specific batches: the ranks' gradients differ (not averaged), while without the move they agree."
     valid = (
         # moved before wrapping, then a move to where it already is
         """

@@ -3,7 +3,8 @@
 Where `verify run` checks an invariant on the user's run, the probe measures with the same function
 (`trainlint.verify.invariants`): what trains (a misspelled freeze, layers in a plain list, a head
 replaced after the optimizer) and whether evaluation is deterministic (functional dropout without
-`training=`, a validation forward in training mode). The others measure the mechanism directly.
+`training=`, a validation forward in training mode). The others measure the mechanism directly (TL510
+with two gloo ranks on the CPU).
 Imports torch.
 """
 
@@ -180,6 +181,62 @@ def probe_validation_in_train_mode(facts: Evidence, device: str) -> Evidence:
     return _verdict(not report["deterministic"], report, summary)
 
 
+def _ddp_rank(rank: int, init: str, move: bool, out: Any) -> None:
+    """One of two gloo ranks: wrap a model in DDP, (maybe) move it to float64 after wrapping, run a
+    backward on rank-specific data and report whether the ranks' gradients agree."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    try:
+        torch.manual_seed(0)
+        ddp = DistributedDataParallel(torch.nn.Linear(4, 2))
+        dtype = torch.float32
+        if move:
+            ddp.module.double()  # the flagged move: a dtype change after wrapping
+            dtype = torch.float64
+        torch.manual_seed(1 + rank)  # each rank its own batch, as a sampler gives it
+        ddp(torch.randn(8, 4, dtype=dtype)).sum().backward()
+        grad = ddp.module.weight.grad.detach().to(torch.float64).flatten()
+        gathered = [torch.empty_like(grad) for _ in range(2)]
+        dist.all_gather(gathered, grad)
+        if rank == 0:
+            out.put(float((gathered[0] - gathered[1]).abs().max()))
+    finally:
+        dist.destroy_process_group()
+
+
+def _ddp_gradient_gap(move: bool) -> float:
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    context = mp.get_context("spawn")
+    out = context.Queue()
+    with tempfile.TemporaryDirectory() as folder:
+        init = f"file://{folder}/rendezvous"
+        ranks = [context.Process(target=_ddp_rank, args=(r, init, move, out)) for r in range(2)]
+        for p in ranks:
+            p.start()
+        gap = out.get(timeout=90)
+        for p in ranks:
+            p.join(30)
+    return float(gap)
+
+
+def probe_ddp_moved(facts: Evidence, device: str) -> Evidence:
+    """TL510: two gloo ranks, the DDP model moved to float64 after wrapping: are the gradients still
+    averaged (equal on both ranks after backward)?"""
+    moved, plain = _ddp_gradient_gap(move=True), _ddp_gradient_gap(move=False)
+    evidence = {"ranks": 2, "backend": "gloo", "move": ".double() on .module after wrapping", "max_grad_gap_moved": moved, "max_grad_gap_without_move": plain}
+    summary = (
+        f"after `.module.double()` the 2 ranks' gradients differ by up to {moved:.3g} after backward (not averaged); "
+        f"without the move they agree ({plain:.3g})"
+    )
+    return _verdict(moved > 1e-6 and plain < 1e-6, evidence, summary)
+
+
 PROBES = {
     "TL205": probe_clip_after_step,
     "TL504": probe_freeze_flag,
@@ -188,5 +245,6 @@ PROBES = {
     "TL507": probe_replaced_layer,
     "TL508": probe_sampler_epoch,
     "TL509": probe_double_softmax,
+    "TL510": probe_ddp_moved,
     "TL511": probe_validation_in_train_mode,
 }

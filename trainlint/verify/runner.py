@@ -14,7 +14,7 @@ from trainlint.verify.progress import Progress
 # rules with a probe (kept here so that choosing probes never imports torch)
 PROBED = frozenset(
     {"TL101", "TL102", "TL103", "TL104", "TL201", "TL202", "TL204", "TL301", "TL302", "TL304", "TL401", "TL402"}
-    | {"TL205", "TL504", "TL505", "TL506", "TL507", "TL508", "TL509", "TL511"}
+    | {"TL205", "TL504", "TL505", "TL506", "TL507", "TL508", "TL509", "TL510", "TL511"}
 )
 
 
