@@ -21,12 +21,12 @@ import io
 import sys
 import textwrap
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
+from tests.fix_safety_unsafe_variants import UNSAFE_FIX_VARIANTS, Variant
 from trainlint.config import Settings
 from trainlint.diagnostics import Applicability
 from trainlint.engine.lint import lint_source
@@ -35,17 +35,6 @@ from trainlint.fixes import fix_source
 from trainlint.rules import ALL_RULES
 
 pytest.importorskip("torch")
-
-
-@dataclass(frozen=True)
-class Variant:
-    rule: str
-    name: str
-    code: str  # train.py
-    safe: bool  # a safe fix must be offered and keep the program's output; or no safe fix may be
-    modules: dict[str, str] = field(default_factory=dict)  # other local modules: path -> text
-    fires: bool = True  # the rule reports it (a cast is no device move: no finding at all)
-    unsafe: str | None = None  # the unsafe fix applied anyway: "breaks" the program, or still "runs"
 
 
 # -- TL406 host-tensor-moved-per-step: `torch.zeros(n).to(device)` -> `torch.zeros(n, device=device)`
@@ -406,7 +395,7 @@ print(model.weight.tolist())
     clip("parameter-list", "params = [p for p in model.parameters()]\ntorch.nn.utils.clip_grad_norm_(params, 0.5)"),
 ]
 
-VARIANTS = [*MOVES, *TOTALS, *CLIPS]
+VARIANTS = [*MOVES, *TOTALS, *CLIPS, *UNSAFE_FIX_VARIANTS]
 
 
 # -- running -----------------------------------------------------------------------------------
@@ -457,7 +446,7 @@ def _lint_once() -> Callable[[str, str, Settings], FileResult]:
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: f"{v.rule}-{v.name}")
 def test_a_safe_fix_keeps_what_the_program_computes(variant: Variant, tmp_path: Path):
     path = _write(tmp_path, variant)
-    settings = Settings(select=(variant.rule,))
+    settings = Settings(select=(variant.rule,), preview=True)
     lint = _lint_once()
     found = [d for d in lint(variant.code, str(path), settings).diagnostics if d.code == variant.rule]
     assert bool(found) == variant.fires, found

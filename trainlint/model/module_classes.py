@@ -116,8 +116,10 @@ def mentions(node: cst.CSTNode, text: str) -> bool:
 
 
 def torch_nn_prefix(model: TrainingModel) -> str | None:
-    """How this module spells `torch.nn`: `nn`, `torch.nn`, `T.nn`; None when it imports neither."""
-    names = model.imports.names
+    """How this module spells `torch.nn`: `nn`, `torch.nn`, `T.nn`; None when it imports neither at
+    its top level (a name a function imports for itself is not bound where a fix writes it)."""
+    top = _top_level_imported(model.module)
+    names = {local: target for local, target in model.imports.names.items() if local in top}
     for local, target in names.items():
         if target == "torch.nn":
             return local
@@ -125,3 +127,20 @@ def torch_nn_prefix(model: TrainingModel) -> str | None:
         if target == "torch":
             return f"{local}.nn"
     return None
+
+
+def _top_level_imported(module: cst.Module) -> set[str]:
+    """The names the module's own top-level import statements bind."""
+    bound: set[str] = set()
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                for alias in small.names:
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                        bound.add(alias.asname.name.value)
+                    else:
+                        bound.add(dotted(alias.name).split(".")[0])
+    return bound
+

@@ -368,6 +368,9 @@ def _finding(model: TrainingModel, attribute: str, holder: Holder, prefix: str |
         if isinstance(value, (cst.List, cst.Dict)) and not _elements(value):
             content = f"{prefix}.{wrapper}()"
         else:
-            content = f"{prefix}.{wrapper}({model.module.code_for_node(value).strip()})"
+            text = model.module.code_for_node(value).strip()
+            if isinstance(value, cst.Tuple) and not value.lpar:
+                text = f"({text})"  # `self.blocks = a, b`: one tuple argument, not two
+            content = f"{prefix}.{wrapper}({text})"
         fix = NodeFix(f"wrap in `{prefix}.{wrapper}`", (NodeEdit(value, content),), Applicability.UNSAFE)
     return Finding(holder.assign.value, message, fix=fix)

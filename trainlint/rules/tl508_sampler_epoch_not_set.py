@@ -214,7 +214,7 @@ for epoch in range(10):
                     call.node,
                     "this sampler shuffles every epoch with the same seed: nothing calls `set_epoch(epoch)`, "
                     "so each rank sees its shard in the same order every epoch",
-                    fix=self._fix(holder, epoch, call),
+                    fix=self._fix(model, holder, epoch, call),
                 )
                 break
 
@@ -324,13 +324,15 @@ for epoch in range(10):
         return seed is None or not (_names_in(seed) & (_loop_targets(loop) | {"epoch", "self.epoch"}))
 
     @staticmethod
-    def _fix(holder: Assign | None, epoch: Loop, sampler: Call) -> NodeFix | None:
+    def _fix(model: TrainingModel, holder: Assign | None, epoch: Loop, sampler: Call) -> NodeFix | None:
         """Insert `sampler.set_epoch(epoch)` at the top of the epoch loop, for a named sampler built before it."""
         node = epoch.node
         if holder is None or epoch in sampler.site.loops or not isinstance(node, cst.For) or not isinstance(node.target, cst.Name):
             return None
         if "." in holder.targets[0] or not isinstance(node.body, cst.IndentedBlock) or not node.body.body:
             return None
+        if len(model.bindings(holder.site.function, holder.targets[0])) > 1:
+            return None  # `sampler = None` / a RandomSampler on another branch: an unguarded call would fail there
         call = f"{holder.targets[0]}.set_epoch({node.target.value})"
         return NodeFix(f"call `{call}` at the start of each epoch", (NodeEdit(node.body.body[0], call, "line_before"),), Applicability.UNSAFE)
 
