@@ -334,9 +334,15 @@ class SettingsResolver:
     ) -> None:
         self.config_file, self.inline, self.isolated, self.overrides = config_file, tuple(inline), isolated, overrides
         self._loaded: dict[Path | None, Settings] = {}
+        self._by_folder: dict[Path, Path | None] = {}  # a run's files share folders: each is searched once
 
     def config_for(self, path: Path) -> Path | None:
-        return None if self.isolated else self.config_file or find_config(path)
+        if self.isolated or self.config_file:
+            return None if self.isolated else self.config_file
+        folder = path.parent
+        if folder not in self._by_folder:
+            self._by_folder[folder] = find_config(path)
+        return self._by_folder[folder]
 
     def for_path(self, path: Path) -> Settings:
         config = self.config_for(path)
