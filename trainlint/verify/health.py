@@ -10,6 +10,7 @@ import statistics
 from typing import Any, Sequence
 
 from trainlint.verify.invariant_health import invariant_problems
+from trainlint.verify.update_health import update_problems
 
 Report = dict[str, Any]
 FROZEN = 0.5  # a tensor whose elements with a gradient stayed unchanged at least this often is frozen
@@ -57,7 +58,7 @@ def problems(report: Report) -> list[str]:
         found.append(f"the model trained in eval mode at {len(report['eval_mode_steps'])} of {report['steps']} steps")
     if never_cleared(report):
         found.append(f"gradients were never cleared in {report['steps']} steps: each step applied their running sum")
-    return found + invariant_problems(report)
+    return found + invariant_problems(report) + update_problems(report)
 
 
 def failed_ourselves(report: Report) -> bool:

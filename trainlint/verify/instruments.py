@@ -33,6 +33,7 @@ from trainlint.verify.distributed import RankEvidence, rank_and_world
 from trainlint.verify.live_objects import calling_frame, is_internal
 from trainlint.verify.recorder import Recorder, SavedTensor, StopRun
 from trainlint.verify.run_invariants import WATCHED
+from trainlint.verify.update_watch import CLASSIFICATION_LOSSES
 
 # Tensor methods that copy a value to the host: on an accelerator each waits for the queued work.
 VALUE_READS: dict[Callable[..., Any], str] = {
@@ -80,6 +81,8 @@ class _SyncMode(TorchFunctionMode):
             self.recorder.backward(args[0] if args else kwargs.get("tensors"), frame)
         elif func in WATCHED:
             self.recorder.watch.functional(func, args, kwargs, frame)
+        elif func in CLASSIFICATION_LOSSES:
+            self.recorder.updates.loss_function(func, args, kwargs)
         return kind
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
@@ -193,6 +196,7 @@ def _install(recorder: Recorder) -> None:
     torch.nn.modules.module.register_module_forward_pre_hook(guarded(recorder.before_forward))
     torch.nn.modules.module.register_module_forward_hook(guarded(recorder.after_forward), with_kwargs=True, always_call=True)
     recorder.watch.install()
+    recorder.updates.install()
     warnings.filterwarnings("ignore", message="Using `torch.compile\\(module\\)` when there are global hooks")  # ours
 
     def scaled(result: Any, scaler: Any, loss: Any, *_: Any) -> None:

@@ -25,6 +25,7 @@ import torch
 from trainlint.verify.grad_norms import GradNorms, local
 from trainlint.verify.progress import Progress
 from trainlint.verify.run_invariants import InvariantWatch
+from trainlint.verify.update_watch import UpdateWatch
 from trainlint.verify.live_objects import OWN_DIR, calling_frame, graph_nodes, graph_roots, parameter_owners, saved_bytes, user_frames
 
 Report = dict[str, Any]
@@ -111,6 +112,7 @@ class Recorder:
         self.scheduler_steps_before_first_step = 0
         self.rank_evidence: Any = None  # distributed.RankEvidence in a multi-process run
         self.watch = InvariantWatch(self)  # what trains, and evaluation in training behaviour
+        self.updates = UpdateWatch(self)  # updates happen, learning happens
         self.rank, self.world_size = 0, 1
         self.default_dtype_site: Report | None = None
         self.exit_code: int | None = None  # the status the script asked for with sys.exit()
@@ -135,6 +137,7 @@ class Recorder:
 
     def backward(self, tensor: Any, frame: FrameType | None) -> None:
         """`backward` called at `frame`: keep the loss, and note a backward inside autocast."""
+        self.updates.backward()
         if any(torch.is_autocast_enabled(d) for d in ("cuda", "cpu")):
             self.event("backward inside autocast", frame)
         if isinstance(tensor, (list, tuple)):
@@ -165,6 +168,7 @@ class Recorder:
                 os._exit(0)  # the script caught StopRun and trained on; the report is written
         renewed = False
         self.watch.saw_optimizer(optimizer)
+        self.updates.before_step(optimizer)
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         for param in params:
             previous = self.last_grads.get(id(param))
@@ -184,6 +188,7 @@ class Recorder:
             self.own_time += time.perf_counter() - start
 
     def after_step(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
+        self.updates.after_step(optimizer)
         # elements with a gradient, counted once the step that applied it is done
         for group in optimizer.param_groups:
             for param in group["params"]:
@@ -354,6 +359,7 @@ class Recorder:
             "world_size": self.world_size,
             "distributed": self.rank_evidence.report() if self.rank_evidence is not None else None,
             **self.watch.report(self.roots, self.tracked),
+            **self.updates.report(self._name),
         }
 
     def _name(self, param: torch.Tensor) -> str:

@@ -17,6 +17,7 @@ from trainlint.verify.health import (
     run_series, script_failed,
 )
 from trainlint.verify.invariant_health import invariant_information, unchanged_parameters, where
+from trainlint.verify.update_health import learning, update_lines
 
 STYLE = {"confirmed": "bold red", "not reproduced": "green", "not confirmed": "green", "cannot check here": "yellow"}
 
@@ -61,7 +62,7 @@ def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str
         console.print(f"  [red]{_e(report['error'])}[/]")
     if failed_ourselves(report) or not steps:
         return
-    for section in (_ranks, _what_trains, _frozen, _evaluation, _series, _syncs, _graphs, _step_notes):
+    for section in (_ranks, _what_trains, _frozen, _evaluation, _series, _updates, _syncs, _graphs, _step_notes):
         try:
             section(console, report)
         except Exception as exc:  # a gap in one section, not a lost report
@@ -196,6 +197,19 @@ def _series(console: Console, report: dict[str, Any]) -> None:
         first, rest = timing["first_s"], timing["median_rest_s"]
         slower = "  [red]later steps are slower than the first[/]" if rest > 1.2 * first else ""
         console.print(f"  step time: median of steps 2..N {rest * 1e3:.1f} ms (step 1: {first * 1e3:.1f} ms){slower}")
+
+
+def _updates(console: Console, report: dict[str, Any]) -> None:
+    lines = update_lines(report)
+    if lines:
+        console.print("\n[bold]Updates[/] per optimizer step (update-to-weight ratio ||delta w|| / ||w|| on a sample of each tensor)")
+        for line in lines:
+            console.print(f"  {_e(line)}")
+    verdict = learning(report)
+    if verdict["status"] is not None:
+        style = "red" if verdict["status"] in ("not improving", "at chance") else ""
+        status = f"[{style}]{verdict['status']}[/]" if style else verdict["status"]
+        console.print(f"\n[bold]Learning[/]: {status}: {_e(verdict['detail'])}")
 
 
 def _syncs(console: Console, report: dict[str, Any]) -> None:
