@@ -119,10 +119,15 @@ def test_baseline_named_in_the_configuration_applies_from_any_folder_and_in_the_
     assert lint_buffer(TRAIN, str(project / "train.py"), Settings(root=project)).diagnostics
 
 
-def test_unreadable_baseline_is_a_usage_error(project: Path):
+def test_unreadable_or_unwritable_baseline_is_a_usage_error(project: Path):
     (project / "baseline.json").write_text("[1, 2]")
     code, out = run(project, "train.py", "--baseline", "baseline.json")
     assert code == 2 and "not a trainlint baseline" in out
+    (project / "a_file").write_text("")
+    code, out = run(project, "train.py", "--write-baseline", "a_file/baseline.json")
+    assert code == 2 and "cannot write the baseline" in out
+    code, out = run(project, "train.py", "-o", "a_file/report.txt")
+    assert code == 2 and "cannot write the report" in out
 
 
 def test_test_code_is_counted_marked_and_can_be_linted(project: Path):

@@ -190,7 +190,11 @@ def check(
         from trainlint.report.baseline import write_baseline as record
         from trainlint.report.render import source_lines
 
-        recorded = record(write_baseline, [d for r in results for d in r.diagnostics], source_lines(results))
+        try:
+            recorded = record(write_baseline, [d for r in results for d in r.diagnostics], source_lines(results))
+        except OSError as exc:
+            _warn(f"cannot write the baseline {write_baseline}: {exc.strerror or exc}", prefix="trainlint: error: ")
+            sys.exit(EXIT_ERROR)
         _warn(f"Recorded {recorded} finding{'s' if recorded != 1 else ''} in {write_baseline}.", prefix="")
         sys.exit(EXIT_CLEAN)
 
@@ -307,9 +311,13 @@ def _report_to(results: Sequence[FileResult], options: ReportOptions, output_fil
     from trainlint.report.render import render
 
     if output_file is not None:
-        output_file.parent.mkdir(parents=True, exist_ok=True)
-        with output_file.open("w", encoding="utf-8") as out:
-            render(results, options, out)
+        try:
+            output_file.parent.mkdir(parents=True, exist_ok=True)
+            with output_file.open("w", encoding="utf-8") as out:
+                render(results, options, out)
+        except OSError as exc:  # the findings are not lost silently: say so, and exit 2
+            _warn(f"cannot write the report to {output_file}: {exc.strerror or exc}", prefix="trainlint: error: ")
+            sys.exit(EXIT_ERROR)
     else:
         render(results, options, sys.stderr if err else None)
 
