@@ -249,6 +249,7 @@ def test_the_trend_test_separates_a_fall_a_flat_loss_and_noise():
     noisy = [1.5 + rng.gauss(0, 1.0) for _ in range(20)]
     assert mann_kendall(falling)[1] < 1e-6 and learning(_report(falling))["status"] == "improving"
     assert learning(_report(flat))["status"] == "not improving"
+    assert learning(_report(flat[:40]))["status"] == "too early to tell"  # a short plateau is not judged
     assert learning(_report(noisy))["status"] == "too early to tell"  # a 2% fall cannot be ruled out
     low, high = sen_slope_interval([float(i) for i in range(30)])
     assert low == high == 1.0
