@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from trainlint.model.facts import Call, Function, Site
+from trainlint.model.facts import Call, Function, Loop, Site
 from trainlint.model.names import dotted
 
 if TYPE_CHECKING:
@@ -335,3 +335,13 @@ def call_trains(model: "TrainingModel", call: Call) -> bool:
         return function_trains(model, callee)
     summary = model.project_call_summary(call)
     return summary is not None and bool(summary.trains or summary.steps or summary.backprops)
+
+
+def loop_ancestors(loop: Loop) -> list[Loop]:
+    """The loops around `loop`, innermost first."""
+    out = []
+    while loop.parent is not None:
+        loop = loop.parent
+        out.append(loop)
+    return out
+

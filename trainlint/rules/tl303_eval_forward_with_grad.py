@@ -8,9 +8,10 @@ from typing import Callable, Iterable, Iterator
 import libcst as cst
 
 from trainlint.diagnostics import Severity
-from trainlint.model import Call, Function, Loop, TrainingModel
+from trainlint.model import Call, Function, TrainingModel
 from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
 from trainlint.model.modes import call_trains as _callee_trains
+from trainlint.model.modes import loop_ancestors
 from trainlint.model.modes import function_trains as _trains
 from trainlint.model.modes import mode_switch as _mode
 from trainlint.model.modes import mode_switches as _switches
@@ -187,7 +188,7 @@ def train(model, ema, loader, valid_batches, optimizer):
             if loop.function is not fn or loop.is_step:
                 continue
             inside = [c for c in fn.calls if loop in c.site.loops]
-            if not inside or any(loop in _ancestors(other) for other in model.loops if other.is_step):
+            if not inside or any(loop in loop_ancestors(other) for other in model.loops if other.is_step):
                 continue  # (an epoch loop around the step)
             if any(model.is_backward(c) or model.is_optimizer_step(c) or _callee_trains(model, c) for c in inside):
                 continue
@@ -199,14 +200,6 @@ def train(model, ema, loader, valid_batches, optimizer):
                     continue
                 yield Finding(call.node, f"forward pass in an evaluation loop of `{fn.name}` records an autograd graph: evaluation holds activations it never backpropagates")
                 break
-
-
-def _ancestors(loop: Loop) -> list[Loop]:
-    out = []
-    while loop.parent is not None:
-        loop = loop.parent
-        out.append(loop)
-    return out
 
 
 def _frozen(model: TrainingModel) -> set[str]:

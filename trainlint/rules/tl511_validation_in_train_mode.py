@@ -10,7 +10,7 @@ from trainlint.diagnostics import Severity
 from trainlint.model import Call, Loop, TrainingModel
 from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
 from trainlint.model.mode_layers import ModeLayers
-from trainlint.model.modes import ModeAnalysis, call_trains
+from trainlint.model.modes import ModeAnalysis, call_trains, loop_ancestors
 from trainlint.model.names import dotted
 from trainlint.rules.rule import Finding, Rule, shorten
 
@@ -442,7 +442,7 @@ def _message(target: str, how: str, cause: str, via: str, layer: str) -> str:
 def _evaluation_loop(model: TrainingModel, loop: Loop, step_loops: list[Loop]) -> bool:
     """A loop that evaluates: not a training step nor around one, in no step function or library
     evaluation hook, and neither backpropagating, stepping an optimizer nor an environment."""
-    if loop.is_step or any(a.is_step for a in _ancestors(loop)) or any(loop in _ancestors(s) for s in step_loops):
+    if loop.is_step or any(a.is_step for a in loop_ancestors(loop)) or any(loop in loop_ancestors(s) for s in step_loops):
         return False
     fn = loop.function
     if fn is not None:
@@ -450,14 +450,6 @@ def _evaluation_loop(model: TrainingModel, loop: Loop, step_loops: list[Loop]) -
             return False
     inside = [c for c in (fn.calls if fn is not None else model.calls) if loop in c.site.loops]
     return not any(model.is_step_event(c) or c.method == "step" or call_trains(model, c) for c in inside)
-
-
-def _ancestors(loop: Loop) -> list[Loop]:
-    out = []
-    while loop.parent is not None:
-        loop = loop.parent
-        out.append(loop)
-    return out
 
 
 def _discarded(call: Call) -> bool:
