@@ -155,7 +155,7 @@ def apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wri
             out.append(outcome.remaining)
         else:
             sys.stdout.flush()
-            stdout = click.get_binary_stream("stdout")
+            stdout = sys.stdout.buffer  # bytes: the diff keeps the file's own encoding and newlines
             stdout.write(diff_bytes(result.path, raw, outcome.source))
             stdout.flush()
             out.append(result)
