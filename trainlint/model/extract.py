@@ -20,6 +20,7 @@ from trainlint.model.facts import (
 )
 from trainlint.model.gates import child_nodes, has_modulo, is_gate_test, is_inference_only_test, is_lazy_init_test, mostly_true_modulo
 from trainlint.model.names import ImportMap, dotted
+from trainlint.model.hooks import pass_indexes
 from trainlint.model.torchnames import AUTOCAST, NO_GRAD, autocast_dtype, is_false
 
 
@@ -153,7 +154,9 @@ class Extractor(cst.CSTVisitor):
         )
 
     def _is_gate(self, test: cst.BaseExpression) -> bool:
-        return is_gate_test(test, self.gate_names, self.extra_gates)
+        fn = self._function
+        within = pass_indexes(fn.name, fn.params) if fn is not None and fn.class_name is not None else frozenset()
+        return is_gate_test(test, self.gate_names, self.extra_gates, within)
 
     # -- imports and module aliases ------------------------------------------------------------
     def visit_Import(self, node: cst.Import) -> None:

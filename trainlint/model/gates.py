@@ -82,7 +82,7 @@ def _identifiers(expr: cst.CSTNode) -> list[str]:
     return out
 
 
-def _is_counter_equality(expr: cst.CSTNode) -> bool:
+def _is_counter_equality(expr: cst.CSTNode, not_counters: frozenset[str] = frozenset()) -> bool:
     if not isinstance(expr, cst.Comparison) or len(expr.comparisons) != 1:
         return False
     comp = expr.comparisons[0]
@@ -93,6 +93,7 @@ def _is_counter_equality(expr: cst.CSTNode) -> bool:
         return False
     return any(
         isinstance(s, (cst.Name, cst.Attribute))
+        and not (isinstance(s, cst.Name) and s.value in not_counters)
         and COUNTER_WORDS & set(tokens(_identifiers(s)[0]))
         and not RANK_WORDS & set(tokens(_identifiers(s)[0]))
         for s in sides
@@ -147,8 +148,11 @@ def mostly_true_modulo(test: cst.BaseExpression) -> bool:
     )
 
 
-def is_gate_test(test: cst.BaseExpression, gate_names: set[str], extra_gates: frozenset[str]) -> bool:
-    """Whether `if <test>:` runs its body only on some steps (periodically, once, or at a boundary)."""
+def is_gate_test(
+    test: cst.BaseExpression, gate_names: set[str], extra_gates: frozenset[str], not_counters: frozenset[str] = frozenset()
+) -> bool:
+    """Whether `if <test>:` runs its body only on some steps (periodically, once, or at a boundary);
+    `not_counters`: names that index something within a step (a library hook's `optimizer_idx`)."""
     if _presence_test(test) or mostly_true_modulo(test):
         return False
     if has_modulo(test):
@@ -156,7 +160,7 @@ def is_gate_test(test: cst.BaseExpression, gate_names: set[str], extra_gates: fr
     stack: list[cst.CSTNode] = [test]
     while stack:
         node = stack.pop()
-        if _is_counter_equality(node):
+        if _is_counter_equality(node, not_counters):
             return True
         if isinstance(node, (cst.Name, cst.Attribute)):
             for ident in _identifiers(node):

@@ -62,6 +62,21 @@ LIBRARY_HOOK_ARGUMENTS: dict[tuple[str, str], dict[tuple[str, str], str]] = {
     ("trainer", "TrainerModel"): {("train_step", "criterion"): "get_criterion", ("optimize", "criterion"): "get_criterion"},
 }
 
+# A hook parameter that a library sets to each of several values within one step: coqui's Trainer
+# calls `model.train_step(batch, criterion, optimizer_idx)` once per optimizer, and Lightning's
+# multi-optimizer `training_step(batch, batch_idx, optimizer_idx)` likewise, so `if optimizer_idx ==
+# 0:` selects the generator's pass, which runs every step: no gate (the names are the APIs').
+LIBRARY_PASS_INDEXES: dict[str, frozenset[str]] = {
+    "train_step": frozenset({"optimizer_idx"}),  # coqui's TrainerModel
+    "optimize": frozenset({"optimizer_idx"}),
+    "training_step": frozenset({"optimizer_idx"}),  # Lightning before 2.0
+}
+
+
+def pass_indexes(method: str, params: tuple[str, ...]) -> frozenset[str]:
+    """The parameters of hook `method` that index a pass within one step (never a step counter)."""
+    return LIBRARY_PASS_INDEXES.get(method, frozenset()).intersection(params)
+
 
 def library_argument(method: str, parameter: str, bases: tuple[str, ...]) -> str | None:
     """The method of the same object whose result a library passes for `parameter` of hook `method`."""

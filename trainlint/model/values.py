@@ -43,7 +43,7 @@ from trainlint.model.value_calls import (
 )
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Function, Site
+    from trainlint.model.facts import Call, Function, Site
     from trainlint.model.training import TrainingModel
 
 
@@ -310,14 +310,17 @@ class ValueModel(CallValues):
 
     def _arguments(self, fn: "Function", name: str) -> Value | None:
         """The join of the arguments this module's calls pass for parameter `name` (None if no call)."""
-        stars = (fn.node.params.star_arg, fn.node.params.star_kwarg)
-        if any(isinstance(p, cst.Param) and p.name.value == name for p in stars):
-            return None  # `*args`, `**kwargs`: a collection of what is passed
+        star, star_kwarg = fn.node.params.star_arg, fn.node.params.star_kwarg
+        if isinstance(star_kwarg, cst.Param) and star_kwarg.name.value == name:
+            return None
         index = fn.params.index(name)
         if fn.class_name is not None and fn.params and fn.params[0] in ("self", "cls"):
             index -= 1
+        calls = [*self.model.calls_of(fn), *self.model.method_calls_of(fn)]
+        if isinstance(star, cst.Param) and star.name.value == name:
+            return self._star_arguments(calls, index)
         values: list[Value] = []
-        for call in [*self.model.calls_of(fn), *self.model.method_calls_of(fn)]:
+        for call in calls:
             arg = None
             for position, a in enumerate(a for a in call.node.args if a.keyword is None and not a.star):
                 if position == index:
@@ -331,6 +334,17 @@ class ValueModel(CallValues):
                 continue
             values.append(self.of(arg.value, call.site.function, call.site))
         return join(values) if values else None
+
+    def _star_arguments(self, calls: list["Call"], index: int) -> Value | None:
+        """`def add(self, *args)`: a tuple of the positional arguments from `index` on, its element
+        the join of what the calls pass there (None if a call unpacks a sequence into it)."""
+        values: list[Value] = []
+        for call in calls:
+            positional = [a for a in call.node.args if a.keyword is None]
+            if any(a.star for a in positional):
+                return None
+            values.extend(self.of(a.value, call.site.function, call.site) for a in positional[index:])
+        return Value(Kind.COLLECTION, HOST, element=join(values)) if values else None
 
     def _annotation(self, text: str) -> Value | None:
         last = text.rsplit(".", 1)[-1]
