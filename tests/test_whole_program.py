@@ -316,6 +316,28 @@ def test_a_bare_modulo_test_is_true_on_most_steps_not_a_gate() -> None:
     assert [d.line for d in lint(code, "TL401")] == [10, 12]
 
 
+def test_a_setting_ordered_against_a_number_is_no_gate_whatever_its_name() -> None:
+    # d2l's Trainer: `gradient_clip_val` holds a value, not a validation flag; the test is true on
+    # every step or on none, so the clipping it guards (and its `if norm > ...` read) is per step
+    code = """
+    import torch
+    model.cuda()
+    for x in loader:
+        loss = model(x.cuda())
+        loss.backward()
+        if gradient_clip_val > 0:
+            norm = torch.sqrt(sum(torch.sum(p.grad ** 2) for p in params))
+            if norm > gradient_clip_val:
+                scale_grads(params, gradient_clip_val / norm)
+        if do_val:
+            print(loss.item())
+        if step % val_every == 0 and val_every > 0:
+            print(loss.item())
+        optimizer.step()
+    """
+    assert [d.line for d in lint(code, "TL401")] == [9]
+
+
 def test_a_module_of_another_framework_is_not_pytorch_code() -> None:
     code = """
     import mxnet as mx

@@ -100,6 +100,23 @@ def _is_counter_equality(expr: cst.CSTNode, not_counters: frozenset[str] = froze
     )
 
 
+def _is_threshold(expr: cst.CSTNode) -> bool:
+    """`x > 0`, `cfg.max_norm >= 1.0`: a value ordered against a number. Its names (`clip_val`) say
+    nothing of how often it holds; counters in it (`epoch > 10`) make it hold from some step on."""
+    return (
+        isinstance(expr, cst.Comparison)
+        and len(expr.comparisons) == 1
+        and isinstance(expr.comparisons[0].operator, (cst.GreaterThan, cst.LessThan, cst.GreaterThanEqual, cst.LessThanEqual))
+        and isinstance(_number(expr.comparisons[0].comparator) or _number(expr.left), (cst.Integer, cst.Float))
+    )
+
+
+def _number(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        expr = expr.expression
+    return expr if isinstance(expr, (cst.Integer, cst.Float)) else None
+
+
 def _compares_with_none(test: cst.BaseExpression, operator: type[cst.BaseCompOp]) -> bool:
     """`x is None` (operator `cst.Is`) or `x is not None` (`cst.IsNot`), alone in the test."""
     return (
@@ -162,6 +179,8 @@ def is_gate_test(
         node = stack.pop()
         if _is_counter_equality(node, not_counters):
             return True
+        if _is_threshold(node):
+            continue  # `if self.gradient_clip_val > 0:` holds on every step or on none: a setting, no gate
         if isinstance(node, (cst.Name, cst.Attribute)):
             for ident in _identifiers(node):
                 if ident in gate_names or ident in extra_gates or ident in BOUNDARY_NAMES:
