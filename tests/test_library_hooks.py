@@ -490,3 +490,47 @@ def test_star_arguments_hold_what_the_calls_pass() -> None:
     # given numbers only (the loss already read, once, by the caller's gated logging): nothing to flag
     host = code.replace("metric.add(l * X.shape[0], X.shape[0])", "metric.add(3.0, X.shape[0])")
     assert lines(host, "TL401") == []
+
+
+def test_a_loss_module_reached_through_an_inherited_criterion_is_per_step(tmp_path: Path) -> None:
+    # coqui's Tacotron2: its base class (another module) imports the loss and builds it in
+    # `get_criterion`; the subclass's `train_step` runs it every step without importing its module
+    files = {
+        **{k: v for k, v in TTS.items() if k in ("tts/__init__.py", "tts/model.py", "tts/models/__init__.py", "tts/models/base_tts.py")},
+        "tts/layers/__init__.py": "",
+        "tts/layers/guided.py": """
+            import torch
+            from torch import nn
+
+
+            class GuidedAttentionLoss(nn.Module):
+                def forward(self, att_ws, ilens):
+                    masks = torch.zeros(att_ws.shape[0], 8, 8)
+                    return (att_ws * masks.to(att_ws.device)).mean()
+        """,
+        "tts/models/base_tacotron.py": """
+            from tts.layers.guided import GuidedAttentionLoss
+            from tts.models.base_tts import BaseTTS
+
+
+            class BaseTacotron(BaseTTS):
+                def __init__(self):
+                    super().__init__()
+                    self.decoder_backward = None  # (forward-backward decoding)
+
+                def get_criterion(self):
+                    return GuidedAttentionLoss()
+        """,
+        "tts/models/tacotron2.py": """
+            from tts.models.base_tacotron import BaseTacotron
+
+
+            class Tacotron2(BaseTacotron):
+                def train_step(self, batch, criterion):
+                    outputs = self.decoder(batch["text"])
+                    return outputs, criterion(outputs, batch["lengths"])
+        """,
+    }
+    whole = lint_tree(tmp_path, files)
+    assert "tts/layers/guided.py:9:TL406" in whole, whole
+    assert lint_tree(tmp_path, {}, paths=["tts/layers/guided.py"]) == ["tts/layers/guided.py:9:TL406"]

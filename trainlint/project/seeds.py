@@ -48,6 +48,7 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
             receiver = Path(a.callee_path)
             if a.class_path == str(target) and receiver != target and receiver not in callers:
                 callers.append(receiver)
+    callers.extend(_subclassing(project, target, callers))
     for importer in callers:
         for call in project.summary(importer, steps=True).step_calls:
             if call.target.startswith(DISPATCH):
@@ -68,3 +69,20 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
                 if call.target.startswith(DISPATCH) and owner == base and method in cls.methods:
                     add(base_path, call, f"{name}.{method}")
     return {name: Seed(tuple(chains), name in accelerator) for name, chains in found.items() if chains}
+
+
+def _subclassing(project: "Project", target: Path, callers: list[Path]) -> list[Path]:
+    """Modules that derive a class from a class of one of `target`'s importers (`Tacotron2` from
+    `BaseTacotron`, whose module imports the losses): the methods they inherit (`get_criterion`)
+    hand them objects of `target`'s classes that they call every step without importing it."""
+    out: list[Path] = []
+    for importer in list(callers):
+        bases = set(project.outline(importer).classes)
+        if not bases:
+            continue
+        for module in project.importers(importer):
+            if module in callers or module in out or module == target:
+                continue
+            if any(b.rsplit(".", 1)[-1] in bases for c in project.outline(module).classes.values() for b in c.bases):
+                out.append(module)
+    return out
