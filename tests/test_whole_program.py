@@ -100,6 +100,54 @@ def test_a_loss_module_s_forward_called_every_step_from_another_module(tmp_path:
     assert out["models/contrastive.py:12:TL406"] == [[("engine.py", 13)]]  # `model(samples)`
 
 
+def test_a_method_of_an_object_built_where_it_is_used_runs_in_its_module(tmp_path: Path) -> None:
+    # LLaMA-Factory v1: `DistributedInterface().all_reduce(x)` (a singleton) every step, and the
+    # interface hands the value to a helper module that `.item()`s it
+    files = {
+        "accel/__init__.py": "",
+        "accel/helper.py": """
+            import torch
+
+
+            def operate(data):
+                result = torch.as_tensor(data, device="cuda") * 2
+                return result.item()
+        """,
+        "accel/interface.py": """
+            from accel import helper
+
+
+            class Interface:
+                _instance = None
+
+                def __new__(cls):
+                    if cls._instance is None:
+                        cls._instance = super().__new__(cls)
+                    return cls._instance
+
+                def all_reduce(self, data):
+                    return helper.operate(data)
+        """,
+        "trainer.py": """
+            import torch
+            from accel.interface import Interface
+
+
+            def fit(model, loader, optimizer):
+                for batch in loader:
+                    loss = model(batch.cuda())
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    tokens = Interface().all_reduce(batch.numel())
+        """,
+    }
+    write(tmp_path, files)
+    out = findings(tmp_path, list(files))
+    assert out == {"accel/helper.py:7:TL401": [[("trainer.py", 12), ("interface.py", 14)]]}
+    assert findings(tmp_path, ["accel/helper.py"]) == out
+
+
 def test_one_file_linted_alone_gets_the_findings_of_the_whole_project_run(tmp_path: Path) -> None:
     write(tmp_path, DETECTION)
     whole = findings(tmp_path, list(DETECTION))

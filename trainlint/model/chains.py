@@ -209,8 +209,9 @@ class StepChains:
                 return [call.qualname]
         func = call.node.func
         candidates: list[tuple[cst.BaseExpression, str | None]] = []
-        if isinstance(func, cst.Attribute) and not isinstance(func.value, cst.Call):
-            candidates.append((func.value, func.attr.value))  # `obj.m(...)`: a method of obj's class
+        if isinstance(func, cst.Attribute):
+            # `obj.m(...)`, `Interface().m(...)` (a singleton built where it is used): a method of its class
+            candidates.append((func.value, func.attr.value))
         if isinstance(func, cst.Attribute) or (isinstance(func, cst.Name) and call.qualname is None):
             candidates.append((func, None))  # `model(x)`, `self.model(x)`: the instance's forward
         for expr, method in candidates:
