@@ -386,6 +386,30 @@ def test_a_setting_ordered_against_a_number_is_no_gate_whatever_its_name() -> No
     assert [d.line for d in lint(code, "TL401")] == [9]
 
 
+def test_a_reduction_over_dim_is_a_tensor_whatever_its_receiver() -> None:
+    # YOLOX's loss head: `labels` arrives from the caller; `.sum(dim=2)` is torch's spelling (numpy
+    # says `axis`), so `nlabel` is a tensor and `int(nlabel[i])` reads it per image, every step
+    code = """
+    import torch
+    model.cuda()
+
+    def get_losses(labels, outputs):
+        nlabel = (labels.sum(dim=2) > 0).sum(dim=1)
+        counts = labels.sum(axis=2)
+        total = 0
+        for i in range(outputs.shape[0]):
+            total += int(nlabel[i]) + int(counts[i])
+        return outputs.sum() * total
+
+    for images, labels in loader:
+        loss = get_losses(labels, model(images.cuda()))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    """
+    assert [(d.line, d.column) for d in lint(code, "TL401")] == [(10, 18)]
+
+
 def test_a_module_of_another_framework_is_not_pytorch_code() -> None:
     code = """
     import mxnet as mx

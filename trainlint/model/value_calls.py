@@ -382,6 +382,9 @@ class CallValues:
         receiver_text = dotted(receiver) or ""
         if method in ("forward", "__call__") or (words & MODULE_RESULT_WORDS and not words & {"get", "load", "build", "make", "create", "save"}):
             return self._forward(at)
+        if method in TENSOR_METHODS and any(a.keyword is not None and a.keyword.value in ("dim", "keepdim") for a in call.args):
+            # `labels.sum(dim=2)`: torch's reductions say `dim`; numpy's, pandas' and Python's never do
+            return Value(Kind.TENSOR)
         if method in TENSOR_METHODS and (tokens(receiver_text.rsplit(".", 1)[-1]) and "loss" in tokens(receiver_text.rsplit(".", 1)[-1])):
             return Value(Kind.TENSOR)
         return UNKNOWN
