@@ -410,6 +410,31 @@ def test_a_reduction_over_dim_is_a_tensor_whatever_its_receiver() -> None:
     assert [(d.line, d.column) for d in lint(code, "TL401")] == [(10, 18)]
 
 
+def test_python_s_max_over_tensors_reads_each_comparison_on_the_host() -> None:
+    # LLaMA-Factory's sequence-parallel padding: the longest length of all ranks, gathered as
+    # device tensors, is found with the builtin `max`, whose `>` answers are read one by one
+    code = """
+    import torch
+    import torch.distributed as dist
+
+    def pad(v):
+        data_len = torch.tensor(v.shape[-1], device=v.device)
+        lengths = [torch.empty_like(data_len) for _ in range(4)]
+        dist.all_gather(lengths, data_len)
+        longest = max(lengths)
+        widths = max([v.shape[-1], 8])
+        return torch.nn.functional.pad(v, (0, int(longest) - v.shape[-1] + widths))
+
+    for x in loader:
+        loss = model(pad(x.cuda()))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    """
+    # `max([v.shape[-1], 8])` orders numbers; `int(longest)` reads the tensor `max` returned, again
+    assert [d.line for d in lint(code, "TL401")] == [9, 11]
+
+
 def test_a_module_of_another_framework_is_not_pytorch_code() -> None:
     code = """
     import mxnet as mx
