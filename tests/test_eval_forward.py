@@ -155,3 +155,57 @@ def test_a_lightning_validation_step_is_run_without_grad_by_lightning():
     """
     assert lines(code, "TL303") == []
     assert lines(code.replace("(L.LightningModule)", "(object)"), "TL303") == [8]
+
+
+# d2l's prediction helpers: a module (by its value) run outside no_grad by a function that gives back
+# only labels, strings or numbers; nothing it returns or keeps can reach a backward
+PREDICTIONS = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def predict_sentiment(net: Net, sequence):
+    label = torch.argmax(net(sequence.reshape(1, -1)), dim=1)
+    return "positive" if label == 1 else "negative"
+
+
+def features(net: Net, x):
+    return net(x)
+
+
+def collect(net: Net, x, out):
+    out.append(net(x))
+    return len(out)
+
+
+def cache(self, net: Net, x):
+    self.last = net(x)
+    return self.last.argmax(1)
+
+
+@torch.no_grad()
+def predict_quietly(net: Net, x):
+    return net(x).argmax(1)
+
+
+def train_step(net: Net, x, y, opt):
+    loss = nn.functional.cross_entropy(net(x), y)
+    loss.backward()
+    opt.step()
+    return loss.argmax()
+"""
+
+
+def test_a_helper_that_returns_only_predictions_runs_its_forward_for_nothing():
+    # `features` returns the graph, `collect` and `cache` keep it, `predict_quietly` records none,
+    # `train_step` backpropagates: only `predict_sentiment` holds a graph nobody can use
+    assert lines(PREDICTIONS, "TL303") == [16]

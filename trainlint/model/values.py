@@ -309,42 +309,24 @@ class ValueModel(CallValues):
         return _named_like(name)
 
     def _arguments(self, fn: "Function", name: str) -> Value | None:
-        """The join of the arguments this module's calls pass for parameter `name` (None if no call)."""
+        """The join of the arguments this module's calls pass for parameter `name` (None if no call);
+        for `*args`, a tuple whose element is the join of the positional arguments from its place on."""
         star, star_kwarg = fn.node.params.star_arg, fn.node.params.star_kwarg
         if isinstance(star_kwarg, cst.Param) and star_kwarg.name.value == name:
             return None
-        index = fn.params.index(name)
-        if fn.class_name is not None and fn.params and fn.params[0] in ("self", "cls"):
-            index -= 1
-        calls = [*self.model.calls_of(fn), *self.model.method_calls_of(fn)]
-        if isinstance(star, cst.Param) and star.name.value == name:
-            return self._star_arguments(calls, index)
+        starred = isinstance(star, cst.Param) and star.name.value == name
+        index = fn.params.index(name) - (1 if fn.class_name is not None and fn.params and fn.params[0] in ("self", "cls") else 0)
         values: list[Value] = []
-        for call in calls:
-            arg = None
-            for position, a in enumerate(a for a in call.node.args if a.keyword is None and not a.star):
-                if position == index:
-                    arg = a
-            for a in call.node.args:
-                if a.keyword is not None and a.keyword.value == name:
-                    arg = a
-                if a.star:
-                    return None
-            if arg is None:
-                continue
-            values.append(self.of(arg.value, call.site.function, call.site))
-        return join(values) if values else None
-
-    def _star_arguments(self, calls: list["Call"], index: int) -> Value | None:
-        """`def add(self, *args)`: a tuple of the positional arguments from `index` on, its element
-        the join of what the calls pass there (None if a call unpacks a sequence into it)."""
-        values: list[Value] = []
-        for call in calls:
-            positional = [a for a in call.node.args if a.keyword is None]
-            if any(a.star for a in positional):
+        for call in [*self.model.calls_of(fn), *self.model.method_calls_of(fn)]:
+            if any(a.star for a in call.node.args):
                 return None
-            values.extend(self.of(a.value, call.site.function, call.site) for a in positional[index:])
-        return Value(Kind.COLLECTION, HOST, element=join(values)) if values else None
+            positional = [a for a in call.node.args if a.keyword is None]
+            passed = positional[index:] if starred else positional[index : index + 1]
+            passed += [a for a in call.node.args if not starred and a.keyword is not None and a.keyword.value == name]
+            values.extend(self.of(a.value, call.site.function, call.site) for a in (passed if starred else passed[-1:]))
+        if starred:
+            return Value(Kind.COLLECTION, HOST, element=join(values)) if values else None
+        return join(values) if values else None
 
     def _annotation(self, text: str) -> Value | None:
         last = text.rsplit(".", 1)[-1]

@@ -15,6 +15,7 @@ from trainlint.model.modes import loop_ancestors
 from trainlint.model.modes import function_trains as _trains
 from trainlint.model.modes import mode_switch as _mode
 from trainlint.model.modes import mode_switches as _switches
+from trainlint.model.lattice import Kind
 from trainlint.model.names import dotted, tokens
 from trainlint.model.training import LOOP_TEXT, MODULE_WORDS
 from trainlint.rules.rule import Finding, Rule
@@ -38,7 +39,7 @@ class EvalForwardWithGrad(Rule):
     severity = Severity.WARNING
     summary = "Forward passes in evaluation code outside `torch.no_grad()` / `torch.inference_mode()`."
     hint = "Wrap evaluation in `with torch.no_grad():` (or decorate the function with `@torch.inference_mode()`)."
-    requires = ("eval", "train(")
+    requires = ("eval", "train(", "argmax")
 
     @classmethod
     def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
@@ -47,6 +48,8 @@ class EvalForwardWithGrad(Rule):
         loops = LOOP_TEXT.search(source) is not None
         if _EVAL_CALL.search(source):
             return loops or _DEF.search(source) is not None
+        if "argmax" in source and _DEF.search(source) is not None:
+            return True  # a helper returning predictions (`_prediction_forward`)
         return loops and any(EVAL_WORDS & set(tokens(name)) for name in _DEF.findall(source))
     why = (
         "Outside `no_grad`, every forward pass on parameters that require grad records an autograd graph and "
@@ -84,8 +87,10 @@ def evaluate(model, loader):
         "`LightningModule`, `evaluate`/`prediction_step` of an HF or trl `Trainer`: known from the class's bases, "
         "not the method's name), and pytest tests. Evaluation is found by what the code does: a module switched to eval "
         "mode (`.eval()`, `.train(False)`) and run, in the function that switched it, in a helper its caller "
-        "switched it for, or in a loop of a training driver that validates between epochs; a function named "
-        "as evaluation (`validate`) is read as one too."
+        "switched it for, or in a loop of a training driver that validates between epochs; or a prediction "
+        "helper: a function that runs a module (known as one by its value) and gives back only what no backward "
+        "can reach (`argmax` labels, strings, numbers), keeping nothing on objects or in its arguments. A "
+        "function named as evaluation (`validate`) is read as one too."
     )
     verification = "`trainlint verify run` records, by line, the script's outermost forward calls that run with autograd on (in eval mode or not)."
     valid = (
@@ -166,6 +171,9 @@ def train(model, ema, loader, valid_batches, optimizer):
                 continue
             here, by_callers = _evaluated_here(fn, switches), _evaluated_by_callers(fn, sites.get(fn, ()), switches)
             if not here and not by_callers and not EVAL_WORDS & set(tokens(fn.name)):
+                forward = _prediction_forward(model, fn)
+                if forward is not None:
+                    yield Finding(forward.node, f"forward pass in `{fn.name}` records an autograd graph: it returns only predictions, which no backward can reach")
                 continue
             for call in fn.calls:
                 if call.site.function is not fn or model.under(call.site, "no_grad") or model.callee(call) is not None:
@@ -200,6 +208,38 @@ def train(model, ema, loader, valid_batches, optimizer):
                     continue
                 yield Finding(call.node, f"forward pass in an evaluation loop of `{fn.name}` records an autograd graph: evaluation holds activations it never backpropagates")
                 break
+
+
+def _prediction_forward(model: TrainingModel, fn: Function) -> Call | None:
+    """A function that runs a module and gives back only what no backward can reach (`argmax`
+    labels, strings, numbers): a prediction helper (`predict_sentiment`, a greedy decoder). Its
+    first forward pass outside no_grad, or None. The module is one by its value; the function
+    stores nothing on objects and fills no argument, so its graphs die unused."""
+    if not fn.return_facts or any(_stores(fn, c) for c in fn.calls):
+        return None
+    for ret in fn.return_facts:
+        value = model.value(ret.value, ret.site) if ret.value is not None else None
+        if value is not None and not (value.graph is False or value.kind in _NOT_DIFFERENTIABLE):
+            return None
+    assigned = [t for a in model.assigns if a.site.function is fn for t in a.targets]
+    if any("." in t or "[" in t for t in assigned):
+        return None  # `self.cache = out`: kept beyond the call
+    for call in fn.calls:
+        if call.site.function is not fn or model.under(call.site, "no_grad") or model.callee(call) is not None:
+            continue
+        if model.value(call.node.func, call.site).kind is Kind.MODULE and model.value(call.node, call.site).graph is not False:
+            return call
+    return None
+
+
+_NOT_DIFFERENTIABLE = frozenset({Kind.STRING, Kind.NUMBER, Kind.BOOL, Kind.NONE, Kind.HOST_ARRAY})
+
+
+def _stores(fn: Function, call: Call) -> bool:
+    """`outputs.append(y)` on a parameter or an attribute: what is put there outlives the call."""
+    if call.method not in ("append", "extend", "insert", "update", "add", "put") or call.site.function is not fn:
+        return False
+    return "." in (call.receiver_text or ".") or (call.receiver_text or "") in fn.params
 
 
 def _frozen(model: TrainingModel) -> set[str]:

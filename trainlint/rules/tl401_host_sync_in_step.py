@@ -44,7 +44,7 @@ class HostSyncInStep(Rule):
     per_step = True
     why = (
         "CUDA kernels run asynchronously: the host queues work and races ahead. Reading a tensor's value on "
-        "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`, `if t:`, Python's `max()`/`min()` over tensors, printing or "
+        "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`, `if t:`, Python's `max()`/`min()` over a tensor or a list of tensors, printing or "
         "formatting it) makes the host wait until every queued kernel has finished, so the GPU idles while "
         "the next step is prepared. Once per step this costs a few to tens of milliseconds; torchtune "
         "measured 40-50 ms of `cudaStreamSynchronize` per step from one `loss.item()`."
@@ -293,14 +293,15 @@ METRIC_METHODS = frozenset({"add_scalar", "add_scalars"})
 
 
 def _orders_tensors(model: TrainingModel, call: Call, site: Site) -> bool:
-    """`max(lengths)` over tensors, `max(a, b)`: Python's builtin compares its operands with `>` and
-    asks each answer's truth, reading it on the host."""
+    """`max(lengths)` over a tensor or a list of tensors: Python's builtin compares the elements with
+    `>` and asks each answer's truth, reading it on the host. (`max(n, 1)` is left alone: one side
+    is usually a number already read, which a tuple's joined value cannot tell apart.)"""
     args = [a.value for a in call.node.args if a.keyword is None and not a.star]
-    if len(args) == 1:
-        value = model.value(args[0], site)
-        element = value.element if value.kind is Kind.COLLECTION else None
-        return _device_tensor(value) or (element is not None and _device_tensor(element))
-    return len(args) > 1 and any(_device_tensor(model.value(a, site)) for a in args)
+    if len(args) != 1:
+        return False
+    value = model.value(args[0], site)
+    element = value.element if value.kind is Kind.COLLECTION else None
+    return _device_tensor(value) or (element is not None and _device_tensor(element))
 
 
 def _feeds_environment(model: TrainingModel, call: Call) -> bool:
