@@ -8,7 +8,8 @@ import libcst as cst
 
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Assign, Call, Function, Loop, TrainingModel
-from trainlint.model.gates import child_nodes
+from trainlint.model.modes import loop_ancestors
+from trainlint.model.walk import iter_nodes
 from trainlint.model.lattice import Kind
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import is_true
@@ -21,16 +22,7 @@ FRAMEWORK_METHODS = frozenset({"prepare", "prepare_data_loader", "setup_dataload
 
 def _names_in(node: cst.CSTNode) -> set[str]:
     """The dotted names an expression reads (`loader`, `self.loader`, `tqdm`)."""
-    out: set[str] = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (cst.Name, cst.Attribute)):
-            text = dotted(n)
-            if text:
-                out.add(text)
-        stack.extend(child_nodes(n))
-    return out
+    return {text for n in iter_nodes(node) if isinstance(n, (cst.Name, cst.Attribute)) for text in (dotted(n),) if text}
 
 
 def _single_target(model: TrainingModel, call: Call) -> Assign | None:
@@ -238,7 +230,7 @@ for epoch in range(10):
         given = loader.kwarg("sampler") or loader.kwarg("batch_sampler")
         if given is None:
             return False
-        if given is sampler.node or any(n is sampler.node for n in _descendants(given)):
+        if given is sampler.node or any(n is sampler.node for n in iter_nodes(given)):
             return True
         # one of the bindings that reach the loader is the sampler (`RandomSampler` on one branch, the
         # distributed one on the other: the finding is about the distributed run)
@@ -260,7 +252,7 @@ for epoch in range(10):
         for loop in model.loops:
             if loop.function is not fn or not _trains(model, loop) or loop.parent is None or not isinstance(loop.node, cst.For):
                 continue
-            iterates = (loop.node.iter is loader.node or any(n is loader.node for n in _descendants(loop.node.iter))) if inline else (
+            iterates = (loop.node.iter is loader.node or any(n is loader.node for n in iter_nodes(loop.node.iter))) if inline else (
                 name in model.roots_of(loop.node.iter, fn)
             )
             if iterates:
@@ -341,24 +333,9 @@ def _trains(model: TrainingModel, loop: Loop) -> bool:
     """A loop that trains: a step loop, one around a step loop, or one calling a function of this module
     that runs a step loop (a function that is merely called every step, a forward helper, is not enough)."""
     stepping = [l for l in model.loops if l.is_step]
-    if loop.is_step or any(_inside(l, loop) for l in stepping):
+    if loop.is_step or any(loop in loop_ancestors(l) for l in stepping):
         return True
     callees = {model.callee(c) for c in loop.direct_calls} - {None}
     return any(l.function in callees for l in stepping)
 
 
-def _inside(inner: Loop, outer: Loop) -> bool:
-    parent = inner.parent
-    while parent is not None:
-        if parent is outer:
-            return True
-        parent = parent.parent
-    return False
-
-
-def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(child_nodes(n))
