@@ -44,7 +44,6 @@ NAME_LISTS: tuple[NameList, ...] = (
     NameList("model.training.MODULE_WORDS", "models by name, when their value is unknown", ("TL303", "TL401"), True),
     NameList("model.value_calls.MODULE_RESULT_WORDS", "calls that return a model, when their value is unknown", ("TL303", "TL401"), True),
     NameList("model.value_calls.MODULE_NAME_WORDS", "attributes and classes named as models", ("TL303", "TL401"), True),
-    NameList("model.value_calls.TENSOR_ATTRIBUTES", "attributes of a model's output that are tensors (`out.loss`, `out.logits`)", ("TL401", "TL302"), True),
     NameList("rules.tl303_eval_forward_with_grad.EVAL_WORDS", "evaluation functions by name", ("TL303",), True),
     NameList("rules.tl303_eval_forward_with_grad.FORWARD_WORDS", "forward passes by the name of the callee", ("TL303",), True),
 )

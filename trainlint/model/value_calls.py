@@ -62,7 +62,12 @@ TENSOR_METHODS = frozenset(
 )
 NUMBER_METHODS = frozenset({"item", "tolist", "size", "dim", "numel", "nelement", "element_size", "get_device", "data_ptr", "stride"})
 HOST_METHODS = frozenset({"numpy"})
-TENSOR_ATTRIBUTES = frozenset({"loss", "logits", "last_hidden_state", "hidden_states", "pooler_output", "grad", "data", "T", "mT", "real", "imag"})
+# attributes that are tensors on what the analysis already knows is a tensor or a model's forward
+# output: torch.Tensor's (`t.T`, `t.real`) and the ModelOutput fields of HF models (`out.loss`,
+# `out.logits`): facts of the two APIs, asked only of such values, never of an unknown one
+TENSOR_VALUED_ATTRIBUTES = frozenset(
+    {"loss", "logits", "last_hidden_state", "hidden_states", "pooler_output", "grad", "data", "T", "mT", "real", "imag"}
+)
 HOST_ATTRIBUTES = frozenset({"shape", "device", "dtype", "ndim", "is_cuda", "requires_grad", "param_groups", "state", "training"})
 MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "bfloat16", "float", "double", "train", "eval", "requires_grad_", "to_empty", "apply", "type", "xpu"})
 MODULE_RESULT_WORDS = frozenset(

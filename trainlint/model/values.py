@@ -38,7 +38,7 @@ from trainlint.model.value_calls import (
     CONFIG_NAMES,
     HOST_ATTRIBUTES,
     MODULE_NAME_WORDS,
-    TENSOR_ATTRIBUTES,
+    TENSOR_VALUED_ATTRIBUTES,
     CallValues,
 )
 
@@ -386,7 +386,7 @@ class ValueModel(CallValues):
             return Value(Kind.TENSOR, base.device if base.kind is Kind.TENSOR else UNKNOWN_DEVICE, False, base.dtype)
         if attr in HOST_ATTRIBUTES:
             return Value(Kind.OBJECT, HOST) if attr != "requires_grad" else BOOL
-        if base.kind is Kind.TENSOR and attr in TENSOR_ATTRIBUTES:
+        if base.kind is Kind.TENSOR and attr in TENSOR_VALUED_ATTRIBUTES:
             return base
         text = dotted(expr)
         if text is not None and text.startswith("self.") and text.count(".") == 1:
@@ -394,8 +394,6 @@ class ValueModel(CallValues):
         qual = self.model.imports.resolve(expr)
         if qual is not None:
             return self._imported(qual)
-        if attr in TENSOR_ATTRIBUTES:
-            return Value(Kind.TENSOR)
         return UNKNOWN
 
     def self_attribute(self, fn: "Function | None", text: str) -> Value:
