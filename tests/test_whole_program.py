@@ -796,3 +796,70 @@ def test_an_object_one_of_several_classes_runs_each_class_s_methods(tmp_path: Pa
     assert sorted(found) == ["pkg/attentions.py:21:TL406", "pkg/attentions.py:8:TL406"]
     # the same findings when the module is linted alone
     assert set(findings(tmp_path, ["pkg/attentions.py"])) == {k for k in found if k.startswith("pkg/")}
+
+
+# A Tacotron-style decoder: `forward` rebuilds its RNN state from zeros, then steps it per frame on
+# `self`; the graph lives for one forward pass. A trainer resetting a stateful model once, before its
+# step loop, lets every step's graph hang on the previous one.
+DECODER = """
+import torch
+from torch import nn
+
+
+class Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRUCell(8, 8)
+        self.hidden = None
+
+    def _init_states(self, inputs):
+        self.hidden = torch.zeros(inputs.size(0), 8, device=inputs.device)
+
+    def decode(self, frame):
+        self.hidden = self.rnn(frame, self.hidden)
+        return self.hidden
+
+    def forward(self, inputs):
+        self._init_states(inputs)
+        return torch.stack([self.decode(f) for f in inputs.unbind(1)], 1)
+
+
+class Stateful(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRUCell(8, 8)
+        self.hidden = None
+
+    def reset(self):
+        self.hidden = None
+
+    def forward(self, x):
+        self.hidden = self.rnn(x, self.hidden)
+        return self.hidden
+
+
+class Trainer:
+    def __init__(self, model: Stateful, opt):
+        self.model = model
+        self.opt = opt
+
+    def fit(self, loader):
+        self.model.reset()
+        for x in loader:
+            loss = self.model(x.cuda()).sum()
+            loss.backward()
+            self.opt.step()
+            self.opt.zero_grad()
+
+
+def train_decoder(decoder: Decoder, loader, opt):
+    for x in loader:
+        loss = decoder(x.cuda()).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+"""
+
+
+def test_state_rebuilt_at_the_start_of_each_forward_carries_no_graph_across_steps() -> None:
+    assert [d.line for d in lint(DECODER, "TL302")] == [34]  # `Stateful.forward`, not `Decoder.decode`

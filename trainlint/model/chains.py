@@ -71,6 +71,27 @@ class StepChains:
             kinds.add(symbol.kind)
         return Value(kinds.pop(), origin="|".join(passed)) if len(kinds) == 1 else None
 
+    def passed_call_returns(self, fn: Function, name: str) -> "Value | None":
+        """`grad_norm = loss_scaler(loss, optimizer)` with parameter `loss_scaler`: what the `__call__`
+        of the classes other modules pass for it returns (a scaler's too), when all agree."""
+        from trainlint.model.lattice import UNKNOWN, join
+        from trainlint.model.summary import ClassSummary
+
+        if self.project is None or not self.path or fn.parent is not None or name not in fn.params:
+            return None
+        params = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
+        keys = {name, str(params.index(name))} if name in params else {name}
+        owner = fn.class_name if fn.name == "__init__" and fn.class_name else fn.qualified
+        passed = {origin for key in keys for origin in self._passed_seeds.get((owner, key), ())}
+        returns = []
+        for origin in sorted(passed)[:MAX_ALTERNATIVES]:
+            symbol = self.project_symbol(origin)
+            called = symbol.methods.get("__call__") if isinstance(symbol, ClassSummary) else None
+            if called is None or called.returns is UNKNOWN:
+                return None
+            returns.append(called.returns)
+        return join(returns) if returns else None
+
     @property
     def _passed_seeds(self) -> "dict[tuple[str, str], tuple[str, ...]]":
         known = getattr(self, "_passed_memo", None)

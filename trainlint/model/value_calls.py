@@ -169,7 +169,11 @@ class CallValues:
             callee = self.of(func, fn, at)
             if callee.kind is Kind.MODULE:
                 return self._forward(at, callee)
-            return self._by_words(name, at)
+            # `loss_scaler(loss, optimizer)`: what its class's `__call__` returns (passed in by another module)
+            called = m.method_value(callee, "__call__") if callee.kind in (Kind.OBJECT, Kind.SCALER) else None
+            if called is None and callee.kind is Kind.UNKNOWN and fn is not None and isinstance(func, cst.Name):
+                called = m.passed_call_returns(fn, name) if not m.reaching(fn, name, at) else None
+            return called if called is not None else self._by_words(name, at)
         callee = self.of(func, fn, at)
         if callee.kind is Kind.MODULE:
             return self._forward(at, callee)
@@ -385,8 +389,11 @@ class CallValues:
         if words & HOST_CALL_WORDS:
             return Value(Kind.COLLECTION, HOST)
         receiver_text = dotted(receiver) or ""
-        if method in ("forward", "__call__") or (words & MODULE_RESULT_WORDS and not words & {"get", "load", "build", "make", "create", "save"}):
+        if method in ("forward", "__call__"):
             return self._forward(at)
+        held = self.of(call.func, fn, at)  # `self.model(x)`: an attribute holding a module, called
+        if held.kind is Kind.MODULE:
+            return self._forward(at, held)
         if method in TENSOR_METHODS and any(a.keyword is not None and a.keyword.value in ("dim", "keepdim") for a in call.args):
             # `labels.sum(dim=2)`: torch's reductions say `dim`; numpy's, pandas' and Python's never do
             return Value(Kind.TENSOR)

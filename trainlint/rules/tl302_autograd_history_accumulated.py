@@ -9,6 +9,7 @@ import libcst as cst
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model.fix_safety import may_be_differentiated
 from trainlint.model import Assign, Call, Loop, Site, TrainingModel
+from trainlint.model.lattice import Kind, Value, origins
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule
 
 
@@ -140,7 +141,14 @@ for x, y in loader:
     losses.append(loss)
 """,
         """
+from torch import nn
+
 class Trainer:
+    def __init__(self, model: nn.Module, opt):
+        self.model = model
+        self.opt = opt
+        self.hidden = None
+
     def train_step(self, x):
         out, self.hidden = self.model(x, self.hidden)
         loss = out.mean()
@@ -266,7 +274,47 @@ def _chains_itself(model: TrainingModel, assign: Assign, target: str) -> bool:
     """`self.hidden = model(x, self.hidden)` on `self`: each step's graph hangs on the previous one."""
     if not target.startswith("self.") or assign.site.function is None or not assign.site.function.class_name:
         return False
-    return target in model.roots_of(assign.value, assign.site.function)
+    return target in model.roots_of(assign.value, assign.site.function) and not _reset_before(model, assign, target)
+
+
+def _fresh(value: Value) -> bool:
+    """A value with no autograd history: `None`, or a tensor built from nothing (`torch.zeros(...)`)."""
+    return value.graph is False or value.kind is Kind.NONE
+
+
+def _reset_before(model: TrainingModel, assign: Assign, target: str) -> bool:
+    """A decoder's `forward` that calls `self._init_states(x)` (which sets `self.query =
+    torch.zeros(...)`) and then `self.decode(...)` per time step: the state is rebuilt from nothing
+    on every call, so its graph lives for one forward pass, not across steps."""
+    fn = assign.site.function
+    assert fn is not None
+    resets = {
+        a.site.function for a in model.assigns
+        if target in a.targets and a.op is None and a.site.function is not None and a.site.function is not fn
+        and a.site.function.class_name == fn.class_name and a.site.function.name != "__init__"
+        and _fresh(model.value(a.value, a.site))
+    }
+    if not resets:
+        return False
+    names = {r.name for r in resets}
+    own = [c for c in model.calls if c.receiver_text == "self" and c.site.function is not None and c.site.function.class_name == fn.class_name]
+    for reset in (c for c in own if c.method in names):
+        caller = reset.site.function
+        if caller is fn and reset.site.order < assign.site.order:
+            return True
+        if any(c.method == fn.name and c.site.function is caller and c.site.order > reset.site.order for c in own):
+            return True
+    # `self.attention.init_states(x)` in the decoder's `forward`, which then runs the attention per
+    # time step: reset by the object that uses it, once per forward pass (not once before a step loop)
+    for reset in model.calls:
+        caller = reset.site.function
+        if reset.method not in names or reset.receiver_text in (None, "self") or caller is None or caller.name == "__init__":
+            continue
+        if any(l.is_step for l in model.loops if l.function is caller):
+            continue
+        if fn.class_name in origins(model.value(reset.receiver, reset.site)):
+            return True
+    return False
 
 
 def _detach_fix(model: TrainingModel, value: cst.BaseExpression, target: str, site: Site) -> NodeFix | None:
