@@ -863,3 +863,20 @@ def train_decoder(decoder: Decoder, loader, opt):
 
 def test_state_rebuilt_at_the_start_of_each_forward_carries_no_graph_across_steps() -> None:
     assert [d.line for d in lint(DECODER, "TL302")] == [34]  # `Stateful.forward`, not `Decoder.decode`
+
+
+def test_attributes_assigned_together_from_a_tuple_each_take_their_element() -> None:
+    code = """
+    from torch import nn
+
+    class Trainer:
+        def __init__(self, model: nn.Module, opt):
+            self.model, self.opt, self.hidden = model, opt, None
+
+        def train_step(self, x):
+            out, self.hidden = self.model(x, self.hidden)
+            loss = out.mean()
+            loss.backward()
+            self.opt.step()
+    """
+    assert [d.line for d in lint(code, "TL302")] == [9]

@@ -242,6 +242,10 @@ class ValueModel(CallValues):
             prepared = self._prepared(assign, name)
             if prepared is not None:
                 return prepared
+            parts = assign.value.elements if isinstance(assign.value, (cst.Tuple, cst.List)) else ()
+            if len(parts) == len(assign.targets) and not any(isinstance(e, cst.StarredElement) for e in parts):
+                # `self.model, self.opt = model, opt`: each target takes the element in its place
+                return self.of(parts[assign.targets.index(name)].value, assign.site.function, assign.site)
             if value.kind is Kind.COLLECTION and value.element is not None:
                 return value.element
             if value.kind is Kind.TENSOR:
