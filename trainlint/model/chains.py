@@ -48,15 +48,7 @@ class StepChains:
         from trainlint.model.lattice import Kind, Value
         from trainlint.model.summary import ClassSummary
 
-        if self.project is None or not self.path or fn.parent is not None:
-            return None
-        seeds = self._passed_seeds
-        if not seeds:
-            return None
-        params = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
-        keys = {name, str(params.index(name))} if name in params else {name}
-        owner = fn.class_name if fn.name == "__init__" and fn.class_name else fn.qualified
-        passed = sorted({origin for key in keys for origin in seeds.get((owner, key), ())})
+        passed = self._passed_origins(fn, name)
         if not passed or len(passed) > MAX_ALTERNATIVES:
             return None
         # a model or a loss module (what runs `forward` every step), or a plain object (a metric
@@ -77,20 +69,27 @@ class StepChains:
         from trainlint.model.lattice import UNKNOWN, join
         from trainlint.model.summary import ClassSummary
 
-        if self.project is None or not self.path or fn.parent is not None or name not in fn.params:
-            return None
-        params = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
-        keys = {name, str(params.index(name))} if name in params else {name}
-        owner = fn.class_name if fn.name == "__init__" and fn.class_name else fn.qualified
-        passed = {origin for key in keys for origin in self._passed_seeds.get((owner, key), ())}
         returns = []
-        for origin in sorted(passed)[:MAX_ALTERNATIVES]:
+        for origin in self._passed_origins(fn, name)[:MAX_ALTERNATIVES]:
             symbol = self.project_symbol(origin)
             called = symbol.methods.get("__call__") if isinstance(symbol, ClassSummary) else None
             if called is None or called.returns is UNKNOWN:
                 return None
             returns.append(called.returns)
         return join(returns) if returns else None
+
+    def _passed_origins(self, fn: Function, name: str) -> list[str]:
+        """The project classes other modules pass for parameter `name` of `fn` (by name or position;
+        a class's constructor is asked as the class), sorted."""
+        if self.project is None or not self.path or fn.parent is not None:
+            return []
+        seeds = self._passed_seeds
+        if not seeds:
+            return []
+        params = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
+        keys = {name, str(params.index(name))} if name in params else {name}
+        owner = fn.class_name if fn.name == "__init__" and fn.class_name else fn.qualified
+        return sorted({origin for key in keys for origin in seeds.get((owner, key), ())})
 
     @property
     def _passed_seeds(self) -> "dict[tuple[str, str], tuple[str, ...]]":
