@@ -43,7 +43,7 @@ from trainlint.model.value_calls import (
 )
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Call, Function, Site
+    from trainlint.model.facts import Function, Site
     from trainlint.model.training import TrainingModel
 
 
@@ -325,9 +325,12 @@ class ValueModel(CallValues):
             if any(a.star for a in call.node.args):
                 return None
             positional = [a for a in call.node.args if a.keyword is None]
-            passed = positional[index:] if starred else positional[index : index + 1]
-            passed += [a for a in call.node.args if not starred and a.keyword is not None and a.keyword.value == name]
-            values.extend(self.of(a.value, call.site.function, call.site) for a in (passed if starred else passed[-1:]))
+            if starred:
+                passed = positional[index:]
+            else:  # by position, or by name (which wins)
+                named = [a for a in call.node.args if a.keyword is not None and a.keyword.value == name]
+                passed = (positional[index : index + 1] + named)[-1:]
+            values.extend(self.of(a.value, call.site.function, call.site) for a in passed)
         if starred:
             return Value(Kind.COLLECTION, HOST, element=join(values)) if values else None
         return join(values) if values else None

@@ -151,6 +151,7 @@ def train(model, ema, loader, valid_batches, optimizer):
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         switches, frozen = _switches(model), _frozen(model)
+        storing = {a.site.function for a in model.assigns if any("." in t or "[" in t for t in a.targets)}
         sites: dict[Function, list[Call]] = {}  # the calls of each function of this module
         for call in model.calls if switches else ():
             callee = model.callee(call)
@@ -171,7 +172,7 @@ def train(model, ema, loader, valid_batches, optimizer):
                 continue
             here, by_callers = _evaluated_here(fn, switches), _evaluated_by_callers(fn, sites.get(fn, ()), switches)
             if not here and not by_callers and not EVAL_WORDS & set(tokens(fn.name)):
-                forward = _prediction_forward(model, fn)
+                forward = _prediction_forward(model, fn, storing)
                 if forward is not None:
                     yield Finding(forward.node, f"forward pass in `{fn.name}` records an autograd graph: it returns only predictions, which no backward can reach")
                 continue
@@ -210,19 +211,19 @@ def train(model, ema, loader, valid_batches, optimizer):
                 break
 
 
-def _prediction_forward(model: TrainingModel, fn: Function) -> Call | None:
+def _prediction_forward(model: TrainingModel, fn: Function, storing: set[Function | None]) -> Call | None:
     """A function that runs a module and gives back only what no backward can reach (`argmax`
     labels, strings, numbers): a prediction helper (`predict_sentiment`, a greedy decoder). Its
     first forward pass outside no_grad, or None. The module is one by its value; the function
-    stores nothing on objects and fills no argument, so its graphs die unused."""
+    stores nothing on objects and fills no argument, so its graphs die unused (`storing`: the
+    functions that assign to an attribute or an item)."""
     if not fn.return_facts or any(_stores(fn, c) for c in fn.calls):
         return None
     for ret in fn.return_facts:
         value = model.value(ret.value, ret.site) if ret.value is not None else None
         if value is not None and not (value.graph is False or value.kind in _NOT_DIFFERENTIABLE):
             return None
-    assigned = [t for a in model.assigns if a.site.function is fn for t in a.targets]
-    if any("." in t or "[" in t for t in assigned):
+    if fn in storing:
         return None  # `self.cache = out`: kept beyond the call
     for call in fn.calls:
         if call.site.function is not fn or model.under(call.site, "no_grad") or model.callee(call) is not None:
