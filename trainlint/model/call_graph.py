@@ -190,6 +190,9 @@ class CallGraph:
             return False
         if any(loop.is_step and loop.function is not None and loop.function.class_name == fn.class_name for loop in self.loops):
             return False
+        info = self.local_class(fn.class_name) if fn.parent is None else None
+        if info is not None and any(self._is_hook(m) for m in info.methods.values()):
+            return False  # a library calls its hooks every step: the user's model, whatever its bases are named
         words = set(tokens(fn.class_name)).union(*(tokens(b.rsplit(".", 1)[-1]) for b in fn.class_bases))
         return bool(words & FRAMEWORK_WORDS)
 

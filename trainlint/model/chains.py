@@ -232,8 +232,9 @@ class StepChains:
         if isinstance(func, cst.Attribute):
             # `obj.m(...)`, `Interface().m(...)` (a singleton built where it is used): a method of its class
             candidates.append((func.value, func.attr.value))
-        if isinstance(func, cst.Attribute) or (isinstance(func, cst.Name) and call.qualname is None):
-            candidates.append((func, None))  # `model(x)`, `self.model(x)`: the instance's forward
+        if isinstance(func, (cst.Attribute, cst.Subscript)) or (isinstance(func, cst.Name) and call.qualname is None):
+            # `model(x)`, `self.model(x)`, `criterion[idx](x)`: the instance's forward
+            candidates.append((func, None))
         for expr, method in candidates:
             found = []
             for origin in origins(self.value(expr, call.site)):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from typing import Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange
@@ -202,3 +202,18 @@ def _regenerate(module: cst.Module, found: dict[cst.CSTNode, Anchor]) -> dict[cs
                 CodePosition(span.end.line + shift, span.end.column),
             )
     return out
+
+
+def call_placer(module: cst.Module, source: str, path: str) -> "Callable[[list[Any]], dict[Any, tuple[str, int, int]]]":
+    """Locates calls of a summarised module as (path, line, column), positions computed once for all
+    the calls asked (those the module's step chains hold)."""
+
+    def place(calls: list[Any]) -> dict[Any, tuple[str, int, int]]:
+        found = positions(module, source, [c.node for c in calls])
+        out: dict[Any, tuple[str, int, int]] = {}
+        for call in calls:
+            start = found[call.node].start if call.node in found else None
+            out[call] = (path, start.line, start.column + 1) if start is not None else (path, 0, 0)
+        return out
+
+    return place

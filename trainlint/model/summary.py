@@ -131,6 +131,14 @@ class ProjectLookup(Protocol):
         """The summary of a name a module imports from a local module (None for libraries)."""
         ...
 
+    def class_methods(self, from_file: str, qualname: str) -> dict[str, FunctionSummary] | None:
+        """The methods of a project class with those it inherits from project bases in any module."""
+        ...
+
+    def qualify(self, from_file: str, qualname: str) -> str | None:
+        """A name as module `from_file` spells it, as any module can find it ("file::Name")."""
+        ...
+
     def passed_arguments(self, path: str) -> dict[tuple[str, str], tuple[str, ...]]:
         """For the functions and classes of module `path`: (name, parameter key) -> the classes whose
         instances other project modules pass there, each as "file::Class"."""

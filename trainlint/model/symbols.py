@@ -3,6 +3,7 @@ symbols it imports, values of expressions and summaries of calls. A mixin of `Tr
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cached_property
 from pathlib import PurePath
 from typing import TYPE_CHECKING
@@ -11,7 +12,7 @@ import libcst as cst
 
 from trainlint.model.facts import Call, ClassInfo, Function, Site
 from trainlint.config import is_test_path
-from trainlint.model.lattice import Kind, Value
+from trainlint.model.lattice import Kind, Value, join, origins
 from trainlint.model.names import tokens
 from trainlint.model.values import ValueModel
 
@@ -85,12 +86,26 @@ class SymbolQueries:
         if isinstance(symbol, ClassSummary):
             return Value(symbol.kind, origin=qualname)
         if symbol.returns.kind is not Kind.UNKNOWN:
-            return symbol.returns
+            return self._requalified(symbol.returns, symbol.defined[0])
         owner, _, method = qualname.rpartition(".")
         if method.startswith("from_") and isinstance(self.project_symbol(owner), ClassSummary):
             # `GPT.from_pretrained(...)`: an alternative constructor
             return Value(self.project_symbol(owner).kind, origin=owner)  # type: ignore[union-attr]
         return None
+
+    def _requalified(self, value: Value, defined_in: str) -> Value:
+        """A value another module returns, its classes named as that module's imports spell them
+        (`.models.lstm.LSTMEncoder`), renamed so this module finds them ("file::LSTMEncoder"), and of
+        the kind those classes are."""
+        from trainlint.model.summary import ClassSummary
+
+        if value.kind not in (Kind.MODULE, Kind.OBJECT) or not value.origin or not defined_in or self.project is None:
+            return value
+        named = [o if "::" in o else (self.project.qualify(defined_in, o) or o) for o in origins(value)]
+        classes = [self.project_symbol(o) for o in named]
+        kinds = {c.kind for c in classes if isinstance(c, ClassSummary)}
+        kind = kinds.pop() if len(kinds) == 1 and all(isinstance(c, ClassSummary) for c in classes) else value.kind
+        return replace(value, kind=kind, origin="|".join(named))
 
     def class_methods(self, origin: str | None) -> "dict[str, FunctionSummary] | None":
         """Method summaries of the class that made a value (a local class, or a project one); None for an
@@ -102,15 +117,29 @@ class SymbolQueries:
         info = self._classes_by_name.get(origin)
         if info is not None:
             return {name: self.summarizer.function(fn) for name, fn in info.methods.items()}
-        symbol = self.project_symbol(origin)
-        return symbol.methods if isinstance(symbol, ClassSummary) else None
+        if self.project is None or not isinstance(self.project_symbol(origin), ClassSummary):
+            return None
+        try:
+            return self._inherited[origin]
+        except KeyError:
+            found = self._inherited[origin] = self.project.class_methods(self.path, origin)
+            return found
+
+    @cached_property
+    def _inherited(self) -> "dict[str, dict[str, FunctionSummary] | None]":
+        return {}
 
     def method_value(self, base: Value, method: str) -> Value | None:
-        methods = self.class_methods(base.origin)
-        if methods is None or method not in methods:
-            return None
-        returns = methods[method].returns
-        return returns if returns.kind is not Kind.UNKNOWN else None
+        """What calling `method` on an object returns: its class's method (inherited ones too); for
+        an object of one of several classes, the join of theirs when each says."""
+        returned: list[Value] = []
+        for origin in origins(base) if base.origin else ():
+            methods = self.class_methods(origin)
+            summary = methods.get(method) if methods is not None else None
+            if summary is None or summary.returns.kind is Kind.UNKNOWN:
+                return None
+            returned.append(self._requalified(summary.returns, summary.defined[0]))
+        return join(returned) if returned else None
 
     def bound_method(self, receiver: cst.BaseExpression, method: str, function: Function | None) -> Function | None:
         """`self.helper(...)`: the method of the caller's class."""

@@ -278,7 +278,14 @@ class CallValues:
                 return Value(Kind.TENSOR, device, False, dtype)
             device = device_of_argument(device_arg) if device_arg is not None else self.default_device
             return Value(Kind.TENSOR, device, False, dtype, origin=f"torch.{name}")
-        args = [self.of(a.value, fn, at) for a in call.args if a.keyword is None]
+        args: list[Value] = []
+        for a in call.args:
+            if a.keyword is None and isinstance(a.value, (cst.List, cst.Tuple)):
+                # `torch.cat([torch.ones(b, 1), torch.zeros(b, t)])`: each element's own value (a
+                # literal's joined element would forget that every one was built on the host)
+                args.extend(self.of(e.value, fn, at) for e in a.value.elements if isinstance(e, cst.Element))
+            elif a.keyword is None:
+                args.append(self.of(a.value, fn, at))
         elements: list[Value] = []
         for a in args:
             if a.kind is Kind.COLLECTION and a.element is not None:
@@ -289,6 +296,8 @@ class CallValues:
         if not tensors:
             return Value(Kind.TENSOR, UNKNOWN_DEVICE, None, dtype)
         out = self._arithmetic(tensors)
+        if any(e.kind not in (Kind.TENSOR, Kind.NUMBER) for e in elements):
+            out = replace(out, origin=None)  # `torch.cat([torch.ones(b, 1), data])`: not host-built only
         return replace(out, dtype=dtype or out.dtype)
 
     def _method_call(self, method: str, receiver: cst.BaseExpression, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:

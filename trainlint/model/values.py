@@ -163,7 +163,7 @@ class ValueModel(CallValues):
             # still built on the host by factories; mixed with data they are not
             built = all(built_on_host(t) for t in tensors)
             mixed = not built or any(s.kind not in (Kind.TENSOR, Kind.NUMBER) for s in sides)
-            return replace(out, origin=None) if mixed else out
+            return replace(out, origin=None if mixed else tensors[0].origin)
         if sides and all(s.kind is Kind.NUMBER for s in sides):
             return NUMBER
         if any(s.kind is Kind.HOST_ARRAY for s in sides) and all(s.on_host for s in sides):
@@ -290,6 +290,9 @@ class ValueModel(CallValues):
 
     def _parameter(self, fn: "Function", name: str) -> Value:
         """A parameter: its annotation, else what this module's calls of the function pass, else its default."""
+        library = self.model.library_argument(fn, name)
+        if library is not None and library.kind is not Kind.UNKNOWN:
+            return library  # what the library's API passes, whatever the annotation says (coqui's `criterion: nn.Module` is a list)
         annotation = fn.annotations.get(name)
         declared = self._annotation(annotation) if annotation else None
         if declared is not None and not _refinable(declared):
@@ -297,7 +300,6 @@ class ValueModel(CallValues):
         # a declared `nn.Module` says what kind, not which class (a `list[Tensor]`, not where its
         # tensors live): what is passed may say
         for passed in (
-            self.model.library_argument(fn, name),
             self._arguments(fn, name),
             self.model.passed_from_other_modules(fn, name),
         ):

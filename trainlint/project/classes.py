@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from trainlint.model.summary import ModuleSummary
+from trainlint.model.summary import ClassSummary, FunctionSummary, ModuleSummary
 
 MAX_CLASSES = 12  # classes visited per question: deep hierarchies are rare, cycles possible
 
@@ -50,3 +50,23 @@ def class_hierarchy(
             if located is not None and len(located[1]) == 1:
                 pending.append((located[0], located[1][0], True))
     return tuple(spelled), tuple(project)
+
+
+def inherited_methods(
+    path: Path,
+    name: str,
+    resolve: Callable[[Path, str], "FunctionSummary | ClassSummary | None"],
+    outline: Callable[[Path], ModuleSummary],
+    locate: Callable[[Path, str], "tuple[Path, list[str]] | None"],
+) -> dict[str, FunctionSummary] | None:
+    """The method summaries of project class `name` of module `path` (`resolve` gives a name's
+    summary), with those it inherits from its project bases in any module, the nearest first."""
+    cls = resolve(path, name)
+    if not isinstance(cls, ClassSummary):
+        return None
+    methods = dict(cls.methods)
+    for where, base_name in class_hierarchy(path, name, outline, locate)[1]:
+        base = resolve(where, base_name)
+        for method, summary in (base.methods.items() if isinstance(base, ClassSummary) else ()):
+            methods.setdefault(method, summary)
+    return methods

@@ -89,7 +89,7 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
     imported: dict[str, str] = {}  # `import a.b as c`: c -> a.b; `import a.b`: a -> a
     functions: dict[str, FunctionSummary] = {}
     classes: dict[str, ClassSummary] = {}
-    factories: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    factories: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]] = []  # with the class defining it
     for node in tree.body:
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -103,7 +103,7 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
                 exports[alias.asname or alias.name] = full
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name] = FunctionSummary(where=f"`{node.name}`", returns_argument=_returned_parameter(node, False))
-            factories.append(node)
+            factories.append((node, ""))
         elif isinstance(node, ast.ClassDef):
             methods = {
                 m.name: FunctionSummary(where=f"`{node.name}.{m.name}`", returns_argument=_returned_parameter(m, True))
@@ -113,28 +113,42 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
             module = "forward" in methods or any(b.endswith(("Module", "Model")) for b in bases)
             spelled = tuple(_spelled(b, exports, imported) for b in bases if _dotted(b))
             classes[node.name] = ClassSummary(Kind.MODULE if module else Kind.OBJECT, methods, spelled)
-    for node in factories if path else ():
-        returned = _returned_classes(node, classes, path)
-        if returned is not None:
-            functions[node.name] = replace(functions[node.name], returns=returned)
+            factories.extend((m, node.name) for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    for node, owner in factories if path else ():
+        returned = _returned_classes(node, classes, exports, path)
+        if returned is None:
+            continue
+        qualified = f"{owner}.{node.name}" if owner else node.name
+        table = classes[owner].methods if owner else functions
+        table[node.name] = replace(table[node.name], returns=returned, defined=(path, qualified))
     return ModuleSummary(functions, classes, exports, outline=True)
 
 
-def _returned_classes(fn: ast.FunctionDef | ast.AsyncFunctionDef, classes: dict[str, ClassSummary], path: str) -> Value | None:
-    """A factory of this module's classes (`init_attn(kind)`): every `return` builds an instance of a
-    class defined here, all of one kind; the object is one of them ("file::A|file::B")."""
-    built: set[str] = set()
+def _returned_classes(fn: ast.FunctionDef | ast.AsyncFunctionDef, classes: dict[str, ClassSummary], exports: dict[str, str], path: str) -> Value | None:
+    """A factory of project classes (`init_attn(kind)`, `setup_model(config)`): every `return` builds
+    an instance of a class, or gives back a name only ever bound to such instances; the object is one
+    of them ("file::A|file::B" for this module's classes, as the imports spell the others, which the
+    module using the result names in full)."""
+    bound: dict[str, list[ast.expr]] = {}
+    returned: list[ast.expr] = []
     for node in _own_statements(fn):
-        if not isinstance(node, ast.Return):
-            continue
-        call = node.value
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in classes):
-            return None
-        built.add(call.func.id)
-    kinds = {classes[name].kind for name in built}
+        if isinstance(node, ast.Return):
+            returned.append(node.value) if node.value is not None else returned.append(ast.Constant(None))
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            bound.setdefault(node.targets[0].id, []).append(node.value)
+        else:
+            for target in _targets(node):
+                bound.setdefault(getattr(target, "id", ""), []).append(ast.Constant(None))
+    built: set[str] = set()
+    for value in returned:
+        for call in bound.get(value.id, [ast.Constant(None)]) if isinstance(value, ast.Name) else [value]:
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and (call.func.id in classes or call.func.id in exports)):
+                return None
+            built.add(call.func.id)
+    kinds = {classes[name].kind if name in classes else Kind.OBJECT for name in built}
     if not built or len(built) > MAX_ALTERNATIVES or len(kinds) != 1:
         return None
-    return Value(kinds.pop(), origin="|".join(f"{path}::{name}" for name in sorted(built)))
+    return Value(kinds.pop(), origin="|".join(f"{path}::{name}" if name in classes else exports[name] for name in sorted(built)))
 
 
 def _dotted(text: str) -> bool:
@@ -183,8 +197,8 @@ def _own_statements(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue  # a nested scope's returns and names are its own
         yield node
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            stack.extend(getattr(node, field, None) or ())
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            stack.extend(getattr(node, name, None) or ())
 
 
 def _targets(node: ast.AST) -> list[ast.AST]:

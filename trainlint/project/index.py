@@ -16,13 +16,13 @@ from __future__ import annotations
 from contextlib import contextmanager
 from pathlib import Path
 from dataclasses import replace
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from trainlint.project import store
-from trainlint.project.classes import class_hierarchy
+from trainlint.project.classes import class_hierarchy, inherited_methods
 from trainlint.project.seeds import join_seeds
-from trainlint.project.importers import IMPORT_TEXT, module_outline, MAX_CHAINS, MAX_IMPORTERS, ImportIndex, import_index, project_root
-from trainlint.model.summary import DISPATCH, EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Place, Seed, StepCall
+from trainlint.project.importers import IMPORT_TEXT, module_outline, MAX_IMPORTERS, ImportIndex, import_index, project_root
+from trainlint.model.summary import EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Seed
 from trainlint.reading import EXISTS, FOLDER, State, probe_state, read_state
 
 # a module containing none of these can say nothing a training step needs
@@ -110,6 +110,12 @@ class Project:
             file, _, rest = qualname.partition("::")
             return (Path(file), rest.split(".")) if file and rest else None
         return self.locate(importer, qualname)
+
+    def qualify(self, from_file: str, qualname: str) -> str | None:
+        """A name as module `from_file` spells it (`.models.lstm.LSTMEncoder`), as any module can find
+        it ("file::LSTMEncoder"); None for a library's name."""
+        found = self.locate(Path(from_file), qualname) if from_file and "::" not in qualname else None
+        return f"{found[0]}::{'.'.join(found[1])}" if found is not None else None
 
     def step_seeds(self, path: str) -> dict[str, Seed]:
         """The functions of module `path` ("f", "Class.method") that other modules of the project call
@@ -363,6 +369,16 @@ class Project:
                 return self._resolve(found[0], found[1], hops + 1, outlines)
         return None
 
+    def class_methods(self, from_file: str, qualname: str) -> dict[str, FunctionSummary] | None:
+        """The methods of project class `qualname` (as `from_file` spells it, or "file::Name"), with
+        those it inherits from its project bases in any module (the nearest definition wins)."""
+        if self.depth > MAX_DEPTH or not from_file or from_file == "-":
+            return None
+        found = self.locate_any(Path(from_file), qualname)
+        if found is None or len(found[1]) != 1:
+            return None
+        return inherited_methods(found[0], found[1][0], lambda path, name: self._resolve(path, [name], 0, self.depth == MAX_DEPTH), self.outline, self.locate)
+
     def class_bases(self, from_file: str, class_name: str) -> tuple[str, ...]:
         """Every base of class `class_name` of `from_file`, through its project bases in any module
         (`class_hierarchy`), as the module naming each spells it."""
@@ -438,13 +454,14 @@ class Project:
         if not steps and not any(token in source for token in TRAINING_TOKENS):
             return module_outline(source, str(path.resolve()))
         try:
+            from trainlint.model.positions import call_placer
             from trainlint.model.summary import Summarizer
 
             model = self._model(path, data)
             if model is None:
                 return module_outline(source, str(path.resolve()))
             summary = Summarizer(model, path.name).module()
-            calls = model.step_calls(_placer(model.module, source, str(path)))
+            calls = model.step_calls(call_placer(model.module, source, str(path)))
             arguments = self._arguments(path, model.project_arguments())
             return replace(summary, step_calls=tuple(calls), arguments=arguments) if calls or arguments else summary
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
@@ -463,21 +480,6 @@ class Project:
             return TrainingModel.build(parse_file(source, str(path)), path=str(path), project=self._deeper)
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
             return None
-
-
-def _placer(module: Any, source: str, path: str) -> Callable[[list[Any]], dict[Any, Place]]:
-    """Locates calls of a summarised module (positions computed once, for the calls its chains hold)."""
-    from trainlint.model.positions import positions
-
-    def place(calls: list[Any]) -> dict[Any, Place]:
-        found = positions(module, source, [c.node for c in calls])
-        out: dict[Any, Place] = {}
-        for call in calls:
-            start = found[call.node].start if call.node in found else None
-            out[call] = (path, start.line, start.column + 1) if start is not None else (path, 0, 0)
-        return out
-
-    return place
 
 
 _SHARED: dict[Path | None, Project] = {}

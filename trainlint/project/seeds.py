@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainlint.model.summary import DISPATCH, Place, Seed, StepCall
+from trainlint.model.lattice import origins
+from trainlint.model.summary import DISPATCH, FunctionSummary, ModuleSummary, Place, Seed, StepCall
 from trainlint.project.classes import class_hierarchy
-from trainlint.project.importers import MAX_CHAINS
+from trainlint.project.importers import MAX_CHAINS, MAX_IMPORTERS
 
 if TYPE_CHECKING:
     from trainlint.project.index import Project
@@ -71,18 +72,47 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
     return {name: Seed(tuple(chains), name in accelerator) for name, chains in found.items() if chains}
 
 
+MAX_CARRIER_DEPTH = 4  # modules between the one defining a class and the one running its objects
+
+
 def _subclassing(project: "Project", target: Path, callers: list[Path]) -> list[Path]:
-    """Modules that derive a class from a class of one of `target`'s importers (`Tacotron2` from
-    `BaseTacotron`, whose module imports the losses): the methods they inherit (`get_criterion`)
-    hand them objects of `target`'s classes that they call every step without importing it."""
+    """Modules that get objects of `target`'s classes from other modules without importing it, and
+    may call them every step: handed down by modules that carry them. An importer of `target`
+    carries its own classes (`BaseTacotron`, whose inherited `get_criterion` builds the loss); a
+    module further up carries a class deriving from a carried one (`Tacotron2(BaseTacotron)`), a
+    method's class or a factory whose every `return` gives a carried class's instance
+    (`BaseEncoder.get_criterion`, `setup_encoder_model`). The importers of a carrier are callers."""
     out: list[Path] = []
-    for importer in list(callers):
-        bases = set(project.outline(importer).classes)
-        if not bases:
-            continue
-        for module in project.importers(importer):
-            if module in callers or module in out or module == target:
-                continue
-            if any(b.rsplit(".", 1)[-1] in bases for c in project.outline(module).classes.values() for b in c.bases):
-                out.append(module)
+    carried: dict[Path, set[str]] = {i: set(project.outline(i).classes) for i in callers if i != target}
+    frontier = [i for i in carried if carried[i]]
+    for _ in range(MAX_CARRIER_DEPTH):
+        next_frontier: list[Path] = []
+        for carrier in frontier:
+            for module in project.importers(carrier):
+                if module == target or len(callers) + len(out) >= MAX_IMPORTERS * 2:
+                    continue
+                outline = project.outline(module)
+                names = _carries(outline, carried[carrier])
+                uses = names or any(full.rsplit(".", 1)[-1] in carried[carrier] for full in outline.exports.values())
+                if uses and module not in callers and module not in out:
+                    out.append(module)
+                if names - carried.get(module, set()):
+                    carried.setdefault(module, set()).update(names)
+                    next_frontier.append(module)
+        frontier = next_frontier
+    return out
+
+
+def _carries(outline: "ModuleSummary", names: set[str]) -> set[str]:
+    """What a module hands on of objects of the classes `names`: its classes deriving from one, or
+    with a method returning one, and its functions returning one (as its imports spell them, the
+    last name is the class's)."""
+
+    def returns_one(summary: "FunctionSummary") -> bool:
+        return bool(summary.returns.origin) and any(o.rsplit(".", 1)[-1].rsplit("::", 1)[-1] in names for o in origins(summary.returns))
+
+    out = {f for f, summary in outline.functions.items() if returns_one(summary)}
+    for name, cls in outline.classes.items():
+        if any(b.rsplit(".", 1)[-1] in names for b in cls.bases) or any(returns_one(m) for m in cls.methods.values()):
+            out.add(name)
     return out

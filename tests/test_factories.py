@@ -1,0 +1,199 @@
+"""Objects made by factories and methods in other modules: a factory in a module with no training code
+that returns an instance of one of several imported classes, a method inherited from a base class in a
+third module that builds the loss, a list of loss modules a training library passes to a hook and the
+hook indexes. The loss module's `forward` runs every step wherever the object came from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.helpers import lines
+from tests.test_library_hooks import lint_tree
+
+# coqui's speaker encoder: `setup_encoder_model(c)` (a module with no training code) builds one of
+# two encoders; their base class, in a third module, builds the loss in `get_criterion`
+ENCODER = {
+    "enc/__init__.py": "",
+    "enc/losses.py": """
+        import torch
+        from torch import nn
+
+
+        class AngleProtoLoss(nn.Module):
+            def forward(self, x):
+                n = x.shape[0]
+                label = torch.arange(n).to(x.device)
+                return nn.functional.cross_entropy(x, label)
+
+
+        class GE2ELoss(nn.Module):
+            def forward(self, x):
+                return x.pow(2).mean()
+    """,
+    "enc/models/__init__.py": "",
+    "enc/models/base.py": """
+        from torch import nn
+
+        from enc.losses import AngleProtoLoss, GE2ELoss
+
+
+        class BaseEncoder(nn.Module):
+            def get_criterion(self, c):
+                if c.loss == "ge2e":
+                    criterion = GE2ELoss()
+                else:
+                    criterion = AngleProtoLoss()
+                return criterion
+    """,
+    "enc/models/lstm.py": """
+        from torch import nn
+
+        from enc.models.base import BaseEncoder
+
+
+        class LSTMEncoder(BaseEncoder):
+            def __init__(self, dim):
+                super().__init__()
+                self.lstm = nn.LSTM(dim, dim)
+
+            def forward(self, x):
+                return self.lstm(x)[0]
+    """,
+    "enc/models/resnet.py": """
+        from torch import nn
+
+        from enc.models.base import BaseEncoder
+
+
+        class ResNetEncoder(BaseEncoder):
+            def __init__(self, dim):
+                super().__init__()
+                self.fc = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                return self.fc(x)
+    """,
+    "enc/factory.py": """
+        from enc.models.lstm import LSTMEncoder
+        from enc.models.resnet import ResNetEncoder
+
+
+        def setup_encoder_model(config):
+            if config.model == "lstm":
+                model = LSTMEncoder(config.dim)
+            elif config.model == "resnet":
+                model = ResNetEncoder(config.dim)
+            return model
+    """,
+    "train_encoder.py": """
+        import torch
+
+        from enc.factory import setup_encoder_model
+
+
+        def train(model, criterion, loader, optimizer):
+            for x in loader:
+                x = x.cuda(non_blocking=True)
+                loss = criterion(model(x))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        def main(c, loader):
+            model = setup_encoder_model(c).cuda()
+            optimizer = torch.optim.Adam(model.parameters())
+            criterion = model.get_criterion(c)
+            train(model, criterion, loader, optimizer)
+    """,
+}
+
+
+def test_a_loss_built_by_an_inherited_method_of_a_factory_s_model_runs_every_step(tmp_path: Path) -> None:
+    found = lint_tree(tmp_path, ENCODER)
+    assert "enc/losses.py:9:TL406" in found, found
+    assert lint_tree(tmp_path, {}, paths=["enc/losses.py"]) == ["enc/losses.py:9:TL406"]
+
+
+def test_a_factory_returning_something_else_on_one_path_says_nothing(tmp_path: Path) -> None:
+    # `return None` on one path: the result is not surely one of the classes, so no forward is followed
+    files = dict(ENCODER)
+    files["enc/factory.py"] = ENCODER["enc/factory.py"].replace("            return model", "            return model if config.ok else None")
+    assert "enc/losses.py:9:TL406" not in lint_tree(tmp_path, files)
+
+
+# coqui's VITS: the trainer passes `model.get_criterion()` (a list: discriminator loss, generator loss)
+# as `criterion`, annotated `nn.Module`, and `train_step` calls `criterion[optimizer_idx](...)`
+VITS = {
+    "tts/__init__.py": "",
+    "tts/losses.py": """
+        import torch
+        from torch import nn
+
+
+        class DiscriminatorLoss(nn.Module):
+            @staticmethod
+            def discriminator_loss(scores_real, scores_fake):
+                loss = 0
+                real_losses = []
+                for dr, dg in zip(scores_real, scores_fake):
+                    real_loss = torch.mean((1 - dr) ** 2)
+                    loss += real_loss + torch.mean(dg**2)
+                    real_losses.append(real_loss.item())
+                return loss, real_losses
+
+            def forward(self, real, fake):
+                loss, _ = self.discriminator_loss(real, fake)
+                return {"loss": loss}
+
+
+        class GeneratorLoss(nn.Module):
+            def forward(self, fake):
+                return {"loss": torch.mean((1 - fake) ** 2)}
+    """,
+    "tts/vits.py": """
+        from torch import nn
+        from trainer import TrainerModel
+
+
+        class Vits(TrainerModel):
+            def get_criterion(self):
+                from tts.losses import DiscriminatorLoss, GeneratorLoss
+
+                return [DiscriminatorLoss(), GeneratorLoss()]
+
+            def train_step(self, batch, criterion: nn.Module, optimizer_idx: int):
+                if optimizer_idx == 0:
+                    real, fake = self.disc(batch["wav"]), self.disc(self.gen(batch["text"]))
+                    return {}, criterion[optimizer_idx](real, fake)
+                return {}, criterion[optimizer_idx](self.disc(self.gen(batch["text"])))
+    """,
+}
+
+
+def test_a_list_of_losses_a_library_passes_to_a_hook_runs_the_indexed_module(tmp_path: Path) -> None:
+    found = lint_tree(tmp_path, VITS)
+    assert "tts/losses.py:14:TL401" in found, found
+    assert lint_tree(tmp_path, {}, paths=["tts/losses.py"]) == ["tts/losses.py:14:TL401"]
+
+
+def test_a_hook_of_no_library_gets_no_library_argument(tmp_path: Path) -> None:
+    files = dict(VITS)
+    files["tts/vits.py"] = VITS["tts/vits.py"].replace("from trainer import TrainerModel", "TrainerModel = object")
+    assert "tts/losses.py:14:TL401" not in lint_tree(tmp_path, files)
+
+
+def test_concatenated_host_factories_moved_every_step() -> None:
+    source = """
+        import torch
+
+        def train(model, loader, opt):
+            for x in loader:
+                b, t = x.shape
+                alpha = torch.cat([torch.ones([b, 1]), torch.zeros([b, t])[:, :-1] + 1e-7], dim=1).to(x.device)
+                mixed = torch.cat([torch.ones([b, 1]), x.cpu()], dim=1).to(x.device)
+                loss = model(x, alpha, mixed).sum()
+                loss.backward()
+                opt.step()
+    """
+    assert lines(source, "TL406") == [7]  # not the one holding data
