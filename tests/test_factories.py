@@ -197,3 +197,75 @@ def test_concatenated_host_factories_moved_every_step() -> None:
                 opt.step()
     """
     assert lines(source, "TL406") == [7]  # not the one holding data
+
+
+# torchrl's layout: a project package whose name starts with "torch", its loss re-exported by the
+# package's `__init__`, imported inside `main` and called by a nested `update` every step; the loss
+# reads an entropy it cannot know the type of with a tensor-only method
+TORCHRL = {
+    "torchkit/__init__.py": "",
+    "torchkit/objectives/__init__.py": "from torchkit.objectives.ppo import ClipPPOLoss\n",
+    "torchkit/objectives/ppo.py": """
+        from torch import nn
+
+
+        class ClipPPOLoss(nn.Module):
+            def __init__(self, actor):
+                super().__init__()
+                self.actor = actor
+
+            def _get_entropy(self, dist):
+                entropy = dist.entropy()
+                if not entropy.isfinite().all():
+                    entropy = dist.log_prob(dist.rsample()).neg()
+                return entropy
+
+            def forward(self, batch):
+                dist = self.actor.get_dist(batch)
+                return -self._get_entropy(dist).mean()
+    """,
+    "examples/ppo.py": """
+        import torch
+
+
+        def main(actor, collector):
+            from torchkit.objectives import ClipPPOLoss
+
+            loss_module = ClipPPOLoss(actor)
+            optim = torch.optim.Adam(loss_module.parameters())
+
+            def update(batch):
+                batch = batch.to("cuda", non_blocking=True)
+                optim.zero_grad()
+                loss = loss_module(batch)
+                loss.backward()
+                optim.step()
+
+            for batch in collector:
+                update(batch)
+    """,
+}
+
+
+def test_a_project_package_named_like_torch_is_the_project_s(tmp_path: Path) -> None:
+    found = lint_tree(tmp_path, TORCHRL)
+    assert "torchkit/objectives/ppo.py:12:TL401" in found, found
+    assert lint_tree(tmp_path, {}, paths=["torchkit/objectives/ppo.py"]) == ["torchkit/objectives/ppo.py:12:TL401"]
+
+
+def test_a_tensor_only_method_makes_a_tensor_and_numpy_s_function_does_not() -> None:
+    source = """
+        import numpy as np
+
+        def train(model, loader, opt):
+            for x in loader:
+                out = model(x.cuda())
+                if not out.stats.isfinite().all():
+                    continue
+                if not np.isfinite(np.ones(3)).all():
+                    continue
+                loss = out.loss
+                loss.backward()
+                opt.step()
+    """
+    assert lines(source, "TL401") == [7]

@@ -168,7 +168,7 @@ class Summarizer:
         m = self.model
         functions = {fn.name: self.function(fn) for fn in m.functions if fn.class_name is None and _top_level(fn)}
         classes = {c.name: self.cls(c) for c in m.classes}
-        return ModuleSummary(functions, classes, {k: v for k, v in m.imports.names.items() if not v.startswith("torch")})
+        return ModuleSummary(functions, classes, {k: v for k, v in m.imports.names.items() if v.split(".", 1)[0] != "torch"})
 
     def cls(self, info: "ClassInfo") -> ClassSummary:
         methods = {name: self.function(fn) for name, fn in info.methods.items()}

@@ -49,6 +49,8 @@ NOT_TENSOR_FUNCTIONS = frozenset(
     set_float32_matmul_precision use_deterministic_algorithms""".split()
 )
 # tensor methods whose result is a tensor on the receiver's device, keeping its graph
+# methods that only torch tensors have (numpy spells them as functions: `np.isfinite(a)`)
+TORCH_ONLY_METHODS = frozenset({"isfinite", "isnan", "isinf", "masked_fill", "unsqueeze"})
 TENSOR_METHODS = frozenset(
     """sum mean clone float half bfloat16 double abs max min norm pow sqrt exp log std var view reshape
     squeeze unsqueeze argmax argmin eq ne gt lt ge le softmax log_softmax sigmoid tanh relu mul add sub
@@ -403,6 +405,9 @@ class CallValues:
         held = self.of(call.func, fn, at)  # `self.model(x)`: an attribute holding a module, called
         if held.kind is Kind.MODULE:
             return self._forward(at, held)
+        if method in TORCH_ONLY_METHODS:
+            # `entropy.isfinite()`: numpy arrays, pandas and Python objects have no such method
+            return Value(Kind.TENSOR, graph=False if method.startswith("is") else None)
         if method in TENSOR_METHODS and any(a.keyword is not None and a.keyword.value in ("dim", "keepdim") for a in call.args):
             # `labels.sum(dim=2)`: torch's reductions say `dim`; numpy's, pandas' and Python's never do
             return Value(Kind.TENSOR)

@@ -276,7 +276,7 @@ for x, y in loader:
             ]
             if any(_device_tensor(model.value(v, site)) for v in logged):
                 return f"logging a tensor (`{shorten(code(call.node), 60)}`)"
-        summary = model.project_call_summary(call) if call.qualname is None or not call.qualname.startswith("torch") else None
+        summary = model.project_call_summary(call) if call.qualname is None or call.qualname.split(".", 1)[0] != "torch" else None
         if summary is not None and summary.syncs and model.project_target(call) is None:
             return f"`{shorten(code(call.node), 60)}`, which reads a device tensor on the host (`{shorten(summary.syncs[0], 40)}` in {summary.where}),"
         if summary is not None and summary.reads_arguments:

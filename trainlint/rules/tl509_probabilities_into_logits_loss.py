@@ -212,7 +212,7 @@ class Classifier(nn.Module):
     def _loss_activation(model: TrainingModel, call: Call) -> str | None:
         if call.qualname in LOSS_FUNCTIONS:
             return LOSS_FUNCTIONS[call.qualname]
-        if call.qualname is not None and call.qualname.startswith("torch"):
+        if call.qualname is not None and call.qualname.split(".", 1)[0] == "torch":
             return None
         callee = model.value(call.node.func, call.site)
         if callee.kind is Kind.MODULE and (callee.origin or "").startswith("torch.nn."):
@@ -236,7 +236,7 @@ def _activation_of(model: TrainingModel, expr: cst.BaseExpression, site: Site | 
     if not isinstance(expr, cst.Call):
         return False
     qual = model.imports.resolve(expr.func)
-    if qual is not None and qual.startswith("torch"):
+    if qual is not None and qual.split(".", 1)[0] == "torch":
         return ACTIVATION_FUNCTIONS.get(qual) == activation
     if isinstance(expr.func, cst.Attribute):
         method = expr.func.attr.value
