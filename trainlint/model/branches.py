@@ -1,5 +1,6 @@
 """Branches the steps never take: `if mode == "cpu":` in a function that every caller off the error
-path calls with another mode (a fallback kept for an out-of-memory handler)."""
+path calls with another mode (a fallback kept for an out-of-memory handler), and the branch for None
+of a parameter that every call, in any module, gives a tensor or an object."""
 
 from __future__ import annotations
 
@@ -12,6 +13,22 @@ from trainlint.model.torchnames import literal_string
 
 if TYPE_CHECKING:
     from trainlint.model.training import TrainingModel
+
+
+def _memo(question: str):  # type: ignore[no-untyped-def]
+    """Answers per (function, parameter), kept on the model: every site under a branch asks again."""
+
+    def wrap(answer):  # type: ignore[no-untyped-def]
+        def asked(model: "TrainingModel", fn: Function, name: str):  # type: ignore[no-untyped-def]
+            memo = model.__dict__.setdefault("_branch_answers", {})
+            key = (question, id(fn), name)
+            if key not in memo:
+                memo[key] = answer(model, fn, name)
+            return memo[key]
+
+        return asked
+
+    return wrap
 
 
 def branch_not_taken(model: "TrainingModel", site: Site) -> bool:
@@ -33,9 +50,93 @@ def branch_not_taken(model: "TrainingModel", site: Site) -> bool:
         passed = _passed_literals(model, fn, test.left.value)
         if passed and all((value == literal_string(compared.comparator)) != isinstance(compared.operator, cst.Equal) for value in passed):
             return True
-    return False
+    # `if x_mask is not None: ... else: <site>`, with every call passing a tensor for `x_mask`
+    branches = [(n, True) for d, n in zip(site.gate_depths, site.gate_nodes) if d == -1 and n is not None]
+    return any(
+        _none_branch(model, fn, node.test, body) or _flag_branch(model, fn, node.test, body)
+        for node, body in (*branches, *((n, False) for n in site.else_of))
+    )
 
 
+def _flag_branch(model: "TrainingModel", fn: Function, test: cst.BaseExpression, body: bool) -> bool:
+    """The branch of `if reverse:` / `if not reverse:` (or the rest after `if not reverse: ...
+    return`) for a value of a parameter that no call gives: every call of `fn` in this module, and
+    every call other modules make every step, passes the other literal (or leaves its default)."""
+    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+    name = test.expression if negated else test  # type: ignore[attr-defined]
+    if not isinstance(name, cst.Name) or name.value not in fn.params or model._is_hook(fn):
+        return False
+    runs_when = str(body != negated)  # "True": the branch runs when the flag is true
+    passed = _passed_flags(model, fn, name.value)
+    return bool(passed) and all(v in ("True", "False") and v != runs_when for v in passed)
+
+
+@_memo("flags")
+def _passed_flags(model: "TrainingModel", fn: Function, name: str) -> list[str]:
+    """What every call of `fn` in this module, and every step call from other modules, passes for
+    flag `name`: "True", "False" or "?"; empty when another module calls it and says nothing."""
+    default = fn.defaults.get(name)
+    fallback = default.value if isinstance(default, cst.Name) and default.value in ("True", "False") else "?"
+    external = model.passed_facts(fn, name) if model.project is not None else None
+    if fn in getattr(model, "_external_chains", {}) and external is None:
+        return []
+    passed = [fallback if f == "default" else f for f in external or ()]
+    positional = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
+    for call in (c for c in (*model.calls_of(fn), *model.method_calls_of(fn)) if not c.site.in_except):
+        if any(a.star for a in call.node.args):
+            return ["?"]
+        args = [a for a in call.node.args if a.keyword is None]
+        arg = next((a.value for a in call.node.args if a.keyword is not None and a.keyword.value == name), None)
+        if arg is None and positional.index(name) < len(args):
+            arg = args[positional.index(name)].value
+        passed.append(fallback if arg is None else arg.value if isinstance(arg, cst.Name) and arg.value in ("True", "False") else "?")
+    return passed
+
+
+def _none_branch(model: "TrainingModel", fn: Function, test: cst.BaseExpression, body: bool) -> bool:
+    """Whether the branch (`body` or else) of `if <param> is [not] None:` is the one for None, and every
+    call of `fn`, in this module and every step call from other modules, passes something surely not None."""
+    if not (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1):
+        return False
+    compared = test.comparisons[0]
+    if not (isinstance(compared.comparator, cst.Name) and compared.comparator.value == "None"):
+        return False
+    if not isinstance(compared.operator, (cst.Is, cst.IsNot)) or (isinstance(compared.operator, cst.Is) != body):
+        return False
+    return _never_none(model, fn, test.left.value)
+
+
+@_memo("never none")
+def _never_none(model: "TrainingModel", fn: Function, name: str) -> bool:
+    from trainlint.model.lattice import Kind
+
+    if name not in fn.params or model._is_hook(fn):
+        return False
+    default = fn.defaults.get(name)
+    given_default = default is not None and not (isinstance(default, cst.Name) and default.value == "None")
+    external = model.passed_facts(fn, name) if model.project is not None else None
+    if fn in getattr(model, "_external_chains", {}) and external is None:
+        return False  # called from other modules, which say nothing of it
+    if external is not None and not all(f in ("tensor", "value", "True", "False") or (f == "default" and given_default) for f in external):
+        return False
+    positional = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
+    calls = [c for c in (*model.calls_of(fn), *model.method_calls_of(fn)) if not c.site.in_except]
+    if not calls and external is None:
+        return False
+    for call in calls:
+        args = [a for a in call.node.args if a.keyword is None]
+        if any(a.star for a in call.node.args):
+            return False
+        arg = next((a.value for a in call.node.args if a.keyword is not None and a.keyword.value == name), None)
+        if arg is None and positional.index(name) < len(args):
+            arg = args[positional.index(name)].value
+        if arg is None:
+            if not given_default:
+                return False
+            continue
+        if model.value(arg, call.site).kind not in (Kind.TENSOR, Kind.MODULE, Kind.OBJECT, Kind.NUMBER, Kind.STRING, Kind.COLLECTION, Kind.BOOL):
+            return False
+    return True
 def _passed_literals(model: "TrainingModel", fn: Function, name: str) -> set[str] | None:
     """The strings every call of `fn` off the error path passes for parameter `name` (its
     default where a call passes none); None when one is not a literal or others may call it."""

@@ -5,6 +5,7 @@ A mixin of `TrainingModel`."""
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
@@ -89,7 +90,7 @@ class StepChains:
         params = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
         keys = {name, str(params.index(name))} if name in params else {name}
         owner = fn.class_name if fn.name == "__init__" and fn.class_name else fn.qualified
-        return sorted({origin for key in keys for origin in seeds.get((owner, key), ())})
+        return sorted({origin for key in keys for origin in seeds.get((owner, key), ()) if not origin.startswith("=")})
 
     @property
     def _passed_seeds(self) -> "dict[tuple[str, str], tuple[str, ...]]":
@@ -102,18 +103,30 @@ class StepChains:
         """(callee, parameter, class) for each call of a project function or class that passes an
         instance of a project class, or of a class of this module: what other modules' parameters hold.
         The callee and the project class are spelled as this module's imports spell them; a class of
-        this module as `::Name`."""
+        this module as `::Name`. And what each call of a project function, class or object (`self.
+        decoder(y, y_mask)`) passes, as facts: "=N" marks call N, "=N:tensor", "=N:none", "=N:True",
+        "=N:value" (anything but None), "=N:?" (not known) say what it passes for a parameter."""
         from trainlint.model.summary import ClassSummary
 
         out: list[tuple[str, str, str]] = []
-        for call in self.calls:
-            if call.qualname is None or call.receiver is not None or self.project_symbol(call.qualname) is None:
+        for number, call in enumerate(self.calls):
+            if call.qualname is not None and call.receiver is None and self.project_symbol(call.qualname) is not None:
+                callees = [call.qualname]
+                for position, arg in enumerate(a for a in call.node.args if a.keyword is None and not a.star):
+                    self._passed(call, str(position), arg.value, out, ClassSummary)
+                for arg in call.node.args:
+                    if arg.keyword is not None:
+                        self._passed(call, arg.keyword.value, arg.value, out, ClassSummary)
+                when = ""
+            else:  # an object's method or `forward`, called every step (`self.decoder(y, y_mask)`)
+                stepping = self._stepping_targets.get(call, [])
+                callees, when = [t for t, _ in stepping], stepping[0][1] if stepping else ""
+            if not callees or any(a.star for a in call.node.args):
                 continue
-            for position, arg in enumerate(a for a in call.node.args if a.keyword is None and not a.star):
-                self._passed(call, str(position), arg.value, out, ClassSummary)
-            for arg in call.node.args:
-                if arg.keyword is not None:
-                    self._passed(call, arg.keyword.value, arg.value, out, ClassSummary)
+            facts = [(a.keyword.value if a.keyword is not None else str(i), self._fact(a.value, call)) for i, a in enumerate(call.node.args)]
+            for callee in dict.fromkeys(callees):  # (an object of one of several classes: each may run)
+                out.append((callee, "", f"={number}@{when}"))  # (made whenever `when` runs: per step where it is)
+                out.extend((callee, key, f"={number}:{fact}") for key, fact in facts)
         return out
 
     def _passed(self, call: Call, key: str, expr: cst.BaseExpression, out: list, class_summary: type) -> None:
@@ -122,6 +135,46 @@ class StepChains:
                 out.append((call.qualname or "", key, f"::{origin}"))
             elif isinstance(self.project_symbol(origin), class_summary):
                 out.append((call.qualname or "", key, origin))
+
+    @cached_property
+    def _stepping_targets(self) -> "dict[Call, list[tuple[str, str]]]":
+        """The calls `step_calls` found, each with what it runs in other modules (and the function
+        of this module whenever which it runs, if it is not per step here)."""
+        return {}
+
+    def _fact(self, expr: cst.BaseExpression, call: Call) -> str:
+        """What an argument is, for the callee's branches: "True"/"False" (literals), "none", "tensor",
+        "value" (surely not None), "?"."""
+        from trainlint.model.lattice import Kind
+
+        if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
+            return "none" if expr.value == "None" else expr.value
+        value = self.value(expr, call.site)
+        if value.kind is Kind.TENSOR:
+            return "tensor"
+        if value.kind is Kind.NONE:
+            return "none"
+        return "value" if value.kind in (Kind.MODULE, Kind.OBJECT, Kind.NUMBER, Kind.STRING, Kind.COLLECTION) else "?"
+
+    def passed_facts(self, fn: Function, name: str) -> list[str] | None:
+        """What each call other modules make of `fn` every step passes for parameter `name`
+        (`project_arguments`'s facts; "default" where a call passes none), or None when no other
+        module runs it every step."""
+        if self.project is None or not self.path or fn.parent is not None or fn not in getattr(self, "_external_chains", {}):
+            return None  # (asked of the functions other modules run every step: their callers' summaries are read already)
+        seeds = self._passed_seeds
+        owner = fn.class_name if fn.name == "__init__" and fn.class_name else fn.qualified
+        calls = seeds.get((owner, ""), ())
+        if not calls:
+            return None
+        params = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
+        keys = [k for k in (name, str(params.index(name)) if name in params else None) if k is not None]
+        facts: dict[str, str] = {}
+        for key in keys:
+            for entry in seeds.get((owner, key), ()):
+                call, _, fact = entry.rpartition(":")
+                facts[call] = fact
+        return [facts.get(call, "default") for call in calls]
 
     def step_calls(self, place: Callable[[list[Call]], dict[Call, Place]]) -> list[StepCall]:
         """The calls this module makes on every step into names of other project modules: a project
@@ -146,6 +199,8 @@ class StepChains:
                 prefix = chains[0] if chains else ()
             found.extend((target, (*prefix, call), "") for target in targets)
         found.extend(self._calls_whenever_run())
+        for target, chain, when in found:
+            self._stepping_targets.setdefault(chain[-1], []).append((target, when))  # type: ignore[index]
         places = place([c for _, chain, _ in found for c in chain if not isinstance(c, tuple)]) if found else {}
         return [
             StepCall(target, tuple(c if isinstance(c, tuple) else places.get(c, (self.path, 0, 0)) for c in chain), self.uses_accelerator, when)

@@ -131,10 +131,12 @@ class Extractor(cst.CSTVisitor):
         self._loop_stack: tuple[Loop, ...] = ()  # a tuple: every site holds it as it is
         self._gates: list[int] = []
         self._gate_nodes: list[cst.If | None] = []
+        self._else_of: list[cst.If] = []
         self._excepts = 0
         self._withs: list[WithItem] = []
-        self._frames: list[tuple[Function | None, list[Loop], list[int], int, list[WithItem], list[cst.If | None]]] = []
+        self._frames: list[tuple[Function | None, list[Loop], list[int], int, list[WithItem], list[cst.If | None], list[cst.If]]] = []
         self._block_gates: list[int] = []
+        self._block_else: list[int] = []  # per block: the `if`s above whose early exit the rest is the else of
         self._class_infos: list[ClassInfo | None] = []
         self._order = 0
         self._statement: cst.SimpleStatementLine | None = None
@@ -147,6 +149,7 @@ class Extractor(cst.CSTVisitor):
             loops=self._loop_stack,
             gate_depths=tuple(self._gates),
             gate_nodes=tuple(self._gate_nodes),
+            else_of=tuple(self._else_of),
             in_except=self._excepts > 0,
             withs=tuple(self._withs),
             order=self._order,
@@ -214,13 +217,13 @@ class Extractor(cst.CSTVisitor):
         info = self._class_infos[-1] if self._class_infos and cls else None
         if info is not None:
             info.methods.setdefault(fn.name, fn)
-        self._frames.append((self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes))
-        self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes = fn, (), [], 0, [], []
+        self._frames.append((self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes, self._else_of))
+        self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes, self._else_of = fn, (), [], 0, [], [], []
         if any(d in NO_GRAD for d in decorators):
             self._withs.append(WithItem("no_grad", None))
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes = self._frames.pop()
+        self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes, self._else_of = self._frames.pop()
 
     # -- loops ---------------------------------------------------------------------------------
     def _enter_loop(self, node: cst.For | cst.While) -> None:
@@ -250,9 +253,12 @@ class Extractor(cst.CSTVisitor):
     # -- gates ---------------------------------------------------------------------------------
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self._block_gates.append(0)
+        self._block_else.append(0)
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
-        count = self._block_gates.pop()
+        count, after = self._block_gates.pop(), self._block_else.pop()
+        if after:
+            del self._else_of[-after:]
         if count:
             del self._gates[-count:]
             del self._gate_nodes[-count:]
@@ -273,6 +279,12 @@ class Extractor(cst.CSTVisitor):
         if is_error_branch(node):
             self._excepts -= 1
 
+    def visit_If_orelse(self, node: cst.If) -> None:
+        self._else_of.append(node)
+
+    def leave_If_orelse(self, node: cst.If) -> None:
+        self._else_of.pop()
+
     # an `else:` block is conditional too (it runs only when the test fails), though no gate
     def visit_Else(self, node: cst.Else) -> None:
         self._gates.append(-1)
@@ -283,6 +295,9 @@ class Extractor(cst.CSTVisitor):
         self._gate_nodes.pop()
 
     def leave_If(self, original_node: cst.If) -> None:
+        if self._block_else and original_node.orelse is None and _is_early_exit(original_node):
+            self._else_of.append(original_node)  # `if not reverse: ...; return`: the rest runs when the test fails
+            self._block_else[-1] += 1
         # `if step % 10 != 0: return` (true on most steps) leaves the rest to one step in ten
         if self._block_gates and _is_early_exit(original_node) and (self._is_gate(original_node.test) or mostly_true_modulo(original_node.test)):
             self._gates.append(len(self._loop_stack))

@@ -90,6 +90,7 @@ class Site:
     order: int
     statement: cst.SimpleStatementLine | None = None  # the statement line, for fixes that insert beside it
     gate_nodes: tuple[cst.If | None, ...] = ()  # the `if` of each entry of gate_depths
+    else_of: tuple[cst.If, ...] = ()  # the `if`s whose `else` (or `elif`) branch holds it
 
     @property
     def innermost_loop(self) -> Loop | None:

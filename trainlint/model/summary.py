@@ -90,7 +90,8 @@ class StepCall:
 @dataclass(frozen=True)
 class Argument:
     """An instance of a project class that this module passes to a function or class of another
-    project module, resolved to the files that define both: what that module's parameter holds."""
+    project module, resolved to the files that define both: what that module's parameter holds (or,
+    with no `class_path`, a fact of what one call passes: `class_name` "=N:tensor", "=N" the call)."""
 
     callee_path: str
     callee: str  # "train_one_epoch", "Trainer" (its constructor), "Trainer.fit"
@@ -141,7 +142,8 @@ class ProjectLookup(Protocol):
 
     def passed_arguments(self, path: str) -> dict[tuple[str, str], tuple[str, ...]]:
         """For the functions and classes of module `path`: (name, parameter key) -> the classes whose
-        instances other project modules pass there, each as "file::Class"."""
+        instances other project modules pass there, each as "file::Class"; and what each call passes
+        ("=file#N:tensor", with (name, "") -> "=file#N" for each call made)."""
         ...
 
     def step_seeds(self, path: str) -> dict[str, Seed]:

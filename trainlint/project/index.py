@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 from trainlint.project import store
 from trainlint.project.classes import class_hierarchy, inherited_methods
-from trainlint.project.seeds import join_seeds
+from trainlint.project.seeds import join_seeds, passed_to
 from trainlint.project.importers import IMPORT_TEXT, module_outline, MAX_IMPORTERS, ImportIndex, import_index, project_root
 from trainlint.model.summary import EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Seed
 from trainlint.reading import EXISTS, FOLDER, State, probe_state, read_state
@@ -172,21 +172,18 @@ class Project:
         (`ProjectLookup.passed_arguments`)."""
         if self.depth >= MAX_DEPTH or not path or path == "-":
             return {}
-        target = str(Path(path).resolve())
-        found: dict[tuple[str, str], set[str]] = {}
-        for importer in self.importers(Path(target)):
-            for a in self.summary(importer).arguments:
-                if a.callee_path == target:
-                    found.setdefault((a.callee, a.key), set()).add(f"{a.class_path}::{a.class_name}")
-        return {key: tuple(sorted(origins)) for key, origins in found.items()}
+        return passed_to(self, Path(path).resolve())
 
     def _arguments(self, path: Path, passed: list[tuple[str, str, str]]) -> tuple[Argument, ...]:
         """The instances a module passes to other project modules, resolved to the defining files."""
         out: list[Argument] = []
         for callee, key, origin in passed:
-            where = self.locate(path, callee)
+            where = self.locate_any(path, callee)
             final = self.defined_in(where[0], where[1], hops=0) if where is not None else None
             if final is None or len(final[1]) not in (1, 2):
+                continue
+            if origin.startswith("="):  # what a call passes (a fact), not a class
+                out.append(Argument(str(final[0]), ".".join(final[1]), key, "", origin))
                 continue
             if origin.startswith("::"):
                 cls: tuple[Path, list[str]] | None = (path.resolve(), [origin[2:]])

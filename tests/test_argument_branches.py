@@ -1,0 +1,88 @@
+"""Branches that the steps never take because of what the calls pass, across modules: the `else` of
+`if x_mask is not None:` when every call gives a tensor (glow-TTS's squeeze), and the code after `if
+not reverse: ... return` when every step call leaves `reverse` False (VITS's stochastic duration
+predictor, whose reverse path only inference takes). A step call that passes None or True keeps the
+finding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_library_hooks import lint_tree
+
+FLOWS = {
+    "tts/__init__.py": "",
+    "tts/decoder.py": """
+        import torch
+        from torch import nn
+
+
+        def squeeze(x, x_mask=None, num_sqz=2):
+            b, c, t = x.size()
+            if x_mask is not None:
+                x_mask = x_mask[:, :, num_sqz - 1 :: num_sqz]
+            else:
+                x_mask = torch.ones(b, 1, t // num_sqz).to(device=x.device, dtype=x.dtype)
+            return x.view(b, c * num_sqz, t // num_sqz) * x_mask, x_mask
+
+
+        class Decoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Conv1d(4, 4, 1)
+
+            def forward(self, x, x_mask, reverse=False):
+                x, x_mask = squeeze(x, x_mask)
+                if not reverse:
+                    return self.proj(x) * x_mask
+                noise = torch.randn(x.size(0), 4, x.size(2)).to(device=x.device)
+                return self.proj(x + noise) * x_mask
+    """,
+    "tts/model.py": """
+        import torch
+        from torch import nn
+
+        from tts.decoder import Decoder
+
+
+        class GlowTTS(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.decoder = Decoder()
+
+            def forward(self, y, y_lengths):
+                y_mask = (torch.arange(y.size(2), device=y.device)[None] < y_lengths[:, None]).unsqueeze(1).to(y.dtype)
+                return self.decoder(y, y_mask)
+
+            def inference(self, z, z_mask):
+                return self.decoder(z, z_mask, reverse=True)
+    """,
+    "train.py": """
+        import torch
+
+        from tts.model import GlowTTS
+
+
+        def train(loader):
+            model = GlowTTS().cuda()
+            opt = torch.optim.Adam(model.parameters())
+            for y, lengths in loader:
+                loss = model(y.cuda(), lengths.cuda()).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    """,
+}
+
+
+def test_branches_no_step_call_takes_are_not_every_step(tmp_path: Path) -> None:
+    found = [f for f in lint_tree(tmp_path, FLOWS) if f.startswith("tts/decoder.py")]
+    assert found == [], found
+    assert lint_tree(tmp_path, {}, paths=["tts/decoder.py"]) == []
+
+
+def test_a_step_call_passing_none_or_the_flag_keeps_the_findings(tmp_path: Path) -> None:
+    files = dict(FLOWS)
+    files["tts/model.py"] = FLOWS["tts/model.py"].replace("return self.decoder(y, y_mask)", "return self.decoder(y, None, reverse=True)")
+    found = [f for f in lint_tree(tmp_path, files) if f.startswith("tts/decoder.py")]
+    assert found == ["tts/decoder.py:11:TL406", "tts/decoder.py:24:TL406"], found
