@@ -59,6 +59,8 @@ for x, y in loader:
         "accumulators that are themselves backpropagated (gradient accumulation by summing losses), "
         "accumulators reset on the optimizer-step branch (`if (i + 1) % accum == 0: ...; total = 0`), "
         "values computed under `torch.no_grad()` or detached upstream (two lines above, or in a callee), "
+        "state on `self` that a method rebuilds from nothing (`torch.zeros(...)`) before each pass or on "
+        "every step, even when another module calls it (a decoder calling `attention.init_states(x)`), "
         "values the analysis does not know to carry a graph, a last output kept on `self` (its saved "
         "tensors were freed by backward; nothing grows), test code, and code outside training steps. The "
         "`.detach()` fix is safe (applied by `--fix`) only when every later use of the total is proven to "
@@ -209,8 +211,8 @@ for i, (x, y) in enumerate(loader):
     @staticmethod
     def _outlives_step(model: TrainingModel, stores: _Stores, fact: Assign | Call, target: str) -> bool:
         """The accumulator is not reset (ungated) inside the step loop or step function holding `fact`."""
-        if target.startswith("self."):
-            return True
+        if target.startswith("self."):  # unless a method rebuilds it from nothing before, or every step
+            return not (isinstance(fact, Assign) and fact.site.function is not None and fact.site.function.class_name and _reset_before(model, fact, target))
         loops = [l for l in fact.site.loops if l.is_step]
         # the answer depends on `fact` only through its function and outermost step loop
         key = (target, id(fact.site.function), id(loops[0]) if loops else None)
@@ -296,6 +298,8 @@ def _reset_before(model: TrainingModel, assign: Assign, target: str) -> bool:
     }
     if not resets:
         return False
+    if resets & model.step_functions:
+        return True  # rebuilt from nothing every step (the decoder of another module calls `init_states`): one step's graph at most
     names = {r.name for r in resets}
     own = [c for c in model.calls if c.receiver_text == "self" and c.site.function is not None and c.site.function.class_name == fn.class_name]
     for reset in (c for c in own if c.method in names):

@@ -1,0 +1,71 @@
+"""State a module keeps on `self` across a decoder's time steps, rebuilt from nothing every training
+step by a method that another module calls every step (Tacotron's attention: the decoder calls
+`attention.init_states(inputs)` before each pass): one step's graph at most, not a growing history.
+Rebuilt only in `__init__`, it is kept across steps and reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_library_hooks import lint_tree
+
+ATTENTION = {
+    "pkg/__init__.py": "",
+    "pkg/attentions.py": """
+        import torch
+        from torch import nn
+
+
+        class LocationAttention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.query = nn.Linear(4, 4)
+                self.weights_cum = None
+
+            def init_states(self, inputs):
+                self.weights_cum = torch.zeros(inputs.shape[:2], device=inputs.device)
+                self.mu_prev = torch.zeros(inputs.shape[0], 4, device=inputs.device)
+
+            def forward(self, query, inputs):
+                alignment = torch.softmax(self.query(query) @ inputs.transpose(1, 2), -1).squeeze(1)
+                self.weights_cum += alignment
+                self.mu_prev = self.mu_prev + alignment[:, :4]
+                return alignment
+    """,
+    "train.py": """
+        import torch
+        from torch import nn
+        from pkg.attentions import LocationAttention
+
+
+        class Decoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attention = LocationAttention()
+
+            def forward(self, queries, inputs):
+                self.attention.init_states(inputs)
+                return torch.stack([self.attention(q, inputs) for q in queries.unbind(1)], 1)
+
+
+        def train(loader, optimizer):
+            model = Decoder().cuda()
+            for queries, inputs in loader:
+                optimizer.zero_grad()
+                model(queries.cuda(), inputs.cuda()).sum().backward()
+                optimizer.step()
+    """,
+}
+
+
+def test_state_rebuilt_every_step_by_another_module_s_call_is_no_history(tmp_path: Path) -> None:
+    assert [f for f in lint_tree(tmp_path, ATTENTION) if "TL302" in f] == []
+    assert [f for f in lint_tree(tmp_path, {}, paths=["pkg/attentions.py"]) if "TL302" in f] == []
+
+
+def test_state_rebuilt_only_when_built_is_a_history(tmp_path: Path) -> None:
+    files = dict(ATTENTION)
+    files["train.py"] = ATTENTION["train.py"].replace("                self.attention.init_states(inputs)\n", "")
+    files["train.py"] = files["train.py"].replace("self.attention = LocationAttention()", "self.attention = LocationAttention()\n                self.attention.init_states(torch.zeros(2, 3, 4))")
+    found = [f for f in lint_tree(tmp_path, files) if "TL302" in f]
+    assert found == ["pkg/attentions.py:18:TL302", "pkg/attentions.py:19:TL302"], found
