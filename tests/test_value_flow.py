@@ -598,3 +598,24 @@ def test_an_assignment_in_an_else_branch_does_not_hide_the_if_branch_s():
     """
     assert lines(code, "TL401") == [13]
     assert lines(code.replace("stat = loss.detach()", "stat = 1.0"), "TL401") == []
+
+
+def test_a_tensor_given_for_topk_s_count_is_read_on_the_host() -> None:
+    # YOLOX's SimOTA: `torch.topk(cost[i], k=dynamic_ks[i])` with `dynamic_ks` a device tensor
+    source = """
+        import torch
+
+        def train(model, loader, opt):
+            for x, cost in loader:
+                x, cost = x.cuda(), cost.cuda()
+                ks = torch.clamp(cost.sum(1).int(), min=1)
+                for i in range(4):
+                    _, idx = torch.topk(cost[i], k=ks[i], largest=False)
+                    _, idx2 = cost[i].topk(ks[i])
+                    _, idx3 = torch.topk(cost[i], 3)
+                    _, idx4 = cost[i].topk(int(ks.shape[0]))
+                loss = model(x).sum()
+                loss.backward()
+                opt.step()
+    """
+    assert lines(source, "TL401") == [9, 10]

@@ -44,7 +44,7 @@ class HostSyncInStep(Rule):
     per_step = True
     why = (
         "CUDA kernels run asynchronously: the host queues work and races ahead. Reading a tensor's value on "
-        "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`, `if t:`, Python's `max()`/`min()` over a tensor or a list of tensors, printing or "
+        "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`, `if t:`, Python's `max()`/`min()` over a tensor or a list of tensors, a tensor given for a count such as `torch.topk`'s `k`, printing or "
         "formatting it) makes the host wait until every queued kernel has finished, so the GPU idles while "
         "the next step is prepared. Once per step this costs a few to tens of milliseconds; torchtune "
         "measured 40-50 ms of `cudaStreamSynchronize` per step from one `loss.item()`."
@@ -228,7 +228,9 @@ for x, y in loader:
         for call, described in reads:
             if not after_sync(call.site):
                 kind = "host copy" if call.method in HOST_COPIES else "value read"  # for `trainlint verify run`
-                yield Finding(call.node, f"{described} synchronises the host with the GPU on every training step", facts={"kind": kind})
+                # a count given a tensor is reported at the argument that is read
+                anchor = _count_argument(call)[1] if described.startswith(GIVEN_A_TENSOR) else None
+                yield Finding(anchor or call.node, f"{described} synchronises the host with the GPU on every training step", facts={"kind": kind})
         for cond in synced:
             if not after_sync(cond.site):
                 yield Finding(cond.node, f"`{cond.kind}` on a tensor's value synchronises the host with the GPU on every training step", facts={"kind": "value read"})
@@ -262,6 +264,9 @@ for x, y in loader:
             return f"`{shorten(code(call.node), 60)}`, which compares tensors on the host,"
         if call.qualname in MATH_TESTS and call.node.args and _device_tensor(model.value(call.node.args[0].value, site)):
             return f"`{shorten(code(call.node), 60)}`"
+        keyword, count = _count_argument(call)
+        if count is not None and _device_tensor(model.value(count, site)):
+            return f"the tensor given for the Python int `{keyword}` of `{shorten(code(call.node), 50)}`"
         if call.name == "print" and call.qualname is None:
             if any(a.keyword is None and _device_tensor(model.value(a.value, site)) for a in call.node.args):
                 return f"printing a tensor (`{shorten(code(call.node), 60)}`)"
@@ -358,6 +363,26 @@ def _chain_base(expr: cst.BaseExpression) -> cst.BaseExpression:
     ):
         expr = expr.func.value
     return expr
+
+
+# torch functions whose count is a Python int (the parameter, its place after the input): given a
+# tensor, torch reads its value on the host (`torch.topk(cost, k=dynamic_ks[i])`)
+COUNT_PARAMETERS = {"topk": ("k", 1), "kthvalue": ("k", 1), "multinomial": ("num_samples", 1)}
+GIVEN_A_TENSOR = "the tensor given for the Python int"
+
+
+def _count_argument(call: Call) -> tuple[str, cst.BaseExpression | None]:
+    """The count parameter and argument of `torch.topk(x, k)` or `x.topk(k)`, if the call has one."""
+    name = call.qualname.rsplit(".", 1)[-1] if call.qualname in (f"torch.{n}" for n in COUNT_PARAMETERS) else None
+    if name is None and call.method in COUNT_PARAMETERS and call.qualname is None:
+        name = call.method
+    if name is None:
+        return "", None
+    keyword, position = COUNT_PARAMETERS[name]
+    position -= 1 if call.method == name and call.qualname is None else 0
+    positional = [a.value for a in call.node.args if a.keyword is None and not a.star]
+    named = [a.value for a in call.node.args if a.keyword is not None and a.keyword.value == keyword]
+    return keyword, named[0] if named else positional[position] if len(positional) > position else None
 
 
 def _device_tensor(value: Value) -> bool:
