@@ -168,10 +168,15 @@ class CallGraph:
         """`obj.m(...)` where obj is an instance of the class of method `fn` (known from its value)."""
         if fn.class_name is None:
             return []
-        return [
-            c for c in self.calls
-            if c.method == fn.name and c.receiver_text not in ("self", "cls") and fn in self.callees(c)
-        ]
+        return [c for c in self._calls_by_method.get(fn.name, ()) if c.receiver_text not in ("self", "cls") and fn in self.callees(c)]
+
+    @cached_property
+    def _calls_by_method(self) -> dict[str, list[Call]]:
+        table: dict[str, list[Call]] = {}
+        for c in self.calls:
+            if c.method is not None:
+                table.setdefault(c.method, []).append(c)
+        return table
 
     @cached_property
     def _constructions(self) -> dict[str, list[Call]]:

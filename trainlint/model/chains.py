@@ -90,7 +90,11 @@ class StepChains:
         params = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
         keys = {name, str(params.index(name))} if name in params else {name}
         owner = fn.class_name if fn.name == "__init__" and fn.class_name else fn.qualified
-        return sorted({origin for key in keys for origin in seeds.get((owner, key), ()) if not origin.startswith("=")})
+        return sorted({origin for key in keys for origin in seeds.get((owner, key), ())})
+
+    @cached_property
+    def _passed_fact_seeds(self) -> "dict[tuple[str, str], tuple[str, ...]]":
+        return self.project.passed_arguments(self.path, facts=True) if self.project is not None else {}
 
     @property
     def _passed_seeds(self) -> "dict[tuple[str, str], tuple[str, ...]]":
@@ -162,7 +166,7 @@ class StepChains:
         module runs it every step."""
         if self.project is None or not self.path or fn.parent is not None or fn not in getattr(self, "_external_chains", {}):
             return None  # (asked of the functions other modules run every step: their callers' summaries are read already)
-        seeds = self._passed_seeds
+        seeds = self._passed_fact_seeds
         owner = fn.class_name if fn.name == "__init__" and fn.class_name else fn.qualified
         calls = seeds.get((owner, ""), ())
         if not calls:

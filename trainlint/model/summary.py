@@ -140,10 +140,10 @@ class ProjectLookup(Protocol):
         """A name as module `from_file` spells it, as any module can find it ("file::Name")."""
         ...
 
-    def passed_arguments(self, path: str) -> dict[tuple[str, str], tuple[str, ...]]:
+    def passed_arguments(self, path: str, facts: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:
         """For the functions and classes of module `path`: (name, parameter key) -> the classes whose
-        instances other project modules pass there, each as "file::Class"; and what each call passes
-        ("=file#N:tensor", with (name, "") -> "=file#N" for each call made)."""
+        instances other project modules pass there, each as "file::Class"; with `facts`, what each
+        call they make every step passes ("=file#N:tensor", (name, "") -> "=file#N" for each call)."""
         ...
 
     def step_seeds(self, path: str) -> dict[str, Seed]:

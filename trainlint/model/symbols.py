@@ -97,10 +97,21 @@ class SymbolQueries:
         """A value another module returns, its classes named as that module's imports spell them
         (`.models.lstm.LSTMEncoder`), renamed so this module finds them ("file::LSTMEncoder"), and of
         the kind those classes are."""
-        from trainlint.model.summary import ClassSummary
-
         if value.kind not in (Kind.MODULE, Kind.OBJECT) or not value.origin or not defined_in or self.project is None:
             return value
+        key = (value, defined_in)
+        if key not in self._requalified_memo:
+            self._requalified_memo[key] = self._requalify(value, defined_in)
+        return self._requalified_memo[key]
+
+    @cached_property
+    def _requalified_memo(self) -> "dict[tuple[Value, str], Value]":
+        return {}
+
+    def _requalify(self, value: Value, defined_in: str) -> Value:
+        from trainlint.model.summary import ClassSummary
+
+        assert self.project is not None
         named = [o if "::" in o else (self.project.qualify(defined_in, o) or o) for o in origins(value)]
         classes = [self.project_symbol(o) for o in named]
         kinds = {c.kind for c in classes if isinstance(c, ClassSummary)}

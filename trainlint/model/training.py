@@ -465,5 +465,5 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         """Whether a function runs without grad: decorated, or every call site of it is under no_grad."""
         if any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators):
             return True
-        sites = [c for c in self.calls if self.callee(c) is fn]
+        sites = self._calls_by_callee.get(id(fn), [])
         return bool(sites) and all(self.under(c.site, "no_grad") for c in sites)

@@ -167,12 +167,12 @@ class Project:
         _note(known[0], *known[2])
         return known[1]
 
-    def passed_arguments(self, path: str) -> dict[tuple[str, str], tuple[str, ...]]:
+    def passed_arguments(self, path: str, facts: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:
         """What other modules of the project pass to this module's functions and classes
         (`ProjectLookup.passed_arguments`)."""
-        if self.depth >= MAX_DEPTH or not path or path == "-":
+        if self.depth >= (1 if facts else MAX_DEPTH) or not path or path == "-":
             return {}
-        return passed_to(self, Path(path).resolve())
+        return passed_to(self, Path(path).resolve(), facts)
 
     def _arguments(self, path: Path, passed: list[tuple[str, str, str]]) -> tuple[Argument, ...]:
         """The instances a module passes to other project modules, resolved to the defining files."""

@@ -72,16 +72,17 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
     return {name: Seed(tuple(chains), name in accelerator) for name, chains in found.items() if chains}
 
 
-def passed_to(project: "Project", target: Path) -> dict[tuple[str, str], tuple[str, ...]]:
+def passed_to(project: "Project", target: Path, facts: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:
     """What the importers of module `target` pass to its functions and classes: (name, parameter key)
-    -> the classes of the instances ("file::Class") and the facts of each call ("=file#N:tensor";
-    (name, "") -> "=file#N" for each call), as `ProjectLookup.passed_arguments` says."""
+    -> the classes of the instances ("file::Class"); with `facts`, the facts of each call they make
+    every step ("=file#N:tensor"; (name, "") -> "=file#N" for each call), as
+    `ProjectLookup.passed_arguments` says."""
     found: dict[tuple[str, str], set[str]] = {}
     for importer in project.importers(target):
         # the module linted reads what the steps pass as the step seeds read it (a module with no
         # training code of its own makes calls every step too); summaries, what is summarised
-        for a in project.summary(importer, steps=project.depth == 0).arguments:
-            if a.callee_path != str(target):
+        for a in project.summary(importer, steps=facts).arguments:
+            if a.callee_path != str(target) or (not a.class_path) != facts:
                 continue
             # a call made whenever a function runs ("=3@Model.forward") counts where that one is per step
             call, _, when = a.class_name[1:].partition("@")

@@ -211,13 +211,15 @@ for i, (x, y) in enumerate(loader):
     @staticmethod
     def _outlives_step(model: TrainingModel, stores: _Stores, fact: Assign | Call, target: str) -> bool:
         """The accumulator is not reset (ungated) inside the step loop or step function holding `fact`."""
-        if target.startswith("self."):  # unless a method rebuilds it from nothing before, or every step
-            return not (isinstance(fact, Assign) and fact.site.function is not None and fact.site.function.class_name and _reset_before(model, fact, target))
         loops = [l for l in fact.site.loops if l.is_step]
         # the answer depends on `fact` only through its function and outermost step loop
         key = (target, id(fact.site.function), id(loops[0]) if loops else None)
         if key not in stores.answers:
-            stores.answers[key] = AutogradHistoryAccumulated._outlives(model, stores, fact, target, loops)
+            if target.startswith("self."):  # unless a method rebuilds it from nothing before, or every step
+                fn = fact.site.function
+                stores.answers[key] = not (isinstance(fact, Assign) and fn is not None and fn.class_name and _reset_before(model, fact, target))
+            else:
+                stores.answers[key] = AutogradHistoryAccumulated._outlives(model, stores, fact, target, loops)
         return stores.answers[key]
 
     @staticmethod
