@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from trainlint.model.facts import Function, Site
+from trainlint.model.facts import Call, Function, Site
 from trainlint.model.torchnames import literal_string
 
 if TYPE_CHECKING:
@@ -81,14 +81,10 @@ def _passed_flags(model: "TrainingModel", fn: Function, name: str) -> list[str]:
     if fn in getattr(model, "_external_chains", {}) and external is None:
         return []
     passed = [fallback if f == "default" else f for f in external or ()]
-    positional = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
     for call in (c for c in (*model.calls_of(fn), *model.method_calls_of(fn)) if not c.site.in_except):
         if any(a.star for a in call.node.args):
             return ["?"]
-        args = [a for a in call.node.args if a.keyword is None]
-        arg = next((a.value for a in call.node.args if a.keyword is not None and a.keyword.value == name), None)
-        if arg is None and positional.index(name) < len(args):
-            arg = args[positional.index(name)].value
+        arg = _argument(fn, call, name)
         passed.append(fallback if arg is None else arg.value if isinstance(arg, cst.Name) and arg.value in ("True", "False") else "?")
     return passed
 
@@ -119,17 +115,13 @@ def _never_none(model: "TrainingModel", fn: Function, name: str) -> bool:
         return False  # called from other modules, which say nothing of it
     if external is not None and not all(f in ("tensor", "value", "True", "False") or (f == "default" and given_default) for f in external):
         return False
-    positional = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
     calls = [c for c in (*model.calls_of(fn), *model.method_calls_of(fn)) if not c.site.in_except]
     if not calls and external is None:
         return False
     for call in calls:
-        args = [a for a in call.node.args if a.keyword is None]
         if any(a.star for a in call.node.args):
             return False
-        arg = next((a.value for a in call.node.args if a.keyword is not None and a.keyword.value == name), None)
-        if arg is None and positional.index(name) < len(args):
-            arg = args[positional.index(name)].value
+        arg = _argument(fn, call, name)
         if arg is None:
             if not given_default:
                 return False
@@ -142,21 +134,28 @@ def _passed_literals(model: "TrainingModel", fn: Function, name: str) -> set[str
     default where a call passes none); None when one is not a literal or others may call it."""
     if name not in fn.params or (model.project is not None and fn in getattr(model, "_external_chains", {})) or model._is_hook(fn):
         return None
-    positional = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
     calls = [c for c in model.calls_of(fn) if not c.site.in_except]
     if not calls:
         return None
     default = literal_string(fn.defaults[name]) if name in fn.defaults else None
     found: set[str] = set()
     for call in calls:
-        args = [a for a in call.node.args if a.keyword is None]
         if any(a.star for a in call.node.args):
             return None
-        arg = next((a.value for a in call.node.args if a.keyword is not None and a.keyword.value == name), None)
-        if arg is None and name in positional and positional.index(name) < len(args):
-            arg = args[positional.index(name)].value
+        arg = _argument(fn, call, name)
         value = literal_string(arg) if arg is not None else default
         if value is None:
             return None
         found.add(value)
     return found
+
+
+def _argument(fn: Function, call: "Call", name: str) -> cst.BaseExpression | None:
+    """What a call of `fn` passes for parameter `name`, by name or by position (None: its default)."""
+    named = next((a.value for a in call.node.args if a.keyword is not None and a.keyword.value == name), None)
+    if named is not None:
+        return named
+    positional = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
+    args = [a for a in call.node.args if a.keyword is None]
+    index = positional.index(name) if name in positional else len(args)
+    return args[index].value if index < len(args) else None
