@@ -35,3 +35,22 @@ def process_alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except FileNotFoundError:
         return False
+
+
+def messages(report: dict) -> list[str]:
+    """The sentences of a `verify run --format json` report's problems (each also has a code, a page...)."""
+    return [p["message"] for p in report["problems"]]
+
+
+def verify_run_json(script: "Path", *args: str, cwd: "Path | None" = None) -> "tuple[int, dict]":
+    """`trainlint verify run SCRIPT --device cpu --format json ARGS...`: its exit code and report."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "trainlint", "verify", "run", str(script), "--device", "cpu", "--format", "json", *args],
+        capture_output=True, text=True, timeout=300, cwd=cwd,
+    )
+    assert done.stdout, done.stderr[-3000:]
+    return done.returncode, json.loads(done.stdout)

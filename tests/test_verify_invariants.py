@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import messages
+
 torch = pytest.importorskip("torch")
 
 from trainlint.verify.invariant_health import unchanged_parameters  # noqa: E402
@@ -35,9 +37,7 @@ def _run(script: Path, *script_args: str, steps: int, output: str = "json") -> s
 
 
 def information(report: dict[str, Any]) -> list[str]:
-    from trainlint.verify.invariant_health import invariant_information
-
-    return invariant_information(report)
+    return [i["message"] for i in report["information"]]
 
 
 # -- what trains ------------------------------------------------------------------------------
@@ -45,7 +45,7 @@ def information(report: dict[str, Any]) -> list[str]:
 def test_a_name_filter_that_leaves_only_batch_norms_trainable_is_a_problem_with_its_line():
     code, report = verify_run(SCRIPTS / "transfer_learning_style.py", "--freeze", "bn-filter")
     assert code == 1
-    (problem,) = [p for p in report["problems"] if p.startswith("what trains")]
+    (problem,) = [p for p in messages(report) if p.startswith("what trains")]
     assert "only 0.8% of the parameters train (576 of 75,498 elements, in BatchNorm2d x18) from step 1" in problem
     assert "transfer_learning_style.py:52 (`p.requires_grad = False`) for 11 tensor(s)" in problem
     trains = report["what_trains"]
@@ -103,7 +103,7 @@ def test_a_head_replaced_after_the_optimizer_was_built_gets_gradients_but_never_
     script.write_text(textwrap.dedent(HEAD_REPLACED.format(classes=10)), encoding="utf-8")
     code, report = verify_run(script)
     assert code == 1
-    (problem,) = [p for p in report["problems"] if p.startswith("what trains")]
+    (problem,) = [p for p in messages(report) if p.startswith("what trains")]
     assert "2 parameter tensor(s) (650 elements, 23.5% of the model) receive gradients but no optimizer that stepped holds them" in problem
     assert "2.weight, 2.bias" in problem
     reasons = {r["name"]: r["reason"] for r in unchanged_parameters(report)}
@@ -116,7 +116,7 @@ def test_functional_dropout_without_training_flag_is_named_with_its_line_and_evi
     done = _run(SCRIPTS / "dropout_classifier_style.py", "--dropout", "functional", "--steps", "10", steps=10)
     code, report = done.returncode, json.loads(done.stdout)
     assert code == 1
-    (problem,) = [p for p in report["problems"] if p.startswith("evaluation")]
+    (problem,) = [p for p in messages(report) if p.startswith("evaluation")]
     assert "`dropout` runs in training behaviour inside eval-mode `Classifier`" in problem
     assert "switched to eval at " in problem and ":32 (`model.eval()`)" in problem
     assert ":22 (`h = F.dropout(h, self.p)`): 2 call(s) from the evaluation after step 4" in problem
@@ -200,7 +200,7 @@ def test_batch_norm_updating_running_statistics_in_eval_is_a_problem(tmp_path: P
     script = tmp_path / "cgan.py"
     script.write_text(textwrap.dedent(CONDITIONAL_BN_GAN.format(training=training, tracking=tracking)), encoding="utf-8")
     code, report = verify_run(script, steps=12)
-    found = [p for p in report["problems"] if "BatchNorm running statistics change in eval" in p]
+    found = [p for p in messages(report) if "BatchNorm running statistics change in eval" in p]
     assert bool(found) == problem, report["problems"]
     assert code == (1 if problem else 0), report["problems"]
     if problem:

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import messages
+
 pytest.importorskip("torch")
 
 SCRIPTS = Path(__file__).resolve().parent / "fixtures" / "scripts"
@@ -83,7 +85,7 @@ def test_grad_norm_is_measured_before_clipping_and_spikes_are_named():
     (site,) = report["clipping"]["sites"]
     assert site["kind"] == "norm" and site["limit"] == "1.0" and site["line"] == 169
     assert report["clipping"]["steps_clipped"] == 1 and report["clipping"]["first_clipped_step"] == 10
-    (spike,) = [p for p in report["problems"] if "spike" in p]
+    (spike,) = [p for p in messages(report) if "spike" in p]
     assert "from step 10" in spike
     assert code == 1
     code, text, _ = verify_run(SCRIPTS / "nanogpt_style.py", "--steps", "16", script_args=("--corrupt_iter=9",), output="text")
@@ -103,7 +105,7 @@ def test_grad_norm_is_unscaled_under_a_grad_scaler():
 
 def test_a_diverging_mingpt_run_is_a_problem_with_the_step_it_began():
     code, report, _ = verify_run(SCRIPTS / "mingpt_style.py", "--steps", "30", script_args=("--learning_rate", "3", "--grad_norm_clip", "0"))
-    (diverged,) = [p for p in report["problems"] if "diverged" in p]
+    (diverged,) = [p for p in messages(report) if "diverged" in p]
     assert diverged.startswith("the loss diverged: 2.897 at the start") and "rising from step 2" in diverged
     assert code == 1
     code, report, _ = verify_run(SCRIPTS / "mingpt_style.py", "--steps", "30")
@@ -118,7 +120,7 @@ def test_nanogpt_cast_to_bf16_explains_its_frozen_parameters():
     assert ln_f["no_master_copy"] is True
     assert ln_f["cast_at"]["line"] == 148 and ln_f["cast_at"]["code"] == "model = model.to(ptdtype)"
     assert (ln_f["cast_at"]["from"], ln_f["cast_at"]["to"]) == ("float32", "bfloat16")
-    (problem,) = [p for p in report["problems"] if "frozen" in p]
+    (problem,) = [p for p in messages(report) if "frozen" in p]
     assert "no float32 master copy" in problem and "nanogpt_style.py:148 (`model = model.to(ptdtype)`)" in problem
     assert code == 1
 

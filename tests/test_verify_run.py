@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import process_alive
+from tests.helpers import process_alive, messages
 
 torch = pytest.importorskip("torch")
 
@@ -54,7 +54,7 @@ def test_bf16_example_norm_weights_are_frozen():
     # the linear layers move: their small weights sit where bf16 is fine-grained
     assert all(r["frozen_fraction"] < 0.5 for name, r in frozen.items() if ".mix." in name or ".ffn." in name)
     assert verdicts(report)["TL101"] == "confirmed"
-    assert any("frozen" in p for p in report["problems"])
+    assert any("frozen" in p for p in messages(report))
     # the loss is logged at `step % 50 == 0` only: a sync site, but not one per step
     (item,) = [s for s in report["syncs"] if s["kind"] == ".item()"]
     assert not item["every_step"] and item["steps_seen"] <= 1
@@ -259,7 +259,9 @@ def test_judge_low_precision_freezing_and_stability():
     assert rows[0]["verification"]["status"] == "confirmed" and "norm.weight 100%" in rows[0]["verification"]["summary"]
     assert "head.weight" not in rows[0]["verification"]["summary"]  # fp32 is not TL101's doing
     assert rows[1]["verification"] == {"status": "confirmed", "summary": "grad norm non-finite at step 7"}
-    assert problems(report) == ["2 parameter tensor(s) frozen: norm.weight 100%, head.weight 90%", "grad norm non-finite at step(s) 7, 8"]
+    assert [(p.code, p.message, p.step) for p in problems(report)] == [
+        ("TLR101", "2 parameter tensor(s) frozen: norm.weight 100%, head.weight 90%", None), ("TLR202", "grad norm non-finite at step(s) 7, 8", 7),
+    ]
     healthy = {"steps": 50, "frozen": frozen[:0], "loss": {"nonfinite_steps": []}, "grad_norm": {"nonfinite_steps": [], "max": 3.0}}
     assert judge(healthy, [diagnostic("TL202", 2)])[0]["verification"]["status"] == "not confirmed"
     assert problems(healthy) == []
@@ -333,7 +335,7 @@ def test_step_order_bugs_are_confirmed_and_their_fixes_are_not(tmp_path: Path):
     assert report["zero_grad_calls"] == 0 and report["scheduler_steps_before_first_step"] == 1
     assert report["grad_norm"]["last"] > 2 * report["grad_norm"]["first"]  # accumulated gradients
     assert report["data_wait"]["per_step_s"] > 0
-    assert len(report["problems"]) == 2
+    assert [p["code"] for p in report["problems"]] == ["TLR501", "TLR106"]
     code, report, _ = verify_run(write(tmp_path, "fixed.py", STEP_ORDER_FIXED), "--steps", "10")
     assert code == 0 and report["problems"] == [] and report["findings"] == []
     assert report["eval_mode_steps"] == [] and report["zero_grad_calls"] == 10 and report["scheduler_steps_before_first_step"] == 0
@@ -413,7 +415,8 @@ def test_the_text_report_shows_the_script_s_text_literally(tmp_path: Path):
     assert done.returncode == 2 and "MarkupError" not in done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"{shown}: 3 optimizer step(s) on cpu") and lines[1] == f"  {error}"
-    assert r"  - 1 parameter tensor(s) frozen: w[/x]\x1b]0;pwned\x07 100%" in lines
+    (problem,) = [line for line in lines if line.startswith("  - TLR104 ")]
+    assert problem.endswith(r"from step 1: the learning rate is 0 (w[/x]\x1b]0;pwned\x07)")
     assert done.stderr.splitlines()[-1] == f"trainlint: the script raised an error (exit status 1): {error}"
     page = html.read_text(encoding="utf-8")
     assert r"w[/x]\x1b]0;pwned\x07" in page and "\x1b" not in page and "\u202e" not in page

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import messages
+
 pytest.importorskip("torch")
 
 from trainlint.verify.update_health import learning, mann_kendall, sen_slope_interval, update_lines  # noqa: E402
@@ -32,7 +34,7 @@ def verify_run(tmp_path: Path, code: str, steps: int = 25, output: str = "json")
 
 
 def named(report: dict[str, Any], prefix: str) -> list[str]:
-    return [p for p in report["problems"] if p.startswith(prefix)]
+    return [p for p in messages(report) if p.startswith(prefix)]
 
 
 # -- updates happen ---------------------------------------------------------------------------------
@@ -281,7 +283,9 @@ def test_a_grad_scaler_that_skips_every_step_is_named_with_its_line(tmp_path: Pa
     # sqrt's gradient at 0 is infinite: every step's gradients are NaN and GradScaler skips them all
     _, report = verify_run(tmp_path, SCALED.format(extra=" + (pred - pred.detach()).pow(2).sqrt().mean()"), steps=10)
     (problem,) = named(report, "updates")
-    assert problem.startswith("updates: GradScaler.step skipped all 30 optimizer step(s) (inf/NaN gradients every time, from step 1)")
+    # the run stops after 10 iterations, though no optimizer step ran: skipped steps count towards --steps
+    assert problem.startswith("updates: GradScaler.step skipped all 10 optimizer step(s) (inf/NaN gradients every time, from step 1)")
+    assert report["steps"] == 0 and report["skipped_steps"] == 10 and report["message"].startswith("stopped after 10 iterations: 0 optimizer steps, 10 skipped")
     assert "train.py:14 (`scaler.step(optimizer)`): the parameters were never updated" in problem
     code, report = verify_run(tmp_path, SCALED.format(extra=""), steps=10)
     assert code == 0 and report["problems"] == [] and report["updates"]["scaler"]["skipped"] == 0

@@ -34,6 +34,7 @@ KNOWN_KEYS = {
     "baseline": str,
     "lint-test-code": bool,
     "extend": str,
+    "verify-acknowledge": list,
 }
 _SELECTORS = ("select", "ignore", "extend_select", "per_file_ignores")
 _POSITIVE = ("max-file-size", "max-line-length", "max-nesting", "max-chain", "file-timeout", "file-memory")
@@ -87,6 +88,7 @@ class Settings:
     ignore_noqa: bool = False  # `--ignore-noqa`: report what `# noqa` comments suppress
     baseline: Path | None = None  # findings recorded here are not reported (`report/baseline.py`)
     lint_test_code: bool = False  # per-step rules check `tests/` and `test_*.py` too
+    verify_acknowledge: tuple[str, ...] = ()  # problem codes of `verify run` that do not fail the run
     # where each configured key came from (a file, or the command line), for `--show-settings`
     origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
@@ -314,6 +316,7 @@ def load_settings(config_path: Path | None, inline: Sequence[dict[str, object]] 
         preview=bool(get("preview", False)),
         baseline=Path(str(table["baseline"])) if "baseline" in table else None,
         lint_test_code=bool(get("lint-test-code", False)),
+        verify_acknowledge=tuple(c.upper() for c in _string_list("verify-acknowledge", get("verify-acknowledge", []))),
         origins=tuple(sorted(origins.items())),
     )
     validate(settings)
@@ -408,6 +411,7 @@ KEY_HELP = {
     "preview": "Run the rules still in preview.",
     "baseline": "A baseline file (written by --write-baseline): findings recorded in it are not reported. Relative to this file.",
     "lint-test-code": "Check test code (tests/, test_*.py) as training code with the per-step rules.",
+    "verify-acknowledge": "Problem codes of `trainlint verify run` (TLR...) that are deliberate: still reported, under Acknowledged, but not failing the run.",
 }
 _JSON_TYPES = {list: "array", dict: "object", str: "string", int: "integer", float: "number", bool: "boolean"}
 
@@ -422,6 +426,8 @@ def json_schema() -> dict[str, object]:
             prop["items"] = codes
         elif kind is list:
             prop["items"] = {"type": "string"}
+        elif key == "verify-acknowledge":
+            prop["items"] = {"type": "string", "pattern": "^TLR[0-9]{3}$"}
         elif key == "per-file-ignores":
             prop["additionalProperties"] = {"type": "array", "items": codes}
         if key in _POSITIVE:

@@ -15,6 +15,7 @@ from trainlint.report.render import make_console
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from trainlint.config import Settings
     from trainlint.diagnostics import Diagnostic
 
 
@@ -35,16 +36,21 @@ def _need_torch() -> None:
         sys.exit(EXIT_ERROR)
 
 
-def _lint_for_verify(paths: Sequence[Path]) -> list[Diagnostic]:
+def _settings_for(path: Path) -> Settings:
     from trainlint.config import ConfigError, find_config, load_settings
-    from trainlint.engine.discovery import discover
-    from trainlint.engine.lint import lint_paths
 
     try:
-        settings = load_settings(find_config(paths[0]))
+        return load_settings(find_config(path))
     except ConfigError as exc:
         _warn(str(exc), prefix="trainlint: error: ")
         sys.exit(EXIT_ERROR)
+
+
+def _lint_for_verify(paths: Sequence[Path]) -> list[Diagnostic]:
+    from trainlint.engine.discovery import discover
+    from trainlint.engine.lint import lint_paths
+
+    settings = _settings_for(paths[0])
     targets = discover(list(paths), settings.root, settings.exclude)
     return [d for r in lint_paths([(t.path, settings) for t in targets]) for d in r.diagnostics]
 
@@ -54,16 +60,21 @@ def _console() -> Console:
 
 
 @verify_group.command("probes")
-@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.argument("arguments", nargs=-1, type=click.UNPROCESSED, metavar="PATH... [-- SCRIPT_ARGS...]")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="Where probes run (auto: CUDA when available).")
 @click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, help="Seconds each probe may run.")
-def verify_probes(paths: tuple[Path, ...], output_format: str, device: str, timeout: float) -> None:
-    """Lint PATHS, then confirm or refute each finding by running a small torch experiment."""
+def verify_probes(arguments: tuple[str, ...], output_format: str, device: str, timeout: float) -> None:
+    """Lint PATHS, then confirm or refute each finding by running a small torch experiment.
+
+    Arguments after `--` are what the script would be run with: a value it reads from its command
+    line (`--lr 3e-4`) is taken from them, else from the option's default, else assumed and said so.
+    """
+    paths, script_args = _paths_and_script_args(arguments)
     _need_torch()
     from trainlint.verify.runner import verify
 
-    rows = verify(_lint_for_verify(paths or (Path("."),)), device, timeout, progress=sys.stderr.isatty())
+    rows = verify(_lint_for_verify(paths or (Path("."),)), device, timeout, progress=sys.stderr.isatty(), script_args=script_args)
     if output_format == "json":
         import json
 
@@ -76,6 +87,17 @@ def verify_probes(paths: tuple[Path, ...], output_format: str, device: str, time
     sys.exit(EXIT_FINDINGS if confirmed else EXIT_CLEAN)
 
 
+def _paths_and_script_args(arguments: Sequence[str]) -> tuple[tuple[Path, ...], tuple[str, ...]]:
+    """PATHS up to the first argument that starts with "-" (click has consumed the `--` before it);
+    the rest are the script's arguments. A path that does not exist is an error, as click says it."""
+    split = next((i for i, a in enumerate(arguments) if a.startswith("-")), len(arguments))
+    paths = tuple(Path(a) for a in arguments[:split])
+    for path in paths:
+        if not path.exists():
+            raise click.BadParameter(f"Path '{path}' does not exist.", param_hint="'PATH...'")
+    return paths, tuple(arguments[split:])
+
+
 @verify_group.command("run")
 @click.argument("script", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
@@ -85,26 +107,43 @@ def verify_probes(paths: tuple[Path, ...], output_format: str, device: str, time
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--nproc-per-node", "nproc", type=click.IntRange(min=1), default=1, show_default=True, help="Run SCRIPT under torchrun in this many processes, instruments in each, and merge their evidence.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write the report as one self-contained HTML page.")
-def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: float, device: str, output_format: str, nproc: int, html_path: Path | None) -> None:
+@click.option("--acknowledge", "acknowledged", multiple=True, metavar="CODE",
+              help="A problem code (TLR...) that is deliberate here: still reported, but not failing the run (repeatable; also `verify-acknowledge` in the configuration).")
+def verify_run(
+    script: Path, script_args: tuple[str, ...], steps: int, timeout: float, device: str, output_format: str, nproc: int, html_path: Path | None,
+    acknowledged: tuple[str, ...],
+) -> None:
     """Run SCRIPT unmodified (arguments after `--`) for N optimizer steps and report its training health.
 
-    Reports frozen parameters, non-finite losses and gradients, divergence and gradient-norm spikes,
+    Stops after N iterations: optimizer steps, and those a GradScaler skipped. Reports frozen parameters, non-finite losses and gradients, divergence and gradient-norm spikes,
     host-device syncs per step, autograd graphs kept across steps and step times, and marks the
     script's static findings confirmed or not. The script's own output goes to stderr. Exit code 2
     when the script failed (an error, a non-zero exit status), no optimizer step ran or trainlint's
-    instruments failed; else 1 when a problem or finding is confirmed; else 0.
+    instruments failed; else 1 when a problem that is not acknowledged, or a finding, is confirmed;
+    else 0. Each problem has a code (TLR101...) and a page under rules/run/; acknowledge a deliberate
+    one with `# noqa: CODE` on the line it names, `# trainlint: noqa: CODE` in the script,
+    `verify-acknowledge` in the configuration or `--acknowledge CODE`.
     """
+    from trainlint.verify.problem_kinds import acknowledge, unknown_codes
+
+    settings = _settings_for(script)
+    codes = [*settings.verify_acknowledge, *(c.upper() for c in acknowledged)]
+    unknown = unknown_codes(codes)
+    if unknown:
+        _warn(f"no problem of `verify run` has the code {', '.join(unknown)} (codes look like TLR101; see rules/run/)", prefix="trainlint: error: ")
+        sys.exit(EXIT_ERROR)
     _need_torch()
-    from trainlint.verify.health import failed_ourselves, problems, script_failed
+    from trainlint.verify.health import failed_ourselves, information, iterations, problems, script_failed
     from trainlint.verify.script_run import judge, run_script
 
     report = run_script(script, script_args, steps, timeout, device, nproc)
     rows = judge(report, _lint_for_verify([script]))
-    found = problems(report)
+    found = acknowledge(problems(report), codes)
     if output_format == "json":
         import json
 
-        click.echo(json.dumps({**report, "findings": rows, "problems": found}, indent=2))
+        shown = {"problems": [p.to_dict() for p in found], "information": [p.to_dict() for p in information(report)]}
+        click.echo(json.dumps({**report, "findings": rows, **shown}, indent=2))
     else:
         from trainlint.verify.report_text import render_run
 
@@ -125,6 +164,6 @@ def verify_run(script: Path, script_args: tuple[str, ...], steps: int, timeout: 
         _warn(failure, prefix="trainlint: ")
         sys.exit(EXIT_ERROR)
     confirmed = any((r["verification"] or {}).get("status") == "confirmed" for r in rows)
-    if found or confirmed:
+    if any(not p.acknowledged for p in found) or confirmed:
         sys.exit(EXIT_FINDINGS)
-    sys.exit(EXIT_ERROR if not report.get("steps") else EXIT_CLEAN)
+    sys.exit(EXIT_ERROR if not iterations(report) else EXIT_CLEAN)

@@ -98,6 +98,7 @@ def render_index() -> str:
         "# trainlint rules",
         "",
         "Generated from the rule modules in `trainlint/rules/` by `python -m trainlint.rules.catalogue`.",
+        "The problems `trainlint verify run` reports (codes TLR...) have their own pages: [run/](run/README.md).",
         "",
         "| Code | Name | Severity | Default | What it flags |",
         "|---|---|---|---|---|",

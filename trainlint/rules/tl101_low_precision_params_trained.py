@@ -187,6 +187,8 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         facts: dict[str, object] = {"dtype": cast.dtype, "optimizer": optimizer}
         if isinstance(lr, (cst.Float, cst.Integer)):
             facts["lr"] = float(lr.value)
+        elif lr is not None:
+            facts.update(_lr_source(model, lr))
         for key in ("weight_decay", "eps"):
             value = opt.kwarg(key)
             if isinstance(value, (cst.Float, cst.Integer)):
@@ -216,3 +218,26 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         if not (opt.qualname or "").startswith(PLAIN_OPTIMIZER_PREFIX) and opt.receiver is not None:
             return opt.receiver  # `model.configure_optimizers(...)` optimizes the model's parameters
         return opt.arg(0, "params")
+
+
+def _lr_source(model: TrainingModel, lr: cst.BaseExpression) -> dict[str, object]:
+    """Where a learning rate that is not a literal comes from: its expression, and for `args.lr`-style
+    values the command-line option that sets it and that option's default (the probe's assumptions)."""
+    expression = model.module.code_for_node(lr)
+    facts: dict[str, object] = {"lr_expression": expression}
+    name = expression.rsplit(".", 1)[-1].replace("-", "_")
+    for call in model.calls:
+        if call.method != "add_argument":
+            continue
+        flags = [a.value for a in call.node.args if a.keyword is None and isinstance(a.value, cst.SimpleString)]
+        options = [str(f.evaluated_value) for f in flags if isinstance(f.evaluated_value, str)]
+        dest = call.kwarg("dest")
+        named = isinstance(dest, cst.SimpleString) and dest.evaluated_value == name
+        if not named and not any(o.lstrip("-").replace("-", "_") == name for o in options):
+            continue
+        facts["lr_options"] = [o for o in options if o.startswith("-")]
+        default = call.kwarg("default")
+        if isinstance(default, (cst.Float, cst.Integer)):
+            facts["lr_default"] = float(default.value)
+        break
+    return facts

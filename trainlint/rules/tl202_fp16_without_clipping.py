@@ -17,7 +17,7 @@ from trainlint.model.torchnames import (
     is_false,
     literal_string,
 )
-from trainlint.model.precision import on_training_path
+from trainlint.model.precision import on_training_path, parameter_casts
 from trainlint.rules.rule import Finding, Rule
 
 FP16_PRECISIONS = frozenset({"16", "16-mixed", "16-true", "fp16"})
@@ -148,9 +148,15 @@ for x, y in loader:
         "(a scaler handed to a trainer elsewhere)."
     )
     verification = (
-        "`trainlint verify` sends two finite fp16 gradient spikes through SGD with momentum: without clipping "
-        "the fp16 weights turn non-finite, clipped at 1.0 they stay finite. `trainlint verify run` reports "
-        "non-finite losses, gradient norms and parameters, and how often the GradScaler lowered its scale."
+        "`trainlint verify` reruns the flagged code's own set-up: its optimizer and literal lr (else SGD with "
+        "momentum, lr 0.1, said to be assumed), with fp16 weights (`.half()`, `precision=\"16-true\"`) or fp32 "
+        "weights under fp16 autocast with or without a GradScaler. fp16 weights get two finite gradient spikes "
+        "(they turn non-finite unclipped); fp32 weights get one outlier batch, retried while the scaler skips it "
+        "for inf/NaN (it skips nothing finite): confirmed when the weights turn non-finite, when it moves them "
+        "5x further than clipped at 1.0 and the ordinary loss more than doubles (SGD), or when the next steps "
+        "shrink below half their size while clipped ones do not (Adam keeps the spike in its second moment). "
+        "`trainlint verify run` reports non-finite losses, gradient norms and parameters, and how often the "
+        "GradScaler lowered its scale."
     )
     valid = (
         """
@@ -212,7 +218,11 @@ trainer.fit(model, loader)
             return
         if lightning is not None:
             call, text = lightning
-            yield Finding(call.node, f"Lightning trains in fp16 (`precision={text!r}`) with no gradient clipping: one exploding step makes the weights inf/NaN")
+            setup = "fp16 weights" if text == "16-true" else "scaler"
+            yield Finding(
+                call.node, f"Lightning trains in fp16 (`precision={text!r}`) with no gradient clipping: one exploding step makes the weights inf/NaN",
+                facts=_setup(model, setup),
+            )
             return
         if not any(model.is_backward(c) or model.project_backprops(c) for c in model.calls):
             return
@@ -227,4 +237,26 @@ trainer.fit(model, loader)
         candidates.sort(key=lambda wc: (wc[0] == "fp16 autocast", wc[1].site.order))
         if candidates:
             what, call = candidates[0]
-            yield Finding(call.node, f"{what} enables fp16 training, but gradients are never clipped: fp16 overflows at 65504 and one exploding step makes the weights inf/NaN")
+            scaled = any(w != "fp16 autocast" for w, _ in enabling)
+            setup = "fp16 weights" if any(c.dtype == "float16" for c in parameter_casts(model)) else "scaler" if scaled else "autocast"
+            yield Finding(
+                call.node, f"{what} enables fp16 training, but gradients are never clipped: fp16 overflows at 65504 and one exploding step makes the weights inf/NaN",
+                facts=_setup(model, setup),
+            )
+
+
+def _setup(model: TrainingModel, setup: str) -> dict[str, object]:
+    """What the probe needs to rerun this code's own set-up: where the weights live ("fp16 weights", or
+    fp32 weights under fp16 autocast with a GradScaler ("scaler") or without ("autocast")), and the
+    module's first torch optimizer with its literal lr."""
+    facts: dict[str, object] = {"setup": setup}
+    for call in model.calls:
+        qual = call.qualname or ""
+        name = qual.rsplit(".", 1)[-1]
+        if qual.startswith("torch.optim.") and not qual.startswith("torch.optim.lr_scheduler") and name[:1].isupper():
+            facts["optimizer"] = name
+            lr = call.kwarg("lr") or call.positional(1)
+            if isinstance(lr, (cst.Float, cst.Integer)):
+                facts["lr"] = float(lr.value)
+            break
+    return facts

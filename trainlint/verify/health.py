@@ -5,60 +5,86 @@ ended. Works on the JSON report only: no torch here."""
 from __future__ import annotations
 
 import math
-import os
 import statistics
 from typing import Any, Sequence
 
-from trainlint.verify.invariant_health import invariant_problems
+from trainlint.verify.invariant_health import invariant_information, invariant_problems
+from trainlint.verify.problem_kinds import Problem, relative_path
 from trainlint.verify.update_health import update_problems
 
 Report = dict[str, Any]
 FROZEN = 0.5  # a tensor whose elements with a gradient stayed unchanged at least this often is frozen
 
 
-def problems(report: Report) -> list[str]:
-    """Training-health problems the run showed, one line each (empty when healthy, and when our own
-    instruments failed: then there is no evidence to judge)."""
+def problems(report: Report) -> list[Problem]:
+    """Training-health problems the run showed (empty when healthy, and when our own instruments
+    failed: then there is no evidence to judge)."""
     if failed_ourselves(report):
         return []
     found = []
+    updates = update_problems(report)
     frozen = [r for r in report.get("frozen") or [] if r["frozen_fraction"] >= FROZEN]
+    if any(p.code == "TLR104" for p in updates):  # steps that changed nothing: their cause is stated there
+        frozen = [r for r in frozen if r.get("no_master_copy")]
     if frozen:
-        found.append(f"{len(frozen)} parameter tensor(s) frozen: {frozen_examples(frozen)}{frozen_cause(frozen)}")
-    for what in ("loss", "grad_norm"):
+        cast = next((r["cast_at"] for r in frozen if r.get("cast_at")), None)
+        found.append(Problem("TLR101", f"{len(frozen)} parameter tensor(s) frozen: {frozen_examples(frozen)}{frozen_cause(frozen)}", cast))
+    for what, code in (("loss", "TLR201"), ("grad_norm", "TLR202")):
         bad = (report.get(what) or {}).get("nonfinite_steps") or []
         if bad:
-            found.append(f"{what.replace('_', ' ')} non-finite at step(s) {list_steps(bad)}")
+            found.append(Problem(code, f"{what.replace('_', ' ')} non-finite at step(s) {list_steps(bad)}", step=bad[0]))
     if report.get("nonfinite_parameters"):
-        found.append(f"non-finite parameters: {', '.join(report['nonfinite_parameters'][:5])}")
+        found.append(Problem("TLR203", f"non-finite parameters: {', '.join(report['nonfinite_parameters'][:5])}"))
     rise = divergence(report)
     if rise:
-        found.append(
+        found.append(Problem(
+            "TLR204",
             f"the loss diverged: {rise['baseline']:.4g} at the start, {rise['last']:.4g} after step {rise['steps']} "
-            f"({rise['factor']:.0f}x), rising from step {rise['began']}"
-        )
+            f"({rise['factor']:.0f}x), rising from step {rise['began']}", step=rise["began"],
+        ))
     spikes = grad_norm_spikes(report)
     if spikes:
-        found.append(
+        found.append(Problem(
+            "TLR205",
             f"gradient-norm spikes: {len(spikes['steps'])} step(s) above {SPIKE_FACTOR:g}x the run's median norm ({spikes['median']:.3g}), "
-            f"from step {spikes['steps'][0]} ({spikes['first']:.4g}; largest {spikes['max']:.4g})"
-        )
+            f"from step {spikes['steps'][0]} ({spikes['first']:.4g}; largest {spikes['max']:.4g})", step=spikes["steps"][0],
+        ))
     agreement = report.get("rank_agreement") or {}
     if agreement.get("status") == "diverge":
-        found.append(
+        found.append(Problem(
+            "TLR601",
             f"the ranks diverge: parameter checksums of rank(s) {', '.join(map(str, agreement['ranks']))} differ from rank {agreement.get('reference_rank', 0)}'s "
-            f"after step {agreement['first_step']} (replicas trained apart: no DDP wrapper, or a rank-dependent update)"
-        )
+            f"after step {agreement['first_step']} (replicas trained apart: no DDP wrapper, or a rank-dependent update)", step=agreement["first_step"],
+        ))
     for graph in report.get("graphs") or []:
-        found.append(f"`{graph['name']}` keeps autograd graphs: +{graph['growth_per_step']:.0f} nodes per step")
+        found.append(Problem("TLR301", f"`{graph['name']}` keeps autograd graphs: +{graph['growth_per_step']:.0f} nodes per step"))
     growth = (report.get("saved_bytes") or {}).get("growth_per_step") or 0
     if growth > 0:
-        found.append(f"tensors saved for backward stay alive: +{format_bytes(growth)} per step")
+        found.append(Problem("TLR302", f"tensors saved for backward stay alive: +{format_bytes(growth)} per step"))
     if report.get("eval_mode_steps"):
-        found.append(f"the model trained in eval mode at {len(report['eval_mode_steps'])} of {report['steps']} steps")
+        found.append(Problem("TLR501", f"the model trained in eval mode at {len(report['eval_mode_steps'])} of {report['steps']} steps",
+                             step=report["eval_mode_steps"][0]))
     if never_cleared(report):
-        found.append(f"gradients were never cleared in {report['steps']} steps: each step applied their running sum")
-    return found + invariant_problems(report) + update_problems(report)
+        found.append(Problem("TLR106", f"gradients were never cleared in {report['steps']} steps: each step applied their running sum"))
+    return found + invariant_problems(report) + updates
+
+
+def information(report: Report) -> list[Problem]:
+    """Deliberate patterns the run showed (a head over a frozen model, MC dropout...), with their codes."""
+    return [] if failed_ourselves(report) else invariant_information(report)
+
+
+def iterations(report: Report) -> int:
+    """Training iterations the run measured: optimizer steps, and those a GradScaler skipped."""
+    return (report.get("steps") or 0) + (report.get("skipped_steps") or 0)
+
+
+def steps_taken(report: Report) -> str:
+    """"50 optimizer step(s)", or "3 optimizer step(s) and 47 skipped by the GradScaler (94%)"."""
+    steps, skipped = report.get("steps") or 0, report.get("skipped_steps") or 0
+    if not skipped:
+        return f"{steps} optimizer step(s)"
+    return f"{steps} optimizer step(s) and {skipped} skipped by the GradScaler ({skipped / (steps + skipped):.0%} of {steps + skipped} iterations)"
 
 
 def failed_ourselves(report: Report) -> bool:
@@ -131,15 +157,6 @@ def never_cleared(report: Report) -> bool:
     """No zero_grad() call and no `.grad` reset over two steps or more: gradients accumulated."""
     return (report.get("steps") or 0) >= 2 and report.get("zero_grad_calls") == 0 and report.get("renewed_grads_steps") == 0
 
-
-
-def relative_path(path: str) -> str:
-    """`path` relative to the working directory when it lies below it."""
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:  # another drive
-        return path
-    return path if relative.startswith("..") else relative
 
 
 def format_bytes(n: float) -> str:

@@ -197,6 +197,8 @@ def _install(recorder: Recorder) -> None:
     torch.nn.modules.module.register_module_forward_hook(guarded(recorder.after_forward), with_kwargs=True, always_call=True)
     recorder.watch.install()
     recorder.updates.install()
+    recorder.training_state.install()
+    recorder.data_workers.install()
     warnings.filterwarnings("ignore", message="Using `torch.compile\\(module\\)` when there are global hooks")  # ours
 
     def scaled(result: Any, scaler: Any, loss: Any, *_: Any) -> None:

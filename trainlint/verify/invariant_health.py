@@ -13,8 +13,9 @@ call, a module set back to training mode on purpose).
 
 from __future__ import annotations
 
-import os
 from typing import Any, Sequence
+
+from trainlint.verify.problem_kinds import Problem, relative_path
 
 Report = dict[str, Any]
 SMALL_SHARE = 0.25  # a model of which less than this share trains, in no deliberate pattern, is a problem
@@ -23,58 +24,71 @@ UNCHANGED_FROZEN = 0.5  # health.FROZEN: a tracked tensor with this share of its
 REASON_ORDER = ("update below resolution", "no update applied", "gradient always zero", "not in an optimizer", "no gradient", "requires_grad=False")
 
 
-def invariant_problems(report: Report) -> list[str]:
-    """Problem lines for what trains and evaluation behaviour (empty when both hold)."""
-    return _what_trains(report, problems=True) + _evaluation(report, problems=True)
+def invariant_problems(report: Report) -> list[Problem]:
+    """Problems of what trains, evaluation behaviour, state only training builds and the data
+    workers' randomness (empty when all hold)."""
+    return _what_trains(report, problems=True) + _evaluation(report, problems=True) + _before_training(report) + _data_workers(report)
 
 
-def invariant_information(report: Report) -> list[str]:
-    """Information lines: deliberate freezing patterns, unused parameters, MC dropout."""
+def invariant_information(report: Report) -> list[Problem]:
+    """Information: deliberate freezing patterns, unused parameters, MC dropout."""
     return _what_trains(report, problems=False) + _evaluation(report, problems=False)
 
 
-def _what_trains(report: Report, problems: bool) -> list[str]:
+def _what_trains(report: Report, problems: bool) -> list[Problem]:
     trains = report.get("what_trains")
     if not trains or not trains.get("total"):
         return []
     rows = trains.get("parameters") or []
     total, trained = trains["total"], trains["trained"]
     by_status = trains.get("by_status") or {}
-    lines: list[str] = []
+    lines: list[Problem] = []
+    info = not problems
     orphans = [r for r in rows if r["status"] == "not in an optimizer" and r.get("gradient")]
     if orphans and problems:
         elements = sum(r["numel"] for r in orphans)
-        lines.append(
+        lines.append(Problem(
+            "TLR102",
             f"what trains: {len(orphans)} parameter tensor(s) ({elements:,} elements, {elements / total:.1%} of the model) receive gradients "
             f"but no optimizer that stepped holds them, from step 1: {_names(orphans)} (built or replaced after the optimizer, or the "
-            "optimizer was given other parameters)"
-        )
+            "optimizer was given other parameters)", step=1,
+        ))
     share = trained / total
     small = share < SMALL_SHARE and trains.get("pattern") is None
     if small and problems:
         types = ", ".join(f"{name} x{n}" for name, n in (trains.get("trainable_module_types") or {}).items())
         kinds = f", in {types}" if types else ""
-        lines.append(
+        lines.append(Problem(
+            "TLR103",
             f"what trains: only {share:.1%} of the parameters train ({trained:,} of {total:,} elements{kinds}) from step "
             f"{trains.get('first_step', 1)}; {_not_training(by_status, total)}{_freeze_cause(trains)}; "
-            f"{trains.get('pattern_detail', '')}"
-        )
+            f"{trains.get('pattern_detail', '')}", _freeze_site(trains), trains.get("first_step", 1),
+        ))
     if not problems and not small and trains.get("pattern") in ("head", "low-rank adapters") and share < 1:
         what = "the model's last layers" if trains["pattern"] == "head" else "low-rank adapters beside frozen weights"
-        lines.append(f"what trains: {share:.1%} of the parameters train ({trained:,} of {total:,} elements): {what}, a deliberate pattern{_freeze_cause(trains)}")
+        lines.append(Problem(
+            "TLR103", f"what trains: {share:.1%} of the parameters train ({trained:,} of {total:,} elements): {what}, a deliberate pattern{_freeze_cause(trains)}",
+            _freeze_site(trains), information=info,
+        ))
     unused = [r for r in rows if r["status"] == "no gradient"]
     if unused and not problems and not small:
         elements = sum(r["numel"] for r in unused)
-        lines.append(
+        lines.append(Problem(
+            "TLR102",
             f"what trains: {len(unused)} trainable tensor(s) ({elements:,} elements) in an optimizer received no gradient in "
-            f"{report.get('steps', 0)} steps (unused in the graph): {_names(unused)}"
-        )
+            f"{report.get('steps', 0)} steps (unused in the graph): {_names(unused)}", information=info,
+        ))
     return lines
 
 
 def _not_training(by_status: Report, total: int) -> str:
     parts = [f"{n / total:.1%} {status}" for status, n in by_status.items() if status != "trains" and n]
     return ", ".join(parts) if parts else "none frozen"
+
+
+def _freeze_site(trains: Report) -> Report | None:
+    sites = trains.get("freeze_sites") or []
+    return sites[0] if sites else None
 
 
 def _freeze_cause(trains: Report) -> str:
@@ -93,17 +107,12 @@ def _names(rows: Sequence[Report], limit: int = 3) -> str:
 
 def where(site: Report) -> str:
     """`train.py:41 (`p.requires_grad = False`)`: a site, relative to the working directory."""
-    path = site["path"]
-    try:
-        relative = os.path.relpath(path)
-        path = path if relative.startswith("..") else relative
-    except ValueError:  # another drive
-        pass
+    path = relative_path(site["path"])
     code = f" (`{site['code']}`)" if site.get("code") else ""
     return f"{path}:{site['line']}{code}"
 
 
-def _evaluation(report: Report, problems: bool) -> list[str]:
+def _evaluation(report: Report, problems: bool) -> list[Problem]:
     behaviour = report.get("eval_behaviour") or {}
     measured = behaviour.get("measured") or {}
     lines = []
@@ -115,7 +124,11 @@ def _evaluation(report: Report, problems: bool) -> list[str]:
         switched = f", switched to eval at {where(switch)}" if switch else ""
         if not problems:
             how = "a module set to training mode under an eval-mode model" if site.get("module_training") else "`training=True` in the call"
-            lines.append(f"evaluation: `{site['function']}` in `{site['module']}` runs in training behaviour on purpose ({how}, e.g. MC dropout) at {where(site)}")
+            lines.append(Problem(
+                "TLR503" if site["kind"] == "batch norm" else "TLR502",
+                f"evaluation: `{site['function']}` in `{site['module']}` runs in training behaviour on purpose ({how}, e.g. MC dropout) at {where(site)}",
+                site, information=True,
+            ))
             continue
         if site["kind"] == "batch norm":
             what = (f"BatchNorm running statistics change in eval: `{site['module']}` ({site['module_type']}) computes batch statistics and "
@@ -125,7 +138,11 @@ def _evaluation(report: Report, problems: bool) -> list[str]:
         else:
             kind = f" ({site['module_type']})" if site["module_type"] != site["module"] else ""
             what = f"evaluation is not deterministic: `{site['function']}` runs in training behaviour inside eval-mode `{site['module']}`{kind}"
-        lines.append(f"{what}{switched}, at {where(site)}: {site['count']} call(s) from the evaluation {when}{_measured(measured, site['kind'])}{_fix(site)}")
+        lines.append(Problem(
+            "TLR503" if site["kind"] == "batch norm" else "TLR502",
+            f"{what}{switched}, at {where(site)}: {site['count']} call(s) from the evaluation {when}{_measured(measured, site['kind'])}{_fix(site)}",
+            site, site["after_step"] or None,
+        ))
     return lines
 
 
@@ -146,6 +163,55 @@ def _fix(site: Report) -> str:
     if site["kind"] == "attention dropout":
         return "; pass `dropout_p=self.p if self.training else 0.0`"
     return ""
+
+
+def _before_training(report: Report) -> list[Problem]:
+    groups: dict[tuple[Any, ...], list[Report]] = {}
+    for row in report.get("evaluated_before_training") or []:
+        applied = row.get("applied_at") or {}
+        groups.setdefault((applied.get("path"), applied.get("line"), row.get("after_step")), []).append(row)
+    lines = []
+    for rows in groups.values():
+        row, applied = rows[0], rows[0].get("applied_at") or {}
+        modules = ", ".join(f"`{r['module']}`" for r in rows[:4]) + (f" and {len(rows) - 4} more" if len(rows) > 4 else "")
+        types = ", ".join(sorted({r["module_type"] for r in rows}))
+        switch = f", switched to eval at {where(row['eval_switch'])}" if row.get("eval_switch") else ""
+        when = f"after step {row['after_step']}" if row.get("after_step") else "before the first step"
+        measured = [r for r in rows if r.get("sigma_true")]
+        figures = ""
+        if measured:
+            worst = max(measured, key=lambda r: abs(abs(r["sigma_used"]) / r["sigma_true"] - 1))
+            figures = (f"; the weight of `{worst['module']}` is divided by u^T W v = {worst['sigma_used']:.3g} instead of its largest "
+                       f"singular value {worst['sigma_true']:.3g}")
+        applied_text = f" applied at {where(applied)}" if applied.get("path") else ""
+        lines.append(Problem(
+            "TLR504",
+            f"evaluated before training: {modules} ({types}) carry the legacy `spectral_norm`{applied_text} and ran in eval mode{switch} "
+            f"{when}, before any training-mode forward or `load_state_dict`: their power-iteration vectors are still at their random start"
+            f"{figures}; use `torch.nn.utils.parametrizations.spectral_norm`", applied if applied.get("path") else row.get("called_at"),
+            row.get("after_step") or None,
+        ))
+    return lines
+
+
+def _data_workers(report: Report) -> list[Problem]:
+    lines = []
+    for loader in report.get("data_workers") or []:
+        built = f" built at {where(loader['built_at'])}" if loader.get("built_at") else ""
+        seeded = (f"its worker_init_fn `{loader['worker_init_fn']}` does not reseed it" if loader.get("worker_init_fn")
+                  else "no worker_init_fn reseeds it")
+        for generator in loader.get("generators") or []:
+            epochs = generator["epochs_alike"]
+            repeats = (f"; and each epoch starts it from the same state ({generator['repeats_every_epoch']} epochs: the same draws every epoch)"
+                       if generator.get("repeats_every_epoch") else "")
+            lines.append(Problem(
+                "TLR701",
+                f"data workers: `{generator['attribute']}` ({generator['type']}) of the {loader['dataset']} in the DataLoader{built} is copied into its "
+                f"{generator['workers']} workers with the same state and draws the same numbers in each (epoch {', '.join(map(str, epochs[:3]))}): "
+                f"{seeded}{repeats}; reseed it per worker from `torch.utils.data.get_worker_info().seed` in a worker_init_fn",
+                loader.get("built_at"),
+            ))
+    return lines
 
 
 def unchanged_parameters(report: Report) -> list[Report]:

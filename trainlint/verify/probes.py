@@ -8,6 +8,7 @@ one JSON object: `{"status": "confirmed"|"not reproduced"|"cannot check here", "
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from typing import Any, Callable
@@ -71,7 +72,7 @@ def probe_tl101(facts: Evidence, device: str) -> Evidence:
             "fp32_frozen": _frozen_fraction(init, torch.float32, optimizer, lr, wd, steps, device),
         }
     norm = rows["norm weights (1.0)"]
-    evidence: Evidence = {"dtype": dtype_name, "optimizer": optimizer, "lr": lr, "steps": steps, "tensors": rows}
+    evidence: Evidence = {"dtype": dtype_name, "optimizer": optimizer, "lr": lr, "lr_from": facts.get("lr_from") or "the script", "steps": steps, "tensors": rows}
     evidence["half_gap_at_1"] = float(_half_gap(torch.ones(1, dtype=dtype))[0])
     if wd:
         decay = lr * float(wd)
@@ -79,11 +80,16 @@ def probe_tl101(facts: Evidence, device: str) -> Evidence:
         evidence["decay_lost"] = decay < evidence["half_gap_at_1"]
     confirmed = norm["measured_frozen"] > 0.5 and norm["fp32_frozen"] < 0.01
     summary = (
-        f"{optimizer} lr={lr:g} in {dtype_name}: {norm['measured_frozen']:.0%} of norm weights (1.0) unchanged "
+        f"{optimizer} lr={lr:g}{_source(facts)} in {dtype_name}: {norm['measured_frozen']:.0%} of norm weights (1.0) unchanged "
         f"after {steps} steps (fp32: {norm['fp32_frozen']:.0%}); half the {dtype_name} gap at 1.0 is "
-        f"{evidence['half_gap_at_1']:.2g} > lr"
+        f"{evidence['half_gap_at_1']:.2g} {'>' if evidence['half_gap_at_1'] > lr else '<='} lr"
     )
     return {"status": "confirmed" if confirmed else "not reproduced", "evidence": evidence, "summary": summary}
+
+
+def _source(facts: Evidence) -> str:
+    """Where the probe's learning rate came from, when not from a literal in the script."""
+    return f" ({facts['lr_from']})" if facts.get("lr_from") else ""
 
 
 def probe_tl104(facts: Evidence, device: str) -> Evidence:
@@ -153,13 +159,36 @@ def probe_tl103(facts: Evidence, device: str) -> Evidence:
 
 
 def probe_tl202(facts: Evidence, device: str) -> Evidence:
-    """Two exploding steps in fp16: momentum adds past 65504, the weights turn non-finite; clipping
-    the gradient norm first keeps them finite."""
+    """One outlier batch, run in the flagged code's own set-up (`facts["setup"]`: fp16 weights, or fp32
+    weights under fp16 autocast with or without a GradScaler; its optimizer and lr), with and without
+    clipping the gradient norm at 1.0."""
+    setup = str(facts.get("setup") or "fp16 weights")
+    optimizer = str(facts.get("optimizer") or "SGD")
+    assumed = [] if facts.get("optimizer") else ["optimizer SGD with momentum 0.9"]
+    lr = facts.get("lr")
+    if lr is None:
+        lr = 1e-3 if optimizer in ADAM_FAMILY else 0.1
+        assumed.append(f"lr {lr:g}")
+    if setup == "fp16 weights":
+        return _fp16_weight_spikes(optimizer, float(lr), device, assumed)
+    return _outlier_batch(setup, optimizer, float(lr), device, assumed)
+
+
+def _assumptions(assumed: list[str]) -> str:
+    return f" (assumed: {', '.join(assumed)}: not written as literals in the flagged file)" if assumed else ""
+
+
+def _share(value: float) -> str:
+    return f"{value:.0%}" if math.isfinite(value) else "non-finite"
+
+
+def _fp16_weight_spikes(optimizer: str, lr: float, device: str, assumed: list[str]) -> Evidence:
+    """fp16 weights and state: two finite gradient spikes (4e4) through the optimizer."""
 
     def nonfinite_after_spikes(clip: bool) -> int:
         torch.manual_seed(0)
         param = torch.nn.Parameter(torch.ones(1024, dtype=torch.float16, device=device))
-        opt = torch.optim.SGD([param], lr=0.1, momentum=0.9)
+        opt = _optimizer(optimizer, [param], lr, momentum=0.9) if optimizer == "SGD" else _optimizer(optimizer, [param], lr)
         for _ in range(2):
             param.grad = torch.full((1024,), 4e4, device=device).half()  # a finite fp16 gradient spike
             if clip:
@@ -168,13 +197,82 @@ def probe_tl202(facts: Evidence, device: str) -> Evidence:
         return int((~torch.isfinite(param.detach())).sum())
 
     unclipped, clipped = nonfinite_after_spikes(False), nonfinite_after_spikes(True)
-    evidence = {"elements": 1024, "nonfinite_without_clipping": unclipped, "nonfinite_with_clipping": clipped, "fp16_max": 65504.0}
+    evidence = {"setup": "fp16 weights", "optimizer": optimizer, "lr": lr, "assumed": assumed, "elements": 1024,
+                "nonfinite_without_clipping": unclipped, "nonfinite_with_clipping": clipped, "fp16_max": 65504.0}
     confirmed = unclipped > 0 and clipped == 0
     summary = (
-        f"two gradient spikes (4e4, finite in fp16): {unclipped} of 1024 fp16 weights non-finite after SGD with "
-        f"momentum, {clipped} with clipping at 1.0"
+        f"fp16 weights trained by {optimizer} lr={lr:g}{_assumptions(assumed)}: after two gradient spikes (4e4, finite in fp16) "
+        f"{unclipped} of 1024 weights are non-finite, {clipped} with clipping at 1.0"
     )
     return {"status": "confirmed" if confirmed else "not reproduced", "evidence": evidence, "summary": summary}
+
+
+def _outlier_batch(setup: str, optimizer: str, lr: float, device: str, assumed: list[str]) -> Evidence:
+    """fp32 weights under fp16 autocast (with a GradScaler when the code has one): ordinary steps, one
+    outlier batch (inputs x30) applied as the code would (retried while the scaler skips it for
+    inf/NaN: it skips nothing finite), then ordinary steps again. An SGD-like optimizer takes the
+    spike as one huge step; an Adam-like one keeps it in its second moment, and its later steps
+    shrink (the run stalls). Both are measured, with and without clipping at 1.0."""
+
+    def run(clip: bool) -> Evidence:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).to(device)
+        params = list(model.parameters())
+        opt = _optimizer(optimizer, params, lr, momentum=0.9) if optimizer == "SGD" else _optimizer(optimizer, params, lr)
+        scaler = torch.amp.GradScaler(device, enabled=setup == "scaler")
+        target = torch.randn(32, 1, device=device)
+        x = torch.randn(64, 32, device=device)
+
+        def loss_of(inputs: torch.Tensor) -> torch.Tensor:
+            with torch.autocast(device, dtype=torch.float16):
+                out = model(inputs)
+            return torch.nn.functional.mse_loss(out.float(), inputs @ target)
+
+        def flat() -> torch.Tensor:
+            return torch.cat([p.detach().flatten() for p in params])
+
+        def step(inputs: torch.Tensor) -> float:
+            """The step's update norm (0: skipped)."""
+            before = flat()
+            opt.zero_grad()
+            scaler.scale(loss_of(inputs)).backward()
+            if clip:
+                scaler.unscale_(opt)
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+            scaler.step(opt)
+            scaler.update()
+            return float((flat() - before).norm())
+
+        ordinary_steps = [step(x) for _ in range(20)]
+        with torch.no_grad():
+            ordinary = float(loss_of(x))
+        weights, skipped = flat(), 0
+        while step(x * 30) == 0.0 and skipped < 30:
+            skipped += 1
+        moved = float((flat() - weights).norm() / weights.norm())
+        with torch.no_grad():
+            after = float(loss_of(x))
+        later = [step(x) for _ in range(10)]
+        pre = sum(ordinary_steps[-10:]) / 10
+        return {"moved": moved, "loss_before": ordinary, "loss_after": after, "skipped": skipped,
+                "later_step_share": (sum(later) / 10) / pre if pre > 0 else float("nan")}
+
+    plain, clipped = run(False), run(True)
+    setting = "fp32 weights under fp16 autocast" + (" with a GradScaler" if setup == "scaler" else "")
+    evidence = {"setup": setup, "optimizer": optimizer, "lr": lr, "assumed": assumed, "outlier_scale": 30, "without_clipping": plain, "with_clipping": clipped}
+    wrecked = not math.isfinite(plain["moved"]) or not math.isfinite(plain["loss_after"])
+    jumped = plain["moved"] > 5 * clipped["moved"] and plain["loss_after"] > 2 * plain["loss_before"]
+    # Adam-like: the spike's square sits in the second moment (beta2 0.999: for ~1000 steps)
+    stalled = plain["later_step_share"] < 0.5 and clipped["later_step_share"] > 1.5 * plain["later_step_share"]
+    skips = f" (the scaler skipped it {plain['skipped']} time(s) for inf/NaN, then applied it)" if plain["skipped"] else ""
+    how_far = "made the weights non-finite" if not math.isfinite(plain["moved"]) else f"moved the weights by {plain['moved']:.1%} of their norm"
+    summary = (
+        f"{setting}, {optimizer} lr={lr:g}{_assumptions(assumed)}: one outlier batch{skips} {how_far} unclipped, by "
+        f"{clipped['moved']:.1%} clipped at 1.0; the ordinary batch's loss went {plain['loss_before']:.3g} -> {plain['loss_after']:.3g} "
+        f"({clipped['loss_after']:.3g} clipped); the next 10 steps were {_share(plain['later_step_share'])} the size of those before it "
+        f"({_share(clipped['later_step_share'])} clipped)"
+    )
+    return {"status": "confirmed" if wrecked or jumped or stalled else "not reproduced", "evidence": evidence, "summary": summary}
 
 
 def probe_tl201(facts: Evidence, device: str) -> Evidence:

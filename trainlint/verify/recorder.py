@@ -25,7 +25,9 @@ import torch
 from trainlint.verify.grad_norms import GradNorms, local
 from trainlint.verify.progress import Progress
 from trainlint.verify.run_invariants import InvariantWatch
+from trainlint.verify.training_state_watch import TrainingStateWatch
 from trainlint.verify.update_watch import UpdateWatch
+from trainlint.verify.data_workers import DataWorkerWatch
 from trainlint.verify.live_objects import OWN_DIR, calling_frame, graph_nodes, graph_roots, parameter_owners, saved_bytes, user_frames
 
 Report = dict[str, Any]
@@ -113,6 +115,8 @@ class Recorder:
         self.rank_evidence: Any = None  # distributed.RankEvidence in a multi-process run
         self.watch = InvariantWatch(self)  # what trains, and evaluation in training behaviour
         self.updates = UpdateWatch(self)  # updates happen, learning happens
+        self.training_state = TrainingStateWatch(self)  # evaluation before the state training builds
+        self.data_workers = DataWorkerWatch(self, f"{report_path}.workers")  # workers' randomness
         self.rank, self.world_size = 0, 1
         self.default_dtype_site: Report | None = None
         self.exit_code: int | None = None  # the status the script asked for with sys.exit()
@@ -150,6 +154,7 @@ class Recorder:
 
     def before_forward(self, module: torch.nn.Module, *_: Any) -> None:
         self.watch.enter(module)
+        self.training_state.enter(module)
         if self.forward_depth == 0:  # the outermost module call: the script's own
             if self.first_forward is None:
                 self.first_forward = self.clock()
@@ -216,7 +221,7 @@ class Recorder:
         if any(not root.training for root in self.roots):
             self.eval_mode_steps.append(self.steps)
         start = time.perf_counter()
-        last = self.steps >= self.wanted
+        last = self.iterations() >= self.wanted
         for name, roots in graph_roots(sys._getframe(1)).items():
             nodes = graph_nodes(roots)
             sizes = self.graphs.setdefault(name, [0] * (self.steps - 1))
@@ -225,8 +230,26 @@ class Recorder:
                 self.graph_bytes[name] = saved_bytes(nodes, {p.untyped_storage().data_ptr() for p, _, _ in self.tracked.values()})
         self.own_time += time.perf_counter() - start
         if last:
-            self.finish("steps", f"stopped after {self.steps} optimizer steps")
-            raise StopRun  # the report is written: if the script swallows this, its next step ends the process
+            self._stop()
+
+    def iterations(self) -> int:
+        """Training iterations so far: optimizer steps taken, and those a GradScaler skipped."""
+        return self.steps + self.updates.skipped_iterations()
+
+    def iteration_skipped(self, skipped: int) -> None:
+        """A GradScaler skipped an optimizer step (inf/NaN gradients): it counts towards --steps."""
+        self.progress.show(f"trainlint: iteration {self.iterations()}/{self.wanted} of {os.path.basename(self.script)} ({skipped} skipped)")
+        if self.iterations() >= self.wanted:
+            self._stop()
+
+    def _stop(self) -> None:
+        skipped = self.updates.skipped_iterations()
+        if skipped:
+            how = f"stopped after {self.iterations()} iterations: {self.steps} optimizer steps, {skipped} skipped by the GradScaler (inf/NaN gradients)"
+        else:
+            how = f"stopped after {self.steps} optimizer steps"
+        self.finish("steps", how)
+        raise StopRun  # the report is written: if the script swallows this, its next step ends the process
 
     def clock(self) -> float:
         """Seconds since the start on the script's own clock: wall time less the time of our scans."""
@@ -331,6 +354,7 @@ class Recorder:
             "torch": torch.__version__,
             "requested_steps": self.wanted,
             "steps": self.steps,
+            "skipped_steps": self.updates.skipped_iterations(),
             "stopped": self.stopped,
             "message": self.message,
             "error": self.error,
@@ -360,6 +384,8 @@ class Recorder:
             "distributed": self.rank_evidence.report() if self.rank_evidence is not None else None,
             **self.watch.report(self.roots, self.tracked),
             **self.updates.report(self._name),
+            **self.training_state.report(self.names),
+            **self.data_workers.report(),
         }
 
     def _name(self, param: torch.Tensor) -> str:

@@ -9,9 +9,11 @@ import math
 from typing import Any, Sequence
 
 from trainlint.report.text import visible
-from trainlint.verify.invariant_health import invariant_information, unchanged_parameters
+from trainlint.verify.invariant_health import SMALL_SHARE, unchanged_parameters
+from trainlint.verify.update_health import RESOLUTION
+from trainlint.verify.problem_kinds import KIND_BY_CODE, Problem
 from trainlint.verify.health import (
-    FROZEN, clipping_line, format_bytes, format_value, frozen_cause, rank_lines, relative_path, run_series, script_failed,
+    FROZEN, clipping_line, format_bytes, format_value, frozen_cause, information, rank_lines, steps_taken, relative_path, run_series, script_failed,
 )
 
 Report = dict[str, Any]
@@ -22,7 +24,7 @@ def escape(text: str) -> str:
     the script's names, paths and errors) shown as escapes, as in the terminal."""
     return html.escape(visible(text))
 
-CHART_W, CHART_H, PAD_L, PAD_B, PAD_T = 640, 180, 70, 24, 12
+CHART_W, CHART_H, PAD_L, PAD_B, PAD_T = 640, 190, 70, 34, 12
 VERDICT_CLASS = {"confirmed": "bad", "not confirmed": "good", "cannot check here": "warn"}
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1000px; color: #1d2330; background: #fff; }
@@ -33,12 +35,14 @@ th { border-bottom: 1px solid #ccd; } td.num, th.num { text-align: right; } code
 .problems li { color: #b3261e; margin: 3px 0; } .chart { margin: 8px 0 18px; } .chart h3 { font-size: 14px; margin: 0 0 2px; }
 .badge { display: inline-block; padding: 0 6px; border-radius: 3px; font-size: 12px; border: 1px solid currentColor; }
 .none { color: #778; }
+.share { height: 10px; background: #d9dbe3; border-radius: 3px; overflow: hidden; margin: 4px 0 10px; }
+.share span { display: block; height: 100%; background: #1b7a3a; }
 """
 
 
-def render_html(report: Report, rows: Sequence[Report], problems: Sequence[str]) -> str:
+def render_html(report: Report, rows: Sequence[Report], problems: Sequence[Problem]) -> str:
     """The whole page as one string."""
-    parts = [_header(report, problems), *_ranks(report), _series(report), _frozen(report), _syncs(report), _graphs(report), _findings(rows)]
+    parts = [_header(report, problems), *_ranks(report), _what_trains(report), _series(report), _frozen(report), _syncs(report), _graphs(report), _findings(rows)]
     body = "\n".join(p for p in parts if p)
     title = f"trainlint verify run: {report.get('script', '')}"
     return (
@@ -47,25 +51,33 @@ def render_html(report: Report, rows: Sequence[Report], problems: Sequence[str])
     )
 
 
-def _header(report: Report, problems: Sequence[str]) -> str:
+def _header(report: Report, problems: Sequence[Problem]) -> str:
     steps = report.get("steps") or 0
     took = f", {report['duration_s']:.1f} s" if isinstance(report.get("duration_s"), (int, float)) else ""
     out = [
         f"<h1>{escape(relative_path(str(report.get('script', ''))))}</h1>",
-        f"<p class=\"meta\">{steps} optimizer step(s) on {escape(str(report.get('device', '?')))}{took}: {escape(str(report.get('message', '')))}</p>",
+        f"<p class=\"meta\">{escape(steps_taken(report))} on {escape(str(report.get('device', '?')))}{took}: {escape(str(report.get('message', '')))}</p>",
     ]
     failure = script_failed(report) if report.get("stopped") != "internal-error" else f"{report.get('message')}: {report.get('error')}"
     if failure:
         out.append(f"<p class=\"bad\">{escape(failure)}</p>")
-    if problems:
-        out.append("<h2>Problems</h2><ul class=\"problems\">" + "".join(f"<li>{escape(p)}</li>" for p in problems) + "</ul>")
-    information = invariant_information(report) if report.get("stopped") != "internal-error" else []
-    if information:
-        out.append("<h2>Information</h2><ul>" + "".join(f"<li>{escape(line)}</li>" for line in information) + "</ul>")
-    elif steps and report.get("stopped") != "internal-error":
+    open_problems = [p for p in problems if not p.acknowledged]
+    for title, css, shown in (("Problems", " class=\"problems\"", open_problems), ("Acknowledged", "", [p for p in problems if p.acknowledged]),
+                              ("Information", "", information(report))):
+        if shown:
+            out.append(f"<h2>{title}</h2><ul{css}>" + "".join(_problem_item(p) for p in shown) + "</ul>")
+    if not open_problems and steps and report.get("stopped") != "internal-error":
         scope = f"the {steps} step(s) before the run failed" if failure else "this run"
-        out.append(f"<p class=\"good\">No training-health problem in {scope}.</p>")
+        acknowledged = f" apart from {len(problems) - len(open_problems)} acknowledged" if len(problems) > len(open_problems) else ""
+        out.append(f"<p class=\"good\">No training-health problem in {scope}{acknowledged}.</p>")
     return "\n".join(out)
+
+
+def _problem_item(problem: Problem) -> str:
+    # the page's address as a tooltip, not a link: the report fetches and links nothing
+    page = f"rules/run/{KIND_BY_CODE[problem.code].page}"
+    note = f" <span class=\"meta\">(acknowledged: {escape(problem.acknowledged)})</span>" if problem.acknowledged else ""
+    return f"<li><code title=\"{escape(page)}\">{problem.code}</code> {escape(problem.message)}{note}</li>"
 
 
 def _series(report: Report) -> str:
@@ -73,11 +85,50 @@ def _series(report: Report) -> str:
     limit = _clip_limit(report)
     for row in run_series(report):
         guide = limit if row["label"] == "grad norm" else None
-        charts.append(f"<div class=\"chart\"><h3>{escape(row['label'])}</h3>{line_chart(row['values'], row['unit'], row['marks'], guide)}</div>")
+        charts.append(_chart(row["label"], line_chart(row["values"], row["unit"], row["marks"], guide)))
+    scale = report.get("loss_scale") or {}
+    if scale.get("values"):
+        charts.append(_chart("loss scale (GradScaler)", line_chart(scale["values"], "", [])))
+    for g in ((report.get("updates") or {}).get("groups") or [])[:3]:
+        ratios = g.get("ratio_per_step") or []
+        if any(r is not None for r in ratios):
+            floor = RESOLUTION.get(g["dtype"], 0.0) / 2 if g["dtype"] in ("bfloat16", "float16") else None
+            label = f"update-to-weight ratio per step: {g['optimizer']} group {g['group']} ({g['dtype']})"
+            charts.append(_chart(label, line_chart(ratios, "", [], floor, f"{g['dtype']} resolution / 2")))
     if not charts:
         return ""
-    notes = [line for line in (clipping_line(report),) if line]
+    lowered = f"the GradScaler lowered its scale {scale.get('decreases', 0)} time(s) for inf/NaN gradients" if scale.get("values") else None
+    notes = [line for line in (clipping_line(report), lowered) if line]
     return "<h2>Per step</h2>" + "".join(charts) + "".join(f"<p class=\"meta\">{escape(n)}</p>" for n in notes)
+
+
+def _chart(title: str, svg: str) -> str:
+    return f"<div class=\"chart\"><h3>{escape(title)}</h3>{svg}</div>"
+
+
+def _what_trains(report: Report) -> str:
+    """The share of the model's parameter elements that trains, as a bar, and by module."""
+    trains = report.get("what_trains") or {}
+    if not trains.get("total"):
+        return ""
+    total, share = trains["total"], trains.get("share_trained", trains.get("trained", 0) / trains["total"])
+    pattern = {"head": ": the model's last layers", "low-rank adapters": ": low-rank adapters beside frozen weights"}.get(trains.get("pattern") or "", "")
+    bad = share < SMALL_SHARE and trains.get("pattern") is None
+    out = [
+        "<h2>What trains</h2>",
+        f"<p><span class=\"{'bad' if bad else ''}\">{share:.1%}</span> of {total:,} parameter elements ({trains.get('tensors', '?')} tensors) train{escape(pattern)}</p>",
+        f"<div class=\"share\"><span style=\"width:{share * 100:.1f}%\"></span></div>",
+    ]
+    statuses = [s for s in ("trains", "requires_grad=False", "not in an optimizer", "no gradient") if (trains.get("by_status") or {}).get(s)]
+    modules = trains.get("modules") or []
+    if share < 1 and modules:
+        rows = [[f"<code>{escape(m['path'])}</code>", f"{m['total']:,}", *(f"{m.get(s, 0) / m['total']:.0%}" if m["total"] else "" for s in statuses)]
+                for m in modules[:20]]
+        out.append(_table(["module", "elements", *map(escape, statuses)], rows, numeric=tuple(range(1, 2 + len(statuses)))))
+    for site in (trains.get("freeze_sites") or [])[:3]:
+        out.append(f"<p class=\"meta\">requires_grad=False set at <code>{escape(relative_path(site['path']))}:{site['line']}</code> "
+                   f"{escape(site.get('code', ''))} for {site['tensors']} tensor(s), {site['elements']:,} elements</p>")
+    return "".join(out)
 
 
 def _clip_limit(report: Report) -> float | None:
@@ -88,9 +139,9 @@ def _clip_limit(report: Report) -> float | None:
         return None
 
 
-def line_chart(values: Sequence[float | None], unit: str, marks: Sequence[Report], guide: float | None = None) -> str:
-    """An inline SVG line chart of `values` (step 1..N), with red markers at `marks` and a dashed
-    horizontal `guide` (the clip limit)."""
+def line_chart(values: Sequence[float | None], unit: str, marks: Sequence[Report], guide: float | None = None, guide_label: str = "clip") -> str:
+    """An inline SVG line chart of `values` (step 1..N) with labelled ticks on both axes, red markers
+    at `marks` and a dashed horizontal `guide` (the clip limit, a resolution floor)."""
     points = [(i + 1, v) for i, v in enumerate(values) if v is not None and math.isfinite(v)]
     if not points:
         return "<p class=\"none\">no finite value</p>"
@@ -113,29 +164,57 @@ def line_chart(values: Sequence[float | None], unit: str, marks: Sequence[Report
     svg = [
         f"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{CHART_W}\" height=\"{CHART_H}\" role=\"img\">",
         f"<rect x=\"{PAD_L}\" y=\"{PAD_T}\" width=\"{width}\" height=\"{height}\" fill=\"#f7f8fb\" stroke=\"#dde\"/>",
-        f"<text x=\"{PAD_L - 6}\" y=\"{PAD_T + 10}\" text-anchor=\"end\" font-size=\"11\">{escape(format_value(high, unit))}</text>",
-        f"<text x=\"{PAD_L - 6}\" y=\"{PAD_T + height}\" text-anchor=\"end\" font-size=\"11\">{escape(format_value(low, unit))}</text>",
-        f"<text x=\"{PAD_L}\" y=\"{CHART_H - 6}\" font-size=\"11\">step 1</text>",
-        f"<text x=\"{PAD_L + width}\" y=\"{CHART_H - 6}\" text-anchor=\"end\" font-size=\"11\">step {len(values)}</text>",
     ]
-    if logarithmic:
-        svg.append(f"<text x=\"{PAD_L + width / 2:.0f}\" y=\"{CHART_H - 6}\" text-anchor=\"middle\" font-size=\"11\" fill=\"#556\">log scale</text>")
+    for tick in ticks(low, high, logarithmic) if high > low else [low]:
+        ty = y(tick) if high > low else PAD_T + height / 2
+        svg.append(
+            f"<line x1=\"{PAD_L}\" x2=\"{PAD_L + width}\" y1=\"{ty:.1f}\" y2=\"{ty:.1f}\" stroke=\"#e4e6ee\"/>"
+            f"<text x=\"{PAD_L - 6}\" y=\"{ty + 4:.1f}\" text-anchor=\"end\" font-size=\"11\">{escape(format_value(tick, unit))}</text>"
+        )
+    for step in (int(t) for t in ticks(1, len(values), False) if t == int(t)) if len(values) > 1 else [1]:
+        svg.append(
+            f"<line x1=\"{x(step):.1f}\" x2=\"{x(step):.1f}\" y1=\"{PAD_T + height}\" y2=\"{PAD_T + height + 4}\" stroke=\"#99a\"/>"
+            f"<text x=\"{x(step):.1f}\" y=\"{PAD_T + height + 16}\" text-anchor=\"middle\" font-size=\"11\">{step}</text>"
+        )
+    axis = "step" + (" (log scale)" if logarithmic else "")
+    svg.append(f"<text x=\"{PAD_L + width / 2:.0f}\" y=\"{CHART_H - 3}\" text-anchor=\"middle\" font-size=\"11\" fill=\"#556\">{axis}</text>")
     if guide is not None:
         svg.append(
             f"<line x1=\"{PAD_L}\" x2=\"{PAD_L + width}\" y1=\"{y(guide):.1f}\" y2=\"{y(guide):.1f}\" stroke=\"#9a6700\" stroke-dasharray=\"5,4\"/>"
-            f"<text x=\"{PAD_L + width - 4}\" y=\"{y(guide) - 4:.1f}\" text-anchor=\"end\" font-size=\"11\" fill=\"#9a6700\">clip {guide:g}</text>"
+            f"<text x=\"{PAD_L + width - 4}\" y=\"{y(guide) - 4:.1f}\" text-anchor=\"end\" font-size=\"11\" fill=\"#9a6700\">{escape(guide_label)} {guide:.3g}</text>"
         )
     for mark in marks:
         mx = x(mark["step"])
+        # a label near the right edge is written leftwards from its marker, so that it is not clipped
+        anchor, tx = ("end", mx - 4) if mx > PAD_L + 0.6 * width else ("start", mx + 4)
         svg.append(
             f"<line x1=\"{mx:.1f}\" x2=\"{mx:.1f}\" y1=\"{PAD_T}\" y2=\"{PAD_T + height}\" stroke=\"#b3261e\" stroke-width=\"1.5\"/>"
-            f"<text x=\"{mx + 4:.1f}\" y=\"{PAD_T + 12}\" font-size=\"11\" fill=\"#b3261e\">{escape(mark['text'])}</text>"
+            f"<text x=\"{tx:.1f}\" y=\"{PAD_T + 12}\" text-anchor=\"{anchor}\" font-size=\"11\" fill=\"#b3261e\">{escape(mark['text'])}</text>"
         )
     svg.append(f"<path d=\"{path}\" fill=\"none\" stroke=\"#2f5fb3\" stroke-width=\"1.6\"/>")
     if len(points) == 1:
         svg.append(f"<circle cx=\"{x(points[0][0]):.1f}\" cy=\"{y(points[0][1]):.1f}\" r=\"3\" fill=\"#2f5fb3\"/>")
     svg.append("</svg>")
     return "".join(svg)
+
+
+def ticks(low: float, high: float, logarithmic: bool, count: int = 4) -> list[float]:
+    """About `count` round values from `low` to `high`: 1, 2, 2.5 or 5 times a power of ten apart, or
+    the powers of ten between them on a log scale."""
+    if high <= low:
+        return [low]
+    if logarithmic:
+        first, last = math.ceil(math.log10(low)), math.floor(math.log10(high))
+        every = max(1, (last - first) // count + 1)
+        return [10.0**e for e in range(first, last + 1, every)] or [low, high]
+    raw = (high - low) / count
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    tick, out = math.ceil(low / step) * step, []
+    while tick <= high + step * 1e-9:
+        out.append(round(tick, 12))
+        tick += step
+    return out
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[int] = ()) -> str:

@@ -13,10 +13,11 @@ from rich.table import Table
 from trainlint.verify.sparkline import marker_column, sparkline
 from trainlint.report.text import visible
 from trainlint.verify.health import (
-    FROZEN, clipping_line, failed_ourselves, format_bytes, format_value, frozen_cause, never_cleared, rank_lines, relative_path,
-    run_series, script_failed,
+    FROZEN, clipping_line, failed_ourselves, format_bytes, format_value, frozen_cause, information, iterations, never_cleared, steps_taken, rank_lines,
+    relative_path, run_series, script_failed,
 )
-from trainlint.verify.invariant_health import invariant_information, unchanged_parameters, where
+from trainlint.verify.invariant_health import unchanged_parameters, where
+from trainlint.verify.problem_kinds import Problem
 from trainlint.verify.update_health import learning, update_lines
 
 STYLE = {"confirmed": "bold red", "not reproduced": "green", "not confirmed": "green", "cannot check here": "yellow"}
@@ -50,17 +51,17 @@ def render(console: Console, rows: Sequence[dict[str, object]], unchecked: str =
     console.print(f"\nVerified {len(rows)} finding(s): {_e(summary) or 'nothing to verify'}")
 
 
-def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str, object]], problems: Sequence[str]) -> None:
+def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str, object]], problems: Sequence[Problem]) -> None:
     """The training-health report of `trainlint verify run`, then the script's static findings judged.
 
     Each section is drawn on its own: evidence of an unexpected shape costs that section, never the report."""
     steps = report.get("steps") or 0
     took = f", {report['duration_s']:.1f} s" if isinstance(report.get("duration_s"), (int, float)) else ""
     on = f" on {_e(report['device'])}" if report.get("device") else ""
-    console.print(f"[bold]{_e(report.get('script'))}[/]: {steps} optimizer step(s){on}{took}: {_e(report.get('message', ''))}")
+    console.print(f"[bold]{_e(report.get('script'))}[/]: {_e(steps_taken(report))}{on}{took}: {_e(report.get('message', ''))}")
     if report.get("error"):
         console.print(f"  [red]{_e(report['error'])}[/]")
-    if failed_ourselves(report) or not steps:
+    if failed_ourselves(report) or not iterations(report):
         return
     for section in (_ranks, _what_trains, _frozen, _evaluation, _series, _updates, _syncs, _graphs, _step_notes):
         try:
@@ -70,18 +71,21 @@ def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str
     if rows:
         console.print(f"\n[bold]Static findings[/] in {_e(report['script'])}, judged by this run")
         render(console, rows, unchecked="no runtime check")
-    if problems:
-        console.print("\n[bold red]Problems[/]")
-        for line in problems:
-            console.print(f"  - {_e(line)}")
-    information = invariant_information(report)
-    if information:
-        console.print("\n[bold]Information[/]")
-        for line in information:
-            console.print(f"  - {_e(line)}")
-    if not problems:
+    open_problems = [p for p in problems if not p.acknowledged]
+    for title, shown in (("[bold red]Problems[/]", open_problems), ("[bold]Acknowledged[/] (not counted in the exit code)", [p for p in problems if p.acknowledged]),
+                         ("[bold]Information[/]", information(report))):
+        if shown:
+            console.print(f"\n{title}")
+            for problem in shown:
+                console.print(f"  - [cyan]{problem.code}[/] {_e(problem.message)}{_acknowledged(problem)}")
+    if not open_problems:
         scope = f"the {steps} step(s) before the run failed" if script_failed(report) else "this run"
-        console.print(f"\nNo training-health problem in {scope}.")
+        acknowledged = len(problems) - len(open_problems)
+        console.print(f"\nNo training-health problem in {scope}" + (f" apart from {acknowledged} acknowledged." if acknowledged else "."))
+
+
+def _acknowledged(problem: Problem) -> str:
+    return f" [dim](acknowledged: {_e(problem.acknowledged)})[/]" if problem.acknowledged else ""
 
 
 def _ranks(console: Console, report: dict[str, Any]) -> None:

@@ -31,6 +31,8 @@ import math
 import statistics
 from typing import Any, Sequence
 
+from trainlint.verify.problem_kinds import Problem
+
 Report = dict[str, Any]
 MAX_RATIO = 1.0
 RESOLUTION = {"bfloat16": 2.0**-7, "float16": 2.0**-10, "float32": 2.0**-23, "float64": 2.0**-52}
@@ -41,11 +43,13 @@ Z_TWO_SIDED = 1.9600  # for the 95% interval of Sen's slope
 FLAT_SHARE = 0.02
 FLAT_MIN_STEPS = 3 * MIN_STEPS
 CHANCE_SHARE = 0.05
+SETTLING_SKIPS = 10  # a GradScaler's first steps may skip while its scale falls from 65536 to what fits
+MOST_SKIPPED = 0.5  # after those, a scaler skipping this share of its steps or more is a problem
 MAX_POINTS = 200  # longer series are averaged into this many points before the O(n^2) test
 
 
-def update_problems(report: Report) -> list[str]:
-    """Problem lines for updates and learning (empty when both hold or cannot be told)."""
+def update_problems(report: Report) -> list[Problem]:
+    """Problems of updates and learning (empty when both hold or cannot be told)."""
     return _updates(report) + _learning_problems(report)
 
 
@@ -60,15 +64,23 @@ def _group_label(g: Report) -> str:
     return f"{g['optimizer']} param group {g['group']} ({g['tensors']} tensor(s), {g['elements']:,} elements, {g['dtype']}{built})"
 
 
-def _updates(report: Report) -> list[str]:
+def _updates(report: Report) -> list[Problem]:
     updates = report.get("updates") or {}
     lines = []
     scaler = updates.get("scaler") or {}
     if scaler.get("steps") and scaler.get("skipped") == scaler["steps"]:
-        lines.append(
+        lines.append(Problem(
+            "TLR104",
             f"updates: GradScaler.step skipped all {scaler['steps']} optimizer step(s) (inf/NaN gradients every time, from step "
-            f"{scaler['first_skipped']}) at {_where(scaler.get('site'))}: the parameters were never updated"
-        )
+            f"{scaler['first_skipped']}) at {_where(scaler.get('site'))}: the parameters were never updated", scaler.get("site"), scaler.get("first_skipped"),
+        ))
+    elif _skips_most(scaler):
+        lines.append(Problem(
+            "TLR107",
+            f"updates: GradScaler.step skipped {scaler['skipped']} of {scaler['steps']} optimizer step(s) ({scaler['skipped'] / scaler['steps']:.0%}; "
+            f"{scaler['skipped_after_settling']} of the {scaler['steps'] - SETTLING_SKIPS} after its first {SETTLING_SKIPS}) at {_where(scaler.get('site'))}: "
+            "inf/NaN gradients keep recurring, and the run trains on few of its batches", scaler.get("site"), scaler.get("first_skipped"),
+        ))
     for g in updates.get("groups") or []:
         steps = g["steps"]
         if g["steps_without_gradients"] == steps and steps:
@@ -77,25 +89,37 @@ def _updates(report: Report) -> list[str]:
             else:
                 cause = (f"the loss's backward reaches none of them ({', '.join(g['names'])}...): the optimizer holds other "
                          "parameters than the model that computes the loss")
-            lines.append(f"updates: {_group_label(g)} had no gradient at any of its {steps} step(s), from step 1, so step() changed nothing: {cause}")
+            lines.append(Problem("TLR104", f"updates: {_group_label(g)} had no gradient at any of its {steps} step(s), from step 1, so step() changed nothing: {cause}",
+                                 g.get("cleared_at") or g.get("built_at"), 1))
         elif g["steps_unchanged"] == steps and steps:
             lr = f"lr={g['lr_first']:g}" if g.get("lr_first") is not None else "its lr"
             why = "the learning rate is 0" if g.get("lr_max") == 0 else (
                 f"the cleared gradients of {_where(g['cleared_at'])}" if g.get("cleared_at") else "its gradients or learning rate are zero")
-            lines.append(f"updates: {_group_label(g)} was unchanged by all {steps} step(s) ({lr}), from step 1: {why}")
+            names = f" ({', '.join(g['names'])}{'...' if g['tensors'] > len(g['names']) else ''})" if g.get("names") else ""
+            lines.append(Problem("TLR104", f"updates: {_group_label(g)} was unchanged by all {steps} step(s) ({lr}), from step 1: {why}{names}",
+                                 g.get("cleared_at") or g.get("built_at"), 1))
         elif g.get("ratio_median") is not None:
             floor = RESOLUTION.get(g["dtype"], RESOLUTION["float32"]) / 2
             if g["ratio_median"] < floor:
-                lines.append(
+                lines.append(Problem(
+                    "TLR105",
                     f"updates: {_group_label(g)}: median update-to-weight ratio {g['ratio_median']:.2g} per step, below half of "
-                    f"{g['dtype']}'s relative resolution ({floor:.2g}): most updates round away{_first(g, lambda r: r < floor)}"
-                )
+                    f"{g['dtype']}'s relative resolution ({floor:.2g}): most updates round away{_first(g, lambda r: r < floor)}", g.get("built_at"),
+                ))
             elif g["ratio_median"] > MAX_RATIO:
-                lines.append(
+                lines.append(Problem(
+                    "TLR105",
                     f"updates: {_group_label(g)}: median update-to-weight ratio {g['ratio_median']:.3g} per step (largest {g['ratio_max']:.3g}), "
-                    f"above {MAX_RATIO:g}: each step moves the weights by more than their own norm (lr {g.get('lr_first')}){_first(g, lambda r: r > MAX_RATIO)}"
-                )
+                    f"above {MAX_RATIO:g}: each step moves the weights by more than their own norm (lr {g.get('lr_first')}){_first(g, lambda r: r > MAX_RATIO)}",
+                    g.get("built_at"),
+                ))
     return lines
+
+
+def _skips_most(scaler: Report) -> bool:
+    """A GradScaler that, past its first SETTLING_SKIPS steps, skipped MOST_SKIPPED of them or more."""
+    after = (scaler.get("steps") or 0) - SETTLING_SKIPS
+    return after >= SETTLING_SKIPS and (scaler.get("skipped_after_settling") or 0) >= MOST_SKIPPED * after
 
 
 def _first(g: Report, bad: Any) -> str:
@@ -163,7 +187,7 @@ def learning(report: Report) -> Report:
     return {"status": "too early to tell", "detail": f"no significant trend yet (Mann-Kendall p = {p:.2g}) over {n} steps", **figures}
 
 
-def _learning_problems(report: Report) -> list[str]:
+def _learning_problems(report: Report) -> list[Problem]:
     verdict = learning(report)
     if verdict["status"] not in ("not improving", "at chance"):
         return []
@@ -171,7 +195,8 @@ def _learning_problems(report: Report) -> list[str]:
 
     values = (report.get("loss") or {}).get("values") or []
     what = "the loss stays at chance level" if verdict["status"] == "at chance" else "the loss does not improve"
-    return [f"learning: {what} over {verdict['n']} steps, from step 1: {verdict['detail']} {sparkline(values)}"]
+    code = "TLR402" if verdict["status"] == "at chance" else "TLR401"
+    return [Problem(code, f"learning: {what} over {verdict['n']} steps, from step 1: {verdict['detail']} {sparkline(values)}")]
 
 
 def _warming_up(report: Report) -> bool:

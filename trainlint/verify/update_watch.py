@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from trainlint.verify.grad_norms import local
 from trainlint.verify.live_objects import user_frames
 from trainlint.verify.run_invariants import _site
+from trainlint.verify.update_health import SETTLING_SKIPS
 
 Report = dict[str, Any]
 SAMPLE = 1024  # elements per tensor compared across each step
@@ -62,7 +63,8 @@ class UpdateWatch:
         self.built: dict[int, Report] = {}  # id(optimizer) -> where the script built it
         self.groups: dict[tuple[int, int], _Group] = {}
         self.refs: dict[int, weakref.ref[torch.optim.Optimizer]] = {}
-        self.scaler = {"steps": 0, "skipped": 0, "first_skipped": None, "site": None}
+        self.scaler = {"steps": 0, "skipped": 0, "skipped_after_settling": 0, "first_skipped": None, "site": None}
+        self.skips: Counter[int] = Counter()  # id(optimizer) -> its steps a GradScaler skipped
         self.classes: Counter[int] = Counter()
         self.loss_functions: Counter[str] = Counter()
 
@@ -114,12 +116,21 @@ class UpdateWatch:
         if not getattr(scaler, "_enabled", True):
             return
         self.scaler["steps"] += 1
-        if self.recorder.optimizer_steps[id(optimizer)] == before:  # inf/NaN gradients: optimizer.step() skipped
-            self.scaler["skipped"] += 1
-            self.scaler["first_skipped"] = self.scaler["first_skipped"] or self.scaler["steps"]
-            site = next(user_frames(frame), None)
-            if site is not None and self.scaler["site"] is None:
-                self.scaler["site"] = _site(site)
+        if self.recorder.optimizer_steps[id(optimizer)] != before:
+            return
+        # inf/NaN gradients: optimizer.step() skipped, and no step hook ran
+        self.scaler["skipped"] += 1
+        self.scaler["skipped_after_settling"] += self.scaler["steps"] > SETTLING_SKIPS
+        self.scaler["first_skipped"] = self.scaler["first_skipped"] or self.scaler["steps"]
+        self.skips[id(optimizer)] += 1
+        site = next(user_frames(frame), None)
+        if site is not None and self.scaler["site"] is None:
+            self.scaler["site"] = _site(site)
+        self.recorder.iteration_skipped(self.skipped_iterations())
+
+    def skipped_iterations(self) -> int:
+        """Iterations whose optimizer step a GradScaler skipped (of the optimizer that skipped most)."""
+        return max(self.skips.values(), default=0)
 
     def backward(self) -> None:
         """The script called backward."""
