@@ -35,6 +35,7 @@ def test_ddp_ranks_agree_and_count_their_gradient_all_reduces():
     assert code == 0, stderr[-3000:]
     assert "Ranks (2 processes under torchrun" in text
     assert "parameters agree across ranks 0, 1 after each of 6 steps" in text
+    assert "gradients agree across ranks 0, 1 as each of 6 steps applies them" in text
     for rank in (0, 1):
         assert f"rank {rank}: 6 step(s), stopped after 6 optimizer steps" in text
     assert text.count("collectives per step: all_reduce (DDP gradient bucket) 1") == 2
@@ -47,7 +48,20 @@ def test_ranks_trained_apart_diverge():
     assert report["world_size"] == 2 and report["steps"] == 6
     assert report["rank_agreement"] == {"status": "diverge", "first_step": 1, "ranks": [1], "reference_rank": 0, "steps_compared": 6}
     assert any(p.startswith("the ranks diverge") for p in messages(report))
+    # no DDP wrapper: gradients differ, as they must; that is not a failure to average them
+    assert report["gradient_agreement"]["status"] == "diverge" and "TLR602" not in [p["code"] for p in report["problems"]]
     assert code == 1
+
+
+def test_gradients_that_ddp_does_not_average_are_named_with_the_move_after_wrapping():
+    code, report, _ = verify_run("--wrap", "ddp-then-double")
+    assert report["gradient_agreement"] == {"status": "diverge", "first_step": 1, "ranks": [1], "reference_rank": 0, "steps_compared": 6}
+    problems = {p["code"]: p for p in report["problems"]}
+    assert code == 1 and set(problems) == {"TLR601", "TLR602"}
+    assert problems["TLR602"]["line"] == 44 and problems["TLR602"]["path"] == str(SCRIPT)
+    assert "the wrapped model was moved (device or dtype) at " in problems["TLR602"]["message"]
+    assert "(`self.model.module.double()`) after DistributedDataParallel wrapped it at " in problems["TLR602"]["message"]
+    assert problems["TLR601"]["message"].endswith("(their gradients were not averaged: TLR602)")
 
 
 def test_fsdp_shards_are_not_compared_and_its_collectives_are_counted():

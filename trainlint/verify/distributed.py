@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import threading
+import weakref
 from collections import Counter
 from typing import Any
 
@@ -15,6 +16,8 @@ import torch
 import torch.distributed as dist
 
 from trainlint.verify.grad_norms import local
+from trainlint.verify.live_objects import user_frames
+from trainlint.verify.run_invariants import _site
 
 # torch.distributed's collectives as the script (or FSDP, which calls them from Python) reaches them
 # (the `_single` ones are FSDP2's; names a torch version lacks are skipped)
@@ -45,6 +48,10 @@ class RankEvidence:
         self.sharded = False
         self.hooked: set[int] = set()  # DDP modules whose gradient buckets are counted
         self.in_bucket_hook = False
+        self.grad_checksums: list[torch.Tensor] = []  # at each step, before the update: DDP must have averaged them
+        self.wrapped: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()  # DDP wrappers and the modules they wrap
+        self.wrapped_at: dict[str, Any] | None = None
+        self.moved_after_wrap: dict[str, Any] | None = None
 
     def install(self) -> None:
         """Count the collectives; stop with a report on the launcher's SIGTERM."""
@@ -53,6 +60,15 @@ class RankEvidence:
             if original is not None:
                 setattr(dist, name, self._counting(name, original))
         torch.nn.modules.module.register_module_forward_pre_hook(self.recorder.guarded(self._before_forward))
+        ddp_init = torch.nn.parallel.DistributedDataParallel.__init__
+        wrapped = self.recorder.guarded(self._wrapped)
+
+        def init(wrapper: Any, module: torch.nn.Module, *args: Any, **kwargs: Any) -> None:
+            ddp_init(wrapper, module, *args, **kwargs)
+            wrapped(wrapper, module, sys._getframe(1))
+
+        init.__wrapped__ = ddp_init  # type: ignore[attr-defined]
+        torch.nn.parallel.DistributedDataParallel.__init__ = init  # type: ignore[method-assign]
         _report_on_sigterm(self.recorder)
         if os.getsid(0) == os.getpid():  # torchrun made this rank a session of its own: name it, to be ended
             with open(f"{self.recorder.report_path}.session", "w", encoding="ascii") as out:
@@ -102,6 +118,26 @@ class RankEvidence:
         except RuntimeError:  # the script's own hook is in place: its collectives go uncounted
             pass
 
+    def _wrapped(self, wrapper: torch.nn.Module, module: torch.nn.Module, frame: Any) -> None:
+        self.wrapped.add(wrapper)
+        self.wrapped.add(module)
+        site = next(user_frames(frame), None)
+        if site is not None and self.wrapped_at is None:
+            self.wrapped_at = _site(site)
+
+    def moved(self, module: torch.nn.Module, frame: Any) -> None:
+        """The script converted `module` (device or dtype): after wrapping, DDP's buckets no longer
+        hold its parameters, and their gradients are not averaged."""
+        if self.moved_after_wrap is None and module in self.wrapped:
+            site = next(user_frames(frame), None)
+            if site is not None:
+                self.moved_after_wrap = {**_site(site), "step": self.recorder.steps}
+
+    def before_step(self, params: list[torch.Tensor]) -> None:
+        """A checksum of this rank's gradients as the optimizer is about to apply them (no sync)."""
+        grads = [local(p.grad.detach()) for p in params if p.grad is not None and not p.grad.is_sparse]
+        self.grad_checksums.append(torch.stack([g.double().sum() for g in grads]).sum() if grads else torch.zeros((), dtype=torch.float64))
+
     def after_step(self, params: list[torch.Tensor]) -> None:
         """A checksum of this rank's parameters (no sync: read at the end)."""
         if any(type(p).__name__ == "DTensor" for p in params):
@@ -114,6 +150,8 @@ class RankEvidence:
         measured = range(2, steps + 1) if steps >= 2 else range(1, steps + 1)
         return {
             "checksums": [float(t) for t in self.checksums],
+            "grad_checksums": [float(t) for t in self.grad_checksums],
+            "ddp": self.wrapped_at is not None, "wrapped_at": self.wrapped_at, "moved_after_wrap": self.moved_after_wrap,
             "sharded": self.sharded,
             "collectives": [
                 {"kind": kind, "count": sum(per.values()), "per_step": sum(per.get(k - 1, 0) for k in measured) / max(len(measured), 1)}

@@ -8,7 +8,7 @@ import math
 import statistics
 from typing import Any, Sequence
 
-from trainlint.verify.invariant_health import invariant_information, invariant_problems
+from trainlint.verify.invariant_health import invariant_information, invariant_problems, where
 from trainlint.verify.problem_kinds import Problem, relative_path
 from trainlint.verify.update_health import update_problems
 
@@ -50,12 +50,15 @@ def problems(report: Report) -> list[Problem]:
             f"from step {spikes['steps'][0]} ({spikes['first']:.4g}; largest {spikes['max']:.4g})", step=spikes["steps"][0],
         ))
     agreement = report.get("rank_agreement") or {}
+    averaging = _gradients_not_averaged(report)
     if agreement.get("status") == "diverge":
+        why = "their gradients were not averaged: TLR602" if averaging else "replicas trained apart: no DDP wrapper, or a rank-dependent update"
         found.append(Problem(
             "TLR601",
             f"the ranks diverge: parameter checksums of rank(s) {', '.join(map(str, agreement['ranks']))} differ from rank {agreement.get('reference_rank', 0)}'s "
-            f"after step {agreement['first_step']} (replicas trained apart: no DDP wrapper, or a rank-dependent update)", step=agreement["first_step"],
+            f"after step {agreement['first_step']} ({why})", step=agreement["first_step"],
         ))
+    found += averaging
     for graph in report.get("graphs") or []:
         found.append(Problem("TLR301", f"`{graph['name']}` keeps autograd graphs: +{graph['growth_per_step']:.0f} nodes per step"))
     growth = (report.get("saved_bytes") or {}).get("growth_per_step") or 0
@@ -67,6 +70,24 @@ def problems(report: Report) -> list[Problem]:
     if never_cleared(report):
         found.append(Problem("TLR106", f"gradients were never cleared in {report['steps']} steps: each step applied their running sum"))
     return found + invariant_problems(report) + updates
+
+
+def _gradients_not_averaged(report: Report) -> list[Problem]:
+    """Under a DDP wrapper, the ranks' gradients must be equal when the optimizer applies them."""
+    grads = report.get("gradient_agreement") or {}
+    ranks = report.get("ranks") or []
+    if grads.get("status") != "diverge" or not any(r.get("ddp") for r in ranks):
+        return []
+    moved = next((r["moved_after_wrap"] for r in ranks if r.get("moved_after_wrap")), None)
+    wrapped = next((r["wrapped_at"] for r in ranks if r.get("wrapped_at")), None)
+    cause = (f": the wrapped model was moved (device or dtype) at {where(moved)} after DistributedDataParallel wrapped it"
+             + (f" at {where(wrapped)}" if wrapped else "") + ", so DDP's gradient buckets no longer hold its parameters") if moved else (
+             ": DDP's all-reduce did not reach them (a move of the model after wrapping, `no_sync()` left on, or a comm hook that does not average)")
+    return [Problem(
+        "TLR602",
+        f"gradients not averaged: the gradients of rank(s) {', '.join(map(str, grads['ranks']))} differ from rank {grads.get('reference_rank', 0)}'s "
+        f"when step {grads['first_step']} applies them, under DistributedDataParallel{cause}", moved or wrapped, grads["first_step"],
+    )]
 
 
 def information(report: Report) -> list[Problem]:
@@ -255,4 +276,9 @@ def rank_lines(report: Report) -> list[str]:
         lines.append(f"parameters DIVERGE: rank(s) {', '.join(map(str, agreement['ranks']))} differ from rank {agreement['reference_rank']} after step {agreement['first_step']}")
     elif agreement:
         lines.append(f"parameters not compared: {agreement.get('detail')}")
+    grads = report.get("gradient_agreement") or {}
+    if grads.get("status") == "agree":
+        lines.append(f"gradients agree across ranks {', '.join(map(str, grads['ranks_compared']))} as each of {grads['steps_compared']} steps applies them")
+    elif grads.get("status") == "diverge":
+        lines.append(f"gradients DIFFER: rank(s) {', '.join(map(str, grads['ranks']))} from rank {grads['reference_rank']} at step {grads['first_step']}")
     return lines

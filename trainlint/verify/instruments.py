@@ -260,8 +260,11 @@ def _watch_casts(recorder: Recorder) -> None:
         finally:
             depth[0] -= 1
         cast(before, module, sys._getframe(1))
+        if recorder.rank_evidence is not None:
+            moved(module, sys._getframe(1))
         return result
 
+    moved = recorder.guarded(lambda module, frame: recorder.rank_evidence.moved(module, frame))
     torch.nn.Module._apply = apply  # type: ignore[method-assign]
 
 

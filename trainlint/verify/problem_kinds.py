@@ -221,6 +221,15 @@ KINDS: tuple[ProblemKind, ...] = (
         "Wrap the model in DistributedDataParallel before training and do not move it afterwards.",
     ),
     ProblemKind(
+        "TLR602", "gradients-not-averaged", "gradients are averaged",
+        "Under `--nproc-per-node` and DistributedDataParallel, the ranks' gradients differ when the optimizer applies them.",
+        "DDP's job is to all-reduce them: when it does not (the wrapped model moved to another device or dtype after "
+        "wrapping, so its gradient buckets hold stale tensors; `no_sync()` left on; a comm hook that does not average), "
+        "each rank trains on its own data alone and the replicas drift apart (TLR601 follows).",
+        "Move the model to its device and dtype before wrapping it: `DDP(model.to(device, dtype))`; keep `no_sync()` to "
+        "the micro-batches of gradient accumulation.",
+    ),
+    ProblemKind(
         "TLR701", "workers-share-random-state", "data workers draw different randomness",
         "A random generator owned by the dataset (`torch.Generator`, NumPy `Generator`/`RandomState`, `random.Random`) is "
         "copied into every DataLoader worker with the same state: every worker draws the same numbers.",

@@ -37,6 +37,7 @@ def merge(reports: Sequence[Report | None], launcher_code: int | None, script: s
     merged["ranks"] = [_rank_summary(rank, r) for rank, r in enumerate(reports)]
     merged["frozen"] = _frozen_on_any_rank(reports)
     merged["rank_agreement"] = agreement(reports)
+    merged["gradient_agreement"] = agreement(reports, "grad_checksums")
     if present:
         merged["steps"] = min(r.get("steps") or 0 for r in present)
     missing = [rank for rank, r in enumerate(reports) if r is None]
@@ -75,6 +76,7 @@ def _rank_summary(rank: int, report: Report | None) -> Report:
         "error": report.get("error"), "exit_code": report.get("exit_code"), "frozen": report.get("frozen") or [],
         "syncs": report.get("syncs") or [], "loss_first": loss.get("first"), "loss_last": loss.get("last"),
         "collectives": distributed.get("collectives") or [], "sharded": bool(distributed.get("sharded")),
+        "ddp": bool(distributed.get("ddp")), "wrapped_at": distributed.get("wrapped_at"), "moved_after_wrap": distributed.get("moved_after_wrap"),
     }
 
 
@@ -90,14 +92,15 @@ def _frozen_on_any_rank(reports: Sequence[Report | None]) -> list[Report]:
     return sorted(by_name.values(), key=lambda r: (-r["frozen_fraction"], -r["numel"], r["name"]))
 
 
-def agreement(reports: Sequence[Report | None]) -> Report:
-    """Whether the ranks' parameter checksums agree after each step they all ran.
+def agreement(reports: Sequence[Report | None], key: str = "checksums") -> Report:
+    """Whether the ranks' parameter checksums (`key`; "grad_checksums": their gradients as each step
+    applies them) agree after each step they all ran.
 
     `status`: "agree", "diverge" (with `first_step` and the `ranks` that differ from rank 0's),
     "sharded" (FSDP: each rank holds its own shard, nothing to compare) or "not compared"."""
     if any(((r or {}).get("distributed") or {}).get("sharded") for r in reports):
         return {"status": "sharded", "detail": "parameters are sharded (FSDP): each rank holds its own shard"}
-    sums = {rank: ((r or {}).get("distributed") or {}).get("checksums") for rank, r in enumerate(reports)}
+    sums = {rank: ((r or {}).get("distributed") or {}).get(key) for rank, r in enumerate(reports)}
     sums = {rank: s for rank, s in sums.items() if s}
     if len(sums) < 2:
         return {"status": "not compared", "detail": "fewer than two ranks reported checksums"}

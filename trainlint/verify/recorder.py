@@ -183,6 +183,8 @@ class Recorder:
                 # one host copy per parameter, at its first step
                 values = local(param.detach())
                 self.tracked[id(param)] = (param, values.to("cpu", copy=True), torch.zeros_like(values, dtype=torch.bool))
+        if self.rank_evidence is not None and len(self.rank_evidence.grad_checksums) == self.steps:  # once per step
+            self.rank_evidence.before_step(params)
         if not (args and callable(args[0])) and not (kwargs or {}).get("closure"):
             self.norms.add(params)  # those a clip call did not measure already
         self.renewed_grads_steps += renewed
