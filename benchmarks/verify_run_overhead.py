@@ -67,6 +67,11 @@ def main() -> None:
     print(f"median step, plain:        {plain_median * 1e3:8.2f} ms")
     print(f"median step, instrumented: {instrumented * 1e3:8.2f} ms  ({instrumented / plain_median:.2f}x)")
     print(f"whole `verify run`:        {wall:8.2f} s (instruments' own time: {report['duration_s']:.2f} s)")
+    memory = report.get("instrument_memory") or {}
+    if memory.get("parameter_bytes"):
+        kept = memory["snapshot_bytes"] + memory["mask_bytes"]
+        print(f"extra memory of the checks: {kept / 2**20:.1f} MiB = {kept / memory['parameter_bytes']:.2f}x the trained parameters "
+              f"(host snapshot {memory['snapshot_bytes'] / 2**20:.1f} MiB, gradient masks {memory['mask_bytes'] / 2**20:.2f} MiB)")
 
 
 if __name__ == "__main__":

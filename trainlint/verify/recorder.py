@@ -25,6 +25,7 @@ import torch
 from trainlint.verify.grad_norms import GradNorms, local
 from trainlint.verify.progress import Progress
 from trainlint.verify.run_invariants import InvariantWatch
+from trainlint.verify.series import growth, series_summary
 from trainlint.verify.training_state_watch import TrainingStateWatch
 from trainlint.verify.update_watch import UpdateWatch
 from trainlint.verify.data_workers import DataWorkerWatch
@@ -86,6 +87,7 @@ class Recorder:
         self.forward_depth = 0
         self.boundaries: list[float] = []
         self.tracked: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}  # param, host snapshot, grad-nonzero mask
+        self.complete_masks: set[int] = set()  # tracked parameters whose every element has had a gradient
         self.last_grads: dict[int, weakref.ref[torch.Tensor]] = {}
         self.renewed_grads_steps = 0  # steps whose .grad tensors were new objects (cleared to None before)
         self.zero_grad_calls = 0
@@ -196,13 +198,18 @@ class Recorder:
 
     def after_step(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
         self.updates.after_step(optimizer)
-        # elements with a gradient, counted once the step that applied it is done
+        # elements with a gradient, counted once the step that applied it is done; a mask that every
+        # element reached (a dense gradient: after step 1) is complete and costs nothing more
+        check = self.steps & (self.steps + 1) == 0  # at steps 0, 1, 3, 7, 15...: is the mask complete?
         for group in optimizer.param_groups:
             for param in group["params"]:
                 entry = self.tracked.get(id(param))
-                if entry is not None and param.grad is not None:
+                if entry is not None and param.grad is not None and id(param) not in self.complete_masks:
                     grad = local(param.grad.detach())
-                    entry[2].logical_or_((grad.coalesce().to_dense() if grad.is_sparse else grad) != 0)
+                    torch.logical_or(entry[2], grad.coalesce().to_dense() if grad.is_sparse else grad, out=entry[2])
+                    if check and bool(entry[2].all()):  # free the mask: one True stands for every element
+                        self.complete_masks.add(id(param))
+                        self.tracked[id(param)] = (entry[0], entry[1], torch.ones((), dtype=torch.bool, device=entry[2].device))
         # a closure (LBFGS) computes the gradients inside step(): measure them now
         self.norms.add(p for group in optimizer.param_groups for p in group["params"])
         self.optimizer_steps[id(optimizer)] += 1
@@ -365,8 +372,13 @@ class Recorder:
             "frozen": self._frozen(),
             "nonfinite_parameters": [self._name(p) for p, _, _ in self.tracked.values() if p.is_floating_point() and not bool(torch.isfinite(p.detach()).all())],
             "tensors_checked": len(self.tracked),
-            "loss": _series([None if t is None else float(t) for t in self.losses]),
-            "grad_norm": _series(self.norms.values()),
+            "instrument_memory": {  # what the checks keep: one host copy of the trained parameters, masks freed once complete
+                "snapshot_bytes": sum(snap.nbytes for _, snap, _ in self.tracked.values()),
+                "mask_bytes": sum(mask.nbytes for _, _, mask in self.tracked.values()),
+                "parameter_bytes": sum(p.nbytes for p, _, _ in self.tracked.values()),
+            },
+            "loss": series_summary([None if t is None else float(t) for t in self.losses]),
+            "grad_norm": series_summary(self.norms.values()),
             "clipping": self.norms.clipping(),
             "loss_scale": self._loss_scale(),
             "syncs": self._site_rows(self.syncs),
@@ -397,7 +409,7 @@ class Recorder:
         rows = []
         for param, snapshot, mask in self.tracked.values():
             moved = mask.cpu()
-            with_grad = int(moved.sum())
+            with_grad = snapshot.numel() if moved.dim() == 0 else int(moved.sum())
             same = int(((local(param.detach()).cpu() == snapshot) & moved).sum()) if with_grad else 0
             if same:
                 low = param.dtype in (torch.bfloat16, torch.float16)
@@ -475,25 +487,3 @@ def _site_of(frame: FrameType, old: torch.dtype, new: torch.dtype) -> Report:
         "path": path, "line": frame.f_lineno, "code": linecache.getline(path, frame.f_lineno).strip(),
         "from": _dtype_name(old), "to": _dtype_name(new),
     }
-
-
-def _series(values: list[float | None]) -> Report:
-    finite = [v for v in values if v is not None and v == v and abs(v) != float("inf")]
-    nonfinite = [i + 1 for i, v in enumerate(values) if v is not None and not (v == v and abs(v) != float("inf"))]
-    return {
-        "values": values,
-        "nonfinite_steps": nonfinite,
-        "first": finite[0] if finite else None,
-        "last": finite[-1] if finite else None,
-        "median": statistics.median(finite) if finite else None,
-        "max": max(finite) if finite else None,
-    }
-
-
-def growth(values: list[int]) -> float:
-    """Growth per step over steps 2..N when the series rises at least 80% of the time, else 0."""
-    tail = values[1:] if len(values) > 2 else values
-    if len(tail) < 2 or tail[-1] <= tail[0]:
-        return 0.0
-    rises = sum(1 for a, b in zip(tail, tail[1:]) if b > a)
-    return (tail[-1] - tail[0]) / (len(tail) - 1) if rises >= 0.8 * (len(tail) - 1) else 0.0
