@@ -94,3 +94,50 @@ def test_a_hung_rank_ends_the_run_at_the_timeout_with_a_clear_report(tmp_path: P
     assert "trainlint: a rank failed: rank" in stderr
     pids = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
     assert len(pids) == 4 and not any(process_alive(pid) for pid in pids)  # the ranks and their helpers
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_nodes_joined_by_a_c10d_rendezvous_give_one_report_naming_both_nodes_ranks(tmp_path: Path):
+    # two `verify run` invocations on one machine, as two nodes would each run one
+    port, gather = _free_port(), tmp_path / "shared"
+
+    def node(rank: int) -> list[str]:
+        return [sys.executable, "-m", "trainlint", "verify", "run", str(SCRIPT), "--nnodes", "2", "--node-rank", str(rank),
+                "--nproc-per-node", "1", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "two-nodes", "--gather-dir", str(gather),
+                "--steps", "6", "--device", "cpu", "--format", "json"]
+
+    other = subprocess.Popen(node(1), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.run(node(0), capture_output=True, text=True, timeout=300)
+    out, _ = other.communicate(timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    report = json.loads(first.stdout)
+    assert report["world_size"] == 2 and report["nodes"] == {"count": 2, "gather": str(gather), "run_id": "two-nodes"}
+    assert sorted(r["node"] for r in report["ranks"]) == [0, 1] and all(r["steps"] == 6 for r in report["ranks"])
+    assert report["rank_agreement"]["status"] == "agree" and report["gradient_agreement"]["status"] == "agree"
+    assert report["problems"] == []
+    # the other node reports on its own rank and says where the job's report is
+    own = json.loads(out)
+    assert other.returncode == 0 and [r["node"] for r in own["ranks"]] == [1]
+    assert own["message"].startswith("node 1: stopped after 6 optimizer steps; node 0 reports the whole job")
+
+
+def test_slurm_s_environment_places_the_node_in_the_job(tmp_path: Path):
+    from trainlint.verify.nodes import NodesError, first_host, resolve
+
+    env = {"SLURM_JOB_ID": "4242", "SLURM_NNODES": "4", "SLURM_NODEID": "2", "SLURM_JOB_NODELIST": "gpu[07-10],cpu1"}
+    nodes = resolve(None, None, None, None, None, tmp_path, environ=env)
+    assert nodes is not None and (nodes.count, nodes.rank, nodes.endpoint, nodes.run_id, nodes.backend) == (4, 2, "gpu07:29400", "4242", "c10d")
+    assert nodes.launcher_options() == ["--nnodes=4", "--node-rank=2", "--rdzv-backend=c10d", "--rdzv-endpoint=gpu07:29400", "--rdzv-id=4242"]
+    assert resolve(None, None, None, None, None, None, environ={**env, "MASTER_ADDR": "head", "MASTER_PORT": "1234"}).endpoint == "head:1234"
+    assert resolve(2, 1, "static", "h:1", "x", tmp_path, environ={}).launcher_options()[2] == "--rdzv-backend=static"
+    assert resolve(None, None, None, None, None, None, environ={}) is None  # one node
+    assert first_host("node1") == "node1" and first_host("a[3,5-6]b") == "a3b"
+    with pytest.raises(NodesError, match="needs --node-rank"):
+        resolve(2, None, None, "h:1", None, None, environ={})

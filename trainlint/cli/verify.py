@@ -107,13 +107,24 @@ def _paths_and_script_args(arguments: Sequence[str]) -> tuple[tuple[Path, ...], 
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--nproc-per-node", "nproc", type=click.IntRange(min=1), default=1, show_default=True, help="Run SCRIPT under torchrun in this many processes, instruments in each, and merge their evidence.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write the report as one self-contained HTML page.")
+@click.option("--nnodes", type=click.IntRange(min=1), help="Nodes of a multi-node job (each runs this command once); read from SLURM under srun.")
+@click.option("--node-rank", type=click.IntRange(min=0), help="This node's rank in the job (0 merges the job's report); SLURM_NODEID under srun.")
+@click.option("--rdzv-backend", help="torchrun's rendezvous backend (default c10d).")
+@click.option("--rdzv-endpoint", help="torchrun's rendezvous HOST:PORT; MASTER_ADDR:MASTER_PORT or SLURM's first node by default.")
+@click.option("--rdzv-id", help="The job's id for the rendezvous; SLURM_JOB_ID under srun.")
+@click.option("--gather-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="A folder every node can write (shared): the ranks' reports, merged by node 0 [default: ./.trainlint-verify-<rdzv-id>].")
 @click.option("--acknowledge", "acknowledged", multiple=True, metavar="CODE",
               help="A problem code (TLR...) that is deliberate here: still reported, but not failing the run (repeatable; also `verify-acknowledge` in the configuration).")
 def verify_run(
     script: Path, script_args: tuple[str, ...], steps: int, timeout: float, device: str, output_format: str, nproc: int, html_path: Path | None,
+    nnodes: int | None, node_rank: int | None, rdzv_backend: str | None, rdzv_endpoint: str | None, rdzv_id: str | None, gather_dir: Path | None,
     acknowledged: tuple[str, ...],
 ) -> None:
     """Run SCRIPT unmodified (arguments after `--`) for N optimizer steps and report its training health.
+
+    On several nodes (`--nnodes`, `--node-rank`, `--rdzv-*`, or SLURM's environment under `srun`),
+    each node runs this command once; node 0 merges every rank's report into the job's report.
 
     Stops after N iterations: optimizer steps, and those a GradScaler skipped. Reports frozen parameters, non-finite losses and gradients, divergence and gradient-norm spikes,
     host-device syncs per step, autograd graphs kept across steps and step times, and marks the
@@ -124,7 +135,14 @@ def verify_run(
     one with `# noqa: CODE` on the line it names, `# trainlint: noqa: CODE` in the script,
     `verify-acknowledge` in the configuration or `--acknowledge CODE`.
     """
+    from trainlint.verify.nodes import NodesError, resolve
     from trainlint.verify.problem_kinds import acknowledge, unknown_codes
+
+    try:
+        nodes = resolve(nnodes, node_rank, rdzv_backend, rdzv_endpoint, rdzv_id, gather_dir)
+    except (NodesError, ValueError) as exc:
+        _warn(str(exc), prefix="trainlint: error: ")
+        sys.exit(EXIT_ERROR)
 
     settings = _settings_for(script)
     codes = [*settings.verify_acknowledge, *(c.upper() for c in acknowledged)]
@@ -136,7 +154,7 @@ def verify_run(
     from trainlint.verify.health import failed_ourselves, information, iterations, problems, script_failed
     from trainlint.verify.script_run import judge, run_script
 
-    report = run_script(script, script_args, steps, timeout, device, nproc)
+    report = run_script(script, script_args, steps, timeout, device, nproc, nodes)
     rows = judge(report, _lint_for_verify([script]))
     found = acknowledge(problems(report), codes)
     if output_format == "json":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
 import weakref
@@ -41,8 +42,8 @@ def rank_and_world() -> tuple[int, int]:
 class RankEvidence:
     """What one rank adds to the report: collectives per step, parameter checksums, sharding."""
 
-    def __init__(self, recorder: Any) -> None:
-        self.recorder = recorder
+    def __init__(self, recorder: Any, sessions: str | None = None, node: int = 0) -> None:
+        self.recorder, self.sessions, self.node = recorder, sessions, node
         self.collectives: dict[str, Counter[int]] = {}
         self.checksums: list[torch.Tensor] = []
         self.sharded = False
@@ -71,7 +72,9 @@ class RankEvidence:
         torch.nn.parallel.DistributedDataParallel.__init__ = init  # type: ignore[method-assign]
         _report_on_sigterm(self.recorder)
         if os.getsid(0) == os.getpid():  # torchrun made this rank a session of its own: name it, to be ended
-            with open(f"{self.recorder.report_path}.session", "w", encoding="ascii") as out:
+            # in a node-local folder: on a shared gather folder another node's pids would be ended here
+            where = os.path.join(self.sessions, f"rank{self.recorder.rank}") if self.sessions else self.recorder.report_path
+            with open(f"{where}.session", "w", encoding="ascii") as out:
                 out.write(str(os.getpid()))
 
     def _counting(self, name: str, original: Any) -> Any:
@@ -149,6 +152,8 @@ class RankEvidence:
         steps = self.recorder.steps
         measured = range(2, steps + 1) if steps >= 2 else range(1, steps + 1)
         return {
+            "node": self.node, "host": socket.gethostname(), "torchrun_node": _int(os.environ.get("GROUP_RANK")),
+            "local_rank": _int(os.environ.get("LOCAL_RANK")),
             "checksums": [float(t) for t in self.checksums],
             "grad_checksums": [float(t) for t in self.grad_checksums],
             "ddp": self.wrapped_at is not None, "wrapped_at": self.wrapped_at, "moved_after_wrap": self.moved_after_wrap,
@@ -158,6 +163,13 @@ class RankEvidence:
                 for kind, per in sorted(self.collectives.items())
             ],
         }
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
 
 
 def _report_on_sigterm(recorder: Any) -> None:

@@ -265,8 +265,9 @@ def rank_lines(report: Report) -> list[str]:
         loss = f", loss {rank['loss_first']:.4g} -> {rank['loss_last']:.4g}" if rank.get("loss_first") is not None else ""
         per_step = f"; collectives per step: {collectives}" if collectives else ""
         syncs = len([s for s in rank.get("syncs") or [] if s["every_step"]])
+        where = f" (node {rank['node']}, {rank.get('host')})" if report.get("nodes") and rank.get("node") is not None else ""
         lines.append(
-            f"rank {rank['rank']}: {rank['steps']} step(s), {rank.get('message') or rank.get('stopped')}{loss}, "
+            f"rank {rank['rank']}{where}: {rank['steps']} step(s), {rank.get('message') or rank.get('stopped')}{loss}, "
             f"{frozen} frozen tensor(s), {syncs} sync site(s) every step{per_step}"
         )
     agreement = report.get("rank_agreement") or {}

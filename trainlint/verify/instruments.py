@@ -161,7 +161,7 @@ def run(request: dict[str, Any]) -> None:
     _install(recorder)
     if world_size > 1:
         recorder.rank, recorder.world_size = rank, world_size
-        recorder.rank_evidence = RankEvidence(recorder)
+        recorder.rank_evidence = RankEvidence(recorder, request.get("sessions"), int(request.get("node") or 0))
         recorder.rank_evidence.install()
     watchdog = threading.Timer(request["timeout"], _on_timeout, (recorder, request["timeout"]))
     watchdog.daemon = True

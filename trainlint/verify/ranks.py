@@ -76,7 +76,7 @@ def _rank_summary(rank: int, report: Report | None) -> Report:
         "error": report.get("error"), "exit_code": report.get("exit_code"), "frozen": report.get("frozen") or [],
         "syncs": report.get("syncs") or [], "loss_first": loss.get("first"), "loss_last": loss.get("last"),
         "collectives": distributed.get("collectives") or [], "sharded": bool(distributed.get("sharded")),
-        "ddp": bool(distributed.get("ddp")), "wrapped_at": distributed.get("wrapped_at"), "moved_after_wrap": distributed.get("moved_after_wrap"),
+        "node": distributed.get("node"), "host": distributed.get("host"), "ddp": bool(distributed.get("ddp")), "wrapped_at": distributed.get("wrapped_at"), "moved_after_wrap": distributed.get("moved_after_wrap"),
     }
 
 

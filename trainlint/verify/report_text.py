@@ -91,7 +91,8 @@ def _acknowledged(problem: Problem) -> str:
 def _ranks(console: Console, report: dict[str, Any]) -> None:
     lines = rank_lines(report)
     if lines:
-        console.print(f"\n[bold]Ranks[/] ({_e(report.get('world_size'))} processes under torchrun; the sections below are rank 0's, frozen tensors of every rank)")
+        nodes = f" on {report['nodes']['count']} nodes" if report.get("nodes") and not report["nodes"].get("partial") else ""
+        console.print(f"\n[bold]Ranks[/] ({_e(report.get('world_size'))} processes{nodes} under torchrun; the sections below are rank 0's, frozen tensors of every rank)")
         for line in lines:
             console.print(f"  {'[red]' + _e(line) + '[/]' if 'DIVERGE' in line else _e(line)}")
 

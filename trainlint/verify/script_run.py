@@ -12,10 +12,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from trainlint.diagnostics import Diagnostic
+from trainlint.verify.nodes import Nodes, wait_for_reports
 from trainlint.verify.ranks import merge, no_report
 from trainlint.verify.health import (
     FROZEN, divergence, failed_ourselves, format_bytes, frozen_cause, frozen_examples, grad_norm_spikes, never_cleared,
@@ -31,37 +33,63 @@ JUDGED = frozenset({
 })
 
 
-def run_script(script: Path, args: Sequence[str], steps: int, timeout: float, device: str, nproc: int = 1) -> Report:
+def run_script(script: Path, args: Sequence[str], steps: int, timeout: float, device: str, nproc: int = 1, nodes: Nodes | None = None) -> Report:
     """The instruments' report for `script` run with `args`; the script's output goes to our stderr.
 
     With `nproc` > 1 the script runs under torch's elastic launcher (torchrun) in that many processes,
-    the instruments in each, and their reports are merged (`ranks.merge`)."""
+    the instruments in each, and their reports are merged (`ranks.merge`). With `nodes`, this is one
+    node of a multi-node job: its ranks report to the shared gather folder, and node 0 merges the
+    job's reports (the other nodes, their own ranks')."""
     env = dict(os.environ)
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     env.setdefault("PYTHONUNBUFFERED", "1")  # the script's prints appear as it runs
     with tempfile.TemporaryDirectory(prefix="trainlint-run-") as tmp:
         report_path = Path(tmp) / "report.json"
+        if nodes is not None:
+            nodes.gather.mkdir(parents=True, exist_ok=True)
+            report_path = nodes.gather / "report.json"
         request = {
             "script": str(script), "args": list(args), "steps": steps, "timeout": timeout, "device": device,
             "report": str(report_path), "threads_set": "OMP_NUM_THREADS" in os.environ, "progress": _stderr_is_terminal(),
+            "sessions": tmp, "node": nodes.rank if nodes is not None else 0,
         }
         # not `-m trainlint.verify.instruments`: the script runs as __main__, and torch.compile looks up
         # the instruments' globals in their module
         entry = "import sys; from trainlint.verify.instruments import main; main(sys.argv[1:])"
-        if nproc > 1:
+        if nproc > 1 or nodes is not None:
             # SIGTERM (the launcher stopping a rank) is blocked before any thread starts, so that the
             # instruments' own thread takes it and writes the rank's report (`distributed.py`)
             entry = "import signal; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}); " + entry
+            placement = nodes.launcher_options() if nodes is not None else ["--standalone"]
             launcher = [
-                sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "--max-restarts=0",
+                sys.executable, "-m", "torch.distributed.run", *placement, f"--nproc-per-node={nproc}", "--max-restarts=0",
                 "--no-python", sys.executable,
             ]
+            started, wall = time.monotonic(), time.time()
             code = _run_process_tree([*launcher, "-c", entry, json.dumps(request)], env, timeout + GRACE_S, ranks_dir=Path(tmp))
-            return merge([_read_report(Path(f"{report_path}.rank{rank}")) for rank in range(nproc)], code, str(script))
+            if nodes is None:
+                return merge([_read_report(Path(f"{report_path}.rank{rank}")) for rank in range(nproc)], code, str(script))
+            return _job_report(nodes, nproc, code, str(script), started + timeout + GRACE_S, wall)
         code = _run_process_tree([sys.executable, "-c", entry, json.dumps(request)], env, timeout + GRACE_S)
         report = _read_report(report_path)
     return report if report is not None else no_report(str(script), code, timeout + GRACE_S)
+
+
+def _job_report(nodes: Nodes, nproc: int, code: int | None, script: str, deadline: float, since: float) -> Report:
+    """Node 0: every rank of the job, merged (waiting for the other nodes' ranks until `deadline`).
+    Another node: its own ranks', saying where the job's report is."""
+    paths = wait_for_reports(nodes.gather, nodes.count * nproc, deadline if nodes.rank == 0 else time.monotonic(), since)
+    reports = [_read_report(p) if p is not None else None for p in paths]
+    if nodes.rank == 0:
+        merged = merge(reports, code, script)
+        merged["nodes"] = {"count": nodes.count, "gather": str(nodes.gather), "run_id": nodes.run_id}
+        return merged
+    own = [r for r in reports if r is not None and (r.get("distributed") or {}).get("node") == nodes.rank]
+    merged = merge(own or [None], code, script)
+    merged["nodes"] = {"count": nodes.count, "gather": str(nodes.gather), "run_id": nodes.run_id, "partial": True}
+    merged["message"] = f"node {nodes.rank}: {merged.get('message')}; node 0 reports the whole job (its ranks' reports are in {nodes.gather})"
+    return merged
 
 
 def _read_report(path: Path) -> Report | None:
