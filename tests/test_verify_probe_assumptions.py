@@ -125,3 +125,18 @@ def test_tl202_s_probe_runs_the_set_up_it_is_given_and_says_what_it_assumed():
     assert adam["evidence"]["with_clipping"]["later_step_share"] > 0.8
     half = probe_tl202({"setup": "fp16 weights", "optimizer": "Adam"}, "cpu")
     assert half["evidence"]["lr"] == 1e-3 and "(assumed: lr 0.001: not written as literals in the flagged file)" in half["summary"]
+
+
+@pytest.mark.parametrize("code, facts, said", [
+    ("TL102", {}, "on a stand-in MLP's gradients at 1e-3 of their size at initialisation (late-training magnitude, assumed)"),
+    ("TL103", {}, "(a stand-in MLP's gradients at 1e-3"),
+    ("TL104", {"eps": 1e-8}, "(optimizer Adam assumed: none found in the flagged file)"),
+    ("TL201", {"max_norm": 1.0}, "the scale is GradScaler's initial one, on a stand-in linear layer"),
+    ("TL301", {}, "accumulating as the flagged line does over a stand-in MLP's losses"),
+    ("TL204", {}, "fp32 weights under fp16 autocast with a GradScaler"),  # DeepSpeed fp16 keeps fp32 master weights
+])
+def test_every_probe_says_what_it_stands_in_for_or_assumed(code: str, facts: dict, said: str):
+    pytest.importorskip("torch")
+    from trainlint.verify.probes import PROBES
+
+    assert said in PROBES[code](facts, "cpu")["summary"]

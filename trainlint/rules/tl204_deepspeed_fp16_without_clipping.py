@@ -93,8 +93,9 @@ engine, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=mod
 """
     not_flagged = "Configs with `gradient_clipping` set (including `\"auto\"`), bf16 or fp32 configs, and configs built from variables trainlint cannot read. JSON files are linted when their name looks like a DeepSpeed config (`ds_config*.json`, `*deepspeed*.json`)."
     verification = (
-        "`trainlint verify` sends two finite fp16 gradient spikes through SGD with momentum: without clipping "
-        "the fp16 weights turn non-finite, clipped at 1.0 they stay finite. `trainlint verify run` reports "
+        "`trainlint verify` runs TL202's probe in DeepSpeed's fp16 set-up (fp32 master weights, a dynamic loss "
+        "scale that skips overflowing steps): one outlier batch, retried while the scale skips it, with and "
+        "without clipping at 1.0, and says which optimizer and lr it assumed. `trainlint verify run` reports "
         "non-finite losses, gradient norms and parameters."
     )
     valid = (
