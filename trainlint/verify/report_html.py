@@ -13,7 +13,7 @@ from trainlint.verify.invariant_health import SMALL_SHARE, unchanged_parameters
 from trainlint.verify.update_health import RESOLUTION
 from trainlint.verify.problem_kinds import KIND_BY_CODE, Problem
 from trainlint.verify.health import (
-    FROZEN, clipping_line, format_bytes, format_value, frozen_cause, information, rank_lines, steps_taken, relative_path, run_series, script_failed,
+    clipping_line, format_bytes, format_value, information, rank_lines, steps_taken, relative_path, run_series, script_failed,
 )
 
 Report = dict[str, Any]
@@ -240,9 +240,8 @@ def _frozen(report: Report) -> str:
             f"<span class=\"{'bad' if bad else ''}\">{escape(r['reason'])}</span>",
             escape(f"{relative_path(site['path'])}:{site['line']} {site['code']}") if site else "",
         ])
-    cause = frozen_cause([r for r in report.get("frozen") or [] if r["frozen_fraction"] >= FROZEN])
-    return title + _table(["parameter", "dtype", "elements", "unchanged", "reason", "cast or frozen at"], rows, numeric=(2, 3)) + (
-        f"<p>{escape(cause.removeprefix('; '))}</p>" if cause else "")
+    # the cause is said once, in the problem (TLR101) and the table's last column
+    return title + _table(["parameter", "dtype", "elements", "unchanged", "reason", "cast or frozen at"], rows, numeric=(2, 3))
 
 
 def _syncs(report: Report) -> str:
