@@ -32,39 +32,46 @@ TRAINING_TOKENS = (
 )
 # top-level names that are never the project's own (a local folder of that name would be unusual)
 LIBRARY_ROOTS = frozenset(
-    """torch numpy math os sys re json time random typing collections functools itertools dataclasses
-    pathlib logging argparse copy abc warnings transformers accelerate deepspeed lightning pytorch_lightning
-    datasets tqdm wandb einops timm PIL cv2 scipy sklearn pandas yaml omegaconf hydra contextlib
-    subprocess shutil glob pickle enum inspect importlib""".split()
+    """torch numpy math os sys re json time random typing collections functools itertools dataclasses pathlib logging argparse copy
+    abc warnings transformers accelerate deepspeed lightning pytorch_lightning datasets tqdm wandb einops timm PIL cv2 scipy sklearn
+    pandas yaml omegaconf hydra contextlib subprocess shutil glob pickle enum inspect importlib""".split()
 )
 MAX_DEPTH = 2  # summaries analyse this many levels of modules; the next knows their names only
 
 Symbol = FunctionSummary | ClassSummary
 
-# The states of the files an analysis depended on (modules read, candidate paths probed), recorded
-# while `watching()` is active, so that a cached result is checked against them (see cache.py).
+# The states of the files an analysis depended on (modules read, paths probed), recorded while `watching()` is active (cache.py)
 _WATCHING: list[set[State]] = []
 
 
 def _note(*states: State) -> None:
-    for watched in _WATCHING:
-        watched.update(states)
+    if _WATCHING:  # the innermost watcher; each passes what it saw to the one around it when it ends
+        _WATCHING[-1].update(states)
 
 
 @contextmanager
 def watching() -> Iterator[set[State]]:
-    """Collect the states of the files the analysis inside the block depends on, as it found them
-    (a path seen in two states, changed meanwhile, makes a result that never matches)."""
+    """Collect the states of the files the analysis inside the block depends on, as it found them."""
     watched: set[State] = set()
     _WATCHING.append(watched)
     try:
         yield watched
     finally:
-        # by identity: two watchers' sets may be equal
-        for i in range(len(_WATCHING) - 1, -1, -1):
+        for i in range(len(_WATCHING) - 1, -1, -1):  # by identity: two watchers' sets may be equal
             if _WATCHING[i] is watched:
                 del _WATCHING[i]
+                if i:
+                    _WATCHING[i - 1].update(watched)
                 break
+
+
+# for every depth's Project: outlines (names; names without what is unknown), `resolve()`s until `rescan`
+_OUTLINES: dict[Path, tuple[State, ModuleSummary, ModuleSummary]] = {}
+_REAL: dict[Path, Path] = {}
+
+
+def _real(path: Path) -> Path:
+    return _REAL.get(path) or _REAL.setdefault(path, path.resolve())
 
 
 class Project:
@@ -76,7 +83,7 @@ class Project:
         # path -> the state of the content summarised, the summary, the states it was computed from
         self._summaries: dict[tuple[Path, bool], tuple[State, ModuleSummary, set[State]]] = {}
         self._current: set[tuple[Path, bool]] = set()  # summaries whose content was read since the last `rescan`
-        self._outlines: dict[Path, tuple[State, ModuleSummary, ModuleSummary]] = {}  # names; names without what is unknown
+        self._outlines = _OUTLINES
         self._current_outlines: set[Path] = set()
         # (folder, dotted module) -> its file if any, and the states of the paths it was looked for at
         self._files: dict[tuple[Path, str], tuple[Path | None, tuple[State, ...]]] = {}
@@ -127,7 +134,7 @@ class Project:
         Only the analysis of the module being linted asks: summaries are free of seeds."""
         if self.depth > 0 or not path or path == "-":
             return {}
-        target = Path(path).resolve()
+        target = _real(Path(path))
         known = self._seeds.get(target)
         if known is not None:  # asked by the prefilter, then by the analysis: computed once
             _note(*known[1])
@@ -172,7 +179,7 @@ class Project:
         (`ProjectLookup.passed_arguments`)."""
         if self.depth >= (1 if facts else MAX_DEPTH) or not path or path == "-":
             return {}
-        return passed_to(self, Path(path).resolve(), facts)
+        return passed_to(self, _real(Path(path)), facts)
 
     def _arguments(self, path: Path, passed: list[tuple[str, str, str]]) -> tuple[Argument, ...]:
         """The instances a module passes to other project modules, resolved to the defining files."""
@@ -186,7 +193,7 @@ class Project:
                 out.append(Argument(str(final[0]), ".".join(final[1]), key, "", origin))
                 continue
             if origin.startswith("::"):
-                cls: tuple[Path, list[str]] | None = (path.resolve(), [origin[2:]])
+                cls: tuple[Path, list[str]] | None = (_real(path), [origin[2:]])
             else:
                 found = self.locate(path, origin)
                 cls = self.defined_in(found[0], found[1], hops=0) if found is not None else None
@@ -200,7 +207,7 @@ class Project:
             return None
         summary = self.outline(path)
         if rest[0] in summary.functions or rest[0] in summary.classes:
-            return path.resolve(), rest
+            return _real(path), rest
         exported = summary.exports.get(rest[0])
         if exported is None:
             return None
@@ -251,6 +258,7 @@ class Project:
         self._differentiates.clear()
         self._current.clear()
         self._current_outlines.clear()
+        _REAL.clear()
         if self._deeper is not None:
             self._deeper.rescan()
 
@@ -381,7 +389,7 @@ class Project:
         (`class_hierarchy`), as the module naming each spells it."""
         if not from_file or from_file == "-":
             return ()
-        return class_hierarchy(Path(from_file).resolve(), class_name, self.outline, self.locate)[0]
+        return class_hierarchy(_real(Path(from_file)), class_name, self.outline, self.locate)[0]
 
     def outline(self, path: Path, unknown_if_training: bool = False) -> ModuleSummary:
         """The module's names without analysis (`module_outline`): all that finding where a name is
@@ -394,7 +402,7 @@ class Project:
             self._current_outlines.add(path)
             if known is None or known[0] != state:
                 text = data.decode("utf-8", errors="replace") if data is not None else ""
-                outline = module_outline(text, str(path.resolve())) if data is not None else EMPTY
+                outline = module_outline(text, str(_real(path))) if data is not None else EMPTY
                 opaque = outline
                 if any(token in text for token in TRAINING_TOKENS):
                     opaque = replace(outline, functions={}, classes={k: ClassSummary(c.kind) for k, c in outline.classes.items()})
@@ -449,20 +457,20 @@ class Project:
         # a module with no training token says nothing of its own, unless a step may pass through it
         # (then the calls it makes onward matter: a model's `forward` calling its loss head)
         if not steps and not any(token in source for token in TRAINING_TOKENS):
-            return module_outline(source, str(path.resolve()))
+            return self.outline(path)
         try:
             from trainlint.model.positions import call_placer
             from trainlint.model.summary import Summarizer
 
             model = self._model(path, data)
             if model is None:
-                return module_outline(source, str(path.resolve()))
+                return self.outline(path)
             summary = Summarizer(model, path.name).module()
             calls = model.step_calls(call_placer(model.module, source, str(path)))
             arguments = self._arguments(path, model.project_arguments())
             return replace(summary, step_calls=tuple(calls), arguments=arguments) if calls or arguments else summary
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
-            return module_outline(source, str(path.resolve()))
+            return self.outline(path)
 
     def _model(self, path: Path, data: bytes) -> Any:
         """The training model of a module, as its summary sees it (its own imports one level deeper)."""
