@@ -133,3 +133,35 @@ def test_lint_results_do_not_change_with_the_walk(monkeypatch):
     monkeypatch.setattr(training, "walk", lambda module, visitor: module.visit(visitor))
     theirs = [lint_source(code, "train.py", settings).diagnostics for _, code in SNIPPETS]
     assert ours == theirs
+
+
+TRICKY_CALLS = '''\
+import torch as T
+@decorate(arg=f(1))
+def step(model, batch, é="ü"):
+    x = model(batch); y = (model(batch)).sum()
+    for item in loader(make(é)):
+        out = net.forward(item).mean().item(); print(f"{out.item():.3f}", "ü" + str(g(1)))
+    with T.no_grad(), ctx(h(2)):
+        z = [fn(v) for v in gen(w(3)) if ok(v)] + list(map(lambda q: q.cpu(), items()))
+    return outer(inner(
+        deep(1),
+        key=val(2),
+    ))(then(4))
+'''
+
+
+def test_call_starts_agree_with_libcst_positions_on_every_call():
+    import libcst as cst
+
+    from trainlint.model.positions import call_starts, positions
+    from trainlint.model.walk import content_children
+
+    module = cst.parse_module(TRICKY_CALLS)
+    calls, stack = [], [module]
+    while stack:
+        node = stack.pop()
+        calls += [node] if isinstance(node, cst.Call) else []
+        stack.extend(content_children(node))
+    exact = {n: (r.start.line, r.start.column) for n, r in positions(module, TRICKY_CALLS, calls).items()}
+    assert len(calls) == 31 and call_starts(module, TRICKY_CALLS, calls) == exact

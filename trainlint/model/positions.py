@@ -96,6 +96,7 @@ class _Search:
         self.innermost: dict[int, int] = {}  # line -> index of the innermost anchor on it
         self.searched: set[int] = set()
         self.resume: dict[str, int] = {}  # text -> where its search for the next node starts
+        self.asts: dict[int, list[ast.stmt]] = {}  # id(simple statement line) -> CPython's statements of it
 
     def run(self, tree: ast.Module) -> dict[cst.CSTNode, Anchor]:
         self._index(self.module.body, tree.body, ())
@@ -117,6 +118,8 @@ class _Search:
             if i >= len(asts):
                 raise _Mismatch
             anchor_ast = asts[i]
+            if isinstance(stmt, cst.SimpleStatementLine):
+                self.asts[id(stmt)] = asts[i:i + len(stmt.body)]
             i += len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
             last = asts[i - 1]
             # CPython numbers a statement by its first decorator, else its first line
@@ -136,7 +139,8 @@ class _Search:
 
     def _by_text(self, node: cst.CSTNode, line_starts: list[int]) -> None:
         try:
-            code = self.module.code_for_node(node)
+            # a call's first line starts with its callee's: printing that alone skips its arguments
+            code = self.module.code_for_node(node.func if isinstance(node, cst.Call) and not node.lpar else node)
         except Exception:  # some nodes print only within their parent (an annotation's `:` or `->`)
             return
         first = next((ln.strip() for ln in code.splitlines() if ln.strip() and not ln.strip().startswith("#")), "")
@@ -209,11 +213,72 @@ def call_placer(module: cst.Module, source: str, path: str) -> "Callable[[list[A
     the calls asked (those the module's step chains hold)."""
 
     def place(calls: list[Any]) -> dict[Any, tuple[str, int, int]]:
-        found = positions(module, source, [c.node for c in calls])
+        found = call_starts(module, source, [c.node for c in calls])
         out: dict[Any, tuple[str, int, int]] = {}
         for call in calls:
-            start = found[call.node].start if call.node in found else None
-            out[call] = (path, start.line, start.column + 1) if start is not None else (path, 0, 0)
+            start = found.get(call.node)
+            out[call] = (path, start[0], start[1] + 1) if start is not None else (path, 0, 0)
         return out
 
     return place
+
+
+def call_starts(module: cst.Module, source: str, calls: Sequence[cst.Call]) -> dict[cst.CSTNode, tuple[int, int]]:
+    """(line, column) where each call starts, as `positions` gives it, cheaper: a call in a simple
+    statement line takes CPython's position of the call at the same place in source order (its
+    callee's name checked), with no code regenerated; the rest go through `positions`."""
+    wanted = {id(n): n for n in calls}
+    if not wanted:
+        return {}
+    try:
+        tree = compile(source, "<trainlint>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        search = _Search(wanted, module, source)
+        found = search.run(tree)
+    except (_Mismatch, SyntaxError, ValueError, RecursionError, MemoryError, KeyError):
+        return {n: (r.start.line, r.start.column) for n, r in positions(module, source, calls).items()}
+    lines = _NEWLINE.split(source)
+    out: dict[cst.CSTNode, tuple[int, int]] = {}
+    by_anchor: dict[int, cst.SimpleStatementLine] = {id(a[0]): a[0] for a in found.values() if isinstance(a[0], cst.SimpleStatementLine)}
+    for key, stmt in by_anchor.items():
+        out.update(_ast_call_starts(stmt, search.asts.get(key) or [], lines))
+    rest = {n: found[n] for n in wanted.values() if n not in out and n in found}
+    if rest:  # in a compound statement's header, or not paired: regenerated from their anchors
+        out.update({n: (r.start.line, r.start.column) for n, r in _regenerate(module, rest).items()})
+    unplaced = [n for n in wanted.values() if n not in out]
+    if unplaced:
+        out.update({n: (r.start.line, r.start.column) for n, r in positions(module, source, unplaced).items()})
+    return out
+
+
+def _ast_call_starts(stmt: cst.SimpleStatementLine, asts: list[ast.stmt], lines: list[str]) -> dict[cst.CSTNode, tuple[int, int]]:
+    """The calls of one statement line paired in source order with CPython's; nothing when they do not
+    pair up exactly (a parenthesised call, an f-string, a callee named differently)."""
+    mine: list[cst.Call] = []
+    stack: list[cst.CSTNode] = [stmt]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FormattedString, cst.ConcatenatedString)) or (isinstance(node, cst.Call) and node.lpar):
+            return {}
+        if isinstance(node, cst.Call):
+            mine.append(node)
+        stack.extend(reversed(content_children(node)))
+    theirs = sorted((n for s in asts for n in ast.walk(s) if isinstance(n, ast.Call)),
+                    key=lambda n: (n.lineno, n.col_offset, -(n.end_lineno or 0), -(n.end_col_offset or 0)))
+    if len(mine) != len(theirs) or any(_callee(a) != _callee(b) for a, b in zip(mine, theirs)):
+        return {}
+    return {a: (b.lineno, _column(lines, b.lineno, b.col_offset)) for a, b in zip(mine, theirs)}
+
+
+def _callee(call: cst.Call | ast.Call) -> str:
+    func = call.func
+    if isinstance(func, (cst.Name, ast.Name)):
+        return func.value if isinstance(func, cst.Name) else func.id
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.attr if isinstance(func, ast.Attribute) else "?"
+
+
+def _column(lines: list[str], line: int, byte_offset: int) -> int:
+    """CPython's column (UTF-8 bytes) as libcst counts it (code points)."""
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return byte_offset if text.isascii() else len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="replace"))
