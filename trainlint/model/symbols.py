@@ -183,6 +183,9 @@ class SymbolQueries:
         fn = call.site.function
         if call.method is not None and call.receiver is not None and call.receiver_text not in ("self", "cls"):
             base = self.values.of(call.receiver, fn, call.site)
+            if base.origin is not None and "|" in base.origin:  # an object of one of several classes
+                found = [(self.class_methods(o) or {}).get(call.method) for o in origins(base)]
+                return common_summary([f for f in found if f is not None]) if all(found) else None
             methods = self.class_methods(base.origin)
             if methods is not None:
                 return methods.get(call.method)
@@ -205,3 +208,18 @@ class SymbolQueries:
         if callee is not None:
             return self.summarizer.function(callee)
         return self.project_call_summary(call)
+
+
+def common_summary(summaries: "list[FunctionSummary]") -> "FunctionSummary":
+    """What a call does whichever of several methods it runs: what every one of them does."""
+    from dataclasses import replace
+
+    first = summaries[0]
+    if all(s == first for s in summaries[1:]):
+        return first
+    flags = ("steps", "backprops", "trains", "clears_grads", "clips", "scales", "reads_arguments", "no_grad", "sets_train_mode")
+    return replace(
+        first, **{f: all(getattr(s, f) for s in summaries) for f in flags},
+        synchronizes=tuple(x for x in first.synchronizes if all(x in s.synchronizes for s in summaries)),
+        syncs=tuple(x for x in first.syncs if all(x in s.syncs for s in summaries)),
+    )

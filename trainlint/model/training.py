@@ -258,7 +258,15 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
             return True
         if kind in (Kind.SCHEDULER, Kind.MODULE, Kind.DATALOADER, Kind.NUMBER, Kind.COLLECTION):
             return False
-        return self.is_optimizer_like(call.receiver_text)
+        return self.is_optimizer_like(call.receiver_text) or self._engine_steps(call)
+
+    def _engine_steps(self, call: Call) -> bool:
+        """`engine.backward(loss)` then `engine.step()` in the same function: an object that both
+        backpropagates a loss and steps is a training engine (DeepSpeed's), its step the update."""
+        return any(
+            c.receiver_text == call.receiver_text and c.site.function is call.site.function and c.node.args and self.is_backward(c)
+            for c in self._calls_by_method.get("backward", ())
+        )
 
     @cached_property
     def _loop_reach(self) -> frozenset[Function]:

@@ -163,7 +163,7 @@ class CallValues:
                 cls = m.local_class(name)
                 if cls is not None:
                     return m.instance_of_local_class(name)
-                chosen = self._chosen_class(name, fn, at)
+                chosen = self._chosen_class(name, call, fn, at)
                 if chosen is not None:
                     return chosen
             if qual is None and (name[:1].isupper() or name.startswith(PREDICATE_PREFIXES)) and not m.reaching(fn, name, at):
@@ -181,9 +181,10 @@ class CallValues:
             return self._forward(at, callee)
         return UNKNOWN
 
-    def _chosen_class(self, name: str, fn: "Function | None", at: "Site | None") -> Value | None:
+    def _chosen_class(self, name: str, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value | None:
         """`klass = CharacterEmbed if not interpolated else InterpolatedEmbed` then `klass(...)`: an
-        instance of one of the classes of this module the name may hold (None unless all are such)."""
+        instance of one of the classes (of this module, or imported from the project) the name may
+        hold (None unless all are such)."""
         m = self.model
         assigns = m.reaching(fn, name, at)
         if not assigns:
@@ -192,9 +193,16 @@ class CallValues:
         for assign in assigns:
             value = assign.value
             for choice in (value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,):
-                if not (isinstance(choice, cst.Name) and m.local_class(choice.value) is not None) or assign.op is not None:
+                if not isinstance(choice, cst.Name) or assign.op is not None:
                     return None
-                built.append(m.instance_of_local_class(choice.value))
+                if m.local_class(choice.value) is not None:
+                    built.append(m.instance_of_local_class(choice.value))
+                    continue
+                qual = m.imports.resolve(choice)
+                instance = self._library_call(qual, call, fn, at) if qual is not None and choice.value[:1].isupper() else None
+                if instance is None or instance.origin is None:  # not a class of the project
+                    return None
+                built.append(instance)
         return join(built)
 
     def _forward(self, at: "Site | None", module: Value | None = None) -> Value:

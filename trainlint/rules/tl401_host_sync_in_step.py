@@ -40,7 +40,8 @@ class HostSyncInStep(Rule):
     summary = "A host-device synchronisation (`.item()`, `.cpu()`, `float(t)`, `print(t)`, ...) on every training step."
     hint = "Accumulate on the device (`running += loss.detach()`) and read values only when logging (`if step % log_every == 0:`)."
     # a step loop can also be one whose step, loss scaler or optimizer lives in another module
-    requires = ("backward", "step(", "training_step", "compute_loss", "get_batch_loss_metrics", "scaler", "optim")
+    # the reads themselves too: a loop whose step is a call into another module (`trainer.train_rlhf(batch)`)
+    requires = ("backward", "step(", "training_step", "compute_loss", "get_batch_loss_metrics", "scaler", "optim", ".item(", ".cpu(", ".tolist(")
     per_step = True
     why = (
         "CUDA kernels run asynchronously: the host queues work and races ahead. Reading a tensor's value on "
