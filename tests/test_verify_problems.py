@@ -115,3 +115,17 @@ def test_steps_a_grad_scaler_skips_count_towards_steps_and_a_scaler_that_keeps_s
     script.write_text(textwrap.dedent(SCALED.format(extra=" + ((pred - pred.detach()).pow(2).sqrt().mean() if step == 0 else 0.0)")), encoding="utf-8")
     code, report = verify_run_json(script, "--steps", "20", cwd=tmp_path)
     assert (report["steps"], report["skipped_steps"]) == (19, 1) and report["problems"] == [] and code == 0
+
+
+def test_a_comment_in_the_script_acknowledges_a_problem_with_no_cause_line(tmp_path: Path):
+    # gradients never cleared (TLR106) names no line: the script's own file comment is where to say so
+    text = textwrap.dedent(FROZEN_LR.format(comment="")).replace("lr=0.0", "lr=1e-3").replace("    optimizer.zero_grad()\n", "")
+    assert "zero_grad" not in text
+    script = tmp_path / "train.py"
+    script.write_text(text, encoding="utf-8")
+    code, report = verify_run_json(script, "--steps", "10", cwd=tmp_path)
+    (problem,) = report["problems"]
+    assert code == 1 and problem["code"] == "TLR106" and problem["line"] is None
+    script.write_text("# trainlint: noqa: TL501, TLR106  (accumulating on purpose)\n" + text, encoding="utf-8")
+    code, report = verify_run_json(script, "--steps", "10", cwd=tmp_path)
+    assert code == 0 and report["problems"][0]["acknowledged"] == "file comment in train.py"

@@ -156,7 +156,7 @@ def verify_run(
 
     report = run_script(script, script_args, steps, timeout, device, nproc, nodes)
     rows = judge(report, _lint_for_verify([script]))
-    found = acknowledge(problems(report), codes)
+    found = acknowledge(problems(report), codes, script)
     if output_format == "json":
         import json
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -52,7 +52,6 @@ class Problem:
     step: int | None = None
     information: bool = False
     acknowledged: str | None = None  # how it was acknowledged: "comment at train.py:12", "setting"
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> Report:
         kind = KIND_BY_CODE[self.code]
@@ -242,42 +241,36 @@ KINDS: tuple[ProblemKind, ...] = (
 KIND_BY_CODE = {k.code: k for k in KINDS}
 
 
-def acknowledge(problems: Iterable[Problem], codes: Iterable[str], read_source: Any = None) -> list[Problem]:
+def acknowledge(problems: Iterable[Problem], codes: Iterable[str], script: Path | None = None) -> list[Problem]:
     """`problems`, each marked acknowledged when `codes` (the setting and `--acknowledge`) hold its
-    code, when its cause line carries `# noqa: CODE`, or when its file has `# trainlint: noqa: CODE`."""
+    code, when its cause line carries `# noqa: CODE`, or when the script or the cause's file has
+    `# trainlint: noqa: CODE` (the script's own applies to problems with no cause line too)."""
     from dataclasses import replace
 
     from trainlint.noqa import parse_suppressions
 
     wanted = {c.upper() for c in codes}
     parsed: dict[str, Any] = {}
+
+    def comments(path: str) -> Any:
+        if path not in parsed:
+            parsed[path] = parse_suppressions(_read(path))
+        return parsed[path]
+
     out = []
     for problem in problems:
         how = "setting" if problem.code in wanted else None
-        path = (problem.site or {}).get("path")
-        if how is None and path:
-            if path not in parsed:
-                parsed[path] = parse_suppressions(_read(path, read_source))
-            comments = parsed[path]
-            line = problem.site.get("line") if problem.site else None
-            if problem.code in comments.file_codes:
-                how = f"file comment in {relative_path(path)}"
-            elif isinstance(line, int) and comments.names(problem.code, line):
-                how = f"comment at {relative_path(path)}:{line}"
+        path, line = (problem.site or {}).get("path"), (problem.site or {}).get("line")
+        for where in ([path] if path else []) + ([str(script)] if script is not None else []):
+            if how is None and problem.code in comments(where).file_codes:
+                how = f"file comment in {relative_path(where)}"
+        if how is None and path and isinstance(line, int) and comments(path).names(problem.code, line):
+            how = f"comment at {relative_path(path)}:{line}"
         out.append(replace(problem, acknowledged=how) if how else problem)
     return out
 
 
-def script_acknowledgements(script: Path, read_source: Any = None) -> frozenset[str]:
-    """Codes acknowledged for the whole run by `# trainlint: noqa: TLR...` in the script itself."""
-    from trainlint.noqa import parse_suppressions
-
-    return frozenset(c for c in parse_suppressions(_read(str(script), read_source)).file_codes if c in KIND_BY_CODE)
-
-
-def _read(path: str, read_source: Any) -> str:
-    if read_source is not None:
-        return str(read_source(path))
+def _read(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
