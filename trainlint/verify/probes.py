@@ -183,6 +183,11 @@ def _assumptions(assumed: list[str]) -> str:
     return f" (assumed: {', '.join(assumed)}: not written as literals in the flagged file)" if assumed else ""
 
 
+def _probe_optimizer(name: str, params: list[torch.Tensor], lr: float) -> torch.optim.Optimizer:
+    """The flagged code's optimizer; SGD with momentum 0.9, as training scripts use it."""
+    return _optimizer(name, params, lr, momentum=0.9) if name == "SGD" else _optimizer(name, params, lr)
+
+
 def _share(value: float) -> str:
     return f"{value:.0%}" if math.isfinite(value) else "non-finite"
 
@@ -193,7 +198,7 @@ def _fp16_weight_spikes(optimizer: str, lr: float, device: str, assumed: list[st
     def nonfinite_after_spikes(clip: bool) -> int:
         torch.manual_seed(0)
         param = torch.nn.Parameter(torch.ones(1024, dtype=torch.float16, device=device))
-        opt = _optimizer(optimizer, [param], lr, momentum=0.9) if optimizer == "SGD" else _optimizer(optimizer, [param], lr)
+        opt = _probe_optimizer(optimizer, [param], lr)
         for _ in range(2):
             param.grad = torch.full((1024,), 4e4, device=device).half()  # a finite fp16 gradient spike
             if clip:
@@ -223,7 +228,7 @@ def _outlier_batch(setup: str, optimizer: str, lr: float, device: str, assumed: 
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).to(device)
         params = list(model.parameters())
-        opt = _optimizer(optimizer, params, lr, momentum=0.9) if optimizer == "SGD" else _optimizer(optimizer, params, lr)
+        opt = _probe_optimizer(optimizer, params, lr)
         scaler = torch.amp.GradScaler(device, enabled=setup == "scaler")
         target = torch.randn(32, 1, device=device)
         x = torch.randn(64, 32, device=device)
