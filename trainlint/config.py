@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path, PurePath
@@ -200,6 +199,8 @@ def find_config(start: Path) -> Path | None:
                 continue
             if name != "pyproject.toml":
                 return candidate
+            import tomllib  # (only where there is a pyproject.toml to read: start-up)
+
             try:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
@@ -232,6 +233,8 @@ def _checked(table: dict[str, object], where: str) -> dict[str, object]:
 def _file_table(path: Path) -> dict[str, object]:
     """The settings a configuration file holds: a trainlint.toml's whole document, a pyproject's
     [tool.trainlint]; paths in it (`baseline`, `extend`) made absolute from its folder."""
+    import tomllib
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
@@ -274,6 +277,8 @@ def _merged_table(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict[str, ob
 
 def parse_inline(text: str) -> dict[str, object]:
     """A `--config KEY = VALUE` override (TOML), checked like a configuration file's keys."""
+    import tomllib
+
     try:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

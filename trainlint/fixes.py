@@ -27,7 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-import libcst as cst
+from trainlint.libcst_import import import_libcst
+
+import_libcst()  # (see libcst_import)
+import libcst as cst  # noqa: E402
 
 from trainlint.config import Settings
 from trainlint.diagnostics import Applicability, Diagnostic, Edit

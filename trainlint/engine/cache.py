@@ -30,7 +30,6 @@ import os
 import re
 import stat
 import sys
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -81,15 +80,20 @@ def code_key() -> str:
             if name.endswith(".py"):
                 st = os.stat(os.path.join(folder, name))
                 hashed.update(f"{os.path.relpath(os.path.join(folder, name), package)}|{st.st_size}|{st.st_mtime_ns}".encode())
-    try:  # libcst's version, without importing libcst (or importlib.metadata, slower still)
-        from importlib.util import find_spec
-
-        spec = find_spec("libcst")
-        version_file = Path(spec.origin).with_name("_version.py")  # type: ignore[union-attr, arg-type]
-        hashed.update(version_file.read_bytes())
-    except Exception:
-        hashed.update(b"libcst?")
+    hashed.update(_libcst_version())
     return hashed.hexdigest()
+
+
+def _libcst_version() -> bytes:
+    """libcst's `_version.py` as the import system would find it, without importing libcst (or
+    `importlib.util`/`importlib.metadata`, slow to import for a warm run)."""
+    for entry in sys.path:
+        try:
+            with open(os.path.join(entry or ".", "libcst", "_version.py"), "rb") as fh:
+                return fh.read()
+        except OSError:
+            continue
+    return b"libcst?"
 
 
 def settings_key(settings: Settings) -> str:
@@ -223,6 +227,8 @@ class Cache:
 
     def _write(self, name: str, data: bytes) -> bool:
         """Write an entry atomically; a cache folder that cannot be written is switched off."""
+        import tempfile  # (a warm run writes nothing)
+
         target = self._entry(name)
         try:
             try:

@@ -471,7 +471,9 @@ def lint_paths(
 
 def _preload() -> None:
     """Import the analysis before workers are forked, so that each starts with it loaded."""
-    import libcst  # noqa: F401
+    from trainlint.libcst_import import import_libcst
+
+    import_libcst()
 
     import trainlint.model  # noqa: F401
     import trainlint.model.positions  # noqa: F401

@@ -1,5 +1,9 @@
 """The training-code model: what one pass over a module learns about its training step."""
 
+from trainlint.libcst_import import import_libcst
+
+import_libcst()  # (before any module below imports libcst: see libcst_import)
+
 from trainlint.model.facts import Assign, Call, Condition, FormattedValue, Function, Loop, Site, WithItem
 from trainlint.model.training import TrainingModel
 

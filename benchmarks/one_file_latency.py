@@ -1,0 +1,89 @@
+"""How long `trainlint FILE` takes as pre-commit runs it: one ~300-line training script, whole process.
+
+    python benchmarks/one_file_latency.py [--runs N] [--file FILE ...]
+
+- standalone, cold: the script alone in a folder, with an empty cache folder each run;
+- standalone, warm: the same, its result already in the cache;
+- in a project, warm: the script inside a generated 200-module project that it imports from, after
+  one `trainlint .` has cached the project's summaries (the run checks every dependency it recorded);
+- in a project, edited: the same after the script changed (its callers' summaries come from the cache).
+
+Medians (and ranges) of N runs of this checkout's `python -m trainlint`. Start-up times vary a lot
+between machines, so the same run also prints this machine's `python -c pass` and
+`python -c "import libcst"`: compare figures across machines by those.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lsp_latency import DEFAULT_FILES, SCRIPTS, make_project, training_script  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _wall(command: list[str], cwd: Path, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - start
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr}")
+    return elapsed
+
+
+def _summary(values: list[float]) -> str:
+    return f"median {statistics.median(values):.3f} s (range {min(values):.3f}-{max(values):.3f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--file", type=Path, nargs="*", help="the script (default: the ~300-line fixtures)")
+    args = parser.parse_args()
+    script = training_script(args.file or [SCRIPTS / name for name in DEFAULT_FILES])
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # (start-up as installed: with bytecode)
+    trainlint = [sys.executable, "-m", "trainlint"]
+    runs = args.runs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        print(f"python -c pass            {_summary([_wall([sys.executable, '-c', 'pass'], work, env) for _ in range(runs)])}")
+        print(f"python -c 'import libcst' {_summary([_wall([sys.executable, '-c', 'import libcst'], work, env) for _ in range(runs)])}")
+
+        alone = work / "alone"
+        alone.mkdir()
+        (alone / "train.py").write_text(script)
+        lines = script.count("\n")
+        cold = []
+        for i in range(runs):
+            cold.append(_wall([*trainlint, "train.py"], alone, {**env, "TRAINLINT_CACHE_DIR": str(work / f"cold{i}")}))
+        print(f"standalone, cold          {_summary(cold)}   ({lines} lines)")
+        warm_env = {**env, "TRAINLINT_CACHE_DIR": str(work / "warm")}
+        _wall([*trainlint, "train.py"], alone, warm_env)
+        print(f"standalone, warm          {_summary([_wall([*trainlint, 'train.py'], alone, warm_env) for _ in range(runs)])}")
+
+        project = work / "project"
+        path = make_project(project, script)
+        project_env = {**env, "TRAINLINT_CACHE_DIR": str(work / "project-cache")}
+        _wall([*trainlint, "."], project, project_env)
+        _wall([*trainlint, path.name], project, project_env)
+        warm = [_wall([*trainlint, path.name], project, project_env) for _ in range(runs)]
+        print(f"in a 200-module project, warm   {_summary(warm)}")
+        edited = []
+        for i in range(runs):
+            path.write_text(path.read_text() + f"\n# edit {i}\n")
+            edited.append(_wall([*trainlint, path.name], project, project_env))
+        print(f"in a 200-module project, edited {_summary(edited)}")
+
+
+if __name__ == "__main__":
+    main()
