@@ -42,11 +42,11 @@ RISKY = textwrap.dedent("""\
     from helpers import backprop_running
 
     device = torch.device("cuda")
-    total = 0.0
+    total, model = 0.0, torch.nn.Linear(4, 4)
     for x, v in loader:
         optimizer.zero_grad()
         idx = torch.tensor(v).to(torch.long)
-        like = torch.tensor(v).to(x)
+        like = torch.tensor([v, 1]).to(x)
         pad = torch.zeros(3, **kw).to(device)
         mask = torch.ones(
             4,  # features

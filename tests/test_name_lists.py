@@ -1,6 +1,5 @@
-"""The lists of names the analysis reads as facts (`trainlint/model/name_lists.py`): each is
-registered, named on the pages of the rules it affects, and those registered as only silencing
-really only silence: emptying one never takes a finding away."""
+"""The lists of names the analysis reads (`trainlint/model/name_lists.py`): each is registered, named
+on the pages of the rules it affects, and only silences: emptying one never takes a finding away."""
 
 from __future__ import annotations
 
@@ -72,10 +71,7 @@ def _findings() -> set[tuple[int, str, str, int]]:
     return out
 
 
-SILENCING = [n for n in NAME_LISTS if not n.creates]
-
-
-@pytest.mark.parametrize("entry", SILENCING, ids=lambda n: n.where.rsplit(".", 1)[-1])
+@pytest.mark.parametrize("entry", NAME_LISTS, ids=lambda n: n.where.rsplit(".", 1)[-1])
 def test_a_list_that_only_silences_takes_no_finding_away_when_emptied(entry, monkeypatch) -> None:
     """With the list emptied (everywhere it was imported), every rule example's findings remain."""
     if not _BEFORE:

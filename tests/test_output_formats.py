@@ -75,7 +75,8 @@ def test_github_annotations_are_pinned(tmp_path: Path):
     lines = out.splitlines()
     assert lines[0] == (
         "::notice file=" + str(ROOT / "examples" / "energy_trainer.py") + ",line=22,col=13,endLine=22,endColumn=49,"
-        "title=TL403 memory-stats-in-step::`torch.cuda.reset_peak_memory_stats()` runs on every training step. "
+        "title=TL403 memory-stats-in-step::`torch.cuda.reset_peak_memory_stats()` runs on every training step "
+        "(every step via " + str(ROOT / "examples" / "energy_trainer.py") + ":36). "
         "Fix: Reset or read memory statistics at epoch boundaries or under a debug/log flag."
     )
     assert [line.split(" ", 1)[0] for line in lines] == ["::notice", "::warning", "::error", "::warning"]

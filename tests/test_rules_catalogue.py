@@ -69,8 +69,8 @@ def test_tl406_offers_a_safe_fix_only_for_a_proven_device_move():
         device = torch.device("cuda")
         kw = {"device": device}
         for x, v in loader:
-            idx = torch.tensor(v).to(torch.long)
-            like = torch.tensor(v).to(x)
+            idx = torch.tensor([v, 1]).to(torch.long)
+            like = torch.tensor([v, 1]).to(x)
             pad = torch.zeros(3, **kw).to(device)
             mask = torch.zeros(3).to(device)
             model(x, idx, like, pad, mask).backward()

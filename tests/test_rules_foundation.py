@@ -246,13 +246,15 @@ def test_tl401_print_and_fstring_of_tensor_and_cpu_of_model_not_flagged():
 
 def test_tl401_accelerate_backward_is_a_step():
     code = """
+    from accelerate import Accelerator
+    accelerator = Accelerator()
     for batch in loader:
         outputs = model(**batch)
         accelerator.backward(outputs.loss)
         optimizer.step()
         losses.append(outputs.loss.detach().float().cpu().item())
     """
-    assert lines(code, "TL401") == [6]
+    assert lines(code, "TL401") == [8]
 
 
 # -- TL403 memory-stats-in-step ----------------------------------------------------------------

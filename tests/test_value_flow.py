@@ -332,7 +332,7 @@ def test_step_helper_and_scaler_in_another_module(tmp_path):
             for samples, targets in loader:
                 samples = samples.to(device, non_blocking=True)
                 with torch.cuda.amp.autocast():
-                    loss = criterion(model(samples), targets)
+                    loss = torch.nn.functional.cross_entropy(model(samples), targets)
                 loss_scaler(loss, optimizer, clip_grad=1.0, parameters=model.parameters())
                 optimizer.zero_grad()
                 timer.click()
@@ -355,7 +355,7 @@ def test_model_cast_by_a_builder_in_another_module(tmp_path):
             import torch
 
             def build_model(cfg):
-                net = Net(cfg)
+                net = torch.nn.Linear(cfg.width, cfg.width)
                 return net.half()
         """,
         "train.py": """

@@ -655,6 +655,11 @@ LOGGER_PASSED_IN = {
                     if isinstance(v, torch.Tensor):
                         v = v.item()
                     self.writer.add_scalar(head + "/" + k, v)
+
+
+        class Net(torch.nn.Module):
+            def forward(self, x):
+                return x
     """,
     "engine.py": """
         import torch
@@ -678,7 +683,7 @@ LOGGER_PASSED_IN = {
 
 
         def main(args):
-            model = build(args).cuda()
+            model = utils.Net().cuda()
             if args.rank == 0 and args.log_dir is not None:
                 log_writer = utils.ScalarLogger(make_writer(args.log_dir))
             else:

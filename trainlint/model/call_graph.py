@@ -9,7 +9,7 @@ from pathlib import Path
 import libcst as cst
 
 from trainlint.model.facts import ClassInfo, Assign, Call, Function, Site
-from trainlint.model.hooks import FRAMEWORK_WORDS, LIBRARY_HOOK_NAMES, library_argument, library_step_hook
+from trainlint.model.hooks import FRAMEWORK_WORDS, LIBRARY_HOOK_NAMES, library_argument, library_model_parameter, library_step_hook
 from trainlint.model.lattice import Kind, Value, origins
 from trainlint.model.names import tokens
 
@@ -217,6 +217,8 @@ class CallGraph:
         if fn.class_name is None or fn.name not in LIBRARY_HOOK_NAMES:
             return None
         bases = self.class_bases(fn)
+        if library_model_parameter(fn.name, parameter, bases):
+            return Value(Kind.MODULE)  # (`compute_loss(self, model, inputs)`: the trainer's model)
         provider = library_argument(fn.name, parameter, bases)
         if provider is None:
             return None

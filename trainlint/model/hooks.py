@@ -62,6 +62,12 @@ LIBRARY_HOOK_ARGUMENTS: dict[tuple[str, str], dict[tuple[str, str], str]] = {
     ("trainer", "TrainerModel"): {("train_step", "criterion"): "get_criterion", ("optimize", "criterion"): "get_criterion"},
 }
 
+# The hook parameters a library passes its model to (the wrapped model of an HF or trl `Trainer`).
+LIBRARY_MODEL_PARAMETERS: dict[tuple[str, str], frozenset[tuple[str, str]]] = {
+    (library, trainer): frozenset({("compute_loss", "model"), ("training_step", "model"), ("prediction_step", "model")})
+    for library, trainer in (("transformers", "Trainer"), ("trl", "SFTTrainer"), ("trl", "DPOTrainer"), ("trl", "RewardTrainer"))
+}
+
 # A hook parameter that a library sets to each of several values within one step: coqui's Trainer
 # calls `model.train_step(batch, criterion, optimizer_idx)` once per optimizer, and Lightning's
 # multi-optimizer `training_step(batch, batch_idx, optimizer_idx)` likewise, so `if optimizer_idx ==
@@ -86,6 +92,15 @@ def library_argument(method: str, parameter: str, bases: tuple[str, ...]) -> str
         if passed is not None and (method, parameter) in passed:
             return passed[(method, parameter)]
     return None
+
+
+def library_model_parameter(method: str, parameter: str, bases: tuple[str, ...]) -> bool:
+    """Whether a library passes its model to `parameter` of hook `method` of a class with these bases."""
+    for base in bases:
+        root, _, rest = base.partition(".")
+        if (method, parameter) in LIBRARY_MODEL_PARAMETERS.get((root, rest.rsplit(".", 1)[-1]), ()):
+            return True
+    return False
 
 
 def library_step_hook(method: str, bases: tuple[str, ...], table: dict[tuple[str, str], frozenset[str]] = LIBRARY_STEP_HOOKS) -> bool:

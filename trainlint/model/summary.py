@@ -230,7 +230,7 @@ class Summarizer:
                     syncs.append(m.module.code_for_node(call.node))
             elif every and sub is not None and sub.syncs:
                 syncs.extend(sub.syncs)
-            if call.method in VALUE_READS and call.receiver is not None and params:
+            if every and call.method in VALUE_READS and call.receiver is not None and params:
                 if m.roots_of(call.receiver, fn) & (params | _loop_names_over(fn, call, params, m)):
                     reads = True
         if any(c.method == "step" and ENV_WORDS & set(tokens(c.receiver_text or "")) for c in fn.calls):

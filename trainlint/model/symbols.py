@@ -20,6 +20,12 @@ if TYPE_CHECKING:
     from trainlint.model.summary import FunctionSummary, Summarizer
 
 
+def _scope(call: Call) -> tuple[int | None, int | None]:
+    """A call's function and innermost loop (by identity)."""
+    fn, loop = call.site.function, call.site.innermost_loop
+    return (id(fn) if fn is not None else None, id(loop) if loop is not None else None)
+
+
 class SymbolQueries:
     """Values, local and project symbols, and call summaries of one module."""
 
@@ -45,6 +51,70 @@ class SymbolQueries:
         """Test code by its path (`tests/`, `test_*.py`): per-step rules skip it, unless the
         configuration says to check it as training code (`lint-test-code`)."""
         return bool(self.path) and not self.settings.lint_test_code and is_test_path(self.path)  # type: ignore[attr-defined]
+
+    # -- what an unknown name is, by what the module does with it ---------------------------------
+    @cached_property
+    def duck_optimizers(self) -> frozenset[str]:
+        """Receivers (by their text) used as an optimizer or a gradient scaler (`is_optimizer_like`)."""
+        methods: dict[str, set[str]] = {}
+        for name in ("zero_grad", "scale", "update"):
+            for call in self._calls_by_method.get(name, ()):  # type: ignore[attr-defined]
+                if call.receiver_text:
+                    methods.setdefault(call.receiver_text, set()).add(name)
+        found = {t for t, m in methods.items() if "zero_grad" in m or {"scale", "update"} <= m}
+        # the first backward pass of each function, by its innermost loop (None: outside loops)
+        backward_at: dict[tuple[int | None, int | None], int] = {}
+        for call in (*self._calls_by_method.get("backward", ()), *self._calls_by_method.get("grad", ())):  # type: ignore[attr-defined]
+            if self.is_backward(call) or call.qualname == "torch.autograd.grad":  # type: ignore[attr-defined]
+                key = _scope(call)
+                backward_at[key] = min(backward_at.get(key, call.site.order), call.site.order)
+        for call in self._calls_by_method.get("step", ()):  # type: ignore[attr-defined]
+            first = backward_at.get(_scope(call))
+            if call.receiver_text and first is not None and call.site.order > first and len(call.node.args) <= 1:
+                found.add(call.receiver_text)  # (stepped after a backward pass in the same loop body)
+        return frozenset(found)
+
+    def used_as(self, name: str, function: Function | None) -> Value | None:
+        """A name whose value is not known, by what this module does with it: backpropagated
+        (`loss.backward()`, `scaler.scale(loss).backward()`, `engine.backward(loss)`) in the function,
+        a tensor with a graph there; `net.parameters()`, `net.eval()`, or `net(x)` with `net.cuda()` (in
+        the function, or at module level), a module. None when nothing says."""
+        uses = self._protocol_uses
+        return uses.get((id(function) if function is not None else None, name)) or uses.get((None, name))
+
+    @cached_property
+    def _protocol_uses(self) -> dict[tuple[int | None, str], Value]:
+        found: dict[tuple[int | None, str], Value] = {}
+        for method in ("parameters", "named_parameters", "modules", "named_modules", "children", "requires_grad_", "eval"):
+            for call in self._calls_by_method.get(method, ()):  # type: ignore[attr-defined]
+                if isinstance(call.receiver, cst.Name) and not (method == "eval" and call.node.args):
+                    fn = call.site.function
+                    found[(id(fn) if fn is not None else None, call.receiver.value)] = Value(Kind.MODULE)
+        # called (`net(x)`) and moved or cast (`net.cuda()`): a module, as a tensor is never called
+        called = {(id(c.site.function) if c.site.function is not None else None, c.name) for c in self.calls if c.name and not c.qualname}  # type: ignore[attr-defined]
+        for method in ("cuda", "to", "half", "bfloat16", "float"):
+            for call in self._calls_by_method.get(method, ()):  # type: ignore[attr-defined]
+                if isinstance(call.receiver, cst.Name):
+                    fn = call.site.function
+                    key = (id(fn) if fn is not None else None, call.receiver.value)
+                    if key in called:
+                        found[key] = Value(Kind.MODULE)
+        # backpropagated: `loss.backward()`, `engine.backward(loss)`, `torch.autograd.grad(loss, params)`
+        for call in (*self._calls_by_method.get("backward", ()), *self._calls_by_method.get("grad", ())):  # type: ignore[attr-defined]
+            if call.method == "grad" and call.qualname != "torch.autograd.grad":
+                continue
+            first = call.positional(0)
+            target = call.receiver if call.method == "backward" and not call.node.args else first
+            scaled = target.func if isinstance(target, cst.Call) else None
+            if isinstance(scaled, cst.Attribute) and scaled.attr.value == "scale" and target.args:  # type: ignore[union-attr]
+                target = target.args[0].value  # type: ignore[union-attr]  # `scaler.scale(loss).backward()`
+            if isinstance(target, cst.Name):
+                fn = call.site.function
+                found.setdefault((id(fn) if fn is not None else None, target.value), Value(Kind.TENSOR, graph=True))
+        for text in self.duck_optimizers:
+            if "." not in text:
+                found.setdefault((None, text), Value(Kind.OPTIMIZER))
+        return found
 
     @cached_property
     def _classes_by_name(self) -> dict[str, ClassInfo]:
@@ -153,11 +223,18 @@ class SymbolQueries:
         return join(returned) if returned else None
 
     def bound_method(self, receiver: cst.BaseExpression, method: str, function: Function | None) -> Function | None:
-        """`self.helper(...)`: the method of the caller's class."""
-        if not (isinstance(receiver, cst.Name) and receiver.value in ("self", "cls")) or function is None:
+        """`self.helper(...)`: the method of the caller's class; `Tokenizer.load(path)`: a static or
+        class method of a class of this module."""
+        if not isinstance(receiver, cst.Name):
+            return None
+        if receiver.value in ("self", "cls"):
+            owner = function.class_name if function is not None else None
+        else:
+            owner = receiver.value if receiver.value in self._classes_by_name else None
+        if owner is None:
             return None
         for fn in self._by_name.get(method, ()):
-            if fn.class_name == function.class_name:
+            if fn.class_name == owner:
                 return fn
         return None
 

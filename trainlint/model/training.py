@@ -37,7 +37,6 @@ from trainlint.model.reaching import ReachingDefinitions
 from trainlint.model.symbols import SymbolQueries
 from trainlint.model.torchnames import literal_string
 from trainlint.model.branches import branch_not_taken
-from trainlint.model.value_calls import MODULE_RESULT_WORDS
 from trainlint.model.walk import walk
 
 # Libraries that place training on a device by themselves.
@@ -45,19 +44,15 @@ ACCELERATOR_LIBRARIES = (
     "accelerate", "deepspeed", "lightning", "pytorch_lightning", "torch_xla", "transformers", "detectron2", "mmengine",
     "mmcv", "composer", "torchtune", "torchtitan", "fairseq", "megatron", "apex",
 )
-DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "xla", "mps", "gpu"})
+# torch's device APIs (beside `torch.cuda`): a `torch.device` that is not the CPU, Apple's, Intel's
+_DEVICE_APIS = ("torch.device", "torch.mps.", "torch.xpu.", "torch.accelerator.", "torch.backends.mps.")
 
 # What a module needs in its text to hold a step of its own: a backward, an optimizer or scaler
 # `.step`, a step hook, a loss-scaler call (`loss_scaler(loss, opt)`); see `could_step`.
 _STEP_WORDS = ("backward", "scaler", *sorted(LIBRARY_HOOK_NAMES))  # looked for in lower case
 LOOP_TEXT = re.compile(r"^[ \t\f]*(?:async[ \t]+)?(?:for|while)\b", re.MULTILINE)  # a loop statement
 STEP_CALL_TEXT = re.compile(r"\.[\s\\]*step\b")  # a `.step` attribute, as a call `opt.step()` has it
-OPTIMIZER_WORDS = frozenset({"optim", "optimizer", "optimizers", "opt", "scaler", "engine", "deepspeed", "ds"})
-NOT_OPTIMIZER_WORDS = frozenset({"scheduler", "sched", "lr", "env", "environment", "sim", "ema"})
-# callables whose result is a tensor when called: `model(x)`, `criterion(out, y)`, `self.loss_fn(...)`
-MODULE_WORDS = MODULE_RESULT_WORDS
-# loop-less functions that backpropagate are per step when their name says so (`train_step`, `closure`)
-STEP_NAME_WORDS = frozenset({"step", "train", "training", "update", "batch", "iteration", "iter", "optimize", "closure"})
+NOT_OPTIMIZER_WORDS = frozenset({"scheduler", "sched", "lr", "env", "envs", "environment", "sim", "ema"})
 
 
 if TYPE_CHECKING:
@@ -161,12 +156,15 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
 
     # -- step events ---------------------------------------------------------------------------
     def is_optimizer_like(self, text: str | None) -> bool:
+        """An object whose value is not known, used as an optimizer or a gradient scaler is: built by
+        `torch.optim` here; stepped and also cleared (`zero_grad()`), or also `update()`d after
+        scaling a loss (`scale(loss)`): the optimizer's and GradScaler's protocols; or stepped, with at
+        most a closure, after a backward pass in the same loop body (or function)."""
         if not text:
             return False
-        words = set(tokens(text.split(".")[-1]))
-        if words & NOT_OPTIMIZER_WORDS:
-            return False
-        return bool(words & OPTIMIZER_WORDS) or text in self.optimizer_names
+        if set(tokens(text.split(".")[-1])) & NOT_OPTIMIZER_WORDS:
+            return False  # (a scheduler or an environment named as one: `lr_scheduler.step()`)
+        return text in self.optimizer_names or text in self.duck_optimizers
 
     @cached_property
     def optimizer_names(self) -> frozenset[str]:
@@ -204,7 +202,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
                 return True
             if call.qualname == "torch.device" and call.node.args and self._cpu_device(call.node, call.site):
                 continue
-            if DEVICE_WORDS & set(tokens(call.qualname or dotted(call.node.func) or "")):
+            if (call.qualname or "").startswith(_DEVICE_APIS):
                 return True
             for a in call.node.args:
                 if a.keyword is not None and a.keyword.value in ("device", "device_map") and not self._cpu_device(a.value, call.site):
@@ -256,7 +254,9 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         kind = self.values.of(call.receiver, call.site.function, call.site).kind
         if kind in (Kind.OPTIMIZER, Kind.SCALER):
             return True
-        if kind in (Kind.SCHEDULER, Kind.MODULE, Kind.DATALOADER, Kind.NUMBER, Kind.COLLECTION):
+        if kind is Kind.MODULE:
+            return self._engine_steps(call)  # (a DeepSpeed engine is a module that backpropagates and steps)
+        if kind in (Kind.SCHEDULER, Kind.DATALOADER, Kind.NUMBER, Kind.COLLECTION):
             return False
         return self.is_optimizer_like(call.receiver_text) or self._engine_steps(call)
 
@@ -299,7 +299,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         # own, directly or through such callees, to a fixpoint over calls.
         updating = self._unlooped_closure(lambda c: self.is_optimizer_step(c) or self.project_steps(c))
         backpropagating = self._unlooped_closure(
-            lambda c: self.is_step_event(c) or self.callee(c) in updating or self.project_backprops(c)
+            lambda c: self.is_step_event(c) or self._runs_any(c, updating) or self.project_backprops(c)
         )
         # A loop that only backpropagates trains when weights are updated in it (by hand through `.grad`)
         # or around it (gradient accumulation), or when this module updates weights nowhere visible (a
@@ -314,16 +314,16 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         )
         for loop in self.loops:
             updates = any(
-                self.is_optimizer_step(c) or self.callee(c) in updating or self.project_steps(c) for c in loop.direct_calls
+                self.is_optimizer_step(c) or self._runs_any(c, updating) or self.project_steps(c) for c in loop.direct_calls
             )
             backprops = any(
-                self.is_backward(c) or self.callee(c) in backpropagating or self.project_backprops(c)
+                self.is_backward(c) or self._runs_any(c, backpropagating) or self.project_backprops(c)
                 for c in loop.direct_calls
             )
             loop.is_step = updates or (backprops and (loop.uses_grad or not updates_visible))
         for loop in self.loops:  # parents come before their children
             if not loop.is_step and loop.parent is not None and loop.parent.is_step:
-                loop.is_step = any(self.is_backward(c) or self.callee(c) in backpropagating for c in loop.direct_calls)
+                loop.is_step = any(self.is_backward(c) or self._runs_any(c, backpropagating) for c in loop.direct_calls)
         # `for batch in loader: trajectory = rollout(batch); for _ in range(ppo_epochs): ...; opt.step()`:
         # a loop over data around a counted inner step loop runs once per training step, not per epoch
         for loop in reversed(self.loops):
@@ -334,15 +334,17 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         # delayed actor update, an early `continue` before the step) runs on every training step
         self._step_branches: set[int] = set()
         for call in self.calls:
-            if self.is_optimizer_step(call) or self.callee(call) in updating or self.project_steps(call):
+            if self.is_optimizer_step(call) or self._runs_any(call, updating) or self.project_steps(call):
                 self._step_branches.update(id(n) for n in call.site.gate_nodes if n is not None)
             for node in call.site.gate_nodes:  # `if accelerator.sync_gradients:`: once per optimizer step
                 if node is not None and "sync_gradients" in (dotted(node.test) or ""):
                     self._step_branches.add(id(node))
-        stepping = backpropagating
-        # per-step functions: hooks, stepping functions named as steps, and callees of ungated per-step code
+        # per-step functions: hooks, functions other modules run every step, and callees of ungated per-step code
         per_step = {fn for fn in self.functions if self._is_hook(fn)}
-        per_step |= {fn for fn in stepping if STEP_NAME_WORDS & set(tokens(fn.name))}
+        # a function that backpropagates and updates the weights once per call, and that nothing here
+        # calls (a framework, a caller elsewhere, the user), is one training step (`def train_step(batch)`)
+        called = {id(f) for c in self.calls for f in self.callees(c)} if updating else set()
+        per_step |= {fn for fn in updating & backpropagating if id(fn) not in called and not fn.runs_once}
         # functions other project modules call on every step (`trainer.py` runs `model(x)`, whose
         # class's `forward` is here): per step, with the chains that reach them from the other files
         seeds = self.project.step_seeds(self.path) if self.project is not None and self.path else {}
@@ -373,6 +375,14 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
                 for fn in reached:
                     self._step_callers.setdefault(fn, []).append(call)
 
+    def _runs_any(self, call: Call, functions: "set[Function] | frozenset[Function]") -> bool:
+        """Whether a call may run one of these functions of this module: `f()`, `self.f()`, or a
+        method of an object whose class is here, known by its value (`tokenizer.train_step(x)`)."""
+        direct = self.callee(call)
+        if direct is not None or call.method is None or not any(f.name == call.method for f in functions):
+            return direct in functions
+        return any(f in functions for f in self.callees(call))
+
     def _unlooped_closure(self, event) -> set[Function]:
         """Functions with a call matching `event` outside their own loops, or calling such a function."""
         found: set[Function] = set()
@@ -385,7 +395,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
                 for call in fn.calls:
                     if call.site.function is not fn or call.site.loops:
                         continue
-                    if event(call) or self.callee(call) in found:
+                    if event(call) or self._runs_any(call, found):
                         found.add(fn)
                         changed = True
                         break
@@ -447,7 +457,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         stepping_fns = {l.function for l in self.loops if l.is_step and l.function is not None}
         out: set[Loop] = set()
         for loop in self.loops:
-            if loop.is_step or any(self.callee(c) in stepping_fns or self.callee(c) in self.step_functions for c in loop.direct_calls):
+            if loop.is_step or any(self._runs_any(c, stepping_fns) or self._runs_any(c, self.step_functions) for c in loop.direct_calls):
                 node: Loop | None = loop
                 while node is not None:
                     out.add(node)

@@ -72,17 +72,15 @@ TENSOR_VALUED_ATTRIBUTES = frozenset(
 )
 HOST_ATTRIBUTES = frozenset({"shape", "device", "dtype", "ndim", "is_cuda", "requires_grad", "param_groups", "state", "training"})
 MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "bfloat16", "float", "double", "train", "eval", "requires_grad_", "to_empty", "apply", "type", "xpu"})
-MODULE_RESULT_WORDS = frozenset(
-    """model net network module criterion loss encoder decoder head backbone generator discriminator
-    classifier critic actor policy transformer gpt bert vae unet forward""".split()
+# the rest of torch.nn.Module's own API: calling one of these on a module runs no forward pass
+MODULE_API_METHODS = MODULE_METHODS | frozenset(
+    """parameters named_parameters buffers named_buffers children named_children modules named_modules state_dict
+    load_state_dict zero_grad register_buffer register_parameter register_module add_module get_submodule
+    get_parameter get_buffer register_forward_hook register_forward_pre_hook register_full_backward_hook
+    register_backward_hook extra_repr share_memory""".split()
 )
 CONFIG_NAMES = frozenset({"args", "cfg", "config", "opt", "opts", "hparams", "hp", "flags", "FLAGS", "conf"})
 PREDICATE_PREFIXES = ("is_", "has_", "should_", "can_", "use_")
-# names that, unbound, are modules: `vae.cpu()` offloads a model, it reads no value
-MODULE_NAME_WORDS = frozenset(
-    """model net network module vae unet encoder decoder backbone generator discriminator classifier critic
-    actor policy transformer gpt bert teacher student pipeline pipe""".split()
-)
 HOST_CALL_WORDS = frozenset({"tokenizer", "tokenize", "encode", "decode", "processor", "feature", "extractor", "json", "yaml", "open", "read"})
 COLLECTION_BUILTINS = frozenset({"list", "tuple", "dict", "set", "sorted", "zip", "enumerate", "range", "map", "filter", "reversed"})
 NUMBER_BUILTINS = frozenset({"float", "int", "len", "round", "abs", "sum", "min", "max", "bool", "hash", "ord"})
@@ -215,13 +213,10 @@ class CallValues:
     def _by_words(self, name: str, at: "Site | None") -> Value:
         if name.startswith(PREDICATE_PREFIXES):
             return BOOL  # `is_peft_model(model)`: a predicate
-        words = set(tokens(name))
         if name[:1].isupper():  # `Net(cfg)`: constructing an object, not a forward pass
-            return Value(Kind.MODULE) if words & MODULE_NAME_WORDS else Value(Kind.OBJECT)
-        if words & HOST_CALL_WORDS:
+            return Value(Kind.OBJECT)
+        if set(tokens(name)) & HOST_CALL_WORDS:
             return Value(Kind.COLLECTION, HOST)
-        if words & MODULE_RESULT_WORDS:
-            return self._forward(at)
         return UNKNOWN
 
     def _library_call(self, qual: str, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value | None:
@@ -279,6 +274,11 @@ class CallValues:
         device_arg = _kwarg(call, "device")
         dtype = dtype_name(_kwarg(call, "dtype"), self.model.imports)
         sized_draw = name == "normal" and _kwarg(call, "size") is not None  # `torch.normal(0, 1, size=(n, d))`
+        if name in ("tensor", "as_tensor", "from_numpy") and call.args and self._iterated(call.args[0].value, fn, at):
+            # `for x, y in zip(xs, ys): torch.tensor(x).to("cuda")`: the batch the loop draws, as a
+            # data loader's is, on the host by nature (not a constant that could be built on the device)
+            device = device_of_argument(device_arg) if device_arg is not None else self.default_device
+            return Value(Kind.TENSOR, device, False, dtype)
         if name in DETERMINISTIC_FACTORIES | RANDOM_FACTORIES or sized_draw or name in ("from_numpy", "as_strided", "zeros_like"):
             if name.endswith("_like") and call.args:
                 source = self.of(call.args[0].value, fn, at)
@@ -309,6 +309,20 @@ class CallValues:
         if any(e.kind not in (Kind.TENSOR, Kind.NUMBER) for e in elements):
             out = replace(out, origin=None)  # `torch.cat([torch.ones(b, 1), data])`: not host-built only
         return replace(out, dtype=dtype or out.dtype)
+
+    def _iterated(self, expr: cst.BaseExpression, fn: "Function | None", at: "Site | None") -> bool:
+        """A name bound by an enclosing `for` loop's target (and not reassigned since)."""
+        if not isinstance(expr, cst.Name) or at is None or self.model.reaching(fn, expr.value, at):
+            return False
+        for loop in at.loops:
+            targets = [loop.node.target] if isinstance(loop.node, cst.For) else []
+            while targets:
+                target = targets.pop()
+                if isinstance(target, cst.Name) and target.value == expr.value:
+                    return True
+                if isinstance(target, (cst.Tuple, cst.List)):
+                    targets.extend(e.value for e in target.elements)
+        return False
 
     def _method_call(self, method: str, receiver: cst.BaseExpression, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
         m = self.model
@@ -407,7 +421,6 @@ class CallValues:
         words = set(tokens(method))
         if words & HOST_CALL_WORDS:
             return Value(Kind.COLLECTION, HOST)
-        receiver_text = dotted(receiver) or ""
         if method in ("forward", "__call__"):
             return self._forward(at)
         held = self.of(call.func, fn, at)  # `self.model(x)`: an attribute holding a module, called
@@ -418,8 +431,6 @@ class CallValues:
             return Value(Kind.TENSOR, graph=False if method.startswith("is") else None)
         if method in TENSOR_METHODS and any(a.keyword is not None and a.keyword.value in ("dim", "keepdim") for a in call.args):
             # `labels.sum(dim=2)`: torch's reductions say `dim`; numpy's, pandas' and Python's never do
-            return Value(Kind.TENSOR)
-        if method in TENSOR_METHODS and (tokens(receiver_text.rsplit(".", 1)[-1]) and "loss" in tokens(receiver_text.rsplit(".", 1)[-1])):
             return Value(Kind.TENSOR)
         return UNKNOWN
 

@@ -32,12 +32,11 @@ from trainlint.model.lattice import (
     join_graph,
 )
 from trainlint.model.containers import comprehension_bindings, element_of, is_empty_list
-from trainlint.model.names import dotted, tokens
+from trainlint.model.names import dotted
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES
 from trainlint.model.value_calls import (
     CONFIG_NAMES,
     HOST_ATTRIBUTES,
-    MODULE_NAME_WORDS,
     TENSOR_VALUED_ATTRIBUTES,
     CallValues,
 )
@@ -95,7 +94,10 @@ class ValueModel(CallValues):
             bound = self._comprehension_bindings.get(id(expr)) if self.model.comprehensions else None
             if bound is not None:  # `l` in `[l.item() for l in losses]`: an element of `losses`
                 return element_of(self.of(bound, fn, at))
-            return self._name(expr.value, fn, at)
+            value = self._name(expr.value, fn, at)
+            if value.kind is Kind.UNKNOWN and value is not CYCLE:
+                return self.model.used_as(expr.value, fn) or value
+            return value
         if kind is cst.Attribute:
             return self._attribute(expr, fn, at)
         if kind is cst.Call:
@@ -206,7 +208,7 @@ class ValueModel(CallValues):
         qual = m.imports.resolve(cst.Name(name))
         if qual is not None:
             return self._imported(qual)
-        return _named_like(name)
+        return UNKNOWN
 
     def _bindings(self, name: str, assigns: list) -> Value:  # type: ignore[type-arg]
         """The join of what `name` receives from `assigns`. The uses between two bindings, and every
@@ -307,14 +309,17 @@ class ValueModel(CallValues):
                 return passed
         if declared is not None:
             return declared
-        if not self.model.calls_of(fn) and set(self.model.passed_facts(fn, name) or ("?",)) == {"tensor"}:
+        passed = set(self.model.passed_facts(fn, name) or ("?",)) if not self.model.calls_of(fn) else set()
+        if passed == {"tensor"}:
             return TENSOR  # every call (all in other modules) passes a tensor
+        if passed == {"optimizer"}:
+            return Value(Kind.OPTIMIZER)  # (`step_and_log(optimizer, loss)` from each training loop)
         default = fn.defaults.get(name)
         if default is not None and not (isinstance(default, cst.Name) and default.value == "None"):
             value = self.of(default, None, None)
             if value.kind in (Kind.NUMBER, Kind.STRING, Kind.BOOL):
                 return value
-        return _named_like(name)
+        return UNKNOWN
 
     def _arguments(self, fn: "Function", name: str) -> Value | None:
         """The join of the arguments this module's calls pass for parameter `name` (None if no call);
@@ -453,17 +458,6 @@ def built_on_host(value: Value) -> bool:
     """A tensor a torch factory built on the host (`torch.arange(n)`), or one computed from such tensors
     and numbers only: nothing in it came from data."""
     return value.kind is Kind.TENSOR and value.device == HOST and (value.origin or "").removeprefix("torch.") in HOST_FACTORIES
-
-
-def _named_like(name: str) -> Value:
-    """A name the analysis cannot trace: called `loss` or `logits`, in training code it is a tensor;
-    called `model`, `vae` or `unet`, a module. Anything else stays unknown."""
-    words = tokens(name)
-    if words and words[-1] in ("loss", "logits"):  # `total_loss`, not `loss_scaler` or `loss_fn`
-        return Value(Kind.TENSOR)
-    if words and words[-1] in MODULE_NAME_WORDS:
-        return Value(Kind.MODULE)
-    return UNKNOWN
 
 
 def _target_names(target: cst.BaseExpression) -> set[str]:

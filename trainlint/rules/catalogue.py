@@ -55,12 +55,8 @@ def render_page(rule: type[Rule]) -> str:
         parts += ["## Runtime verification", "", rule.verification, ""]
     names = lists_for(rule.code)
     if names:
-        parts += ["## Names it relies on", "", "Where values cannot tell, these lists of names stand in for facts:", ""]
-        parts += [
-            f"- `{n.where.rsplit('.', 1)[-1]}` (`trainlint/{n.where.rsplit('.', 1)[0].replace('.', '/')}.py`): {n.stands_for}; "
-            + ("**can make a finding**" if n.creates else "only silences")
-            for n in names
-        ]
+        parts += ["## Names it relies on", "", "Where values cannot tell, these lists of names can silence a finding (never make one):", ""]
+        parts += [f"- `{n.where.rsplit('.', 1)[-1]}` (`trainlint/{n.where.rsplit('.', 1)[0].replace('.', '/')}.py`): {n.stands_for}" for n in names]
         parts += [""]
     parts += [
         "## Suppression",

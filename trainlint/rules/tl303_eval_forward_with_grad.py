@@ -17,11 +17,10 @@ from trainlint.model.modes import mode_switch as _mode
 from trainlint.model.modes import mode_switches as _switches
 from trainlint.model.lattice import Kind
 from trainlint.model.names import dotted, tokens
-from trainlint.model.training import LOOP_TEXT, MODULE_WORDS
+from trainlint.model.training import LOOP_TEXT
+from trainlint.model.value_calls import MODULE_API_METHODS
 from trainlint.rules.rule import Finding, Rule
 
-EVAL_WORDS = frozenset({"validate", "validation", "evaluate", "evaluation", "eval", "val"})
-FORWARD_WORDS = MODULE_WORDS - {"loss", "criterion"}
 # `convert_module(model)`, `load_model(path)`: verbs acting on a model, not a forward pass through one
 NOT_FORWARD_VERBS = frozenset(
     """convert load build get set wrap unwrap setup prepare save create init make move copy freeze unfreeze
@@ -43,14 +42,10 @@ class EvalForwardWithGrad(Rule):
 
     @classmethod
     def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
-        # a module switched to evaluation (`.eval()`, `.train(False)`) and run in a loop or a function,
-        # or a forward pass in a loop of a function named as evaluation
-        loops = LOOP_TEXT.search(source) is not None
+        # a module switched to evaluation (`.eval()`, `.train(False)`) and run in a loop or a function
         if _EVAL_CALL.search(source):
-            return loops or _DEF.search(source) is not None
-        if "argmax" in source and _DEF.search(source) is not None:
-            return True  # a helper returning predictions (`_prediction_forward`)
-        return loops and any(EVAL_WORDS & set(tokens(name)) for name in _DEF.findall(source))
+            return LOOP_TEXT.search(source) is not None or _DEF.search(source) is not None
+        return "argmax" in source and _DEF.search(source) is not None  # a helper returning predictions
     why = (
         "Outside `no_grad`, every forward pass on parameters that require grad records an autograd graph and "
         "saves its activations for a backward that never comes. Evaluation then uses several times the "
@@ -85,12 +80,13 @@ def evaluate(model, loader):
         "statistics frozen by `eval()`), modules frozen with `requires_grad_(False)`, a module switched back "
         "with `.train()`, a library's evaluation hooks, which it runs without grad (`validation_step` of a "
         "`LightningModule`, `evaluate`/`prediction_step` of an HF or trl `Trainer`: known from the class's bases, "
-        "not the method's name), and pytest tests. Evaluation is found by what the code does: a module switched to eval "
+        "not the method's name), and test code (`tests/`, `test_*.py`). Evaluation is found by what the code does: a module switched to eval "
         "mode (`.eval()`, `.train(False)`) and run, in the function that switched it, in a helper its caller "
         "switched it for, or in a loop of a training driver that validates between epochs; or a prediction "
         "helper: a function that runs a module (known as one by its value) and gives back only what no backward "
         "can reach (`argmax` labels, strings, numbers), keeping nothing on objects or in its arguments. A "
-        "function named as evaluation (`validate`) is read as one too."
+        "submodule of a module switched to eval mode is in eval mode (`net.eval()`, then `net.decoder(x)`). "
+        "A function's name never makes it evaluation code."
     )
     verification = "`trainlint verify run` records, by line, the script's outermost forward calls that run with autograd on (in eval mode or not)."
     valid = (
@@ -150,6 +146,8 @@ def train(model, ema, loader, valid_batches, optimizer):
     )
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
+        if model.is_test_code:
+            return  # a test suite's inference checks are not evaluation in a training run
         switches, frozen = _switches(model), _frozen(model)
         storing = {a.site.function for a in model.assigns if any("." in t or "[" in t for t in a.targets)}
         sites: dict[Function, list[Call]] = {}  # the calls of each function of this module
@@ -162,8 +160,6 @@ def train(model, ema, loader, valid_batches, optimizer):
                 continue
             if fn.class_name and library_step_hook(fn.name, model.class_bases(fn), LIBRARY_NO_GRAD_HOOKS):
                 continue  # a library's evaluation hook, which the library runs under no_grad
-            if model.is_test_code and fn.name.startswith("test_"):
-                continue  # a pytest test (in a file pytest collects), not evaluation code
             if _trains(model, fn):
                 # a driver that trains and evaluates: its evaluation loops, where it switches a module to eval
                 yield from self._evaluation_loops(model, fn, switches, frozen)
@@ -171,24 +167,29 @@ def train(model, ema, loader, valid_batches, optimizer):
             if model.under_no_grad_everywhere(fn):
                 continue
             here, by_callers = _evaluated_here(fn, switches), _evaluated_by_callers(fn, sites.get(fn, ()), switches)
-            if not here and not by_callers and not EVAL_WORDS & set(tokens(fn.name)):
+            if not here and not by_callers:
                 forward = _prediction_forward(model, fn, storing)
                 if forward is not None:
                     yield Finding(forward.node, f"forward pass in `{fn.name}` records an autograd graph: it returns only predictions, which no backward can reach")
                 continue
+            forwards = []
             for call in fn.calls:
                 if call.site.function is not fn or model.under(call.site, "no_grad") or model.callee(call) is not None:
                     continue  # (a helper of this module is judged on its own: `@torch.no_grad()` on it)
+                if _grad_disabled(fn, call):
+                    continue  # after `torch.set_grad_enabled(False)`
                 callee = dotted(call.node.func) or ""
                 mode = _last_mode(callee, call, switches)
-                if (callee in here and mode is False) or (callee in by_callers and mode is not True):
-                    pass  # a module in eval mode, run: a forward pass, in a loop or not
-                elif not call.site.loops or not _named_forward(callee):
+                if (_runs(model, call, callee, here) and mode is False) or (_runs(model, call, callee, by_callers) and mode is not True):
+                    pass  # a module in eval mode (or a submodule of one), run: a forward pass, in a loop or not
+                elif not call.site.loops or not _module_forward(model, call, callee):
                     continue
                 if callee in frozen or model.value(call.node, call.site).graph is False:
                     continue  # a frozen module (`requires_grad_(False)`) records no graph
+                forwards.append(call)
+            if forwards:  # (the first in a loop, where the memory grows, else the first)
+                call = next((c for c in forwards if c.site.loops), forwards[0])
                 yield Finding(call.node, f"forward pass in `{fn.name}` records an autograd graph: evaluation holds activations it never backpropagates")
-                break
 
     def _evaluation_loops(self, model: TrainingModel, fn: Function, switches: list[Call], frozen: set[str]) -> Iterator[Finding]:
         """In a function that trains: the loops that run a module it switched to eval mode (in the loop,
@@ -203,7 +204,7 @@ def train(model, ema, loader, valid_batches, optimizer):
                 continue
             for call in inside:
                 callee = dotted(call.node.func) or ""
-                if model.under(call.site, "no_grad") or _last_mode(callee, call, switches) is not False:
+                if model.under(call.site, "no_grad") or _grad_disabled(fn, call) or _last_mode(callee, call, switches) is not False:
                     continue
                 if callee in frozen or model.value(call.node, call.site).graph is False:
                     continue
@@ -262,14 +263,54 @@ def _frozen(model: TrainingModel) -> set[str]:
 
 
 def _last_mode(receiver: str, call: Call, switches: list[Call]) -> bool | None:
-    """The mode the last switch of `receiver` before `call`, in the call's function, set (None: none)."""
+    """The mode the last switch of `receiver` (or of the module it is a submodule of) before `call`,
+    in the call's function, set (None: none)."""
     last: bool | None = None
     for switch in switches:
         if switch.site.order >= call.site.order:
             break
-        if switch.receiver_text == receiver and switch.site.function is call.site.function:
+        if switch.site.function is call.site.function and _run_of(receiver, {switch.receiver_text or ""}):
             last = _mode(switch)
     return last
+
+
+def _run_of(callee: str, modules: set[str]) -> bool:
+    """`net(x)` or `net.decoder(x)` for `net` in `modules`: the module or an attribute of it called
+    (not a method of nn.Module's own API, `net.parameters()`, nor a deeper call, `net.decoder.init(x)`)."""
+    if callee in modules:
+        return True
+    owner, _, attr = callee.rpartition(".")
+    return owner in modules and attr not in MODULE_API_METHODS
+
+
+def _runs(model: TrainingModel, call: Call, callee: str, modules: set[str]) -> bool:
+    """A forward pass of a module in `modules` or of a submodule: `net(x)`, or `net.decoder(x)` given
+    a tensor or a batch, whose result is used (`net.init_hidden(bsz)`, `net.set_cache(n=1)`: methods)."""
+    if callee in modules:
+        return True
+    if not _run_of(callee, modules) or _discarded(call):
+        return False
+    for arg in call.node.args:
+        value = model.value(arg.value, call.site) if arg.keyword is None else None
+        if value is not None and value.kind in (Kind.TENSOR, Kind.COLLECTION):  # (a batch: `tuple(t.to(d) for t in b)`)
+            return True
+    return False
+
+
+def _grad_disabled(fn: Function, call: Call) -> bool:
+    """Whether the last `torch.set_grad_enabled(...)` of `fn` before `call` turned autograd off."""
+    last = None
+    for other in fn.calls:
+        if other.site.order >= call.site.order:
+            break
+        if other.qualname == "torch.set_grad_enabled" and other.node.args:
+            last = dotted(other.node.args[0].value)
+    return last == "False"
+
+
+def _discarded(call: Call) -> bool:
+    line = call.site.statement
+    return line is not None and any(isinstance(s, cst.Expr) and s.value is call.node for s in line.body)
 
 
 def _evaluated_here(fn: Function, switches: list[Call]) -> set[str]:
@@ -294,6 +335,9 @@ def _evaluated_by_callers(fn: Function, sites: "Iterable[Call]", switches: list[
     return out
 
 
-def _named_forward(callee: str) -> bool:
+def _module_forward(model: TrainingModel, call: Call, callee: str) -> bool:
+    """A call of a module, known as one by its value (not a verb acting on one: `load_model(p)`)."""
     words = tokens(callee.rsplit(".", 1)[-1])
-    return bool(FORWARD_WORDS & set(words)) and words[0] not in NOT_FORWARD_VERBS
+    if words and words[0] in NOT_FORWARD_VERBS:
+        return False
+    return model.value(call.node.func, call.site).kind is Kind.MODULE

@@ -283,6 +283,8 @@ for x, targets in loader:
                 continue
             if name.endswith("_like"):
                 continue  # `torch.randn_like(x)` is built on x's device; nothing came from the host
+            if name in ("tensor", "as_tensor") and not built_on_host(model.value(call.receiver, call.site)):
+                continue  # `torch.tensor(x)` of the batch a loop draws: data, whose move is inherent
             if any(a.keyword is not None and a.keyword.value == "device" for a in call.receiver.args):
                 continue
             if name not in LEGACY_CONSTRUCTORS and model.values.default_device != HOST:

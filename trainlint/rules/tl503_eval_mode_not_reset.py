@@ -7,7 +7,7 @@ from typing import Iterator
 from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
 from trainlint.model.names import tokens
-from trainlint.model.training import MODULE_WORDS
+from trainlint.model.lattice import Kind
 from trainlint.rules.rule import Finding, Rule
 
 
@@ -95,8 +95,9 @@ for epoch in range(3):
         for call in model.calls:
             if call.method != "eval" or call.node.args or not call.receiver_text:
                 continue
-            words = set(tokens(call.receiver_text))
-            if not MODULE_WORDS & words or words & NOT_TRAINED_WORDS:
+            if set(tokens(call.receiver_text)) & NOT_TRAINED_WORDS:
                 continue
+            if model.value(call.receiver, call.site).kind not in (Kind.MODULE, Kind.UNKNOWN):
+                continue  # (`.eval()` of something other than a module: a sympy or a metric object's)
             if any(l in loops for l in call.site.loops) or call.site.function in reachable:
                 yield Finding(call.node, f"`{call.receiver_text}.eval()` runs inside the training loop and nothing calls `.train()` again: later steps train without dropout and with frozen batch-norm statistics")

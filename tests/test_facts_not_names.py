@@ -1,0 +1,181 @@
+"""What an object is, from what the code does with it, never from what it is called: optimizers by
+their protocol, modules by theirs, tensors by being backpropagated, steps by updating, evaluation
+by a module switched to eval mode (shaped like torchtune's recipes, coqui's tokenizer trainer, d2l's
+decoders, DeepSpeed's BERT validation and Lightning's hand-written trainer)."""
+
+from __future__ import annotations
+
+from tests.helpers import lint
+
+
+def _lines(code: str, rule: str, name: str = "train.py") -> list[int]:
+    return sorted(d.line for d in lint(code, rule, name=name) if d.code == rule)
+
+
+def test_an_optimizer_built_by_a_config_factory_is_one_by_its_protocol() -> None:
+    # torchtune: `self._optimizer = config.instantiate(cfg.optimizer, ...)`, stepped and cleared
+    code = """
+        import torch
+        from torchtune import config
+
+        class Recipe:
+            def setup(self, cfg):
+                self._model = config.instantiate(cfg.model).cuda()
+                self._optimizer = config.instantiate(cfg.optimizer, self._model.parameters())
+
+            def train(self, loader):
+                running_loss = 0
+                for batch in loader:
+                    loss = self._loss_fn(self._model(batch["tokens"].cuda()), batch["labels"].cuda())
+                    running_loss += loss
+                    loss.backward()
+                    self._optimizer.step()
+                    self._optimizer.zero_grad(set_to_none=True)
+                    loss_to_log = running_loss.item()
+                    running_loss = 0
+    """
+    assert _lines(code, "TL401") == [18]
+
+
+def test_an_environment_stepped_in_another_loop_is_not_an_optimizer() -> None:
+    # cleanrl's qdagger: the teacher's buffer is filled by `envs.step(actions)` before any training
+    code = """
+        import torch
+        q_network = QNetwork(envs).to("cuda")
+        optimizer = torch.optim.Adam(q_network.parameters())
+        for global_step in range(1000):
+            q_values = q_network(torch.Tensor(obs).to("cuda"))
+            actions = torch.argmax(q_values, dim=1).cpu().numpy()
+            obs, rewards, terminations, truncations, infos = envs.step(actions)
+        for global_step in range(1000):
+            loss = q_network(data).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        for global_step in range(1000):
+            q_values = q_network(torch.Tensor(obs).to("cuda"))
+            actions = torch.argmax(q_values, dim=1).cpu().numpy()
+            obs, rewards, terminations, truncations, infos = envs.step(actions)
+    """
+    assert _lines(code, "TL401") == []
+
+
+def test_a_static_factory_gives_its_class_and_the_method_called_in_the_loop_is_the_step() -> None:
+    # coqui's HubertTokenizer: `model = HubertTokenizer.load_from_checkpoint(p)` or a fresh one, then
+    # `model.train_step(x, y)` per batch; its one-hot targets are built on the host every step
+    code = """
+        import torch
+        from torch import nn
+
+        class Tokenizer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(768, 10000)
+                self.optimizer = torch.optim.Adam(self.parameters())
+
+            def train_step(self, x_train, y_train):
+                self.zero_grad()
+                y_pred = self(x_train)
+                hot = torch.zeros(len(y_train), 10000)
+                hot = hot.to("cuda")
+                loss = nn.functional.cross_entropy(y_pred, hot)
+                loss.backward()
+                self.optimizer.step()
+
+            @staticmethod
+            def load_from_checkpoint(path):
+                model = Tokenizer()
+                model.load_state_dict(torch.load(path))
+                return model
+
+        def auto_train(data_x, data_y, load=None):
+            if load:
+                model = Tokenizer.load_from_checkpoint(load).to("cuda")
+            else:
+                model = Tokenizer().to("cuda")
+            for x, y in zip(data_x, data_y):
+                model.train_step(torch.tensor(x).to("cuda"), torch.tensor(y).to("cuda"))
+    """
+    # the targets built on the host, not the batch the loop draws from the data
+    assert _lines(code, "TL406") == [15]
+
+
+def test_a_function_that_backpropagates_and_updates_is_a_step_whatever_its_name() -> None:
+    code = """
+        import torch
+
+        def fit_one(batch):
+            loss = model(batch.cuda()).mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            print(loss.item())
+    """
+    assert _lines(code, "TL401") == [9]
+    # called once by the script that defines it: one update, not a step run over and over
+    assert _lines(code + "\nfit_one(first_batch)\n", "TL401") == []
+
+
+def test_a_submodule_of_a_module_in_eval_mode_runs_in_eval_mode() -> None:
+    # d2l's predict_seq2seq and DeepSpeed's BERT validation: `net.eval()`, then `net.decoder(...)`
+    code = """
+        import torch
+
+        def predict_seq2seq(net, src_tokens, num_steps, device):
+            net.eval()
+            enc_X = torch.unsqueeze(torch.tensor(src_tokens, dtype=torch.long, device=device), dim=0)
+            enc_outputs = net.encoder(enc_X)
+            dec_state = net.decoder.init_state(enc_outputs)
+            dec_X = torch.unsqueeze(torch.tensor([0], dtype=torch.long, device=device), dim=0)
+            output_seq = []
+            for _ in range(num_steps):
+                Y, dec_state = net.decoder(dec_X, dec_state)
+                dec_X = Y.argmax(dim=2)
+                output_seq.append(dec_X.squeeze(dim=0).item())
+            return output_seq
+
+        def pretrain_validation(args, model, data_batches):
+            model.eval()
+            for batch in data_batches:
+                batch = tuple(t.to(args.device) for t in batch)
+                tmp_eval_loss = model.network(batch, log=False)
+    """
+    # the decoder in the loop (where memory grows), and the validation's forward
+    assert _lines(code, "TL303") == [12, 21]
+
+
+def test_methods_of_a_module_in_eval_mode_are_not_forward_passes() -> None:
+    # pytorch/examples' word_language_model and litgpt's generate: `model.init_hidden(bsz)`,
+    # `model.set_kv_cache(batch_size=1)` after `model.eval()`; Lightning's trainer turns grad off itself
+    code = """
+        import torch
+
+        def export(model, batch_size):
+            model.eval()
+            hidden = model.init_hidden(batch_size)
+            model.set_kv_cache(batch_size=1)
+            torch.onnx.export(model, (dummy, hidden), "m.onnx")
+
+        def val_loop(model, val_loader):
+            model.eval()
+            torch.set_grad_enabled(False)
+            for batch_idx, batch in enumerate(val_loader):
+                out = model(batch)
+            torch.set_grad_enabled(True)
+    """
+    assert _lines(code, "TL303") == []
+
+
+def test_inference_checks_in_a_test_suite_are_not_evaluation_code() -> None:
+    code = """
+        import torch
+
+        def _test_inference(model, batch):
+            model.eval()
+            outputs = model.inference(batch)
+            for x in batch:
+                model(x)
+    """
+    assert _lines(code, "TL303", name="tests/tts_tests/test_glow_tts.py") == []
+    assert _lines(code, "TL303") == [8]
+
