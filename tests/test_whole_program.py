@@ -885,3 +885,75 @@ def test_attributes_assigned_together_from_a_tuple_each_take_their_element() -> 
             self.opt.step()
     """
     assert [d.line for d in lint(code, "TL302")] == [9]
+
+
+# coqui's Tacotron: the base class's method runs `self.capacitron_vae_layer(...)`, which the base sets
+# to None and each subclass (another module) to the VAE layer of a third module
+INHERITED_LAYER = {
+    "layers.py": """
+        import torch
+        from torch import nn
+
+
+        class CapacitronVAE(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 4)
+
+            def forward(self, mel):
+                mu = self.proj(mel)
+                stats = mu.cpu()
+                return mu, stats
+    """,
+    "base.py": """
+        from torch import nn
+
+
+        class BaseTacotron(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.capacitron_vae_layer = None
+
+            def compute_capacitron_embedding(self, inputs, mel):
+                outputs, stats = self.capacitron_vae_layer(mel)
+                return inputs + outputs
+    """,
+    "tacotron.py": """
+        from torch import nn
+        from base import BaseTacotron
+        from layers import CapacitronVAE
+
+
+        class Tacotron(BaseTacotron):
+            def __init__(self, use_capacitron):
+                super().__init__()
+                self.encoder = nn.Linear(8, 4)
+                if use_capacitron:
+                    self.capacitron_vae_layer = CapacitronVAE()
+
+            def forward(self, text, mel):
+                inputs = self.encoder(text)
+                return self.compute_capacitron_embedding(inputs, mel)
+    """,
+    "train.py": """
+        import torch
+        from tacotron import Tacotron
+
+        model = Tacotron(use_capacitron=True).cuda()
+        optimizer = torch.optim.Adam(model.parameters())
+        for text, mel in loader:
+            loss = model(text.cuda(), mel.cuda()).mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """,
+}
+
+
+def test_a_layer_a_subclass_sets_runs_every_step_through_the_method_it_inherits(tmp_path: Path) -> None:
+    write(tmp_path, INHERITED_LAYER)
+    found = findings(tmp_path, ["layers.py"], select="TL401")
+    assert list(found) == ["layers.py:13:TL401"]
+    assert found["layers.py:13:TL401"][0][-1] == ("tacotron.py", 16)  # (the inherited method's call)
+    # the whole project agrees with the one file
+    assert "layers.py:13:TL401" in findings(tmp_path, ["train.py", "base.py", "tacotron.py", "layers.py"], select="TL401")

@@ -5,6 +5,7 @@ A mixin of `TrainingModel`."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable
 
@@ -259,7 +260,32 @@ class StepChains:
         method called on `self` (`_dispatched`)."""
         targets = self.project_targets(call)
         dispatched = self._dispatched(call) if not targets else None
-        return [dispatched] if dispatched is not None else targets
+        held = self._held_by_self(call) if call.receiver_text == "self" and self.callee(call) is None else []
+        return [dispatched, *held] if dispatched is not None else [*targets, *held]
+
+    def _held_by_self(self, call: Call) -> list[str]:
+        """`self.compute_vae_embedding(x)`, a method inherited from a base in another module that calls
+        `self.vae_layer(...)` every time: what this module's class holds there runs too
+        (`self.vae_layer = CapacitronVAE(...)` in the subclass's `__init__`), its `forward`."""
+        fn = call.site.function
+        summary = None
+        for base in self.class_bases(fn) if fn is not None and fn.class_name else ():  # type: ignore[attr-defined]
+            methods = self.class_methods(base)  # type: ignore[attr-defined]
+            if methods and call.method in methods:
+                summary = methods[call.method]
+                break
+        if summary is None or not summary.self_calls:
+            return []
+        out: list[str] = []
+        for attr in summary.self_calls:
+            # (kept for the model's life: values are memoised by node identity)
+            held = self._held_calls.setdefault((id(call), attr), cst.Call(func=cst.Attribute(value=cst.Name("self"), attr=cst.Name(attr))))
+            out.extend(self.project_targets(replace(call, node=held, method=attr, receiver=held.func.value, qualname=None)))  # type: ignore[attr-defined]
+        return out
+
+    @cached_property
+    def _held_calls(self) -> dict[tuple[int, str], cst.Call]:
+        return {}
 
     def _dispatched(self, call: Call) -> str | None:
         """`self.compute_loss(batch)` in a method of class `Base`: "self::Base.compute_loss", which runs

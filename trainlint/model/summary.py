@@ -52,6 +52,9 @@ class FunctionSummary:
     # every `return` gives back this parameter as it came ("0 model": its position among the
     # arguments, and its name): a call's value is what it is given (`model = load_ckpt(model, ckpt)`)
     returns_argument: str | None = None
+    # attributes of `self` it calls on every call (`self.vae_layer(x)`): what the object's class (a
+    # subclass in another module) sets them to runs every time too
+    self_calls: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -195,6 +198,7 @@ class Summarizer:
         steps = backprops = trains = clears = clips = scales = reads = train_mode = False
         synchronizes: list[str] = []
         syncs: list[str] = []
+        self_calls: list[str] = []
         params = set(fn.params) - {"self", "cls"}
         for call in fn.calls:
             own = call.site.function is fn
@@ -202,6 +206,8 @@ class Summarizer:
             # every call of the function runs it (inside a loop of its own: several times per call)
             every = own and not call.site.in_except and not any(d >= 0 for d in call.site.gate_depths)
             callee = m.callee(call)
+            if every and callee is None and call.receiver_text == "self" and call.method and fn.class_name:
+                self_calls.append(call.method)  # (not a method of the class: an attribute it holds)
             sub = self.function(callee) if callee is not None else m.project_call_summary(call)
             last = (call.qualname or call.method or call.name or "").rsplit(".", 1)[-1]
             if is_clip_name(last) or (sub is not None and sub.clips):
@@ -254,6 +260,7 @@ class Summarizer:
             returns=returns if returns.kind is not Kind.UNKNOWN else UNKNOWN,
             defined=(m.path or "", fn.qualified),
             returns_argument=_returned_parameter(fn, m),
+            self_calls=tuple(dict.fromkeys(self_calls)),
         )
 
 

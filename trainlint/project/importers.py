@@ -105,9 +105,13 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
             functions[node.name] = FunctionSummary(where=f"`{node.name}`", returns_argument=_returned_parameter(node, False))
             factories.append((node, ""))
         elif isinstance(node, ast.ClassDef):
+            defs = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            own = {m.name for m in defs}
             methods = {
-                m.name: FunctionSummary(where=f"`{node.name}.{m.name}`", returns_argument=_returned_parameter(m, True))
-                for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                m.name: FunctionSummary(
+                    where=f"`{node.name}.{m.name}`", returns_argument=_returned_parameter(m, True), self_calls=_self_calls(m, own)
+                )
+                for m in defs
             }
             bases = [ast.unparse(b) for b in node.bases]
             module = "forward" in methods or any(b.endswith(("Module", "Model")) for b in bases)
@@ -163,6 +167,19 @@ def _spelled(base: str, exports: dict[str, str], imported: dict[str, str]) -> st
     if full is None:
         return base
     return f"{full}.{rest}" if rest else full
+
+
+def _self_calls(method: ast.FunctionDef | ast.AsyncFunctionDef, methods: set[str]) -> tuple[str, ...]:
+    """The attributes of `self` a method calls on every call (`out = self.vae_layer(x)` in its body,
+    not under an `if`, a loop or a `try`), other than its class's own methods."""
+    found: list[str] = []
+    for statement in method.body:
+        if isinstance(statement, (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return)):
+            for node in ast.walk(statement):
+                func = node.func if isinstance(node, ast.Call) else None
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and func.attr not in methods:
+                    found.append(func.attr)
+    return tuple(dict.fromkeys(found))
 
 
 def _returned_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> str | None:
