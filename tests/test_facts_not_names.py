@@ -179,3 +179,30 @@ def test_inference_checks_in_a_test_suite_are_not_evaluation_code() -> None:
     assert _lines(code, "TL303", name="tests/tts_tests/test_glow_tts.py") == []
     assert _lines(code, "TL303") == [8]
 
+
+
+def test_an_array_numpy_builds_in_the_step_is_host_built_and_an_observation_is_data() -> None:
+    # coqui's maximum_path: a path searched on the host in an array NumPy made, copied back each step
+    code = """
+        import numpy as np
+        import torch
+
+        def maximum_path(value, mask):
+            device, dtype = value.device, value.dtype
+            value = value.data.cpu().numpy().astype(np.float32)
+            path = np.zeros_like(value).astype(np.int32)
+            search(path, value)
+            return torch.from_numpy(path).to(device=device, dtype=dtype)
+
+        def act(policy, env, obs):
+            obs, reward, done, info = env.step(policy(torch.from_numpy(obs).to("cuda")))
+            return obs
+
+        for x, y in loader:
+            attn = maximum_path(model(x.cuda()), y.cuda())
+            act(policy, env, obs)
+            attn.sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+    assert _lines(code, "TL406") == [10]

@@ -82,6 +82,7 @@ MODULE_API_METHODS = MODULE_METHODS | frozenset(
 CONFIG_NAMES = frozenset({"args", "cfg", "config", "opt", "opts", "hparams", "hp", "flags", "FLAGS", "conf"})
 PREDICATE_PREFIXES = ("is_", "has_", "should_", "can_", "use_")
 HOST_CALL_WORDS = frozenset({"tokenizer", "tokenize", "encode", "decode", "processor", "feature", "extractor", "json", "yaml", "open", "read"})
+NUMPY_FACTORIES = frozenset({"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "empty", "empty_like", "arange", "eye"})
 COLLECTION_BUILTINS = frozenset({"list", "tuple", "dict", "set", "sorted", "zip", "enumerate", "range", "map", "filter", "reversed"})
 NUMBER_BUILTINS = frozenset({"float", "int", "len", "round", "abs", "sum", "min", "max", "bool", "hash", "ord"})
 
@@ -279,6 +280,11 @@ class CallValues:
             # data loader's is, on the host by nature (not a constant that could be built on the device)
             device = device_of_argument(device_arg) if device_arg is not None else self.default_device
             return Value(Kind.TENSOR, device, False, dtype)
+        if name == "from_numpy":
+            # an array the code fills on the host (`path = np.zeros_like(v)`, then a search writes it)
+            # is built there; one it receives (a batch, an environment's observation) is data
+            built = bool(call.args) and self._numpy_built(call.args[0].value, fn, at)
+            return Value(Kind.TENSOR, HOST, False, dtype, origin="torch.from_numpy" if built else None)
         if name in DETERMINISTIC_FACTORIES | RANDOM_FACTORIES or sized_draw or name in ("from_numpy", "as_strided", "zeros_like"):
             if name.endswith("_like") and call.args:
                 source = self.of(call.args[0].value, fn, at)
@@ -309,6 +315,23 @@ class CallValues:
         if any(e.kind not in (Kind.TENSOR, Kind.NUMBER) for e in elements):
             out = replace(out, origin=None)  # `torch.cat([torch.ones(b, 1), data])`: not host-built only
         return replace(out, dtype=dtype or out.dtype)
+
+    def _numpy_built(self, expr: cst.BaseExpression, fn: "Function | None", at: "Site | None", depth: int = 0) -> bool:
+        """An array made here by NumPy's factories (`np.zeros(...)`, `np.arange(n)`), possibly cast or
+        combined with others (`path * mask.astype(np.float32)`), or a name bound only to such."""
+        if depth > 4:
+            return False
+        if isinstance(expr, cst.BinaryOperation):
+            return self._numpy_built(expr.left, fn, at, depth + 1) or self._numpy_built(expr.right, fn, at, depth + 1)
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("astype", "copy", "reshape"):
+            return self._numpy_built(expr.func.value, fn, at, depth + 1)
+        if isinstance(expr, cst.Call):
+            qual = self.model.imports.resolve(expr.func) or ""
+            return qual.startswith("numpy.") and qual.removeprefix("numpy.") in NUMPY_FACTORIES
+        if isinstance(expr, cst.Name):
+            assigns = self.model.reaching(fn, expr.value, at)
+            return bool(assigns) and all(a.op is None and self._numpy_built(a.value, a.site.function, a.site, depth + 1) for a in assigns)
+        return False
 
     def _iterated(self, expr: cst.BaseExpression, fn: "Function | None", at: "Site | None") -> bool:
         """A name bound by an enclosing `for` loop's target (and not reassigned since)."""

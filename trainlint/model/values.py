@@ -46,8 +46,9 @@ if TYPE_CHECKING:
     from trainlint.model.training import TrainingModel
 
 
-# the factories whose tensors are built where the default device is, from no data (`torch.normal` with `size=`)
-HOST_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_CONSTRUCTORS | {"normal"}
+# the factories whose tensors are built where the default device is, from no data (`torch.normal` with
+# `size=`), and `torch.from_numpy` of an array NumPy's factories made here (its origin says so)
+HOST_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_CONSTRUCTORS | {"normal", "from_numpy"}
 
 
 class ValueModel(CallValues):

@@ -217,7 +217,10 @@ for x in loader:
     optimizer.step()
 """
     not_flagged = (
-        "Moving the batch from the DataLoader (`x.to(device)`: use `pin_memory=True` and `non_blocking=True`), "
+        "Moving the batch from the DataLoader (`x.to(device)`: use `pin_memory=True` and `non_blocking=True`), or "
+        "the batch a loop draws from in-memory data (`torch.tensor(x).to(device)` for `x` of `zip(xs, ys)`; a "
+        "`torch.from_numpy` of an array NumPy's factories built in the step, `np.zeros_like(v)` filled on the host, "
+        "is flagged), "
         "casts (`.to(torch.long)`, `.to(dtype)`, `.to(dtype=...)`), moves to the host (`.to(\"cpu\")`), factories that "
         "already pass `device=` (or in a module that sets a CUDA default with `torch.set_default_device`), and code outside training steps. The fix is safe (applied by `--fix`) only when "
         "the argument is surely a device (`\"cuda:0\"`, `torch.device(...)`, a tensor's `.device`, or a name bound "
@@ -277,6 +280,9 @@ for x, targets in loader:
                 built = (value.origin or "").removeprefix("torch.")
                 if built_on_host(value) and not built.endswith("_like"):
                     shown = shorten(model.module.code_for_node(call.receiver), 50)
+                    if built == "from_numpy":  # (`path = np.zeros_like(v)` filled on the host, then wrapped)
+                        yield Finding(call.node, f"`{shown}` wraps an array NumPy built on the host, copied to the device every step")
+                        continue
                     yield Finding(call.node, f"`{shown}` is built on the host by `torch.{built}(...)` and copied to the device every step{_legacy(built)}")
                 continue
             if not direct:
