@@ -1,6 +1,6 @@
 """How long `trainlint FILE` takes as pre-commit runs it: one ~300-line training script, whole process.
 
-    python benchmarks/one_file_latency.py [--runs N] [--file FILE ...]
+    python benchmarks/one_file_latency.py [--runs N] [--file FILE ...] [--python PYTHON]
 
 - standalone, cold: the script alone in a folder, with an empty cache folder each run;
 - standalone, warm: the same, its result already in the cache;
@@ -8,8 +8,10 @@
   one `trainlint .` has cached the project's summaries (the run checks every dependency it recorded);
 - in a project, edited: the same after the script changed (its callers' summaries come from the cache).
 
-Medians (and ranges) of N runs of this checkout's `python -m trainlint`. Start-up times vary a lot
-between machines, so the same run also prints this machine's `python -c pass` and
+Medians (and ranges) of N runs of this checkout's `python -m trainlint`, or with `--python` of the
+trainlint installed for that interpreter (a virtual environment with the built wheel installed, as
+users have it: a development install's import hook alone costs a start-up ~15 ms). Start-up times
+vary a lot between machines, so the same run also prints this machine's `python -c pass` and
 `python -c "import libcst"`: compare figures across machines by those.
 """
 
@@ -47,17 +49,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--file", type=Path, nargs="*", help="the script (default: the ~300-line fixtures)")
+    parser.add_argument("--python", help="an interpreter with trainlint installed (default: this checkout's)")
     args = parser.parse_args()
     script = training_script(args.file or [SCRIPTS / name for name in DEFAULT_FILES])
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ} if args.python else {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # (start-up as installed: with bytecode)
-    trainlint = [sys.executable, "-m", "trainlint"]
+    python = args.python or sys.executable
+    trainlint = [python, "-m", "trainlint"]
     runs = args.runs
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        print(f"python -c pass            {_summary([_wall([sys.executable, '-c', 'pass'], work, env) for _ in range(runs)])}")
-        print(f"python -c 'import libcst' {_summary([_wall([sys.executable, '-c', 'import libcst'], work, env) for _ in range(runs)])}")
+        print(f"python -c pass            {_summary([_wall([python, '-c', 'pass'], work, env) for _ in range(runs)])}")
+        print(f"python -c 'import libcst' {_summary([_wall([python, '-c', 'import libcst'], work, env) for _ in range(runs)])}")
 
         alone = work / "alone"
         alone.mkdir()

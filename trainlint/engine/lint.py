@@ -11,7 +11,6 @@ import ast
 import gc
 import os
 import re
-import traceback
 from contextlib import nullcontext
 from functools import lru_cache
 from pathlib import Path
@@ -258,6 +257,8 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
     except MemoryError:
         raise  # a worker reports it with its memory cap
     except Exception as exc:  # an analysis bug must not stop the run
+        import traceback
+
         detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
         result.diagnostics.append(error_diagnostic(name, f"internal error while analysing this file: {detail}"))
         result.internal_error = True
