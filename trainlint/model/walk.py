@@ -248,11 +248,23 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     children: list[cst.CSTNode] = []
     for attribute in _visit_order(node):
         value = getattr(node, attribute, None)
-        if isinstance(value, cst.CSTNode):
-            children.append(value)
-        elif isinstance(value, (tuple, list)):
-            children.extend(v for v in value if isinstance(v, cst.CSTNode))
+        kind = type(value)
+        if kind is tuple or kind is list:
+            children.extend(v for v in value if _is_node(v))  # type: ignore[union-attr]
+        elif _is_node(value):
+            children.append(value)  # type: ignore[arg-type]
     return children
+
+
+_NODE_CLASSES: dict[type, bool] = {}  # whether a class is a libcst node (isinstance on its ABCs is slow)
+
+
+def _is_node(value: object) -> bool:
+    kind = type(value)
+    known = _NODE_CLASSES.get(kind)
+    if known is None:
+        known = _NODE_CLASSES[kind] = isinstance(value, cst.CSTNode)
+    return known
 
 
 # whitespace, comments and punctuation: never what a rule reports

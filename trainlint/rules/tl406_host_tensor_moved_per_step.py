@@ -92,6 +92,9 @@ def _bindings(model: TrainingModel, name: str, site: Site) -> list:  # type: ign
 _scopes: list[tuple["weakref.ref[TrainingModel]", dict[int, frozenset[str]]]] = []
 
 
+_TARGETED = frozenset({cst.For, cst.CompFor, cst.AugAssign, cst.NamedExpr})
+
+
 def _bound_otherwise(model: TrainingModel, scope: cst.CSTNode) -> frozenset[str]:
     """Names `scope` binds other than by plain assignment (loop, `with` and `except` targets,
     augmented assignments, `:=`, imports, `global`, nested definitions); once per scope."""
@@ -104,25 +107,26 @@ def _bound_otherwise(model: TrainingModel, scope: cst.CSTNode) -> frozenset[str]
         stack: list[tuple[cst.CSTNode, bool]] = [(scope, False)]
         while stack:
             node, nested = stack.pop()
+            kind = type(node)  # (exact classes: isinstance on libcst's ABCs is slow, and this sees every node)
             target: cst.CSTNode | None = None
-            if isinstance(node, (cst.Global, cst.Nonlocal)):
-                names |= {n.name.value for n in node.names}  # (from any function: it rebinds this scope's)
+            if kind is cst.Global or kind is cst.Nonlocal:
+                names |= {n.name.value for n in node.names}  # type: ignore[attr-defined]  # (from any function: it rebinds this scope's)
             elif nested:
                 pass  # a nested function's or class's own names
-            elif isinstance(node, (cst.For, cst.CompFor, cst.AugAssign, cst.NamedExpr)):
-                target = node.target
-            elif isinstance(node, cst.AsName):
-                target = node.name
-            elif isinstance(node, cst.ImportAlias) and node.asname is None:  # (`as` names are AsName's)
-                bound: cst.BaseExpression = node.name
-                while isinstance(bound, cst.Attribute):
-                    bound = bound.value  # `import a.b` binds `a`
-                names.add(bound.value if isinstance(bound, cst.Name) else "")
-            elif isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node is not scope:
-                names.add(node.name.value)
+            elif kind in _TARGETED:
+                target = node.target  # type: ignore[attr-defined]
+            elif kind is cst.AsName:
+                target = node.name  # type: ignore[attr-defined]
+            elif kind is cst.ImportAlias and node.asname is None:  # type: ignore[attr-defined]  # (`as` names are AsName's)
+                bound: cst.BaseExpression = node.name  # type: ignore[attr-defined]
+                while type(bound) is cst.Attribute:
+                    bound = bound.value  # type: ignore[attr-defined]  # `import a.b` binds `a`
+                names.add(bound.value if type(bound) is cst.Name else "")  # type: ignore[attr-defined]
+            elif (kind is cst.FunctionDef or kind is cst.ClassDef) and node is not scope:
+                names.add(node.name.value)  # type: ignore[attr-defined]
                 nested = True
             if target is not None:
-                names |= {n.value for n in iter_nodes(target) if isinstance(n, cst.Name)}
+                names |= {n.value for n in iter_nodes(target) if type(n) is cst.Name}
             stack.extend((child, nested) for child in child_nodes(node))
         found = memo[id(scope)] = frozenset(names)
     return found
