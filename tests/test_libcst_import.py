@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 _PROBE = """
 import sys
 from trainlint import libcst_import as L
+sys.dont_write_bytecode = False
 compiled = []
 def counting(*args):
     compiled.append(args[0])
@@ -53,6 +54,14 @@ def test_code_others_can_write_is_not_run(tmp_path: Path) -> None:
     assert libcst_import._load(str(store))
     os.chmod(tmp_path, 0o777)
     assert libcst_import._load(str(store)) == {}
+
+
+def test_nothing_is_written_where_python_writes_no_bytecode(tmp_path: Path) -> None:
+    store = tmp_path / "libcst.marshal"
+    os.chmod(tmp_path, 0o755)
+    probe = _PROBE.replace("sys.dont_write_bytecode = False", "sys.dont_write_bytecode = True")
+    done = subprocess.run([sys.executable, "-c", probe, str(store)], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert int(done.stdout) > 100 and not store.exists()
 
 
 def test_a_damaged_or_foreign_file_costs_only_the_compile(tmp_path: Path) -> None:

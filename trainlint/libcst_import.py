@@ -98,5 +98,5 @@ def import_libcst() -> None:
         import libcst  # noqa: F401
     finally:
         del dataclasses.exec  # type: ignore[attr-defined]
-    if compiled:
+    if compiled and not sys.dont_write_bytecode:  # (as Python writes no `.pyc` then, nor does this)
         _store(path, {**kept, **compiled})

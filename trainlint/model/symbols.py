@@ -20,10 +20,13 @@ if TYPE_CHECKING:
     from trainlint.model.summary import FunctionSummary, Summarizer
 
 
+def _identity(thing: object | None) -> int | None:
+    return id(thing) if thing is not None else None
+
+
 def _scope(call: Call) -> tuple[int | None, int | None]:
     """A call's function and innermost loop (by identity)."""
-    fn, loop = call.site.function, call.site.innermost_loop
-    return (id(fn) if fn is not None else None, id(loop) if loop is not None else None)
+    return (_identity(call.site.function), _identity(call.site.innermost_loop))
 
 
 class SymbolQueries:
@@ -80,25 +83,22 @@ class SymbolQueries:
         a tensor with a graph there; `net.parameters()`, `net.eval()`, or `net(x)` with `net.cuda()` (in
         the function, or at module level), a module. None when nothing says."""
         uses = self._protocol_uses
-        return uses.get((id(function) if function is not None else None, name)) or uses.get((None, name))
+        return uses.get((_identity(function), name)) or uses.get((None, name))
 
     @cached_property
     def _protocol_uses(self) -> dict[tuple[int | None, str], Value]:
         found: dict[tuple[int | None, str], Value] = {}
-        for method in ("parameters", "named_parameters", "modules", "named_modules", "children", "requires_grad_", "eval"):
+        # nn.Module's own API, which tensors do not have (`requires_grad_` they do)
+        for method in ("parameters", "named_parameters", "modules", "named_modules", "children", "eval"):
             for call in self._calls_by_method.get(method, ()):  # type: ignore[attr-defined]
                 if isinstance(call.receiver, cst.Name) and not (method == "eval" and call.node.args):
-                    fn = call.site.function
-                    found[(id(fn) if fn is not None else None, call.receiver.value)] = Value(Kind.MODULE)
+                    found[(_identity(call.site.function), call.receiver.value)] = Value(Kind.MODULE)
         # called (`net(x)`) and moved or cast (`net.cuda()`): a module, as a tensor is never called
-        called = {(id(c.site.function) if c.site.function is not None else None, c.name) for c in self.calls if c.name and not c.qualname}  # type: ignore[attr-defined]
+        called = {(_identity(c.site.function), c.name) for c in self.calls if c.name and not c.qualname}  # type: ignore[attr-defined]
         for method in ("cuda", "to", "half", "bfloat16", "float"):
             for call in self._calls_by_method.get(method, ()):  # type: ignore[attr-defined]
-                if isinstance(call.receiver, cst.Name):
-                    fn = call.site.function
-                    key = (id(fn) if fn is not None else None, call.receiver.value)
-                    if key in called:
-                        found[key] = Value(Kind.MODULE)
+                if isinstance(call.receiver, cst.Name) and (_identity(call.site.function), call.receiver.value) in called:
+                    found[(_identity(call.site.function), call.receiver.value)] = Value(Kind.MODULE)
         # backpropagated: `loss.backward()`, `engine.backward(loss)`, `torch.autograd.grad(loss, params)`
         for call in (*self._calls_by_method.get("backward", ()), *self._calls_by_method.get("grad", ())):  # type: ignore[attr-defined]
             if call.method == "grad" and call.qualname != "torch.autograd.grad":
@@ -109,8 +109,7 @@ class SymbolQueries:
             if isinstance(scaled, cst.Attribute) and scaled.attr.value == "scale" and target.args:  # type: ignore[union-attr]
                 target = target.args[0].value  # type: ignore[union-attr]  # `scaler.scale(loss).backward()`
             if isinstance(target, cst.Name):
-                fn = call.site.function
-                found.setdefault((id(fn) if fn is not None else None, target.value), Value(Kind.TENSOR, graph=True))
+                found.setdefault((_identity(call.site.function), target.value), Value(Kind.TENSOR, graph=True))
         for text in self.duck_optimizers:
             if "." not in text:
                 found.setdefault((None, text), Value(Kind.OPTIMIZER))
