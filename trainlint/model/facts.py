@@ -109,6 +109,12 @@ class Call:
     name: str | None  # the plain callee name for `f(...)`
     site: Site
 
+    @property
+    def discarded(self) -> bool:
+        """Made for its effect alone: its result is not used (an expression statement)."""
+        line = self.site.statement
+        return line is not None and any(isinstance(s, cst.Expr) and s.value is self.node for s in line.body)
+
     def kwarg(self, name: str) -> cst.BaseExpression | None:
         for arg in self.node.args:
             if arg.keyword is not None and arg.keyword.value == name:

@@ -341,10 +341,11 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
                     self._step_branches.add(id(node))
         # per-step functions: hooks, functions other modules run every step, and callees of ungated per-step code
         per_step = {fn for fn in self.functions if self._is_hook(fn)}
-        # a function that backpropagates and updates the weights once per call, and that nothing here
-        # calls (a framework, a caller elsewhere, the user), is one training step (`def train_step(batch)`)
+        # a function that updates the weights once per call (an optimizer step outside its own loops),
+        # and that nothing here calls (a framework, a caller elsewhere, the user), is one training step
+        # (`def train_step(batch)`), whatever its name
         called = {id(f) for c in self.calls for f in self.callees(c)} if updating else set()
-        per_step |= {fn for fn in updating & backpropagating if id(fn) not in called and not fn.runs_once}
+        per_step |= {fn for fn in updating if id(fn) not in called and not fn.runs_once}
         # functions other project modules call on every step (`trainer.py` runs `model(x)`, whose
         # class's `forward` is here): per step, with the chains that reach them from the other files
         seeds = self.project.step_seeds(self.path) if self.project is not None and self.path else {}

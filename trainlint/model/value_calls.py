@@ -337,15 +337,7 @@ class CallValues:
         """A name bound by an enclosing `for` loop's target (and not reassigned since)."""
         if not isinstance(expr, cst.Name) or at is None or self.model.reaching(fn, expr.value, at):
             return False
-        for loop in at.loops:
-            targets = [loop.node.target] if isinstance(loop.node, cst.For) else []
-            while targets:
-                target = targets.pop()
-                if isinstance(target, cst.Name) and target.value == expr.value:
-                    return True
-                if isinstance(target, (cst.Tuple, cst.List)):
-                    targets.extend(e.value for e in target.elements)
-        return False
+        return self._loop_variable(fn, expr.value, at) is not None  # type: ignore[attr-defined]
 
     def _method_call(self, method: str, receiver: cst.BaseExpression, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
         m = self.model

@@ -288,7 +288,7 @@ def _runs(model: TrainingModel, call: Call, callee: str, modules: set[str]) -> b
     a tensor or a batch, whose result is used (`net.init_hidden(bsz)`, `net.set_cache(n=1)`: methods)."""
     if callee in modules:
         return True
-    if not _run_of(callee, modules) or _discarded(call):
+    if not _run_of(callee, modules) or call.discarded:
         return False
     for arg in call.node.args:
         value = model.value(arg.value, call.site) if arg.keyword is None else None
@@ -308,9 +308,6 @@ def _grad_disabled(fn: Function, call: Call) -> bool:
     return last == "False"
 
 
-def _discarded(call: Call) -> bool:
-    line = call.site.statement
-    return line is not None and any(isinstance(s, cst.Expr) and s.value is call.node for s in line.body)
 
 
 def _evaluated_here(fn: Function, switches: list[Call]) -> set[str]:

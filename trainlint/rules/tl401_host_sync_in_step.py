@@ -23,12 +23,6 @@ ORDERING_BUILTINS = frozenset({"max", "min", "sorted"})
 MODULE_RECEIVER_WORDS = frozenset({"model", "net", "module", "network", "self"})
 
 
-def _discarded(call: Call) -> bool:
-    """A call made for its effect alone: its result is not used (an expression statement)."""
-    line = call.site.statement
-    return line is not None and any(isinstance(s, cst.Expr) and s.value is call.node for s in line.body)
-
-
 def _in_optimizer_class(site: Site) -> bool:
     """Code of an optimizer or loss-scaler class: its step must read flags on the host (torch's own
     `GradScaler.step` calls `.item()`), so the sync is the implementation's, not the training loop's."""
@@ -253,7 +247,7 @@ for x, y in loader:
             receiver = model.value(_chain_base(call.receiver), site)
             if receiver.on_host or receiver.kind in NOT_DEVICE_DATA:
                 return None
-            if call.method == "cpu" and (MODULE_RECEIVER_WORDS & set(tokens(call.receiver_text or "")) or _discarded(call)):
+            if call.method == "cpu" and (MODULE_RECEIVER_WORDS & set(tokens(call.receiver_text or "")) or call.discarded):
                 return None  # (`vae.cpu()` as a statement: a module offloaded in place, a tensor's copy would be lost)
             return f"`{shorten(code(call.node), 60)}`"
         if call.method == "to" and call.node.args and call.receiver is not None:
