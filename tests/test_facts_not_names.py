@@ -206,3 +206,25 @@ def test_an_array_numpy_builds_in_the_step_is_host_built_and_an_observation_is_d
             optimizer.zero_grad()
     """
     assert _lines(code, "TL406") == [10]
+
+
+def test_a_helper_that_steps_what_it_is_given_updates_where_it_is_given_an_optimizer(tmp_path) -> None:
+    from tests.helpers import lint as lint_file
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "steps.py").write_text("def advance(thing):\n    thing.step()\n")
+    script = """
+        import torch
+        from steps import advance
+        model = torch.nn.Linear(4, 4).cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for batch in loader:
+            optimizer.zero_grad()
+            model(batch.cuda()).mean().backward()
+            advance(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            advance(env)
+    """
+    found = [d.line for d in lint_file(script, "TL205", name=str(tmp_path / "train.py")) if d.code == "TL205"]
+    assert found == [10]  # the clip after the helper stepped the optimizer; stepping `env` updates nothing
+    assert [d.line for d in lint_file(script.replace("advance(optimizer)", "advance(env)"), "TL205", name=str(tmp_path / "train.py"))] == []

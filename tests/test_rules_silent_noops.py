@@ -272,7 +272,7 @@ def test_clip_after_one_optimizer_step_before_another_is_not_flagged():
 
 def test_clip_after_an_imported_step_helper_is_flagged(tmp_path: Path):
     (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "steps.py").write_text("def step_and_log(optimizer, loss):\n    optimizer.step()\n    optimizer.zero_grad()\n    return loss.item()\n")
+    (tmp_path / "steps.py").write_text("def step_and_log(optimizer, loss):\n    optimizer.step()\n    return loss.item()\n")
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent("""\
         import torch

@@ -55,6 +55,9 @@ class FunctionSummary:
     # attributes of `self` it calls on every call (`self.vae_layer(x)`): what the object's class (a
     # subclass in another module) sets them to runs every time too
     self_calls: tuple[str, ...] = ()
+    # a parameter it steps on every call ("0 optimizer": `optimizer.step()`), which it cannot tell is
+    # an optimizer: a call that passes one there updates the weights
+    steps_parameter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,7 @@ class Summarizer:
         synchronizes: list[str] = []
         syncs: list[str] = []
         self_calls: list[str] = []
+        stepped: list[str] = []
         params = set(fn.params) - {"self", "cls"}
         for call in fn.calls:
             own = call.site.function is fn
@@ -208,6 +212,8 @@ class Summarizer:
             callee = m.callee(call)
             if every and callee is None and call.receiver_text == "self" and call.method and fn.class_name:
                 self_calls.append(call.method)  # (not a method of the class: an attribute it holds)
+            if unlooped and every and call.method == "step" and call.receiver_text in params and len(call.node.args) <= 1:
+                stepped.append(call.receiver_text)
             sub = self.function(callee) if callee is not None else m.project_call_summary(call)
             last = (call.qualname or call.method or call.name or "").rsplit(".", 1)[-1]
             if is_clip_name(last) or (sub is not None and sub.clips):
@@ -261,6 +267,7 @@ class Summarizer:
             defined=(m.path or "", fn.qualified),
             returns_argument=_returned_parameter(fn, m),
             self_calls=tuple(dict.fromkeys(self_calls)),
+            steps_parameter=_parameter_key(fn, stepped[0]) if stepped and not steps else None,
         )
 
 
@@ -281,10 +288,15 @@ def _returned_parameter(fn: "Function", m: "TrainingModel") -> str | None:
     if len(names) != 1 or len(fn.return_facts) != len([r for r in fn.return_facts if isinstance(r.value, cst.Name)]):
         return None
     name = names.pop()
-    positional = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
-    if name not in positional or any(m.reaching(fn, name, r.site) for r in fn.return_facts):
+    if any(m.reaching(fn, name, r.site) for r in fn.return_facts):
         return None
-    return f"{positional.index(name)} {name}"
+    return _parameter_key(fn, name)
+
+
+def _parameter_key(fn: "Function", name: str) -> str | None:
+    """"0 model": a parameter's position among the explicit ones, and its name."""
+    positional = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
+    return f"{positional.index(name)} {name}" if name in positional else None
 
 
 def _top_level(fn: "Function") -> bool:

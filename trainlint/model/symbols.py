@@ -13,7 +13,8 @@ import libcst as cst
 from trainlint.model.facts import Call, ClassInfo, Function, Site
 from trainlint.config import is_test_path
 from trainlint.model.lattice import Kind, Value, join, origins
-from trainlint.model.names import tokens
+from trainlint.model.names import dotted, tokens
+from trainlint.model.value_calls import argument_for
 from trainlint.model.values import ValueModel
 
 if TYPE_CHECKING:
@@ -243,8 +244,20 @@ class SymbolQueries:
         try:
             return self._call_summaries[call]
         except KeyError:
-            found = self._call_summaries[call] = self._project_call_summary(call)
+            found = self._call_summaries[call] = self._given_optimizer(call, self._project_call_summary(call))
             return found
+
+    def _given_optimizer(self, call: Call, summary: "FunctionSummary | None") -> "FunctionSummary | None":
+        """`optimizer_step(optimizer, loss)`: a helper that steps a parameter it cannot tell is an
+        optimizer updates the weights where a call gives it one."""
+        if summary is None or summary.steps or not summary.steps_parameter:
+            return summary
+        passed = argument_for(call.node, summary.steps_parameter)
+        if passed is None:
+            return summary
+        if self.value(passed, call.site).kind in (Kind.OPTIMIZER, Kind.SCALER) or self.is_optimizer_like(dotted(passed)):  # type: ignore[attr-defined]
+            return replace(summary, steps=True)
+        return summary
 
     def _project_call_summary(self, call: Call) -> "FunctionSummary | None":
         from trainlint.model.summary import ClassSummary, FunctionSummary
@@ -282,7 +295,7 @@ class SymbolQueries:
         """What a call does: a function of this module, or of the project."""
         callee = self.callee(call)
         if callee is not None:
-            return self.summarizer.function(callee)
+            return self._given_optimizer(call, self.summarizer.function(callee))
         return self.project_call_summary(call)
 
 

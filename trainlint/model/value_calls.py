@@ -223,7 +223,7 @@ class CallValues:
     def _library_call(self, qual: str, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value | None:
         m = self.model
         namespace, _, last = qual.rpartition(".")
-        passed = _returned_argument(call, getattr(m.project_symbol(qual), "returns_argument", None))
+        passed = argument_for(call, getattr(m.project_symbol(qual), "returns_argument", None))
         if passed is not None:  # `model = load_ckpt(model, ckpt)`: it gives back what it is given
             return self.of(passed, fn, at)
         project = m.project_value(qual)
@@ -471,11 +471,12 @@ def _kwarg(call: cst.Call, name: str) -> cst.BaseExpression | None:
     return None
 
 
-def _returned_argument(call: cst.Call, returned: str | None) -> cst.BaseExpression | None:
-    """The argument a call passes for the parameter its callee returns ("0 model"), if it is plain."""
-    if not returned:
+def argument_for(call: cst.Call, parameter: str | None) -> cst.BaseExpression | None:
+    """The argument a call passes for a parameter named as summaries name it ("0 model": its
+    position among the explicit parameters, and its name), if it is plain."""
+    if not parameter:
         return None
-    index_text, _, name = returned.partition(" ")
+    index_text, _, name = parameter.partition(" ")
     for a in call.args:
         if a.keyword is not None and a.keyword.value == name:
             return a.value
