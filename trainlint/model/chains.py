@@ -148,8 +148,8 @@ class StepChains:
         return {}
 
     def _fact(self, expr: cst.BaseExpression, call: Call) -> str:
-        """What an argument is, for the callee's branches and values: "True"/"False" (literals), "none",
-        "tensor", "optimizer", "value" (surely not None), "?"."""
+        """What an argument is, for the callee's branches: "True"/"False" (literals), "none", "tensor",
+        "value" (surely not None), "?"."""
         from trainlint.model.lattice import Kind
 
         if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
@@ -157,8 +157,6 @@ class StepChains:
         value = self.value(expr, call.site)
         if value.kind is Kind.TENSOR:
             return "tensor"
-        if value.kind is Kind.OPTIMIZER:
-            return "optimizer"
         if value.kind is Kind.NONE:
             return "none"
         return "value" if value.kind in (Kind.MODULE, Kind.OBJECT, Kind.NUMBER, Kind.STRING, Kind.COLLECTION) else "?"

@@ -310,11 +310,8 @@ class ValueModel(CallValues):
                 return passed
         if declared is not None:
             return declared
-        passed = set(self.model.passed_facts(fn, name) or ("?",)) if not self.model.calls_of(fn) else set()
-        if passed == {"tensor"}:
+        if not self.model.calls_of(fn) and set(self.model.passed_facts(fn, name) or ("?",)) == {"tensor"}:
             return TENSOR  # every call (all in other modules) passes a tensor
-        if passed == {"optimizer"}:
-            return Value(Kind.OPTIMIZER)  # (`step_and_log(optimizer, loss)` from each training loop)
         default = fn.defaults.get(name)
         if default is not None and not (isinstance(default, cst.Name) and default.value == "None"):
             value = self.of(default, None, None)
