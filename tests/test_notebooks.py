@@ -197,3 +197,11 @@ def test_a_cell_with_a_lone_surrogate_is_a_tl000_in_every_format(tmp_path: Path)
     for output_format in ("text", "concise", "github", "sarif"):
         code, out = run(str(path), "--output-format", output_format)
         assert code == 1 and "U+D800" in out, out
+
+
+def test_an_indented_shell_escape_opening_a_cell_is_ipython_syntax_not_a_parse_error(tmp_path: Path):
+    # IPython drops a cell's leading indent: ` !tts --text "hi" \` with continuation lines runs the shell
+    escape = ' !tts --text "hi" \\\n      --out_path out.wav\n'
+    nested = "for i in range(2):\n    !echo $i\n"
+    path = write(tmp_path, notebook(code_cell(escape), code_cell(MODEL_CELL), code_cell(nested), code_cell(LOOP_CELL)))
+    assert [(d["code"], d["cell"]) for d in findings(str(path))] == [("TL302", 2)]

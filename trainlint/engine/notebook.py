@@ -150,14 +150,16 @@ def _blank_magics(lines: list[str]) -> list[str]:
     """The lines with IPython syntax blanked out (see the module docstring)."""
     if lines and lines[0].lstrip().startswith("%%"):
         return [""] * len(lines)
-    out, continued = [], False
+    out, continued, code_above = [], False, False
     for line in lines:
         if continued or _LINE_MAGIC.match(line):
             indent = line[: len(line) - len(line.lstrip())]
-            out.append(f"{indent}pass" if indent and not continued else "")
+            # an indented first line is IPython's leading indent (it dedents the cell), not a block
+            out.append(f"{indent}pass" if indent and code_above and not continued else "")
             continued = line.rstrip().endswith("\\")
         else:
             out.append(line)
+        code_above = code_above or bool(out[-1].strip())
     return out
 
 
