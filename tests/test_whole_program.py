@@ -957,3 +957,117 @@ def test_a_layer_a_subclass_sets_runs_every_step_through_the_method_it_inherits(
     assert found["layers.py:13:TL401"][0][-1] == ("tacotron.py", 16)  # (the inherited method's call)
     # the whole project agrees with the one file
     assert "layers.py:13:TL401" in findings(tmp_path, ["train.py", "base.py", "tacotron.py", "layers.py"], select="TL401")
+
+
+def test_a_wrapper_module_converted_to_sync_batchnorm_and_wrapped_in_ddp_keeps_its_forward(tmp_path: Path) -> None:
+    # DINO's shape: the model class is another module's, moved, converted under a flag, wrapped, and
+    # handed to the epoch function; its `forward` builds a host tensor and moves it every step
+    write(tmp_path, {
+        "utils.py": """
+            import torch
+            import torch.nn as nn
+
+
+            class MultiCropWrapper(nn.Module):
+                def __init__(self, backbone):
+                    super().__init__()
+                    self.backbone = backbone
+
+                def forward(self, x):
+                    output = torch.empty(0).to(x[0].device)
+                    for crop in x:
+                        output = torch.cat((output, self.backbone(crop)))
+                    return output
+        """,
+        "main.py": """
+            import torch
+            import torch.nn as nn
+            import utils
+
+
+            def train_one_epoch(student, loader, optimizer):
+                for images in loader:
+                    images = [im.cuda(non_blocking=True) for im in images]
+                    loss = student(images).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+
+            def main(args, loader):
+                student = utils.MultiCropWrapper(nn.Linear(8, 8))
+                student = student.cuda()
+                if args.sync_bn:
+                    student = nn.SyncBatchNorm.convert_sync_batchnorm(student)
+                student = nn.parallel.DistributedDataParallel(student, device_ids=[args.gpu])
+                optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+                train_one_epoch(student, loader, optimizer)
+        """,
+    })
+    expected = {"utils.py:12:TL406": [[("main.py", 10)]]}
+    assert findings(tmp_path, ["utils.py"], "TL406") == expected
+    assert findings(tmp_path, ["main.py", "utils.py"], "TL406") == expected
+
+
+def test_an_object_of_a_project_class_on_one_path_and_unknown_on_another_may_run_its_forward(tmp_path: Path) -> None:
+    # coqui's encoder recipe: the criterion comes from a method of the model, and under a flag from a
+    # tuple a checkpoint loader gives back; either way its `forward` runs every step
+    write(tmp_path, {
+        "losses.py": """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+
+            class AngleProtoLoss(nn.Module):
+                def forward(self, x):
+                    label = torch.arange(x.shape[0]).to(x.device)
+                    return F.cross_entropy(x, label)
+        """,
+        "encoder.py": """
+            import torch
+            import torch.nn as nn
+            from losses import AngleProtoLoss
+
+
+            class Encoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 8)
+
+                def forward(self, x):
+                    return self.fc(x)
+
+                def get_criterion(self):
+                    return AngleProtoLoss()
+
+                def load_checkpoint(self, path, criterion=None):
+                    state = torch.load(path)
+                    criterion.load_state_dict(state["criterion"])
+                    return criterion, state["step"]
+        """,
+        "train.py": """
+            import torch
+            from encoder import Encoder
+
+
+            def train(model, optimizer, criterion, loader):
+                for x in loader:
+                    loss = criterion(model(x.cuda()))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+
+            def main(args, loader):
+                model = Encoder().cuda()
+                optimizer = torch.optim.Adam(model.parameters())
+                criterion = model.get_criterion()
+                if args.restore_path:
+                    criterion, args.restore_step = model.load_checkpoint(args.restore_path, criterion=criterion)
+                train(model, optimizer, criterion, loader)
+        """,
+    })
+    expected = {"losses.py:9:TL406": [[("train.py", 8)]]}
+    assert findings(tmp_path, ["losses.py"], "TL406") == expected
+    assert findings(tmp_path, ["train.py", "encoder.py", "losses.py"], "TL406") == expected

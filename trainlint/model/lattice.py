@@ -62,6 +62,10 @@ class Value:
                     return replace(a, device=a.device if b.kind is not Kind.UNKNOWN else UNKNOWN_DEVICE)
                 if b.kind in (Kind.NONE,):
                     return a
+                if a.kind in (Kind.MODULE, Kind.OBJECT) and a.origin and b.kind is Kind.UNKNOWN and b.origin is None:
+                    # an instance of a project class on one path, unknown on the other (`criterion, step =
+                    # model.load_checkpoint(criterion=criterion)` under a flag): its methods may run
+                    return replace(a, device=UNKNOWN_DEVICE, dtype=None)
             return UNKNOWN
         return Value(
             self.kind,

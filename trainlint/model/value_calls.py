@@ -244,7 +244,8 @@ class CallValues:
             return Value(Kind.DATALOADER, origin=qual)
         if qual in ("accelerate.Accelerator", "accelerate.accelerator.Accelerator"):
             return Value(Kind.OBJECT, origin="accelerate.Accelerator")  # its `prepare` returns what it is given
-        if qual in ("copy.deepcopy", "copy.copy"):
+        if qual in ("copy.deepcopy", "copy.copy") or last in ("convert_sync_batchnorm", "convert_syncbn_model"):
+            # (torch's and apex's sync-BatchNorm conversions give back the module they are given)
             return self.of(call.args[0].value, fn, at) if call.args else UNKNOWN
         if qual.startswith(("numpy.", "math.", "random.", "time.", "os.", "json.", "pickle.")):
             return NUMBER if qual.startswith(("math.", "time.", "random.")) else HOST_DATA
