@@ -39,6 +39,54 @@ def test_like_factory_sits_on_its_sources_device():
     assert found(code, "TL406") == []
 
 
+def test_a_conversion_to_a_dtype_held_in_a_name_moves_nothing():
+    # `.to(dtype)` with a `dtype=torch.float32` parameter converts on the host; `.to(device)` moves
+    code = """
+    import torch
+
+    def embed(w, dim=8, dtype=torch.float32):
+        emb = torch.arange(dim).to(dtype)
+        return (w * emb).sum().item()
+
+    def place(w, device):
+        return torch.arange(8).to(device)
+
+    for x, y in loader:
+        w = torch.rand(4)
+        scale = embed(w)
+        loss = criterion(model(x.to(device)), y) * scale
+        loss.backward()
+        optimizer.step()
+        place(w, device)
+    """
+    assert found(code, "TL401") == []
+    place_line = textwrap.dedent(code).splitlines().index("    return torch.arange(8).to(device)") + 1
+    assert found(code, "TL406") == [place_line]
+
+
+def test_a_module_level_lambda_shim_is_its_body_with_the_arguments_put_in():
+    # d2l's NumPy-style shims: `float(reduce_sum(astype(cmp, y.dtype)))` is `float(cmp.type(...).sum())`
+    code = """
+    import torch
+
+    reduce_sum = lambda x, *args, **kwargs: x.sum(*args, **kwargs)
+    astype = lambda x, *args, **kwargs: x.type(*args, **kwargs)
+    size = lambda x, *args, **kwargs: x.numel(*args, **kwargs)
+
+    for X, y in loader:
+        X, y = X.to("cuda"), torch.as_tensor(y, device="cuda")
+        y_hat = net(X)
+        loss = criterion(y_hat, y)
+        loss.backward()
+        optimizer.step()
+        cmp = astype(y_hat.argmax(1), y.dtype) == y
+        correct = float(reduce_sum(astype(cmp, y.dtype)))
+        seen = float(size(y))
+    """
+    line = textwrap.dedent(code).splitlines().index("    correct = float(reduce_sum(astype(cmp, y.dtype)))") + 1
+    assert found(code, "TL401") == [line]
+
+
 def test_reads_of_host_values_are_not_syncs():
     code = """
     import torch

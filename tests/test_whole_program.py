@@ -1071,3 +1071,113 @@ def test_an_object_of_a_project_class_on_one_path_and_unknown_on_another_may_run
     expected = {"losses.py:9:TL406": [[("train.py", 8)]]}
     assert findings(tmp_path, ["losses.py"], "TL406") == expected
     assert findings(tmp_path, ["train.py", "encoder.py", "losses.py"], "TL406") == expected
+
+
+def test_a_model_a_factory_of_another_module_builds_runs_its_forward_through_a_deepspeed_engine(tmp_path: Path) -> None:
+    # DeepSpeed-Chat's reward model: main.py imports only the factory, never the class; the engine
+    # `deepspeed.initialize` returns runs the model's `forward`, which reads indices on the host
+    write(tmp_path, {
+        "dschat/__init__.py": "",
+        "dschat/reward_model.py": """
+            import torch.nn as nn
+
+
+            class RewardModel(nn.Module):
+                def __init__(self, base):
+                    super().__init__()
+                    self.base = base
+
+                def forward(self, input_ids, use_cache=False):
+                    rewards = self.base(input_ids)
+                    c_inds = (input_ids == 0).nonzero()
+                    c_ind = c_inds[0].item() if len(c_inds) > 0 else input_ids.shape[1]
+                    return {"loss": rewards[:, :c_ind].mean()}
+        """,
+        "dschat/model_utils.py": """
+            from transformers import AutoModel
+            from dschat.reward_model import RewardModel
+
+
+            def create_critic_model(path):
+                critic_model = AutoModel.from_pretrained(path)
+                critic_model = RewardModel(critic_model)
+                return critic_model
+        """,
+        "main.py": """
+            import deepspeed
+            import torch
+            from dschat.model_utils import create_critic_model
+
+
+            def main(args, loader, device):
+                rm_model = create_critic_model(args.model_name_or_path)
+                optimizer = torch.optim.AdamW(rm_model.parameters())
+                rm_model, optimizer, _, lr_scheduler = deepspeed.initialize(model=rm_model, optimizer=optimizer, args=args)
+                for step, batch in enumerate(loader):
+                    batch = {k: v.to(device) for k, v in batch.items()}
+                    outputs = rm_model(**batch, use_cache=False)
+                    rm_model.backward(outputs["loss"])
+                    rm_model.step()
+        """,
+    })
+    expected = {"dschat/reward_model.py:13:TL401": [[("main.py", 13)]]}
+    assert findings(tmp_path, ["dschat/reward_model.py"], "TL401") == expected
+    assert findings(tmp_path, ["main.py", "dschat/model_utils.py", "dschat/reward_model.py"], "TL401") == expected
+
+
+def test_a_latent_sampled_on_the_host_by_another_module_s_method_and_moved_every_step(tmp_path: Path) -> None:
+    # wgan-gp's shape: the generator's module holds no training code; its `sample_latent` draws on the
+    # host, and the trainer wraps the draw in a legacy `Variable` and moves it every step
+    write(tmp_path, {
+        "models.py": """
+            import torch
+            import torch.nn as nn
+
+
+            class Generator(nn.Module):
+                def __init__(self, latent_dim):
+                    super().__init__()
+                    self.latent_dim = latent_dim
+                    self.net = nn.Linear(latent_dim, 8)
+
+                def forward(self, z):
+                    return self.net(z)
+
+                def sample_latent(self, num_samples):
+                    return torch.randn((num_samples, self.latent_dim))
+        """,
+        "training.py": """
+            import torch
+            from torch.autograd import Variable
+            from models import Generator
+
+
+            class Trainer:
+                def __init__(self, generator, optimizer, use_cuda=True):
+                    self.G = generator
+                    self.G_opt = optimizer
+                    self.use_cuda = use_cuda
+                    if self.use_cuda:
+                        self.G.cuda()
+
+                def sample_generator(self, num_samples):
+                    latent_samples = Variable(self.G.sample_latent(num_samples))
+                    if self.use_cuda:
+                        latent_samples = latent_samples.cuda()
+                    return self.G(latent_samples)
+
+                def train(self, loader):
+                    for data in loader:
+                        self.G_opt.zero_grad()
+                        loss = -self.sample_generator(data.size(0)).mean()
+                        loss.backward()
+                        self.G_opt.step()
+
+
+            generator = Generator(16)
+            Trainer(generator, torch.optim.Adam(generator.parameters())).train([])
+        """,
+    })
+    expected = {"training.py:18:TL406": [[("training.py", 24)]]}
+    assert findings(tmp_path, ["training.py"], "TL406") == expected
+    assert findings(tmp_path, ["models.py", "training.py"], "TL406") == expected

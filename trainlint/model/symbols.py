@@ -14,7 +14,7 @@ from trainlint.model.facts import Call, ClassInfo, Function, Site
 from trainlint.config import is_test_path
 from trainlint.model.lattice import Kind, Value, join, origins
 from trainlint.model.names import dotted, tokens
-from trainlint.model.value_calls import argument_for
+from trainlint.model.arguments import argument_for
 from trainlint.model.values import ValueModel
 
 if TYPE_CHECKING:

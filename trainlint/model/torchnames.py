@@ -52,6 +52,13 @@ LOW_PRECISION = FP16 | BF16
 LOW_PRECISION_STRINGS = {"float16": "float16", "fp16": "float16", "half": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 
 
+# torch's dtypes as `dtype_name` names them (`.to(x)` with one of these converts, never moves)
+TORCH_DTYPES = frozenset(
+    """float16 bfloat16 float32 float64 int8 int16 int32 int64 uint8 bool long int short complex64 complex128
+    cfloat cdouble float8_e4m3fn float8_e5m2""".split()
+)
+
+
 def dtype_name(expr: cst.BaseExpression | None, imports: ImportMap) -> str | None:
     """"float16"/"bfloat16"/"float32"... for `torch.bfloat16`, an alias of it, or a dtype string."""
     if expr is None:

@@ -25,12 +25,14 @@ from trainlint.model.lattice import (
     Value,
     join,
 )
-from trainlint.model.names import dotted, tokens
+from trainlint.model.arguments import LambdaCalls, argument_for
+from trainlint.model.names import tokens
 from trainlint.model.torchnames import (
     DETERMINISTIC_FACTORIES,
     GRAD_SCALER,
     LEGACY_CONSTRUCTORS,
     RANDOM_FACTORIES,
+    TORCH_DTYPES,
     dtype_name,
     is_false,
     is_true,
@@ -97,7 +99,7 @@ def device_of_argument(expr: cst.BaseExpression | None) -> str:
     return UNKNOWN_DEVICE
 
 
-class CallValues:
+class CallValues(LambdaCalls):
     """The call-evaluating half of `ValueModel`."""
 
     model: "TrainingModel"
@@ -159,6 +161,9 @@ class CallValues:
                 local = m.local_function(name)
                 if local is not None:
                     return self.returns(local)
+                inlined = self._lambda_call(name, call, fn, at)
+                if inlined is not None:
+                    return inlined
                 cls = m.local_class(name)
                 if cls is not None:
                     return m.instance_of_local_class(name)
@@ -244,8 +249,9 @@ class CallValues:
             return Value(Kind.DATALOADER, origin=qual)
         if qual in ("accelerate.Accelerator", "accelerate.accelerator.Accelerator"):
             return Value(Kind.OBJECT, origin="accelerate.Accelerator")  # its `prepare` returns what it is given
-        if qual in ("copy.deepcopy", "copy.copy") or last in ("convert_sync_batchnorm", "convert_syncbn_model"):
-            # (torch's and apex's sync-BatchNorm conversions give back the module they are given)
+        if qual in ("copy.deepcopy", "copy.copy", "torch.autograd.Variable") or last in ("convert_sync_batchnorm", "convert_syncbn_model"):
+            # (torch's and apex's sync-BatchNorm conversions give back the module they are given; the
+            # legacy `Variable(t)`, the tensor)
             return self.of(call.args[0].value, fn, at) if call.args else UNKNOWN
         if qual.startswith(("numpy.", "math.", "random.", "time.", "os.", "json.", "pickle.")):
             return NUMBER if qual.startswith(("math.", "time.", "random.")) else HOST_DATA
@@ -357,7 +363,9 @@ class CallValues:
             if method in ("detach", "detach_"):
                 return replace(base, graph=False)
             if method == "to":
-                return self._moved(base, call)
+                return self._moved(base, call, fn, at)
+            if method == "type":  # `x.type(torch.long)` converts; `x.type()` names the type
+                return base if call.args else STRING
             if method in TENSOR_METHODS or method.endswith("_"):
                 out = base
                 if method in ("half", "float", "bfloat16", "double"):
@@ -450,19 +458,29 @@ class CallValues:
             return Value(Kind.TENSOR)
         return UNKNOWN
 
-    @staticmethod
-    def _moved(base: Value, call: cst.Call) -> Value:
+    def _moved(self, base: Value, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
         for a in call.args:
             if a.keyword is None or a.keyword.value == "device":
                 if isinstance(a.value, (cst.SimpleString, cst.Call, cst.Name, cst.Attribute)):
                     text = literal_string(a.value)
                     if text is not None:
                         return replace(base, device=HOST if text.split(":")[0] == "cpu" else ACCEL)
-                    name = dotted(a.value) or ""
-                    if name.startswith("torch.") and name.rsplit(".", 1)[-1] in ("float16", "bfloat16", "float32", "float", "half", "long", "int"):
-                        continue  # `.to(torch.float16)`: a dtype, not a device
-                    return replace(base, device=ACCEL if base.device != ACCEL else ACCEL)
+                    if self._is_dtype(a.value, fn, at):
+                        continue  # `.to(torch.float16)`, `.to(dtype)` of a `dtype=torch.float32` parameter
+                    return replace(base, device=ACCEL)
         return base
+
+    def _is_dtype(self, expr: cst.BaseExpression, fn: "Function | None", at: "Site | None") -> bool:
+        """A torch dtype: `torch.float16`, or a name every definition of which is one (a parameter
+        whose default is, and that no assignment rebinds)."""
+        m = self.model
+        if not isinstance(expr, cst.Name):
+            return dtype_name(expr, m.imports) in TORCH_DTYPES
+        assigns = m.reaching(fn, expr.value, at)
+        if assigns:
+            return all(a.op is None and dtype_name(a.value, m.imports) in TORCH_DTYPES for a in assigns)
+        default = fn.defaults.get(expr.value) if fn is not None else None
+        return default is not None and dtype_name(default, m.imports) in TORCH_DTYPES
 
 
 def _kwarg(call: cst.Call, name: str) -> cst.BaseExpression | None:
@@ -471,21 +489,3 @@ def _kwarg(call: cst.Call, name: str) -> cst.BaseExpression | None:
             return a.value
     return None
 
-
-def argument_for(call: cst.Call, parameter: str | None) -> cst.BaseExpression | None:
-    """The argument a call passes for a parameter named as summaries name it ("0 model": its
-    position among the explicit parameters, and its name), if it is plain."""
-    if not parameter:
-        return None
-    index_text, _, name = parameter.partition(" ")
-    for a in call.args:
-        if a.keyword is not None and a.keyword.value == name:
-            return a.value
-    positional = []
-    for a in call.args:
-        if a.star:
-            return None  # `*args`: which one lands there is unknown
-        if a.keyword is None:
-            positional.append(a.value)
-    index = int(index_text) if index_text.isdigit() else -1
-    return positional[index] if 0 <= index < len(positional) else None

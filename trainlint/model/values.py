@@ -31,6 +31,7 @@ from trainlint.model.lattice import (
     join,
     join_graph,
 )
+from trainlint.model.arguments import argument_for
 from trainlint.model.containers import comprehension_bindings, element_of, is_empty_list
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES
@@ -281,6 +282,11 @@ class ValueModel(CallValues):
         """`model, opt = accelerator.prepare(model, opt)`: Accelerate's `prepare` returns what it is
         given (wrapped for the device), in order; each target takes its argument's value."""
         call = assign.value
+        if isinstance(call, cst.Call) and assign.targets and name == assign.targets[0] and self.model.imports.resolve(call.func) == "deepspeed.initialize":
+            # `engine, optimizer, _, _ = deepspeed.initialize(model=net, ...)`: calling the engine runs net's forward
+            given = argument_for(call, "1 model")
+            net = self.of(given, assign.site.function, assign.site) if given is not None else UNKNOWN
+            return net if net.kind is Kind.MODULE else None
         if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute) or call.func.attr.value != "prepare":
             return None
         owner = self.of(call.func.value, assign.site.function, assign.site)

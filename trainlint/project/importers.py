@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator
 
-from trainlint.model.lattice import MAX_ALTERNATIVES, Kind, Value
+from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, Kind, Value
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary
 from trainlint.reading import MAX_MODULE_BYTES, MAX_PROJECT_MODULES, State, project_modules, project_state, read_regular
 
@@ -19,6 +19,8 @@ IMPORT_TEXT = re.compile(r"(?:^|;)[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+im
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
 MAX_IMPORTERS = 40
+# torch's factories that build a tensor from sizes alone (not `torch.tensor(data)`, not `*_like`)
+HOST_BUILT = frozenset({"zeros", "ones", "full", "arange", "eye", "empty", "linspace", "rand", "randn", "randint", "randperm"})
 MAX_CHAINS = 4
 
 
@@ -118,8 +120,9 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
             spelled = tuple(_spelled(b, exports, imported) for b in bases if _dotted(b))
             classes[node.name] = ClassSummary(Kind.MODULE if module else Kind.OBJECT, methods, spelled)
             factories.extend((m, node.name) for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    torch_names = {name for name, full in imported.items() if full == "torch"}
     for node, owner in factories if path else ():
-        returned = _returned_classes(node, classes, exports, path)
+        returned = _returned_classes(node, classes, exports, path) or _returned_host_tensor(node, torch_names)
         if returned is None:
             continue
         qualified = f"{owner}.{node.name}" if owner else node.name
@@ -133,19 +136,27 @@ def _returned_classes(fn: ast.FunctionDef | ast.AsyncFunctionDef, classes: dict[
     an instance of a class, or gives back a name only ever bound to such instances; the object is one
     of them ("file::A|file::B" for this module's classes, as the imports spell the others, which the
     module using the result names in full)."""
-    bound: dict[str, list[ast.expr]] = {}
-    returned: list[ast.expr] = []
-    for node in _own_statements(fn):
-        if isinstance(node, ast.Return):
-            returned.append(node.value) if node.value is not None else returned.append(ast.Constant(None))
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            bound.setdefault(node.targets[0].id, []).append(node.value)
-        else:
-            for target in _targets(node):
-                bound.setdefault(getattr(target, "id", ""), []).append(ast.Constant(None))
+    bound: dict[str, list[ast.expr]] = {}  # every binding of each name
+    last: dict[str, list[ast.expr]] = {}  # the bindings that reach the current top-level statement
+    returned: list[tuple[ast.expr, dict[str, list[ast.expr]]]] = []
+    for statement in fn.body:
+        # a top-level `x = B(x)` hides the earlier bindings of x from the statements after it
+        top = isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
+        for node in _own_statements_from(statement):
+            if isinstance(node, ast.Return):
+                value = node.value if node.value is not None else ast.Constant(None)
+                returned.append((value, dict(last) if node is statement else bound))
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                bound.setdefault(node.targets[0].id, []).append(node.value)
+                last[node.targets[0].id] = [node.value] if top else [*last.get(node.targets[0].id, ()), node.value]
+            else:
+                for target in _targets(node):
+                    name = getattr(target, "id", "")
+                    bound.setdefault(name, []).append(ast.Constant(None))
+                    last.setdefault(name, []).append(ast.Constant(None))
     built: set[str] = set()
-    for value in returned:
-        for call in bound.get(value.id, [ast.Constant(None)]) if isinstance(value, ast.Name) else [value]:
+    for value, reaching in returned:
+        for call in reaching.get(value.id, [ast.Constant(None)]) if isinstance(value, ast.Name) else [value]:
             if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and (call.func.id in classes or call.func.id in exports)):
                 return None
             built.add(call.func.id)
@@ -153,6 +164,25 @@ def _returned_classes(fn: ast.FunctionDef | ast.AsyncFunctionDef, classes: dict[
     if not built or len(built) > MAX_ALTERNATIVES or len(kinds) != 1:
         return None
     return Value(kinds.pop(), origin="|".join(f"{path}::{name}" if name in classes else exports[name] for name in sorted(built)))
+
+
+def _returned_host_tensor(fn: ast.FunctionDef | ast.AsyncFunctionDef, torch_names: set[str]) -> Value | None:
+    """A function whose every `return` gives a tensor a torch factory builds on the host from no data
+    (`return torch.randn((n, self.latent_dim))`, no `device=`): such a tensor, moved by its callers."""
+    built: set[str] = set()
+    for node in _own_statements(fn):
+        if not isinstance(node, ast.Return):
+            continue
+        call = node.value
+        func = call.func if isinstance(call, ast.Call) else None
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in torch_names):
+            return None
+        if func.attr not in HOST_BUILT or any(k.arg in ("device", None) for k in call.keywords):  # type: ignore[union-attr]
+            return None
+        built.add(func.attr)
+    if len(built) != 1:
+        return None
+    return Value(Kind.TENSOR, HOST, False, origin=f"torch.{built.pop()}")
 
 
 def _dotted(text: str) -> bool:
@@ -205,10 +235,17 @@ def _returned_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool
 
 def _own_statements(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
     """The statements (and `except` clauses) of a function's own scope, not of the functions and
-    classes nested in it. Only statements: returns, and the targets that rebind a name, are statements
+    classes nested in it (see `_own_statements_from`)."""
+    for statement in fn.body:
+        yield from _own_statements_from(statement)
+
+
+def _own_statements_from(statement: ast.AST) -> Iterator[ast.AST]:
+    """A statement of a function's body and the statements (and `except` clauses) nested in it, not
+    those of the functions and classes nested in it. Only statements: returns, and the targets that rebind a name, are statements
     (an assignment expression `(x := ...)` is not looked for), and an outline is read for every module
     a project analysis touches, so the expressions inside are not walked."""
-    stack: list[ast.AST] = list(fn.body)
+    stack: list[ast.AST] = [statement]
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

@@ -21,6 +21,8 @@ CONVERSIONS = frozenset({"float", "int", "bool"})
 MATH_TESTS = frozenset({"math.isfinite", "math.isnan", "math.isinf"})
 ORDERING_BUILTINS = frozenset({"max", "min", "sorted"})
 MODULE_RECEIVER_WORDS = frozenset({"model", "net", "module", "network", "self"})
+# nn.Module's own API, which no tensor has: what they are called on is a module
+MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "state_dict", "buffers", "named_buffers", "modules", "named_modules", "children", "named_children"})
 
 
 def _in_optimizer_class(site: Site) -> bool:
@@ -104,6 +106,15 @@ for step, (x, y) in enumerate(loader):
         "syncs inside torch are not the script's)."
     )
     valid = (
+        # a parameter-server worker ships its gradients: the module moves to the host, nothing is read
+        """
+import torch
+def run_worker(ps, batches):
+    m = ps.get_model().cuda()
+    for inputs, labels in batches:
+        loss_fn(m(inputs), labels).backward()
+        m = ps.update_and_fetch_model([p.grad for p in m.cpu().parameters()]).cuda()
+""",
         """
 import torch
 for step, (x, y) in enumerate(loader):
@@ -197,9 +208,12 @@ for x, y in loader:
         if not model.uses_accelerator:
             return
         chained: set[int] = set()
+        modules: set[int] = set()  # results used as modules (`m.cpu().parameters()`): a module moved, not read
         for call in model.calls:
             if call.method in SYNC_METHODS and isinstance(call.receiver, cst.Call):
                 chained.add(id(call.receiver))
+            elif call.method in MODULE_ONLY_METHODS and isinstance(call.receiver, cst.Call):
+                modules.add(id(call.receiver))
 
         def per_step(site: Site) -> bool:
             return model.every_step(site) and not _in_optimizer_class(site)
@@ -211,7 +225,7 @@ for x, y in loader:
         reads = [
             (call, described) for call in model.calls
             if per_step(call.site) and not _feeds_environment(model, call)
-            for described in (self._describe(model, call, chained),) if described
+            for described in (self._describe(model, call, chained, modules),) if described
         ]
         # the body of `if torch.min(y) < -1: print(torch.min(y))` (or of `if loss.item() > 1:`) runs
         # after its test has drained the device's queue, and only when the data says so: one
@@ -240,15 +254,17 @@ for x, y in loader:
                 text = model.module.code_for_node(fv.node.expression)
                 yield Finding(fv.node, f"formatting tensor `{text}` in an f-string synchronises the host with the GPU on every training step", facts={"kind": "value read"})
 
-    def _describe(self, model: TrainingModel, call: Call, chained: set[int]) -> str | None:
+    def _describe(self, model: TrainingModel, call: Call, chained: set[int], modules: set[int]) -> str | None:
         code = model.module.code_for_node
         site = call.site
         if call.method in SYNC_METHODS and id(call.node) not in chained and not call.node.args and call.receiver is not None:
             receiver = model.value(_chain_base(call.receiver), site)
             if receiver.on_host or receiver.kind in NOT_DEVICE_DATA:
                 return None
-            if call.method == "cpu" and (MODULE_RECEIVER_WORDS & set(tokens(call.receiver_text or "")) or call.discarded):
-                return None  # (`vae.cpu()` as a statement: a module offloaded in place, a tensor's copy would be lost)
+            if call.method == "cpu" and (MODULE_RECEIVER_WORDS & set(tokens(call.receiver_text or "")) or call.discarded or id(call.node) in modules):
+                # (`vae.cpu()` as a statement: a module offloaded in place, a tensor's copy would be
+                # lost; `m.cpu().parameters()`: a module moved to the host)
+                return None
             return f"`{shorten(code(call.node), 60)}`"
         if call.method == "to" and call.node.args and call.receiver is not None:
             first = call.node.args[0]

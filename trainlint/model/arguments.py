@@ -1,0 +1,152 @@
+"""What a call passes for each parameter: the argument for a parameter as summaries name it, and
+the body of a module-level lambda with the call's arguments put in.
+
+Shim modules spell tensor methods as functions (`reduce_sum = lambda x, *args, **kwargs:
+x.sum(*args, **kwargs)`, `to = lambda x, *args, **kwargs: x.to(*args, **kwargs)`, as d2l does), so
+that `float(d2l.reduce_sum(cmp))` is `float(cmp.sum())`: the value model evaluates the body with
+each parameter replaced by the argument given for it, in the caller's scope.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+if TYPE_CHECKING:
+    from trainlint.model.facts import Function, Site
+    from trainlint.model.lattice import Value
+    from trainlint.model.training import TrainingModel
+
+
+class _Substitute(cst.CSTTransformer):
+    """The lambda's body with its parameters replaced by the call's arguments; `*args` and
+    `**kwargs` passed on become the extra positional and keyword arguments."""
+
+    def __init__(self, given: dict[str, cst.BaseExpression], extra: list[cst.Arg], keywords: list[cst.Arg], star: str, double: str) -> None:
+        super().__init__()
+        self.given, self.extra, self.keywords, self.star, self.double = given, extra, keywords, star, double
+        self.names_kept: set[int] = set()  # attribute and keyword names, never parameters
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        self.names_kept.add(id(node.attr))
+        return True
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        if node.keyword is not None:
+            self.names_kept.add(id(node.keyword))
+        return True
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False  # (a nested lambda's names are its own)
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        if id(original_node) in self.names_kept:
+            return updated_node
+        return self.given.get(original_node.value, updated_node)
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        args: list[cst.Arg] = []
+        for arg in updated_node.args:
+            passed = arg.value.value if isinstance(arg.value, cst.Name) else None
+            if arg.star == "*" and passed == self.star:
+                args.extend(self.extra)
+            elif arg.star == "**" and passed == self.double:
+                args.extend(self.keywords)
+            else:
+                args.append(arg)
+        return updated_node.with_changes(args=args)
+
+
+def inline(lam: cst.Lambda, call: cst.Call) -> cst.BaseExpression | None:
+    """`lam`'s body as `call` runs it, or None when the arguments cannot be matched to the parameters
+    (a `*xs` or `**kw` in the call, a parameter given twice or not at all)."""
+    params = lam.params
+    if params.posonly_params or params.kwonly_params or any(a.star for a in call.args if a.star in ("*", "**")):
+        return None
+    names = [p.name.value for p in params.params]
+    given: dict[str, cst.BaseExpression] = {}
+    extra: list[cst.Arg] = []
+    keywords: list[cst.Arg] = []
+    positional = [a for a in call.args if a.keyword is None]
+    for index, arg in enumerate(positional):
+        if index < len(names):
+            given[names[index]] = arg.value
+        else:
+            extra.append(arg)
+    for arg in call.args:
+        if arg.keyword is None:
+            continue
+        name = arg.keyword.value
+        if name in names and name not in given:
+            given[name] = arg.value
+        elif name in names:
+            return None
+        else:
+            keywords.append(arg)
+    for p in params.params:
+        if p.name.value not in given:
+            if p.default is None:
+                return None
+            given[p.name.value] = p.default
+    star = params.star_arg.name.value if isinstance(params.star_arg, cst.Param) else ""
+    double = params.star_kwarg.name.value if params.star_kwarg is not None else ""
+    if (extra and not star) or (keywords and not double):
+        return None
+    return lam.body.visit(_Substitute(given, extra, keywords, star, double))  # type: ignore[return-value]
+
+
+def argument_for(call: cst.Call, parameter: str | None) -> cst.BaseExpression | None:
+    """The argument a call passes for a parameter named as summaries name it ("0 model": its
+    position among the explicit parameters, and its name), if it is plain."""
+    if not parameter:
+        return None
+    index_text, _, name = parameter.partition(" ")
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == name:
+            return a.value
+    positional = []
+    for a in call.args:
+        if a.star:
+            return None  # `*args`: which one lands there is unknown
+        if a.keyword is None:
+            positional.append(a.value)
+    index = int(index_text) if index_text.isdigit() else -1
+    return positional[index] if 0 <= index < len(positional) else None
+
+
+class LambdaCalls:
+    """Calls of this module's top-level lambdas, for `CallValues`."""
+
+    model: "TrainingModel"
+
+    def of(self, expr: cst.BaseExpression, function: "Function | None", at: "Site | None" = None) -> "Value":
+        raise NotImplementedError
+
+    def _lambda_call(self, name: str, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value | None:
+        """`reduce_sum(x, dim)` for `reduce_sum = lambda x, *args: x.sum(*args)` at the top level of this
+        module (and nowhere else): what its body gives with the arguments put in."""
+        m = self.model
+        assigns = m.reaching(None, name, None) if fn is None or not m.reaching(fn, name, at) else ()
+        if len(assigns) != 1 or assigns[0].op is not None or not isinstance(assigns[0].value, cst.Lambda):
+            return None
+        key = (id(call), id(assigns[0].value))
+        if key not in self._inlined:  # (kept for the model's life: values are memoised by node identity)
+            self._inlined[key] = inline(assigns[0].value, call)
+        body = self._inlined[key]
+        if body is None or key in self._inlining:
+            return None
+        self._inlining.add(key)
+        try:
+            return self.of(body, fn, at)
+        finally:
+            self._inlining.discard(key)
+
+    @cached_property
+    def _inlined(self) -> dict[tuple[int, int], cst.BaseExpression | None]:
+        return {}
+
+    @cached_property
+    def _inlining(self) -> set[tuple[int, int]]:
+        return set()
