@@ -107,7 +107,7 @@ def _subclassing(project: "Project", target: Path, callers: list[Path]) -> list[
     own = set(project.outline(target).classes)
     # an importer carries its own classes, and its factories of `target`'s (`create_critic_model`
     # returning a `RewardModel`)
-    carried = {i: set(project.outline(i).classes) | _carries(project.summary(i), own) for i in callers if i != target}
+    carried = {i: set(project.outline(i).classes) | _carries(project.outline(i), own) for i in callers if i != target}
     frontier = [i for i in carried if carried[i]]
     for _ in range(MAX_CARRIER_DEPTH):
         next_frontier: list[Path] = []
