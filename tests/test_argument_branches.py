@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.helpers import lint
 from tests.test_library_hooks import lint_tree
 
 FLOWS = {
@@ -86,3 +87,47 @@ def test_a_step_call_passing_none_or_the_flag_keeps_the_findings(tmp_path: Path)
     files["tts/model.py"] = FLOWS["tts/model.py"].replace("return self.decoder(y, y_mask)", "return self.decoder(y, None, reverse=True)")
     found = [f for f in lint_tree(tmp_path, files) if f.startswith("tts/decoder.py")]
     assert found == ["tts/decoder.py:11:TL406", "tts/decoder.py:24:TL406"], found
+
+
+GRAD_NORM = """
+import torch
+from torch._six import inf
+
+
+def get_grad_norm_(parameters, norm_type: float = 2.0):
+    parameters = [p for p in parameters if p.grad is not None]
+    norm_type = float(norm_type)
+    device = parameters[0].grad.device
+    if norm_type == inf:
+        total_norm = max(p.grad.detach().abs().max().to(device) for p in parameters)
+    else:
+        total_norm = torch.norm(torch.stack([torch.norm(p.grad.detach(), norm_type).to(device) for p in parameters]), norm_type)
+    return total_norm
+
+
+class NativeScaler:
+    def __init__(self):
+        self._scaler = torch.cuda.amp.GradScaler()
+
+    def __call__(self, loss, optimizer, parameters):
+        self._scaler.scale(loss).backward()
+        self._scaler.unscale_(optimizer)
+        norm = get_grad_norm_(parameters{norm_type})
+        self._scaler.step(optimizer)
+        self._scaler.update()
+        return norm
+
+
+loss_scaler = NativeScaler()
+for samples, targets in loader:
+    loss = criterion(model(samples.cuda()), targets.cuda())
+    loss_scaler(loss, optimizer, model.parameters())
+"""
+
+
+def test_a_numeric_default_no_call_changes_rules_out_its_branch() -> None:
+    # mae's and ConvNeXt's get_grad_norm_: the step leaves norm_type at 2.0, so the `inf` branch (its
+    # max() over device tensors) never runs; passing inf takes it
+    assert [d.line for d in lint(GRAD_NORM.replace("{norm_type}", ""), "TL401")] == []
+    taken = lint(GRAD_NORM.replace("{norm_type}", ", norm_type=inf"), "TL401")
+    assert [d.line for d in taken] == [GRAD_NORM.splitlines().index("        total_norm = max(p.grad.detach().abs().max().to(device) for p in parameters)") + 1]

@@ -45,10 +45,13 @@ def branch_not_taken(model: "TrainingModel", site: Site) -> bool:
         if not (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1):
             continue
         compared = test.comparisons[0]
-        if not isinstance(compared.operator, (cst.Equal, cst.NotEqual)) or literal_string(compared.comparator) is None:
+        against = _literal(model, compared.comparator)
+        if not isinstance(compared.operator, (cst.Equal, cst.NotEqual)) or against is None:
+            continue
+        if not _unchanged(model, fn, test.left.value, site):
             continue
         passed = _passed_literals(model, fn, test.left.value)
-        if passed and all((value == literal_string(compared.comparator)) != isinstance(compared.operator, cst.Equal) for value in passed):
+        if passed and all((value == against) != isinstance(compared.operator, cst.Equal) for value in passed):
             return True
     # `if x_mask is not None: ... else: <site>`, with every call passing a tensor for `x_mask`
     branches = [(n, True) for d, n in zip(site.gate_depths, site.gate_nodes) if d == -1 and n is not None]
@@ -129,21 +132,50 @@ def _never_none(model: "TrainingModel", fn: Function, name: str) -> bool:
         if model.value(arg, call.site).kind not in (Kind.TENSOR, Kind.MODULE, Kind.OBJECT, Kind.NUMBER, Kind.STRING, Kind.COLLECTION, Kind.BOOL):
             return False
     return True
-def _passed_literals(model: "TrainingModel", fn: Function, name: str) -> set[str] | None:
-    """The strings every call of `fn` off the error path passes for parameter `name` (its
+def _literal(model: "TrainingModel", expr: cst.BaseExpression | None) -> str | float | None:
+    """A string, a number (`2.0`, `-1`) or infinity (`inf` from math, NumPy or torch) written there."""
+    text = literal_string(expr)
+    if text is not None or expr is None:
+        return text
+    sign = 1.0
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        sign, expr = -1.0, expr.expression
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return sign * float(expr.evaluated_value)
+    if model.imports.resolve(expr) in ("math.inf", "numpy.inf", "torch.inf", "torch._six.inf"):
+        return sign * float("inf")
+    return None
+
+
+def _unchanged(model: "TrainingModel", fn: Function, name: str, site: Site) -> bool:
+    """Parameter `name` still holds what the call gave at `site`: never rebound before it, but to
+    its own conversion (`norm_type = float(norm_type)`)."""
+    for assign in model.reaching(fn, name, site):
+        value = assign.value
+        if assign.op is not None or not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
+            return False
+        if value.func.value not in ("float", "int", "str") or len(value.args) != 1:
+            return False
+        if not (isinstance(value.args[0].value, cst.Name) and value.args[0].value.value == name):
+            return False
+    return True
+
+
+def _passed_literals(model: "TrainingModel", fn: Function, name: str) -> set[str | float] | None:
+    """The strings or numbers every call of `fn` off the error path passes for parameter `name` (its
     default where a call passes none); None when one is not a literal or others may call it."""
     if name not in fn.params or (model.project is not None and fn in getattr(model, "_external_chains", {})) or model._is_hook(fn):
         return None
     calls = [c for c in model.calls_of(fn) if not c.site.in_except]
     if not calls:
         return None
-    default = literal_string(fn.defaults[name]) if name in fn.defaults else None
-    found: set[str] = set()
+    default = _literal(model, fn.defaults[name]) if name in fn.defaults else None
+    found: set[str | float] = set()
     for call in calls:
         if any(a.star for a in call.node.args):
             return None
         arg = _argument(fn, call, name)
-        value = literal_string(arg) if arg is not None else default
+        value = _literal(model, arg) if arg is not None else default
         if value is None:
             return None
         found.add(value)
