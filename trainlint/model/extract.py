@@ -42,7 +42,7 @@ def _target_texts(target: cst.BaseExpression) -> list[str]:
     return []
 
 
-def _is_early_exit(node: cst.If) -> bool:
+def is_early_exit(node: cst.If) -> bool:
     """`if not should_log: return` / `if step % n: continue` gates what follows in the block."""
     body = node.body
     stmts: Sequence[cst.BaseStatement | cst.BaseSmallStatement]
@@ -295,11 +295,11 @@ class Extractor(cst.CSTVisitor):
         self._gate_nodes.pop()
 
     def leave_If(self, original_node: cst.If) -> None:
-        if self._block_else and original_node.orelse is None and _is_early_exit(original_node):
+        if self._block_else and original_node.orelse is None and is_early_exit(original_node):
             self._else_of.append(original_node)  # `if not reverse: ...; return`: the rest runs when the test fails
             self._block_else[-1] += 1
         # `if step % 10 != 0: return` (true on most steps) leaves the rest to one step in ten
-        if self._block_gates and _is_early_exit(original_node) and (self._is_gate(original_node.test) or mostly_true_modulo(original_node.test)):
+        if self._block_gates and is_early_exit(original_node) and (self._is_gate(original_node.test) or mostly_true_modulo(original_node.test)):
             self._gates.append(len(self._loop_stack))
             self._gate_nodes.append(original_node)
             self._block_gates[-1] += 1

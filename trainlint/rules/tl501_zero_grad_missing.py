@@ -6,6 +6,7 @@ from typing import Iterator
 
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, TrainingModel
+from trainlint.model.extract import is_early_exit
 from trainlint.model.names import tokens
 from trainlint.rules.rule import Finding, Rule
 
@@ -61,6 +62,18 @@ for x, y in loader:
         "between steps; with neither, gradients accumulate, and the gradient norm's growth shows it."
     )
     valid = (
+        # a batch whose loss is not finite is skipped: its gradients are cleared and that path never steps
+        """
+import torch
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    if not torch.isfinite(loss):
+        optimizer.zero_grad()
+        continue
+    optimizer.step()
+    optimizer.zero_grad()
+""",
         """
 for i, x in enumerate(loader):
     model(x).backward()
@@ -144,6 +157,8 @@ for x in loader:
                     continue
                 if clear.site.order > step.site.order:
                     continue
+                if any(n is not None and is_early_exit(n) and n not in step.site.gate_nodes for n in clear.site.gate_nodes):
+                    continue  # `if not torch.isfinite(loss): optimizer.zero_grad(); continue`: that path never steps
                 between = [b for b in backwards if b.site.function is fn and clear.site.order < b.site.order < step.site.order]
                 before = [b for b in backwards if b.site.function is fn and b.site.order < clear.site.order and set(b.site.loops) >= set(step.site.loops)]
                 if before and not between:
