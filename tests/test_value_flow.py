@@ -87,6 +87,26 @@ def test_a_module_level_lambda_shim_is_its_body_with_the_arguments_put_in():
     assert found(code, "TL401") == [line]
 
 
+def test_a_script_that_fixes_its_device_to_the_cpu_syncs_nothing_whatever_it_asks_about_cuda():
+    code = """
+    import torch
+
+    use_cuda = torch.cuda.is_available()
+    device = torch.device({device})
+    model = torch.nn.Linear(4, 4).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        loss = ((model(x) - y) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(loss.item())
+    """
+    assert found(code.replace("{device}", '"cpu"'), "TL401") == []
+    assert found(code.replace("{device}", '"cuda" if use_cuda else "cpu"'), "TL401") == [14]
+
+
 def test_reads_of_host_values_are_not_syncs():
     code = """
     import torch

@@ -46,6 +46,8 @@ ACCELERATOR_LIBRARIES = (
 )
 # torch's device APIs (beside `torch.cuda`): a `torch.device` that is not the CPU, Apple's, Intel's
 _DEVICE_APIS = ("torch.device", "torch.mps.", "torch.xpu.", "torch.accelerator.", "torch.backends.mps.")
+# asking what devices there are puts no work on one (`use_cuda = torch.cuda.is_available()`, unused)
+_DEVICE_QUERIES = frozenset({"is_available", "device_count", "get_device_name", "get_device_properties", "get_device_capability", "is_bf16_supported"})
 
 # What a module needs in its text to hold a step of its own: a backward, an optimizer or scaler
 # `.step`, a step hook, a loss-scaler call (`loss_scaler(loss, opt)`); see `could_step`.
@@ -194,6 +196,8 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
             (c.qualname or "").startswith("torch.cpu.amp") for c in self.calls
         )
         for call in self.calls:
+            if (call.qualname or "").rpartition(".")[2] in _DEVICE_QUERIES:
+                continue
             if call.method == "cuda" or (call.qualname or "").startswith("torch.cuda."):
                 return True
             if cpu_only:
