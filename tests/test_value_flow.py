@@ -687,3 +687,21 @@ def test_a_tensor_given_for_topk_s_count_is_read_on_the_host() -> None:
                 opt.step()
     """
     assert lines(source, "TL401") == [9, 10]
+
+
+def test_an_fp16_network_with_its_batchnorm_back_in_fp32_is_told_only_its_other_weights_stall():
+    code = """
+    import torch
+    import torch.nn as nn
+
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Flatten(), nn.LazyLinear(10)).half()
+    for m in net.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.float()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    """
+    (d,) = lint(code, "TL101")
+    assert "norm layers kept in float32" in d.message and "convolutions and linear layers" in d.message
+    assert "norm gains" not in d.message
+    (plain,) = lint(code.replace("m.float()", "pass"), "TL101")
+    assert "norm gains" in plain.message

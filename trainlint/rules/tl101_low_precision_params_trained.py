@@ -95,7 +95,9 @@ for x, y in loader:
         "(`requires_grad_(False)`, PEFT/LoRA adapters) whose trainable adapters are fp32; optimizers that "
         "handle low-precision weights (anything outside `torch.optim`: optimi, torchao's bf16 stochastic "
         "rounding AdamW, DeepSpeed engines with fp32 master weights); a cast of a different module than the "
-        "one optimized (a bf16 teacher with an fp32 student)."
+        "one optimized (a bf16 teacher with an fp32 student). The fast-CIFAR recipe (a network cast to fp16 "
+        "with its BatchNorm layers set back to fp32) keeps the norm gains moving, and the finding says so: "
+        "only its fp16 convolutions and linear layers lose small updates."
     )
     verification = (
         "`trainlint verify` predicts from the dtype's spacing (`torch.nextafter`) which fraction of parameter "
@@ -129,6 +131,16 @@ with torch.autocast("cuda", dtype=torch.bfloat16):
 """,
     )
     invalid = (
+        # the fast-CIFAR recipe: BatchNorm back in fp32, the convolution weights still fp16
+        """
+import torch
+import torch.nn as nn
+net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)).half()
+for m in net.modules():
+    if isinstance(m, nn.BatchNorm2d):
+        m.float()
+optimizer = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+""",
         """
 import torch
 model = GPT(config)
@@ -194,6 +206,16 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
             if isinstance(value, (cst.Float, cst.Integer)):
                 facts[key] = float(value.value)
         what = "the default dtype is set to" if not cast.targets else f"`{sorted(cast.targets)[0]}` is cast to"
+        if cast.targets and _norms_kept_in_fp32(model):
+            # the fast-CIFAR recipe: BatchNorm back in fp32, the convolutions and linear layers not
+            facts["norms_fp32"] = True
+            return Finding(
+                cast.call.node,
+                f"{what} {cast.dtype} (its norm layers kept in float32) and trained by `{line}`, which keeps no fp32 "
+                f"master copy of the other weights: updates smaller than half the {cast.dtype} spacing of a weight "
+                f"({HALF_SPACING[cast.dtype]} at 1.0) round away in the convolutions and linear layers",
+                facts=facts,
+            )
         return Finding(
             cast.call.node,
             f"{what} {cast.dtype} and trained by `{line}`, which keeps no fp32 master copy: "
@@ -218,6 +240,30 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         if not (opt.qualname or "").startswith(PLAIN_OPTIMIZER_PREFIX) and opt.receiver is not None:
             return opt.receiver  # `model.configure_optimizers(...)` optimizes the model's parameters
         return opt.arg(0, "params")
+
+
+NORM_LAYERS = frozenset({"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LayerNorm", "GroupNorm", "_BatchNorm"})
+
+
+def _norms_kept_in_fp32(model: TrainingModel) -> bool:
+    """Norm layers set back to float32 after a half cast (`if isinstance(m, nn.BatchNorm2d): m.float()`),
+    or left out of it (`if not isinstance(m, nn.BatchNorm2d): m.half()`), in a module's loop over its
+    layers."""
+    for call in model.calls:
+        if call.method not in ("float", "half") or not call.site.loops:
+            continue
+        for gate in call.site.gate_nodes:
+            test = gate.test if gate is not None else None
+            negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+            inner = test.expression if negated else test  # type: ignore[union-attr]
+            if not (isinstance(inner, cst.Call) and dotted(inner.func) == "isinstance" and len(inner.args) == 2):
+                continue
+            classes = inner.args[1].value
+            names = [e.value for e in classes.elements] if isinstance(classes, cst.Tuple) else [classes]  # type: ignore[union-attr]
+            norms = any((model.imports.resolve(n) or "").startswith("torch.nn") and (model.imports.resolve(n) or "").rsplit(".", 1)[-1] in NORM_LAYERS for n in names)
+            if norms and negated == (call.method == "half"):
+                return True
+    return False
 
 
 def _lr_source(model: TrainingModel, lr: cst.BaseExpression) -> dict[str, object]:
