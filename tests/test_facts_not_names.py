@@ -228,3 +228,67 @@ def test_a_helper_that_steps_what_it_is_given_updates_where_it_is_given_an_optim
     found = [d.line for d in lint_file(script, "TL205", name=str(tmp_path / "train.py")) if d.code == "TL205"]
     assert found == [10]  # the clip after the helper stepped the optimizer; stepping `env` updates nothing
     assert [d.line for d in lint_file(script.replace("advance(optimizer)", "advance(env)"), "TL205", name=str(tmp_path / "train.py"))] == []
+
+
+HAND_UPDATE = """
+import torch
+
+
+def sgd(params, lr, batch_size):
+    with torch.no_grad():
+        for param in params:
+            param -= lr * param.grad / batch_size
+            param.grad.zero_()
+
+
+w = torch.zeros(4, 1, requires_grad=True, device="cuda")
+b = torch.zeros(1, requires_grad=True, device="cuda")
+for epoch in range(3):
+    for X, y in data_iter:
+        l = ((X.cuda() @ w + b - y.cuda()) ** 2).sum()
+        l.backward()
+        sgd([w, b], 0.03, 10)
+        print(l.item())
+"""
+
+EPOCH_WITH_HAND_UPDATE = """
+import torch
+
+model = Net().cuda()
+
+
+def evaluate(batches):
+    total = 0.0
+    with torch.no_grad():
+        for x, y in batches:
+            total += criterion(model(x.cuda()), y.cuda()).item()
+    return total
+
+
+def train(batches, lr):
+    for x, y in batches:
+        model.zero_grad()
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-lr)
+
+
+for epoch in range(10):
+    train(train_batches, 20.0)
+    val_loss = evaluate(val_batches)
+"""
+
+
+def test_a_helper_that_updates_the_weights_by_hand_is_the_step_of_the_loop_calling_it() -> None:
+    # d2l's `sgd(params, lr, batch_size)`: `param -= lr * param.grad` in a loop over the parameters
+    # is the update, as `optimizer.step()` is; the batch loop calling it trains
+    (d,) = lint(HAND_UPDATE, "TL401")
+    assert d.line == HAND_UPDATE.splitlines().index("        print(l.item())") + 1
+
+
+def test_an_epoch_function_updating_by_hand_in_its_batch_loop_does_not_make_the_epoch_loop_a_step() -> None:
+    # word_language_model's train(): the hand update sits in the loop over batches, which
+    # backpropagates: train() runs an epoch, and evaluate() beside it is not per step
+    lines = [d.line for d in lint(EPOCH_WITH_HAND_UPDATE, "TL401")]
+    assert lines == []

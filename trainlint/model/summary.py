@@ -171,6 +171,9 @@ class Summarizer:
         self.label = label
         self._memo: dict[int, FunctionSummary] = {}
         self._active: set[int] = set()
+        from trainlint.model.manual_updates import updated_by_hand  # (libcst's side: not for outlines)
+
+        self._by_hand = updated_by_hand(model)  # weights updated through their `.grad`, by hand
 
     def module(self) -> ModuleSummary:
         m = self.model
@@ -251,7 +254,7 @@ class Summarizer:
         returns = _qualified(m.values.returns(fn) if fn.return_facts else UNKNOWN, m)
         return FunctionSummary(
             where=f"`{fn.qualified}` in {self.label}",
-            steps=steps,
+            steps=steps or fn in self._by_hand,
             backprops=backprops,
             trains=trains,
             clears_grads=clears,

@@ -32,6 +32,7 @@ from trainlint.model.facts import (
 )
 from trainlint.model.hooks import LIBRARY_HOOK_NAMES, LIBRARY_STEP_METHODS, library_step_hook
 from trainlint.model.lattice import Kind
+from trainlint.model.manual_updates import updated_by_hand
 from trainlint.model.names import ImportMap, dotted, tokens
 from trainlint.model.reaching import ReachingDefinitions
 from trainlint.model.symbols import SymbolQueries
@@ -301,7 +302,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
     def _analyse(self) -> None:
         # Functions that update weights (an optimizer step) or backpropagate outside any loop of their
         # own, directly or through such callees, to a fixpoint over calls.
-        updating = self._unlooped_closure(lambda c: self.is_optimizer_step(c) or self.project_steps(c))
+        updating = self._unlooped_closure(lambda c: self.is_optimizer_step(c) or self.project_steps(c), updated_by_hand(self))
         backpropagating = self._unlooped_closure(
             lambda c: self.is_step_event(c) or self._runs_any(c, updating) or self.project_backprops(c)
         )
@@ -388,9 +389,10 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
             return direct in functions
         return any(f in functions for f in self.callees(call))
 
-    def _unlooped_closure(self, event) -> set[Function]:
-        """Functions with a call matching `event` outside their own loops, or calling such a function."""
-        found: set[Function] = set()
+    def _unlooped_closure(self, event, seed: frozenset[Function] = frozenset()) -> set[Function]:
+        """Functions with a call matching `event` outside their own loops, or calling such a function
+        (or one of `seed`)."""
+        found: set[Function] = set(seed)
         changed = True
         while changed:
             changed = False

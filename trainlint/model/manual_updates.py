@@ -1,0 +1,68 @@
+"""Weight updates written by hand: a parameter changed in place through its own gradient.
+
+Tutorials and fast-training scripts update weights without `torch.optim` (`param -= lr * param.grad`,
+`w.data.add_(w.grad, alpha=-lr)`, `p.data = p.data - lr * p.grad`, d2l's `sgd(params, lr, batch_size)`):
+a function doing so updates the weights each time it runs, as an optimizer's `step()` does, even
+inside its own loop over the parameters.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from trainlint.model.names import dotted
+from trainlint.model.walk import child_nodes
+
+if TYPE_CHECKING:
+    from trainlint.model.facts import Function, Site
+    from trainlint.model.training import TrainingModel
+
+# in-place tensor arithmetic that applies an update to its receiver
+IN_PLACE_UPDATES = frozenset({"sub_", "add_", "addcdiv_", "addcmul_", "copy_", "lerp_"})
+
+
+def _own(text: str) -> str:
+    """The parameter an update target names: `param` for `param` and `param.data`."""
+    return text[: -len(".data")] if text.endswith(".data") else text
+
+
+def _reads_gradient_of(expr: cst.CSTNode, parameter: str) -> bool:
+    """Whether `expr` reads `parameter.grad` (or `parameter.grad.data`)."""
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Attribute) and node.attr.value == "grad" and _own(dotted(node.value) or "") == parameter:
+            return True
+        stack.extend(child_nodes(node))
+    return False
+
+
+def updated_by_hand(model: "TrainingModel") -> frozenset["Function"]:
+    """The functions of a module that change a parameter in place through its gradient, once per call:
+    outside loops, or in loops over the parameters that backpropagate nothing (a loop over batches
+    that updates by hand is a training loop, its function an epoch's). An optimizer's own `step`,
+    which user loops call as one, is left to them."""
+    backpropagating = {id(loop) for c in model.calls if model.is_backward(c) for loop in c.site.loops}
+    found: set["Function"] = set()
+
+    def once(site: "Site") -> bool:
+        return not any(id(loop) in backpropagating for loop in site.loops)
+
+    for assign in model.assigns:
+        fn = assign.site.function
+        if fn is None or fn in found or len(assign.targets) != 1 or not once(assign.site):
+            continue
+        target = assign.targets[0]
+        if assign.op in ("SubtractAssign", "AddAssign") or (assign.op is None and target.endswith(".data")):
+            if _reads_gradient_of(assign.value, _own(target)):
+                found.add(fn)
+    for call in model.calls:
+        fn = call.site.function
+        if fn is None or fn in found or call.method not in IN_PLACE_UPDATES or not call.receiver_text or not once(call.site):
+            continue
+        parameter = _own(call.receiver_text)
+        if any(_reads_gradient_of(a.value, parameter) for a in call.node.args):
+            found.add(fn)
+    return frozenset(fn for fn in found if not any(b.rsplit(".", 1)[-1] == "Optimizer" for b in fn.class_bases))
