@@ -18,7 +18,6 @@ MAX_LINES = 500
 # only: nothing is imported at run time.
 TYPE_ONLY_UPWARD = {
     ("trainlint.model.values", "trainlint.model.training"): "the value evaluator is handed the TrainingModel it serves",
-    ("trainlint.model.value_calls", "trainlint.model.training"): "the evaluator's call half reads the same TrainingModel",
     ("trainlint.model.arguments", "trainlint.model.training"): "lambda calls are evaluated for the same TrainingModel",
     ("trainlint.model.manual_updates", "trainlint.model.training"): "hand updates are read from the TrainingModel being analysed",
     ("trainlint.model.training", "trainlint.model.summary"): "the project lookup the model is given answers with summaries",

@@ -63,7 +63,7 @@ def inline(lam: cst.Lambda, call: cst.Call) -> cst.BaseExpression | None:
     """`lam`'s body as `call` runs it, or None when the arguments cannot be matched to the parameters
     (a `*xs` or `**kw` in the call, a parameter given twice or not at all)."""
     params = lam.params
-    if params.posonly_params or params.kwonly_params or any(a.star for a in call.args if a.star in ("*", "**")):
+    if params.posonly_params or params.kwonly_params or any(a.star in ("*", "**") for a in call.args):
         return None
     names = [p.name.value for p in params.params]
     given: dict[str, cst.BaseExpression] = {}

@@ -41,7 +41,6 @@ from trainlint.model.torchnames import (
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Function, Site
-    from trainlint.model.training import TrainingModel
 
 
 TENSOR_NAMESPACES = ("torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special", "torch.distributions")
@@ -100,12 +99,7 @@ def device_of_argument(expr: cst.BaseExpression | None) -> str:
 
 
 class CallValues(LambdaCalls):
-    """The call-evaluating half of `ValueModel`."""
-
-    model: "TrainingModel"
-
-    def of(self, expr: cst.BaseExpression, function: "Function | None", at: "Site | None" = None) -> Value:
-        raise NotImplementedError
+    """The call-evaluating half of `ValueModel` (`of` is the evaluator's, declared on `LambdaCalls`)."""
 
     @cached_property
     def default_device(self) -> str:

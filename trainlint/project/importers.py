@@ -242,7 +242,8 @@ def _own_statements(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.
 
 def _own_statements_from(statement: ast.AST) -> Iterator[ast.AST]:
     """A statement of a function's body and the statements (and `except` clauses) nested in it, not
-    those of the functions and classes nested in it. Only statements: returns, and the targets that rebind a name, are statements
+    those of the functions and classes nested in it. Only statements: returns, and the targets that
+    rebind a name, are statements
     (an assignment expression `(x := ...)` is not looked for), and an outline is read for every module
     a project analysis touches, so the expressions inside are not walked."""
     stack: list[ast.AST] = [statement]

@@ -99,14 +99,13 @@ MAX_CARRIER_DEPTH = 4  # modules between the one defining a class and the one ru
 def _subclassing(project: "Project", target: Path, callers: list[Path]) -> list[Path]:
     """Modules that get objects of `target`'s classes from other modules without importing it, and
     may call them every step: handed down by modules that carry them. An importer of `target`
-    carries its own classes and its factories of `target`'s (`BaseTacotron`, whose inherited `get_criterion` builds the loss); a
-    module further up carries a class deriving from a carried one (`Tacotron2(BaseTacotron)`), a
-    method's class or a factory whose every `return` gives a carried class's instance
+    carries its own classes (`BaseTacotron`, whose inherited `get_criterion` builds the loss) and its
+    factories of `target`'s classes (`create_critic_model` returning a `RewardModel`); a module
+    further up carries a class deriving from a carried one (`Tacotron2(BaseTacotron)`), a method's
+    class or a factory whose every `return` gives a carried class's instance
     (`BaseEncoder.get_criterion`, `setup_encoder_model`). The importers of a carrier are callers."""
     out: list[Path] = []
     own = set(project.outline(target).classes)
-    # an importer carries its own classes, and its factories of `target`'s (`create_critic_model`
-    # returning a `RewardModel`)
     carried = {i: set(project.outline(i).classes) | _carries(project.outline(i), own) for i in callers if i != target}
     frontier = [i for i in carried if carried[i]]
     for _ in range(MAX_CARRIER_DEPTH):

@@ -260,7 +260,8 @@ def _norms_kept_in_fp32(model: TrainingModel) -> bool:
                 continue
             classes = inner.args[1].value
             names = [e.value for e in classes.elements] if isinstance(classes, cst.Tuple) else [classes]  # type: ignore[union-attr]
-            norms = any((model.imports.resolve(n) or "").startswith("torch.nn") and (model.imports.resolve(n) or "").rsplit(".", 1)[-1] in NORM_LAYERS for n in names)
+            resolved = [model.imports.resolve(n) or "" for n in names]
+            norms = any(q.startswith("torch.nn") and q.rsplit(".", 1)[-1] in NORM_LAYERS for q in resolved)
             if norms and negated == (call.method == "half"):
                 return True
     return False

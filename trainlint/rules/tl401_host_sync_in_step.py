@@ -22,7 +22,9 @@ MATH_TESTS = frozenset({"math.isfinite", "math.isnan", "math.isinf"})
 ORDERING_BUILTINS = frozenset({"max", "min", "sorted"})
 MODULE_RECEIVER_WORDS = frozenset({"model", "net", "module", "network", "self"})
 # nn.Module's own API, which no tensor has: what they are called on is a module
-MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "state_dict", "buffers", "named_buffers", "modules", "named_modules", "children", "named_children"})
+MODULE_ONLY_METHODS = frozenset(
+    "parameters named_parameters state_dict buffers named_buffers modules named_modules children named_children".split()
+)
 
 
 def _in_optimizer_class(site: Site) -> bool:
