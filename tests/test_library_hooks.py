@@ -534,3 +534,56 @@ def test_a_loss_module_reached_through_an_inherited_criterion_is_per_step(tmp_pa
     whole = lint_tree(tmp_path, files)
     assert "tts/layers/guided.py:9:TL406" in whole, whole
     assert lint_tree(tmp_path, {}, paths=["tts/layers/guided.py"]) == ["tts/layers/guided.py:9:TL406"]
+
+
+# An SFT trainer (LLaMA-Factory-style) that picks its loss by a flag: the HF `Trainer` calls the
+# function bound to `self.compute_loss_func` from its `compute_loss` every step.
+LOSS_FUNC = {
+    "sft/__init__.py": "",
+    "sft/losses.py": """
+        import torch
+
+
+        def masked_loss(outputs, labels, num_items_in_batch=None):
+            logits = outputs["logits"].float()
+            labels = torch.nn.functional.pad(labels, (0, 1), value=-100)[..., 1:].to(logits.device)
+            per_token = torch.nn.functional.cross_entropy(logits, labels, reduction="none")
+            valid = labels != -100
+            if not valid.any():
+                return logits.sum() * 0
+            return per_token[valid].mean()
+
+
+        def scaled_loss(outputs, labels, num_items_in_batch=None, alpha=1.0):
+            logits = outputs["logits"].float().to("cuda")
+            if logits.isnan().any():
+                return logits.sum() * 0
+            return alpha * logits.mean()
+    """,
+    "sft/trainer.py": """
+        from functools import partial
+
+        from transformers import Seq2SeqTrainer
+
+        from sft.losses import masked_loss, scaled_loss
+
+
+        class SFTTrainer(Seq2SeqTrainer):
+            def __init__(self, use_masked, alpha, **kwargs):
+                super().__init__(**kwargs)
+                if use_masked:
+                    self.compute_loss_func = masked_loss
+                else:
+                    self.compute_loss_func = partial(scaled_loss, alpha=alpha)
+    """,
+}
+
+
+def test_a_function_bound_to_the_trainer_s_per_step_loss_attribute_runs_every_step(tmp_path: Path) -> None:
+    assert lint_tree(tmp_path, LOSS_FUNC) == ["sft/losses.py:10:TL401", "sft/losses.py:17:TL401"]
+    assert lint_tree(tmp_path, LOSS_FUNC, ["sft/losses.py"]) == ["sft/losses.py:10:TL401", "sft/losses.py:17:TL401"]
+
+
+def test_a_function_bound_to_the_same_attribute_of_a_class_no_trainer_calls_is_not_per_step(tmp_path: Path) -> None:
+    files = dict(LOSS_FUNC, **{"sft/trainer.py": LOSS_FUNC["sft/trainer.py"].replace("(Seq2SeqTrainer)", "").replace("super().__init__(**kwargs)", "pass")})
+    assert lint_tree(tmp_path, files) == []

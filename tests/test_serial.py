@@ -40,12 +40,13 @@ def test_a_result_comes_back_field_for_field():
 
 
 def test_a_summary_comes_back_with_every_field_of_every_stored_type():
-    nested = Value(Kind.COLLECTION, "host", None, None, "list", None, Value(Kind.TENSOR, "accelerator", True, "float16"))
+    pair = (Value(Kind.FUNCTION, origin="torch.cuda.synchronize"), Value(Kind.NONE, "host"))
+    nested = Value(Kind.COLLECTION, "host", None, None, "list", None, Value(Kind.TENSOR, "accelerator", True, "float16"), pair)
     full = FunctionSummary("`f` in u.py", True, True, True, True, True, True, ("torch.cuda.synchronize()",),
                            ("t.item()",), True, True, True, False, nested, ("/p/u.py", "f"), "0 model", ("vae_layer",),
                            "1 optimizer")
     assert all(getattr(full, f.name) != f.default for f in fields(FunctionSummary))  # a new field must be stored too
-    assert [f.name for f in fields(Value)] == ["kind", "device", "graph", "dtype", "origin", "enabled", "element"]
+    assert [f.name for f in fields(Value)] == ["kind", "device", "graph", "dtype", "origin", "enabled", "element", "items"]
     assert [f.name for f in fields(ClassSummary)] == ["kind", "methods", "bases"]
     assert [f.name for f in fields(ModuleSummary)] == ["functions", "classes", "exports", "step_calls", "arguments", "outline"]
     assert [f.name for f in fields(Argument)] == ["callee_path", "callee", "key", "class_path", "class_name"]

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from trainlint.model.lattice import UNKNOWN_DEVICE, Kind, Value
+
 if TYPE_CHECKING:
     from trainlint.model.facts import Function, Site
-    from trainlint.model.lattice import Value
     from trainlint.model.training import TrainingModel
 
 
@@ -150,3 +151,20 @@ class LambdaCalls:
     @cached_property
     def _inlining(self) -> set[tuple[int, int]]:
         return set()
+
+
+def refinable(declared: Value) -> bool:
+    """A declared type that leaves open what the values passed can say: which class of module or
+    object, where the elements of a collection live."""
+    if declared.kind in (Kind.MODULE, Kind.OBJECT):
+        return not declared.origin
+    return declared.kind is Kind.COLLECTION and (declared.element is None or declared.element.device == UNKNOWN_DEVICE)
+
+
+def refines(passed: Value, declared: Value) -> bool:
+    """Whether a value passed says more than the declared type it is passed for (and agrees with it)."""
+    if passed.kind is not declared.kind:
+        return False
+    if passed.kind is Kind.COLLECTION:
+        return passed.element is not None and passed.element.kind is not Kind.UNKNOWN and passed.element.device != UNKNOWN_DEVICE
+    return bool(passed.origin)

@@ -28,10 +28,9 @@ class CallGraph:
     def callee(self, call: Call) -> Function | None:
         """The function of this module a call invokes: `f(...)`, `self.f(...)` or `cls.f(...)`."""
         if call.name is not None and call.qualname is None:
-            for fn in self._by_name.get(call.name, ()):
-                if fn.class_name is None:
-                    return fn
-            return None
+            if self._shadowed(call.name, call):
+                return None  # a parameter or a variable of that name: what it holds says (`callees`)
+            return self.visible_function(call.name, call.site.function)  # type: ignore[attr-defined]
         if call.method is not None and call.receiver_text in ("self", "cls"):
             caller = call.site.function
             candidates = self._by_name.get(call.method, ())
@@ -40,6 +39,28 @@ class CallGraph:
                     return fn
             return candidates[0] if len(candidates) == 1 else None
         return None
+
+    def called_function(self, call: Call) -> Function | None:
+        """The function of this module a call runs: its `callee`, else the function the name or
+        `self` attribute it calls holds (`step = torch.compile(train_step)`, then `step(batch)`)."""
+        direct = self.callee(call)
+        if direct is not None or call.qualname is not None:
+            return direct
+        func = call.node.func
+        if isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and call.receiver_text == "self"):
+            held = self.held_functions(self.value(func, call.site))  # type: ignore[attr-defined]
+            return held[0] if held else None
+        return None
+
+    def _shadowed(self, name: str, call: Call) -> bool:
+        """Whether `name` is bound where `call` is made by something other than a `def`: a parameter
+        of its function (or of one enclosing it) or an assignment reaching it."""
+        scope = call.site.function
+        while scope is not None:
+            if name in scope.params:
+                return True
+            scope = scope.parent
+        return bool(self.reaching(call.site.function, name, call.site))  # type: ignore[attr-defined]
 
     def callees(self, call: Call) -> tuple[Function, ...]:
         """Every function of this module a call may run: its `callee`; for `self.m()`, the overrides of
@@ -64,6 +85,11 @@ class CallGraph:
             ]
             return (direct, *overrides)
         func = call.node.func
+        if isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and call.receiver_text == "self"):
+            # `step(batch)` after `step = make_step(model, opt)`; `self.loss_fn(x)` holding a function
+            held = self.held_functions(self.value(func, call.site))  # type: ignore[attr-defined]
+            if held:
+                return tuple(held)
         if isinstance(func, cst.Attribute) and call.receiver_text not in ("self", "cls") and not isinstance(func.value, cst.Call):
             # `obj.m(...)`: a method of the class obj is an instance of (of each it may be)
             found = [m for info in self._instance_classes(func.value, call) if (m := self._method(info, func.attr.value)) is not None]

@@ -5,7 +5,7 @@ A mixin of `TrainingModel`."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable
 
@@ -13,7 +13,15 @@ import libcst as cst
 
 from trainlint.model.lattice import MAX_ALTERNATIVES, origins
 from trainlint.model.facts import Call, Function
-from trainlint.model.summary import DISPATCH
+from trainlint.model.hooks import LIBRARY_HOOK_ATTRIBUTES, library_step_hook
+from trainlint.model.summary import DISPATCH, FunctionSummary
+
+@dataclass(frozen=True, eq=False)
+class Bound:
+    """Where a step chain starts that is no call: a function bound to a library's per-step attribute."""
+
+    node: cst.BaseExpression
+
 
 MAX_WHENEVER = 48  # calls recorded per function run from elsewhere (a model's `forward` and what it runs)
 
@@ -190,7 +198,7 @@ class StepChains:
 
         if self.project is None or not self.path:
             return []
-        found: list[tuple[str, tuple[Call | Place, ...]]] = []
+        found: list[tuple[str, tuple[Call | Place | Bound, ...], str]] = []
         for call in self.calls:
             if not self.every_step(call.site) or self.framework_internal(call.site):
                 continue
@@ -204,6 +212,7 @@ class StepChains:
                 prefix = chains[0] if chains else ()
             found.extend((target, (*prefix, call), "") for target in targets)
         found.extend(self._calls_whenever_run())
+        found.extend(self._hook_attribute_bindings())
         for target, chain, when in found:
             self._stepping_targets.setdefault(chain[-1], []).append((target, when))  # type: ignore[index]
         places = place([c for _, chain, _ in found for c in chain if not isinstance(c, tuple)]) if found else {}
@@ -211,6 +220,38 @@ class StepChains:
             StepCall(target, tuple(c if isinstance(c, tuple) else places.get(c, (self.path, 0, 0)) for c in chain), self.uses_accelerator, when)
             for target, chain, when in found
         ]
+
+    def _hook_attribute_bindings(self) -> "list[tuple[str, tuple[Bound], str]]":
+        """`self.compute_loss_func = dft_loss_func` in a subclass of a library trainer that calls that
+        attribute once per step (`LIBRARY_HOOK_ATTRIBUTES`): the project function bound there (through a
+        `lambda` calling it or a `functools.partial` of it too) runs every step; its chain starts at
+        the binding."""
+        out: list[tuple[str, tuple[Bound], str]] = []
+        for assign in self.assigns:
+            fn = assign.site.function
+            if fn is None or fn.class_name is None or assign.op is not None or len(assign.targets) != 1:
+                continue
+            owner, _, attr = assign.targets[0].partition(".")
+            if owner != "self" or not library_step_hook(attr, self.class_bases(fn), LIBRARY_HOOK_ATTRIBUTES):  # type: ignore[attr-defined]
+                continue
+            for node, target in self._bound_functions(assign.value):
+                out.append((target, (Bound(node),), ""))
+        return out
+
+    def _bound_functions(self, expr: cst.BaseExpression) -> list[tuple[cst.BaseExpression, str]]:
+        """The project functions a callable expression runs when called: a function's name, the function
+        a `lambda`'s body calls, the function of a `functools.partial(f, ...)`."""
+        if isinstance(expr, cst.Lambda):
+            expr = expr.body
+            if not isinstance(expr, cst.Call):
+                return []
+            expr = expr.func
+        elif isinstance(expr, cst.Call) and self.imports.resolve(expr.func) == "functools.partial" and expr.args:
+            expr = expr.args[0].value
+        qualname = self.imports.resolve(expr)
+        if qualname is None or not isinstance(self.project_symbol(qualname), FunctionSummary):
+            return []
+        return [(expr, qualname)]
 
     def _calls_whenever_run(self) -> list[tuple[str, tuple[Call, ...], str]]:
         """For each function other modules may run (top level, or a method of a top-level class) that

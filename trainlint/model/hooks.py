@@ -43,6 +43,14 @@ LIBRARY_STEP_HOOKS: dict[tuple[str, str], frozenset[str]] = {
     ("mmengine", "Hook"): frozenset({"before_train_iter", "after_train_iter"}),
 }
 LIBRARY_HOOK_NAMES = frozenset().union(*LIBRARY_STEP_HOOKS.values())
+# Attributes a library's trainer calls once per step: the HF `Trainer`'s `compute_loss` calls
+# `self.compute_loss_func(outputs, labels, num_items_in_batch=...)` when it is set (transformers 4.46+),
+# so a function a subclass binds there (`self.compute_loss_func = dft_loss_func`) runs every step.
+_HF_LOSS_FUNC = frozenset({"compute_loss_func"})
+LIBRARY_HOOK_ATTRIBUTES: dict[tuple[str, str], frozenset[str]] = {
+    **{("transformers", name): _HF_LOSS_FUNC for name in ("Trainer", "Seq2SeqTrainer")},
+    **{("trl", name): _HF_LOSS_FUNC for name in ("SFTTrainer", "RewardTrainer", "GRPOTrainer", "PRMTrainer", "GKDTrainer")},
+}
 # What a library runs with autograd off: its evaluation hooks (Lightning wraps `validation_step` in
 # `torch.no_grad()`; the HF `Trainer`'s `prediction_step` runs under it, and `evaluate` drives it).
 _LIGHTNING_NO_GRAD = frozenset({"validation_step", "test_step", "predict_step"})

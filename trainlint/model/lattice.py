@@ -22,6 +22,7 @@ class Kind(str, enum.Enum):
     COLLECTION = "collection"  # list, tuple, dict, set, parameters(), a tokenizer's output
     HOST_ARRAY = "host_array"  # numpy arrays and other host data
     OBJECT = "object"  # an instance of a known non-tensor class
+    FUNCTION = "function"  # a function as a value: `origin` is a library's or the project's dotted name, or LOCAL_FUNCTION's
     UNKNOWN = "unknown"
 
 
@@ -39,6 +40,7 @@ class Value:
     origin: str | None = None  # the class or callable that made it: "torch.optim.AdamW", "utils.NativeScaler"
     enabled: bool | None = None  # scalers: `GradScaler(enabled=False)` is the identity
     element: "Value | None" = None  # collections: what an element is, when known
+    items: "tuple[Value, ...] | None" = None  # tuples: each element by position (`return event, sync`)
 
     @property
     def is_tensor(self) -> bool:
@@ -62,7 +64,7 @@ class Value:
                     return replace(a, device=a.device if b.kind is not Kind.UNKNOWN else UNKNOWN_DEVICE)
                 if b.kind in (Kind.NONE,):
                     return a
-                if a.kind in (Kind.MODULE, Kind.OBJECT) and a.origin and b.kind is Kind.UNKNOWN and b.origin is None:
+                if a.kind in (Kind.MODULE, Kind.OBJECT, Kind.FUNCTION) and a.origin and b.kind is Kind.UNKNOWN and b.origin is None:
                     # an instance of a project class on one path, unknown on the other (`criterion, step =
                     # model.load_checkpoint(criterion=criterion)` under a flag): its methods may run
                     return replace(a, device=UNKNOWN_DEVICE, dtype=None)
@@ -75,6 +77,7 @@ class Value:
             self.origin if self.origin == other.origin else _either(self, other),
             self.enabled if self.enabled == other.enabled else None,
             self.element if self.element == other.element else None,
+            self.items if self.items == other.items else _join_items(self.items, other.items),
         )
 
 
@@ -86,9 +89,22 @@ def origins(value: Value) -> tuple[str, ...]:
     return tuple(value.origin.split("|")) if value.origin else ()
 
 
+# the origin of a function of the module being analysed: "def:<its index in the module's functions>"
+# (nested functions of different scopes may share a name); never seen by other modules
+LOCAL_FUNCTION = "def:"
+
+
+def _join_items(a: "tuple[Value, ...] | None", b: "tuple[Value, ...] | None") -> "tuple[Value, ...] | None":
+    """Two tuples of one length joined place by place (else nothing known by position)."""
+    if a is None or b is None or len(a) != len(b):
+        return None
+    return tuple(x | y for x, y in zip(a, b))
+
+
 def _either(a: Value, b: Value) -> str | None:
-    """The origin of the join of two objects of different known classes: one of them ("A|B")."""
-    if a.kind not in (Kind.MODULE, Kind.OBJECT) or not a.origin or not b.origin:
+    """The origin of the join of two objects of different known classes (or two functions): one of
+    them ("A|B")."""
+    if a.kind not in (Kind.MODULE, Kind.OBJECT, Kind.FUNCTION) or not a.origin or not b.origin:
         return None
     union = sorted({*origins(a), *origins(b)})
     return "|".join(union) if len(union) <= MAX_ALTERNATIVES else None

@@ -212,7 +212,7 @@ class Summarizer:
             unlooped = own and not call.site.loops
             # every call of the function runs it (inside a loop of its own: several times per call)
             every = own and not call.site.in_except and not any(d >= 0 for d in call.site.gate_depths)
-            callee = m.callee(call)
+            callee = m.called_function(call)
             if every and callee is None and call.receiver_text == "self" and call.method and fn.class_name:
                 self_calls.append(call.method)  # (not a method of the class: an attribute it holds)
             if unlooped and every and call.method == "step" and call.receiver_text in params and len(call.node.args) <= 1:
@@ -235,8 +235,8 @@ class Summarizer:
                 steps = True
             if unlooped and (m.is_backward(call) or (sub is not None and sub.backprops)):
                 backprops = True
-            if every and call.qualname in SYNCHRONIZE:
-                synchronizes.append(f"{call.qualname}()")
+            if every and (held := [n for n in m.called_names(call) if n in SYNCHRONIZE]):
+                synchronizes.append(f"{held[0]}()")
             elif every and sub is not None and sub.synchronizes:
                 synchronizes.extend(sub.synchronizes)
             if every and call.method in VALUE_READS and call.receiver is not None:

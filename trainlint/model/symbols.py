@@ -15,6 +15,7 @@ from trainlint.config import is_test_path
 from trainlint.model.lattice import Kind, Value, join, origins
 from trainlint.model.names import dotted, tokens
 from trainlint.model.arguments import argument_for
+from trainlint.model.function_values import local_function_index, local_function_origin
 from trainlint.model.values import ValueModel
 
 if TYPE_CHECKING:
@@ -126,6 +127,47 @@ class SymbolQueries:
                 return fn
         return None
 
+    def visible_function(self, name: str, fn: Function | None) -> Function | None:
+        """The function `name` refers to in `fn` by Python's scopes: one defined in `fn` or in a
+        function enclosing it, else at the top level (a parameter or assignment of the name shadows
+        it: ask `reaching` first)."""
+        candidates = [f for f in self._by_name.get(name, ()) if f.class_name is None]  # type: ignore[attr-defined]
+        scope = fn
+        while scope is not None:
+            found = next((f for f in candidates if f.parent is scope), None)
+            if found is not None:
+                return found
+            scope = scope.parent
+        return next((f for f in candidates if f.parent is None), None)
+
+    def function_value(self, function: Function) -> Value:
+        """A function of this module as a value (what a name bound to it holds)."""
+        return Value(Kind.FUNCTION, origin=local_function_origin(self._function_indexes[id(function)]))
+
+    def held_functions(self, value: Value) -> list[Function]:
+        """The functions of this module a function value may be."""
+        if value.kind is not Kind.FUNCTION:
+            return []
+        indexes = [local_function_index(o) for o in origins(value)]
+        return [self.functions[i] for i in indexes if i is not None and i < len(self.functions)]  # type: ignore[attr-defined]
+
+    def called_names(self, call: Call) -> tuple[str, ...]:
+        """The library or project functions a call runs by name: its resolved name, else those the
+        function value it calls may be (`self._synchronize()` after `self._synchronize =
+        torch.cuda.synchronize`)."""
+        if call.qualname is not None:
+            return (call.qualname,)
+        if not isinstance(call.node.func, cst.Name) and call.receiver_text != "self":
+            return ()
+        value = self.value(call.node.func, call.site)
+        if value.kind is not Kind.FUNCTION:
+            return ()
+        return tuple(o for o in origins(value) if local_function_index(o) is None)
+
+    @cached_property
+    def _function_indexes(self) -> dict[int, int]:
+        return {id(f): i for i, f in enumerate(self.functions)}  # type: ignore[attr-defined]
+
     def local_class(self, name: str) -> ClassInfo | None:
         return self._classes_by_name.get(name)
 
@@ -135,6 +177,12 @@ class SymbolQueries:
         info = self._classes_by_name[name]
         summary = self.summarizer.cls(info)
         return Value(class_kind(info, summary.methods), origin=name)
+
+    def is_project_function(self, qualname: str) -> bool:
+        """Whether a name this module imports is a function of a local module."""
+        from trainlint.model.summary import FunctionSummary
+
+        return isinstance(self.project_symbol(qualname), FunctionSummary)
 
     def project_symbol(self, qualname: str):  # type: ignore[no-untyped-def]
         """The summary of a name of a local module this one imports (None for libraries)."""

@@ -385,9 +385,11 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         """Whether a call may run one of these functions of this module: `f()`, `self.f()`, or a
         method of an object whose class is here, known by its value (`tokenizer.train_step(x)`)."""
         direct = self.callee(call)
-        if direct is not None or call.method is None or not any(f.name == call.method for f in functions):
+        if direct is not None or call.qualname is not None:
             return direct in functions
-        return any(f in functions for f in self.callees(call))
+        if call.method is not None and call.receiver_text != "self" and not any(f.name == call.method for f in functions):
+            return False
+        return any(f in functions for f in self.callees(call))  # (a function value too: `step = make_step(...)`)
 
     def _unlooped_closure(self, event, seed: frozenset[Function] = frozenset()) -> set[Function]:
         """Functions with a call matching `event` outside their own loops, or calling such a function
@@ -474,13 +476,13 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
     def called_from(self, loops: frozenset[Loop]) -> frozenset[Function]:
         """Functions of this module called (transitively) from inside any of these loops."""
         found: set[Function] = set()
-        frontier = [self.callee(c) for c in self.calls if any(l in loops for l in c.site.loops)]
+        frontier = [self.called_function(c) for c in self.calls if any(l in loops for l in c.site.loops)]
         while frontier:
             fn = frontier.pop()
             if fn is None or fn in found:
                 continue
             found.add(fn)
-            frontier.extend(self.callee(c) for c in fn.calls)
+            frontier.extend(self.called_function(c) for c in fn.calls)
         return frozenset(found)
 
     def under(self, site: Site, kind: str) -> bool:

@@ -26,7 +26,8 @@ from trainlint.model.lattice import (
     join,
 )
 from trainlint.model.arguments import LambdaCalls, argument_for
-from trainlint.model.names import tokens
+from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
+from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import (
     DETERMINISTIC_FACTORIES,
     GRAD_SCALER,
@@ -98,7 +99,7 @@ def device_of_argument(expr: cst.BaseExpression | None) -> str:
     return UNKNOWN_DEVICE
 
 
-class CallValues(LambdaCalls):
+class CallValues(LambdaCalls, FunctionCalls):
     """The call-evaluating half of `ValueModel` (`of` is the evaluator's, declared on `LambdaCalls`)."""
 
     @cached_property
@@ -124,6 +125,10 @@ class CallValues(LambdaCalls):
             if value is not None:
                 return value
         own = m.imports.own_name(func)  # `f`, or `d2l.f` where `d2l` is this module itself
+        if isinstance(func, cst.Attribute) and dotted(func.value) == "self" and own is None:
+            held = self.of(func, fn, at)  # `self.tokenizer(text)` after `self.tokenizer = list_str_to_tensor`
+            if held.kind is Kind.FUNCTION:
+                return self._called_function(held, call, fn, at)
         if isinstance(func, cst.Attribute) and (own is None or qual is not None):
             return self._method_call(func.attr.value, func.value, call, fn, at)
         if isinstance(func, (cst.Name, cst.Attribute)) and own is not None:
@@ -152,7 +157,7 @@ class CallValues(LambdaCalls):
                     return Value(Kind.COLLECTION, HOST, element=element)
                 if name in ("getattr", "isinstance", "hasattr", "callable", "type", "id", "print", "super"):
                     return BOOL if name in ("isinstance", "hasattr", "callable") else UNKNOWN
-                local = m.local_function(name)
+                local = m.visible_function(name, fn) if not m.reaching(fn, name, at) and name not in (fn.params if fn else ()) else None
                 if local is not None:
                     return self.returns(local)
                 inlined = self._lambda_call(name, call, fn, at)
@@ -169,6 +174,8 @@ class CallValues(LambdaCalls):
             callee = self.of(func, fn, at)
             if callee.kind is Kind.MODULE:
                 return self._forward(at, callee)
+            if callee.kind is Kind.FUNCTION:
+                return self._called_function(callee, call, fn, at)
             # `loss_scaler(loss, optimizer)`: what its class's `__call__` returns (passed in by another module)
             called = m.method_value(callee, "__call__") if callee.kind in (Kind.OBJECT, Kind.SCALER) else None
             if called is None and callee.kind is Kind.UNKNOWN and fn is not None and isinstance(func, cst.Name):
@@ -243,6 +250,10 @@ class CallValues(LambdaCalls):
             return Value(Kind.DATALOADER, origin=qual)
         if qual in ("accelerate.Accelerator", "accelerate.accelerator.Accelerator"):
             return Value(Kind.OBJECT, origin="accelerate.Accelerator")  # its `prepare` returns what it is given
+        if qual in FUNCTION_WRAPPERS and call.args:  # `torch.compile(train_step)`, `partial(loss, alpha=a)`
+            wrapped = self.of(call.args[0].value, fn, at)
+            if wrapped.kind is Kind.FUNCTION:
+                return wrapped
         if qual in ("copy.deepcopy", "copy.copy", "torch.autograd.Variable") or last in ("convert_sync_batchnorm", "convert_syncbn_model"):
             # (torch's and apex's sync-BatchNorm conversions give back the module they are given; the
             # legacy `Variable(t)`, the tensor)
@@ -482,4 +493,3 @@ def _kwarg(call: cst.Call, name: str) -> cst.BaseExpression | None:
         if a.keyword is not None and a.keyword.value == name:
             return a.value
     return None
-

@@ -31,7 +31,8 @@ from trainlint.model.lattice import (
     join,
     join_graph,
 )
-from trainlint.model.arguments import argument_for
+from trainlint.model.arguments import argument_for, refinable, refines
+from trainlint.model.function_values import library_function
 from trainlint.model.containers import comprehension_bindings, element_of, is_empty_list
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES
@@ -135,7 +136,8 @@ class ValueModel(CallValues):
             return self.of(expr.body, fn, at) | self.of(expr.orelse, fn, at)
         if kind in (cst.List, cst.Tuple, cst.Set):
             elements = [self.of(e.value, fn, at) for e in expr.elements if isinstance(e, cst.Element)]
-            return Value(Kind.COLLECTION, HOST, element=join(elements) if elements else None)
+            exact = kind is cst.Tuple and not any(isinstance(e, cst.StarredElement) for e in expr.elements)  # (by place)
+            return Value(Kind.COLLECTION, HOST, element=join(elements) if elements else None, items=tuple(elements) if exact else None)
         if kind is cst.Dict:
             values = [self.of(e.value, fn, at) for e in expr.elements if isinstance(e, cst.DictElement)]
             return Value(Kind.COLLECTION, HOST, element=join(values) if values else None)
@@ -207,6 +209,9 @@ class ValueModel(CallValues):
             module_level = m.reaching(None, name, None)
             if module_level:
                 return self._bindings(name, module_level)
+        defined = m.visible_function(name, fn)
+        if defined is not None:
+            return m.function_value(defined)  # `fn = train_step`: the function itself
         qual = m.imports.resolve(cst.Name(name))
         if qual is not None:
             return self._imported(qual)
@@ -250,6 +255,8 @@ class ValueModel(CallValues):
             if len(parts) == len(assign.targets) and not any(isinstance(e, cst.StarredElement) for e in parts):
                 # `self.model, self.opt = model, opt`: each target takes the element in its place
                 return self.of(parts[assign.targets.index(name)].value, assign.site.function, assign.site)
+            if value.items is not None and len(value.items) == len(assign.targets):
+                return value.items[assign.targets.index(name)]  # `event, sync = self._accelerator()`
             if value.kind is Kind.COLLECTION and value.element is not None:
                 return value.element
             if value.kind is Kind.TENSOR:
@@ -304,7 +311,7 @@ class ValueModel(CallValues):
             return library  # what the library's API passes, whatever the annotation says (coqui's `criterion: nn.Module` is a list)
         annotation = fn.annotations.get(name)
         declared = self._annotation(annotation) if annotation else None
-        if declared is not None and not _refinable(declared):
+        if declared is not None and not refinable(declared):
             return declared
         # a declared `nn.Module` says what kind, not which class (a `list[Tensor]`, not where its
         # tensors live): what is passed may say
@@ -312,7 +319,7 @@ class ValueModel(CallValues):
             self._arguments(fn, name),
             self.model.passed_from_other_modules(fn, name),
         ):
-            if passed is not None and (declared is None or _refines(passed, declared)):
+            if passed is not None and (declared is None or refines(passed, declared)):
                 return passed
         if declared is not None:
             return declared
@@ -392,7 +399,9 @@ class ValueModel(CallValues):
             return Value(Kind.OBJECT, HOST, origin=qual)
         if qual.startswith(("numpy", "math")):
             return HOST_DATA
-        return UNKNOWN
+        if self.model.is_project_function(qual):
+            return Value(Kind.FUNCTION, origin=qual)  # a project function named, not called
+        return library_function(qual) or UNKNOWN
 
     # -- attributes ----------------------------------------------------------------------------
     def _attribute(self, expr: cst.Attribute, fn: "Function | None", at: "Site | None") -> Value:
@@ -473,20 +482,3 @@ def _target_names(target: cst.BaseExpression) -> set[str]:
             out |= _target_names(e.value)
         return out
     return set()
-
-
-def _refinable(declared: Value) -> bool:
-    """A declared type that leaves open what the values passed can say: which class of module or
-    object, where the elements of a collection live."""
-    if declared.kind in (Kind.MODULE, Kind.OBJECT):
-        return not declared.origin
-    return declared.kind is Kind.COLLECTION and (declared.element is None or declared.element.device == UNKNOWN_DEVICE)
-
-
-def _refines(passed: Value, declared: Value) -> bool:
-    if passed.kind is not declared.kind:
-        return False
-    if passed.kind is Kind.COLLECTION:
-        return passed.element is not None and passed.element.kind is not Kind.UNKNOWN and passed.element.device != UNKNOWN_DEVICE
-    return bool(passed.origin)
-

@@ -115,15 +115,17 @@ def _decode_class(v: object) -> ClassSummary:
 
 def _encode_value(v: Value) -> list[object]:
     return [v.kind.value, v.device, v.graph, v.dtype, v.origin, v.enabled,
-            None if v.element is None else _encode_value(v.element)]
+            None if v.element is None else _encode_value(v.element),
+            None if v.items is None else [_encode_value(i) for i in v.items]]
 
 
 def _decode_value(v: object) -> Value:
     from trainlint.model.lattice import Value
 
-    kind, device, graph, dtype, origin, enabled, element = items(v, 7)
+    kind, device, graph, dtype, origin, enabled, element, parts = items(v, 8)
     value = Value(_kind(kind), text(device), opt_flag(graph), opt_text(dtype), opt_text(origin), opt_flag(enabled),
-                  None if element is None else _decode_value(element))
+                  None if element is None else _decode_value(element),
+                  None if parts is None else tuple(_decode_value(i) for i in items(parts)))
     return _interned().get(value, value)
 
 

@@ -58,6 +58,20 @@ for step, x in enumerate(loader):
 """,
     )
     invalid = (
+        # the function held by an attribute (a profiler picking its accelerator's synchronize)
+        """
+import torch
+class Profiler:
+    def __init__(self):
+        self.event, self.sync = (torch.cuda.Event, torch.cuda.synchronize) if torch.cuda.is_available() else (None, None)
+    def on_step_end(self):
+        self.sync()
+profiler = Profiler()
+for x in loader:
+    model(x).backward()
+    optimizer.step()
+    profiler.on_step_end()
+""",
         """
 from torch.cuda import synchronize
 for x in loader:
@@ -80,6 +94,10 @@ def train_step(batch):
                 continue
             if call.qualname in SYNCHRONIZE:
                 yield Finding(call.node, f"`{call.qualname}()` on every training step stalls the host until the device drains")
+            elif held := [n for n in model.called_names(call) if n in SYNCHRONIZE]:
+                # `self._synchronize()` after `self._event, self._synchronize = torch.cuda.Event, torch.cuda.synchronize`
+                text = model.module.code_for_node(call.node.func)
+                yield Finding(call.node, f"`{text}()` is `{held[0]}` here: on every training step it stalls the host until the device drains")
             elif (summary := model.project_call_summary(call)) is not None and summary.synchronizes and model.project_target(call) is None:
                 text = model.module.code_for_node(call.node.func)
                 yield Finding(call.node, f"`{text}()` calls `{summary.synchronizes[0]}` ({summary.where}) on every training step, stalling the host until the device drains")

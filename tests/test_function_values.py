@@ -1,0 +1,126 @@
+"""Functions as values: a name or attribute holding a function runs that function when called, found
+from its bindings (`torch.compile(train_step)`, an alias, `functools.partial`, a closure a factory
+returns, a tuple a helper returns), never from the name it is called by (DESIGN.md: "Values, not
+names")."""
+
+from __future__ import annotations
+
+from tests.helpers import lint
+
+STEPS = """
+import torch
+from functools import partial
+
+model = torch.nn.Linear(4, 1).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def train_step(batch):
+    loss = model(batch).sum()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss.item()
+
+
+def make_step(model, opt):
+    def step(batch):
+        loss = model(batch).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss.item()
+    return step
+
+
+def compiled(loader):
+    step = torch.compile(train_step)
+    for b in loader:
+        step(b.cuda())
+
+
+def aliased(loader):
+    fn = train_step
+    for b in loader:
+        fn(b.cuda())
+
+
+def made(loader):
+    step = make_step(model, opt)
+    for b in loader:
+        step(b.cuda())
+
+
+def bound(loader):
+    fn = partial(train_step)
+    for b in loader:
+        fn(b.cuda())
+"""
+
+
+def _chains(code: str, rule: str) -> dict[int, list[int]]:
+    """For each finding of `rule`, the lines of the calls its chains start from."""
+    return {d.line: sorted(c[0].line for c in d.chains) for d in lint(code, rule)}
+
+
+def test_a_step_called_through_a_function_value_is_reached_from_the_loop_that_calls_it() -> None:
+    # train_step from the compiled, aliased and bound copies; make_step's closure from `made` only:
+    # `step(...)` in `compiled` holds torch.compile(train_step), not the closure that shares its name
+    assert _chains(STEPS, "TL401") == {14: [30, 36, 48], 23: [42]}
+
+
+def test_a_local_variable_shadows_a_function_of_the_same_name() -> None:
+    code = """
+    import torch
+
+    model = torch.nn.Linear(4, 1).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+    def log(loss):
+        print(loss.item())
+
+
+    def train(loader, log=print):
+        for b in loader:
+            loss = model(b.cuda()).sum()
+            loss.backward()
+            opt.step()
+            log(loss)
+    """
+    # the parameter `log` shadows the module's `log`: the step does not run it
+    assert _chains(code, "TL401") == {}
+    assert _chains(code.replace(", log=print", ""), "TL401") == {9: [17]}
+
+
+PROFILER = """
+import torch
+from transformers import TrainerCallback
+
+
+class ProfilerCallback(TrainerCallback):
+    @staticmethod
+    def _accelerator():
+        if torch.cuda.is_available():
+            return torch.cuda.Event, torch.cuda.synchronize
+        return None, None
+
+    def __init__(self):
+        self._event, self._synchronize = self._accelerator()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._event is None:
+            return
+        self._synchronize()
+"""
+
+
+def test_an_attribute_holding_torch_s_synchronize_synchronises_when_called() -> None:
+    found = lint(PROFILER, "TL402")
+    assert [(d.line, d.code) for d in found] == [(19, "TL402")]
+    assert "`self._synchronize()` is `torch.cuda.synchronize` here" in found[0].message
+
+
+def test_an_attribute_holding_another_function_of_the_pair_does_not() -> None:
+    # the event class sits in the first place of the tuple, the synchronize in the second
+    assert lint(PROFILER.replace("self._event, self._synchronize = ", "self._synchronize, self._event = "), "TL402") == []
