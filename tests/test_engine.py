@@ -396,6 +396,8 @@ def test_rules_refine_the_prefilter_only_where_they_cannot_fire(tmp_path):
     assert "TL303" in selected("model.eval()\n\fwhile True:\n    out = model(x)\n")
     assert "TL303" not in selected("def score(evaluator, xs):\n    for x in xs:\n        evaluator(x)\n")
     assert "TL303" not in selected("def evaluate_model(xs):\n    for x in xs:\n        model(x)\n")  # (a name selects nothing)
+    # a helper looping over batches in a module that trains: its callers may let its graphs die unused
+    assert "TL303" in selected("def evaluate_model(net, xs):\n    for x in xs:\n        net(x)\n\nloss.backward()\n")
     # fp16 without clipping: a Lightning trainer's precision, or fp16 where something backpropagates
     assert "TL202" not in selected("scaler = torch.cuda.amp.GradScaler()\nfor x in data:\n    print(x)\n")
     assert "TL202" in selected("trainer = L.Trainer(precision='16-mixed')\n")

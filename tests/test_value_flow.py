@@ -705,3 +705,27 @@ def test_an_fp16_network_with_its_batchnorm_back_in_fp32_is_told_only_its_other_
     assert "norm gains" not in d.message
     (plain,) = lint(code.replace("m.float()", "pass"), "TL101")
     assert "norm gains" in plain.message
+
+
+def test_what_a_like_factory_is_given_is_a_tensor() -> None:
+    # a PPO trainer's forward pass over minibatches of a dict it is handed (trl's `model_inputs`):
+    # `torch.zeros_like(attention_mask)` says the mask is a tensor, so testing its value syncs
+    code = """
+    import torch
+
+    def forward_pass(model, optimizer, model_inputs):
+        for i in range(4):
+            batch = {k: v[i * 8 : (i + 1) * 8] for k, v in model_inputs.items()}
+            attention_mask = batch["attention_mask"]
+            logits = model(**batch).cuda()
+            masks = torch.zeros_like(attention_mask)
+            for j in range(8):
+                start = 0
+                if attention_mask[j, 0] == 0:
+                    start = 1
+                masks[j, start:] = 1
+            (logits * masks).sum().backward()
+            optimizer.step()
+    """
+    assert lines(code, "TL401") == [12]
+    assert lines(code.replace("masks = torch.zeros_like(attention_mask)", "masks = torch.zeros(8, 16)"), "TL401") == []

@@ -112,6 +112,12 @@ class SymbolQueries:
                 target = target.args[0].value  # type: ignore[union-attr]  # `scaler.scale(loss).backward()`
             if isinstance(target, cst.Name):
                 found.setdefault((_identity(call.site.function), target.value), Value(Kind.TENSOR, graph=True))
+        # the first argument of torch's `*_like` factories (`torch.zeros_like(mask)`): they take a tensor only
+        for call in self.calls:  # type: ignore[attr-defined]
+            if (call.qualname or "").startswith("torch.") and call.qualname.endswith("_like") and call.node.args:
+                first = call.node.args[0]
+                if first.keyword is None and isinstance(first.value, cst.Name):
+                    found.setdefault((_identity(call.site.function), first.value.value), Value(Kind.TENSOR))
         for text in self.duck_optimizers:
             if "." not in text:
                 found.setdefault((None, text), Value(Kind.OPTIMIZER))

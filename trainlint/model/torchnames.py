@@ -116,3 +116,10 @@ def autocast_dtype(call: cst.Call, qual: str | None, imports: ImportMap) -> str 
     if device_text == "cpu":
         return "bfloat16"
     return None
+
+
+def runs_without_grad(origin: str | None) -> bool:
+    """An object a library calls under `torch.no_grad()`: diffusers' pipelines decorate `__call__` with
+    it (`StableDiffusionPipeline.from_pretrained(...)(prompt)` records no graph)."""
+    parts = (origin or "").split(".")
+    return parts[0] == "diffusers" and any(p.endswith("Pipeline") for p in parts[1:])

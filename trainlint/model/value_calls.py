@@ -38,6 +38,7 @@ from trainlint.model.torchnames import (
     is_false,
     is_true,
     literal_string,
+    runs_without_grad,
 )
 
 if TYPE_CHECKING:
@@ -214,7 +215,7 @@ class CallValues(LambdaCalls, FunctionCalls):
         """The output of a forward pass: a tensor with a graph, unless autograd is off there or the
         module is frozen (`requires_grad_(False)`)."""
         no_grad = at is not None and any(w.kind == "no_grad" for w in at.withs)
-        frozen = module is not None and module.graph is False
+        frozen = module is not None and (module.graph is False or runs_without_grad(module.origin))
         return Value(Kind.TENSOR, UNKNOWN_DEVICE, False if no_grad or frozen else True)
 
     def _by_words(self, name: str, at: "Site | None") -> Value:

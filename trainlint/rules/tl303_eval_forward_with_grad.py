@@ -10,6 +10,7 @@ import libcst as cst
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, Function, TrainingModel
 from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
+from trainlint.model.evaluation import NOT_DIFFERENTIABLE, discarded_by_callers, grad_disabled, prediction_loop_forwards
 from trainlint.model.modes import call_trains as _callee_trains
 from trainlint.model.modes import loop_ancestors
 from trainlint.model.modes import function_trains as _trains
@@ -38,14 +39,19 @@ class EvalForwardWithGrad(Rule):
     severity = Severity.WARNING
     summary = "Forward passes in evaluation code outside `torch.no_grad()` / `torch.inference_mode()`."
     hint = "Wrap evaluation in `with torch.no_grad():` (or decorate the function with `@torch.inference_mode()`)."
-    requires = ("eval", "train(", "argmax")
+    requires = ("eval", "train(", "argmax", "backward")
 
     @classmethod
     def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
         # a module switched to evaluation (`.eval()`, `.train(False)`) and run in a loop or a function
         if _EVAL_CALL.search(source):
             return LOOP_TEXT.search(source) is not None or _DEF.search(source) is not None
-        return "argmax" in source and _DEF.search(source) is not None  # a helper returning predictions
+        # a helper returning predictions or a loop keeping them, or, in a module that trains, a helper
+        # running a module over batches whose result its callers do not backpropagate
+        looped, defined = LOOP_TEXT.search(source) is not None, _DEF.search(source) is not None
+        if "argmax" in source:
+            return looped or defined
+        return "backward" in source and looped and defined
     why = (
         "Outside `no_grad`, every forward pass on parameters that require grad records an autograd graph and "
         "saves its activations for a backward that never comes. Evaluation then uses several times the "
@@ -86,10 +92,47 @@ def evaluate(model, loader):
         "helper: a function that runs a module (known as one by its value) and gives back only what no backward "
         "can reach (`argmax` labels, strings, numbers), keeping nothing on objects or in its arguments. A "
         "submodule of a module switched to eval mode is in eval mode (`net.eval()`, then `net.decoder(x)`). "
+        "A loop of the script itself that runs a module, trains nothing and keeps only what no backward can reach (labels, host arrays, numbers) is a prediction loop. "
+        "A function (not a method) that runs a module over the batches of a loop, trains nothing, and whose every caller in the module lets what it returns die without a backward is evaluation code too. Calls of a diffusers pipeline run under no_grad (the library's `__call__` says so). "
         "A function's name never makes it evaluation code."
     )
     verification = "`trainlint verify run` records, by line, the script's outermost forward calls that run with autograd on (in eval mode or not)."
     valid = (
+        # the same loop under no_grad, and one keeping the outputs themselves (for a later backward)
+        """
+import torch
+net = torch.nn.Linear(4, 2).cuda()
+preds, outputs = [], []
+with torch.no_grad():
+    for X in test_iter:
+        preds.extend(net(X.cuda()).argmax(dim=1).cpu().numpy())
+for X in batches:
+    outputs.append(net(X.cuda()))
+""",
+        # a loss over several batches that the caller backpropagates (and a diffusers pipeline, which
+        # runs under no_grad itself)
+        """
+import torch
+from diffusers import StableDiffusionPipeline
+def chunked_loss(net, chunks, loss):
+    total = 0.0
+    for x, y in chunks:
+        total += loss(net(x), y)
+    return total / len(chunks)
+
+def sample(unet, prompts):
+    pipeline = StableDiffusionPipeline.from_pretrained("sd", unet=unet)
+    for prompt in prompts:
+        pipeline(prompt).images[0].save(prompt + ".png")
+
+def train(net, batches, optimizer, loss):
+    net = net.cuda()
+    for chunks in batches:
+        optimizer.zero_grad()
+        chunked_loss(net, chunks, loss).backward()
+        optimizer.step()
+    sample(net, ["a cat"])
+""",
         # preparing a model for inference is not a forward pass through it
         """
 def load_for_eval(paths, fabric):
@@ -124,6 +167,36 @@ def compute_metric(sampler, batches):
 """,
     )
     invalid = (
+        # a notebook's test-set loop keeping only labels
+        """
+import torch
+net = torch.nn.Linear(4, 2).cuda()
+preds = []
+for X in test_iter:
+    y_hat = net(X.cuda())
+    preds.extend(y_hat.argmax(dim=1).cpu().numpy())
+""",
+        # an evaluation helper known by its use: its only caller logs what it returns
+        """
+import torch
+def evaluate_loss(data_iter, net, loss):
+    l_sum, n = 0.0, 0
+    for features, labels in data_iter:
+        outputs = net(features)
+        l_sum += loss(outputs, labels).sum()
+        n += labels.numel()
+    return l_sum / n
+
+def train(net, train_iter, valid_iter, trainer, loss, epochs):
+    net = net.cuda()
+    for epoch in range(epochs):
+        for features, labels in train_iter:
+            trainer.zero_grad()
+            loss(net(features), labels).sum().backward()
+            trainer.step()
+        valid_loss = evaluate_loss(valid_iter, net, loss)
+        print(f"valid loss {valid_loss.detach().cpu():.3f}")
+""",
         """
 import torch
 def validate(model, loader):
@@ -155,6 +228,8 @@ def train(model, ema, loader, valid_batches, optimizer):
             callee = model.callee(call)
             if callee is not None:
                 sites.setdefault(callee, []).append(call)
+        for forward in prediction_loop_forwards(model, _frozen(model)):
+            yield Finding(forward.node, "forward pass in a prediction loop records an autograd graph: the loop keeps only what no backward can reach")
         for fn in model.functions:
             if fn in model.step_functions:
                 continue
@@ -171,12 +246,16 @@ def train(model, ema, loader, valid_batches, optimizer):
                 forward = _prediction_forward(model, fn, storing)
                 if forward is not None:
                     yield Finding(forward.node, f"forward pass in `{fn.name}` records an autograd graph: it returns only predictions, which no backward can reach")
+                    continue
+                forward = discarded_by_callers(model, fn, sites.get(fn, ()) if switches else model.calls_of(fn))
+                if forward is not None:
+                    yield Finding(forward.node, f"forward pass in a loop of `{fn.name}` records an autograd graph: no caller backpropagates what it returns")
                 continue
             forwards = []
             for call in fn.calls:
                 if call.site.function is not fn or model.under(call.site, "no_grad") or model.callee(call) is not None:
                     continue  # (a helper of this module is judged on its own: `@torch.no_grad()` on it)
-                if _grad_disabled(fn, call):
+                if grad_disabled(fn, call):
                     continue  # after `torch.set_grad_enabled(False)`
                 callee = dotted(call.node.func) or ""
                 mode = _last_mode(callee, call, switches)
@@ -204,7 +283,7 @@ def train(model, ema, loader, valid_batches, optimizer):
                 continue
             for call in inside:
                 callee = dotted(call.node.func) or ""
-                if model.under(call.site, "no_grad") or _grad_disabled(fn, call) or _last_mode(callee, call, switches) is not False:
+                if model.under(call.site, "no_grad") or grad_disabled(fn, call) or _last_mode(callee, call, switches) is not False:
                     continue
                 if callee in frozen or model.value(call.node, call.site).graph is False:
                     continue
@@ -222,7 +301,7 @@ def _prediction_forward(model: TrainingModel, fn: Function, storing: set[Functio
         return None
     for ret in fn.return_facts:
         value = model.value(ret.value, ret.site) if ret.value is not None else None
-        if value is not None and not (value.graph is False or value.kind in _NOT_DIFFERENTIABLE):
+        if value is not None and not (value.graph is False or value.kind in NOT_DIFFERENTIABLE):
             return None
     if fn in storing:
         return None  # `self.cache = out`: kept beyond the call
@@ -232,9 +311,6 @@ def _prediction_forward(model: TrainingModel, fn: Function, storing: set[Functio
         if model.value(call.node.func, call.site).kind is Kind.MODULE and model.value(call.node, call.site).graph is not False:
             return call
     return None
-
-
-_NOT_DIFFERENTIABLE = frozenset({Kind.STRING, Kind.NUMBER, Kind.BOOL, Kind.NONE, Kind.HOST_ARRAY})
 
 
 def _stores(fn: Function, call: Call) -> bool:
@@ -295,19 +371,6 @@ def _runs(model: TrainingModel, call: Call, callee: str, modules: set[str]) -> b
         if value is not None and value.kind in (Kind.TENSOR, Kind.COLLECTION):  # (a batch: `tuple(t.to(d) for t in b)`)
             return True
     return False
-
-
-def _grad_disabled(fn: Function, call: Call) -> bool:
-    """Whether the last `torch.set_grad_enabled(...)` of `fn` before `call` turned autograd off."""
-    last = None
-    for other in fn.calls:
-        if other.site.order >= call.site.order:
-            break
-        if other.qualname == "torch.set_grad_enabled" and other.node.args:
-            last = dotted(other.node.args[0].value)
-    return last == "False"
-
-
 
 
 def _evaluated_here(fn: Function, switches: list[Call]) -> set[str]:

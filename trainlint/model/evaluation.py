@@ -1,0 +1,137 @@
+"""Evaluation code known by what it does, not by its name: a loop of the script that runs a module and
+keeps only predictions, and a helper running a module over batches whose result no caller
+backpropagates (TL303)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+import libcst as cst
+
+from trainlint.model.facts import Call, Function
+from trainlint.model.lattice import Kind
+from trainlint.model.modes import call_trains
+from trainlint.model.names import dotted
+
+if TYPE_CHECKING:
+    from trainlint.model.training import TrainingModel
+
+# what no backward can reach
+NOT_DIFFERENTIABLE = frozenset({Kind.STRING, Kind.NUMBER, Kind.BOOL, Kind.NONE, Kind.HOST_ARRAY})
+
+
+def grad_disabled(fn: Function, call: Call) -> bool:
+    """Whether the last `torch.set_grad_enabled(...)` of `fn` before `call` turned autograd off."""
+    last = None
+    for other in fn.calls:
+        if other.site.order >= call.site.order:
+            break
+        if other.qualname == "torch.set_grad_enabled" and other.node.args:
+            last = dotted(other.node.args[0].value)
+    return last == "False"
+
+
+def discarded_by_callers(model: "TrainingModel", fn: Function, sites: "Iterable[Call]") -> Call | None:
+    """An evaluation helper known by how it is used: it runs a module over the batches of a loop, trains
+    nothing, and every call of it in this module (one at least) lets what it returns die without a
+    backward (`valid_loss = evaluate_loss(valid_iter, net)`, then only logged). Its first forward pass
+    in a loop, outside no_grad, or None."""
+    sites = list(sites)
+    if fn.class_name is not None:
+        return None  # (a method runs wherever its objects go: its callers are not all in sight)
+    if not sites or any(model.is_backward(c) or model.is_optimizer_step(c) or call_trains(model, c) for c in fn.calls):
+        return None
+    if any(_result_backpropagated(model, site) for site in sites):
+        return None
+    for call in fn.calls:
+        if call.site.function is not fn or not call.site.loops or model.under(call.site, "no_grad") or model.callee(call) is not None:
+            continue
+        if grad_disabled(fn, call) or model.value(call.node.func, call.site).kind is not Kind.MODULE:
+            continue
+        if model.value(call.node, call.site).graph is not False:
+            return _graph_source(model, fn, call)
+    return None
+
+
+def prediction_loop_forwards(model: "TrainingModel", frozen: set[str]) -> Iterator[Call]:
+    """A loop of the script itself (a notebook's test-set loop) that runs a module, trains nothing, and
+    keeps only what no backward can reach (`preds.extend(y_hat.argmax(1).cpu().numpy())`)."""
+    for loop in model.loops:
+        if loop.function is not None or loop.is_step or loop.parent is not None:
+            continue
+        inside = [c for c in model.calls if loop in c.site.loops]
+        if any(model.is_backward(c) or model.is_optimizer_step(c) or call_trains(model, c) for c in inside):
+            continue
+        forwards = [
+            c for c in inside
+            if not model.under(c.site, "no_grad") and (dotted(c.node.func) or "") not in frozen
+            and model.value(c.node.func, c.site).kind is Kind.MODULE and model.value(c.node, c.site).graph is not False
+        ]
+        kept = [model.value(c.node.args[0].value, c.site) for c in inside if c.method in ("append", "extend", "insert", "add") and c.node.args]
+        kept += [model.value(a.value, a.site) for a in model.assigns if a.op is not None and loop in a.site.loops]
+        if forwards and kept and all(v.graph is False or v.kind in NOT_DIFFERENTIABLE for v in kept):
+            if not any(_grad_disabled_at_top(model, c) for c in forwards[:1]):
+                yield forwards[0]
+
+
+def _grad_disabled_at_top(model: "TrainingModel", call: Call) -> bool:
+    """Whether the script's last `torch.set_grad_enabled(...)` before `call` turned autograd off."""
+    last = None
+    for other in model.calls:
+        if other.site.order >= call.site.order:
+            break
+        if other.site.function is None and other.qualname == "torch.set_grad_enabled" and other.node.args:
+            last = dotted(other.node.args[0].value)
+    return last == "False"
+
+
+def _graph_source(model: "TrainingModel", fn: Function, call: Call) -> Call:
+    """The forward pass a graph starts from: `out = net(X)` for `l = loss(out, y)` in the same loop
+    (the model's forward, not the loss module's), else the call itself."""
+    for arg in call.node.args:
+        if not isinstance(arg.value, cst.Name):
+            continue
+        for assign in model.reaching(fn, arg.value.value, call.site):
+            earlier = model.call_at(assign.value) if isinstance(assign.value, cst.Call) else None
+            if earlier is not None and earlier.site.loops == call.site.loops and model.callee(earlier) is None and earlier.method is None:
+                if model.value(earlier.node, earlier.site).graph is not False and not model.under(earlier.site, "no_grad"):
+                    return earlier
+    return call
+
+
+def _result_backpropagated(model: "TrainingModel", call: Call) -> bool:
+    """Whether what a call returns may reach a backward: its caller backpropagates an expression drawing
+    on it, or hands it on where that cannot be seen (returns it, passes it to a function of its own)."""
+    statement, caller = call.site.statement, call.site.function
+    if isinstance(statement, cst.SimpleStatementLine) and any(isinstance(s, cst.Return) for s in statement.body):
+        return True
+    held = {t for a in model.assigns_in(statement) if a.value is call.node for t in a.targets}
+    if not held and not call.discarded:
+        outer = model.call_at(_enclosing_call(statement, call.node)) if statement is not None else None
+        return outer is None or model.callee(outer) is not None or bool(model.project_targets(outer)) or model.is_backward(outer)
+    for other in model.calls:
+        if other.site.function is not caller or not (model.is_backward(other) or model.callee(other) is not None):
+            continue
+        reached = [a.value for a in other.node.args] + ([other.receiver] if other.receiver is not None else [])
+        if any(held & model.roots_of(e, caller) for e in reached if e is not None):
+            return True
+    return False
+
+
+def _enclosing_call(statement: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The innermost call of `statement` that has `node` among (or inside) its arguments."""
+    found: list[cst.CSTNode] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, outer: cst.Call) -> None:
+            if outer is not node and any(_contains(a.value, node) for a in outer.args):
+                found.append(outer)
+
+    statement.visit(_Find())
+    return found[-1] if found else None
+
+
+def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+    if tree is node:
+        return True
+    return any(_contains(child, node) for child in tree.children)
