@@ -587,3 +587,83 @@ def test_a_function_bound_to_the_trainer_s_per_step_loss_attribute_runs_every_st
 def test_a_function_bound_to_the_same_attribute_of_a_class_no_trainer_calls_is_not_per_step(tmp_path: Path) -> None:
     files = dict(LOSS_FUNC, **{"sft/trainer.py": LOSS_FUNC["sft/trainer.py"].replace("(Seq2SeqTrainer)", "").replace("super().__init__(**kwargs)", "pass")})
     assert lint_tree(tmp_path, files) == []
+
+
+# A plugin registry (LLaMA-Factory's v1 style): implementations registered by name under a plugin
+# class, and a trainer calling through an instance of it, `Plugin(name).method(...)` or `Plugin(name)(...)`.
+REGISTRY = {
+    "plugins.py": """
+        class BasePlugin:
+            _registry = {}
+
+            def __init_subclass__(cls, **kwargs):
+                cls._registry = {}
+
+            def __init__(self, name):
+                self.name = name
+
+            def register(self):
+                def decorator(obj):
+                    type(self)._registry[self.name] = obj
+                    return obj
+
+                return decorator
+
+            def __getattr__(self, attr):
+                return getattr(type(self)._registry[self.name], attr)
+
+            def __call__(self, *args, **kwargs):
+                return type(self)._registry[self.name](*args, **kwargs)
+    """,
+    "backends.py": """
+        import torch
+
+        from plugins import BasePlugin
+
+
+        class ClipPlugin(BasePlugin):
+            pass
+
+
+        class LossPlugin(BasePlugin):
+            pass
+
+
+        @ClipPlugin("fsdp").register()
+        class FSDPClip:
+            @staticmethod
+            def clip_grad_norm(model, max_norm):
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                return float(norm.item())
+
+
+        @LossPlugin("token_mean").register()
+        def token_mean_loss(model, batch):
+            mask = batch["mask"].cuda()
+            logits = model(batch["input_ids"].cuda())
+            return (logits.sum(-1) * mask).sum() / mask.sum().item()
+    """,
+    "trainer.py": """
+        from backends import ClipPlugin, LossPlugin
+
+
+        def train(model, loader, optimizer, backend):
+            model.cuda()
+            for batch in loader:
+                loss = LossPlugin("token_mean")(model, batch)
+                loss.backward()
+                ClipPlugin(backend).clip_grad_norm(model, 1.0)
+                optimizer.step()
+                optimizer.zero_grad()
+    """,
+}
+
+
+def test_what_a_plugin_registry_dispatches_to_by_name_runs_every_step(tmp_path: Path) -> None:
+    assert lint_tree(tmp_path, REGISTRY) == ["backends.py:20:TL401", "backends.py:27:TL401"]
+    assert lint_tree(tmp_path, REGISTRY, ["backends.py"]) == ["backends.py:20:TL401", "backends.py:27:TL401"]
+
+
+def test_an_implementation_registered_under_another_plugin_is_not_what_the_trainer_runs(tmp_path: Path) -> None:
+    files = dict(REGISTRY, **{"backends.py": REGISTRY["backends.py"].replace('@ClipPlugin("fsdp")', '@LossPlugin("fsdp")')})
+    assert lint_tree(tmp_path, files) == ["backends.py:27:TL401"]

@@ -27,6 +27,7 @@ MAX_WHENEVER = 48  # calls recorded per function run from elsewhere (a model's `
 
 if TYPE_CHECKING:
     from trainlint.model.lattice import Value
+    from trainlint.model.summary import ClassSummary
     from trainlint.model.summary import Place, StepCall
 
 
@@ -358,8 +359,8 @@ class StepChains:
         if isinstance(func, cst.Attribute):
             # `obj.m(...)`, `Interface().m(...)` (a singleton built where it is used): a method of its class
             candidates.append((func.value, func.attr.value))
-        if isinstance(func, (cst.Attribute, cst.Subscript)) or (isinstance(func, cst.Name) and call.qualname is None):
-            # `model(x)`, `self.model(x)`, `criterion[idx](x)`: the instance's forward
+        if isinstance(func, (cst.Attribute, cst.Subscript, cst.Call)) or (isinstance(func, cst.Name) and call.qualname is None):
+            # `model(x)`, `self.model(x)`, `criterion[idx](x)`, `Plugin(name)(x)`: the instance's forward
             candidates.append((func, None))
         for expr, method in candidates:
             found = []
@@ -370,9 +371,25 @@ class StepChains:
                 name = next((n for n in ((method,) if method else ("forward", "__call__")) if n in owner.methods), None)
                 if name is not None:
                     found.append(f"{origin}.{name}")
+                found.extend(self._dispatched_to(origin, owner, method if name is None else None))
             if found:
                 return found
         return []
+
+    def _dispatched_to(self, origin: str, owner: "ClassSummary", method: str | None) -> list[str]:
+        """What an instance of a registry class runs by name (`Plugin(name).clip(...)`, `Plugin(name)(x)`):
+        the method of each class registered under it (or, called, each registered function)."""
+        from trainlint.model.summary import ClassSummary, FunctionSummary
+
+        out: list[str] = []
+        module = origin.rpartition(".")[0]
+        for name in owner.registered[:MAX_ALTERNATIVES * 2]:
+            registered = self.project_symbol(f"{module}.{name}")
+            if method is not None and isinstance(registered, ClassSummary) and method in registered.methods:
+                out.append(f"{module}.{name}.{method}")
+            elif method is None and isinstance(registered, FunctionSummary):
+                out.append(f"{module}.{name}")
+        return out
 
     def step_scope(self) -> list[tuple[cst.CSTNode, str, tuple[Call | Place, ...]]]:
         """What the analysis takes to run every training step, for `--show-steps`: each outermost step

@@ -69,6 +69,21 @@ class ClassSummary:
     # (outlines only) the bases as the module's imports spell them: "trainer.TrainerModel",
     # ".base.BaseTTS"; a base defined in the same module by its bare name
     bases: tuple[str, ...] = ()
+    # this module's functions and classes registered under the class by a decorator built from it
+    # (`@DistributedPlugin("fsdp2").register()`): what its instances dispatch to by name
+    registered: tuple[str, ...] = ()
+
+
+def registry_root(decorator: object) -> str | None:
+    """The name a registering decorator is built from: `R` in `@R("name").register()` or
+    `@R.register("name")` (libcst or ast nodes), else None."""
+    if type(decorator).__name__ != "Call":
+        return None
+    node = decorator
+    while type(node).__name__ in ("Call", "Attribute"):
+        node = node.func if type(node).__name__ == "Call" else node.value  # type: ignore[attr-defined]
+    name = getattr(node, "id", None) or getattr(node, "value", None) if type(node).__name__ == "Name" else None
+    return name if isinstance(name, str) else None
 
 
 # a place in a file: (path, 1-based line, 1-based column)
@@ -178,7 +193,13 @@ class Summarizer:
     def module(self) -> ModuleSummary:
         m = self.model
         functions = {fn.name: self.function(fn) for fn in m.functions if fn.class_name is None and _top_level(fn)}
-        classes = {c.name: self.cls(c) for c in m.classes}
+        registered: dict[str, list[str]] = {}
+        for statement in m.module.body:  # (top-level definitions)
+            for decorator in getattr(statement, "decorators", ()):
+                root = registry_root(decorator.decorator)
+                if root is not None and m.local_class(root) is not None:
+                    registered.setdefault(root, []).append(statement.name.value)  # type: ignore[attr-defined]
+        classes = {c.name: replace(self.cls(c), registered=tuple(registered.get(c.name, ()))) for c in m.classes}
         return ModuleSummary(functions, classes, {k: v for k, v in m.imports.names.items() if v.split(".", 1)[0] != "torch"})
 
     def cls(self, info: "ClassInfo") -> ClassSummary:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, Kind, Value
-from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary
+from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, registry_root
 from trainlint.reading import MAX_MODULE_BYTES, MAX_PROJECT_MODULES, State, project_modules, project_state, read_regular
 
 # `from .x import`, `from pkg.mod import`, `import a.b as c, d` (also after `;` and indented)
@@ -120,6 +120,11 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
             spelled = tuple(_spelled(b, exports, imported) for b in bases if _dotted(b))
             classes[node.name] = ClassSummary(Kind.MODULE if module else Kind.OBJECT, methods, spelled)
             factories.extend((m, node.name) for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    for node in tree.body:  # `@Plugin("name").register()` on a definition: registered under Plugin
+        for decorator in getattr(node, "decorator_list", ()):
+            root = registry_root(decorator)
+            if root in classes:
+                classes[root] = replace(classes[root], registered=(*classes[root].registered, node.name))
     torch_names = {name for name, full in imported.items() if full == "torch"}
     for node, owner in factories if path else ():
         returned = _returned_classes(node, classes, exports, path) or _returned_host_tensor(node, torch_names)

@@ -40,7 +40,7 @@ def encode_summary(summary: ModuleSummary, depends: set[State], version: int) ->
         "trainlint": version,
         "summary": [
             {k: _encode_function(f) for k, f in summary.functions.items()},
-            {k: [c.kind.value, {m: _encode_function(f) for m, f in c.methods.items()}, list(c.bases)] for k, c in summary.classes.items()},
+            {k: [c.kind.value, {m: _encode_function(f) for m, f in c.methods.items()}, list(c.bases), list(c.registered)] for k, c in summary.classes.items()},
             summary.exports,
             [[c.target, [list(p) for p in c.chain], c.accelerator, c.when] for c in summary.step_calls],
             [[a.callee_path, a.callee, a.key, a.class_path, a.class_name] for a in summary.arguments],
@@ -109,8 +109,9 @@ def _decode_function(v: object) -> FunctionSummary:
 def _decode_class(v: object) -> ClassSummary:
     from trainlint.model.summary import ClassSummary
 
-    kind, methods, bases = items(v, 3)
-    return ClassSummary(_kind(kind), {k: _decode_function(f) for k, f in mapping(methods).items()}, tuple(text(b) for b in items(bases)))
+    kind, methods, bases, registered = items(v, 4)
+    return ClassSummary(_kind(kind), {k: _decode_function(f) for k, f in mapping(methods).items()}, tuple(text(b) for b in items(bases)),
+                        tuple(text(r) for r in items(registered)))
 
 
 def _encode_value(v: Value) -> list[object]:
