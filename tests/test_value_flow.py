@@ -729,3 +729,35 @@ def test_what_a_like_factory_is_given_is_a_tensor() -> None:
     """
     assert lines(code, "TL401") == [12]
     assert lines(code.replace("masks = torch.zeros_like(attention_mask)", "masks = torch.zeros(8, 16)"), "TL401") == []
+
+
+def test_what_an_instance_call_passes_is_what_its_forward_receives() -> None:
+    # a loss module calling a sub-loss it holds: the lengths it builds on the device reach the
+    # sub-loss's `forward`, where testing one syncs (coqui's TacotronLoss -> GuidedAttentionLoss)
+    code = """
+    import torch
+    from torch import nn
+
+    class GuidedLoss(nn.Module):
+        def forward(self, att, lengths):
+            if lengths[0] > att.shape[-1]:
+                return att.sum() * 0
+            return att.mean()
+
+    class TotalLoss(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.guided = GuidedLoss()
+
+        def forward(self, att, n):
+            lengths = torch.full((att.shape[0],), n, device="cuda")
+            return self.guided(att, lengths)
+
+    model = nn.Linear(8, 8).cuda()
+    criterion = TotalLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x in loader:
+        criterion(model(x.cuda()), 3).backward()
+        opt.step()
+    """
+    assert lines(code, "TL401") == [7]

@@ -194,7 +194,19 @@ class CallGraph:
         """`obj.m(...)` where obj is an instance of the class of method `fn` (known from its value)."""
         if fn.class_name is None:
             return []
-        return [c for c in self._calls_by_method.get(fn.name, ()) if c.receiver_text not in ("self", "cls") and fn in self.callees(c)]
+        found = [c for c in self._calls_by_method.get(fn.name, ()) if c.receiver_text not in ("self", "cls") and fn in self.callees(c)]
+        if fn.name in ("forward", "__call__"):
+            # `self.criterion_ga(att_ws, ilens, olens)`: an instance called runs its `forward`
+            found += [c for c in self._instance_calls if c.method != fn.name and fn in self.callees(c)]
+        return found
+
+    @cached_property
+    def _instance_calls(self) -> list[Call]:
+        """Calls of an attribute of `self` that is no method of the caller's class (`self.loss_fn(x)`)."""
+        return [
+            c for c in self.calls
+            if c.receiver_text == "self" and c.method is not None and c.qualname is None and self.callee(c) is None
+        ]
 
     @cached_property
     def _calls_by_method(self) -> dict[str, list[Call]]:
