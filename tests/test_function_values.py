@@ -124,3 +124,65 @@ def test_an_attribute_holding_torch_s_synchronize_synchronises_when_called() -> 
 def test_an_attribute_holding_another_function_of_the_pair_does_not() -> None:
     # the event class sits in the first place of the tuple, the synchronize in the second
     assert lint(PROFILER.replace("self._event, self._synchronize = ", "self._synchronize, self._event = "), "TL402") == []
+
+
+def test_a_function_value_returned_to_another_module_is_not_taken_for_one_of_its_own(tmp_path) -> None:
+    # `make_loss` returns its closure (steps.py's fourth function); in train.py that value must not
+    # stand for train.py's own fourth function, `report`, which no step runs
+    from tests.test_library_hooks import lint_tree
+
+    files = {
+        "steps.py": """
+            import torch
+
+
+            def scale(x):
+                return x * 2
+
+
+            def shift(x):
+                return x + 1
+
+
+            def make_loss(model):
+                def loss_fn(batch):
+                    return model(batch).sum()
+                return loss_fn
+
+
+            def clip(model):
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        """,
+        "train.py": """
+            import torch
+
+            from steps import make_loss
+
+
+            def load():
+                return torch.zeros(3)
+
+
+            def build():
+                return torch.nn.Linear(3, 1).cuda()
+
+
+            def optimizer(model):
+                return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+            def report(model):
+                torch.cuda.synchronize()
+                print(model.weight.norm())
+
+
+            def main(loader):
+                model = build()
+                opt, loss_fn = optimizer(model), make_loss(model)
+                for batch in loader:
+                    loss_fn(batch.cuda()).backward()
+                    opt.step()
+                    opt.zero_grad()
+        """,
+    }
+    assert lint_tree(tmp_path, files) == []

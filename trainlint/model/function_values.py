@@ -4,6 +4,7 @@ may hold comes from its bindings, as any value does (DESIGN.md: "Values, not nam
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -34,6 +35,17 @@ def library_function(qualname: str) -> Value | None:
     if not last.isidentifier() or not last[:1].islower():
         return None
     return Value(Kind.FUNCTION, origin=qualname)
+
+
+def portable(value: Value) -> Value:
+    """A value as other modules may read it (in a summary): this module's functions, named by their
+    index here, mean nothing there and are dropped (a function value of none of them is unknown)."""
+    if value.kind is Kind.FUNCTION:
+        kept = [o for o in origins(value) if local_function_index(o) is None]
+        return replace(value, origin="|".join(kept)) if kept else UNKNOWN
+    element = portable(value.element) if value.element is not None else None
+    items = tuple(portable(i) for i in value.items) if value.items is not None else None
+    return value if (element, items) == (value.element, value.items) else replace(value, element=element, items=items)
 
 
 def local_function_origin(index: int) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from trainlint.model.names import tokens
 from trainlint.model.torchnames import GRAD_SCALER, is_clip_name
 from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value, origins
+from trainlint.model.function_values import portable
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Call, ClassInfo, Function
@@ -272,7 +273,7 @@ class Summarizer:
         if any(c.method == "step" and ENV_WORDS & set(tokens(c.receiver_text or "")) for c in fn.calls):
             syncs = []  # acting in a host environment: the action must reach the host every step
         no_grad = any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators)
-        returns = _qualified(m.values.returns(fn) if fn.return_facts else UNKNOWN, m)
+        returns = portable(_qualified(m.values.returns(fn) if fn.return_facts else UNKNOWN, m))
         return FunctionSummary(
             where=f"`{fn.qualified}` in {self.label}",
             steps=steps or fn in self._by_hand,
