@@ -13,7 +13,7 @@ from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES as RANDOM
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import literal_string
-from trainlint.model.lattice import HOST, Kind
+from trainlint.model.lattice import HOST, Kind, Value
 from trainlint.model.values import built_on_host
 from trainlint.model.walk import child_nodes, iter_nodes
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, shorten
@@ -225,6 +225,7 @@ for x in loader:
         "the batch a loop draws from in-memory data (`torch.tensor(x).to(device)` for `x` of `zip(xs, ys)`; a "
         "`torch.from_numpy` of an array NumPy's factories built in the step, `np.zeros_like(v)` filled on the host, "
         "is flagged), "
+        "a tensor an object keeps and replaces with its copy (`self.window = self.window.to(x)`), "
         "casts (`.to(torch.long)`, `.to(dtype)`, `.to(dtype=...)`), moves to the host (`.to(\"cpu\")`), factories that "
         "already pass `device=` (or in a module that sets a CUDA default with `torch.set_default_device`), and code outside training steps. The fix is safe (applied by `--fix`) only when "
         "the argument is surely a device (`\"cuda:0\"`, `torch.device(...)`, a tensor's `.device`, or a name bound "
@@ -233,6 +234,25 @@ for x in loader:
     )
     verification = "`trainlint verify run` records copies of host tensors to the device by line and per step (on CUDA)."
     valid = (
+        # the same constant registered as a buffer, and one replaced by its copy on first use
+        """
+import numpy as np
+import torch
+from torch import nn
+class MelSpectrogram(nn.Module):
+    def __init__(self, n_mels, n_fft):
+        super().__init__()
+        self.register_buffer("mel_basis", torch.from_numpy(np.load("mel.npy")).float())
+        self.window = torch.hann_window(n_fft)
+    def forward(self, spec):
+        self.window = self.window.to(spec)
+        return torch.matmul(self.mel_basis.to(spec), spec) * self.window.sum()
+mel = MelSpectrogram(80, 1024)
+for x, y in loader:
+    loss = (model(x.cuda()) - mel(y.cuda())).abs().mean()
+    loss.backward()
+    optimizer.step()
+""",
         """
 import torch
 for x in loader:
@@ -250,6 +270,23 @@ for x in loader:
 """,
     )
     invalid = (
+        # a constant the module keeps as a plain attribute, not a buffer (a mel filter bank)
+        """
+import numpy as np
+import torch
+from torch import nn
+class MelSpectrogram(nn.Module):
+    def __init__(self, n_mels, n_fft):
+        super().__init__()
+        self.mel_basis = torch.from_numpy(np.load("mel.npy")).float()
+    def forward(self, spec):
+        return torch.matmul(self.mel_basis.to(spec), spec)
+mel = MelSpectrogram(80, 1024)
+for x, y in loader:
+    loss = (model(x.cuda()) - mel(y.cuda())).abs().mean()
+    loss.backward()
+    optimizer.step()
+""",
         """
 import torch
 for x in loader:
@@ -281,6 +318,10 @@ for x, targets in loader:
                 if _minibatch(call.receiver) or _moved_once(model, call):
                     continue
                 value = model.value(call.receiver, call.site)
+                kept = _kept_on_host(model, call, value)
+                if kept is not None:
+                    yield Finding(call.node, f"`{kept}` is a host tensor the object keeps (built once, not a buffer), copied to the device every step")
+                    continue
                 built = (value.origin or "").removeprefix("torch.")
                 if built_on_host(value) and not built.endswith("_like"):
                     shown = shorten(model.module.code_for_node(call.receiver), 50)
@@ -301,6 +342,26 @@ for x, targets in loader:
                 continue  # the module made the device the default: the factory builds there
             fix = _fix(model, call, name) if name not in LEGACY_CONSTRUCTORS else None  # (no `device=` there)
             yield Finding(call.node, f"`torch.{name}(...)` is built on the host and copied to the device every step{_legacy(name)}", fix=fix)
+
+
+def _kept_on_host(model: TrainingModel, call: Call, value: Value) -> str | None:
+    """`self.mel_basis.to(x)` where `self.mel_basis` is a host tensor the object builds once (in
+    `__init__` or a builder no step runs) and never replaces with the copy: the same data crosses to
+    the device every step, where a registered buffer would move once with the module. The
+    attribute's text, or None."""
+    receiver = call.receiver
+    while isinstance(receiver, cst.Subscript):
+        receiver = receiver.value  # (`self.P[:, :n]`: slices of it)
+    text = dotted(receiver) if isinstance(receiver, cst.Attribute) else None
+    fn = call.site.function
+    if not text or text.count(".") != 1 or not text.startswith("self.") or fn is None or fn.class_name is None:
+        return None
+    if not value.is_tensor or value.device != HOST:
+        return None
+    assigns = [a for a in model.assigns if text in a.targets and a.site.function is not None and a.site.function.class_name == fn.class_name]
+    if not assigns or any(a.site.function in model.step_functions or a.site.loops for a in assigns):
+        return None  # (rebuilt every step, or in a loop: not one kept tensor)
+    return text
 
 
 def _minibatch(receiver: cst.BaseExpression) -> bool:
