@@ -46,11 +46,15 @@ class CallGraph:
         direct = self.callee(call)
         if direct is not None or call.qualname is not None:
             return direct
+        held = self._held_by(call)
+        return held[0] if held else None
+
+    def _held_by(self, call: Call) -> list[Function]:
+        """The functions of this module that the name or `self` attribute a call calls may hold."""
         func = call.node.func
         if isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and call.receiver_text == "self"):
-            held = self.held_functions(self.value(func, call.site))  # type: ignore[attr-defined]
-            return held[0] if held else None
-        return None
+            return self.held_functions(self.value(func, call.site))  # type: ignore[attr-defined]
+        return []
 
     def _shadowed(self, name: str, call: Call) -> bool:
         """Whether `name` is bound where `call` is made by something other than a `def`: a parameter
@@ -85,11 +89,9 @@ class CallGraph:
             ]
             return (direct, *overrides)
         func = call.node.func
-        if isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and call.receiver_text == "self"):
-            # `step(batch)` after `step = make_step(model, opt)`; `self.loss_fn(x)` holding a function
-            held = self.held_functions(self.value(func, call.site))  # type: ignore[attr-defined]
-            if held:
-                return tuple(held)
+        held = self._held_by(call)  # `step(batch)` after `step = make_step(model, opt)`; `self.loss_fn(x)`
+        if held:
+            return tuple(held)
         if isinstance(func, cst.Attribute) and call.receiver_text not in ("self", "cls") and not isinstance(func.value, cst.Call):
             # `obj.m(...)`: a method of the class obj is an instance of (of each it may be)
             found = [m for info in self._instance_classes(func.value, call) if (m := self._method(info, func.attr.value)) is not None]

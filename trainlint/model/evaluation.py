@@ -20,15 +20,30 @@ if TYPE_CHECKING:
 NOT_DIFFERENTIABLE = frozenset({Kind.STRING, Kind.NUMBER, Kind.BOOL, Kind.NONE, Kind.HOST_ARRAY})
 
 
-def grad_disabled(fn: Function, call: Call) -> bool:
-    """Whether the last `torch.set_grad_enabled(...)` of `fn` before `call` turned autograd off."""
+def grad_disabled(fn: Function | None, call: Call, model: "TrainingModel | None" = None) -> bool:
+    """Whether the last `torch.set_grad_enabled(...)` before `call` in its scope (`fn`, or the script's
+    top level, whose calls `model` holds) turned autograd off."""
     last = None
-    for other in fn.calls:
+    for other in fn.calls if fn is not None else (model.calls if model is not None else ()):
         if other.site.order >= call.site.order:
             break
-        if other.qualname == "torch.set_grad_enabled" and other.node.args:
+        if other.site.function is fn and other.qualname == "torch.set_grad_enabled" and other.node.args:
             last = dotted(other.node.args[0].value)
     return last == "False"
+
+
+def first_forward(model: "TrainingModel", fn: Function, looped: bool = False) -> Call | None:
+    """The first call in `fn`'s own body (in one of its loops, when `looped`) that runs a module, known
+    as one by its value, outside no_grad and recording a graph; calls of this module's functions are
+    judged on their own."""
+    for call in fn.calls:
+        if call.site.function is not fn or (looped and not call.site.loops) or model.under(call.site, "no_grad"):
+            continue
+        if model.callee(call) is not None or grad_disabled(fn, call):
+            continue
+        if model.value(call.node.func, call.site).kind is Kind.MODULE and model.value(call.node, call.site).graph is not False:
+            return call
+    return None
 
 
 def discarded_by_callers(model: "TrainingModel", fn: Function, sites: "Iterable[Call]") -> Call | None:
@@ -43,14 +58,8 @@ def discarded_by_callers(model: "TrainingModel", fn: Function, sites: "Iterable[
         return None
     if any(_result_backpropagated(model, site) for site in sites):
         return None
-    for call in fn.calls:
-        if call.site.function is not fn or not call.site.loops or model.under(call.site, "no_grad") or model.callee(call) is not None:
-            continue
-        if grad_disabled(fn, call) or model.value(call.node.func, call.site).kind is not Kind.MODULE:
-            continue
-        if model.value(call.node, call.site).graph is not False:
-            return _graph_source(model, fn, call)
-    return None
+    forward = first_forward(model, fn, looped=True)
+    return _graph_source(model, fn, forward) if forward is not None else None
 
 
 def prediction_loop_forwards(model: "TrainingModel", frozen: set[str]) -> Iterator[Call]:
@@ -70,19 +79,8 @@ def prediction_loop_forwards(model: "TrainingModel", frozen: set[str]) -> Iterat
         kept = [model.value(c.node.args[0].value, c.site) for c in inside if c.method in ("append", "extend", "insert", "add") and c.node.args]
         kept += [model.value(a.value, a.site) for a in model.assigns if a.op is not None and loop in a.site.loops]
         if forwards and kept and all(v.graph is False or v.kind in NOT_DIFFERENTIABLE for v in kept):
-            if not any(_grad_disabled_at_top(model, c) for c in forwards[:1]):
+            if not grad_disabled(None, forwards[0], model):
                 yield forwards[0]
-
-
-def _grad_disabled_at_top(model: "TrainingModel", call: Call) -> bool:
-    """Whether the script's last `torch.set_grad_enabled(...)` before `call` turned autograd off."""
-    last = None
-    for other in model.calls:
-        if other.site.order >= call.site.order:
-            break
-        if other.site.function is None and other.qualname == "torch.set_grad_enabled" and other.node.args:
-            last = dotted(other.node.args[0].value)
-    return last == "False"
 
 
 def _graph_source(model: "TrainingModel", fn: Function, call: Call) -> Call:

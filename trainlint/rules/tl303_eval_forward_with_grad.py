@@ -10,7 +10,7 @@ import libcst as cst
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, Function, TrainingModel
 from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
-from trainlint.model.evaluation import NOT_DIFFERENTIABLE, discarded_by_callers, grad_disabled, prediction_loop_forwards
+from trainlint.model.evaluation import NOT_DIFFERENTIABLE, discarded_by_callers, first_forward, grad_disabled, prediction_loop_forwards
 from trainlint.model.modes import call_trains as _callee_trains
 from trainlint.model.modes import loop_ancestors
 from trainlint.model.modes import function_trains as _trains
@@ -305,12 +305,7 @@ def _prediction_forward(model: TrainingModel, fn: Function, storing: set[Functio
             return None
     if fn in storing:
         return None  # `self.cache = out`: kept beyond the call
-    for call in fn.calls:
-        if call.site.function is not fn or model.under(call.site, "no_grad") or model.callee(call) is not None:
-            continue
-        if model.value(call.node.func, call.site).kind is Kind.MODULE and model.value(call.node, call.site).graph is not False:
-            return call
-    return None
+    return first_forward(model, fn)
 
 
 def _stores(fn: Function, call: Call) -> bool:
