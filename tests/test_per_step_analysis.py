@@ -602,3 +602,32 @@ def test_a_comprehension_variable_is_an_element_of_its_iterable():
     """
     # the copies themselves (`q.cpu()`, `r.cpu()`) and `bool(l > 10)`: not the reads of the copies
     assert sync_lines(code) == [7, 8, 11]
+
+
+def test_an_update_applied_to_each_replica_is_one_step_of_its_function():
+    # d2l's multi-GPU training: each device's copy backpropagates, then each copy is updated in a loop
+    # over the copies; the function is one step, so the loop calling it is the step loop
+    code = """
+    import torch
+    def train_batch(shards, replicas, optimizers):
+        losses = [loss_fn(replica(x), y) for (x, y), replica in zip(shards, replicas)]
+        for l in losses:
+            l.backward()
+        for optimizer in optimizers:
+            optimizer.step()
+            optimizer.zero_grad()
+
+    def train_epochs(loader, replicas, optimizers):
+        for batch in loader:
+            for optimizer in optimizers:
+                optimizer.step()
+                optimizer.zero_grad()
+
+    for X, y in train_iter:
+        train_batch(split(X, y), replicas, optimizers)
+        torch.cuda.synchronize()
+    for epoch in range(10):
+        train_epochs(train_iter, replicas, optimizers)
+        torch.cuda.synchronize()
+    """
+    assert lines(code, "TL402") == [19]

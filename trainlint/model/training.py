@@ -296,13 +296,22 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         summary = self.project_call_summary(call)
         return summary is not None and (summary.backprops or summary.steps)
 
+    def _project_backprops_only(self, call: Call) -> bool:
+        summary = self.project_call_summary(call)
+        return summary is not None and summary.backprops
+
     def is_step_event(self, call: Call) -> bool:
         return self.is_backward(call) or self.is_optimizer_step(call)
 
     def _analyse(self) -> None:
+        self._replica_loops: dict[int, bool] = {}
         # Functions that update weights (an optimizer step) or backpropagate outside any loop of their
         # own, directly or through such callees, to a fixpoint over calls.
-        updating = self._unlooped_closure(lambda c: self.is_optimizer_step(c) or self.project_steps(c), updated_by_hand(self))
+        updating = self._unlooped_closure(
+            lambda c: (self.is_optimizer_step(c) or self.project_steps(c)) and all(map(self._per_replica, c.site.loops)),
+            updated_by_hand(self),
+            any_loop=True,
+        )
         backpropagating = self._unlooped_closure(
             lambda c: self.is_step_event(c) or self._runs_any(c, updating) or self.project_backprops(c)
         )
@@ -391,9 +400,26 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
             return False
         return any(f in functions for f in self.callees(call))  # (a function value too: `step = make_step(...)`)
 
-    def _unlooped_closure(self, event, seed: frozenset[Function] = frozenset()) -> set[Function]:
-        """Functions with a call matching `event` outside their own loops, or calling such a function
-        (or one of `seed`)."""
+    def _per_replica(self, loop: Loop) -> bool:
+        """`for param in device_params: sgd(param, lr)`, `for opt in optimizers: opt.step()`: a loop
+        that applies one update to each of several parameter sets or optimizers. It is not over data,
+        and nothing in it backpropagates or runs a function of this module (a loop calling a step
+        helper is a training loop)."""
+        known = self._replica_loops.get(id(loop))
+        if known is None:
+            inside = [c for c in self.calls if loop in c.site.loops]
+            known = self._replica_loops[id(loop)] = (
+                isinstance(loop.node, cst.For)
+                and not _over_data(loop)
+                and not _counted(loop)
+                and not any(self.is_backward(c) or self.callee(c) is not None or self._project_backprops_only(c) for c in inside)
+            )
+        return known
+
+    def _unlooped_closure(self, event, seed: frozenset[Function] = frozenset(), any_loop: bool = False) -> set[Function]:
+        """Functions with a call matching `event` outside their own loops (in any loop, with
+        `any_loop`: the event says which loops it allows), or calling such a function (or one of
+        `seed`) outside their own loops."""
         found: set[Function] = set(seed)
         changed = True
         while changed:
@@ -402,9 +428,9 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
                 if fn in found:
                     continue
                 for call in fn.calls:
-                    if call.site.function is not fn or call.site.loops:
+                    if call.site.function is not fn:
                         continue
-                    if event(call) or self._runs_any(call, found):
+                    if (not call.site.loops or any_loop) and event(call) or not call.site.loops and self._runs_any(call, found):
                         found.add(fn)
                         changed = True
                         break
