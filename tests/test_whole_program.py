@@ -1181,3 +1181,65 @@ def test_a_latent_sampled_on_the_host_by_another_module_s_method_and_moved_every
     expected = {"training.py:18:TL406": [[("training.py", 24)]]}
     assert findings(tmp_path, ["training.py"], "TL406") == expected
     assert findings(tmp_path, ["models.py", "training.py"], "TL406") == expected
+
+
+def _notebook(*cells: str) -> str:
+    return json.dumps({
+        "cells": [{"cell_type": "code", "metadata": {}, "source": textwrap.dedent(c), "outputs": [], "execution_count": None} for c in cells],
+        "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5,
+    })
+
+
+# A tutorial's package and a chapter notebook (d2l's layout): the notebook defines the network and
+# trains it, and hands it to the package's prediction helper through the package's module
+# (`d2l.predict_sentiment(net, ...)`)
+BOOK = {
+    "book/__init__.py": "",
+    "book/torch.py": """
+        import torch
+
+        def predict_sentiment(net, sequence):
+            label = torch.argmax(net(sequence.reshape(1, -1)), dim=1)
+            return "positive" if label == 1 else "negative"
+    """,
+}
+CHAPTER = _notebook(
+    """
+    import torch
+    from torch import nn
+    from book import torch as book
+    """,
+    """
+    class TextCNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.fc(x)
+    """,
+    """
+    net = TextCNN()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for x, y in train_batches:
+        loss = nn.functional.cross_entropy(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    book.predict_sentiment(net, review)
+    """,
+)
+
+
+def test_a_notebook_calling_a_package_function_passes_its_network(tmp_path: Path) -> None:
+    write(tmp_path, BOOK)
+    (tmp_path / "chapter.ipynb").write_text(CHAPTER)
+    expected = {"book/torch.py:5:TL303": []}
+    assert findings(tmp_path, ["book/torch.py"], "TL303") == expected
+    assert findings(tmp_path, ["book/torch.py", "chapter.ipynb"], "TL303") == expected
+
+
+def test_a_package_function_nobody_hands_a_network_predicts_nothing_known(tmp_path: Path) -> None:
+    write(tmp_path, BOOK)
+    (tmp_path / "chapter.ipynb").write_text(CHAPTER.replace("book.predict_sentiment(net, review)", "print(net)"))
+    assert findings(tmp_path, ["book/torch.py"], "TL303") == {}

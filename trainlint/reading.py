@@ -8,10 +8,14 @@ MemoryError or a traceback.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
+
+_LINE_MAGIC = re.compile(r"\s*(?:[%!?]|[\w.]+\?\??\s*$|[\w.,\s]+=\s*[%!])")
 
 _KINDS = {
     stat.S_IFIFO: "a FIFO (named pipe)",
@@ -231,3 +235,86 @@ def project_state(root: str) -> State:
     for folder, _, listed in project_modules(root):
         hashed.update(folder.encode("utf-8", "surrogatepass") + b"\1" + "\0".join(listed).encode("utf-8", "surrogatepass") + b"\2")
     return (root, PROJECT, hashed.hexdigest())
+
+
+# -- notebooks: their code cells as one module ---------------------------------------------------
+# Cells are joined as ruff joins them: code cells only, in order, each ending with a newline. IPython
+# syntax is blanked out, not deleted, so that every line keeps its number: line magics and shell
+# escapes (`%time f()`, `!pip install x`, `files = !ls`, `obj?`) become empty lines (`pass` when
+# indented, keeping the block valid), and a cell starting with a cell magic (`%%bash`) becomes empty
+# lines from top to bottom.
+
+
+def split_cell(source: str) -> list[str]:
+    """A cell's source as lines (without their newlines; a final newline ends the last line)."""
+    lines = source.split("\n")
+    if source.endswith("\n") or not source:
+        lines.pop()
+    return lines
+
+
+def blank_magics(lines: list[str]) -> list[str]:
+    """The lines with IPython syntax blanked out, each line keeping its number (see above)."""
+    if lines and lines[0].lstrip().startswith("%%"):
+        return [""] * len(lines)
+    out, continued, code_above = [], False, False
+    for line in lines:
+        if continued or _LINE_MAGIC.match(line):
+            indent = line[: len(line) - len(line.lstrip())]
+            # an indented first line is IPython's leading indent (it dedents the cell), not a block
+            out.append(f"{indent}pass" if indent and code_above and not continued else "")
+            continued = line.rstrip().endswith("\\")
+        else:
+            out.append(line)
+        code_above = code_above or bool(out[-1].strip())
+    return out
+
+
+def is_python_notebook(data: dict[str, object]) -> bool:
+    """Whether a notebook's metadata (its parsed JSON) says its language is Python (or says none)."""
+    metadata = data.get("metadata")
+    if not isinstance(metadata, dict):
+        return True
+    for key, sub in (("kernelspec", "language"), ("language_info", "name")):
+        value = metadata.get(key)
+        if isinstance(value, dict) and isinstance(value.get(sub), str):
+            return str(value[sub]).lower() == "python"
+    return True
+
+
+def code_cells(cells: list[object]) -> Iterator[tuple[int, object]]:
+    """(number, source) of each code cell of a notebook's `cells` (numbered from 1 among all cells):
+    a source given as a list of strings joined, any other source as it is."""
+    for number, raw in enumerate(cells, start=1):
+        if not isinstance(raw, dict) or raw.get("cell_type") != "code":
+            continue
+        source = raw.get("source", "")
+        if isinstance(source, list) and all(isinstance(s, str) for s in source):
+            source = "".join(source)
+        yield number, source
+
+
+def notebook_code(text: str) -> str | None:
+    """The code cells of a Python notebook's JSON text joined into one module, as the linter joins
+    them (so lines match), or None for text that is not a Python notebook."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list) or not is_python_notebook(data):
+        return None
+    code: list[str] = []
+    for _, source in code_cells(data["cells"]):
+        if not isinstance(source, str):
+            return None
+        code.extend(blank_magics(split_cell(source)))
+    return "".join(f"{line}\n" for line in code)
+
+
+def module_code(path: str, data: bytes) -> str:
+    """A project file's code as the analysis reads it: undecodable bytes replaced, newlines
+    universal; a notebook's code cells joined (nothing, for what is not a Python notebook)."""
+    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+    if path.endswith(".ipynb"):
+        return notebook_code(text) or ""
+    return text

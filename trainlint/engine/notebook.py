@@ -1,11 +1,9 @@
 """Jupyter notebooks: their code cells joined into one module, findings mapped back to cells.
 
-Cells are joined as ruff joins them: code cells only, in order, each ending with a newline, so
-that a loop in one cell calling a step function defined in an earlier one is analysed like one
-script. IPython syntax is blanked out, not deleted, so that every line keeps its number: line magics
-and shell escapes (`%time f()`, `!pip install x`, `files = !ls`, `obj?`) become empty lines (`pass`
-when indented, keeping the block valid), and a cell starting with a cell magic (`%%bash`) becomes
-empty lines from top to bottom.
+Cells are joined as ruff joins them (`trainlint.reading.notebook_code`, which the project's
+analysis reads too): code cells only, in order, each ending with a newline, so that a loop in one
+cell calling a step function defined in an earlier one is analysed like one script, IPython syntax
+blanked out so that every line keeps its number.
 
 A finding is reported in its cell (`Diagnostic.cell`, counting every cell from 1, as the notebook
 shows them) with lines relative to the cell, and with its span in the notebook's JSON text
@@ -26,13 +24,13 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from trainlint.diagnostics import Diagnostic, Edit, Fix
 from trainlint.engine.results import FileResult, error_diagnostic
+from trainlint.reading import blank_magics, code_cells, is_python_notebook, split_cell
 
 if TYPE_CHECKING:
     from trainlint.config import Settings
 
 _WS = re.compile(r"[ \t\n\r]*")
 _SCALAR = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
-_LINE_MAGIC = re.compile(r"\s*(?:[%!?]|[\w.]+\?\??\s*$|[\w.,\s]+=\s*[%!])")
 
 
 class NotebookError(ValueError):
@@ -146,34 +144,6 @@ def _source_spans(text: str) -> list[tuple[tuple[int, int], list[tuple[int, int]
     return out
 
 
-def _blank_magics(lines: list[str]) -> list[str]:
-    """The lines with IPython syntax blanked out (see the module docstring)."""
-    if lines and lines[0].lstrip().startswith("%%"):
-        return [""] * len(lines)
-    out, continued, code_above = [], False, False
-    for line in lines:
-        if continued or _LINE_MAGIC.match(line):
-            indent = line[: len(line) - len(line.lstrip())]
-            # an indented first line is IPython's leading indent (it dedents the cell), not a block
-            out.append(f"{indent}pass" if indent and code_above and not continued else "")
-            continued = line.rstrip().endswith("\\")
-        else:
-            out.append(line)
-        code_above = code_above or bool(out[-1].strip())
-    return out
-
-
-def _is_python(data: dict[str, object]) -> bool:
-    metadata = data.get("metadata")
-    if not isinstance(metadata, dict):
-        return True
-    for key, sub in (("kernelspec", "language"), ("language_info", "name")):
-        value = metadata.get(key)
-        if isinstance(value, dict) and isinstance(value.get(sub), str):
-            return str(value[sub]).lower() == "python"
-    return True
-
-
 def load(text: str) -> Notebook:
     """Parse a notebook's JSON text; raises NotebookError for what is not a notebook."""
     try:
@@ -189,16 +159,12 @@ def load(text: str) -> Notebook:
     except RecursionError as exc:
         raise NotebookError("notebook is not valid JSON: nesting too deep") from exc
     sources: list[tuple[int, str, list[tuple[int, int]], tuple[int, int]]] = []
-    for number, (raw, (span, items)) in enumerate(zip(data["cells"], spans), start=1):
-        if not isinstance(raw, dict) or raw.get("cell_type") != "code":
-            continue
-        source = raw.get("source", "")
-        if isinstance(source, list) and all(isinstance(s, str) for s in source):
-            source = "".join(source)
+    for number, source in code_cells(data["cells"]):
         if not isinstance(source, str):
             raise NotebookError(f"not a Jupyter notebook: cell {number} has a `source` that is not text")
+        span, items = spans[number - 1] if number <= len(spans) else ((0, 0), [])
         sources.append((number, source, items, span))
-    notebook = join_cells([(number, source) for number, source, _, _ in sources], _is_python(data))
+    notebook = join_cells([(number, source) for number, source, _, _ in sources], is_python_notebook(data))
     for cell, (_, _, items, span) in zip(notebook.cells, sources):
         cell.items, cell.value_span = items, span
     notebook.text = text
@@ -214,11 +180,9 @@ def join_cells(sources: Sequence[tuple[int, str]], python: bool = True) -> Noteb
     cells: list[Cell] = []
     code: list[str] = []
     for number, source in sources:
-        lines = source.split("\n")
-        if source.endswith("\n") or not source:
-            lines.pop()
+        lines = split_cell(source)
         cells.append(Cell(number, lines, len(code) + 1))
-        code.extend(_blank_magics(lines))
+        code.extend(blank_magics(lines))
     return Notebook("", cells, "".join(f"{line}\n" for line in code), python)
 
 

@@ -124,7 +124,7 @@ class StepChains:
 
         out: list[tuple[str, str, str]] = []
         for number, call in enumerate(self.calls):
-            if call.qualname is not None and call.receiver is None and self.project_symbol(call.qualname) is not None:
+            if call.qualname is not None and self._module_function(call) and self.project_symbol(call.qualname) is not None:
                 callees = [call.qualname]
                 for position, arg in enumerate(a for a in call.node.args if a.keyword is None and not a.star):
                     self._passed(call, str(position), arg.value, out, ClassSummary)
@@ -142,6 +142,15 @@ class StepChains:
                 out.append((callee, "", f"={number}@{when}"))  # (made whenever `when` runs: per step where it is)
                 out.extend((callee, key, f"={number}:{fact}") for key, fact in facts)
         return out
+
+    def _module_function(self, call: Call) -> bool:
+        """`f(x)` or `utils.f(x)` (a function reached through a module, not a class's `Cls.f(x)`)."""
+        from trainlint.model.summary import ClassSummary
+
+        if call.receiver is None:
+            return True
+        receiver = self.imports.resolve(call.receiver)
+        return receiver is not None and not isinstance(self.project_symbol(receiver), ClassSummary)
 
     def _passed(self, call: Call, key: str, expr: cst.BaseExpression, out: list, class_summary: type) -> None:
         for origin in origins(self.value(expr, call.site)):

@@ -16,7 +16,7 @@ from trainlint.model.names import dotted
 from trainlint.model.walk import child_nodes
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Function, Site
+    from trainlint.model.facts import Function, Loop, Site
     from trainlint.model.training import TrainingModel
 
 # in-place tensor arithmetic that applies an update to its receiver
@@ -66,3 +66,20 @@ def updated_by_hand(model: "TrainingModel") -> frozenset["Function"]:
         if any(_reads_gradient_of(a.value, parameter) for a in call.node.args):
             found.add(fn)
     return frozenset(fn for fn in found if not any(b.rsplit(".", 1)[-1] == "Optimizer" for b in fn.class_bases))
+
+
+def per_replica(model: "TrainingModel", loop: "Loop", known: dict[int, bool]) -> bool:
+    """`for param in device_params: sgd(param, lr)`, `for opt in optimizers: opt.step()`: a loop that
+    applies one update to each of several parameter sets or optimizers (d2l's multi-GPU training).
+    It is not over data nor counted, and nothing in it backpropagates or runs a function of this
+    module (a loop calling a step helper is a training loop). `known`: answers so far, by loop."""
+    answer = known.get(id(loop))
+    if answer is None:
+        inside = [c for c in model.calls if loop in c.site.loops]
+        summaries = [model.project_call_summary(c) for c in inside]
+        answer = known[id(loop)] = (
+            isinstance(loop.node, cst.For) and not loop.over_data and not loop.counted
+            and not any(model.is_backward(c) or model.callee(c) is not None for c in inside)
+            and not any(s is not None and s.backprops for s in summaries)
+        )
+    return answer

@@ -32,7 +32,7 @@ from trainlint.model.facts import (
 )
 from trainlint.model.hooks import LIBRARY_HOOK_NAMES, LIBRARY_STEP_METHODS, library_step_hook
 from trainlint.model.lattice import Kind
-from trainlint.model.manual_updates import updated_by_hand
+from trainlint.model.manual_updates import per_replica, updated_by_hand
 from trainlint.model.names import ImportMap, dotted, tokens
 from trainlint.model.reaching import ReachingDefinitions
 from trainlint.model.symbols import SymbolQueries
@@ -62,26 +62,6 @@ if TYPE_CHECKING:
     from trainlint.model.summary import Place, ProjectLookup
 
 OTHER_FRAMEWORKS = ("mxnet", "tensorflow", "jax", "flax", "keras", "paddle", "mindspore", "oneflow")
-
-
-def _counted(loop: Loop) -> bool:
-    """`for _ in range(k):`: a loop that repeats a fixed number of times."""
-    node = loop.node
-    return isinstance(node, cst.For) and isinstance(node.iter, cst.Call) and dotted(node.iter.func) == "range"
-
-
-def _over_data(loop: Loop) -> bool:
-    """`for batch in loader:`, `for i, b in enumerate(loader):`: a loop over a data source, not a count."""
-    node = loop.node
-    if not isinstance(node, cst.For):
-        return False
-    it = node.iter
-    if isinstance(it, cst.Call) and dotted(it.func) in ("enumerate", "zip", "tqdm", "tqdm.tqdm") and it.args:
-        it = it.args[0].value
-    if isinstance(it, cst.Call) and dotted(it.func) == "range":
-        return False
-    text = dotted(it) if isinstance(it, (cst.Name, cst.Attribute)) else None
-    return bool(text) and bool({"loader", "dataloader", "data", "batches", "dataset", "iterator", "stream"} & set(tokens(text)))
 
 
 def could_step(source: str, step_functions: frozenset[str] | tuple[str, ...], imports_project: "Callable[[], bool]") -> bool:
@@ -296,19 +276,15 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         summary = self.project_call_summary(call)
         return summary is not None and (summary.backprops or summary.steps)
 
-    def _project_backprops_only(self, call: Call) -> bool:
-        summary = self.project_call_summary(call)
-        return summary is not None and summary.backprops
-
     def is_step_event(self, call: Call) -> bool:
         return self.is_backward(call) or self.is_optimizer_step(call)
 
     def _analyse(self) -> None:
-        self._replica_loops: dict[int, bool] = {}
+        replica_loops: dict[int, bool] = {}
         # Functions that update weights (an optimizer step) or backpropagate outside any loop of their
         # own, directly or through such callees, to a fixpoint over calls.
         updating = self._unlooped_closure(
-            lambda c: (self.is_optimizer_step(c) or self.project_steps(c)) and all(map(self._per_replica, c.site.loops)),
+            lambda c: (self.is_optimizer_step(c) or self.project_steps(c)) and all(per_replica(self, loop, replica_loops) for loop in c.site.loops),
             updated_by_hand(self),
             any_loop=True,
         )
@@ -342,7 +318,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         # a loop over data around a counted inner step loop runs once per training step, not per epoch
         for loop in reversed(self.loops):
             parent = loop.parent
-            if loop.is_step and parent is not None and not parent.is_step and _counted(loop) and _over_data(parent):
+            if loop.is_step and parent is not None and not parent.is_step and loop.counted and parent.over_data:
                 parent.is_step = True
         # an `if` that holds the optimizer step (an accumulation boundary, `if step % k == 0` of a
         # delayed actor update, an early `continue` before the step) runs on every training step
@@ -399,22 +375,6 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         if call.method is not None and call.receiver_text != "self" and not any(f.name == call.method for f in functions):
             return False
         return any(f in functions for f in self.callees(call))  # (a function value too: `step = make_step(...)`)
-
-    def _per_replica(self, loop: Loop) -> bool:
-        """`for param in device_params: sgd(param, lr)`, `for opt in optimizers: opt.step()`: a loop
-        that applies one update to each of several parameter sets or optimizers. It is not over data,
-        and nothing in it backpropagates or runs a function of this module (a loop calling a step
-        helper is a training loop)."""
-        known = self._replica_loops.get(id(loop))
-        if known is None:
-            inside = [c for c in self.calls if loop in c.site.loops]
-            known = self._replica_loops[id(loop)] = (
-                isinstance(loop.node, cst.For)
-                and not _over_data(loop)
-                and not _counted(loop)
-                and not any(self.is_backward(c) or self.callee(c) is not None or self._project_backprops_only(c) for c in inside)
-            )
-        return known
 
     def _unlooped_closure(self, event, seed: frozenset[Function] = frozenset(), any_loop: bool = False) -> set[Function]:
         """Functions with a call matching `event` outside their own loops (in any loop, with

@@ -12,13 +12,13 @@ from typing import Iterator
 
 from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, Kind, Value
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, registry_root
-from trainlint.reading import MAX_MODULE_BYTES, MAX_PROJECT_MODULES, State, project_modules, project_state, read_regular
+from trainlint.reading import MAX_MODULE_BYTES, MAX_PROJECT_MODULES, State, module_code, project_modules, project_state, read_regular
 
 # `from .x import`, `from pkg.mod import`, `import a.b as c, d` (also after `;` and indented)
 IMPORT_TEXT = re.compile(r"(?:^|;)[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import\b|import[ \t]+([^\n;#]+))", re.MULTILINE)
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
-MAX_IMPORTERS = 40
+MAX_IMPORTERS = 200  # (a hub module of a tutorial: every notebook of a book imports it)
 # torch's factories that build a tensor from sizes alone (not `torch.tensor(data)`, not `*_like`)
 HOST_BUILT = frozenset({"zeros", "ones", "full", "arange", "eye", "empty", "linspace", "rand", "randn", "randint", "randperm"})
 MAX_CHAINS = 4
@@ -50,7 +50,7 @@ def import_index(root: Path) -> ImportIndex:
     count = 0
     for folder, files, _ in project_modules(root):
         for name in files:
-            if not name.endswith(".py"):
+            if not name.endswith((".py", ".ipynb")):  # (a notebook calls the project's functions too)
                 continue
             count += 1
             if count > MAX_PROJECT_MODULES:
@@ -62,7 +62,7 @@ def import_index(root: Path) -> ImportIndex:
             data = read_regular(str(file), MAX_MODULE_BYTES)  # a FIFO or a device is never read
             if data is None:
                 continue
-            text = data.decode("utf-8", errors="replace")
+            text = module_code(name, data)
             words: set[str] = set()
             for match in IMPORT_TEXT.finditer(text):
                 module, names = match.group(2, 3)

@@ -23,7 +23,7 @@ from trainlint.project.classes import class_hierarchy, inherited_methods
 from trainlint.project.seeds import join_seeds, passed_to
 from trainlint.project.importers import IMPORT_TEXT, module_outline, MAX_IMPORTERS, ImportIndex, import_index, project_root
 from trainlint.model.summary import EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Seed
-from trainlint.reading import EXISTS, FOLDER, State, probe_state, read_state
+from trainlint.reading import EXISTS, FOLDER, State, module_code, probe_state, read_state
 
 # a module containing none of these can say nothing a training step needs
 TRAINING_TOKENS = (
@@ -401,7 +401,7 @@ class Project:
             state, data = read_state(str(path))
             self._current_outlines.add(path)
             if known is None or known[0] != state:
-                text = data.decode("utf-8", errors="replace") if data is not None else ""
+                text = module_code(str(path), data) if data is not None else ""
                 outline = module_outline(text, str(_real(path))) if data is not None else EMPTY
                 opaque = outline
                 if any(token in text for token in TRAINING_TOKENS):
@@ -450,8 +450,7 @@ class Project:
         return summary, depends
 
     def _compute(self, path: Path, data: bytes, steps: bool) -> ModuleSummary:
-        # as reading the text would: undecodable bytes replaced, newlines universal
-        source = data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+        source = module_code(str(path), data)
         if self._deeper is None:
             self._deeper = Project(self.root, self.depth + 1)
         # a module with no training token says nothing of its own, unless a step may pass through it
@@ -477,8 +476,7 @@ class Project:
         from trainlint.model.parse import parse_file
         from trainlint.model.training import TrainingModel
 
-        # as reading the text would: undecodable bytes replaced, newlines universal
-        source = data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+        source = module_code(str(path), data)
         if self._deeper is None:
             self._deeper = Project(self.root, self.depth + 1)
         try:
