@@ -28,6 +28,25 @@ def test_an_evaluation_loop_inside_a_training_driver():
     assert lines(DRIVER, "TL303") == [14]
 
 
+def test_each_forward_a_graph_starts_from_is_reported_and_not_those_fed_by_one():
+    # test-time augmentation: the model runs on the images and on their mirror images, two graphs
+    tta = DRIVER.replace(
+        "            logits = valid_model(valid_data[i : i + 512]).detach()\n",
+        "            regular = valid_data[i : i + 512]\n"
+        "            logits1 = valid_model(regular).detach()\n"
+        "            logits2 = valid_model(torch.flip(regular, [-1])).detach()\n"
+        "            logits = (logits1 + logits2) / 2\n",
+    )
+    assert lines(tta, "TL303") == [15, 16]
+    # a head run on the backbone's features is the same graph: one finding
+    head = DRIVER.replace(
+        "            logits = valid_model(valid_data[i : i + 512]).detach()\n",
+        "            features = valid_model(valid_data[i : i + 512])\n"
+        "            logits = valid_model.head(features).detach()\n",
+    )
+    assert lines(head, "TL303") == [14]
+
+
 def test_the_driver_evaluating_under_no_grad_or_back_in_training_mode_is_fine():
     guarded = DRIVER.replace("            logits = valid_model", "            with torch.no_grad():\n                logits = valid_model")
     assert lines(guarded, "TL303") == []

@@ -272,7 +272,9 @@ def train(model, ema, loader, valid_batches, optimizer):
 
     def _evaluation_loops(self, model: TrainingModel, fn: Function, switches: list[Call], frozen: set[str]) -> Iterator[Finding]:
         """In a function that trains: the loops that run a module it switched to eval mode (in the loop,
-        or before it with no switch back), outside no_grad and without backpropagating."""
+        or before it with no switch back), outside no_grad and without backpropagating. Each forward a
+        graph starts from is reported (test-time augmentation runs the model twice); one fed by another's
+        output is part of that graph."""
         for loop in model.loops:
             if loop.function is not fn or loop.is_step:
                 continue
@@ -281,14 +283,19 @@ def train(model, ema, loader, valid_batches, optimizer):
                 continue  # (an epoch loop around the step)
             if any(model.is_backward(c) or model.is_optimizer_step(c) or _callee_trains(model, c) for c in inside):
                 continue
+            sources: set[cst.CSTNode | None] = set()
+            outputs: set[str] = set()  # what the forwards reported give
             for call in inside:
                 callee = dotted(call.node.func) or ""
                 if model.under(call.site, "no_grad") or grad_disabled(fn, call) or _last_mode(callee, call, switches) is not False:
                     continue
                 if callee in frozen or model.value(call.node, call.site).graph is False:
                     continue
+                if any(outputs & model.roots_of(a.value, fn) for a in call.node.args) or call.site.statement in sources:
+                    continue
                 yield Finding(call.node, f"forward pass in an evaluation loop of `{fn.name}` records an autograd graph: evaluation holds activations it never backpropagates")
-                break
+                sources.add(call.site.statement)
+                outputs |= {t for a in model.assigns_in(call.site.statement) for t in a.targets}
 
 
 def _prediction_forward(model: TrainingModel, fn: Function, storing: set[Function | None]) -> Call | None:
