@@ -631,3 +631,26 @@ def test_an_update_applied_to_each_replica_is_one_step_of_its_function():
         torch.cuda.synchronize()
     """
     assert lines(code, "TL402") == [19]
+
+
+def test_a_loop_over_a_loader_around_a_counted_step_loop_runs_once_per_step():
+    # PPO/GRPO: each batch of prompts is rolled out, then optimised for a few epochs; the rollout
+    # runs once per few steps. The loader is known by its value, not by what it is called.
+    code = """
+    import torch
+    from torch.utils.data import DataLoader
+
+    prompts = DataLoader(dataset, batch_size=8)
+    for batch in prompts:
+        rollout = generate(policy, batch)
+        torch.cuda.empty_cache()
+        for _ in range(4):
+            loss = policy(rollout).mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+    assert lines(code, "TL304") == [8]
+    # a loop over a list of settings named like data runs a whole training for each: not per step
+    sweep = code.replace("prompts = DataLoader(dataset, batch_size=8)", "data = [0.1, 0.2]").replace("for batch in prompts:", "for batch in data:")
+    assert lines(sweep, "TL304") == []

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from trainlint.model.names import dotted, tokens
+from trainlint.model.names import dotted
 
 
 ONCE_DECORATORS = frozenset({"functools.lru_cache", "functools.cache", "lru_cache", "cache", "functools.cached_property", "cached_property"})
@@ -74,20 +74,6 @@ class Loop:
         """`for _ in range(k):`: a loop that repeats a fixed number of times."""
         node = self.node
         return isinstance(node, cst.For) and isinstance(node.iter, cst.Call) and dotted(node.iter.func) == "range"
-
-    @property
-    def over_data(self) -> bool:
-        """`for batch in loader:`, `for i, b in enumerate(loader):`: a loop over a data source, not a count."""
-        node = self.node
-        if not isinstance(node, cst.For):
-            return False
-        it = node.iter
-        if isinstance(it, cst.Call) and dotted(it.func) in ("enumerate", "zip", "tqdm", "tqdm.tqdm") and it.args:
-            it = it.args[0].value
-        if isinstance(it, cst.Call) and dotted(it.func) == "range":
-            return False
-        text = dotted(it) if isinstance(it, (cst.Name, cst.Attribute)) else None
-        return bool(text) and bool({"loader", "dataloader", "data", "batches", "dataset", "iterator", "stream"} & set(tokens(text)))
 
 
 @dataclass(frozen=True, eq=False)

@@ -16,7 +16,7 @@ from trainlint.model.names import dotted
 from trainlint.model.walk import child_nodes
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Function, Loop, Site
+    from trainlint.model.facts import Call, Function, Loop, Site
     from trainlint.model.training import TrainingModel
 
 # in-place tensor arithmetic that applies an update to its receiver
@@ -68,18 +68,31 @@ def updated_by_hand(model: "TrainingModel") -> frozenset["Function"]:
     return frozenset(fn for fn in found if not any(b.rsplit(".", 1)[-1] == "Optimizer" for b in fn.class_bases))
 
 
-def per_replica(model: "TrainingModel", loop: "Loop", known: dict[int, bool]) -> bool:
+def per_replica(model: "TrainingModel", loop: "Loop", update: "Call", known: dict[int, bool]) -> bool:
     """`for param in device_params: sgd(param, lr)`, `for opt in optimizers: opt.step()`: a loop that
-    applies one update to each of several parameter sets or optimizers (d2l's multi-GPU training).
-    It is not over data nor counted, and nothing in it backpropagates or runs a function of this
-    module (a loop calling a step helper is a training loop). `known`: answers so far, by loop."""
+    applies an update to each of several parameter sets or optimizers (d2l's multi-GPU training): the
+    update is given the loop's variable, and nothing in the loop backpropagates or runs a function of
+    this module (a loop calling a step helper is a training loop). `known`: answers so far, by loop."""
+    if not isinstance(loop.node, cst.For):
+        return False
+    targets = {n.value for n in _names(loop.node.target)}
+    given = [a.value for a in update.node.args] + ([update.receiver] if update.receiver is not None else [])
+    if not any(targets & ({dotted(e) or ""} | model.roots_of(e, loop.function)) for e in given):
+        return False
     answer = known.get(id(loop))
     if answer is None:
         inside = [c for c in model.calls if loop in c.site.loops]
         summaries = [model.project_call_summary(c) for c in inside]
-        answer = known[id(loop)] = (
-            isinstance(loop.node, cst.For) and not loop.over_data and not loop.counted
-            and not any(model.is_backward(c) or model.callee(c) is not None for c in inside)
-            and not any(s is not None and s.backprops for s in summaries)
+        answer = known[id(loop)] = not any(model.is_backward(c) or model.callee(c) is not None for c in inside) and not any(
+            s is not None and s.backprops for s in summaries
         )
     return answer
+
+
+def _names(target: cst.BaseExpression) -> list[cst.Name]:
+    """The names a `for` target binds (`p`, `(x, y)`, `[a, (b, c)]`)."""
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _names(e.value)]
+    return []

@@ -284,7 +284,8 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         # Functions that update weights (an optimizer step) or backpropagate outside any loop of their
         # own, directly or through such callees, to a fixpoint over calls.
         updating = self._unlooped_closure(
-            lambda c: (self.is_optimizer_step(c) or self.project_steps(c)) and all(per_replica(self, loop, replica_loops) for loop in c.site.loops),
+            lambda c: (self.is_optimizer_step(c) or self.project_steps(c))
+            and all(per_replica(self, loop, c, replica_loops) for loop in c.site.loops),
             updated_by_hand(self),
             any_loop=True,
         )
@@ -318,7 +319,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         # a loop over data around a counted inner step loop runs once per training step, not per epoch
         for loop in reversed(self.loops):
             parent = loop.parent
-            if loop.is_step and parent is not None and not parent.is_step and loop.counted and parent.over_data:
+            if loop.is_step and parent is not None and not parent.is_step and loop.counted and self.iterates_loader(parent):
                 parent.is_step = True
         # an `if` that holds the optimizer step (an accumulation boundary, `if step % k == 0` of a
         # delayed actor update, an early `continue` before the step) runs on every training step
@@ -375,6 +376,14 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         if call.method is not None and call.receiver_text != "self" and not any(f.name == call.method for f in functions):
             return False
         return any(f in functions for f in self.callees(call))  # (a function value too: `step = make_step(...)`)
+
+    def iterates_loader(self, loop: Loop) -> bool:
+        """`for batch in loader:`, `for i, b in enumerate(self._dataloader):`: a loop over a data loader,
+        known by its value."""
+        it = loop.node.iter if isinstance(loop.node, cst.For) else None
+        if isinstance(it, cst.Call) and dotted(it.func) in ("enumerate", "zip", "tqdm", "tqdm.tqdm") and it.args:
+            it = it.args[0].value
+        return it is not None and self.value(it, None, loop.function).kind is Kind.DATALOADER
 
     def _unlooped_closure(self, event, seed: frozenset[Function] = frozenset(), any_loop: bool = False) -> set[Function]:
         """Functions with a call matching `event` outside their own loops (in any loop, with

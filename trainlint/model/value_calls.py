@@ -247,7 +247,7 @@ class CallValues(LambdaCalls, FunctionCalls):
             return Value(Kind.SCHEDULER, origin=qual)
         if qual.startswith("torch.optim.") and last[:1].isupper():
             return Value(Kind.OPTIMIZER, origin=qual)
-        if last == "DataLoader":
+        if last.endswith("DataLoader"):  # (torchdata's `StatefulDataLoader` too)
             return Value(Kind.DATALOADER, origin=qual)
         if qual in ("accelerate.Accelerator", "accelerate.accelerator.Accelerator"):
             return Value(Kind.OBJECT, origin="accelerate.Accelerator")  # its `prepare` returns what it is given
