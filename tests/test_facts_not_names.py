@@ -292,3 +292,33 @@ def test_an_epoch_function_updating_by_hand_in_its_batch_loop_does_not_make_the_
     # backpropagates: train() runs an epoch, and evaluate() beside it is not per step
     lines = [d.line for d in lint(EPOCH_WITH_HAND_UPDATE, "TL401")]
     assert lines == []
+
+
+def test_a_stream_is_one_by_its_value_and_a_scheduler_by_what_built_it() -> None:
+    # a CUDA stream's `synchronize()` waits for the device; an object merely called a stream does not
+    code = """
+        import torch
+        side = torch.cuda.Stream()
+        for x, y in loader:
+            loss = criterion(model(x.cuda()), y.cuda())
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            side.synchronize()
+            torch.cuda.current_stream().synchronize()
+            event_stream.synchronize()
+    """
+    assert _lines(code, "TL402") == [9, 10]
+    # a scheduler built by a library's schedule builder, whatever its name; an object named like one
+    # whose kind is not known (a learning-rate finder, a curriculum) is not a scheduler
+    schedulers = """
+        import torch
+        from transformers import get_cosine_schedule_with_warmup
+        warmup = get_cosine_schedule_with_warmup(optimizer, 100, 1000)
+        for x in loader:
+            warmup.step()
+            lr_finder.step()
+            model(x).backward()
+            optimizer.step()
+    """
+    assert _lines(schedulers, "TL502") == [6]

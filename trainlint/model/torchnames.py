@@ -123,3 +123,22 @@ def runs_without_grad(origin: str | None) -> bool:
     it (`StableDiffusionPipeline.from_pretrained(...)(prompt)` records no graph)."""
     parts = (origin or "").split(".")
     return parts[0] == "diffusers" and any(p.endswith("Pipeline") for p in parts[1:])
+
+
+# CUDA streams and events: their `synchronize()` waits for the device, as `torch.cuda.synchronize()` does
+CUDA_SYNC_OBJECTS = frozenset(
+    {"torch.cuda.Stream", "torch.cuda.Event", "torch.cuda.current_stream", "torch.cuda.default_stream",
+     "torch.cuda.streams.Stream", "torch.cuda.streams.Event", "torch.Stream", "torch.Event",
+     "torch.accelerator.current_stream"}
+)
+
+
+def is_scheduler_factory(qual: str) -> bool:
+    """A library call that builds a learning-rate scheduler: `torch.optim.lr_scheduler.*`, the
+    schedule builders of transformers and diffusers (`get_linear_schedule_with_warmup`, `get_scheduler`),
+    and a library class named as torch names its schedulers (`NoamLR`, `CosineLRScheduler`)."""
+    last = qual.rpartition(".")[2]
+    if "lr_scheduler" in qual or (qual.startswith(("transformers.", "diffusers.")) and last.startswith("get_") and "schedule" in last):
+        return True
+    # a library's scheduler class, named as torch names its own (`StepLR`, coqui trainer's `NoamLR`)
+    return last[:1].isupper() and last.endswith(("LR", "LRScheduler"))

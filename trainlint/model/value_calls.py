@@ -29,6 +29,7 @@ from trainlint.model.arguments import LambdaCalls, argument_for
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
 from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import (
+    CUDA_SYNC_OBJECTS,
     DETERMINISTIC_FACTORIES,
     GRAD_SCALER,
     LEGACY_CONSTRUCTORS,
@@ -36,6 +37,7 @@ from trainlint.model.torchnames import (
     TORCH_DTYPES,
     dtype_name,
     is_false,
+    is_scheduler_factory,
     is_true,
     literal_string,
     runs_without_grad,
@@ -243,8 +245,10 @@ class CallValues(LambdaCalls, FunctionCalls):
                 resolved = self.of(enabled_arg, fn, at)
                 enabled = None if resolved.kind is not Kind.BOOL else None
             return Value(Kind.SCALER, origin=qual, enabled=enabled)
-        if qual.startswith("torch.optim.lr_scheduler.") or "lr_scheduler" in qual:
+        if is_scheduler_factory(qual):
             return Value(Kind.SCHEDULER, origin=qual)
+        if qual in CUDA_SYNC_OBJECTS:
+            return Value(Kind.OBJECT, origin=qual)
         if qual.startswith("torch.optim.") and last[:1].isupper():
             return Value(Kind.OPTIMIZER, origin=qual)
         if last.endswith("DataLoader"):  # (torchdata's `StatefulDataLoader` too)

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
-from trainlint.model.names import tokens
+from trainlint.model.torchnames import CUDA_SYNC_OBJECTS
 from trainlint.rules.rule import Finding, Rule
 
 SYNCHRONIZE = frozenset({"torch.cuda.synchronize", "torch.xpu.synchronize", "torch.mps.synchronize", "torch.cpu.synchronize", "torch.accelerator.synchronize"})
@@ -101,7 +101,8 @@ def train_step(batch):
             elif (summary := model.project_call_summary(call)) is not None and summary.synchronizes and model.project_target(call) is None:
                 text = model.module.code_for_node(call.node.func)
                 yield Finding(call.node, f"`{text}()` calls `{summary.synchronizes[0]}` ({summary.where}) on every training step, stalling the host until the device drains")
-            elif call.method == "synchronize" and not call.node.args and call.qualname is None:
-                receiver = model.module.code_for_node(call.receiver) if call.receiver is not None else ""
-                if {"stream", "event", "device", "cuda"} & set(tokens(receiver.replace("(", " ").replace(")", " "))):
+            elif call.method == "synchronize" and not call.node.args and call.qualname is None and call.receiver is not None:
+                # a CUDA stream or event, known by its value: `torch.cuda.current_stream().synchronize()`
+                if model.value(call.receiver, call.site).origin in CUDA_SYNC_OBJECTS:
+                    receiver = model.module.code_for_node(call.receiver)
                     yield Finding(call.node, f"`{receiver}.synchronize()` on every training step stalls the host until the device drains")

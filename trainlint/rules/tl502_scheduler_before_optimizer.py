@@ -6,13 +6,15 @@ from typing import Callable, Iterator
 
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, TrainingModel
-from trainlint.model.names import tokens
+from trainlint.model.lattice import Kind
 from trainlint.model.training import STEP_CALL_TEXT
 from trainlint.rules.rule import Finding, Rule
 
 
-def is_scheduler_step(call: Call) -> bool:
-    return call.method == "step" and bool({"scheduler", "sched", "lr"} & set(tokens((call.receiver_text or "").split(".")[-1])))
+def is_scheduler_step(model: TrainingModel, call: Call) -> bool:
+    """`scheduler.step()` on a learning-rate scheduler known by its value (built by `torch.optim.
+    lr_scheduler` or a library's schedule builder), whatever it is called."""
+    return call.method == "step" and call.receiver is not None and model.value(call.receiver, call.site).kind is Kind.SCHEDULER
 
 
 class SchedulerBeforeOptimizer(Rule):
@@ -38,6 +40,7 @@ class SchedulerBeforeOptimizer(Rule):
     example = """\
 import torch
 
+scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=len(loader))
 for x in loader:
     scheduler.step()
     loss = model(x)
@@ -47,16 +50,26 @@ for x in loader:
     fixed_example = """\
 import torch
 
+scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=len(loader))
 for x in loader:
     loss = model(x)
     loss.backward()
     optimizer.step()
     scheduler.step()
 """
-    not_flagged = "Scheduler steps after an optimizer step in the same loop, per-epoch steps after the inner step loop, and scheduler steps with no optimizer step in the same function."
+    not_flagged = (
+        "Scheduler steps after an optimizer step in the same loop, per-epoch steps after the inner step loop, "
+        "and scheduler steps with no optimizer step in the same function. A scheduler is known by its value "
+        "(built by `torch.optim.lr_scheduler`, by a transformers or diffusers schedule builder such as "
+        "`get_linear_schedule_with_warmup`, or from a library class named as torch names its schedulers, "
+        "`*LR`/`*LRScheduler`), never by the name of the variable holding it: a `.step()` on an object whose "
+        "kind is not known is not reported."
+    )
     verification = "`trainlint verify run` counts the scheduler steps the script takes before its first optimizer step."
     valid = (
         """
+import torch
+scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)
 for epoch in range(10):
     for x in loader:
         model(x).backward()
@@ -66,6 +79,8 @@ for epoch in range(10):
     )
     invalid = (
         """
+import torch
+lr_scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)
 for epoch in range(10):
     lr_scheduler.step()
     for x in loader:
@@ -73,17 +88,25 @@ for epoch in range(10):
         optimizer.step()
 """,
         """
-def train_step(batch):
-    self.scheduler.step()
-    model(batch).backward()
-    scaler.step(optimizer)
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+class Trainer:
+    def __init__(self, model, optimizer, scaler):
+        self.model, self.optimizer, self.scaler = model, optimizer, scaler
+        self.scheduler = get_linear_schedule_with_warmup(optimizer, 100, 1000)
+
+    def train_step(self, batch):
+        self.scheduler.step()
+        self.model(batch).backward()
+        self.scaler.step(self.optimizer)
 """,
     )
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         steps = [c for c in model.calls if model.is_optimizer_step(c)]
         for sched in model.calls:
-            if not is_scheduler_step(sched):
+            if not is_scheduler_step(model, sched):
                 continue
             fn = sched.site.function
             scope = sched.site.innermost_loop
