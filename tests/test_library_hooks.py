@@ -667,3 +667,64 @@ def test_what_a_plugin_registry_dispatches_to_by_name_runs_every_step(tmp_path: 
 def test_an_implementation_registered_under_another_plugin_is_not_what_the_trainer_runs(tmp_path: Path) -> None:
     files = dict(REGISTRY, **{"backends.py": REGISTRY["backends.py"].replace('@ClipPlugin("fsdp")', '@LossPlugin("fsdp")')})
     assert lint_tree(tmp_path, files) == ["backends.py:27:TL401"]
+
+
+# DeiT/MAE: the engine's epoch function is handed a loss scaler by the script; calling it scales and
+# backpropagates the loss, clips when given `clip_grad`, and steps the optimizer
+ENGINE = """
+    import torch
+
+    def train_one_epoch(model, criterion, loader, optimizer, loss_scaler, max_norm=None):
+        for samples, targets in loader:
+            samples, targets = samples.cuda(), targets.cuda()
+            with torch.cuda.amp.autocast():
+                loss = criterion(model(samples), targets)
+            loss_value = loss.item()
+            optimizer.zero_grad()
+            loss_scaler(loss, optimizer, clip_grad=max_norm, parameters=model.parameters())
+"""
+MAIN = """
+    import torch
+    from timm.utils import NativeScaler
+    from engine import train_one_epoch
+
+    model = torch.nn.Linear(4, 2).cuda()
+    optimizer = torch.optim.AdamW(model.parameters())
+    train_one_epoch(model, torch.nn.CrossEntropyLoss(), loader, optimizer, NativeScaler(), max_norm=1.0)
+"""
+
+
+def test_timm_s_loss_scaler_handed_to_the_engine_steps_there(tmp_path: Path) -> None:
+    assert lint_tree(tmp_path, {"engine.py": ENGINE, "main.py": MAIN}, paths=["engine.py"]) == ["engine.py:9:TL401"]
+
+
+def test_an_object_called_a_loss_scaler_whose_class_is_not_known_is_not_a_step(tmp_path: Path) -> None:
+    main = MAIN.replace("from timm.utils import NativeScaler", "from apex_helpers import NativeScaler")
+    assert lint_tree(tmp_path, {"engine.py": ENGINE, "main.py": main}, paths=["engine.py"]) == []
+
+
+# MAE's own scaler: it clips only when a call gives it `clip_grad`
+SCALER = """
+    import torch
+
+    class NativeScalerWithGradNormCount:
+        def __init__(self):
+            self._scaler = torch.cuda.amp.GradScaler()
+
+        def __call__(self, loss, optimizer, clip_grad=None, parameters=None):
+            self._scaler.scale(loss).backward()
+            if clip_grad is not None:
+                self._scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(parameters, clip_grad)
+            self._scaler.step(optimizer)
+            self._scaler.update()
+"""
+
+
+def test_a_project_scaler_clips_where_a_call_gives_it_a_threshold(tmp_path: Path) -> None:
+    main = MAIN.replace("from timm.utils import NativeScaler", "from util import NativeScalerWithGradNormCount as NativeScaler")
+    engine = ENGINE.replace("    import torch\n", "    import torch\n    import util\n", 1)  # (its metric logger, say)
+    files = {"engine.py": engine, "main.py": main, "util.py": SCALER}
+    assert [f for f in lint_tree(tmp_path, files, paths=["engine.py"]) if "TL202" in f] == []
+    unclipped = dict(files, **{"engine.py": files["engine.py"].replace("clip_grad=max_norm, ", "")})
+    assert [f for f in lint_tree(tmp_path, unclipped, paths=["engine.py"]) if "TL202" in f] == ["engine.py:8:TL202"]

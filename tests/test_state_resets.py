@@ -69,3 +69,60 @@ def test_state_rebuilt_only_when_built_is_a_history(tmp_path: Path) -> None:
     files["train.py"] = files["train.py"].replace("self.attention = LocationAttention()", "self.attention = LocationAttention()\n                self.attention.init_states(torch.zeros(2, 3, 4))")
     found = [f for f in lint_tree(tmp_path, files) if "TL302" in f]
     assert found == ["pkg/attentions.py:18:TL302", "pkg/attentions.py:19:TL302"], found
+
+
+# LRCN: the recurrent state lives on a submodule; the training helper in another module resets it
+# through the model it is given (`model.lstm.reset_hidden_state()`) before each batch
+RECURRENT = {
+    "models.py": """
+        import torch.nn as nn
+
+
+        class Lstm(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = nn.LSTM(8, 8, batch_first=True)
+                self.hidden_state = None
+
+            def reset_hidden_state(self):
+                self.hidden_state = None
+
+            def forward(self, x):
+                output, self.hidden_state = self.lstm(x, self.hidden_state)
+                return output
+
+
+        class ConvLstm(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = Lstm()
+                self.head = nn.Linear(8, 2)
+
+            def forward(self, x):
+                return self.head(self.lstm(x)[:, -1])
+    """,
+    "train.py": """
+        import torch
+        from models import ConvLstm
+
+
+        def forward_step(model, clips, labels, criterion):
+            model.lstm.reset_hidden_state()
+            return criterion(model(clips), labels)
+
+
+        def train(loader, optimizer, criterion):
+            model = ConvLstm().cuda()
+            for clips, labels in loader:
+                optimizer.zero_grad()
+                forward_step(model, clips.cuda(), labels.cuda(), criterion).backward()
+                optimizer.step()
+    """,
+}
+
+
+def test_state_a_caller_resets_through_an_attribute_of_the_model_every_step_is_no_history(tmp_path: Path) -> None:
+    assert [f for f in lint_tree(tmp_path, RECURRENT) if "TL302" in f] == []
+    # never reset: the hidden state links every step's graph to the next
+    files = dict(RECURRENT, **{"train.py": RECURRENT["train.py"].replace("    model.lstm.reset_hidden_state()\n", "")})
+    assert [f for f in lint_tree(tmp_path, files) if "TL302" in f] == ["models.py:15:TL302"]

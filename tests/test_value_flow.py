@@ -577,7 +577,11 @@ def test_host_tensor_built_a_line_before_its_copy_and_nested_parameters():
 def test_loop_over_data_around_a_counted_step_loop_runs_per_step():
     code = """
     import torch
+    from torchdata.stateful_dataloader import StatefulDataLoader
     class Recipe:
+        def setup(self, dataset):
+            self._dataloader = StatefulDataLoader(dataset, batch_size=4)
+
         def rollout(self, batch):
             torch.cuda.empty_cache()
             return self.policy.generate(batch)
@@ -593,7 +597,7 @@ def test_loop_over_data_around_a_counted_step_loop_runs_per_step():
                         self._optimizer.zero_grad()
                 torch.cuda.empty_cache()
     """
-    assert found(code, "TL304") == [5]
+    assert found(code, "TL304") == [9]
 
 
 def test_predicates_presence_checks_and_percent_formatting():

@@ -15,6 +15,7 @@ from trainlint.model.lattice import MAX_ALTERNATIVES, origins
 from trainlint.model.facts import Call, Function
 from trainlint.model.hooks import LIBRARY_HOOK_ATTRIBUTES, library_step_hook
 from trainlint.model.summary import DISPATCH, FunctionSummary
+from trainlint.model.torchnames import LIBRARY_CLASS, LIBRARY_LOSS_SCALERS
 
 @dataclass(frozen=True, eq=False)
 class Bound:
@@ -62,14 +63,18 @@ class StepChains:
         passed = self._passed_origins(fn, name)
         if not passed or len(passed) > MAX_ALTERNATIVES:
             return None
-        # a model or a loss module (what runs `forward` every step), or a plain object (a metric
-        # logger whose `update` reads what it is given); loss scalers and optimizers passed in keep
-        # what the module itself can tell of them (a scaler that clips only when asked, say). Several
-        # classes passed (in several places) make an object of one of them, when all are of one kind.
+        # a model or a loss module (what runs `forward` every step), a plain object (a metric logger
+        # whose `update` reads what it is given), or a loss scaler (whose `__call__` backpropagates and
+        # steps, clipping where a call asks it to); optimizers passed in keep what the module itself can
+        # tell of them. Several classes passed (in several places) make an object of one of them, when
+        # all are of one kind.
         kinds = set()
         for origin in passed:
+            library = origin.removeprefix(f"{LIBRARY_CLASS}::")
+            if library in LIBRARY_LOSS_SCALERS:
+                return Value(Kind.SCALER, origin=library) if len(passed) == 1 else None
             symbol = self.project_symbol(origin)
-            if not isinstance(symbol, ClassSummary) or symbol.kind not in (Kind.MODULE, Kind.OBJECT):
+            if not isinstance(symbol, ClassSummary) or symbol.kind not in (Kind.MODULE, Kind.OBJECT, Kind.SCALER):
                 return None
             kinds.add(symbol.kind)
         return Value(kinds.pop(), origin="|".join(passed)) if len(kinds) == 1 else None
@@ -124,7 +129,7 @@ class StepChains:
 
         out: list[tuple[str, str, str]] = []
         for number, call in enumerate(self.calls):
-            if call.qualname is not None and self._module_function(call) and self.project_symbol(call.qualname) is not None:
+            if call.qualname is not None and self._module_function(call) and self._in_project(call.qualname):
                 callees = [call.qualname]
                 for position, arg in enumerate(a for a in call.node.args if a.keyword is None and not a.star):
                     self._passed(call, str(position), arg.value, out, ClassSummary)
@@ -143,6 +148,13 @@ class StepChains:
                 out.extend((callee, key, f"={number}:{fact}") for key, fact in facts)
         return out
 
+    def _in_project(self, qualname: str) -> bool:
+        """A name of a project module: its summary, or (where summaries know only names, a module with
+        training code summarised deep down) its place."""
+        if self.project_symbol(qualname) is not None:
+            return True
+        return self.project is not None and bool(self.path) and self.project.qualify(self.path, qualname) is not None
+
     def _module_function(self, call: Call) -> bool:
         """`f(x)` or `utils.f(x)` (a function reached through a module, not a class's `Cls.f(x)`)."""
         from trainlint.model.summary import ClassSummary
@@ -158,6 +170,8 @@ class StepChains:
                 out.append((call.qualname or "", key, f"::{origin}"))
             elif isinstance(self.project_symbol(origin), class_summary):
                 out.append((call.qualname or "", key, origin))
+            elif origin in LIBRARY_LOSS_SCALERS:  # (a library class whose calls are known)
+                out.append((call.qualname or "", key, f"{LIBRARY_CLASS}::{origin}"))
 
     @cached_property
     def _stepping_targets(self) -> "dict[Call, list[tuple[str, str]]]":

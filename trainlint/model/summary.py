@@ -59,6 +59,8 @@ class FunctionSummary:
     # a parameter it steps on every call ("0 optimizer": `optimizer.step()`), which it cannot tell is
     # an optimizer: a call that passes one there updates the weights
     steps_parameter: str | None = None
+    # clips only when this parameter ("1 clip_grad") is given something (`if clip_grad is not None:`)
+    clips_parameter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,9 @@ class ClassSummary:
     # this module's functions and classes registered under the class by a decorator built from it
     # (`@DistributedPlugin("fsdp2").register()`): what its instances dispatch to by name
     registered: tuple[str, ...] = ()
+    # the objects its instances hold (`self.lstm = Lstm(...)`): attribute -> instance of a class,
+    # named as any module finds it ("file::Lstm"), for `model.lstm.reset_state()` in another module
+    attributes: dict[str, Value] = field(default_factory=dict)
 
 
 def registry_root(decorator: object) -> str | None:
@@ -200,12 +205,28 @@ class Summarizer:
                 root = registry_root(decorator.decorator)
                 if root is not None and m.local_class(root) is not None:
                     registered.setdefault(root, []).append(statement.name.value)  # type: ignore[attr-defined]
-        classes = {c.name: replace(self.cls(c), registered=tuple(registered.get(c.name, ()))) for c in m.classes}
+        classes = {
+            c.name: replace(self.cls(c), registered=tuple(registered.get(c.name, ())), attributes=self._attributes(c))
+            for c in m.classes
+        }
         return ModuleSummary(functions, classes, {k: v for k, v in m.imports.names.items() if v.split(".", 1)[0] != "torch"})
 
     def cls(self, info: "ClassInfo") -> ClassSummary:
         methods = {name: self.function(fn) for name, fn in info.methods.items()}
         return ClassSummary(class_kind(info, methods), methods)
+
+    def _attributes(self, info: "ClassInfo") -> dict[str, Value]:
+        """The instances of classes (of this module or another) that the class's methods assign to
+        `self` attributes."""
+        m = self.model
+        names = {t[5:] for a in m.assigns for t in a.targets if t.startswith("self.") and t.count(".") == 1
+                 and a.site.function is not None and a.site.function.class_name == info.name}
+        out = {}
+        for name in sorted(names):
+            value = _qualified(m.values.instance_attribute(info.name, name), m)
+            if value.kind in (Kind.MODULE, Kind.OBJECT, Kind.SCALER) and value.origin and "::" in value.origin:
+                out[name] = value
+        return out
 
     def function(self, fn: "Function") -> FunctionSummary:
         key = id(fn)
@@ -229,6 +250,7 @@ class Summarizer:
         self_calls: list[str] = []
         stepped: list[str] = []
         params = set(fn.params) - {"self", "cls"}
+        clip_gates: list[str | None] = []  # for each clip: the parameter that gates it, if one does
         for call in fn.calls:
             own = call.site.function is fn
             unlooped = own and not call.site.loops
@@ -243,6 +265,7 @@ class Summarizer:
             last = (call.qualname or call.method or call.name or "").rsplit(".", 1)[-1]
             if is_clip_name(last) or (sub is not None and sub.clips):
                 clips = True
+                clip_gates.append(_gating_parameter(call, params) if own else None)
             if call.method == "zero_grad" or (sub is not None and sub.clears_grads):
                 clears = True
             if (call.method == "train" and len(call.node.args) <= 1) or (sub is not None and sub.sets_train_mode):
@@ -293,6 +316,7 @@ class Summarizer:
             returns_argument=_returned_parameter(fn, m),
             self_calls=tuple(dict.fromkeys(self_calls)),
             steps_parameter=_parameter_key(fn, stepped[0]) if stepped and not steps else None,
+            clips_parameter=_parameter_key(fn, clip_gates[0]) if clip_gates[0:1] != [None] and len(set(clip_gates)) == 1 else None,
         )
 
 
@@ -322,6 +346,26 @@ def _parameter_key(fn: "Function", name: str) -> str | None:
     """"0 model": a parameter's position among the explicit ones, and its name."""
     positional = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
     return f"{positional.index(name)} {name}" if name in positional else None
+
+
+def _gating_parameter(call: "Call", params: set[str]) -> str | None:
+    """The parameter whose being given gates a call: `if clip_grad is not None:` or `if clip_grad:`
+    around it (the innermost such test of the function's `if`s around the call)."""
+    import libcst as cst
+
+    for node in reversed(call.site.gate_nodes):
+        test = getattr(node, "test", None)
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            test = test.left  # `if clip_grad is not None and clip_grad > 0:`
+        if isinstance(test, cst.Name) and test.value in params:
+            return test.value
+        if (
+            isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and test.left.value in params
+            and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.IsNot)
+            and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None"
+        ):
+            return test.left.value
+    return None
 
 
 def _top_level(fn: "Function") -> bool:

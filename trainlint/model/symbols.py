@@ -13,8 +13,9 @@ import libcst as cst
 from trainlint.model.facts import Call, ClassInfo, Function, Site
 from trainlint.config import is_test_path
 from trainlint.model.lattice import Kind, Value, join, origins
-from trainlint.model.names import dotted, tokens
+from trainlint.model.names import dotted
 from trainlint.model.arguments import argument_for
+from trainlint.model.torchnames import LIBRARY_LOSS_SCALERS
 from trainlint.model.function_values import local_function_index, local_function_origin
 from trainlint.model.values import ValueModel
 
@@ -303,7 +304,12 @@ class SymbolQueries:
 
     def _given_optimizer(self, call: Call, summary: "FunctionSummary | None") -> "FunctionSummary | None":
         """`optimizer_step(optimizer, loss)`: a helper that steps a parameter it cannot tell is an
-        optimizer updates the weights where a call gives it one."""
+        optimizer updates the weights where a call gives it one. And a helper that clips only when
+        given a threshold (`loss_scaler(loss, opt, clip_grad=None)`) clips where a call gives one."""
+        if summary is not None and summary.clips and summary.clips_parameter:
+            given = argument_for(call.node, summary.clips_parameter)
+            if given is None or (isinstance(given, cst.Name) and given.value == "None"):
+                summary = replace(summary, clips=False)
         if summary is None or summary.steps or not summary.steps_parameter:
             return summary
         passed = argument_for(call.node, summary.steps_parameter)
@@ -337,10 +343,10 @@ class SymbolQueries:
             methods = self.class_methods(callee.origin)
             if methods is not None:
                 return methods.get("__call__")
-            # `loss_scaler(loss, optimizer, clip_grad=...)`: a loss-scaler object handed in as a
-            # parameter (timm/DeiT/MAE style): it scales, backpropagates, steps and updates
+            # `loss_scaler(loss, optimizer, clip_grad=...)`: timm's loss scaler, handed in as a
+            # parameter (DeiT/MAE style): it scales, backpropagates, clips when asked, steps and updates
             name = call.name or ""
-            if "scaler" in tokens(name) and len(call.node.args) >= 2 and callee.kind in (Kind.UNKNOWN, Kind.SCALER):
+            if callee.origin in LIBRARY_LOSS_SCALERS and len(call.node.args) >= 2:
                 clips = call.kwarg("clip_grad") is not None or call.kwarg("clip_value") is not None
                 return FunctionSummary(where=name, steps=True, backprops=True, scales=True, clips=clips)
         return None

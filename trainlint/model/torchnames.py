@@ -142,3 +142,12 @@ def is_scheduler_factory(qual: str) -> bool:
         return True
     # a library's scheduler class, named as torch names its own (`StepLR`, coqui trainer's `NoamLR`)
     return last[:1].isupper() and last.endswith(("LR", "LRScheduler"))
+
+
+# timm's loss scalers: `loss_scaler(loss, optimizer, clip_grad=...)` scales and backpropagates the loss,
+# clips when given `clip_grad`, steps the optimizer and updates the scale (timm/utils/cuda.py)
+LIBRARY_LOSS_SCALERS = frozenset(
+    {"timm.utils.NativeScaler", "timm.utils.cuda.NativeScaler", "timm.utils.ApexScaler", "timm.utils.cuda.ApexScaler"}
+)
+# how a summary names a library class whose instances a module passes to another (`Argument.class_path`)
+LIBRARY_CLASS = "<library>"

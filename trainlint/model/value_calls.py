@@ -11,36 +11,13 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from trainlint.model.lattice import (
-    ACCEL,
-    BOOL,
-    CYCLE,
-    HOST,
-    HOST_DATA,
-    NUMBER,
-    STRING,
-    UNKNOWN,
-    UNKNOWN_DEVICE,
-    Kind,
-    Value,
-    join,
-)
+from trainlint.model.lattice import ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NUMBER, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join
 from trainlint.model.arguments import LambdaCalls, argument_for
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
 from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import (
-    CUDA_SYNC_OBJECTS,
-    DETERMINISTIC_FACTORIES,
-    GRAD_SCALER,
-    LEGACY_CONSTRUCTORS,
-    RANDOM_FACTORIES,
-    TORCH_DTYPES,
-    dtype_name,
-    is_false,
-    is_scheduler_factory,
-    is_true,
-    literal_string,
-    runs_without_grad,
+    CUDA_SYNC_OBJECTS, DETERMINISTIC_FACTORIES, GRAD_SCALER, LEGACY_CONSTRUCTORS, LIBRARY_LOSS_SCALERS, RANDOM_FACTORIES,
+    TORCH_DTYPES, dtype_name, is_false, is_scheduler_factory, is_true, literal_string, runs_without_grad,
 )
 
 if TYPE_CHECKING:
@@ -238,6 +215,8 @@ class CallValues(LambdaCalls, FunctionCalls):
         project = m.project_value(qual)
         if project is not None:
             return project
+        if qual in LIBRARY_LOSS_SCALERS:
+            return Value(Kind.SCALER, origin=qual)
         if qual in GRAD_SCALER or qual.endswith("ShardedGradScaler"):
             enabled_arg = _kwarg(call, "enabled")
             enabled = False if is_false(enabled_arg) else (True if enabled_arg is None or is_true(enabled_arg) else None)

@@ -15,33 +15,14 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.lattice import (
-    ACCEL,
-    BOOL,
-    CYCLE,
-    HOST,
-    HOST_DATA,
-    NONE,
-    NUMBER,
-    STRING,
-    TENSOR,
-    UNKNOWN,
-    UNKNOWN_DEVICE,
-    Kind,
-    Value,
-    join,
-    join_graph,
+    ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NONE, NUMBER, STRING, TENSOR, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join, join_graph,
 )
 from trainlint.model.arguments import argument_for, refinable, refines
 from trainlint.model.function_values import library_function
 from trainlint.model.containers import comprehension_bindings, element_of, is_empty_list
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES
-from trainlint.model.value_calls import (
-    CONFIG_NAMES,
-    HOST_ATTRIBUTES,
-    TENSOR_VALUED_ATTRIBUTES,
-    CallValues,
-)
+from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, TENSOR_VALUED_ATTRIBUTES, CallValues
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Function, Site
@@ -423,7 +404,24 @@ class ValueModel(CallValues):
         qual = self.model.imports.resolve(expr)
         if qual is not None:
             return self._imported(qual)
+        if base.kind in (Kind.MODULE, Kind.OBJECT) and base.origin and "|" not in base.origin:
+            return self._held_by(base.origin, attr)  # `model.lstm`: what an object of a known class holds
         return UNKNOWN
+
+    def _held_by(self, origin: str, attr: str) -> Value:
+        """What `self.<attr>` holds in an object of class `origin` (of this module, or of another by its
+        summary), when it holds an instance of a class."""
+        if self.model.local_class(origin) is not None:
+            value = self.instance_attribute(origin, attr)
+            return value if value.kind in (Kind.MODULE, Kind.OBJECT, Kind.SCALER) and value.origin else UNKNOWN
+        symbol = self.model.project_symbol(origin)
+        return getattr(symbol, "attributes", {}).get(attr, UNKNOWN)
+
+    def instance_attribute(self, class_name: str, attr: str) -> Value:
+        """`self.<attr>` of this module's class `class_name`: the join of what its methods assign."""
+        info = self.model.local_class(class_name)
+        method = next(iter(info.methods.values()), None) if info is not None else None
+        return self.self_attribute(method, f"self.{attr}") if method is not None else UNKNOWN
 
     def self_attribute(self, fn: "Function | None", text: str) -> Value:
         """`self.x`: the join of what every method of the class assigns to it."""

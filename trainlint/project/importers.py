@@ -125,6 +125,11 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
             root = registry_root(decorator)
             if root in classes:
                 classes[root] = replace(classes[root], registered=(*classes[root].registered, node.name))
+    for node in tree.body if path else ():
+        if isinstance(node, ast.ClassDef) and node.name in classes:
+            held = _held_instances(node, classes, path)
+            if held:
+                classes[node.name] = replace(classes[node.name], attributes=held)
     torch_names = {name for name, full in imported.items() if full == "torch"}
     for node, owner in factories if path else ():
         returned = _returned_classes(node, classes, exports, path) or _returned_host_tensor(node, torch_names)
@@ -134,6 +139,24 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
         table = classes[owner].methods if owner else functions
         table[node.name] = replace(table[node.name], returns=returned, defined=(path, qualified))
     return ModuleSummary(functions, classes, exports, outline=True)
+
+
+def _held_instances(cls: ast.ClassDef, classes: dict[str, ClassSummary], path: str) -> dict[str, Value]:
+    """`self.lstm = Lstm(...)` in a method of `cls`, with `Lstm` a class of this module: the attributes
+    its instances hold an object of one class of this module in (every assignment builds one)."""
+    built: dict[str, set[str | None]] = {}
+    for node in ast.walk(cls):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                call = node.value
+                name = call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in classes else None
+                built.setdefault(target.attr, set()).add(name)
+    return {
+        attr: Value(classes[name].kind, origin=f"{path}::{name}")
+        for attr, names in built.items() if len(names) == 1 and (name := next(iter(names))) is not None
+    }
 
 
 def _returned_classes(fn: ast.FunctionDef | ast.AsyncFunctionDef, classes: dict[str, ClassSummary], exports: dict[str, str], path: str) -> Value | None:

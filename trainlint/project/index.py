@@ -18,6 +18,7 @@ from pathlib import Path
 from dataclasses import replace
 from typing import Any, Iterator
 
+from trainlint.model.torchnames import LIBRARY_CLASS
 from trainlint.project import store
 from trainlint.project.classes import class_hierarchy, inherited_methods
 from trainlint.project.seeds import join_seeds, passed_to
@@ -189,8 +190,9 @@ class Project:
             final = self.defined_in(where[0], where[1], hops=0) if where is not None else None
             if final is None or len(final[1]) not in (1, 2):
                 continue
-            if origin.startswith("="):  # what a call passes (a fact), not a class
-                out.append(Argument(str(final[0]), ".".join(final[1]), key, "", origin))
+            library = origin.startswith(f"{LIBRARY_CLASS}::")
+            if origin.startswith("=") or library:  # what a call passes (a fact), or a library's class
+                out.append(Argument(str(final[0]), ".".join(final[1]), key, LIBRARY_CLASS if library else "", origin.split("::")[-1]))
                 continue
             if origin.startswith("::"):
                 cls: tuple[Path, list[str]] | None = (_real(path), [origin[2:]])

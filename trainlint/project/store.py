@@ -40,7 +40,8 @@ def encode_summary(summary: ModuleSummary, depends: set[State], version: int) ->
         "trainlint": version,
         "summary": [
             {k: _encode_function(f) for k, f in summary.functions.items()},
-            {k: [c.kind.value, {m: _encode_function(f) for m, f in c.methods.items()}, list(c.bases), list(c.registered)] for k, c in summary.classes.items()},
+            {k: [c.kind.value, {m: _encode_function(f) for m, f in c.methods.items()}, list(c.bases), list(c.registered),
+                 {a: _encode_value(v) for a, v in c.attributes.items()}] for k, c in summary.classes.items()},
             summary.exports,
             [[c.target, [list(p) for p in c.chain], c.accelerator, c.when] for c in summary.step_calls],
             [[a.callee_path, a.callee, a.key, a.class_path, a.class_name] for a in summary.arguments],
@@ -89,29 +90,30 @@ def _decode_step_call(v: object) -> Any:
 def _encode_function(f: FunctionSummary) -> list[object]:
     return [f.where, f.steps, f.backprops, f.trains, f.clears_grads, f.clips, f.scales, f.synchronizes, f.syncs,
             f.reads_arguments, f.no_grad, f.sets_train_mode, f.differentiates_arguments, _encode_value(f.returns),
-            list(f.defined), f.returns_argument, list(f.self_calls), f.steps_parameter]
+            list(f.defined), f.returns_argument, list(f.self_calls), f.steps_parameter, f.clips_parameter]
 
 
 def _decode_function(v: object) -> FunctionSummary:
     from trainlint.model.summary import FunctionSummary
 
     (where, steps, backprops, trains, clears_grads, clips, scales, synchronizes, syncs, reads_arguments, no_grad,
-     sets_train_mode, differentiates, returns, defined, returns_argument, self_calls, steps_parameter) = items(v, 18)
+     sets_train_mode, differentiates, returns, defined, returns_argument, self_calls, steps_parameter, clips_parameter) = items(v, 19)
     path, qualified = items(defined, 2)
     return FunctionSummary(
         text(where), flag(steps), flag(backprops), flag(trains), flag(clears_grads), flag(clips), flag(scales),
         tuple(text(s) for s in items(synchronizes)), tuple(text(s) for s in items(syncs)), flag(reads_arguments),
         flag(no_grad), flag(sets_train_mode), opt_flag(differentiates), _decode_value(returns), (text(path), text(qualified)),
         opt_text(returns_argument), tuple(text(s) for s in items(self_calls)), opt_text(steps_parameter),
+        opt_text(clips_parameter),
     )
 
 
 def _decode_class(v: object) -> ClassSummary:
     from trainlint.model.summary import ClassSummary
 
-    kind, methods, bases, registered = items(v, 4)
+    kind, methods, bases, registered, attributes = items(v, 5)
     return ClassSummary(_kind(kind), {k: _decode_function(f) for k, f in mapping(methods).items()}, tuple(text(b) for b in items(bases)),
-                        tuple(text(r) for r in items(registered)))
+                        tuple(text(r) for r in items(registered)), {k: _decode_value(a) for k, a in mapping(attributes).items()})
 
 
 def _encode_value(v: Value) -> list[object]:
