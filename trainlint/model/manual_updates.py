@@ -16,7 +16,7 @@ from trainlint.model.names import dotted
 from trainlint.model.walk import child_nodes
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Call, Function, Loop, Site
+    from trainlint.model.facts import Call, Function, Site
     from trainlint.model.training import TrainingModel
 
 # in-place tensor arithmetic that applies an update to its receiver
@@ -68,25 +68,34 @@ def updated_by_hand(model: "TrainingModel") -> frozenset["Function"]:
     return frozenset(fn for fn in found if not any(b.rsplit(".", 1)[-1] == "Optimizer" for b in fn.class_bases))
 
 
-def per_replica(model: "TrainingModel", loop: "Loop", update: "Call", known: dict[int, bool]) -> bool:
-    """`for param in device_params: sgd(param, lr)`, `for opt in optimizers: opt.step()`: a loop that
-    applies an update to each of several parameter sets or optimizers (d2l's multi-GPU training): the
-    update is given the loop's variable, and nothing in the loop backpropagates or runs a function of
-    this module (a loop calling a step helper is a training loop). `known`: answers so far, by loop."""
-    if not isinstance(loop.node, cst.For):
-        return False
-    targets = {n.value for n in _names(loop.node.target)}
+def updates_once(model: "TrainingModel", update: "Call", known: dict[int, bool]) -> bool:
+    """An update (an optimizer step, a project step helper) that runs once per call of its function:
+    outside loops, or inside loops that each apply it to one of several parameter sets or optimizers
+    (`for param in device_params: sgd(param, lr)`, `for opt in optimizers: opt.step()`,
+    d2l's multi-GPU training). Each loop gives the update its variable, and nothing in it
+    backpropagates or runs a function of this module (a loop calling a step helper is a training
+    loop). `known`: the loops' answers so far."""
+    loops = update.site.loops
+    if loops and update.method != "step" and update.qualname is None:
+        return False  # (in a loop, only `opt.step()` or an imported step helper given the loop's variable)
     given = [a.value for a in update.node.args] + ([update.receiver] if update.receiver is not None else [])
-    if not any(targets & ({dotted(e) or ""} | model.roots_of(e, loop.function)) for e in given):
+    for loop in loops:  # (the cheap test first: most calls in loops are not given a loop's variable)
+        targets = {n.value for n in _names(loop.node.target)} if isinstance(loop.node, cst.For) else set()
+        if not any((dotted(e) or "").split(".")[0] in targets for e in given):
+            return False
+    if not (model.is_optimizer_step(update) or model.project_steps(update)):
         return False
-    answer = known.get(id(loop))
-    if answer is None:
-        inside = [c for c in model.calls if loop in c.site.loops]
-        summaries = [model.project_call_summary(c) for c in inside]
-        answer = known[id(loop)] = not any(model.is_backward(c) or model.callee(c) is not None for c in inside) and not any(
-            s is not None and s.backprops for s in summaries
-        )
-    return answer
+    for loop in loops:
+        answer = known.get(id(loop))
+        if answer is None:
+            inside = [c for c in model.calls if loop in c.site.loops]
+            summaries = [model.project_call_summary(c) for c in inside]
+            answer = known[id(loop)] = not any(model.is_backward(c) or model.callee(c) is not None for c in inside) and not any(
+                s is not None and s.backprops for s in summaries
+            )
+        if not answer:
+            return False
+    return True
 
 
 def _names(target: cst.BaseExpression) -> list[cst.Name]:

@@ -32,7 +32,7 @@ from trainlint.model.facts import (
 )
 from trainlint.model.hooks import LIBRARY_HOOK_NAMES, LIBRARY_STEP_METHODS, library_step_hook
 from trainlint.model.lattice import Kind
-from trainlint.model.manual_updates import per_replica, updated_by_hand
+from trainlint.model.manual_updates import updated_by_hand, updates_once
 from trainlint.model.names import ImportMap, dotted, tokens
 from trainlint.model.reaching import ReachingDefinitions
 from trainlint.model.symbols import SymbolQueries
@@ -284,8 +284,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         # Functions that update weights (an optimizer step) or backpropagate outside any loop of their
         # own, directly or through such callees, to a fixpoint over calls.
         updating = self._unlooped_closure(
-            lambda c: (self.is_optimizer_step(c) or self.project_steps(c))
-            and all(per_replica(self, loop, c, replica_loops) for loop in c.site.loops),
+            lambda c: updates_once(self, c, replica_loops),
             updated_by_hand(self),
             any_loop=True,
         )

@@ -18,7 +18,12 @@ from trainlint.reading import MAX_MODULE_BYTES, MAX_PROJECT_MODULES, State, modu
 IMPORT_TEXT = re.compile(r"(?:^|;)[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import\b|import[ \t]+([^\n;#]+))", re.MULTILINE)
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
-MAX_IMPORTERS = 200  # (a hub module of a tutorial: every notebook of a book imports it)
+MAX_IMPORTERS = 40
+# a module containing none of these can say nothing a training step needs
+TRAINING_TOKENS = (
+    "backward", ".step(", "zero_grad", "clip_grad", "GradScaler", ".scale(", "synchronize", ".item()",
+    ".train(", "optim", "half()", "bfloat16", "float16", "torch_dtype",
+)
 # torch's factories that build a tensor from sizes alone (not `torch.tensor(data)`, not `*_like`)
 HOST_BUILT = frozenset({"zeros", "ones", "full", "arange", "eye", "empty", "linspace", "rand", "randn", "randint", "randperm"})
 MAX_CHAINS = 4
@@ -39,6 +44,7 @@ class ImportIndex:
     """Which files of a project import which names (every word of each imported dotted name)."""
 
     by_word: dict[str, list[Path]] = field(default_factory=dict)
+    training: set[Path] = field(default_factory=set)  # the files with training code (TRAINING_TOKENS)
     # the names in the project's folders, as one state: a module added or removed anywhere
     # invalidates what used the index
     listings: list[State] = field(default_factory=list)
@@ -75,6 +81,8 @@ def import_index(root: Path) -> ImportIndex:
                     words.update(w.strip("() ").split(" as ")[0] for w in rest.split(",") if w.strip("() ").split(" as ")[0].isidentifier())
             for word in words:
                 index.by_word.setdefault(word, []).append(file)
+            if any(token in text for token in TRAINING_TOKENS):
+                index.training.add(file)
     return index
 
 

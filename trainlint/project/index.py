@@ -22,15 +22,10 @@ from trainlint.model.torchnames import LIBRARY_CLASS
 from trainlint.project import store
 from trainlint.project.classes import class_hierarchy, inherited_methods
 from trainlint.project.seeds import join_seeds, passed_to
-from trainlint.project.importers import IMPORT_TEXT, module_outline, MAX_IMPORTERS, ImportIndex, import_index, project_root
+from trainlint.project.importers import IMPORT_TEXT, MAX_IMPORTERS, TRAINING_TOKENS, ImportIndex, import_index, module_outline, project_root
 from trainlint.model.summary import EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Seed
 from trainlint.reading import EXISTS, FOLDER, State, module_code, probe_state, read_state
 
-# a module containing none of these can say nothing a training step needs
-TRAINING_TOKENS = (
-    "backward", ".step(", "zero_grad", "clip_grad", "GradScaler", ".scale(", "synchronize", ".item()",
-    ".train(", "optim", "half()", "bfloat16", "float16", "torch_dtype",
-)
 # top-level names that are never the project's own (a local folder of that name would be unusual)
 LIBRARY_ROOTS = frozenset(
     """torch numpy math os sys re json time random typing collections functools itertools dataclasses pathlib logging argparse copy
@@ -235,6 +230,8 @@ class Project:
             index = self._index[root] = import_index(root)
         _note(*index.listings)
         out = [f for f in index.by_word.get(target.parent.name if target.name == "__init__.py" else target.stem, ()) if f != target]
+        # those with training code first (they may call it every step), notebooks after modules
+        out.sort(key=lambda f: (f not in index.training, f.suffix == ".ipynb"))
         if target.name != "__init__.py" and (target.parent / "__init__.py").is_file():
             # `from pkg import Class` through the package's __init__; a package's name is a common word
             # (`utils`): such an importer must also name something the module defines

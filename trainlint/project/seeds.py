@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from trainlint.model.lattice import origins
 from trainlint.model.summary import DISPATCH, FunctionSummary, ModuleSummary, Place, Seed, StepCall
 from trainlint.project.classes import class_hierarchy
-from trainlint.project.importers import MAX_CHAINS, MAX_IMPORTERS
+from trainlint.config import is_test_path
+from trainlint.project.importers import MAX_CHAINS, MAX_IMPORTERS, project_root
 
 if TYPE_CHECKING:
     from trainlint.project.index import Project
@@ -93,6 +94,17 @@ def passed_to(project: "Project", target: Path, facts: bool = False) -> dict[tup
     return {key: tuple(sorted(origins)) for key, origins in found.items()}
 
 
+def _no_step_source(module: Path, root: Path) -> bool:
+    """A module that can make nothing of another per step: test code (whose loops are not training
+    steps), or a notebook (which no module imports, so it hands its objects to none)."""
+    if module.suffix == ".ipynb":
+        return True
+    try:
+        return is_test_path(module.relative_to(root).as_posix())
+    except ValueError:
+        return False
+
+
 MAX_CARRIER_DEPTH = 4  # modules between the one defining a class and the one running its objects
 
 
@@ -106,13 +118,14 @@ def _subclassing(project: "Project", target: Path, callers: list[Path]) -> list[
     (`BaseEncoder.get_criterion`, `setup_encoder_model`). The importers of a carrier are callers."""
     out: list[Path] = []
     own = set(project.outline(target).classes)
+    root = project_root(target)
     carried = {i: set(project.outline(i).classes) | _carries(project.outline(i), own) for i in callers if i != target}
     frontier = [i for i in carried if carried[i]]
     for _ in range(MAX_CARRIER_DEPTH):
         next_frontier: list[Path] = []
         for carrier in frontier:
             for module in project.importers(carrier):
-                if module == target or len(callers) + len(out) >= MAX_IMPORTERS * 2:
+                if module == target or _no_step_source(module, root) or len(callers) + len(out) >= MAX_IMPORTERS * 2:
                     continue
                 outline = project.outline(module)
                 names = _carries(outline, carried[carrier])
