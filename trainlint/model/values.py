@@ -405,10 +405,10 @@ class ValueModel(CallValues):
         if qual is not None:
             return self._imported(qual)
         if base.kind in (Kind.MODULE, Kind.OBJECT) and base.origin and "|" not in base.origin:
-            return self._held_by(base.origin, attr)  # `model.lstm`: what an object of a known class holds
+            return self._instance_holds(base.origin, attr)  # `model.lstm`: what an object of a known class holds
         return UNKNOWN
 
-    def _held_by(self, origin: str, attr: str) -> Value:
+    def _instance_holds(self, origin: str, attr: str) -> Value:
         """What `self.<attr>` holds in an object of class `origin` (of this module, or of another by its
         summary), when it holds an instance of a class."""
         if self.model.local_class(origin) is not None:
