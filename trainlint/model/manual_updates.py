@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from trainlint.model.names import dotted
+from trainlint.model.names import dotted, target_names
 from trainlint.model.walk import child_nodes
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def updates_once(model: "TrainingModel", update: "Call", known: dict[int, bool])
         return False  # (in a loop, only `opt.step()` or an imported step helper given the loop's variable)
     given = [a.value for a in update.node.args] + ([update.receiver] if update.receiver is not None else [])
     for loop in loops:  # (the cheap test first: most calls in loops are not given a loop's variable)
-        targets = {n.value for n in _names(loop.node.target)} if isinstance(loop.node, cst.For) else set()
+        targets = target_names(loop.node.target) if isinstance(loop.node, cst.For) else set()
         if not any((dotted(e) or "").split(".")[0] in targets for e in given):
             return False
     if not (model.is_optimizer_step(update) or model.project_steps(update)):
@@ -96,12 +96,3 @@ def updates_once(model: "TrainingModel", update: "Call", known: dict[int, bool])
         if not answer:
             return False
     return True
-
-
-def _names(target: cst.BaseExpression) -> list[cst.Name]:
-    """The names a `for` target binds (`p`, `(x, y)`, `[a, (b, c)]`)."""
-    if isinstance(target, cst.Name):
-        return [target]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for e in target.elements for n in _names(e.value)]
-    return []

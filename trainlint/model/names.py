@@ -135,3 +135,12 @@ class ImportMap:
 
     def imports_module(self, prefix: str) -> bool:
         return any(t == prefix or t.startswith(prefix + ".") for t in self._names.values())
+
+
+def target_names(target: cst.BaseExpression) -> set[str]:
+    """The names a `for` or assignment target binds (`p`, `(x, y)`, `[a, (b, c)]`)."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return set().union(*(target_names(e.value) for e in target.elements))
+    return set()

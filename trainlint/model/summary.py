@@ -376,13 +376,13 @@ def _loop_names_over(fn: "Function", call: "Call", params: set[str], m: "Trainin
     """Names bound by the loops around `call` that iterate over a parameter (`for k, v in kwargs.items()`)."""
     import libcst as cst
 
-    from trainlint.model.values import _target_names
+    from trainlint.model.names import target_names
 
     out: set[str] = set()
     for loop in call.site.loops:
         node = loop.node
         if isinstance(node, cst.For) and m.roots_of(node.iter, fn) & params:
-            out |= _target_names(node.target)
+            out |= target_names(node.target)
     return out
 
 

@@ -20,7 +20,7 @@ from trainlint.model.lattice import (
 from trainlint.model.arguments import argument_for, refinable, refines
 from trainlint.model.function_values import library_function
 from trainlint.model.containers import comprehension_bindings, element_of, is_empty_list
-from trainlint.model.names import dotted
+from trainlint.model.names import dotted, target_names
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES
 from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, TENSOR_VALUED_ATTRIBUTES, CallValues
 
@@ -366,7 +366,7 @@ class ValueModel(CallValues):
             return None
         for loop in reversed(at.loops):
             node = loop.node
-            if isinstance(node, cst.For) and name in _target_names(node.target):
+            if isinstance(node, cst.For) and name in target_names(node.target):
                 iterable = self.of(node.iter, fn, at)
                 if iterable.kind is Kind.COLLECTION and iterable.element is not None and isinstance(node.target, cst.Name):
                     return iterable.element
@@ -469,14 +469,3 @@ def built_on_host(value: Value) -> bool:
     """A tensor a torch factory built on the host (`torch.arange(n)`), or one computed from such tensors
     and numbers only: nothing in it came from data."""
     return value.kind is Kind.TENSOR and value.device == HOST and (value.origin or "").removeprefix("torch.") in HOST_FACTORIES
-
-
-def _target_names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        out: set[str] = set()
-        for e in target.elements:
-            out |= _target_names(e.value)
-        return out
-    return set()
