@@ -186,3 +186,53 @@ def test_a_function_value_returned_to_another_module_is_not_taken_for_one_of_its
         """,
     }
     assert lint_tree(tmp_path, files) == []
+
+
+TOKENIZED = """
+import torch
+from torch import nn, tensor
+from torch.nn.utils.rnn import pad_sequence
+
+
+def list_str_to_tensor(text):
+    return pad_sequence([tensor([*bytes(t, "UTF-8")]) for t in text], padding_value=-1)
+
+
+class TTS(nn.Module):
+    def __init__(self, tokenizer="char_utf8"):
+        super().__init__()
+        if callable(tokenizer):
+            self.tokenizer = tokenizer
+        elif tokenizer == "char_utf8":
+            self.tokenizer = list_str_to_tensor
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x, text):
+        if isinstance(text, list):
+            text = self.tokenizer(text).to(x.device)
+        return self.proj(x).sum() + text.float().mean()
+
+
+model = TTS().cuda()
+opt = torch.optim.Adam(model.parameters())
+for x, text in loader:
+    loss = model(x.cuda(), text)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_an_option_that_picks_a_function_for_an_attribute_calls_that_function() -> None:
+    # e2-tts's tokenizer: the string option selects `list_str_to_tensor`, whose padded host tensor
+    # is copied to the device every step (the branch assigning the option itself cannot be the one
+    # called: a string is not callable)
+    found = lint(TOKENIZED, "TL406")
+    assert [(d.line, d.code) for d in found] == [(22, "TL406")]
+    assert "`self.tokenizer(text)` is built on the host" in found[0].message
+
+
+def test_a_function_the_option_picks_that_builds_on_the_device_moves_nothing() -> None:
+    # the same call and `.to()`, but the chosen function builds its tensor on the device
+    on_device = TOKENIZED.replace('tensor([*bytes(t, "UTF-8")])', 'tensor([*bytes(t, "UTF-8")], device="cuda")')
+    assert lint(on_device, "TL406") == []

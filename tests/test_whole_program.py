@@ -257,6 +257,65 @@ def test_a_method_overridden_in_a_subclass_is_reached_from_the_inherited_loop() 
     assert [(d.line, [[loc.line for loc in c] for c in d.chains]) for d in found] == [(19, [[13]])]
 
 
+# d2l's framework: the trainer keeps the model it is given and calls the training step the model's
+# base class defines, whose loss is abstract there and defined by each subclass
+FRAMEWORK = """
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class Module(nn.Module):
+    def loss(self, y_hat, y):
+        raise NotImplementedError
+
+    def training_step(self, batch):
+        l = self.loss(self(*batch[:-1]), batch[-1])
+        self.board.draw(self.trainer.step, l.item(), "loss")
+        return l
+
+
+class Classifier(Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.net(x)
+
+    def loss(self, y_hat, y):
+        return F.cross_entropy(y_hat, y)
+
+
+class Trainer:
+    def fit(self, model, data):
+        self.model = model.cuda()
+        self.optim = torch.optim.SGD(model.parameters(), lr=0.1)
+        for batch in data:
+            loss = self.model.training_step([b.cuda() for b in batch])
+            self.optim.zero_grad()
+            loss.backward()
+            self.optim.step()
+
+
+trainer = Trainer()
+trainer.fit(Classifier(), loader)
+"""
+
+
+def test_a_trainer_runs_the_inherited_step_of_the_model_it_keeps() -> None:
+    # the model's class is known only from the call of `fit`, asked for while the trainer's own class
+    # was still being summarised; the abstract `loss` stands for the subclass's
+    found = lint(FRAMEWORK, "TL401")
+    assert [(d.line, [[loc.line for loc in c] for c in d.chains]) for d in found] == [(13, [[34]])]
+
+
+def test_a_trainer_given_no_model_of_the_project_runs_no_step_of_it() -> None:
+    # `fit` is called with a model from elsewhere: which `training_step` runs is not known here
+    elsewhere = FRAMEWORK.replace("trainer.fit(Classifier(), loader)", "trainer.fit(load_model(), loader)")
+    assert lint(elsewhere, "TL401") == []
+
+
 def test_a_notebook_whose_model_forward_builds_a_host_tensor(tmp_path: Path) -> None:
     cells = [
         "import torch\nimport torch.nn as nn\n",

@@ -85,7 +85,7 @@ class CallGraph:
             if direct.class_name is None or call.receiver_text not in ("self", "cls"):
                 return (direct,)
             overrides = [
-                info.methods[direct.name] for info in self._subclasses(direct.class_name) if direct.name in info.methods
+                info.methods[direct.name] for info in self.subclasses(direct.class_name) if direct.name in info.methods
             ]
             return (direct, *overrides)
         func = call.node.func
@@ -134,7 +134,7 @@ class CallGraph:
                     return found
         return None
 
-    def _subclasses(self, name: str) -> list[ClassInfo]:
+    def subclasses(self, name: str) -> list[ClassInfo]:
         """The classes of this module that derive from class `name`, directly or through others."""
         out: list[ClassInfo] = []
         frontier = {name}

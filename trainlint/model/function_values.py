@@ -23,6 +23,8 @@ TORCH_SUBMODULES = frozenset(
     overrides library serialization masked nested signal func package monitor futures init parallel rnn""".split()
 )
 # what wraps a function and runs it when called (`torch.compile(train_step)`, `partial(loss, alpha=a)`)
+# what no call can return a value from (calling it raises)
+_NOT_CALLABLE = frozenset({Kind.STRING, Kind.NUMBER, Kind.BOOL, Kind.NONE})
 FUNCTION_WRAPPERS = frozenset({"torch.compile", "functools.partial", "functools.wraps", "torch.jit.script"})
 
 
@@ -72,6 +74,36 @@ class FunctionCalls:
     def _library_call(self, qual: str, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value | None:
         raise NotImplementedError
 
+    def _assigned(self, assign, name: str) -> Value:  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    def called_attribute(self, fn: "Function | None", text: str) -> Value:
+        """What `self.tokenizer(...)` calls: the functions the class assigns to the attribute. A branch
+        that assigns a string, number, bool or None (`self.tokenizer = tokenizer` under `if
+        callable(tokenizer)` when the option is the string "char_utf8") is not the one called: calling
+        such a value raises. Unknown unless every other assignment is a function."""
+        cls = fn.class_name if fn is not None else None
+        if cls is None:
+            return UNKNOWN
+        held = []
+        for assign in self.model.assigns:
+            if text in assign.targets and assign.site.function is not None and assign.site.function.class_name == cls:
+                value = self._assigned(assign, text)
+                if value.kind not in _NOT_CALLABLE:
+                    held.append(value)
+        value = join(held)
+        return value if held and value.kind is Kind.FUNCTION else UNKNOWN
+
+    def _dispatched(self, method: "Function", receiver: cst.BaseExpression) -> Value:
+        """What `self.loss(...)` returns: `self` may be an instance of a subclass of this module, so the
+        join of the method and its overrides; a method that can only raise (`raise
+        NotImplementedError`) returns nothing to join."""
+        methods = [method]
+        if isinstance(receiver, cst.Name) and receiver.value == "self" and method.class_name is not None:
+            methods += [info.methods[method.name] for info in self.model.subclasses(method.class_name) if method.name in info.methods]
+        values = [self.returns(f) for f in methods if f.return_facts or not _only_raises(f)]
+        return join(values) if values else UNKNOWN
+
     def _called_function(self, held: Value, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
         """What calling a function value returns: the join over the functions it may be."""
         values = []
@@ -81,3 +113,12 @@ class FunctionCalls:
             if local_function_index(origin) is None:
                 values.append(self._library_call(origin, call, fn, at) or UNKNOWN)
         return join(values) if values else UNKNOWN
+
+
+def _only_raises(function: "Function") -> bool:
+    """A body that ends in `raise` and returns nothing (an abstract method's)."""
+    body = function.node.body
+    last = body.body[-1] if isinstance(body, cst.IndentedBlock) and body.body else body
+    if isinstance(last, cst.SimpleStatementLine):
+        return any(isinstance(s, cst.Raise) for s in last.body)
+    return isinstance(last, cst.SimpleStatementSuite) and any(isinstance(s, cst.Raise) for s in last.body)

@@ -14,10 +14,11 @@ import libcst as cst
 from trainlint.model.lattice import ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NUMBER, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join
 from trainlint.model.arguments import LambdaCalls, argument_for
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
+from trainlint.model.device_arguments import DeviceArguments
 from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import (
     CUDA_SYNC_OBJECTS, DETERMINISTIC_FACTORIES, GRAD_SCALER, LEGACY_CONSTRUCTORS, LIBRARY_LOSS_SCALERS, RANDOM_FACTORIES,
-    TORCH_DTYPES, dtype_name, is_false, is_scheduler_factory, is_true, literal_string, runs_without_grad,
+    dtype_name, is_false, is_scheduler_factory, is_true, literal_string, runs_without_grad,
 )
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def device_of_argument(expr: cst.BaseExpression | None) -> str:
     return UNKNOWN_DEVICE
 
 
-class CallValues(LambdaCalls, FunctionCalls):
+class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
     """The call-evaluating half of `ValueModel` (`of` is the evaluator's, declared on `LambdaCalls`)."""
 
     @cached_property
@@ -107,6 +108,8 @@ class CallValues(LambdaCalls, FunctionCalls):
         own = m.imports.own_name(func)  # `f`, or `d2l.f` where `d2l` is this module itself
         if isinstance(func, cst.Attribute) and dotted(func.value) == "self" and own is None:
             held = self.of(func, fn, at)  # `self.tokenizer(text)` after `self.tokenizer = list_str_to_tensor`
+            if held.kind is Kind.UNKNOWN and isinstance(func.value, cst.Name):
+                held = self.called_attribute(fn, f"self.{func.attr.value}")
             if held.kind is Kind.FUNCTION:
                 return self._called_function(held, call, fn, at)
         if isinstance(func, cst.Attribute) and (own is None or qual is not None):
@@ -261,6 +264,8 @@ class CallValues(LambdaCalls, FunctionCalls):
             return self.of(call.args[0].value, fn, at)
         if last in LEGACY_CONSTRUCTORS and namespace in ("torch", "torch.cuda"):
             return Value(Kind.TENSOR, HOST if namespace == "torch" else "cuda", False, origin=qual)
+        if qual == "torch.nn.utils.rnn.pad_sequence":
+            return self._torch_function(last, call, fn, at)  # (one tensor, where its inputs are)
         if namespace in TENSOR_NAMESPACES and last[:1].islower():
             if last in NOT_TENSOR_FUNCTIONS or last.startswith(("is_", "get_", "set_", "_")):
                 return UNKNOWN if last not in ("is_tensor", "is_floating_point") else BOOL
@@ -430,7 +435,7 @@ class CallValues(LambdaCalls, FunctionCalls):
             return UNKNOWN
         local = m.bound_method(receiver, method, fn)
         if local is not None:
-            return self.returns(local)
+            return self._dispatched(local, receiver)
         words = set(tokens(method))
         if words & HOST_CALL_WORDS:
             return Value(Kind.COLLECTION, HOST)
@@ -446,31 +451,6 @@ class CallValues(LambdaCalls, FunctionCalls):
             # `labels.sum(dim=2)`: torch's reductions say `dim`; numpy's, pandas' and Python's never do
             return Value(Kind.TENSOR)
         return UNKNOWN
-
-    def _moved(self, base: Value, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
-        for a in call.args:
-            if a.keyword is None or a.keyword.value == "device":
-                if isinstance(a.value, (cst.SimpleString, cst.Call, cst.Name, cst.Attribute)):
-                    text = literal_string(a.value)
-                    if text is not None:
-                        return replace(base, device=HOST if text.split(":")[0] == "cpu" else ACCEL)
-                    if self._is_dtype(a.value, fn, at):
-                        continue  # `.to(torch.float16)`, `.to(dtype)` of a `dtype=torch.float32` parameter
-                    return replace(base, device=ACCEL)
-        return base
-
-    def _is_dtype(self, expr: cst.BaseExpression, fn: "Function | None", at: "Site | None") -> bool:
-        """A torch dtype: `torch.float16`, or a name every definition of which is one (a parameter
-        whose default is, and that no assignment rebinds)."""
-        m = self.model
-        if not isinstance(expr, cst.Name):
-            return dtype_name(expr, m.imports) in TORCH_DTYPES
-        assigns = m.reaching(fn, expr.value, at)
-        if assigns:
-            return all(a.op is None and dtype_name(a.value, m.imports) in TORCH_DTYPES for a in assigns)
-        default = fn.defaults.get(expr.value) if fn is not None else None
-        return default is not None and dtype_name(default, m.imports) in TORCH_DTYPES
-
 
 def _kwarg(call: cst.Call, name: str) -> cst.BaseExpression | None:
     for a in call.args:

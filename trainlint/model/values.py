@@ -22,6 +22,7 @@ from trainlint.model.function_values import library_function
 from trainlint.model.containers import comprehension_bindings, element_of, is_empty_list
 from trainlint.model.names import dotted, target_names
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES
+from trainlint.model.cycles import CycleMemo
 from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, TENSOR_VALUED_ATTRIBUTES, CallValues
 
 if TYPE_CHECKING:
@@ -34,21 +35,16 @@ if TYPE_CHECKING:
 HOST_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_CONSTRUCTORS | {"normal", "from_numpy"}
 
 
-class ValueModel(CallValues):
+class ValueModel(CallValues, CycleMemo):
     """Evaluates expressions of one module to Values, memoised per node and use site."""
 
     def __init__(self, model: "TrainingModel") -> None:
+        CycleMemo.__init__(self)
         self.model = model
         self._memo: dict[tuple[int, int], Value] = {}
         self._attr_memo: dict[tuple[str | None, str], Value] = {}
         self._returns_memo: dict[int, Value] = {}
-        self._in_progress: set[object] = set()
         self._joins_memo: dict[tuple[object, ...], Value] = {}
-
-    @property
-    def evaluating(self) -> bool:
-        """Whether an evaluation is under way (values found now may lean on a cycle's partial answer)."""
-        return bool(self._in_progress)
 
     # -- entry point -----------------------------------------------------------------------------
     def of(self, expr: cst.BaseExpression, function: "Function | None", at: "Site | None" = None) -> Value:
@@ -57,14 +53,14 @@ class ValueModel(CallValues):
         if cached is not None:
             return cached
         if key in self._in_progress:
-            return CYCLE
-        self._in_progress.add(key)
+            return self._cycle(key)
+        saved = self._enter(key)
         try:
             value = self._evaluate(expr, function, at)
         finally:
-            self._in_progress.discard(key)
+            low = self._leave(key, saved)
         if value is not CYCLE:
-            self._memo[key] = value
+            self._remember(self._memo, key, value, low)
         return value
 
     # -- expressions -------------------------------------------------------------------------------
@@ -206,10 +202,12 @@ class ValueModel(CallValues):
         cached = self._joins_memo.get(key)
         if cached is not None:
             return cached
+        saved = self._begin()
         values = [self._assigned(a, name) for a in assigns]
         value = join(values)
+        low = self._end(saved)
         if not any(v is CYCLE for v in values):
-            self._joins_memo[key] = value
+            self._remember(self._joins_memo, key, value, low)
         return value
 
     def _assigned(self, assign, name: str) -> Value:  # type: ignore[no-untyped-def]
@@ -219,12 +217,13 @@ class ValueModel(CallValues):
             # `total += loss`, `x /= n`: the old value combined with the right-hand side
             key = ("augmented", id(assign.node))
             if key in self._in_progress:
+                self._cycle(key)
                 return value
-            self._in_progress.add(key)
+            saved = self._enter(key)
             try:
                 before = self._name(name, assign.site.function, assign.site) if "." not in name else UNKNOWN
             finally:
-                self._in_progress.discard(key)
+                self._leave(key, saved)
             return self._arithmetic([before, value])
         if is_empty_list(assign, name):  # `xs = []` (or `xs, ys = [], []`), filled by appends
             return self._filled(assign, name, Value(Kind.COLLECTION, HOST))
@@ -249,8 +248,9 @@ class ValueModel(CallValues):
         """`xs = []` then `xs.append(x)` / `xs.extend(ys)` in the same function: a list of what is put in."""
         key = ("filled", id(assign.node))
         if key in self._in_progress:
+            self._cycle(key)
             return empty
-        self._in_progress.add(key)
+        saved = self._enter(key)
         try:
             put: list[Value] = []
             for call in self.model.calls:
@@ -263,7 +263,7 @@ class ValueModel(CallValues):
                     added = added.element if added.kind is Kind.COLLECTION and added.element is not None else UNKNOWN
                 put.append(added)
         finally:
-            self._in_progress.discard(key)
+            self._leave(key, saved)
         return Value(Kind.COLLECTION, empty.device, element=join(put)) if put else empty
 
     def _prepared(self, assign, name: str) -> Value | None:  # type: ignore[no-untyped-def]
@@ -430,8 +430,8 @@ class ValueModel(CallValues):
         if key in self._attr_memo:
             return self._attr_memo[key]
         if key in self._in_progress:
-            return CYCLE
-        self._in_progress.add(key)
+            return self._cycle(key)
+        saved = self._enter(key)
         try:
             assigns = [
                 a for a in self.model.assigns
@@ -439,9 +439,9 @@ class ValueModel(CallValues):
             ]
             value = join(self._assigned(a, text) for a in assigns) if assigns else UNKNOWN
         finally:
-            self._in_progress.discard(key)
+            low = self._leave(key, saved)
         if value is not CYCLE:
-            self._attr_memo[key] = value
+            self._remember(self._attr_memo, key, value, low)
         return value
 
     # -- functions -----------------------------------------------------------------------------
@@ -451,17 +451,17 @@ class ValueModel(CallValues):
         if key in self._returns_memo:
             return self._returns_memo[key]
         if ("returns", key) in self._in_progress:
-            return CYCLE
-        self._in_progress.add(("returns", key))
+            return self._cycle(("returns", key))
+        saved = self._enter(("returns", key))
         try:
             values = [self.of(r.value, function, r.site) for r in function.return_facts]
             value = join(values) if values else NONE
             if value.kind is Kind.TENSOR and any(d in ("torch.no_grad", "torch.inference_mode") for d in function.decorators):
                 value = replace(value, graph=False)
         finally:
-            self._in_progress.discard(("returns", key))
+            low = self._leave(("returns", key), saved)
         if value is not CYCLE:
-            self._returns_memo[key] = value
+            self._remember(self._returns_memo, key, value, low)
         return value
 
 

@@ -11,7 +11,6 @@ from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.extract import calls_in
 from trainlint.model.gates import child_nodes
 from trainlint.model.names import dotted as dotted_name, tokens
-from trainlint.model.torchnames import literal_string
 from trainlint.model.lattice import HOST, Kind, Value
 from trainlint.rules.rule import Finding, Rule, shorten
 
@@ -270,7 +269,8 @@ for x, y in loader:
             return f"`{shorten(code(call.node), 60)}`"
         if call.method == "to" and call.node.args and call.receiver is not None:
             first = call.node.args[0]
-            if literal_string(first.value) == "cpu" and (first.keyword is None or first.keyword.value == "device"):
+            named = model.values.device_literal(first.value, site.function, site)
+            if (named or "").split(":")[0] == "cpu" and (first.keyword is None or first.keyword.value == "device"):
                 receiver = model.value(call.receiver, site)
                 if receiver.on_host or receiver.kind in NOT_DEVICE_DATA:
                     return None

@@ -1,0 +1,67 @@
+"""Device and dtype arguments as the code spells them: `.to("cpu")`, `.to(torch.device("cpu"))`, a
+name or a function of the module that gives one (d2l's `cpu()`), `.to(torch.float16)`. A mixin of the
+value model's calls."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from trainlint.model.lattice import ACCEL, HOST, Value
+from trainlint.model.torchnames import TORCH_DTYPES, dtype_name, literal_string
+
+if TYPE_CHECKING:
+    from trainlint.model.facts import Function, Site
+    from trainlint.model.training import TrainingModel
+
+
+class DeviceArguments:
+    """Where `.to()` sends a value, read from its arguments."""
+
+    model: "TrainingModel"
+
+    def _moved(self, base: Value, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
+        for a in call.args:
+            if a.keyword is None or a.keyword.value == "device":
+                if isinstance(a.value, (cst.SimpleString, cst.Call, cst.Name, cst.Attribute)):
+                    text = self.device_literal(a.value, fn, at)
+                    if text is not None:
+                        return replace(base, device=HOST if text.split(":")[0] == "cpu" else ACCEL)
+                    if self._is_dtype(a.value, fn, at):
+                        continue  # `.to(torch.float16)`, `.to(dtype)` of a `dtype=torch.float32` parameter
+                    return replace(base, device=ACCEL)
+        return base
+
+    def device_literal(self, expr: cst.BaseExpression, fn: "Function | None", at: "Site | None", depth: int = 0) -> str | None:
+        """The device a `.to()` argument names when the code spells it: `"cpu"`, `torch.device("cpu")`,
+        a name bound only to one, or a call of this module's function that returns one (d2l's `cpu()`)."""
+        text = literal_string(expr)
+        if text is not None or depth > 2 or not isinstance(expr, (cst.Call, cst.Name)):
+            return text
+        m = self.model
+        if isinstance(expr, cst.Name):
+            assigns = m.reaching(fn, expr.value, at) if fn is None or expr.value not in fn.params else []
+            found = {self.device_literal(a.value, a.site.function, a.site, depth + 1) for a in assigns if a.op is None and len(a.targets) == 1}
+            return found.pop() if len(found) == 1 and len(assigns) == 1 else None
+        if m.imports.resolve(expr.func) == "torch.device":
+            return literal_string(expr.args[0].value) if len(expr.args) == 1 else None
+        own = m.imports.own_name(expr.func)
+        local = m.visible_function(own, fn) if own is not None and not expr.args else None
+        if local is None or not local.return_facts:
+            return None
+        found = {self.device_literal(r.value, local, r.site, depth + 1) for r in local.return_facts}
+        return found.pop() if len(found) == 1 else None
+
+    def _is_dtype(self, expr: cst.BaseExpression, fn: "Function | None", at: "Site | None") -> bool:
+        """A torch dtype: `torch.float16`, or a name every definition of which is one (a parameter
+        whose default is, and that no assignment rebinds)."""
+        m = self.model
+        if not isinstance(expr, cst.Name):
+            return dtype_name(expr, m.imports) in TORCH_DTYPES
+        assigns = m.reaching(fn, expr.value, at)
+        if assigns:
+            return all(a.op is None and dtype_name(a.value, m.imports) in TORCH_DTYPES for a in assigns)
+        default = fn.defaults.get(expr.value) if fn is not None else None
+        return default is not None and dtype_name(default, m.imports) in TORCH_DTYPES
