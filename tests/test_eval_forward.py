@@ -228,3 +228,76 @@ def test_a_helper_that_returns_only_predictions_runs_its_forward_for_nothing():
     # `features` returns the graph, `collect` and `cache` keep it, `predict_quietly` records none,
     # `train_step` backpropagates: only `predict_sentiment` holds a graph nobody can use
     assert lines(PREDICTIONS, "TL303") == [16]
+
+
+# cifar10-fast's step lists: `reduce` runs each step function over the batches; the training call's
+# steps include a backward, the validation call's share the forward and have none
+STEP_LISTS = """
+import torch
+
+MODEL, OUTPUT = "model", "output"
+
+
+def reduce(batches, state, steps):
+    for batch in batches:
+        for step in steps:
+            updates = step(batch, state)
+            if updates:
+                state.update(updates)
+    return state
+
+
+def forward(training_mode):
+    def step(batch, state):
+        model = state[MODEL]
+        if model.training != training_mode:
+            model.train(training_mode)
+        return {OUTPUT: model(batch)}
+    return step
+
+
+def backward():
+    def step(batch, state):
+        state[MODEL].zero_grad()
+        state[OUTPUT]["loss"].sum().backward()
+    return step
+
+
+def log_loss(batch, state):
+    state.setdefault("losses", []).append(state[OUTPUT]["loss"].detach())
+
+
+def opt_step(batch, state):
+    state["opt"].step()
+
+
+train_steps = (forward(training_mode=True), log_loss, backward(), opt_step)
+valid_steps = (forward(training_mode=False), log_loss)
+
+
+def train_epoch(state, train_batches, valid_batches, train_steps=train_steps, valid_steps=valid_steps):
+    reduce(train_batches, state, train_steps)
+    reduce(valid_batches, state, valid_steps)
+    return state
+"""
+
+
+def test_a_validation_call_of_a_step_list_shares_the_training_forward_without_a_backward():
+    assert lines(STEP_LISTS, "TL303") == [46]
+
+
+def test_the_validation_call_under_no_grad_is_fine():
+    quiet = STEP_LISTS.replace(
+        "    reduce(valid_batches, state, valid_steps)\n",
+        "    with torch.no_grad():\n        reduce(valid_batches, state, valid_steps)\n",
+    )
+    assert lines(quiet, "TL303") == []
+
+
+def test_validation_steps_sharing_only_a_logger_with_training_are_not_judged_by_it():
+    # the validation forward is its own, under no_grad inside: the shared step runs no module
+    own = STEP_LISTS.replace(
+        "valid_steps = (forward(training_mode=False), log_loss)",
+        "def evaluate(batch, state):\n    with torch.no_grad():\n        return {OUTPUT: state[MODEL](batch)}\n\n\nvalid_steps = (evaluate, log_loss)",
+    )
+    assert lines(own, "TL303") == []

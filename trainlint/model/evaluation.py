@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 import libcst as cst
 
 from trainlint.model.facts import Call, Function
-from trainlint.model.lattice import Kind
+from trainlint.model.arguments import argument_for
+from trainlint.model.lattice import Kind, origins
 from trainlint.model.modes import call_trains
 from trainlint.model.names import dotted
 
@@ -81,6 +82,105 @@ def prediction_loop_forwards(model: "TrainingModel", frozen: set[str]) -> Iterat
         if forwards and kept and all(v.graph is False or v.kind in NOT_DIFFERENTIABLE for v in kept):
             if not grad_disabled(None, forwards[0], model):
                 yield forwards[0]
+
+
+def step_list_evaluations(model: "TrainingModel") -> Iterator[tuple[Call, Call, Function]]:
+    """A driver that runs a list of step functions over batches (`reduce(batches, state, steps)`:
+    `for step in steps: step(batch, state)`), called twice by one function: with steps of which one
+    backpropagates (training) and with steps of which none does (evaluation). A step both lists share
+    builds the graph the training call backpropagates, so the evaluation call, outside no_grad,
+    records one it never uses. Each evaluation call, the training call and the shared step."""
+    drivers = {fn: p for fn in model.functions if (p := _runs_each_of(model, fn)) is not None}
+    if not drivers:
+        return
+    by_caller: dict[Function | None, list[tuple[Call, list[Function]]]] = {}
+    for call in model.calls:
+        driver = model.callee(call)
+        if driver in drivers:
+            steps = _steps_given(model, call, driver, drivers[driver])
+            if steps:
+                by_caller.setdefault(call.site.function, []).append((call, steps))
+    for caller, calls in by_caller.items():
+        training = [(c, s) for c, s in calls if any(_backpropagates(model, f) for f in s)]
+        for call, steps in calls:
+            if any(_backpropagates(model, f) for f in steps):
+                continue
+            if model.under(call.site, "no_grad") or grad_disabled(caller, call, model):
+                continue
+            for trained, trained_steps in training:
+                shared = next((f for f in steps if f in trained_steps and _runs_a_callable(model, f)), None)
+                if shared is not None:
+                    yield call, trained, shared
+                    break
+
+
+def _runs_each_of(model: "TrainingModel", fn: Function) -> str | None:
+    """The parameter of `fn` whose elements it calls in a loop (`for step in steps: step(batch)`)."""
+    for loop in model.loops:
+        node = loop.node
+        if loop.function is not fn or not isinstance(node, cst.For) or not isinstance(node.target, cst.Name):
+            continue
+        if not isinstance(node.iter, cst.Name) or node.iter.value not in fn.params:
+            continue
+        target = node.target.value
+        if any(loop in c.site.loops and isinstance(c.node.func, cst.Name) and c.node.func.value == target for c in fn.calls):
+            return node.iter.value
+    return None
+
+
+def _steps_given(model: "TrainingModel", call: Call, driver: Function, param: str) -> list[Function]:
+    """The functions of this module a call hands the driver's step parameter (its default when it
+    passes none); [] unless every element is known to be one."""
+    index = driver.params.index(param) - (1 if driver.class_name is not None else 0)
+    expr = argument_for(call.node, f"{index} {param}")
+    caller = call.site.function
+    if isinstance(expr, cst.Name) and caller is not None and expr.value in caller.defaults and not model.reaching(caller, expr.value, call.site):
+        # `valid_steps=default_valid_steps`, handed on: the steps the caller runs by default
+        value = model.values.of(caller.defaults[expr.value], None, None)
+    elif expr is not None:
+        value = model.value(expr, call.site)
+    elif not any(a.keyword is not None and a.keyword.value == param or a.star for a in call.node.args) and param in driver.defaults:
+        value = model.values.of(driver.defaults[param], None, None)
+    else:
+        return []
+    if value.kind is not Kind.COLLECTION:
+        return []
+    elements = list(value.items) if value.items is not None else [value.element] if value.element is not None else []
+    found: list[Function] = []
+    for element in elements:
+        held = model.held_functions(element)
+        if not held or len(held) != len(origins(element)):
+            return []  # (one element is not known: it might backpropagate)
+        found += [f for f in held if f not in found]
+    return found
+
+
+def _backpropagates(model: "TrainingModel", fn: Function) -> bool:
+    return any(model.is_backward(c) or model.is_optimizer_step(c) for c in fn.calls)
+
+
+def _runs_a_callable(model: "TrainingModel", fn: Function) -> bool:
+    """Whether a step calls an object its arguments hold (`state[MODEL](batch)`, `model(batch)` with
+    `model = state[MODEL]`), outside no_grad: what the training call's backward runs through."""
+    for call in fn.calls:
+        if call.site.function is not fn or model.under(call.site, "no_grad"):
+            continue
+        func = call.node.func
+        if isinstance(func, cst.Subscript):
+            return True
+        if isinstance(func, cst.Name) and call.qualname is None and model.callee(call) is None:
+            assigns = model.reaching(fn, func.value, call.site)
+            if assigns and all(_held_by_subscript(a.value) for a in assigns):
+                return True
+            if model.value(func, call.site).kind is Kind.MODULE:
+                return True
+    return False
+
+
+def _held_by_subscript(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.IfExp):
+        return _held_by_subscript(expr.body) and _held_by_subscript(expr.orelse)
+    return isinstance(expr, cst.Subscript)
 
 
 def _graph_source(model: "TrainingModel", fn: Function, call: Call) -> Call:

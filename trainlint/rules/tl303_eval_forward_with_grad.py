@@ -10,7 +10,9 @@ import libcst as cst
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, Function, TrainingModel
 from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
-from trainlint.model.evaluation import NOT_DIFFERENTIABLE, discarded_by_callers, first_forward, grad_disabled, prediction_loop_forwards
+from trainlint.model.evaluation import (
+    NOT_DIFFERENTIABLE, discarded_by_callers, first_forward, grad_disabled, prediction_loop_forwards, step_list_evaluations,
+)
 from trainlint.model.modes import call_trains as _callee_trains
 from trainlint.model.modes import loop_ancestors
 from trainlint.model.modes import function_trains as _trains
@@ -20,7 +22,7 @@ from trainlint.model.lattice import Kind
 from trainlint.model.names import dotted, tokens
 from trainlint.model.training import LOOP_TEXT
 from trainlint.model.value_calls import MODULE_API_METHODS
-from trainlint.rules.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule, shorten
 
 # `convert_module(model)`, `load_model(path)`: verbs acting on a model, not a forward pass through one
 NOT_FORWARD_VERBS = frozenset(
@@ -93,7 +95,7 @@ def evaluate(model, loader):
         "can reach (`argmax` labels, strings, numbers), keeping nothing on objects or in its arguments. A "
         "submodule of a module switched to eval mode is in eval mode (`net.eval()`, then `net.decoder(x)`). "
         "A loop of the script itself that runs a module, trains nothing and keeps only what no backward can reach (labels, host arrays, numbers) is a prediction loop. "
-        "A function (not a method) that runs a module over the batches of a loop, trains nothing, and whose every caller in the module lets what it returns die without a backward is evaluation code too. Calls of a diffusers pipeline run under no_grad (the library's `__call__` says so). "
+        "A function (not a method) that runs a module over the batches of a loop, trains nothing, and whose every caller in the module lets what it returns die without a backward is evaluation code too. A driver that runs a list of step functions over batches (`for step in steps: step(batch, state)`), called once with steps of which one backpropagates and once, outside no_grad, with steps that share a module-running step with them and none of which backpropagates, evaluates with grad: the second call is reported (the steps are known from the list or tuple passed, or the caller's default). Calls of a diffusers pipeline run under no_grad (the library's `__call__` says so). "
         "A function's name never makes it evaluation code."
     )
     verification = "`trainlint verify run` records, by line, the script's outermost forward calls that run with autograd on (in eval mode or not)."
@@ -230,6 +232,14 @@ def train(model, ema, loader, valid_batches, optimizer):
                 sites.setdefault(callee, []).append(call)
         for forward in prediction_loop_forwards(model, _frozen(model)):
             yield Finding(forward.node, "forward pass in a prediction loop records an autograd graph: the loop keeps only what no backward can reach")
+        for call, trained, step in step_list_evaluations(model):
+            code = model.module.code_for_node
+            name = f"{step.parent.name}.{step.name}" if step.parent is not None else step.name  # (a closure: its factory's)
+            yield Finding(
+                call.node,
+                f"`{shorten(code(call.node), 50)}` runs `{name}` over batches with autograd on, and none of its steps "
+                f"backpropagates the graph that records (`{shorten(code(trained.node), 50)}` runs the same step with a backward)",
+            )
         for fn in model.functions:
             if fn in model.step_functions:
                 continue
