@@ -301,3 +301,52 @@ def test_validation_steps_sharing_only_a_logger_with_training_are_not_judged_by_
         "def evaluate(batch, state):\n    with torch.no_grad():\n        return {OUTPUT: state[MODEL](batch)}\n\n\nvalid_steps = (evaluate, log_loss)",
     )
     assert lines(own, "TL303") == []
+
+
+# d2l's `save_hyperparameters()`: it reads its caller's frame and sets each argument as an attribute,
+# so `self.rnn` is the GRU the constructor is given
+SAVED_ARGUMENTS = """
+import inspect
+import torch
+from torch import nn
+
+
+class HyperParameters:
+    def save_hyperparameters(self, ignore=[]):  # (a stub the chapter replaces below, as d2l's does)
+        raise NotImplemented
+
+    def save_hyperparameters(self, ignore=[]):
+        frame = inspect.currentframe().f_back
+        _, _, _, local_vars = inspect.getargvalues(frame)
+        self.hparams = {k: v for k, v in local_vars.items() if k not in set(ignore + ["self"])}
+        for k, v in self.hparams.items():
+            setattr(self, k, v)
+
+
+class LanguageModel(nn.Module, HyperParameters):
+    def __init__(self, rnn, vocab):
+        super().__init__()
+        self.save_hyperparameters()
+
+    def predict(self, prefix, num_preds):
+        outputs, state = [self.vocab[prefix[0]]], None
+        for _ in range(num_preds):
+            X = torch.tensor([[outputs[-1]]])
+            Y, state = self.rnn(X, state)
+            outputs.append(int(Y.argmax()))
+        return "".join(self.vocab.idx_to_token[i] for i in outputs)
+
+
+model = LanguageModel(nn.GRU(4, 8), vocab)
+print(model.predict("it has", 20))
+"""
+
+
+def test_an_argument_a_constructor_saves_by_reading_its_frame_is_the_attribute():
+    assert lines(SAVED_ARGUMENTS, "TL303") == [28]
+
+
+def test_hyperparameters_kept_in_a_dict_set_no_attribute():
+    # Lightning's way: `self.hparams` only; what `self.rnn` is, nothing says
+    kept = SAVED_ARGUMENTS.replace("        for k, v in self.hparams.items():\n            setattr(self, k, v)\n", "")
+    assert lines(kept, "TL303") == []

@@ -94,7 +94,7 @@ class CallGraph:
             return tuple(held)
         if isinstance(func, cst.Attribute) and call.receiver_text not in ("self", "cls") and not isinstance(func.value, cst.Call):
             # `obj.m(...)`: a method of the class obj is an instance of (of each it may be)
-            found = [m for info in self._instance_classes(func.value, call) if (m := self._method(info, func.attr.value)) is not None]
+            found = [m for info in self._instance_classes(func.value, call) if (m := self.inherited_method(info, func.attr.value)) is not None]
             if found:
                 return tuple(found)
         if call.name is not None and (call.qualname is not None or self.local_class(call.name) is not None):
@@ -103,7 +103,7 @@ class CallGraph:
             # `model(x)`, `self.criterion(a, b)`: an instance called runs its `forward` (or `__call__`)
             found = [
                 m for info in self._instance_classes(func, call)
-                if (m := self._method(info, "forward") or self._method(info, "__call__")) is not None
+                if (m := self.inherited_method(info, "forward") or self.inherited_method(info, "__call__")) is not None
             ]
             if found:
                 return tuple(found)
@@ -122,14 +122,14 @@ class CallGraph:
                 out.append(info)
         return out
 
-    def _method(self, info: ClassInfo, name: str, depth: int = 0) -> Function | None:
+    def inherited_method(self, info: ClassInfo, name: str, depth: int = 0) -> Function | None:
         """A class's method, its own or inherited from a class of this module."""
         if name in info.methods:
             return info.methods[name]
         for base in info.bases if depth < 10 else ():
             parent = self.local_class(base.rsplit(".", 1)[-1])
             if parent is not None and parent is not info:
-                found = self._method(parent, name, depth + 1)
+                found = self.inherited_method(parent, name, depth + 1)
                 if found is not None:
                     return found
         return None
@@ -263,7 +263,7 @@ class CallGraph:
         if provider is None:
             return None
         info = self.local_class(fn.class_name)
-        local = self._method(info, provider) if info is not None else None
+        local = self.inherited_method(info, provider) if info is not None else None
         if local is not None:
             return self.values.returns(local)
         for base in bases:

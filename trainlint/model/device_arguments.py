@@ -35,16 +35,13 @@ class DeviceArguments:
         return base
 
     def device_literal(self, expr: cst.BaseExpression, fn: "Function | None", at: "Site | None", depth: int = 0) -> str | None:
-        """The device a `.to()` argument names when the code spells it: `"cpu"`, `torch.device("cpu")`,
-        a name bound only to one, or a call of this module's function that returns one (d2l's `cpu()`)."""
+        """The device a `.to()` argument spells: `"cpu"`, `torch.device("cpu")`, or a call of this
+        module's function that returns one (d2l's `cpu()`). A name is not read: `device = "cpu"` is
+        the setting a script changes to run where it trains."""
         text = literal_string(expr)
-        if text is not None or depth > 2 or not isinstance(expr, (cst.Call, cst.Name)):
+        if text is not None or depth > 2 or not isinstance(expr, cst.Call):
             return text
         m = self.model
-        if isinstance(expr, cst.Name):
-            assigns = m.reaching(fn, expr.value, at) if fn is None or expr.value not in fn.params else []
-            found = {self.device_literal(a.value, a.site.function, a.site, depth + 1) for a in assigns if a.op is None and len(a.targets) == 1}
-            return found.pop() if len(found) == 1 and len(assigns) == 1 else None
         if m.imports.resolve(expr.func) == "torch.device":
             return literal_string(expr.args[0].value) if len(expr.args) == 1 else None
         own = m.imports.own_name(expr.func)

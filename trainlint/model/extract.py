@@ -216,7 +216,12 @@ class Extractor(cst.CSTVisitor):
         self.functions.append(fn)
         info = self._class_infos[-1] if self._class_infos and cls else None
         if info is not None:
-            info.methods.setdefault(fn.name, fn)
+            # a later `def` of the name replaces the earlier one, as Python binds it (not a property's
+            # setter, which extends the getter)
+            if any(d.endswith((".setter", ".deleter")) for d in decorators):
+                info.methods.setdefault(fn.name, fn)
+            else:
+                info.methods[fn.name] = fn
         self._frames.append((self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes, self._else_of))
         self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes, self._else_of = fn, (), [], 0, [], [], []
         if any(d in NO_GRAD for d in decorators):

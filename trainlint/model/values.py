@@ -23,6 +23,7 @@ from trainlint.model.containers import comprehension_bindings, element_of, is_em
 from trainlint.model.names import dotted, target_names
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES
 from trainlint.model.cycles import CycleMemo
+from trainlint.model.saved_arguments import saving_constructor
 from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, TENSOR_VALUED_ATTRIBUTES, CallValues
 
 if TYPE_CHECKING:
@@ -437,7 +438,11 @@ class ValueModel(CallValues, CycleMemo):
                 a for a in self.model.assigns
                 if text in a.targets and a.site.function is not None and a.site.function.class_name == cls
             ]
-            value = join(self._assigned(a, text) for a in assigns) if assigns else UNKNOWN
+            values = [self._assigned(a, text) for a in assigns]
+            init = saving_constructor(self.model, cls, text[5:]) if cls is not None else None
+            if init is not None:  # `self.save_hyperparameters()`: the argument of that name
+                values.append(self._parameter(init, text[5:]))
+            value = join(values) if values else UNKNOWN
         finally:
             low = self._leave(key, saved)
         if value is not CYCLE:

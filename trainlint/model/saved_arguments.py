@@ -1,0 +1,44 @@
+"""Arguments a constructor stores on its object without naming them: d2l's `save_hyperparameters()`
+reads its caller's frame (`inspect.currentframe().f_back`) and does `setattr(self, k, v)` for each
+local, so after `self.save_hyperparameters()` in `__init__(self, rnn, vocab_size)`, `self.rnn` is the
+`rnn` argument. Known by what the method does, not by its name (Lightning's method of that name
+keeps them in `self.hparams` and sets no attribute)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+if TYPE_CHECKING:
+    from trainlint.model.facts import Function
+    from trainlint.model.training import TrainingModel
+
+# what reads the calling function's frame, whose locals are its arguments on entry
+_FRAME_READERS = frozenset({"inspect.currentframe", "inspect.getargvalues", "inspect.stack", "sys._getframe"})
+
+
+def saving_constructor(model: "TrainingModel", class_name: str, name: str) -> "Function | None":
+    """The `__init__` of class `class_name` (of this module) that has a parameter `name` and calls a
+    method of its class (its own or inherited) that sets its caller's arguments as attributes."""
+    info = model.local_class(class_name)
+    init = info.methods.get("__init__") if info is not None else None
+    if init is None or name not in init.params or name in ("self", "cls"):
+        return None
+    for call in init.calls:
+        if call.receiver_text == "self" and call.method is not None and call.site.function is init:
+            method = model.inherited_method(info, call.method)
+            if method is not None and _sets_caller_arguments(method):
+                return init
+    return None
+
+
+def _sets_caller_arguments(fn: "Function") -> bool:
+    """A method that reads its caller's frame and `setattr(self, ...)`s what it finds."""
+    reads_frame = any(c.qualname in _FRAME_READERS for c in fn.calls)
+    sets = any(
+        c.name == "setattr" and c.qualname is None and c.node.args and isinstance(c.node.args[0].value, cst.Name)
+        and c.node.args[0].value.value == "self"
+        for c in fn.calls
+    )
+    return reads_frame and sets
