@@ -1302,3 +1302,29 @@ def test_a_package_function_nobody_hands_a_network_predicts_nothing_known(tmp_pa
     write(tmp_path, BOOK)
     (tmp_path / "chapter.ipynb").write_text(CHAPTER.replace("book.predict_sentiment(net, review)", "print(net)"))
     assert findings(tmp_path, ["book/torch.py"], "TL303") == {}
+
+
+SHIMS = '''
+
+def cpu():
+    return torch.device("cpu")
+
+
+def gpu():
+    return torch.device("cuda")
+
+
+numpy = lambda x, *args, **kwargs: x.detach().numpy(*args, **kwargs)
+to = lambda x, *args, **kwargs: x.to(*args, **kwargs)
+'''
+
+
+def test_a_host_copy_made_by_a_module_s_lambda_shim_is_a_sync() -> None:
+    # d2l plots `d2l.numpy(d2l.to(value, d2l.cpu()))`: the shim `to` copies the loss to the host
+    shimmed = FRAMEWORK.replace("l.item()", "numpy(to(l, cpu()))") + SHIMS
+    found = lint(shimmed, "TL401")
+    assert [(d.line, d.message.split(" synchronises")[0]) for d in found] == [(13, "`to(l, cpu())`")]
+
+
+def test_a_lambda_shim_that_moves_to_the_accelerator_is_no_sync() -> None:
+    assert lint(FRAMEWORK.replace("l.item()", "to(l, gpu())") + SHIMS, "TL401") == []

@@ -128,14 +128,8 @@ class LambdaCalls:
     def _lambda_call(self, name: str, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value | None:
         """`reduce_sum(x, dim)` for `reduce_sum = lambda x, *args: x.sum(*args)` at the top level of this
         module (and nowhere else): what its body gives with the arguments put in."""
-        m = self.model
-        assigns = m.reaching(None, name, None) if fn is None or not m.reaching(fn, name, at) else ()
-        if len(assigns) != 1 or assigns[0].op is not None or not isinstance(assigns[0].value, cst.Lambda):
-            return None
-        key = (id(call), id(assigns[0].value))
-        if key not in self._inlined:  # (kept for the model's life: values are memoised by node identity)
-            self._inlined[key] = inline(assigns[0].value, call)
-        body = self._inlined[key]
+        body = self.inlined_lambda(name, call, fn, at)
+        key = (id(call), id(body))
         if body is None or key in self._inlining:
             return None
         self._inlining.add(key)
@@ -143,6 +137,18 @@ class LambdaCalls:
             return self.of(body, fn, at)
         finally:
             self._inlining.discard(key)
+
+    def inlined_lambda(self, name: str, call: cst.Call, fn: "Function | None", at: "Site | None") -> cst.BaseExpression | None:
+        """The body of this module's top-level lambda `name` as `call` runs it (None when `name` is no
+        such lambda where it is called, or the arguments do not fit)."""
+        m = self.model
+        assigns = m.reaching(None, name, None) if fn is None or not m.reaching(fn, name, at) else ()
+        if len(assigns) != 1 or assigns[0].op is not None or not isinstance(assigns[0].value, cst.Lambda):
+            return None
+        key = (id(call), id(assigns[0].value))
+        if key not in self._inlined:  # (kept for the model's life: values are memoised by node identity)
+            self._inlined[key] = inline(assigns[0].value, call)
+        return self._inlined[key]
 
     @cached_property
     def _inlined(self) -> dict[tuple[int, int], cst.BaseExpression | None]:

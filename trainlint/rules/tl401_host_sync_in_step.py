@@ -49,7 +49,7 @@ class HostSyncInStep(Rule):
     why = (
         "CUDA kernels run asynchronously: the host queues work and races ahead. Reading a tensor's value on "
         "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`, `if t:`, Python's `max()`/`min()` over a tensor or a list of tensors, a tensor given for a count such as `torch.topk`'s `k`, printing or "
-        "formatting it) makes the host wait until every queued kernel has finished, so the GPU idles while "
+        "formatting it, or a module's lambda shim doing one of these, as d2l's `d2l.to(x, d2l.cpu())`) makes the host wait until every queued kernel has finished, so the GPU idles while "
         "the next step is prepared. Once per step this costs a few to tens of milliseconds; torchtune "
         "measured 40-50 ms of `cudaStreamSynchronize` per step from one `loss.item()`."
     )
@@ -258,6 +258,11 @@ for x, y in loader:
     def _describe(self, model: TrainingModel, call: Call, chained: set[int], modules: set[int]) -> str | None:
         code = model.module.code_for_node
         site = call.site
+        own = model.imports.own_name(call.node.func) if call.qualname is None else None
+        shim = model.values.inlined_lambda(own, call.node, site.function, site) if own is not None else None
+        if shim is not None:
+            # d2l's `to = lambda x, *args: x.to(*args)`: `d2l.to(loss, d2l.cpu())` is `loss.to(d2l.cpu())`
+            return f"`{shorten(code(call.node), 60)}`" if _copies_to_host(model, shim, site) else None
         if call.method in SYNC_METHODS and id(call.node) not in chained and not call.node.args and call.receiver is not None:
             receiver = model.value(_chain_base(call.receiver), site)
             if receiver.on_host or receiver.kind in NOT_DEVICE_DATA:
@@ -413,3 +418,18 @@ def _is_metric_log(model: TrainingModel, call: Call) -> bool:
     """`wandb.log({...})`, `writer.add_scalar(tag, value, step)`: loggers convert tensors on the host."""
     return call.qualname in METRIC_LOGGERS or (call.method in METRIC_METHODS and call.qualname is None)
 
+
+def _copies_to_host(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> bool:
+    """A lambda's body, inlined at a call, that copies a device tensor to the host: `x.item()`,
+    `x.cpu()`, `x.numpy()`, `x.tolist()`, or `x.to(<the CPU>)`."""
+    if not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Attribute):
+        return False
+    method, args = expr.func.attr.value, expr.args
+    if method == "to":
+        first = args[0] if args and (args[0].keyword is None or args[0].keyword.value == "device") else None
+        if first is None or (model.values.device_literal(first.value, site.function, site) or "").split(":")[0] != "cpu":
+            return False
+    elif method not in SYNC_METHODS or args:
+        return False
+    receiver = model.value(expr.func.value, site)
+    return receiver.is_tensor and not receiver.on_host
