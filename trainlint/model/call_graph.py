@@ -181,6 +181,20 @@ class CallGraph:
                 table.setdefault(id(a.site.statement), []).append(a)
         return table
 
+    @cached_property
+    def _assigns_by_attribute(self) -> dict[tuple[str | None, str], list[Assign]]:
+        table: dict[tuple[str | None, str], list[Assign]] = {}
+        for a in self.assigns:
+            if a.site.function is not None:
+                for target in a.targets:
+                    table.setdefault((a.site.function.class_name, target), []).append(a)
+        return table
+
+    def attribute_assigns(self, class_name: str | None, target: str) -> list[Assign]:
+        """The assignments to `target` (`self.tokenizer`) in the methods of class `class_name` (None:
+        in functions of no class)."""
+        return self._assigns_by_attribute.get((class_name, target), [])
+
     def assigns_in(self, statement: cst.CSTNode | None) -> list[Assign]:
         """The assignments of one statement line."""
         return self._assigns_by_statement.get(id(statement), []) if statement is not None else []

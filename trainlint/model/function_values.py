@@ -22,9 +22,9 @@ TORCH_SUBMODULES = frozenset(
     jit onnx hub profiler accelerator compiler export fx testing sparse random multiprocessing quantization ao
     overrides library serialization masked nested signal func package monitor futures init parallel rnn""".split()
 )
-# what wraps a function and runs it when called (`torch.compile(train_step)`, `partial(loss, alpha=a)`)
 # what no call can return a value from (calling it raises)
 _NOT_CALLABLE = frozenset({Kind.STRING, Kind.NUMBER, Kind.BOOL, Kind.NONE})
+# what wraps a function and runs it when called (`torch.compile(train_step)`, `partial(loss, alpha=a)`)
 FUNCTION_WRAPPERS = frozenset({"torch.compile", "functools.partial", "functools.wraps", "torch.jit.script"})
 
 
@@ -85,12 +85,8 @@ class FunctionCalls:
         cls = fn.class_name if fn is not None else None
         if cls is None:
             return UNKNOWN
-        held = []
-        for assign in self.model.assigns:
-            if text in assign.targets and assign.site.function is not None and assign.site.function.class_name == cls:
-                value = self._assigned(assign, text)
-                if value.kind not in _NOT_CALLABLE:
-                    held.append(value)
+        assigned = (self._assigned(a, text) for a in self.model.attribute_assigns(cls, text))
+        held = [value for value in assigned if value.kind not in _NOT_CALLABLE]
         value = join(held)
         return value if held and value.kind is Kind.FUNCTION else UNKNOWN
 

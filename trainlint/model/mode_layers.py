@@ -58,8 +58,8 @@ class ModeLayers:
         if parts[0] == "self" and len(parts) > 1:
             cls = fn.class_name if fn is not None else None
             target = ".".join(parts[:2])
-            for a in m.assigns:
-                if target in a.targets and not a.unpacked and a.site.function is not None and a.site.function.class_name == cls:
+            for a in m.attribute_assigns(cls, target):
+                if not a.unpacked:
                     found = self.of_construction(a.value, a.site.function, a.site, depth + 1)
                     if found:
                         return found

@@ -434,11 +434,7 @@ class ValueModel(CallValues, CycleMemo):
             return self._cycle(key)
         saved = self._enter(key)
         try:
-            assigns = [
-                a for a in self.model.assigns
-                if text in a.targets and a.site.function is not None and a.site.function.class_name == cls
-            ]
-            values = [self._assigned(a, text) for a in assigns]
+            values = [self._assigned(a, text) for a in self.model.attribute_assigns(cls, text)]
             init = saving_constructor(self.model, cls, text[5:]) if cls is not None else None
             if init is not None:  # `self.save_hyperparameters()`: the argument of that name
                 values.append(self._parameter(init, text[5:]))

@@ -293,9 +293,8 @@ def _reset_before(model: TrainingModel, assign: Assign, target: str) -> bool:
     fn = assign.site.function
     assert fn is not None
     resets = {
-        a.site.function for a in model.assigns
-        if target in a.targets and a.op is None and a.site.function is not None and a.site.function is not fn
-        and a.site.function.class_name == fn.class_name and a.site.function.name != "__init__"
+        a.site.function for a in model.attribute_assigns(fn.class_name, target)
+        if a.op is None and a.site.function is not fn and a.site.function is not None and a.site.function.name != "__init__"
         and _fresh(model.value(a.value, a.site))
     }
     if not resets:

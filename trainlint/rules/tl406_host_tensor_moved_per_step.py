@@ -358,7 +358,7 @@ def _kept_on_host(model: TrainingModel, call: Call, value: Value) -> str | None:
         return None
     if not value.is_tensor or value.device != HOST:
         return None
-    assigns = [a for a in model.assigns if text in a.targets and a.site.function is not None and a.site.function.class_name == fn.class_name]
+    assigns = model.attribute_assigns(fn.class_name, text)
     if not assigns or any(a.site.function in model.step_functions or a.site.loops for a in assigns):
         return None  # (rebuilt every step, or in a loop: not one kept tensor)
     return text

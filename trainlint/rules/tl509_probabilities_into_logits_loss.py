@@ -293,7 +293,7 @@ def _constructions(model: TrainingModel, callee: cst.BaseExpression, site: Site 
     if "." not in text:
         values = [a.value for a in model.reaching(fn, text, site)] or [a.value for a in model.reaching(None, text, None)]
     elif text.startswith("self.") and text.count(".") == 1 and fn is not None:
-        values = [a.value for a in model.assigns if text in a.targets and a.site.function is not None and a.site.function.class_name == fn.class_name]
+        values = [a.value for a in model.attribute_assigns(fn.class_name, text)]
     else:
         return []
     return [v for v in values if isinstance(v, cst.Call)] if all(isinstance(v, cst.Call) for v in values) else []
