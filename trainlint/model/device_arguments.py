@@ -1,6 +1,6 @@
 """Device and dtype arguments as the code spells them: `.to("cpu")`, `.to(torch.device("cpu"))`, a
-name or a function of the module that gives one (d2l's `cpu()`), `.to(torch.float16)`. A mixin of the
-value model's calls."""
+function of the module that returns one (d2l's `cpu()`), `.to(torch.float16)`. A mixin of the value
+model's calls."""
 
 from __future__ import annotations
 
@@ -26,9 +26,8 @@ class DeviceArguments:
         for a in call.args:
             if a.keyword is None or a.keyword.value == "device":
                 if isinstance(a.value, (cst.SimpleString, cst.Call, cst.Name, cst.Attribute)):
-                    text = self.device_literal(a.value, fn, at)
-                    if text is not None:
-                        return replace(base, device=HOST if text.split(":")[0] == "cpu" else ACCEL)
+                    if self.device_literal(a.value, fn, at) is not None:
+                        return replace(base, device=HOST if self.spells_cpu(a.value, fn, at) else ACCEL)
                     if self._is_dtype(a.value, fn, at):
                         continue  # `.to(torch.float16)`, `.to(dtype)` of a `dtype=torch.float32` parameter
                     return replace(base, device=ACCEL)
@@ -50,6 +49,10 @@ class DeviceArguments:
             return None
         found = {self.device_literal(r.value, local, r.site, depth + 1) for r in local.return_facts}
         return found.pop() if len(found) == 1 else None
+
+    def spells_cpu(self, expr: cst.BaseExpression, fn: "Function | None", at: "Site | None") -> bool:
+        """Whether a device argument spells the host (`"cpu"`, `"cpu:0"`, `torch.device("cpu")`, `cpu()`)."""
+        return (self.device_literal(expr, fn, at) or "").split(":")[0] == "cpu"
 
     def _is_dtype(self, expr: cst.BaseExpression, fn: "Function | None", at: "Site | None") -> bool:
         """A torch dtype: `torch.float16`, or a name every definition of which is one (a parameter

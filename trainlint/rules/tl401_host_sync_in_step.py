@@ -274,8 +274,7 @@ for x, y in loader:
             return f"`{shorten(code(call.node), 60)}`"
         if call.method == "to" and call.node.args and call.receiver is not None:
             first = call.node.args[0]
-            named = model.values.device_literal(first.value, site.function, site)
-            if (named or "").split(":")[0] == "cpu" and (first.keyword is None or first.keyword.value == "device"):
+            if model.values.spells_cpu(first.value, site.function, site) and (first.keyword is None or first.keyword.value == "device"):
                 receiver = model.value(call.receiver, site)
                 if receiver.on_host or receiver.kind in NOT_DEVICE_DATA:
                     return None
@@ -427,7 +426,7 @@ def _copies_to_host(model: TrainingModel, expr: cst.BaseExpression, site: Site) 
     method, args = expr.func.attr.value, expr.args
     if method == "to":
         first = args[0] if args and (args[0].keyword is None or args[0].keyword.value == "device") else None
-        if first is None or (model.values.device_literal(first.value, site.function, site) or "").split(":")[0] != "cpu":
+        if first is None or not model.values.spells_cpu(first.value, site.function, site):
             return False
     elif method not in SYNC_METHODS or args:
         return False

@@ -63,7 +63,7 @@ def _moves_device(model: TrainingModel, call: Call) -> bool:
         return False
     if _is_dtype(model, first.value, call.site):
         return False
-    return (model.values.device_literal(first.value, call.site.function, call.site) or "cuda").split(":")[0] != "cpu"
+    return not model.values.spells_cpu(first.value, call.site.function, call.site)
 
 
 def _device_tensor_value(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> bool:
