@@ -350,3 +350,60 @@ def test_hyperparameters_kept_in_a_dict_set_no_attribute():
     # Lightning's way: `self.hparams` only; what `self.rnn` is, nothing says
     kept = SAVED_ARGUMENTS.replace("        for k, v in self.hparams.items():\n            setattr(self, k, v)\n", "")
     assert lines(kept, "TL303") == []
+
+
+# greedy decoding in a base class whose decoder a subclass hands over through `super().__init__`;
+# scheduled sampling feeds the `argmax` back too, but backpropagates the loss it sums
+DECODING = """
+import torch
+from torch import nn
+
+
+class Decoder(nn.Module):
+    def forward(self, X, state):
+        return X, state
+
+
+class EncoderDecoder(nn.Module):
+    def __init__(self, decoder):
+        super().__init__()
+        self.decoder = decoder
+
+    def predict_step(self, bos, state, num_steps):
+        outputs = [bos]
+        for _ in range(num_steps):
+            Y, state = self.decoder(outputs[-1], state)
+            outputs.append(Y.argmax(2))
+        return torch.cat(outputs[1:], 1)
+
+    def scheduled_sampling_step(self, bos, state, targets, optimizer):
+        X, loss = bos, 0.0
+        for target in targets:
+            Y, state = self.decoder(X, state)
+            loss = loss + nn.functional.cross_entropy(Y, target)
+            X = Y.argmax(2)
+        loss.backward()
+        optimizer.step()
+
+
+class Seq2Seq(EncoderDecoder):
+    def __init__(self, decoder, lr):
+        super().__init__(decoder)
+        self.lr = lr
+
+
+model = Seq2Seq(Decoder(), lr=0.1)
+"""
+
+
+def test_a_greedy_decoder_records_a_graph_through_the_argmax_it_feeds_back():
+    assert lines(DECODING, "TL303") == [19]
+
+
+def test_a_greedy_decoder_under_no_grad_records_none():
+    quiet = DECODING.replace("    def predict_step", "    @torch.no_grad()\n    def predict_step")
+    assert lines(quiet, "TL303") == []
+
+
+def test_a_decoder_the_constructor_is_not_handed_through_super_is_not_known_as_a_module():
+    assert lines(DECODING.replace("super().__init__(decoder)", "super().__init__(None)"), "TL303") == []

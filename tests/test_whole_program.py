@@ -1304,6 +1304,114 @@ def test_a_package_function_nobody_hands_a_network_predicts_nothing_known(tmp_pa
     assert findings(tmp_path, ["book/torch.py"], "TL303") == {}
 
 
+# The package's language model and encoder-decoder (d2l's `RNNLMScratch`, `Seq2Seq`): a subclass
+# hands its constructor's modules to its base through `super().__init__`, the package names its own
+# classes through `book = sys.modules[__name__]`, and each decodes greedily, feeding the `argmax`
+# back. A chapter with no training code of its own builds the modules and hands them over; a
+# trainer elsewhere does the training.
+DECODERS = {
+    "book/__init__.py": "",
+    "book/torch.py": """
+        import sys
+        import torch
+        from torch import nn
+        book = sys.modules[__name__]
+
+        class Decoder(nn.Module):
+            pass
+
+        class LanguageModel(nn.Module):
+            def __init__(self, rnn, vocab_size):
+                super().__init__()
+                self.rnn = rnn
+                self.vocab_size = vocab_size
+
+            def predict(self, prefix, num_preds):
+                state, outputs = None, [prefix[0]]
+                for i in range(num_preds):
+                    X = torch.tensor([[outputs[-1]]])
+                    Y, state = self.rnn(X, state)
+                    outputs.append(int(Y.argmax(axis=2).reshape(1)))
+                return "".join(str(i) for i in outputs)
+
+        class EncoderDecoder(nn.Module):
+            def __init__(self, encoder, decoder):
+                super().__init__()
+                self.encoder = encoder
+                self.decoder = decoder
+
+            def predict_step(self, src, bos, num_steps):
+                state = self.decoder.init_state(self.encoder(src))
+                outputs, attention_weights = [bos], []
+                for _ in range(num_steps):
+                    Y, state = self.decoder(outputs[-1], state)
+                    outputs.append(Y.argmax(2))
+                    attention_weights.append(self.decoder.attention_weights)
+                return torch.cat(outputs[1:], 1), attention_weights
+
+            def rollout(self, src, bos, num_steps):
+                state = self.decoder.init_state(self.encoder(src))
+                outputs = [bos]
+                for _ in range(num_steps):
+                    Y, state = self.decoder(outputs[-1], state)
+                    outputs.append(Y)
+                return torch.stack(outputs[1:])
+
+        class Seq2Seq(book.EncoderDecoder):
+            def __init__(self, encoder, decoder, lr):
+                super().__init__(encoder, decoder)
+                self.lr = lr
+
+        class GRUEncoder(book.Decoder):
+            def forward(self, X):
+                return X
+    """,
+}
+DECODING_CELLS = (
+    """
+    import torch
+    from torch import nn
+    from book import torch as book
+    """,
+    """
+    class GRUScratch(nn.Module):
+        def forward(self, X, state):
+            return X, state
+
+    class GRUDecoder(nn.Module):
+        def forward(self, X, state):
+            return X, state
+    """,
+    """
+    gru = GRUScratch()
+    model = book.LanguageModel(gru, vocab_size=28)
+    trainer.fit(model, data)
+    model = book.Seq2Seq(book.GRUEncoder(), GRUDecoder(), lr=0.1)
+    trainer.fit(model, data)
+    """,
+)
+DECODING_CHAPTER = _notebook(*DECODING_CELLS)
+
+
+def test_a_chapter_with_no_training_code_hands_its_modules_to_the_package(tmp_path: Path) -> None:
+    # each greedy decoder records a graph through the `argmax` it feeds back; `rollout` returns the
+    # outputs themselves, which a caller may backpropagate
+    write(tmp_path, DECODERS)
+    (tmp_path / "chapter.ipynb").write_text(DECODING_CHAPTER)
+    expected = {"book/torch.py:20:TL303": [], "book/torch.py:34:TL303": []}
+    assert findings(tmp_path, ["book/torch.py"], "TL303") == expected
+    assert findings(tmp_path, ["book/torch.py", "chapter.ipynb"], "TL303") == expected
+
+
+def test_a_chapter_handing_plain_callables_runs_no_module(tmp_path: Path) -> None:
+    write(tmp_path, DECODERS)
+    # objects called through `__call__`, of classes that are no modules
+    plain = [c.replace("(nn.Module):\n        def forward", ":\n        def __call__").replace("book.GRUEncoder()", "GRUDecoder()") for c in DECODING_CELLS]
+    assert plain != list(DECODING_CELLS)
+    (tmp_path / "chapter.ipynb").write_text(_notebook(*plain))
+    assert findings(tmp_path, ["book/torch.py"], "TL303") == {}
+
+
 SHIMS = '''
 
 def cpu():

@@ -38,6 +38,22 @@ class CallGraph:
                 if caller is not None and fn.class_name == caller.class_name:
                     return fn
             return candidates[0] if len(candidates) == 1 else None
+        if call.method is not None and _is_super(call.receiver):
+            return self._base_method(call)
+        return None
+
+    def _base_method(self, call: Call) -> Function | None:
+        """`super().__init__(encoder, decoder)` in a method of a class of this module: the method of
+        its first base of this module that has it."""
+        fn = call.site.function
+        while fn is not None and fn.class_name is None:
+            fn = fn.parent
+        info = self.local_class(fn.class_name) if fn is not None and fn.class_name else None  # type: ignore[attr-defined]
+        for base in info.bases if info is not None else ():
+            parent = self.local_class(base.rsplit(".", 1)[-1])  # type: ignore[attr-defined]
+            found = self.inherited_method(parent, call.method or "") if parent is not None and parent is not info else None
+            if found is not None:
+                return found
         return None
 
     def called_function(self, call: Call) -> Function | None:
@@ -299,3 +315,8 @@ class CallGraph:
     @cached_property
     def _all_bases(self) -> dict[str, tuple[str, ...]]:
         return {}
+
+
+def _is_super(receiver: cst.BaseExpression | None) -> bool:
+    """`super()` (or `super(Cls, self)`) as a call's receiver."""
+    return isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value == "super"

@@ -57,7 +57,8 @@ def is_module_class(model: TrainingModel, info: ClassInfo, _seen: frozenset[str]
     for base in info.bases:
         if is_torch_module_base(base):
             return True
-        local = model.local_class(base)
+        head, _, rest = base.partition(".")
+        local = model.local_class(rest if head in model.imports.own_module else base)  # (`d2l.Encoder`, d2l this module)
         if local is not None and is_module_class(model, local, seen):
             return True
         if "." in base and _project_module_class(model, base):

@@ -213,7 +213,7 @@ class Summarizer:
 
     def cls(self, info: "ClassInfo") -> ClassSummary:
         methods = {name: self.function(fn) for name, fn in info.methods.items()}
-        return ClassSummary(class_kind(info, methods), methods)
+        return ClassSummary(class_kind(info, methods, self.model.is_module_class(info)), methods)
 
     def _attributes(self, info: "ClassInfo") -> dict[str, Value]:
         """The instances of classes (of this module or another) that the class's methods assign to
@@ -386,12 +386,13 @@ def _loop_names_over(fn: "Function", call: "Call", params: set[str], m: "Trainin
     return out
 
 
-def class_kind(info: "ClassInfo", methods: dict[str, FunctionSummary]) -> Kind:
-    """What an instance of a class is, from its bases and what its methods do."""
+def class_kind(info: "ClassInfo", methods: dict[str, FunctionSummary], module: bool = False) -> Kind:
+    """What an instance of a class is, from its bases and what its methods do (`module`: an
+    `nn.Module` through its bases, as the module's analysis resolves them)."""
     bases = " ".join(info.bases)
     if "Optimizer" in bases:
         return Kind.OPTIMIZER
-    if any(b.endswith(("Module", "Model", "PreTrainedModel", "LightningModule")) for b in info.bases) or "torch.nn" in bases:
+    if module or any(b.endswith(("Module", "Model", "PreTrainedModel", "LightningModule")) for b in info.bases) or "torch.nn" in bases:
         return Kind.MODULE
     call = methods.get("__call__")
     if call is not None and call.scales and (call.steps or call.backprops):

@@ -13,6 +13,7 @@ import libcst as cst
 from trainlint.model.facts import Call, ClassInfo, Function, Site
 from trainlint.config import is_test_path
 from trainlint.model.lattice import Kind, Value, join, origins
+from trainlint.model.module_classes import is_module_class
 from trainlint.model.names import dotted
 from trainlint.model.arguments import argument_for
 from trainlint.model.torchnames import LIBRARY_LOSS_SCALERS
@@ -178,12 +179,13 @@ class SymbolQueries:
     def local_class(self, name: str) -> ClassInfo | None:
         return self._classes_by_name.get(name)
 
-    def instance_of_local_class(self, name: str) -> Value:
-        from trainlint.model.summary import class_kind
+    def is_module_class(self, info: ClassInfo) -> bool:
+        """Whether instances of a class of this module are `nn.Module`s, through its bases."""
+        return is_module_class(self, info)  # type: ignore[arg-type]
 
+    def instance_of_local_class(self, name: str) -> Value:
         info = self._classes_by_name[name]
-        summary = self.summarizer.cls(info)
-        return Value(class_kind(info, summary.methods), origin=name)
+        return Value(self.summarizer.cls(info).kind, origin=name)
 
     def is_project_function(self, qualname: str) -> bool:
         """Whether a name this module imports is a function of a local module."""

@@ -19,6 +19,7 @@ IMPORT_TEXT = re.compile(r"(?:^|;)[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+im
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
 MAX_IMPORTERS = 40
+MAX_OUTLINED_IMPORTERS = 160  # importers with no training code, read for the objects they pass
 # a module containing none of these can say nothing a training step needs
 TRAINING_TOKENS = (
     "backward", ".step(", "zero_grad", "clip_grad", "GradScaler", ".scale(", "synchronize", ".item()",

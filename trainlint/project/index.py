@@ -3,8 +3,8 @@
 `from utils import NativeScaler` in `train.py` makes `utils.py` (beside it, or in a parent folder of
 the project) part of the analysis of `train.py`: its summary says what `NativeScaler()(loss, opt)`
 does. Only modules a file imports are read, and only when the analysis asks about one of their names;
-a module with no training token is summarised without parsing. Summaries are memoised per process
-by the module's path and content (read again after `rescan`).
+a module with no training token is summarised with Python's own parser. Summaries are memoised per
+process by the module's path and content (read again after `rescan`).
 
 What the analysis of a file depended on is recorded as it goes (`watching`): the content of each
 module it read and whether each path it looked for is a file, a folder or nothing, as the states of
@@ -21,8 +21,9 @@ from typing import Any, Iterator
 from trainlint.model.torchnames import LIBRARY_CLASS
 from trainlint.project import store
 from trainlint.project.classes import class_hierarchy, inherited_methods
+from trainlint.project.passed_instances import passed_instances
 from trainlint.project.seeds import join_seeds, passed_to
-from trainlint.project.importers import IMPORT_TEXT, MAX_IMPORTERS, TRAINING_TOKENS, ImportIndex, import_index, module_outline, project_root
+from trainlint.project.importers import IMPORT_TEXT, MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, TRAINING_TOKENS, ImportIndex, import_index, module_outline, project_root
 from trainlint.model.summary import EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Seed
 from trainlint.reading import EXISTS, FOLDER, State, module_code, probe_state, read_state
 
@@ -91,7 +92,7 @@ class Project:
         self._computing: set[Path] = set()  # summaries being computed (imports may form cycles)
         self._seeds: dict[Path, tuple[dict[str, Seed], tuple[State, ...]]] = {}  # with what they read
         self._seeding: set[Path] = set()  # modules whose seeds are being joined up
-        self._importers: dict[Path, tuple[list[Path], tuple[State, ...]]] = {}  # with what they read
+        self._importers: dict[Path, tuple[tuple[list[Path], frozenset[Path]], tuple[State, ...]]] = {}  # with what they read
         # what fixes asked: (path, qualified name) -> the content it was asked of, the answer, what it read
         self._differentiates: dict[tuple[Path, str], tuple[State, bool, tuple[State, ...]]] = {}
 
@@ -171,8 +172,7 @@ class Project:
         return known[1]
 
     def passed_arguments(self, path: str, facts: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:
-        """What other modules of the project pass to this module's functions and classes
-        (`ProjectLookup.passed_arguments`)."""
+        """What other modules pass to this module's functions and classes (`ProjectLookup`'s)."""
         if self.depth >= (1 if facts else MAX_DEPTH) or not path or path == "-":
             return {}
         return passed_to(self, _real(Path(path)), facts)
@@ -189,11 +189,12 @@ class Project:
             if origin.startswith("=") or library:  # what a call passes (a fact), or a library's class
                 out.append(Argument(str(final[0]), ".".join(final[1]), key, LIBRARY_CLASS if library else "", origin.split("::")[-1]))
                 continue
-            if origin.startswith("::"):
-                cls: tuple[Path, list[str]] | None = (_real(path), [origin[2:]])
-            else:
+            cls: tuple[Path, list[str]] | None = (_real(path), [origin[2:]])
+            if not origin.startswith("::"):
                 found = self.locate(path, origin)
                 cls = self.defined_in(found[0], found[1], hops=0) if found is not None else None
+                if cls is not None and cls[1][-1] not in self.outline(cls[0]).classes:
+                    continue  # (a function called, not a class built)
             if cls is not None and len(cls[1]) == 1:
                 out.append(Argument(str(final[0]), ".".join(final[1]), key, str(cls[0]), cls[1][0]))
         return tuple(out)
@@ -211,19 +212,21 @@ class Project:
         found = self.locate(path, ".".join([exported, *rest[1:]]))
         return self.defined_in(found[0], found[1], hops + 1) if found is not None else None
 
-    def importers(self, target: Path) -> list[Path]:
-        """The project's files whose import statements name `target`'s module, or its package when
-        their text names something `target` defines: the files that may call into it. Read from the
-        text, indexed once."""
+    def importers(self, target: Path, passing: bool = False) -> list[Path]:
+        """The project's files whose imports name `target`'s module, or its package when their text
+        names something `target` defines (read from the text, indexed once): training code first,
+        `MAX_IMPORTERS` in all; with `passing`, then those with none (read cheaply for what they pass)."""
         known = self._importers.get(target)
         if known is None:
             with watching() as read:
                 found = self._importers_of(target)
             known = self._importers[target] = (found, tuple(read))
         _note(*known[1])
-        return known[0]
+        found, training = known[0]
+        outlined = [f for f in found[MAX_IMPORTERS:] if f not in training][:MAX_OUTLINED_IMPORTERS] if passing else []
+        return [*found[:MAX_IMPORTERS], *outlined]
 
-    def _importers_of(self, target: Path) -> list[Path]:
+    def _importers_of(self, target: Path) -> tuple[list[Path], frozenset[Path]]:
         root = project_root(target)
         index = self._index.get(root)
         if index is None:
@@ -237,13 +240,13 @@ class Project:
             # (`utils`): such an importer must also name something the module defines
             names = [n.encode() for n in (*self.outline(target).functions, *self.outline(target).classes)]
             for importer in index.by_word.get(target.parent.name, ()):
-                if importer == target or importer in out or len(out) >= MAX_IMPORTERS:
+                if importer == target or importer in out or len(out) >= MAX_IMPORTERS + MAX_OUTLINED_IMPORTERS:
                     continue
                 state, data = read_state(str(importer))
                 _note(state)
                 if data is not None and (b"import *" in data or any(name in data for name in names)):
                     out.append(importer)
-        return out[:MAX_IMPORTERS]
+        return out, frozenset(f for f in out if f in index.training)
 
     def rescan(self) -> None:
         """Forget which files exist (remembered for a run's speed). A long-lived process, the
@@ -455,7 +458,7 @@ class Project:
         # a module with no training token says nothing of its own, unless a step may pass through it
         # (then the calls it makes onward matter: a model's `forward` calling its loss head)
         if not steps and not any(token in source for token in TRAINING_TOKENS):
-            return self.outline(path)
+            return replace(self.outline(path), arguments=self._arguments(path, passed_instances(source)))
         try:
             from trainlint.model.positions import call_placer
             from trainlint.model.summary import Summarizer

@@ -79,7 +79,7 @@ def passed_to(project: "Project", target: Path, facts: bool = False) -> dict[tup
     every step ("=file#N:tensor"; (name, "") -> "=file#N" for each call), as
     `ProjectLookup.passed_arguments` says."""
     found: dict[tuple[str, str], set[str]] = {}
-    for importer in project.importers(target):
+    for importer in project.importers(target, passing=not facts):
         # the module linted reads what the steps pass as the step seeds read it (a module with no
         # training code of its own makes calls every step too); summaries, what is summarised
         for a in project.summary(importer, steps=facts).arguments:

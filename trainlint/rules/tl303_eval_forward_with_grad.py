@@ -11,7 +11,7 @@ from trainlint.diagnostics import Severity
 from trainlint.model import Call, Function, TrainingModel
 from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
 from trainlint.model.evaluation import (
-    NOT_DIFFERENTIABLE, discarded_by_callers, first_forward, grad_disabled, prediction_loop_forwards, step_list_evaluations,
+    NOT_DIFFERENTIABLE, decoding_forward, discarded_by_callers, first_forward, grad_disabled, prediction_loop_forwards, step_list_evaluations,
 )
 from trainlint.model.modes import call_trains as _callee_trains
 from trainlint.model.modes import loop_ancestors
@@ -95,6 +95,7 @@ def evaluate(model, loader):
         "can reach (`argmax` labels, strings, numbers), keeping nothing on objects or in its arguments. A "
         "submodule of a module switched to eval mode is in eval mode (`net.eval()`, then `net.decoder(x)`). "
         "A loop of the script itself that runs a module, trains nothing and keeps only what no backward can reach (labels, host arrays, numbers) is a prediction loop. "
+        "A loop that feeds what a module gives, through `argmax`, back to that module as its next input (greedy decoding: `Y, state = decoder(outputs[-1], state)`, then `outputs.append(Y.argmax(2))`), in a function that neither backpropagates nor trains, records graphs no backward can use. "
         "A function (not a method) that runs a module over the batches of a loop, trains nothing, and whose every caller in the module lets what it returns die without a backward is evaluation code too. A driver that runs a list of step functions over batches (`for step in steps: step(batch, state)`), called once with steps of which one backpropagates and once, outside no_grad, with steps that share a module-running step with them and none of which backpropagates, evaluates with grad: the second call is reported (the steps are known from the list or tuple passed, or the caller's default). Calls of a diffusers pipeline run under no_grad (the library's `__call__` says so). "
         "A function's name never makes it evaluation code."
     )
@@ -178,6 +179,17 @@ for X in test_iter:
     y_hat = net(X.cuda())
     preds.extend(y_hat.argmax(dim=1).cpu().numpy())
 """,
+        # greedy decoding: the `argmax` fed back cuts every graph the loop records
+        """
+import torch
+decoder = torch.nn.GRU(8, 8)
+def translate(bos, state, num_steps):
+    outputs = [bos]
+    for _ in range(num_steps):
+        Y, state = decoder(outputs[-1], state)
+        outputs.append(Y.argmax(2))
+    return outputs
+""",
         # an evaluation helper known by its use: its only caller logs what it returns
         """
 import torch
@@ -256,6 +268,10 @@ def train(model, ema, loader, valid_batches, optimizer):
                 forward = _prediction_forward(model, fn, storing)
                 if forward is not None:
                     yield Finding(forward.node, f"forward pass in `{fn.name}` records an autograd graph: it returns only predictions, which no backward can reach")
+                    continue
+                forward = decoding_forward(model, fn)
+                if forward is not None:
+                    yield Finding(forward.node, f"forward pass in a decoding loop of `{fn.name}` records an autograd graph: each turn feeds back an `argmax`, through which no backward passes")
                     continue
                 forward = discarded_by_callers(model, fn, sites.get(fn, ()) if switches else model.calls_of(fn))
                 if forward is not None:

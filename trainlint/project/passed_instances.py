@@ -1,0 +1,126 @@
+"""What a module with no training code of its own hands to other modules, read with Python's own
+parser: the objects of classes it builds and passes to their functions and classes. A notebook that
+builds `lstm = LSTMScratch(...)` and `d2l.RNNLMScratch(lstm, vocab_size=28)` hands an `LSTMScratch`
+to `RNNLMScratch`'s `rnn`, though all its training happens in the library's `Trainer`."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+
+def passed_instances(source: str) -> list[tuple[str, str, str]]:
+    """(callee, parameter key, class) for each call of an imported name that passes an object of a
+    class: the callee and an imported class as the imports spell them in full ("d2l.torch.RNNLM"), a
+    class of this module as "::Name"; the key is the position ("0") or the keyword. A name is an
+    object of a class where every binding of it that can reach the call builds one; top-level
+    statements rebind in order, a binding inside a compound statement joins the earlier ones."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    imported: dict[str, str] = {}
+    classes: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                imported[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                if alias.name != "*":
+                    imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.ClassDef):
+            classes.add(node.name)
+    out: list[tuple[str, str, str]] = []
+    scopes: list[list[ast.stmt]] = [tree.body]
+    scopes.extend(n.body for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    for body in scopes:
+        bound: dict[str, set[str] | None] = {}
+        for statement in body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for call in _calls(statement):
+                callee = _spelled(call.func, imported)
+                if callee is None:
+                    continue
+                keyed: list[tuple[str, ast.expr]] = []
+                for index, arg in enumerate(call.args):
+                    if isinstance(arg, ast.Starred):
+                        break  # (positions after `*args` are not known)
+                    keyed.append((str(index), arg))
+                keyed.extend((k.arg, k.value) for k in call.keywords if k.arg is not None)
+                for key, arg in keyed:
+                    for built in _built(arg, bound, classes, imported):
+                        out.append((callee, key, built))
+            top = isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
+            for node in _own_nodes(statement):
+                for target in _bound_names(node):
+                    made = _made(node.value, classes, imported) if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+                    if top and node is statement:
+                        bound[target] = {made} if made else None
+                    else:
+                        earlier = bound.get(target, set())
+                        bound[target] = earlier | {made} if made and earlier is not None else None
+    return list(dict.fromkeys(out))
+
+
+def _calls(statement: ast.stmt) -> Iterator[ast.Call]:
+    for node in _own_nodes(statement, expressions=True):
+        if isinstance(node, ast.Call):
+            yield node
+
+
+def _own_nodes(statement: ast.AST, expressions: bool = False) -> Iterator[ast.AST]:
+    """The statement and what is nested in it (statements only, or every node), not the insides of
+    the functions, lambdas and classes it defines."""
+    stack: list[ast.AST] = [statement]
+    while stack:
+        node = stack.pop()
+        if node is not statement and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        yield node
+        if expressions:
+            stack.extend(ast.iter_child_nodes(node))
+        else:
+            for name in ("body", "orelse", "finalbody", "handlers"):
+                stack.extend(getattr(node, name, None) or ())
+
+
+def _bound_names(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+        targets = [node.target]
+    elif isinstance(node, (ast.With, ast.AsyncWith)):
+        targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
+    else:
+        return []
+    return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+
+
+def _spelled(func: ast.expr, imported: dict[str, str]) -> str | None:
+    """An imported name called (`d2l.RNNLM`, `Trainer`), as the imports spell it in full."""
+    parts: list[str] = []
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    if not isinstance(func, ast.Name) or func.id not in imported:
+        return None
+    return ".".join((imported[func.id], *reversed(parts)))
+
+
+def _made(value: ast.expr, classes: set[str], imported: dict[str, str]) -> str | None:
+    """What an expression calls to make an object: a class of this module ("::Name"), or an imported
+    name (`d2l.GRU(...)`), which the project phase keeps only where it is a class; else None."""
+    if not isinstance(value, ast.Call):
+        return None
+    if isinstance(value.func, ast.Name) and value.func.id in classes:
+        return f"::{value.func.id}"
+    return _spelled(value.func, imported)
+
+
+def _built(arg: ast.expr, bound: dict[str, set[str] | None], classes: set[str], imported: dict[str, str]) -> set[str]:
+    if isinstance(arg, ast.Name):
+        return bound.get(arg.id) or set()
+    made = _made(arg, classes, imported)
+    return {made} if made else set()
