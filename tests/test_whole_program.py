@@ -1412,6 +1412,141 @@ def test_a_chapter_handing_plain_callables_runs_no_module(tmp_path: Path) -> Non
     assert findings(tmp_path, ["book/torch.py"], "TL303") == {}
 
 
+# d2l's way of growing classes: the package's `add_to_class` sets a chapter's function on a class,
+# the package's `Trainer` or the chapter's own model; `save_hyperparameters`, inherited from the
+# package, stores the constructor's arguments as attributes
+GROWING = {
+    "book/__init__.py": "",
+    "book/torch.py": """
+        import inspect
+        import sys
+        import torch
+        from torch import nn
+        book = sys.modules[__name__]
+
+        def add_to_class(Class):
+            def wrapper(obj):
+                setattr(Class, obj.__name__, obj)
+            return wrapper
+
+        class HyperParameters:
+            def save_hyperparameters(self, ignore=[]):
+                frame = inspect.currentframe().f_back
+                _, _, _, local_vars = inspect.getargvalues(frame)
+                for k, v in local_vars.items():
+                    if k not in ignore + ["self"]:
+                        setattr(self, k, v)
+
+        class Module(nn.Module, book.HyperParameters):
+            def training_step(self, batch):
+                return nn.functional.cross_entropy(self(batch[0]), batch[1])
+
+        class Trainer(book.HyperParameters):
+            def __init__(self, max_epochs, gradient_clip_val=0):
+                self.save_hyperparameters()
+
+            def fit(self, model, data):
+                self.model = model.cuda()
+                self.optim = torch.optim.SGD(self.model.parameters(), lr=0.1)
+                for epoch in range(self.max_epochs):
+                    for batch in data:
+                        loss = self.model.training_step([b.cuda() for b in batch])
+                        self.optim.zero_grad()
+                        loss.backward()
+                        if self.gradient_clip_val > 0:
+                            self.clip_gradients(self.gradient_clip_val, self.model)
+                        self.optim.step()
+
+            def clip_gradients(self, grad_clip_val, model):
+                raise NotImplementedError
+
+        class Decoder(nn.Module):
+            def forward(self, X, state):
+                return X, state
+
+        class EncoderDecoder(book.Module):
+            def __init__(self):
+                super().__init__()
+                self.decoder = Decoder()
+    """,
+}
+GROWING_CELLS = (
+    """
+    import torch
+    from torch import nn
+    from book import torch as book
+    """,
+    """
+    class LanguageModel(book.Module):
+        def __init__(self, rnn, vocab_size):
+            super().__init__()
+            self.save_hyperparameters()
+
+        def forward(self, X):
+            return self.rnn(X)[0]
+    """,
+    """
+    @book.add_to_class(book.Trainer)
+    def clip_gradients(self, grad_clip_val, model):
+        params = [p for p in model.parameters() if p.requires_grad]
+        norm = torch.sqrt(sum(torch.sum(p.grad ** 2) for p in params))
+        if norm > grad_clip_val:
+            for param in params:
+                param.grad[:] *= grad_clip_val / norm
+    """,
+    """
+    @book.add_to_class(LanguageModel)
+    def predict(self, prefix, num_preds):
+        state, outputs = None, [prefix[0]]
+        for i in range(num_preds):
+            X = torch.tensor([[outputs[-1]]])
+            Y, state = self.rnn(X, state)
+            outputs.append(int(Y.argmax(axis=2).reshape(1)))
+        return "".join(str(i) for i in outputs)
+    """,
+    """
+    @book.add_to_class(book.EncoderDecoder)
+    def predict_step(self, bos, state, num_steps):
+        outputs = [bos]
+        for _ in range(num_steps):
+            Y, state = self.decoder(outputs[-1], state)
+            outputs.append(Y.argmax(2))
+        return torch.cat(outputs[1:], 1)
+    """,
+    """
+    model = LanguageModel(nn.GRU(28, 32), vocab_size=28)
+    trainer = book.Trainer(max_epochs=10, gradient_clip_val=1)
+    trainer.fit(model, data)
+    model.predict([3], 20)
+    """,
+)
+
+
+def _growing(tmp_path: Path, cells: "tuple[str, ...] | list[str]", package: "dict[str, str]" = GROWING) -> dict[str, list]:
+    write(tmp_path, package)
+    (tmp_path / "chapter.ipynb").write_text(_notebook(*cells))
+    return {k: v for k, v in findings(tmp_path, ["chapter.ipynb"]).items() if k.endswith((":TL303", ":TL401"))}
+
+
+def test_functions_a_chapter_sets_on_the_package_trainer_and_its_own_model_are_their_methods(tmp_path: Path) -> None:
+    # the trainer's step calls the chapter's `clip_gradients` (cell 3: its `if` reads a device tensor);
+    # the model's `predict` (cell 4) runs the GRU its constructor saved, decoding greedily; so does
+    # `predict_step` (cell 5) with the decoder the package's class builds
+    assert sorted(_growing(tmp_path, GROWING_CELLS)) == ["chapter.ipynb:6:TL303", "chapter.ipynb:6:TL401", "chapter.ipynb:7:TL303"]
+
+
+def test_a_decorator_that_only_records_a_function_adds_no_method(tmp_path: Path) -> None:
+    registry = dict(GROWING)
+    registry["book/torch.py"] = GROWING["book/torch.py"].replace("setattr(Class, obj.__name__, obj)", "REGISTRY[obj.__name__] = obj")
+    assert _growing(tmp_path, GROWING_CELLS, registry) == {}
+
+
+def test_hyperparameters_kept_in_a_dict_by_the_package_set_no_attribute(tmp_path: Path) -> None:
+    kept = dict(GROWING)
+    kept["book/torch.py"] = GROWING["book/torch.py"].replace("setattr(self, k, v)", "self.hparams[k] = v")
+    assert sorted(_growing(tmp_path, GROWING_CELLS, kept)) == ["chapter.ipynb:6:TL303", "chapter.ipynb:6:TL401"]
+
+
 SHIMS = '''
 
 def cpu():

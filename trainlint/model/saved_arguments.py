@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Function
+    from trainlint.model.facts import ClassInfo, Function
     from trainlint.model.training import TrainingModel
 
 # what reads the calling function's frame, whose locals are its arguments on entry
@@ -28,12 +28,30 @@ def saving_constructor(model: "TrainingModel", class_name: str, name: str) -> "F
     for call in init.calls:
         if call.receiver_text == "self" and call.method is not None and call.site.function is init:
             method = model.inherited_method(info, call.method)
-            if method is not None and _sets_caller_arguments(method):
+            if method is not None and sets_caller_arguments(method):
+                return init
+            if method is None and _inherited_saver(model, info, call.method):
                 return init
     return None
 
 
-def _sets_caller_arguments(fn: "Function") -> bool:
+def _inherited_saver(model: "TrainingModel", info: "ClassInfo", name: str, depth: int = 0) -> bool:
+    """Method `name` of a project base of `info` (through its bases in this module) sets its caller's
+    arguments (its summary says so): `RNNLMScratch(d2l.Classifier)` in a chapter, whose base's base
+    defines `save_hyperparameters` in the package."""
+    for base in info.bases if depth < 10 else ():
+        local = model.local_class(base.rsplit(".", 1)[-1])
+        if local is not None and local is not info:
+            if _inherited_saver(model, local, name, depth + 1):
+                return True
+            continue
+        summary = (model.class_methods(base) or {}).get(name)
+        if summary is not None and summary.saves_arguments:
+            return True
+    return False
+
+
+def sets_caller_arguments(fn: "Function") -> bool:
     """A method that reads its caller's frame and `setattr(self, ...)`s what it finds."""
     reads_frame = any(c.qualname in _FRAME_READERS for c in fn.calls)
     sets = any(

@@ -17,6 +17,8 @@ from trainlint.model.names import tokens
 from trainlint.model.torchnames import GRAD_SCALER, is_clip_name
 from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value, origins
 from trainlint.model.function_values import portable
+from trainlint.model.added_methods import adds_methods
+from trainlint.model.saved_arguments import sets_caller_arguments
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Call, ClassInfo, Function
@@ -61,6 +63,10 @@ class FunctionSummary:
     steps_parameter: str | None = None
     # clips only when this parameter ("1 clip_grad") is given something (`if clip_grad is not None:`)
     clips_parameter: str | None = None
+    # a decorator factory setting what it decorates on the class it is given (d2l's `add_to_class`)
+    adds_methods: bool = False
+    # a method setting its caller's arguments as attributes of `self` (d2l's `save_hyperparameters`)
+    saves_arguments: bool = False
 
 
 @dataclass(frozen=True)
@@ -147,6 +153,9 @@ class ModuleSummary:
     step_calls: tuple[StepCall, ...] = ()
     arguments: tuple[Argument, ...] = ()  # instances of project classes passed to other modules
     outline: bool = False  # names only, read without analysis (a module with no training code)
+    # (outlines only) `@book.add_to_class(book.Trainer)` on a top-level `def f`: the decorator, the
+    # class (each as the imports spell it in full) and "f"
+    attached: tuple[tuple[str, str, str], ...] = ()
 
 
 EMPTY = ModuleSummary()
@@ -317,6 +326,8 @@ class Summarizer:
             self_calls=tuple(dict.fromkeys(self_calls)),
             steps_parameter=_parameter_key(fn, stepped[0]) if stepped and not steps else None,
             clips_parameter=_parameter_key(fn, clip_gates[0]) if clip_gates[0:1] != [None] and len(set(clip_gates)) == 1 else None,
+            adds_methods=adds_methods(m, fn),
+            saves_arguments=fn.class_name is not None and sets_caller_arguments(fn),
         )
 
 

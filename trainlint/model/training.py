@@ -32,6 +32,7 @@ from trainlint.model.facts import (
 )
 from trainlint.model.hooks import LIBRARY_HOOK_NAMES, LIBRARY_STEP_METHODS, library_step_hook
 from trainlint.model.lattice import Kind
+from trainlint.model.added_methods import attach_added_methods
 from trainlint.model.manual_updates import updated_by_hand, updates_once
 from trainlint.model.names import ImportMap, dotted, tokens
 from trainlint.model.reaching import ReachingDefinitions
@@ -280,6 +281,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         return self.is_backward(call) or self.is_optimizer_step(call)
 
     def _analyse(self) -> None:
+        attach_added_methods(self)  # (`@add_to_class(Trainer)`: before anything reads whose method what is)
         replica_loops: dict[int, bool] = {}
         # Functions that update weights (an optimizer step) or backpropagate outside any loop of their
         # own, directly or through such callees, to a fixpoint over calls.

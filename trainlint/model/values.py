@@ -23,6 +23,7 @@ from trainlint.model.containers import comprehension_bindings, element_of, is_em
 from trainlint.model.names import dotted, target_names
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES
 from trainlint.model.cycles import CycleMemo
+from trainlint.model.summary import ClassSummary
 from trainlint.model.saved_arguments import saving_constructor
 from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, TENSOR_VALUED_ATTRIBUTES, CallValues
 
@@ -438,12 +439,22 @@ class ValueModel(CallValues, CycleMemo):
             init = saving_constructor(self.model, cls, text[5:]) if cls is not None else None
             if init is not None:  # `self.save_hyperparameters()`: the argument of that name
                 values.append(self._parameter(init, text[5:]))
+            if not values and fn is not None and cls is not None:  # set by a project base class
+                values = self._inherited_attribute(fn, text[5:])
             value = join(values) if values else UNKNOWN
         finally:
             low = self._leave(key, saved)
         if value is not CYCLE:
             self._remember(self._attr_memo, key, value, low)
         return value
+
+    def _inherited_attribute(self, fn: "Function", name: str) -> list[Value]:
+        """What a project class of another module, among the bases of `fn`'s class (or the class a
+        function was set on, `@add_to_class(d2l.EncoderDecoder)`), holds in attribute `name`."""
+        info = self.model.local_class(fn.class_name or "")
+        bases = info.bases if info is not None else fn.class_bases
+        summaries = [self.model.project_symbol(b) for b in bases]
+        return [s.attributes[name] for s in summaries if isinstance(s, ClassSummary) and name in s.attributes]
 
     # -- functions -----------------------------------------------------------------------------
     def returns(self, function: "Function") -> Value:

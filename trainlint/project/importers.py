@@ -113,14 +113,19 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
                 full = f"{base}.{alias.name}" if node.module else f"{base}{alias.name}" if node.level else alias.name
                 exports[alias.asname or alias.name] = full
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            functions[node.name] = FunctionSummary(where=f"`{node.name}`", returns_argument=_returned_parameter(node, False))
+            functions[node.name] = FunctionSummary(
+                where=f"`{node.name}`", returns_argument=_returned_parameter(node, False), adds_methods=_adds_methods(node)
+            )
             factories.append((node, ""))
+        elif isinstance(node, ast.Assign) and ast.unparse(node.value) == "sys.modules[__name__]":
+            imported.update((t.id, "") for t in node.targets if isinstance(t, ast.Name))  # (the module itself)
         elif isinstance(node, ast.ClassDef):
             defs = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
             own = {m.name for m in defs}
             methods = {
                 m.name: FunctionSummary(
-                    where=f"`{node.name}.{m.name}`", returns_argument=_returned_parameter(m, True), self_calls=_self_calls(m, own)
+                    where=f"`{node.name}.{m.name}`", returns_argument=_returned_parameter(m, True), self_calls=_self_calls(m, own),
+                    saves_arguments=_saves_arguments(m),
                 )
                 for m in defs
             }
@@ -139,6 +144,12 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
             held = _held_instances(node, classes, path)
             if held:
                 classes[node.name] = replace(classes[node.name], attributes=held)
+    attached = tuple(
+        (_spelled(ast.unparse(d.func), exports, imported), _spelled(ast.unparse(d.args[0]), exports, imported), f"{ast.unparse(d.args[0])}.{node.name}")
+        for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for d in node.decorator_list
+        if isinstance(d, ast.Call) and len(d.args) == 1 and not d.keywords and _dotted(ast.unparse(d.func)) and _dotted(ast.unparse(d.args[0]))
+    )
     torch_names = {name for name, full in imported.items() if full == "torch"}
     for node, owner in factories if path else ():
         returned = _returned_classes(node, classes, exports, path) or _returned_host_tensor(node, torch_names)
@@ -147,7 +158,27 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
         qualified = f"{owner}.{node.name}" if owner else node.name
         table = classes[owner].methods if owner else functions
         table[node.name] = replace(table[node.name], returns=returned, defined=(path, qualified))
-    return ModuleSummary(functions, classes, exports, outline=True)
+    return ModuleSummary(functions, classes, exports, outline=True, attached=attached)
+
+
+def _adds_methods(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """`def add_to_class(Class): def wrapper(obj): setattr(Class, obj.__name__, obj)` (`adds_methods`)."""
+    params = [a.arg for a in fn.args.args]
+    for inner in fn.body:
+        if isinstance(inner, ast.FunctionDef) and inner.args.args and params:
+            obj = inner.args.args[0].arg
+            for node in ast.walk(inner):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" and len(node.args) == 3:
+                    if [ast.unparse(a) for a in node.args] == [params[0], f"{obj}.__name__", obj]:
+                        return True
+    return False
+
+
+def _saves_arguments(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A method reading its caller's frame and `setattr(self, ...)`ing what it finds (`saves_arguments`)."""
+    calls = [ast.unparse(n.func) for n in ast.walk(method) if isinstance(n, ast.Call)]
+    sets = any(isinstance(n, ast.Call) and ast.unparse(n.func) == "setattr" and n.args and ast.unparse(n.args[0]) == "self" for n in ast.walk(method))
+    return sets and any(c in ("inspect.currentframe", "inspect.getargvalues", "inspect.stack", "sys._getframe") for c in calls)
 
 
 def _held_instances(cls: ast.ClassDef, classes: dict[str, ClassSummary], path: str) -> dict[str, Value]:
@@ -228,8 +259,11 @@ def _dotted(text: str) -> bool:
 
 def _spelled(base: str, exports: dict[str, str], imported: dict[str, str]) -> str:
     """A base class as the module's imports spell it in full (`TrainerModel` imported from `trainer`:
-    "trainer.TrainerModel"); a name the module defines itself stays bare."""
+    "trainer.TrainerModel"); a name the module defines itself stays bare (also as `d2l.Module` where
+    `d2l = sys.modules[__name__]`, which `imported` maps to "")."""
     head, _, rest = base.partition(".")
+    if imported.get(head) == "" and rest:
+        return rest
     full = exports.get(head) or imported.get(head)
     if full is None:
         return base

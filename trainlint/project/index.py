@@ -13,13 +13,13 @@ cache.py, against which a cached result is checked.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 from dataclasses import replace
-from typing import Any, Iterator
+from typing import Any
 
 from trainlint.model.torchnames import LIBRARY_CLASS
 from trainlint.project import store
+from trainlint.project.watching import InProgress, note, watching
 from trainlint.project.classes import class_hierarchy, inherited_methods
 from trainlint.project.passed_instances import passed_instances
 from trainlint.project.seeds import join_seeds, passed_to
@@ -36,31 +36,6 @@ LIBRARY_ROOTS = frozenset(
 MAX_DEPTH = 2  # summaries analyse this many levels of modules; the next knows their names only
 
 Symbol = FunctionSummary | ClassSummary
-
-# The states of the files an analysis depended on (modules read, paths probed), recorded while `watching()` is active (cache.py)
-_WATCHING: list[set[State]] = []
-
-
-def _note(*states: State) -> None:
-    if _WATCHING:  # the innermost watcher; each passes what it saw to the one around it when it ends
-        _WATCHING[-1].update(states)
-
-
-@contextmanager
-def watching() -> Iterator[set[State]]:
-    """Collect the states of the files the analysis inside the block depends on, as it found them."""
-    watched: set[State] = set()
-    _WATCHING.append(watched)
-    try:
-        yield watched
-    finally:
-        for i in range(len(_WATCHING) - 1, -1, -1):  # by identity: two watchers' sets may be equal
-            if _WATCHING[i] is watched:
-                del _WATCHING[i]
-                if i:
-                    _WATCHING[i - 1].update(watched)
-                break
-
 
 # for every depth's Project: outlines (names; names without what is unknown), `resolve()`s until `rescan`
 _OUTLINES: dict[Path, tuple[State, ModuleSummary, ModuleSummary]] = {}
@@ -89,9 +64,9 @@ class Project:
         self._tops: dict[tuple[Path, str], tuple[State, State]] = {}
         self._deeper: Project | None = None  # summaries of the modules imported modules import
         self._index: dict[Path, ImportIndex] = {}  # per project root: which files import which names
-        self._computing: set[Path] = set()  # summaries being computed (imports may form cycles)
+        self._computing: InProgress[Path] = InProgress()  # summaries being computed (imports may form cycles)
         self._seeds: dict[Path, tuple[dict[str, Seed], tuple[State, ...]]] = {}  # with what they read
-        self._seeding: set[Path] = set()  # modules whose seeds are being joined up
+        self._seeding: InProgress[Path] = InProgress()  # modules whose seeds are being joined up
         self._importers: dict[Path, tuple[tuple[list[Path], frozenset[Path]], tuple[State, ...]]] = {}  # with what they read
         # what fixes asked: (path, qualified name) -> the content it was asked of, the answer, what it read
         self._differentiates: dict[tuple[Path, str], tuple[State, bool, tuple[State, ...]]] = {}
@@ -134,17 +109,15 @@ class Project:
         target = _real(Path(path))
         known = self._seeds.get(target)
         if known is not None:  # asked by the prefilter, then by the analysis: computed once
-            _note(*known[1])
+            note(*known[1])
             return known[0]
         if target in self._seeding:  # callers that call each other: the inner ask sees none
+            self._seeding.cycle(target)
             return {}
-        self._seeding.add(target)
-        try:
-            with watching() as read:  # (what it reads is noted for the watchers around this call too)
-                seeds = self._step_seeds(target)
-        finally:
-            self._seeding.discard(target)
-        self._seeds[target] = (seeds, tuple(read))
+        with self._seeding.working(target), watching() as read:  # (what it reads is noted around too)
+            seeds = self._step_seeds(target)
+        if self._seeding.keep(target):
+            self._seeds[target] = (seeds, tuple(read))
         return seeds
 
     def _step_seeds(self, target: Path) -> dict[str, Seed]:
@@ -168,7 +141,7 @@ class Project:
 
                         answer = local_differentiates(model, qualified)
             known = self._differentiates[key] = (state, answer, tuple(read))
-        _note(known[0], *known[2])
+        note(known[0], *known[2])
         return known[1]
 
     def passed_arguments(self, path: str, facts: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:
@@ -221,7 +194,7 @@ class Project:
             with watching() as read:
                 found = self._importers_of(target)
             known = self._importers[target] = (found, tuple(read))
-        _note(*known[1])
+        note(*known[1])
         found, training = known[0]
         outlined = [f for f in found[MAX_IMPORTERS:] if f not in training][:MAX_OUTLINED_IMPORTERS] if passing else []
         return [*found[:MAX_IMPORTERS], *outlined]
@@ -231,7 +204,7 @@ class Project:
         index = self._index.get(root)
         if index is None:
             index = self._index[root] = import_index(root)
-        _note(*index.listings)
+        note(*index.listings)
         out = [f for f in index.by_word.get(target.parent.name if target.name == "__init__.py" else target.stem, ()) if f != target]
         # those with training code first (they may call it every step), notebooks after modules
         out.sort(key=lambda f: (f not in index.training, f.suffix == ".ipynb"))
@@ -243,7 +216,7 @@ class Project:
                 if importer == target or importer in out or len(out) >= MAX_IMPORTERS + MAX_OUTLINED_IMPORTERS:
                     continue
                 state, data = read_state(str(importer))
-                _note(state)
+                note(state)
                 if data is not None and (b"import *" in data or any(name in data for name in names)):
                     out.append(importer)
         return out, frozenset(f for f in out if f in index.training)
@@ -281,7 +254,7 @@ class Project:
                     continue
                 for base in self._search_dirs(importer.parent):
                     folder, file = self._top_level(base, top)
-                    _note(folder, file)
+                    note(folder, file)
                     if (file[1] == EXISTS and file[0] != str(importer)) or folder[1] == FOLDER:
                         return True
         return False
@@ -302,7 +275,7 @@ class Project:
             with watching() as probed:
                 found = self._find(importer, qualname)
             hit = self._located[key] = (found, tuple(probed))
-        _note(*hit[1])
+        note(*hit[1])
         return hit[0]
 
     def _find(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
@@ -353,7 +326,7 @@ class Project:
                     found = candidate
                     break
             known = self._files[key] = (found, tuple(looked))
-        _note(*known[1])
+        note(*known[1])
         return known[0]
 
     # -- summaries -----------------------------------------------------------------------------
@@ -409,7 +382,7 @@ class Project:
                 if any(token in text for token in TRAINING_TOKENS):
                     opaque = replace(outline, functions={}, classes={k: ClassSummary(c.kind) for k, c in outline.classes.items()})
                 known = self._outlines[path] = (state, outline, opaque)
-        _note(known[0])
+        note(known[0])
         return known[2] if unknown_if_training else known[1]
 
     def summary(self, path: Path, steps: bool = False) -> ModuleSummary:
@@ -418,38 +391,44 @@ class Project:
         run is asked (a step may pass through a model's `forward` to its loss head)."""
         key = (path, steps)
         known = self._summaries.get(key)
+        if known is None and path in self._computing:  # modules that import each other: the inner ask sees nothing
+            self._computing.cycle(path)
+            return EMPTY
         if known is None or key not in self._current:
             state, data = read_state(str(path))
-            self._current.add(key)
             if known is None or known[0] != state:
                 plain = self.summary(path) if steps else None
                 if plain is not None and not plain.outline:
-                    known = self._summaries[(path, False)]  # the same analysis
+                    known = self._summaries.get((path, False))  # the same analysis
+                    if known is None:
+                        return plain  # (met a cycle: not kept)
                 else:
-                    known = (state, *self._summarise(path, state, data, steps))
+                    summary, depends, kept = self._summarise(path, state, data, steps)
+                    if not kept:
+                        note(state, *depends)
+                        return summary
+                    known = (state, summary, depends)
                 self._summaries[key] = known
+            self._current.add(key)
         state, summary, depends = known
-        _note(state, *depends)
+        note(state, *depends)
         return summary
 
-    def _summarise(self, path: Path, state: State, data: bytes | None, steps: bool) -> tuple[ModuleSummary, set[State]]:
-        """The summary of the content read, from the run's shared store when another process made it."""
+    def _summarise(self, path: Path, state: State, data: bytes | None, steps: bool) -> tuple[ModuleSummary, set[State], bool]:
+        """The summary of the content read, from the run's shared store when another process made it,
+        and whether it may be kept (computed inside a cycle, it is neither kept nor shared)."""
         if data is None:
-            return EMPTY, set()
+            return EMPTY, set(), True
         shared_entry = store.shared_entry(path, state, self.depth * 2 + steps)
         stored = store.load_shared(shared_entry)
         if stored is not None:
-            return stored
-        if path in self._computing:  # modules that import each other: the inner ask sees nothing
-            return EMPTY, set()
-        self._computing.add(path)
-        try:
-            with watching() as depends:
-                summary = self._compute(path, data, steps)
-        finally:
-            self._computing.discard(path)
-        store.store_shared(shared_entry, summary, depends)
-        return summary, depends
+            return (*stored, True)
+        with self._computing.working(path), watching() as depends:
+            summary = self._compute(path, data, steps)
+        kept = self._computing.keep(path)
+        if kept:
+            store.store_shared(shared_entry, summary, depends)
+        return summary, depends, kept
 
     def _compute(self, path: Path, data: bytes, steps: bool) -> ModuleSummary:
         source = module_code(str(path), data)

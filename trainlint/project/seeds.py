@@ -61,16 +61,37 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
             final = project.defined_in(where[0], where[1], hops=0)
             if final is not None and final[0] == target and len(final[1]) in (1, 2):
                 add(importer, call, ".".join(final[1]))
-    # methods overriding ones that a project base class (in another module) calls on `self` every step
-    for name, cls in project.outline(target).classes.items():
-        for base_path, base in class_hierarchy(target, name, project.outline, project.locate)[1]:
+    # methods overriding ones that a project base class (in another module) calls on `self` every step,
+    # and functions set on such a class or on a class of this module (`@add_to_class(Trainer)`)
+    outline = project.outline(target)
+    methods = [(name, [(target, name)], set(cls.methods)) for name, cls in outline.classes.items()]
+    methods.extend(_attached(project, target, outline))
+    for name, classes, own in methods:
+        bases = [b for path, cls in classes for b in ((path, cls), *class_hierarchy(path, cls, project.outline, project.locate)[1])]
+        for base_path, base in dict.fromkeys(bases):
             if base_path == target:
                 continue  # (the module's own analysis dispatches within it)
             for call in project.summary(base_path, steps=True).step_calls:
                 owner, _, method = call.target.removeprefix(DISPATCH).partition(".")
-                if call.target.startswith(DISPATCH) and owner == base and method in cls.methods:
+                if call.target.startswith(DISPATCH) and owner == base and method in own:
                     add(base_path, call, f"{name}.{method}")
     return {name: Seed(tuple(chains), name in accelerator) for name, chains in found.items() if chains}
+
+
+def _attached(project: "Project", target: Path, outline: "ModuleSummary") -> "list[tuple[str, list[tuple[Path, str]], set[str]]]":
+    """The functions of module `target` that a method-adding decorator sets on a class: for each, the
+    class as the module's analysis names it, where that class is, and the function's name."""
+    out: list[tuple[str, list[tuple[Path, str]], set[str]]] = []
+    for decorator, spelled, qualified in outline.attached:
+        where = (target, [decorator]) if "." not in decorator else project.locate(target, decorator)
+        adder = project.outline(where[0]).functions.get(where[1][0]) if where is not None and len(where[1]) == 1 else None
+        if adder is None or not adder.adds_methods:  # (read from outlines: asking summaries here may meet a cycle)
+            continue
+        written, _, function = qualified.rpartition(".")
+        located = (target, [spelled]) if spelled in outline.classes else project.locate(target, spelled)
+        if located is not None and len(located[1]) == 1:
+            out.append((written, [(located[0], located[1][0])], {function}))
+    return out
 
 
 def passed_to(project: "Project", target: Path, facts: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:

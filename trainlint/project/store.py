@@ -24,7 +24,7 @@ from trainlint.checked_json import (
 )
 from trainlint.reading import State, digest, read_regular
 
-STORE_FORMAT = 10  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs; 9: the attributes of `self` a method calls; 10: the parameter a function steps)
+STORE_FORMAT = 11  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs; 9: the attributes of `self` a method calls; 10: the parameter a function steps; 11: methods set on classes from outside, arguments saved from the caller's frame)
 
 if TYPE_CHECKING:
     from trainlint.model.lattice import Value
@@ -46,6 +46,7 @@ def encode_summary(summary: ModuleSummary, depends: set[State], version: int) ->
             [[c.target, [list(p) for p in c.chain], c.accelerator, c.when] for c in summary.step_calls],
             [[a.callee_path, a.callee, a.key, a.class_path, a.class_name] for a in summary.arguments],
             summary.outline,
+            [list(a) for a in summary.attached],
         ],
         "depends": sorted(depends),
     })
@@ -56,7 +57,7 @@ def decode_summary(raw: bytes, version: int) -> tuple[ModuleSummary, set[State]]
     from trainlint.model.summary import ModuleSummary
 
     data = header(raw, version, _SUMMARY_KEYS)
-    functions, classes, exports, step_calls, arguments, outline = items(data["summary"], 6)
+    functions, classes, exports, step_calls, arguments, outline, attached = items(data["summary"], 7)
     summary = ModuleSummary(
         {k: _decode_function(f) for k, f in mapping(functions).items()},
         {k: _decode_class(c) for k, c in mapping(classes).items()},
@@ -64,6 +65,7 @@ def decode_summary(raw: bytes, version: int) -> tuple[ModuleSummary, set[State]]
         tuple(_decode_step_call(c) for c in items(step_calls)),
         tuple(_decode_argument(a) for a in items(arguments)),
         flag(outline),
+        tuple(tuple(text(t) for t in items(a, 3)) for a in items(attached)),  # type: ignore[misc]
     )
     return summary, set(decode_states(data["depends"]))
 
@@ -90,21 +92,23 @@ def _decode_step_call(v: object) -> Any:
 def _encode_function(f: FunctionSummary) -> list[object]:
     return [f.where, f.steps, f.backprops, f.trains, f.clears_grads, f.clips, f.scales, f.synchronizes, f.syncs,
             f.reads_arguments, f.no_grad, f.sets_train_mode, f.differentiates_arguments, _encode_value(f.returns),
-            list(f.defined), f.returns_argument, list(f.self_calls), f.steps_parameter, f.clips_parameter]
+            list(f.defined), f.returns_argument, list(f.self_calls), f.steps_parameter, f.clips_parameter, f.adds_methods,
+            f.saves_arguments]
 
 
 def _decode_function(v: object) -> FunctionSummary:
     from trainlint.model.summary import FunctionSummary
 
     (where, steps, backprops, trains, clears_grads, clips, scales, synchronizes, syncs, reads_arguments, no_grad,
-     sets_train_mode, differentiates, returns, defined, returns_argument, self_calls, steps_parameter, clips_parameter) = items(v, 19)
+     sets_train_mode, differentiates, returns, defined, returns_argument, self_calls, steps_parameter, clips_parameter,
+     adds_methods, saves_arguments) = items(v, 21)
     path, qualified = items(defined, 2)
     return FunctionSummary(
         text(where), flag(steps), flag(backprops), flag(trains), flag(clears_grads), flag(clips), flag(scales),
         tuple(text(s) for s in items(synchronizes)), tuple(text(s) for s in items(syncs)), flag(reads_arguments),
         flag(no_grad), flag(sets_train_mode), opt_flag(differentiates), _decode_value(returns), (text(path), text(qualified)),
         opt_text(returns_argument), tuple(text(s) for s in items(self_calls)), opt_text(steps_parameter),
-        opt_text(clips_parameter),
+        opt_text(clips_parameter), flag(adds_methods), flag(saves_arguments),
     )
 
 
