@@ -30,8 +30,16 @@ def descendants(pid: int, deep: bool = True) -> list[tuple[int, str]]:
     """(pid, command line) of every process under `pid` (its children only, unless `deep`; Linux's
     /proc)."""
     found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return found  # (the process has ended)
+    for task in tasks:
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue  # (a thread that ended while the tree was read)
+        for child in children:
             try:
                 cmdline = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:
