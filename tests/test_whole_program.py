@@ -1535,6 +1535,18 @@ def test_functions_a_chapter_sets_on_the_package_trainer_and_its_own_model_are_t
     assert sorted(_growing(tmp_path, GROWING_CELLS)) == ["chapter.ipynb:6:TL303", "chapter.ipynb:6:TL401", "chapter.ipynb:7:TL303"]
 
 
+def test_an_outline_knows_method_adders_frame_savers_and_what_a_chapter_attaches() -> None:
+    # (read by Python's own parser where a module has no training code)
+    from trainlint.project.importers import module_outline
+
+    package = module_outline(textwrap.dedent(GROWING["book/torch.py"]), "/p/book/torch.py")
+    assert package.functions["add_to_class"].adds_methods
+    assert package.classes["HyperParameters"].methods["save_hyperparameters"].saves_arguments
+    assert not package.classes["Trainer"].methods["fit"].saves_arguments
+    chapter = module_outline(textwrap.dedent(GROWING_CELLS[0]) + textwrap.dedent(GROWING_CELLS[2]), "/p/chapter.ipynb")
+    assert chapter.attached == (("book.torch.add_to_class", "book.torch.Trainer", "book.Trainer.clip_gradients"),)
+
+
 def test_a_decorator_that_only_records_a_function_adds_no_method(tmp_path: Path) -> None:
     registry = dict(GROWING)
     registry["book/torch.py"] = GROWING["book/torch.py"].replace("setattr(Class, obj.__name__, obj)", "REGISTRY[obj.__name__] = obj")

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from trainlint.model.training import TrainingModel
 
 # what reads the calling function's frame, whose locals are its arguments on entry
-_FRAME_READERS = frozenset({"inspect.currentframe", "inspect.getargvalues", "inspect.stack", "sys._getframe"})
+FRAME_READERS = frozenset({"inspect.currentframe", "inspect.getargvalues", "inspect.stack", "sys._getframe"})
 
 
 def saving_constructor(model: "TrainingModel", class_name: str, name: str) -> "Function | None":
@@ -53,7 +53,7 @@ def _inherited_saver(model: "TrainingModel", info: "ClassInfo", name: str, depth
 
 def sets_caller_arguments(fn: "Function") -> bool:
     """A method that reads its caller's frame and `setattr(self, ...)`s what it finds."""
-    reads_frame = any(c.qualname in _FRAME_READERS for c in fn.calls)
+    reads_frame = any(c.qualname in FRAME_READERS for c in fn.calls)
     sets = any(
         c.name == "setattr" and c.qualname is None and c.node.args and isinstance(c.node.args[0].value, cst.Name)
         and c.node.args[0].value.value == "self"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, Kind, Value
+from trainlint.model.saved_arguments import FRAME_READERS
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, registry_root
 from trainlint.reading import MAX_MODULE_BYTES, MAX_PROJECT_MODULES, State, module_code, project_modules, project_state, read_regular
 
@@ -178,7 +179,7 @@ def _saves_arguments(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """A method reading its caller's frame and `setattr(self, ...)`ing what it finds (`saves_arguments`)."""
     calls = [ast.unparse(n.func) for n in ast.walk(method) if isinstance(n, ast.Call)]
     sets = any(isinstance(n, ast.Call) and ast.unparse(n.func) == "setattr" and n.args and ast.unparse(n.args[0]) == "self" for n in ast.walk(method))
-    return sets and any(c in ("inspect.currentframe", "inspect.getargvalues", "inspect.stack", "sys._getframe") for c in calls)
+    return sets and any(c in FRAME_READERS for c in calls)
 
 
 def _held_instances(cls: ast.ClassDef, classes: dict[str, ClassSummary], path: str) -> dict[str, Value]:
