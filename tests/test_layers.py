@@ -25,6 +25,7 @@ TYPE_ONLY_UPWARD = {
     ("trainlint.model.saved_arguments", "trainlint.model.training"): "saved arguments are found in the TrainingModel being analysed",
     ("trainlint.model.module_classes", "trainlint.model.training"): "module classes are resolved in the TrainingModel being analysed",
     ("trainlint.model.added_methods", "trainlint.model.training"): "added methods are attached in the TrainingModel being built",
+    ("trainlint.model.environments", "trainlint.model.training"): "environments are read in the TrainingModel being analysed",
     ("trainlint.model.training", "trainlint.model.summary"): "the project lookup the model is given answers with summaries",
     ("trainlint.model.fix_safety", "trainlint.model.training"): "fix safety reads the TrainingModel it is handed (the summarizer asks it)",
     ("trainlint.model.summary", "trainlint.model.training"): "the summarizer is handed the TrainingModel it summarises",

@@ -122,6 +122,7 @@ class Extractor(cst.CSTVisitor):
         self.conditions: list[Condition] = []
         self.formatted: list[FormattedValue] = []
         self.comprehensions: list[cst.BaseComp] = []  # list, set, dict comprehensions and generators
+        self.reads_grads = False  # whether any code reads a `.grad`
         self.context_aliases: dict[str, WithItem] = {}
         self.gate_names: set[str] = set()
         self.classes: list[ClassInfo] = []
@@ -431,6 +432,7 @@ class Extractor(cst.CSTVisitor):
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value == "grad":
+            self.reads_grads = True
             for loop in self._loop_stack:
                 loop.uses_grad = True
 

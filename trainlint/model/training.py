@@ -95,6 +95,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
     settings: AnalysisSettings = field(default_factory=AnalysisSettings)
     classes: list[ClassInfo] = field(default_factory=list)
     comprehensions: list[cst.BaseComp] = field(default_factory=list)
+    reads_grads: bool = False  # some code of the module reads a `.grad`
     path: str = ""
     project: "ProjectLookup | None" = None
     # memoised answers of the project phase (the same qualname and call are asked about many times)
@@ -130,6 +131,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
             conditions=extractor.conditions,
             formatted=extractor.formatted,
             comprehensions=extractor.comprehensions,
+            reads_grads=extractor.reads_grads,
             settings=settings,
             classes=extractor.classes,
             path=path,

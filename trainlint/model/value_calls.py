@@ -15,6 +15,7 @@ from trainlint.model.lattice import ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NUMBER,
 from trainlint.model.arguments import LambdaCalls, argument_for
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
 from trainlint.model.device_arguments import DeviceArguments
+from trainlint.model.environments import observed
 from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import (
     CUDA_SYNC_OBJECTS, DETERMINISTIC_FACTORIES, GRAD_SCALER, LEGACY_CONSTRUCTORS, LIBRARY_LOSS_SCALERS, RANDOM_FACTORIES,
@@ -276,9 +277,12 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         device_arg = _kwarg(call, "device")
         dtype = dtype_name(_kwarg(call, "dtype"), self.model.imports)
         sized_draw = name == "normal" and _kwarg(call, "size") is not None  # `torch.normal(0, 1, size=(n, d))`
-        if name in ("tensor", "as_tensor", "from_numpy") and call.args and self._iterated(call.args[0].value, fn, at):
+        if name in ("tensor", "as_tensor", "from_numpy") and call.args and (
+            self._iterated(call.args[0].value, fn, at) or observed(self.model, call.args[0].value, fn, at)
+        ):
             # `for x, y in zip(xs, ys): torch.tensor(x).to("cuda")`: the batch the loop draws, as a
-            # data loader's is, on the host by nature (not a constant that could be built on the device)
+            # data loader's is, or an environment's observation, on the host by nature (not a
+            # constant that could be built on the device)
             device = device_of_argument(device_arg) if device_arg is not None else self.default_device
             return Value(Kind.TENSOR, device, False, dtype)
         if name == "from_numpy":

@@ -219,14 +219,20 @@ class ValueModel(CallValues, CycleMemo):
             # `total += loss`, `x /= n`: the old value combined with the right-hand side
             key = ("augmented", id(assign.node))
             if key in self._in_progress:
+                # (the value it had on the previous pass of a loop: what the other definitions say)
                 self._cycle(key)
-                return value
+                return CYCLE
             saved = self._enter(key)
             try:
                 before = self._name(name, assign.site.function, assign.site) if "." not in name else UNKNOWN
             finally:
                 self._leave(key, saved)
-            return self._arithmetic([before, value])
+            combined = self._arithmetic([before, value])
+            if before.kind is Kind.TENSOR and before.device == HOST:
+                # `count += (labels != pad).sum()` updates the host tensor in place: torch writes
+                # no device result into it, so it stays where it is
+                return replace(combined, device=HOST)
+            return combined
         if is_empty_list(assign, name):  # `xs = []` (or `xs, ys = [], []`), filled by appends
             return self._filled(assign, name, Value(Kind.COLLECTION, HOST))
         if len(assign.targets) > 1 or assign.unpacked:

@@ -69,6 +69,13 @@ def clips_gradients(model: TrainingModel) -> bool:
     return False
 
 
+def unscales_for_others(model: TrainingModel) -> bool:
+    """`scaler.unscale_(optimizer)` in a module that never reads a gradient itself: the gradients are
+    unscaled for code elsewhere (callbacks or algorithms the trainer runs before its step, as
+    Composer's `GradientClipping`), which may clip them. What that code does is unknown: no finding."""
+    return not model.reads_grads and any(c.method == "unscale_" for c in model.calls)
+
+
 def trains_here(model: TrainingModel, call: Call) -> bool:
     """Whether a call belongs to training code: a module with a step loop or step hooks, outside test
     code and framework internals (a precision plugin that owns no loop)."""
@@ -144,8 +151,10 @@ for x, y in loader:
     not_flagged = (
         "bf16 autocast (no loss scaling, fp32-like range), modules that clip anywhere "
         "(`clip_grad_norm_`, `clip_grad_value_`, `accelerator.clip_grad_norm_`, Lightning's "
-        "`gradient_clip_val`), GradScalers built with `enabled=False`, and modules that never backpropagate "
-        "(a scaler handed to a trainer elsewhere)."
+        "`gradient_clip_val`), GradScalers built with `enabled=False`, modules that never backpropagate "
+        "(a scaler handed to a trainer elsewhere), and modules that unscale the gradients "
+        "(`scaler.unscale_(optimizer)`) without reading any themselves: they are unscaled for callbacks or "
+        "algorithms elsewhere, which may clip them."
     )
     verification = (
         "`trainlint verify` reruns the flagged code's own set-up: its optimizer and literal lr (else SGD with "
@@ -179,6 +188,19 @@ for x, y in loader:
     loss.backward()
     optimizer.step()
 """,
+        # the gradients are unscaled for the callbacks that run before the step; one of them may clip
+        """
+import torch
+scaler = torch.cuda.amp.GradScaler()
+for x, y in loader:
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = criterion(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    callbacks.run_event("after_backward")
+    scaler.step(optimizer)
+    scaler.update()
+""",
     )
     invalid = (
         """
@@ -204,6 +226,19 @@ import lightning as L
 trainer = L.Trainer(precision="16-mixed", max_epochs=10)
 trainer.fit(model, loader)
 """,
+        # unscaled only to log the gradient norm: nothing clips
+        """
+import torch
+scaler = torch.cuda.amp.GradScaler()
+for x, y in loader:
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = criterion(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    grad_norm = sum(p.grad.norm() ** 2 for p in model.parameters() if p.grad is not None) ** 0.5
+    scaler.step(optimizer)
+    scaler.update()
+""",
     )
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
@@ -214,7 +249,7 @@ trainer.fit(model, loader)
              if (text := _precision_text(call.kwarg("precision"))) in FP16_PRECISIONS),
             None,
         )
-        if (not enabling and lightning is None) or clips_gradients(model):
+        if (not enabling and lightning is None) or clips_gradients(model) or unscales_for_others(model):
             return
         if lightning is not None:
             call, text = lightning

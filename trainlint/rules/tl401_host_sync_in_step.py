@@ -8,9 +8,9 @@ import libcst as cst
 
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, Site, TrainingModel
+from trainlint.model.environments import feeds_batch_source, feeds_environment
 from trainlint.model.extract import calls_in
-from trainlint.model.gates import child_nodes
-from trainlint.model.names import dotted as dotted_name, tokens
+from trainlint.model.names import tokens
 from trainlint.model.lattice import HOST, Kind, Value
 from trainlint.rules.rule import Finding, Rule, shorten
 
@@ -94,7 +94,9 @@ for step, (x, y) in enumerate(loader):
         "whose step must read an overflow flag on the host (torch's `GradScaler.step` does too); reads of values "
         "known to live on the host (a `.cpu()` copy, numbers, numpy arrays, a tokenizer's output, host-built "
         "tensors); modules moved or offloaded (`vae.cpu()`); and actions copied to a host environment "
-        "(`envs.step(actions.cpu().numpy())`), which the algorithm needs. Under an `if` whose test reads a "
+        "(`envs.step(actions.cpu().numpy())`, also when a helper returns the action to the loop that steps the "
+        "environment) or priorities handed back to the replay buffer that gave the batch "
+        "(`rb.update_priorities(data.indices, td_error.cpu().numpy())`), which the algorithm needs. Under an `if` whose test reads a "
         "tensor (`if loss.item() > 1.0: print(loss.item())`), only the test is reported: the body runs when the "
         "data says so, after the test's sync. `float(x)`/`print(x)`/f-strings only "
         "when `x` is known to be a tensor at that point: a name rebound to `loss.item()` is a number. The "
@@ -225,7 +227,7 @@ for x, y in loader:
         ]
         reads = [
             (call, described) for call in model.calls
-            if per_step(call.site) and not _feeds_environment(model, call)
+            if per_step(call.site) and not feeds_environment(model, call) and not feeds_batch_source(model, call)
             for described in (self._describe(model, call, chained, modules),) if described
         ]
         # the body of `if torch.min(y) < -1: print(torch.min(y))` (or of `if loss.item() > 1:`) runs
@@ -330,39 +332,6 @@ def _orders_tensors(model: TrainingModel, call: Call, site: Site) -> bool:
     value = model.value(args[0], site)
     element = value.element if value.kind is Kind.COLLECTION else None
     return _device_tensor(value) or (element is not None and _device_tensor(element))
-
-
-def _feeds_environment(model: TrainingModel, call: Call) -> bool:
-    """`actions = q.argmax(1).cpu().numpy(); envs.step(actions)`: an action must reach a host
-    environment on every step; the copy is the algorithm's, with nothing to remove."""
-    node = call.node
-    targets: set[str] = set()
-    for a in model.assigns_in(call.site.statement):
-        if a.site.function is call.site.function and _contains_call(a.value, node):
-            targets.update(a.targets)
-    for other in _non_optimizer_steps(model).get(call.site.function, ()):
-        args = [a.value for a in other.node.args]
-        if any(_contains_call(v, node) for v in args) or any(dotted_name(v) in targets for v in args):
-            return True
-    return False
-
-
-def _non_optimizer_steps(model: TrainingModel) -> dict[object, list[Call]]:
-    """`.step(...)` calls that update no weights (an environment's), by function; computed once."""
-    cached = getattr(model, "_tl401_env_steps", None)
-    if cached is None:
-        cached = {}
-        for other in model.calls:
-            if other.method == "step" and not model.is_optimizer_step(other):
-                cached.setdefault(other.site.function, []).append(other)
-        model._tl401_env_steps = cached  # type: ignore[attr-defined]
-    return cached
-
-
-def _contains_call(expr: cst.CSTNode, target: cst.CSTNode) -> bool:
-    if expr is target:
-        return True
-    return any(_contains_call(child, target) for child in child_nodes(expr)) if isinstance(expr, (cst.Call, cst.Attribute, cst.Subscript, cst.Tuple, cst.List)) else False
 
 
 def _formats_tensor(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> bool:

@@ -1,0 +1,151 @@
+"""Transfers a training algorithm cannot avoid are not findings: an action read for a host environment
+by a helper (Lightning's DQN example), the environment's observation wrapped as a tensor, priorities
+handed back to the replay buffer that gave the batch (CleanRL's Rainbow), and a count kept in a host
+tensor that is updated in place (torchtitan's valid-token count). Each has its near-miss, which is."""
+
+from __future__ import annotations
+
+from tests.helpers import lint
+
+
+def _lines(code: str, rule: str) -> list[int]:
+    return sorted(d.line for d in lint(code, rule, name="dqn.py") if d.code == rule)
+
+
+DQN = """
+    import random
+    import torch
+    from lightning import LightningModule
+
+    class Agent:
+        def __init__(self, env, buffer):
+            self.env = env
+            self.buffer = buffer
+            self.state = self.env.reset()
+
+        def get_action(self, net, epsilon, device):
+            if random.random() < epsilon:
+                action = self.env.action_space.sample()
+            else:
+                state = torch.tensor([self.state])
+                state = state.cuda(device)
+                q_values = net(state)
+                _, action = torch.max(q_values, dim=1)
+                action = int(action.item())
+            return action
+
+        def best_value(self, net, device):
+            q = net(torch.tensor([self.state]).cuda(device))
+            value = q.max().item()
+            return value
+
+        @torch.no_grad()
+        def play_step(self, net, epsilon, device):
+            action = self.get_action(net, epsilon, device)
+            new_state, reward, done, _ = self.env.step(action)
+            self.buffer.append((self.state, action, reward, done, new_state))
+            self.state = new_state
+            return reward, done
+
+    class DQN(LightningModule):
+        def __init__(self, env):
+            super().__init__()
+            self.net = torch.nn.Linear(4, 2)
+            self.agent = Agent(env, [])
+            self.total_reward = 0.0
+
+        def training_step(self, batch, batch_idx):
+            reward, done = self.agent.play_step(self.net, 0.1, self.device)
+            self.log("value", self.agent.best_value(self.net, self.device))
+            self.log("reward", torch.tensor([self.total_reward]).to(self.device))
+            return self.loss(batch)
+"""
+
+
+def test_an_action_a_helper_returns_to_the_environment_step_is_not_a_sync() -> None:
+    # `get_action` reads the action for `env.step` in its caller; `best_value` reads a value only logged
+    assert _lines(DQN, "TL401") == [25]
+
+
+def test_an_environments_observation_wrapped_as_a_tensor_is_data() -> None:
+    # `torch.tensor([self.state])` of what `env.reset()`/`env.step()` returned moves data, as a batch
+    # does; the running reward the module keeps could live on the device
+    assert _lines(DQN, "TL406") == [46]
+
+
+REPLAY = """
+    import torch
+
+    rb = PrioritizedReplayBuffer(100000)
+    meter = Meter()
+    for global_step in range(1000000):
+        obs, reward, done, info = envs.step(actions)
+        data = rb.sample(32, beta)
+        stats = meter.summary()
+        loss_per_sample = (q_network(data.observations.cuda()) - data.targets.cuda()) ** 2
+        loss = loss_per_sample.mean()
+        new_priorities = loss_per_sample.detach().cpu().numpy()
+        rb.update_priorities(data.indices, new_priorities)
+        meter.update(stats.count, loss.detach().cpu().numpy())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_priorities_handed_back_to_the_buffer_that_gave_the_batch_are_not_a_sync() -> None:
+    # the meter is handed a host copy along with something it returned, but the loss was not
+    # computed from what the meter returned: a sync to log, not the buffer's feedback
+    assert _lines(REPLAY, "TL401") == [14]
+
+
+REPLAY_LOGGED = """
+    import torch
+
+    rb = PrioritizedReplayBuffer(100000)
+    for global_step in range(1000000):
+        data = rb.sample(32, beta)
+        loss_per_sample = (q_network(data.observations.cuda()) - data.targets.cuda()) ** 2
+        loss = loss_per_sample.mean()
+        new_priorities = loss_per_sample.detach().cpu().numpy()
+        rb.update_priorities(data.indices, new_priorities)
+        writer.add_scalar("loss", loss.detach().cpu().numpy(), global_step)
+        rb.add_note(loss.detach().cpu().numpy())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_host_copy_logged_or_handed_to_the_buffer_without_its_rows_is_a_sync() -> None:
+    assert _lines(REPLAY_LOGGED, "TL401") == [11, 12]
+
+
+TOKENS = """
+    import torch
+
+    def train_step(model, optimizer, data_iterator, device):
+        optimizer.zero_grad()
+        local_valid_tokens = torch.tensor(0, dtype=torch.int64)
+        on_device = torch.tensor(0, dtype=torch.int64, device=device)
+        batches = []
+        for _ in range(4):
+            inputs, labels = next(data_iterator)
+            local_valid_tokens += (labels != -100).sum()
+            on_device += (labels.to(device) != -100).sum()
+            batches.append((inputs, labels))
+        print("tokens", int(local_valid_tokens))
+        print("on device", int(on_device))
+        for inputs, labels in batches:
+            loss = model(inputs.to(device), labels.to(device)) / local_valid_tokens.to(device)
+            loss.backward()
+        optimizer.step()
+
+    for step in range(steps):
+        train_step(model, optimizer, data_iterator, "cuda")
+"""
+
+
+def test_a_host_tensor_updated_in_place_stays_on_the_host() -> None:
+    # `local_valid_tokens += ...` cannot move the host tensor; the one built on the device is read
+    assert _lines(TOKENS, "TL401") == [15]

@@ -1,0 +1,156 @@
+"""Where a step's data comes from and goes to on the host by nature (reinforcement learning, prioritised
+replay): an environment's observations, the actions it is given, and the priorities handed back to the
+buffer a batch was drawn from. Their transfers are the algorithm's, with nothing to remove.
+
+An environment is known by what the code does with it, not by its name: it is the receiver of a
+`.step(...)` that updates no weights (`env.step(action)`, not `optimizer.step()`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from trainlint.model.gates import child_nodes
+from trainlint.model.names import dotted
+
+if TYPE_CHECKING:
+    from trainlint.model.facts import Assign, Call, Function, Site
+    from trainlint.model.training import TrainingModel
+
+MAX_DEPTH = 3
+
+
+def environment_steps(model: "TrainingModel") -> dict[object, list["Call"]]:
+    """`.step(...)` calls that update no weights (an environment's), by function; computed once."""
+    cached = getattr(model, "_environment_steps", None)
+    if cached is None:
+        cached = {}
+        for call in model.calls:
+            if call.method == "step" and call.node.args and not model.is_optimizer_step(call):
+                cached.setdefault(call.site.function, []).append(call)
+        model._environment_steps = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def environments(model: "TrainingModel") -> frozenset[str]:
+    """The texts of the objects this module steps as environments (`self.env`, `envs`)."""
+    return frozenset(c.receiver_text for calls in environment_steps(model).values() for c in calls if c.receiver_text)
+
+
+def feeds_environment(model: "TrainingModel", call: "Call", depth: int = 0) -> bool:
+    """Whether what `call` reads reaches an environment's step: `actions = q.argmax(1).cpu().numpy();
+    envs.step(actions)` in one function, or `action = int(q.argmax().item()); return action` in a
+    helper whose every caller in this module hands the result to an environment."""
+    node = call.node
+    fn = call.site.function
+    targets = _bound_to(model, call)
+    for step in environment_steps(model).get(fn, ()):
+        args = [a.value for a in step.node.args]
+        if any(contains(v, node) for v in args) or any(dotted(v) in targets for v in args):
+            return True
+    if fn is None or depth >= MAX_DEPTH or not fn.return_facts:
+        return False
+    returned = any(contains(r.value, node) or (isinstance(r.value, cst.Name) and r.value.value in targets) for r in fn.return_facts)
+    if not returned:
+        return False
+    callers = [*model.calls_of(fn), *model.method_calls_of(fn)]
+    return bool(callers) and all(feeds_environment(model, c, depth + 1) for c in callers)
+
+
+def _bound_to(model: "TrainingModel", call: "Call") -> set[str]:
+    """The names the statement of `call` binds to what holds its result (`actions` of `actions = q.cpu()`)."""
+    return {
+        t for a in model.assigns_in(call.site.statement)
+        if a.site.function is call.site.function and contains(a.value, call.node) for t in a.targets
+    }
+
+
+def observed(model: "TrainingModel", expr: cst.BaseExpression, fn: "Function | None", at: "Site | None", depth: int = 0) -> bool:
+    """Whether `expr` is what an environment returned: `torch.tensor([self.state])` where
+    `self.state = self.env.reset()` and later the `new_state` of `self.env.step(action)`. Such data
+    reaches the step from the host every time, as a loader's batch does."""
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        elements = [e.value for e in expr.elements if isinstance(e, cst.Element)]
+        return bool(elements) and all(observed(model, e, fn, at, depth) for e in elements)
+    if depth >= MAX_DEPTH:
+        return False
+    assigns: list["Assign"] = []
+    if isinstance(expr, cst.Name) and at is not None:
+        assigns = model.reaching(fn, expr.value, at)
+    elif isinstance(expr, cst.Attribute) and fn is not None and fn.class_name is not None:
+        text = dotted(expr)
+        if text is not None and text.startswith("self.") and text.count(".") == 1:
+            assigns = model.attribute_assigns(fn.class_name, text)
+    return bool(assigns) and all(_from_environment(model, a, depth) for a in assigns)
+
+
+def _from_environment(model: "TrainingModel", assign: "Assign", depth: int) -> bool:
+    value = assign.value
+    if assign.op is None and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        if value.func.attr.value in ("step", "reset") and dotted(value.func.value) in environments(model):
+            return True
+    return assign.op is None and observed(model, value, assign.site.function, assign.site, depth + 1)
+
+
+def feeds_batch_source(model: "TrainingModel", call: "Call") -> bool:
+    """`new_priorities = loss.detach().cpu().numpy(); rb.update_priorities(data.indices, new_priorities)`
+    after `data = rb.sample(...)`: values computed from the rows a buffer gave this step, handed back
+    to that buffer with those rows' indices, on the host (prioritised replay). The copy is the
+    algorithm's."""
+    node = call.node
+    fn = call.site.function
+    computed_from = model.roots_of(call.receiver if call.receiver is not None else node, fn)
+    targets = _bound_to(model, call)
+    for other in _method_calls_by_function(model).get(fn, ()):
+        if other is call:
+            continue
+        args = [a.value for a in other.node.args]
+        if not (any(contains(v, node) for v in args) or any(dotted(v) in targets for v in args)):
+            continue
+        drawn = _drawn_from(model, other.receiver_text, fn, other.site) & computed_from
+        if drawn and any(_root(v) in drawn for v in args):
+            return True
+    return False
+
+
+def _method_calls_by_function(model: "TrainingModel") -> dict[object, list["Call"]]:
+    """Calls on a receiver (`rb.update_priorities(...)`), by function; computed once."""
+    cached = getattr(model, "_method_calls_by_function", None)
+    if cached is None:
+        cached = {}
+        for call in model.calls:
+            if call.receiver_text is not None:
+                cached.setdefault(call.site.function, []).append(call)
+        model._method_calls_by_function = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _drawn_from(model: "TrainingModel", source: str, fn: "Function | None", at: "Site") -> set[str]:
+    """Names this function binds, before `at`, to what a call on `source` returned (`data = rb.sample(n)`)."""
+    names: set[str] = set()
+    for a in model.assigns:
+        if a.site.function is fn and a.site.order < at.order and isinstance(a.value, cst.Call):
+            func = a.value.func
+            if isinstance(func, cst.Attribute) and dotted(func.value) == source:
+                names.update(a.targets)
+    return names
+
+
+def _root(expr: cst.BaseExpression) -> str | None:
+    """`data` for `data.indices` or `data["indices"]`: the name a part is read from (not the name itself)."""
+    if isinstance(expr, cst.Attribute):
+        return dotted(expr.value)
+    if isinstance(expr, cst.Subscript):
+        return dotted(expr.value)
+    return None
+
+
+def contains(expr: cst.CSTNode, target: cst.CSTNode) -> bool:
+    """Whether `target` is `expr` or inside it through calls, attributes, subscripts and literals."""
+    if expr is target:
+        return True
+    if not isinstance(expr, (cst.Call, cst.Attribute, cst.Subscript, cst.Tuple, cst.List, cst.Arg, cst.SubscriptElement, cst.Index, cst.Element)):
+        return False
+    return any(contains(child, target) for child in child_nodes(expr))
