@@ -1583,3 +1583,33 @@ def test_a_host_copy_made_by_a_module_s_lambda_shim_is_a_sync() -> None:
 
 def test_a_lambda_shim_that_moves_to_the_accelerator_is_no_sync() -> None:
     assert lint(FRAMEWORK.replace("l.item()", "to(l, gpu())") + SHIMS, "TL401") == []
+
+
+def test_a_script_alone_in_its_project_has_no_callers_until_a_module_calls_it(tmp_path: Path) -> None:
+    from trainlint.project.index import Project
+
+    write(tmp_path, {"losses.py": """
+        import torch
+
+
+        def total(loss):
+            return loss.item()
+    """})
+    project = Project()
+    target = tmp_path / "losses.py"
+    assert project.alone(target) and project.step_seeds(str(target)) == {}
+    write(tmp_path, {"train.py": """
+        import torch
+        from losses import total
+
+
+        def fit(model, loader, optimizer):
+            for x in loader:
+                loss = model(x.cuda())
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                print(total(loss))
+    """})
+    fresh = Project()
+    assert not fresh.alone(target) and list(fresh.step_seeds(str(target))) == ["total"]

@@ -50,6 +50,7 @@ class ImportIndex:
     # the names in the project's folders, as one state: a module added or removed anywhere
     # invalidates what used the index
     listings: list[State] = field(default_factory=list)
+    modules: int = 0  # how many modules were read
 
 
 def import_index(root: Path) -> ImportIndex:
@@ -63,6 +64,7 @@ def import_index(root: Path) -> ImportIndex:
             count += 1
             if count > MAX_PROJECT_MODULES:
                 return index
+            index.modules = count
             try:
                 file = Path(folder, name).resolve()
             except (OSError, RuntimeError):  # a symlink loop, a name the system refuses: not a module

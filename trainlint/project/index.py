@@ -121,7 +121,7 @@ class Project:
         return seeds
 
     def _step_seeds(self, target: Path) -> dict[str, Seed]:
-        return join_seeds(self, target)
+        return {} if self.alone(target) else join_seeds(self, target)
 
     def differentiates(self, path: str, qualified: str) -> bool:
         """Whether a function of a project module may differentiate a value it is given
@@ -199,12 +199,22 @@ class Project:
         outlined = [f for f in found[MAX_IMPORTERS:] if f not in training][:MAX_OUTLINED_IMPORTERS] if passing else []
         return [*found[:MAX_IMPORTERS], *outlined]
 
-    def _importers_of(self, target: Path) -> tuple[list[Path], frozenset[Path]]:
+    def alone(self, target: Path) -> bool:
+        """Whether `target` is the only module of its project (a standalone script): no other module
+        can run its functions."""
+        index = self._import_index(target)
+        return index.modules <= 1
+
+    def _import_index(self, target: Path) -> ImportIndex:
         root = project_root(target)
         index = self._index.get(root)
         if index is None:
             index = self._index[root] = import_index(root)
         note(*index.listings)
+        return index
+
+    def _importers_of(self, target: Path) -> tuple[list[Path], frozenset[Path]]:
+        index = self._import_index(target)
         out = [f for f in index.by_word.get(target.parent.name if target.name == "__init__.py" else target.stem, ()) if f != target]
         # those with training code first (they may call it every step), notebooks after modules
         out.sort(key=lambda f: (f not in index.training, f.suffix == ".ipynb"))
