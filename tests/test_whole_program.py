@@ -1613,3 +1613,30 @@ def test_a_script_alone_in_its_project_has_no_callers_until_a_module_calls_it(tm
     """})
     fresh = Project()
     assert not fresh.alone(target) and list(fresh.step_seeds(str(target))) == ["total"]
+
+
+STANDALONE_HOOKS = """
+    import torch
+    from lightning import LightningModule
+
+
+    class Base({base}):
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters())
+
+
+    class Model(Base):
+        def training_step(self, batch, batch_idx):
+            loss = self.net(batch).mean()
+            print(loss.item())
+            return loss
+"""
+
+
+def test_a_standalone_script_s_hooks_through_its_own_base_classes(tmp_path: Path) -> None:
+    # alone in its project, the script's class hierarchy is read from its own classes: a base
+    # deriving from LightningModule makes `training_step` a per-step hook; a plain base does not
+    write(tmp_path, {"train.py": STANDALONE_HOOKS.format(base="LightningModule")})
+    assert list(findings(tmp_path, ["train.py"], "TL401")) == ["train.py:14:TL401"]
+    write(tmp_path, {"train.py": STANDALONE_HOOKS.format(base="object")})
+    assert findings(tmp_path, ["train.py"], "TL401") == {}

@@ -308,9 +308,33 @@ class CallGraph:
         if bases is None:
             bases = fn.class_bases
             if self.project is not None and self.path and fn.parent is None:
-                bases = tuple(dict.fromkeys((*bases, *self.project.class_bases(self.path, fn.class_name or ""))))
+                if self._alone:  # (no other module to look in: this one's classes say it all)
+                    bases = self._module_bases(fn.class_name or "")
+                else:
+                    bases = tuple(dict.fromkeys((*bases, *self.project.class_bases(self.path, fn.class_name or ""))))
             self._all_bases[fn.class_name or ""] = bases
         return bases
+
+    @cached_property
+    def _alone(self) -> bool:
+        """Whether this module is the only one of its project (a standalone script)."""
+        alone = getattr(self.project, "alone", None)
+        return alone is not None and alone(Path(self.path))
+
+    def _module_bases(self, name: str) -> tuple[str, ...]:
+        """Every base of this module's class `name`, through the module's own classes between."""
+        by_name = {info.name: info for info in self.classes}
+        found: list[str] = []
+        pending, seen = [name], set()
+        while pending:
+            info = by_name.get(pending.pop(0))
+            if info is None or info.name in seen:
+                continue
+            seen.add(info.name)
+            for base in info.bases:
+                found.append(base)
+                pending.append(base)
+        return tuple(dict.fromkeys(found))
 
     @cached_property
     def _all_bases(self) -> dict[str, tuple[str, ...]]:

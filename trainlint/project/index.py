@@ -202,8 +202,7 @@ class Project:
     def alone(self, target: Path) -> bool:
         """Whether `target` is the only module of its project (a standalone script): no other module
         can run its functions."""
-        index = self._import_index(target)
-        return index.modules <= 1
+        return self._import_index(_real(target)).modules <= 1
 
     def _import_index(self, target: Path) -> ImportIndex:
         root = project_root(target)
