@@ -44,6 +44,12 @@ def _is_dtype(model: TrainingModel, expr: cst.BaseExpression, site: Site, depth:
     if text and "dtype" in text.rsplit(".", 1)[-1].lower():
         return True  # `w.to(dtype)`, `x.to(param.dtype)`: a cast, the tensor stays where it is
     if isinstance(expr, cst.Name) and depth < 3:
+        # what reaches the name first: whether something else binds it reads the whole scope, and
+        # needs asking only when every assignment is a dtype
+        fn = site.function
+        reaching = model.reaching(fn, expr.value, site) or (model.reaching(None, expr.value, None) if fn is not None else [])
+        if not reaching or not all(_is_dtype(model, a.value, a.site, depth + 1) for a in reaching):
+            return False
         assigns = _bindings(model, expr.value, site)
         return bool(assigns) and all(_is_dtype(model, a.value, a.site, depth + 1) for a in assigns)
     return False
