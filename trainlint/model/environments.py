@@ -151,6 +151,9 @@ def contains(expr: cst.CSTNode, target: cst.CSTNode) -> bool:
     """Whether `target` is `expr` or inside it through calls, attributes, subscripts and literals."""
     if expr is target:
         return True
-    if not isinstance(expr, (cst.Call, cst.Attribute, cst.Subscript, cst.Tuple, cst.List, cst.Arg, cst.SubscriptElement, cst.Index, cst.Element)):
+    if type(expr) not in _DESCENDED:  # (exact classes: isinstance on libcst's ABCs is slow)
         return False
     return any(contains(child, target) for child in child_nodes(expr))
+
+
+_DESCENDED = frozenset({cst.Call, cst.Attribute, cst.Subscript, cst.Tuple, cst.List, cst.Arg, cst.SubscriptElement, cst.Index, cst.Element})

@@ -227,8 +227,9 @@ for x, y in loader:
         ]
         reads = [
             (call, described) for call in model.calls
-            if per_step(call.site) and not feeds_environment(model, call) and not feeds_batch_source(model, call)
-            for described in (self._describe(model, call, chained, modules),) if described
+            if per_step(call.site)
+            for described in (self._describe(model, call, chained, modules),)
+            if described and not feeds_environment(model, call) and not feeds_batch_source(model, call)
         ]
         # the body of `if torch.min(y) < -1: print(torch.min(y))` (or of `if loss.item() > 1:`) runs
         # after its test has drained the device's queue, and only when the data says so: one
