@@ -201,8 +201,9 @@ class Project:
 
     def alone(self, target: Path) -> bool:
         """Whether `target` is the only module of its project (a standalone script): no other module
-        can run its functions."""
-        return self._import_index(_real(target)).modules <= 1
+        can run its functions. Answered for the module being linted only (a module summarised for
+        another one is not alone), so that deeper levels build no import index for it."""
+        return self.depth == 0 and self._import_index(_real(target)).modules <= 1
 
     def _import_index(self, target: Path) -> ImportIndex:
         root = project_root(target)
