@@ -46,8 +46,7 @@ def _is_dtype(model: TrainingModel, expr: cst.BaseExpression, site: Site, depth:
     if isinstance(expr, cst.Name) and depth < 3:
         # what reaches the name first: whether something else binds it reads the whole scope, and
         # needs asking only when every assignment is a dtype
-        fn = site.function
-        reaching = model.reaching(fn, expr.value, site) or (model.reaching(None, expr.value, None) if fn is not None else [])
+        reaching = _bindings(model, expr.value, site, other_bindings=False)
         if not reaching or not all(_is_dtype(model, a.value, a.site, depth + 1) for a in reaching):
             return False
         assigns = _bindings(model, expr.value, site)
@@ -79,17 +78,19 @@ def _device_tensor_value(model: TrainingModel, expr: cst.BaseExpression, site: S
     return not value.on_host and value.kind not in (Kind.MODULE, Kind.OPTIMIZER, Kind.OBJECT)
 
 
-def _bindings(model: TrainingModel, name: str, site: Site) -> list:  # type: ignore[type-arg]
+def _bindings(model: TrainingModel, name: str, site: Site, other_bindings: bool = True) -> list:  # type: ignore[type-arg]
     """The assignments that give `name` its value at `site`; [] when something else may (a
-    parameter, a loop or `with` target, a `global` statement, an import)."""
+    parameter, a loop or `with` target, a `global` statement, an import). Without `other_bindings`,
+    the assignments alone, as if nothing else bound it (the question that reads the whole scope is
+    left to the caller)."""
     fn = site.function
-    if fn is not None and name in fn.params:
+    if other_bindings and fn is not None and name in fn.params:
         return []  # (a rebinding on one path leaves the caller's value on the others)
     scope = fn.node if fn is not None else model.module
-    if name in _bound_otherwise(model, scope):
+    if other_bindings and name in _bound_otherwise(model, scope):
         return []
     found = model.reaching(fn, name, site)
-    if not found and fn is not None and name not in _bound_otherwise(model, model.module):
+    if not found and fn is not None and not (other_bindings and name in _bound_otherwise(model, model.module)):
         found = model.reaching(None, name, None)  # a module-level name read in a function
     return found
 
