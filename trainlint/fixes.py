@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from trainlint.libcst_import import import_libcst
+from trainlint.dataclass_methods import import_libcst
 
-import_libcst()  # (see libcst_import)
+import_libcst()  # (see dataclass_methods)
 import libcst as cst  # noqa: E402
 
 from trainlint.config import Settings

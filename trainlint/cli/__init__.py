@@ -8,6 +8,11 @@ stays fast; torch is never imported here.
 from __future__ import annotations
 
 import sys
+
+from trainlint.dataclass_methods import keep_dataclass_methods
+
+keep_dataclass_methods()  # (before the modules below define their dataclasses)
+
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence

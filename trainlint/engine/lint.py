@@ -472,7 +472,7 @@ def lint_paths(
 
 def _preload() -> None:
     """Import the analysis before workers are forked, so that each starts with it loaded."""
-    from trainlint.libcst_import import import_libcst
+    from trainlint.dataclass_methods import import_libcst, save_dataclass_methods
 
     import_libcst()
 
@@ -480,6 +480,8 @@ def _preload() -> None:
     import trainlint.model.positions  # noqa: F401
     import trainlint.engine.precheck  # noqa: F401
     import trainlint.rules  # noqa: F401
+
+    save_dataclass_methods()  # (the analysis's own dataclasses, and the command line's before it)
 
 
 def _file_timeout(settings: Settings) -> float:

@@ -1,8 +1,8 @@
 """The training-code model: what one pass over a module learns about its training step."""
 
-from trainlint.libcst_import import import_libcst
+from trainlint.dataclass_methods import import_libcst
 
-import_libcst()  # (before any module below imports libcst: see libcst_import)
+import_libcst()  # (before any module below imports libcst: see dataclass_methods)
 
 from trainlint.model.facts import Assign, Call, Condition, FormattedValue, Function, Loop, Site, WithItem
 from trainlint.model.training import TrainingModel
