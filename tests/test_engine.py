@@ -17,7 +17,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from trainlint.config import Settings, rule_codes_on_disk
 from trainlint.engine.lint import lint_source
 from trainlint.model.walk import iter_nodes
-from trainlint.model.positions import _TRIVIA, positions
+from trainlint.model.positions import _TRIVIA, positions, statement_lines
 from trainlint.engine.precheck import Limits, refuse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -254,6 +254,37 @@ def test_positions_of_a_few_nodes_are_found_without_regenerating_the_module(monk
             chosen = rng.sample(nodes, min(size, len(nodes)))
             assert positions(module, source, chosen) == {n: reference[n] for n in chosen}, path
         monkeypatch.undo()
+
+
+def test_the_lines_of_functions_are_those_of_their_positions_in_real_files():
+    """A finding's call chains are those of the innermost function whose lines hold it: those lines,
+    read from CPython's tree, are the first and last line of libcst's range of the function."""
+    checked = 0
+    for path in _real_files():
+        source = path.read_text()
+        module = cst.parse_module(source)
+        functions = [n for n in iter_nodes(module) if isinstance(n, cst.FunctionDef)]
+        lines = statement_lines(module, source, functions)
+        if lines is None:  # (a function in an `else` or a handler: the caller asks for positions)
+            continue
+        exact = positions(module, source, functions)
+        assert lines == {n: (exact[n].start.line, exact[n].end.line) for n in functions}, path
+        checked += len(functions)
+    assert checked > 500
+
+
+def test_function_lines_start_at_the_def_and_end_at_the_last_statement():
+    source = (
+        "@decorate(\n    arg=1,\n)\ndef outer(x):\n    def inner(y): return y.item()\n\n    return inner(x)  # done\n"
+        "    # a trailing comment\n\n\nif ready:\n    def gated():\n        pass\nelse:\n    def other():\n        pass\n"
+    )
+    module = cst.parse_module(source)
+    outer = module.body[0]
+    inner = outer.body.body[0]
+    gated = module.body[1].body.body[0]
+    assert statement_lines(module, source, [outer, inner, gated]) == {outer: (4, 7), inner: (5, 5), gated: (12, 13)}
+    other = module.body[1].orelse.body.body[0]
+    assert statement_lines(module, source, [other]) is None  # (an `else` is not searched: positions are asked)
 
 
 def test_positions_fall_back_to_libcst_for_code_python_cannot_compile():

@@ -303,6 +303,7 @@ def _diagnostics(
     model: TrainingModel, source: str, name: str, findings: list[tuple[Rule, Finding]], suppressions: Suppressions
 ) -> list[Diagnostic]:
     from trainlint.model.positions import positions as positions_of
+    from trainlint.model.positions import statement_lines
 
     # functions that run every step because per-step code calls them: a per-step finding inside one
     # carries the call chains that make it so
@@ -310,9 +311,15 @@ def _diagnostics(
     chained = {fn: chains for fn, chains in chained.items() if chains}
     wanted = [f.node for _, f in findings]
     wanted += [e.node for _, f in findings if f.fix is not None for e in f.fix.edits]
-    wanted += [fn.node for fn in chained] + [c.node for chains in chained.values() for chain in chains for c in chain if not isinstance(c, tuple)]
+    wanted += [c.node for chains in chained.values() for chain in chains for c in chain if not isinstance(c, tuple)]
     wanted += [e.until for _, f in findings if f.fix is not None for e in f.fix.edits if e.until is not None]
+    # which chained function holds a finding needs only its lines (a def shares its lines with no other)
+    lines_of = statement_lines(model.module, source, [fn.node for fn in chained]) if chained else {}
+    if lines_of is None:
+        wanted += [fn.node for fn in chained]
     positions = positions_of(model.module, source, wanted)
+    if lines_of is None:
+        lines_of = {fn.node: (positions[fn.node].start.line, positions[fn.node].end.line) for fn in chained}
     lines = source.splitlines()
     seen: set[tuple[str, int, int]] = set()
     out: list[Diagnostic] = []
@@ -323,7 +330,7 @@ def _diagnostics(
             continue
         chains: tuple[Chain, ...] = ()
         if rule.per_step and chained:
-            chains = _chains_of(span, chained, positions, name)
+            chains = _chains_of(span, chained, lines_of, positions, name)
             kept = tuple(
                 c for c in chains if not any(loc.path == name and suppressions.names(rule.code, loc.line) for loc in c)
             )
@@ -390,16 +397,15 @@ def _shown(path: str, name: str) -> str:
     return relative if not relative.startswith("..") else path
 
 
-def _chains_of(span: Any, chained: dict[Function, list[tuple[Call | Place, ...]]], positions: Any, name: str) -> tuple[Chain, ...]:
-    """The call chains of the innermost chained function that holds `span`, as locations."""
-    holders = [
-        fn for fn in chained
-        if (positions[fn.node].start.line, positions[fn.node].start.column) <= (span.start.line, span.start.column)
-        and (positions[fn.node].end.line, positions[fn.node].end.column) >= (span.end.line, span.end.column)
-    ]
+def _chains_of(
+    span: Any, chained: dict[Function, list[tuple[Call | Place, ...]]], lines_of: dict[Any, tuple[int, int]], positions: Any, name: str
+) -> tuple[Chain, ...]:
+    """The call chains of the innermost chained function that holds `span` (by the functions' first
+    and last lines: a nested one starts on a later line), as locations."""
+    holders = [fn for fn in chained if lines_of[fn.node][0] <= span.start.line and lines_of[fn.node][1] >= span.end.line]
     if not holders:
         return ()
-    inner = max(holders, key=lambda fn: (positions[fn.node].start.line, positions[fn.node].start.column))
+    inner = max(holders, key=lambda fn: lines_of[fn.node][0])
     return tuple(
         tuple(
             _place(c, positions, name)

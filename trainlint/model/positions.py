@@ -66,8 +66,7 @@ def positions(module: cst.Module, source: str, nodes: Iterable[cst.CSTNode]) -> 
     if not wanted:
         return {}
     try:
-        tree = compile(source, "<trainlint>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-        found = _Search(wanted, module, source).run(tree)
+        found = _Search(wanted, _index_of(module, source)).run()
         if len(found) == len(wanted):
             return _regenerate(module, found)
     except (_Mismatch, SyntaxError, ValueError, RecursionError, MemoryError, KeyError):
@@ -76,7 +75,81 @@ def positions(module: cst.Module, source: str, nodes: Iterable[cst.CSTNode]) -> 
     return {n: every[n] for n in wanted.values()}
 
 
+def statement_lines(module: cst.Module, source: str, statements: Iterable[cst.CSTNode]) -> dict[cst.CSTNode, tuple[int, int]] | None:
+    """The first and last line of each of `statements` (statements of `module`; a decorated one from
+    its `def`, as `positions` has it), read from CPython's tree with no code regenerated: a function's
+    lines cost nothing, its `positions` the code of its whole body. None when the trees do not pair up
+    or a statement is not reached through the bodies of compound statements (in an `else`, a handler)."""
+    try:
+        index = _index_of(module, source)
+    except (_Mismatch, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    out: dict[cst.CSTNode, tuple[int, int]] = {}
+    for stmt in statements:
+        lines = index.lines.get(id(stmt))
+        if lines is None:
+            return None
+        out[stmt] = lines
+    return out
+
+
 Anchor = tuple[cst.CSTNode, int, tuple[str, ...]]  # statement, its ast line, the indents around it
+
+
+class _Index:
+    """libcst's statements paired with CPython's (descending through the bodies of compound ones):
+    each statement an anchor, with its line, its indents, and what lines it spans."""
+
+    def __init__(self, module: cst.Module, source: str) -> None:
+        self.module = module
+        self.source = source
+        tree = compile(source, "<trainlint>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        self.anchors: list[tuple[Anchor, cst.CSTNode | None]] = []
+        self.innermost: dict[int, int] = {}  # line -> index of the innermost anchor on it
+        self.asts: dict[int, list[ast.stmt]] = {}  # id(simple statement line) -> CPython's statements of it
+        self.lines: dict[int, tuple[int, int]] = {}  # id(anchor statement) -> its first and last line
+        self._pair(module.body, tree.body, ())
+        self.line_starts = [0] + [m.end() for m in _NEWLINE.finditer(source)]
+
+    def _pair(self, statements: Sequence[cst.BaseStatement], asts: list[ast.stmt], indents: tuple[str, ...]) -> None:
+        i = 0
+        for stmt in statements:
+            if i >= len(asts):
+                raise _Mismatch
+            anchor_ast = asts[i]
+            simple = type(stmt) is cst.SimpleStatementLine  # (libcst's node classes are final)
+            if simple:
+                self.asts[id(stmt)] = asts[i:i + len(stmt.body)]
+            i += len(stmt.body) if simple else 1
+            last = asts[i - 1]
+            # CPython numbers a statement by its first decorator, else its first line
+            decorators = getattr(anchor_ast, "decorator_list", None)
+            first = decorators[0].lineno if decorators else anchor_ast.lineno
+            block = getattr(stmt, "body", None)
+            nested = type(block) is cst.IndentedBlock and isinstance(getattr(anchor_ast, "body", None), list)
+            index = len(self.anchors)
+            self.anchors.append(((stmt, first, indents), block if nested else None))
+            self.lines[id(stmt)] = (anchor_ast.lineno, last.end_lineno or anchor_ast.lineno)
+            for line in range(first, (last.end_lineno or first) + 1):
+                self.innermost[line] = index  # inner statements, indexed later, overwrite
+            if nested:
+                indent = block.indent if block.indent is not None else self.module.default_indent  # type: ignore[union-attr]
+                self._pair(block.body, anchor_ast.body, (*indents, indent))  # type: ignore[union-attr]
+        if i != len(asts):
+            raise _Mismatch
+
+
+_last_index: list[_Index] = []  # the last module's: a file's findings, chains and calls ask it in turn
+
+
+def _index_of(module: cst.Module, source: str) -> _Index:
+    """The index of `module`, built once for the questions asked of one module in a row."""
+    if _last_index and _last_index[0].module is module and _last_index[0].source is source:
+        return _last_index[0]
+    _last_index.clear()
+    index = _Index(module, source)
+    _last_index.append(index)
+    return index
 
 
 class _Search:
@@ -87,55 +160,27 @@ class _Search:
     What that does not find is searched for statement by statement.
     """
 
-    def __init__(self, wanted: dict[int, cst.CSTNode], module: cst.Module, source: str) -> None:
+    def __init__(self, wanted: dict[int, cst.CSTNode], index: _Index) -> None:
         self.wanted = wanted
-        self.module = module
-        self.source = source
+        self.index = index
+        self.module = index.module
+        self.source = index.source
+        self.anchors = index.anchors
+        self.innermost = index.innermost
         self.found: dict[cst.CSTNode, Anchor] = {}
-        self.anchors: list[tuple[Anchor, cst.CSTNode | None]] = []
-        self.innermost: dict[int, int] = {}  # line -> index of the innermost anchor on it
         self.searched: set[int] = set()
         self.resume: dict[str, int] = {}  # text -> where its search for the next node starts
-        self.asts: dict[int, list[ast.stmt]] = {}  # id(simple statement line) -> CPython's statements of it
 
-    def run(self, tree: ast.Module) -> dict[cst.CSTNode, Anchor]:
-        self._index(self.module.body, tree.body, ())
-        line_starts = [0] + [m.end() for m in _NEWLINE.finditer(self.source)]
+    def run(self) -> dict[cst.CSTNode, Anchor]:
         for node in list(self.wanted.values()):
             if node not in self.found:
-                self._by_text(node, line_starts)
+                self._by_text(node, self.index.line_starts)
         for index in range(len(self.anchors)):
             if len(self.found) == len(self.wanted):
                 break
             if index not in self.searched:
                 self._nodes(index)
         return self.found
-
-    def _index(self, statements: Sequence[cst.BaseStatement], asts: list[ast.stmt], indents: tuple[str, ...]) -> None:
-        """Pair libcst's statements with CPython's, descending through the bodies of compound ones."""
-        i = 0
-        for stmt in statements:
-            if i >= len(asts):
-                raise _Mismatch
-            anchor_ast = asts[i]
-            if isinstance(stmt, cst.SimpleStatementLine):
-                self.asts[id(stmt)] = asts[i:i + len(stmt.body)]
-            i += len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
-            last = asts[i - 1]
-            # CPython numbers a statement by its first decorator, else its first line
-            decorators = getattr(anchor_ast, "decorator_list", None)
-            first = decorators[0].lineno if decorators else anchor_ast.lineno
-            block = getattr(stmt, "body", None)
-            nested = isinstance(block, cst.IndentedBlock) and isinstance(getattr(anchor_ast, "body", None), list)
-            index = len(self.anchors)
-            self.anchors.append(((stmt, first, indents), block if nested else None))
-            for line in range(first, (last.end_lineno or first) + 1):
-                self.innermost[line] = index  # inner statements, indexed later, overwrite
-            if nested:
-                indent = block.indent if block.indent is not None else self.module.default_indent  # type: ignore[union-attr]
-                self._index(block.body, anchor_ast.body, (*indents, indent))  # type: ignore[union-attr]
-        if i != len(asts):
-            raise _Mismatch
 
     def _by_text(self, node: cst.CSTNode, line_starts: list[int]) -> None:
         try:
@@ -231,16 +276,15 @@ def call_starts(module: cst.Module, source: str, calls: Sequence[cst.Call]) -> d
     if not wanted:
         return {}
     try:
-        tree = compile(source, "<trainlint>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-        search = _Search(wanted, module, source)
-        found = search.run(tree)
+        search = _Search(wanted, _index_of(module, source))
+        found = search.run()
     except (_Mismatch, SyntaxError, ValueError, RecursionError, MemoryError, KeyError):
         return {n: (r.start.line, r.start.column) for n, r in positions(module, source, calls).items()}
     lines = _NEWLINE.split(source)
     out: dict[cst.CSTNode, tuple[int, int]] = {}
     by_anchor: dict[int, cst.SimpleStatementLine] = {id(a[0]): a[0] for a in found.values() if isinstance(a[0], cst.SimpleStatementLine)}
     for key, stmt in by_anchor.items():
-        out.update(_ast_call_starts(stmt, search.asts.get(key) or [], lines))
+        out.update(_ast_call_starts(stmt, search.index.asts.get(key) or [], lines))
     rest = {n: found[n] for n in wanted.values() if n not in out and n in found}
     if rest:  # in a compound statement's header, or not paired: regenerated from their anchors
         out.update({n: (r.start.line, r.start.column) for n, r in _regenerate(module, rest).items()})
