@@ -68,7 +68,7 @@ class CallGraph:
     def _held_by(self, call: Call) -> list[Function]:
         """The functions of this module that the name or `self` attribute a call calls may hold."""
         func = call.node.func
-        if isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and call.receiver_text == "self"):
+        if type(func) is cst.Name or (type(func) is cst.Attribute and call.receiver_text == "self"):  # (final classes)
             return self.held_functions(self.value(func, call.site))  # type: ignore[attr-defined]
         return []
 
@@ -115,7 +115,7 @@ class CallGraph:
                 return tuple(found)
         if call.name is not None and (call.qualname is not None or self.local_class(call.name) is not None):
             return ()  # a library callable, or a class of this module being constructed
-        if isinstance(func, (cst.Name, cst.Attribute)):
+        if type(func) is cst.Name or type(func) is cst.Attribute:
             # `model(x)`, `self.criterion(a, b)`: an instance called runs its `forward` (or `__call__`)
             found = [
                 m for info in self._instance_classes(func, call)
@@ -343,4 +343,4 @@ class CallGraph:
 
 def _is_super(receiver: cst.BaseExpression | None) -> bool:
     """`super()` (or `super(Cls, self)`) as a call's receiver."""
-    return isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value == "super"
+    return type(receiver) is cst.Call and type(receiver.func) is cst.Name and receiver.func.value == "super"  # type: ignore[union-attr]

@@ -489,7 +489,7 @@ def calls_in(expr: cst.BaseExpression) -> list[cst.Call]:
     stack: list[cst.CSTNode] = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             calls.append(node)
         stack.extend(child_nodes(node))
     return calls

@@ -7,6 +7,7 @@ import dataclasses
 import libcst as cst
 
 from trainlint.model.names import dotted, tokens
+from trainlint.model.walk import is_node
 
 # words of a condition that make it periodic or a one-off (`log_interval`, `do_eval`, `print_freq`)
 GATE_WORDS = frozenset(
@@ -42,7 +43,7 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
         kind = value.__class__  # type tests first: isinstance on libcst's ABCs is slow
         if kind is list or kind is tuple:
             out.extend(value)  # libcst's sequence fields hold nodes only
-        elif value is not None and kind is not str and isinstance(value, cst.CSTNode):
+        elif value is not None and kind is not str and is_node(value):
             out.append(value)
     return out
 

@@ -113,7 +113,7 @@ def parameter_casts(model: TrainingModel) -> list[Cast]:
             returning[fn.name] = dtype
     # `model = build_model(cfg)` where a function of another module of the project returns a cast model
     for a in model.assigns:
-        if not isinstance(a.value, cst.Call) or len(a.targets) != 1 or a.op is not None:
+        if type(a.value) is not cst.Call or len(a.targets) != 1 or a.op is not None:
             continue
         call = model.call_at(a.value)
         if call is None or call.qualname is None or model.project_symbol(call.qualname) is None:

@@ -250,8 +250,8 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
         value = getattr(node, attribute, None)
         kind = type(value)
         if kind is tuple or kind is list:
-            children.extend(v for v in value if _is_node(v))  # type: ignore[union-attr]
-        elif _is_node(value):
+            children.extend(v for v in value if is_node(v))  # type: ignore[union-attr]
+        elif is_node(value):
             children.append(value)  # type: ignore[arg-type]
     return children
 
@@ -259,7 +259,9 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
 _NODE_CLASSES: dict[type, bool] = {}  # whether a class is a libcst node (isinstance on its ABCs is slow)
 
 
-def _is_node(value: object) -> bool:
+def is_node(value: object) -> bool:
+    """isinstance(value, cst.CSTNode), answered by the value's class once (on libcst's ABCs each
+    isinstance runs ABCMeta.__instancecheck__)."""
     kind = type(value)
     known = _NODE_CLASSES.get(kind)
     if known is None:
@@ -273,6 +275,7 @@ TRIVIA: tuple[type[cst.CSTNode], ...] = (
     cst.Comment, cst.Comma, cst.Dot, cst.Colon, cst.Semicolon, cst.AssignEqual, cst.LeftParen, cst.RightParen,
     cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
 )
+_TRIVIA_CLASSES = frozenset(TRIVIA)  # (libcst's node classes are final: a class test is an isinstance)
 _CONTENT_GETTERS: dict[type, Callable[[cst.CSTNode], tuple[Any, ...]]] = {}
 
 
@@ -299,11 +302,11 @@ def content_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     getter = _CONTENT_GETTERS.get(type(node)) or _content_getter(node)
     children: list[cst.CSTNode] = []
     for value in getter(node):
-        if isinstance(value, cst.CSTNode):
-            if not isinstance(value, TRIVIA):
-                children.append(value)
-        elif value.__class__ in (tuple, list):
-            children.extend(v for v in value if not isinstance(v, TRIVIA))
+        kind = value.__class__
+        if kind is tuple or kind is list:
+            children.extend(v for v in value if v.__class__ not in _TRIVIA_CLASSES)
+        elif kind not in _TRIVIA_CLASSES and is_node(value):
+            children.append(value)
     return children
 
 
