@@ -261,6 +261,46 @@ def test_lint_run_never_imports_torch(tmp_path):
     subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True)
 
 
+# a training loop with many findings: its JSON report is several times a pipe's buffer
+MANY = BAD.replace("    total += loss.item()\n", "") + "".join(f"    torch.cuda.synchronize()  # {i}\n" for i in range(300))
+
+# runs the command as `trainlint` does, with an exit hook that says whether Python cleaned up
+_ENDING = """
+import atexit, sys
+marker = sys.argv[1]
+atexit.register(lambda: open(marker, "w").write("cleaned up"))
+sys.argv = ["trainlint", *sys.argv[2:]]
+from trainlint.cli import run
+run()
+"""
+
+
+def test_a_check_ends_without_python_s_clean_up_and_loses_no_output(tmp_path):
+    path = write(tmp_path, "train.py", MANY)
+    marker = tmp_path / "marker"
+    proc = subprocess.run(
+        [sys.executable, "-c", _ENDING, str(marker), str(path), "--output-format", "json", "--no-cache"],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert len(proc.stdout) > 2 * 65536
+    reported = json.loads(proc.stdout)
+    assert len(reported) == 301 and {d["code"] for d in reported} == {"TL402", "TL403"}
+    assert not marker.exists()  # (no exit hook ran: the process ended at once)
+    proc = subprocess.run([sys.executable, "-c", _ENDING, str(marker), "rule", "TL401"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "TL401" in proc.stdout
+    assert marker.read_text() == "cleaned up"  # other commands end as Python ends them
+
+
+def test_a_closed_pipe_ends_a_check_quietly(tmp_path):
+    path = write(tmp_path, "train.py", MANY)
+    reader, writer = os.pipe()
+    os.close(reader)
+    proc = subprocess.run([sys.executable, "-m", "trainlint", str(path), "--no-cache"], stdout=writer, stderr=subprocess.PIPE, text=True)
+    os.close(writer)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "Error" not in proc.stderr, proc.stderr
+
+
 def test_python_dash_m_entry_point(tmp_path):
     path = write(tmp_path, "t.py", CLEAN)
     proc = subprocess.run([sys.executable, "-m", "trainlint", str(path)], capture_output=True, text=True)

@@ -22,7 +22,6 @@ import marshal
 import os
 import stat
 import sys
-import tempfile
 from importlib._bootstrap_external import MAGIC_NUMBER  # type: ignore[import-not-found]
 
 _MAX_BYTES = 8 << 20  # (about 0.9 MB with libcst 1.x; more means something else wrote it)
@@ -67,7 +66,9 @@ def _store(path: str, codes: dict[str, object]) -> None:
         os.makedirs(folder, exist_ok=True)
         if not _private(os.stat(folder)):
             return
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-libcst-")
+        import tempfile  # (only to write: a run that reads what is kept does without it)
+
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-dataclass-methods-")
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(_HEADER + marshal.dumps(codes))

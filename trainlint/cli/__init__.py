@@ -7,6 +7,7 @@ stays fast; torch is never imported here.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from trainlint.dataclass_methods import keep_dataclass_methods
@@ -123,6 +124,7 @@ def check(
     file_memory: int | None,
 ) -> None:
     """Lint PATHS (files, folders, notebooks; `-` reads standard input)."""
+    _ending.without_cleanup = True
     from trainlint.engine.discovery import discover, present
     from trainlint.engine.results import FileResult, error_diagnostic as _error
 
@@ -229,6 +231,34 @@ def check(
     if exit_non_zero_on_fix and fixed > 0 and not any(r.internal_error for r in results):
         sys.exit(EXIT_FINDINGS)
     _exit([] if fix_only else results, exit_zero, fail_level)
+
+
+class _Ending:
+    """How the process ends: `check` sets `without_cleanup` (see `run`)."""
+
+    without_cleanup = False
+
+
+_ending = _Ending()
+
+
+def run() -> None:
+    """The `trainlint` command and `python -m trainlint`: `main`, and after `check` an exit without
+    Python's clean-up. Freeing every object a run made (libcst's classes, trees and the analysis's
+    tables) takes about 0.05 s of a one-file run, and 0.015 s of a cached one, and nothing needs it:
+    the report, the cache and any file written are closed, the workers stopped, and the standard
+    streams are flushed here (a closed pipe, `| head`, ends it quietly, as ruff does)."""
+    try:
+        main()
+    except SystemExit as done:
+        if _ending.without_cleanup and (done.code is None or isinstance(done.code, int)):
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os._exit(done.code or 0)
+        raise
 
 
 def _exit(results: Sequence[FileResult], exit_zero: bool, fail_level: str = "info") -> None:

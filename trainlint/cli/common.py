@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 
 import click
@@ -23,7 +22,9 @@ class DefaultGroup(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
             if args and _mistyped_command(args[0], list(self.commands)):
-                close = difflib.get_close_matches(args[0], list(self.commands), n=1)
+                from difflib import get_close_matches
+
+                close = get_close_matches(args[0], list(self.commands), n=1)
                 raise click.UsageError(f"{args[0]!r} is neither a command nor a path: did you mean {close[0]!r}?", ctx)
             args = [self.default, *args]
         return super().parse_args(ctx, args)
@@ -33,7 +34,9 @@ def _mistyped_command(word: str, commands: list[str]) -> bool:
     """A word close to a command's name that names no file: `trainlint chek` is not a missing path."""
     if word.startswith("-") or "/" in word or os.sep in word or "." in word or os.path.lexists(word):
         return False
-    return bool(difflib.get_close_matches(word, commands, n=1, cutoff=0.75))
+    from difflib import get_close_matches  # (only for a word that names no file)
+
+    return bool(get_close_matches(word, commands, n=1, cutoff=0.75))
 
 
 def _warn(message: str, prefix: str = "warning: ") -> None:

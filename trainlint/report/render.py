@@ -7,7 +7,6 @@ and `NO_COLOR` (any non-empty value) meaning no escape codes at all unless `--co
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -170,6 +169,8 @@ def _render_statistics(diagnostics: Sequence[Diagnostic], options: ReportOptions
 
     rows = statistics_rows(diagnostics, fixable_by(options.unsafe_fixes))
     if options.output_format == "json":
+        import json
+
         print(json.dumps(rows, indent=2), file=out or sys.stdout)
     elif rows:
         render_statistics(make_console(options.color, out), rows)
