@@ -11,8 +11,9 @@
 Medians (and ranges) of N runs of this checkout's `python -m trainlint`, or with `--python` of the
 trainlint installed for that interpreter (a virtual environment with the built wheel installed, as
 users have it: a development install's import hook alone costs a start-up ~15 ms). Start-up times
-vary a lot between machines, so the same run also prints this machine's `python -c pass` and
-`python -c "import libcst"`: compare figures across machines by those.
+vary a lot between machines (and on a shared one, from minute to minute), so the same run also
+prints this machine's `python -c pass` and `python -c "import libcst"`, and each case as a multiple
+of the latter: compare figures across machines by those.
 """
 
 from __future__ import annotations
@@ -61,7 +62,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         print(f"python -c pass            {_summary([_wall([python, '-c', 'pass'], work, env) for _ in range(runs)])}")
-        print(f"python -c 'import libcst' {_summary([_wall([python, '-c', 'import libcst'], work, env) for _ in range(runs)])}")
+        libcst = [_wall([python, '-c', 'import libcst'], work, env) for _ in range(runs)]
+        print(f"python -c 'import libcst' {_summary(libcst)}")
+        reference = statistics.median(libcst)
+
+        def _case(values: list[float]) -> str:  # (each case also as a multiple of this machine's `import libcst`)
+            median = statistics.median(values)
+            return f"median {median:.3f} s (range {min(values):.3f}-{max(values):.3f}) = {median / reference:.2f}x import libcst"
 
         alone = work / "alone"
         alone.mkdir()
@@ -70,10 +77,10 @@ def main() -> None:
         cold = []
         for i in range(runs):
             cold.append(_wall([*trainlint, "train.py"], alone, {**env, "TRAINLINT_CACHE_DIR": str(work / f"cold{i}")}))
-        print(f"standalone, cold          {_summary(cold)}   ({lines} lines)")
+        print(f"standalone, cold          {_case(cold)}   ({lines} lines)")
         warm_env = {**env, "TRAINLINT_CACHE_DIR": str(work / "warm")}
         _wall([*trainlint, "train.py"], alone, warm_env)
-        print(f"standalone, warm          {_summary([_wall([*trainlint, 'train.py'], alone, warm_env) for _ in range(runs)])}")
+        print(f"standalone, warm          {_case([_wall([*trainlint, 'train.py'], alone, warm_env) for _ in range(runs)])}")
 
         project = work / "project"
         path = make_project(project, script)
@@ -81,12 +88,12 @@ def main() -> None:
         _wall([*trainlint, "."], project, project_env)
         _wall([*trainlint, path.name], project, project_env)
         warm = [_wall([*trainlint, path.name], project, project_env) for _ in range(runs)]
-        print(f"in a 200-module project, warm   {_summary(warm)}")
+        print(f"in a 200-module project, warm   {_case(warm)}")
         edited = []
         for i in range(runs):
             path.write_text(path.read_text() + f"\n# edit {i}\n")
             edited.append(_wall([*trainlint, path.name], project, project_env))
-        print(f"in a 200-module project, edited {_summary(edited)}")
+        print(f"in a 200-module project, edited {_case(edited)}")
 
 
 if __name__ == "__main__":
