@@ -477,15 +477,28 @@ def lint_paths(
 
 
 def _preload() -> None:
-    """Import the analysis before workers are forked, so that each starts with it loaded."""
+    """Import the analysis before workers are forked, so that each starts with it loaded.
+
+    Everything these imports make (libcst's ~400 classes, the rules, their tables) lives as long as
+    the process: instead of the collector tracing it again and again while it is made, freeing none
+    of it (about 0.03 s of a one-file run), collection is paused and it is then frozen (`gc.freeze`),
+    out of every later collection's way and shared with the forked workers, not copied on write.
+    """
     from trainlint.dataclass_methods import import_libcst, save_dataclass_methods
 
-    import_libcst()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        import_libcst()
 
-    import trainlint.model  # noqa: F401
-    import trainlint.model.positions  # noqa: F401
-    import trainlint.engine.precheck  # noqa: F401
-    import trainlint.rules  # noqa: F401
+        import trainlint.model  # noqa: F401
+        import trainlint.model.positions  # noqa: F401
+        import trainlint.engine.precheck  # noqa: F401
+        import trainlint.rules  # noqa: F401
+    finally:
+        gc.freeze()
+        if collecting:
+            gc.enable()
 
     save_dataclass_methods()  # (the analysis's own dataclasses, and the command line's before it)
 
