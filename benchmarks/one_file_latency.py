@@ -8,7 +8,7 @@
   one `trainlint .` has cached the project's summaries (the run checks every dependency it recorded);
 - in a project, edited: the same after the script changed (its callers' summaries come from the cache).
 
-Medians (and ranges) of N runs of this checkout's `python -m trainlint`, or with `--python` of the
+Medians (and ranges) of N rounds, each timing every case once, of this checkout's `python -m trainlint`, or with `--python` of the
 trainlint installed for that interpreter (a virtual environment with the built wheel installed, as
 users have it: a development install's import hook alone costs a start-up ~15 ms). Start-up times
 vary a lot between machines (and on a shared one, from minute to minute), so the same run also
@@ -31,6 +31,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lsp_latency import DEFAULT_FILES, SCRIPTS, make_project, training_script  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+CASES = {
+    "pass": "python -c pass",
+    "libcst": "python -c 'import libcst'",
+    "cold": "standalone, cold",
+    "warm": "standalone, warm",
+    "project": "in a 200-module project, warm",
+    "edited": "in a 200-module project, edited",
+}
 
 
 def _wall(command: list[str], cwd: Path, env: dict[str, str]) -> float:
@@ -61,39 +69,36 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        print(f"python -c pass            {_summary([_wall([python, '-c', 'pass'], work, env) for _ in range(runs)])}")
-        libcst = [_wall([python, '-c', 'import libcst'], work, env) for _ in range(runs)]
-        print(f"python -c 'import libcst' {_summary(libcst)}")
-        reference = statistics.median(libcst)
-
-        def _case(values: list[float]) -> str:  # (each case also as a multiple of this machine's `import libcst`)
-            median = statistics.median(values)
-            return f"median {median:.3f} s (range {min(values):.3f}-{max(values):.3f}) = {median / reference:.2f}x import libcst"
-
         alone = work / "alone"
         alone.mkdir()
         (alone / "train.py").write_text(script)
-        lines = script.count("\n")
-        cold = []
-        for i in range(runs):
-            cold.append(_wall([*trainlint, "train.py"], alone, {**env, "TRAINLINT_CACHE_DIR": str(work / f"cold{i}")}))
-        print(f"standalone, cold          {_case(cold)}   ({lines} lines)")
         warm_env = {**env, "TRAINLINT_CACHE_DIR": str(work / "warm")}
         _wall([*trainlint, "train.py"], alone, warm_env)
-        print(f"standalone, warm          {_case([_wall([*trainlint, 'train.py'], alone, warm_env) for _ in range(runs)])}")
-
         project = work / "project"
         path = make_project(project, script)
         project_env = {**env, "TRAINLINT_CACHE_DIR": str(work / "project-cache")}
         _wall([*trainlint, "."], project, project_env)
         _wall([*trainlint, path.name], project, project_env)
-        warm = [_wall([*trainlint, path.name], project, project_env) for _ in range(runs)]
-        print(f"in a 200-module project, warm   {_case(warm)}")
-        edited = []
+
+        # a round times every case once: a shared machine's slow minutes then weigh on all alike
+        cases: dict[str, list[float]] = {name: [] for name in CASES}
         for i in range(runs):
+            cases["pass"].append(_wall([python, "-c", "pass"], work, env))
+            cases["libcst"].append(_wall([python, "-c", "import libcst"], work, env))
+            cases["cold"].append(_wall([*trainlint, "train.py"], alone, {**env, "TRAINLINT_CACHE_DIR": str(work / f"cold{i}")}))
+            cases["warm"].append(_wall([*trainlint, "train.py"], alone, warm_env))
+            cases["project"].append(_wall([*trainlint, path.name], project, project_env))
             path.write_text(path.read_text() + f"\n# edit {i}\n")
-            edited.append(_wall([*trainlint, path.name], project, project_env))
-        print(f"in a 200-module project, edited {_case(edited)}")
+            cases["edited"].append(_wall([*trainlint, path.name], project, project_env))
+            _wall([*trainlint, path.name], project, project_env)  # (the next round's warm run finds this text)
+
+        reference = statistics.median(cases["libcst"])
+        for name, label in CASES.items():
+            values = cases[name]
+            line = f"{label:32s} {_summary(values)}"
+            if name not in ("pass", "libcst"):  # each case also as a multiple of this machine's `import libcst`
+                line += f" = {statistics.median(values) / reference:.2f}x import libcst"
+            print(line + (f"   ({script.count(chr(10))} lines)" if name == "cold" else ""))
 
 
 if __name__ == "__main__":

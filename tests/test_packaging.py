@@ -44,7 +44,7 @@ def test_the_wheel_holds_every_module_and_the_command(wheel: Path):
     assert all("extra ==" in line for line in requires if line.split()[1].startswith("torch"))
     assert any("pygls" in line and 'extra == "lsp"' in line for line in requires)
     entry_points = zipfile.ZipFile(wheel).read(info.replace("METADATA", "entry_points.txt")).decode()
-    assert "trainlint = trainlint.cli:run" in entry_points
+    assert "trainlint = trainlint.__main__:main" in entry_points
 
 
 def test_the_installed_wheel_lints_the_examples(wheel: Path, tmp_path: Path):

@@ -243,11 +243,11 @@ _ending = _Ending()
 
 
 def run() -> None:
-    """The `trainlint` command and `python -m trainlint`: `main`, and after `check` an exit without
-    Python's clean-up. Freeing every object a run made (libcst's classes, trees and the analysis's
-    tables) takes about 0.05 s of a one-file run, and 0.015 s of a cached one, and nothing needs it:
-    the report, the cache and any file written are closed, the workers stopped, and the standard
-    streams are flushed here (a closed pipe, `| head`, ends it quietly, as ruff does)."""
+    """`main` as the `trainlint` command runs it (`trainlint.__main__`): after `check`, the process
+    ends without Python's clean-up. Freeing every object a run made (libcst's classes, trees and the
+    analysis's tables) takes about 0.05 s of a one-file run, and 0.015 s of a cached one, and nothing
+    needs it: the report, the cache and any file written are closed, the workers stopped, and the
+    standard streams are flushed here (a closed pipe, `| head`, ends it quietly)."""
     try:
         main()
     except SystemExit as done:

@@ -16,8 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainlint.diagnostics import Chain, Diagnostic, Edit, Fix, Location
-from trainlint.engine.results import FileResult, StepScope, could_not_analyse, decode, error_diagnostic
+from trainlint.diagnostics import Diagnostic
+from trainlint.engine.results import FileResult, could_not_analyse, decode, error_diagnostic
 from trainlint.reading import ReadError, read_source, too_large
 
 _NATIVE_POSITION = re.compile(r"(?:parser error: )?error at (?P<line>\d+):(?P<column>\d+): ")
@@ -26,10 +26,7 @@ if TYPE_CHECKING:
 
     from trainlint.engine.cache import Cache
     from trainlint.config import Settings
-    from trainlint.noqa import Suppressions
-    from trainlint.model import Call, Function, TrainingModel
-    from trainlint.model.summary import Place
-    from trainlint.rules.rule import Finding, NodeEdit, Rule
+    from trainlint.rules.rule import Finding, Rule
 
 @lru_cache(maxsize=64)
 def _codes(settings: Settings) -> tuple[str, ...]:
@@ -242,14 +239,17 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
                 findings.extend((rule, f) for f in rule.check(model))
         result.dependencies = tuple(sorted(set(result.dependencies) | depends))
         if settings.show_steps and not model.other_framework:
-            result.steps = _step_scope(model, source, name)
+            from trainlint.engine.locating import step_scope
+
+            result.steps = step_scope(model, source, name)
         unused_noqa = settings.reports_unused_noqa(Path(name)) and not settings.ignore_noqa
         if findings or unused_noqa:  # reading the comments tokenizes the file: only when they matter
+            from trainlint.engine.locating import located_diagnostics
             from trainlint.noqa import Suppressions, parse_suppressions
 
             suppressions = Suppressions() if settings.ignore_noqa else parse_suppressions(source)
             if findings:
-                result.diagnostics.extend(_diagnostics(model, source, name, findings, suppressions))
+                result.diagnostics.extend(located_diagnostics(model, source, name, findings, suppressions))
             if unused_noqa:
                 result.diagnostics.extend(suppressions.unused(name, {r.code for r in rules}))
     except RecursionError:
@@ -297,137 +297,6 @@ def _syntax_error(source: str, exc: Any) -> tuple[str, int, int, bool]:
         line, column = int(where["line"]), int(where["column"]) + 1
         message = message[where.end():]
     return message, line, column, accepted
-
-
-def _diagnostics(
-    model: TrainingModel, source: str, name: str, findings: list[tuple[Rule, Finding]], suppressions: Suppressions
-) -> list[Diagnostic]:
-    from trainlint.model.positions import positions as positions_of
-    from trainlint.model.positions import statement_lines
-
-    # functions that run every step because per-step code calls them: a per-step finding inside one
-    # carries the call chains that make it so
-    chained = {fn: model.step_chains(fn) for fn in model.functions} if any(r.per_step for r, _ in findings) else {}
-    chained = {fn: chains for fn, chains in chained.items() if chains}
-    wanted = [f.node for _, f in findings]
-    wanted += [e.node for _, f in findings if f.fix is not None for e in f.fix.edits]
-    wanted += [c.node for chains in chained.values() for chain in chains for c in chain if not isinstance(c, tuple)]
-    wanted += [e.until for _, f in findings if f.fix is not None for e in f.fix.edits if e.until is not None]
-    # which chained function holds a finding needs only its lines (a def shares its lines with no other)
-    lines_of = statement_lines(model.module, source, [fn.node for fn in chained]) if chained else {}
-    if lines_of is None:
-        wanted += [fn.node for fn in chained]
-    positions = positions_of(model.module, source, wanted)
-    if lines_of is None:
-        lines_of = {fn.node: (positions[fn.node].start.line, positions[fn.node].end.line) for fn in chained}
-    lines = source.splitlines()
-    seen: set[tuple[str, int, int]] = set()
-    out: list[Diagnostic] = []
-    for rule, finding in findings:
-        span = positions[finding.node]
-        key = (rule.code, span.start.line, span.start.column)
-        if key in seen or suppressions.suppressed(rule.code, span.start.line, span.end.line):
-            continue
-        chains: tuple[Chain, ...] = ()
-        if rule.per_step and chained:
-            chains = _chains_of(span, chained, lines_of, positions, name)
-            kept = tuple(
-                c for c in chains if not any(loc.path == name and suppressions.names(rule.code, loc.line) for loc in c)
-            )
-            if chains and not kept:  # suppressed on a calling line of every chain
-                continue
-            chains = kept
-        seen.add(key)
-        fix = None
-        if finding.fix is not None:
-            edits = tuple(_edit(e, positions, lines) for e in finding.fix.edits)
-            fix = Fix(finding.fix.description, edits, finding.fix.applicability)
-        out.append(
-            Diagnostic(
-                code=rule.code,
-                name=rule.name,
-                message=finding.message,
-                severity=rule.severity,
-                path=name,
-                line=span.start.line,
-                column=span.start.column + 1,
-                end_line=span.end.line,
-                end_column=span.end.column + 1,
-                hint=rule.hint,
-                fix=fix,
-                facts=finding.facts,
-                chains=chains,
-            )
-        )
-    return out
-
-
-def _step_scope(model: TrainingModel, source: str, name: str) -> list[StepScope]:
-    """The step loops and per-step functions of a module, located, each with one chain."""
-    from trainlint.model.positions import positions as positions_of
-
-    scope = model.step_scope()
-    wanted = [node for node, _, _ in scope] + [c.node for _, _, chain in scope for c in chain if not isinstance(c, tuple)]
-    positions = positions_of(model.module, source, wanted)
-    out = [
-        StepScope(_located(node, positions, name), what, tuple(_place(c, positions, name) for c in chain))
-        for node, what, chain in scope
-    ]
-    return sorted(out, key=lambda s: (s.where.line, s.where.column))
-
-
-def _located(node: Any, positions: Any, name: str) -> Location:
-    start = positions[node].start
-    return Location(name, start.line, start.column + 1)
-
-
-def _place(call: Call | Place, positions: Any, name: str) -> Location:
-    """A call of a chain: one of this file (located), or a place in another file (as shown)."""
-    if isinstance(call, tuple):
-        return Location(_shown(call[0], name), call[1], call[2])
-    return _located(call.node, positions, name)
-
-
-def _shown(path: str, name: str) -> str:
-    """A file of another module as the linted file's name is written: relative to the working folder
-    when that is (and the file is below it), else as it is."""
-    if os.path.isabs(name):
-        return path
-    relative = os.path.relpath(path)
-    return relative if not relative.startswith("..") else path
-
-
-def _chains_of(
-    span: Any, chained: dict[Function, list[tuple[Call | Place, ...]]], lines_of: dict[Any, tuple[int, int]], positions: Any, name: str
-) -> tuple[Chain, ...]:
-    """The call chains of the innermost chained function that holds `span` (by the functions' first
-    and last lines: a nested one starts on a later line), as locations."""
-    holders = [fn for fn in chained if lines_of[fn.node][0] <= span.start.line and lines_of[fn.node][1] >= span.end.line]
-    if not holders:
-        return ()
-    inner = max(holders, key=lambda fn: lines_of[fn.node][0])
-    return tuple(
-        tuple(
-            _place(c, positions, name)
-            for c in chain
-        )
-        for chain in chained[inner]
-    )
-
-
-def _edit(edit: NodeEdit, positions: Any, lines: list[str]) -> Edit:
-    span = positions[edit.node]
-    if edit.where == "line_before":
-        line = span.start.line
-        text = lines[line - 1] if line - 1 < len(lines) else ""
-        indent = text[: len(text) - len(text.lstrip())]
-        return Edit(line, 1, line, 1, f"{indent}{edit.content}\n")
-    if edit.where == "after":
-        return Edit(span.end.line, span.end.column + 1, span.end.line, span.end.column + 1, edit.content)
-    if edit.where == "tail" and edit.until is not None:
-        end = positions[edit.until].end
-        return Edit(span.end.line, span.end.column + 1, end.line, end.column + 1, edit.content)
-    return Edit(span.start.line, span.start.column + 1, span.end.line, span.end.column + 1, edit.content)
 
 
 def lint_paths(
@@ -493,6 +362,7 @@ def _preload() -> None:
 
         import trainlint.model  # noqa: F401
         import trainlint.model.positions  # noqa: F401
+        import trainlint.engine.locating  # noqa: F401
         import trainlint.engine.precheck  # noqa: F401
         import trainlint.rules  # noqa: F401
     finally:
