@@ -344,6 +344,34 @@ def test_a_long_lived_process_reads_a_module_again_after_rescan_even_with_its_mo
     assert synchronizes()
 
 
+def test_a_long_lived_process_reads_the_project_s_imports_again_only_when_a_module_changed(tmp_path, monkeypatch):
+    """Before each lint the language server rescans: the index of which module imports which is kept
+    while the project's folders and modules are as they were, and read again when one changed, even
+    when its size and modification time were kept."""
+    from trainlint.project import importers
+    from trainlint.project.index import Project
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "utils.py").write_text(TIMER_SYNC)
+    caller = tmp_path / "loop.py"
+    caller.write_text("import helpers\n\nfor batch in loader:\n    loss.backward()\n")
+    reads = []
+    monkeypatch.setattr(importers, "read_regular", lambda *args: reads.append(args[0]) or Path(args[0]).read_bytes())
+    project = Project()
+    target = tmp_path / "utils.py"
+    assert project.importers(target) == []
+    indexed = len(reads)
+    assert indexed == 2
+    project.rescan()
+    assert project.importers(target) == [] and len(reads) == indexed  # (nothing changed: nothing read)
+    before = caller.stat()
+    caller.write_text("import utils  \n\nfor batch in loader:\n    loss.backward()\n")  # (as long as before)
+    os.utime(caller, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert caller.stat().st_size == before.st_size
+    project.rescan()
+    assert project.importers(target) == [caller.resolve()] and len(reads) == 2 * indexed
+
+
 def test_entries_of_the_old_pickle_format_are_deleted_and_nothing_else(tmp_path):
     folder, cache = project(tmp_path), tmp_path / "cache"
     old = cache / "v1" / "ab" / ("ab" + "0" * 62)

@@ -5,6 +5,7 @@ with no training code offers to the modules that import it, read without parsing
 from __future__ import annotations
 
 import ast
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -51,6 +52,23 @@ class ImportIndex:
     # invalidates what used the index
     listings: list[State] = field(default_factory=list)
     modules: int = 0  # how many modules were read
+    read: dict[Path, tuple[int, ...]] = field(default_factory=dict)  # each module's times, size and inode as read
+
+    def current(self, root: Path) -> bool:
+        """Whether the project is still as this index read it: the same names in its folders and the
+        same modules, by their times and sizes (a long-lived process asks before each lint instead of
+        reading every module again: the editor's buffer changes, the files on disk seldom do). The
+        change time is among them: a write moves it even when the modification time is set back."""
+        if not self.listings or project_state(str(root)) != self.listings[0]:
+            return False
+        try:
+            return all(_signature(os.stat(file)) == seen for file, seen in self.read.items())
+        except OSError:
+            return False
+
+
+def _signature(info: os.stat_result) -> tuple[int, ...]:
+    return info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino
 
 
 def import_index(root: Path) -> ImportIndex:
@@ -67,8 +85,10 @@ def import_index(root: Path) -> ImportIndex:
             index.modules = count
             try:
                 file = Path(folder, name).resolve()
+                seen = _signature(os.stat(file))
             except (OSError, RuntimeError):  # a symlink loop, a name the system refuses: not a module
                 continue
+            index.read[file] = seen
             data = read_regular(str(file), MAX_MODULE_BYTES)  # a FIFO or a device is never read
             if data is None:
                 continue

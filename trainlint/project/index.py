@@ -64,6 +64,7 @@ class Project:
         self._tops: dict[tuple[Path, str], tuple[State, State]] = {}
         self._deeper: Project | None = None  # summaries of the modules imported modules import
         self._index: dict[Path, ImportIndex] = {}  # per project root: which files import which names
+        self._rescanned: dict[Path, ImportIndex] = {}  # those `rescan` set aside: reused while current
         self._computing: InProgress[Path] = InProgress()  # summaries being computed (imports may form cycles)
         self._seeds: dict[Path, tuple[dict[str, Seed], tuple[State, ...]]] = {}  # with what they read
         self._seeding: InProgress[Path] = InProgress()  # modules whose seeds are being joined up
@@ -209,7 +210,8 @@ class Project:
         root = project_root(target)
         index = self._index.get(root)
         if index is None:
-            index = self._index[root] = import_index(root)
+            kept = self._rescanned.pop(root, None)
+            index = self._index[root] = kept if kept is not None and kept.current(root) else import_index(root)
         note(*index.listings)
         return index
 
@@ -237,6 +239,7 @@ class Project:
         self._files.clear()
         self._located.clear()
         self._tops.clear()
+        self._rescanned.update(self._index)
         self._index.clear()
         self._seeds.clear()
         self._importers.clear()
