@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 def located_diagnostics(
     model: TrainingModel, source: str, name: str, findings: list[tuple[Rule, Finding]], suppressions: Suppressions
 ) -> list[Diagnostic]:
+    """The diagnostics of a module's findings: located, with their fixes' edits and, for a per-step
+    finding in a function that runs every step, the call chains that make it so; those a `noqa`
+    suppresses (on the finding's lines, or on a calling line of every chain) left out."""
     from trainlint.model.positions import positions as positions_of
     from trainlint.model.positions import statement_lines
 
