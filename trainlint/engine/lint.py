@@ -128,22 +128,36 @@ def lint_source(source: str, name: str, settings: Settings) -> FileResult:
 
 def lint_python(source: str, name: str, settings: Settings) -> FileResult:
     """Lint Python source text; never raises (an analysis bug becomes an internal-error diagnostic)."""
+    from trainlint.project import budget
+
     result = FileResult(name, source=source)
+    budget.configure(settings.file_timeout)
+    budget.forget()
+    try:
+        _lint_python(source, name, settings, result)
+    finally:
+        if budget.exceeded():  # what the time limit decided is the machine's, not the file's: not cached
+            result.unknown_summaries = tuple(sorted(budget.exceeded()))
+            result.cacheable = False
+    return result
+
+
+def _lint_python(source: str, name: str, settings: Settings, result: FileResult) -> None:
     rules, probed = _prefilter(source, name, settings)
     result.dependencies = probed
     if not rules:
-        return result
+        return
     from trainlint.engine.precheck import refuse, too_big_to_parse
 
     refused = refuse(source, settings.limits())
     if refused:
         result.diagnostics.append(could_not_analyse(name, refused))
-        return result
+        return
     too_big = too_big_to_parse(source, settings.file_memory)
     if too_big:  # not cached, like the memory cap it anticipates: file-memory is not in the cache key
         result.diagnostics.append(could_not_analyse(name, too_big))
         result.cacheable = False
-        return result
+        return
     # the analysis makes no garbage cycles worth collecting mid-file; the collector's passes over
     # a large tree cost more than the file's whole analysis
     collecting = gc.isenabled()
@@ -153,7 +167,6 @@ def lint_python(source: str, name: str, settings: Settings) -> FileResult:
     finally:
         if collecting:
             gc.enable()
-    return result
 
 
 def rules_for(source: str, name: str, settings: Settings) -> list[Rule]:

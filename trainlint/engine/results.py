@@ -35,6 +35,8 @@ class FileResult:
     # for, folders whose modules may call it), by content where it read them: see reading.py
     dependencies: tuple[tuple[str, int, str], ...] = ()
     steps: list[StepScope] = field(default_factory=list)  # asked for by `show_steps` only
+    # project modules whose summary could not be made within its own time budget: read as unknown
+    unknown_summaries: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:

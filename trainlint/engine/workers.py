@@ -79,6 +79,33 @@ def _limit_memory(cap_mb: int) -> None:
         pass  # no /proc or no rlimit (macOS, Windows): the time limit still bounds the worker
 
 
+STACK_BYTES = 256 << 20  # the main thread's stack may grow this far (only what is used is memory)
+MAX_RECURSION = 50_000
+
+
+def _allow_deep_recursion() -> None:
+    """Let the analysis follow deep but valid code (a chain of 1,500 methods calling the next one, a
+    long run of assignments to one name) as deep as the main thread's stack allows: its soft limit
+    raised towards `STACK_BYTES` (Linux grows the main stack on demand up to it; only the pages
+    touched count), and Python's recursion limit set from it. About 1 kB of stack a level is ample:
+    a level that goes through C (`any(...)` of a generator) takes a few hundred bytes."""
+    stack = 8 << 20
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+        stack = STACK_BYTES if hard == resource.RLIM_INFINITY else min(STACK_BYTES, hard)
+        if soft != resource.RLIM_INFINITY and soft < stack:
+            resource.setrlimit(resource.RLIMIT_STACK, (stack, hard))
+        elif soft == resource.RLIM_INFINITY:
+            stack = STACK_BYTES
+        else:
+            stack = soft
+    except (ImportError, OSError, ValueError):
+        pass  # (no rlimits: Windows) the default stack, a limit it holds
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 4000, min(MAX_RECURSION, stack // 4096)))
+
+
 # where the kernel cannot count a task's CPU time (no `setitimer`: Windows), wall-clock time is the limit
 _CPU_TIMER = hasattr(signal, "setitimer") and hasattr(signal, "SIGPROF")
 # the wall-clock backstop: limit x factor + slack seconds
@@ -125,7 +152,7 @@ def _serve(conn: Connection, cap_mb: int, output: _Descriptor | None) -> None:
         if faulthandler.is_enabled():  # it may write to a copy of the old descriptor (pytest does)
             faulthandler.enable(file=2)
     _limit_memory(cap_mb)
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 4000))
+    _allow_deep_recursion()
     start = _rss_mb()
     while True:
         try:

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from trainlint.model.torchnames import LIBRARY_CLASS
-from trainlint.project import store
+from trainlint.project import budget, store
 from trainlint.project.watching import InProgress, note, watching
 from trainlint.project.classes import class_hierarchy, inherited_methods
 from trainlint.project.passed_instances import passed_instances
@@ -425,6 +425,7 @@ class Project:
             self._current.add(key)
         state, summary, depends = known
         note(state, *depends)
+        budget.used(str(path))
         return summary
 
     def _summarise(self, path: Path, state: State, data: bytes | None, steps: bool) -> tuple[ModuleSummary, set[State], bool]:
@@ -436,8 +437,11 @@ class Project:
         stored = store.load_shared(shared_entry)
         if stored is not None:
             return (*stored, True)
-        with self._computing.working(path), watching() as depends:
-            summary = self._compute(path, data, steps)
+        try:
+            with self._computing.working(path), watching() as depends, budget.own_budget(str(path)):
+                summary = self._compute(path, data, steps)
+        except budget.OverBudget:  # unknown, not nothing: its names and class kinds only; never shared
+            return self.outline(path, unknown_if_training=True), depends, self._computing.keep(path)
         kept = self._computing.keep(path)
         if kept:
             store.store_shared(shared_entry, summary, depends)

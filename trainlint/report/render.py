@@ -123,7 +123,7 @@ def render(results: Sequence[FileResult], options: ReportOptions, out: IO[str] |
 
         print(render_lsp([r.path for r in results], diagnostics, source_lines(results)), file=out or sys.stdout)
         return
-    from trainlint.report.text import PlainConsole, StyledConsole, fix_hints, render_concise, render_full, summary_line
+    from trainlint.report.text import PlainConsole, StyledConsole, fix_hints, render_concise, render_full, summary_line, visible
 
     lines = PlainConsole(out) if _unstyled(options.color, out) else StyledConsole(make_console(options.color, out))
     if options.output_format == "concise":
@@ -133,6 +133,13 @@ def render(results: Sequence[FileResult], options: ReportOptions, out: IO[str] |
     if options.quiet:
         return
     lines.line((summary_line(diagnostics), ""))
+    unknown = sorted({m for r in results for m in r.unknown_summaries})
+    if unknown:  # named once, however many files read them
+        shown = ", ".join(visible(m) for m in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        lines.line((
+            f"{len(unknown)} module{'s' if len(unknown) != 1 else ''} of the project could not be summarised within "
+            f"--file-timeout and {'were' if len(unknown) != 1 else 'was'} read as unknown: {shown}.", "",
+        ))
     if options.hidden_by_baseline:
         n = options.hidden_by_baseline
         lines.line((f"{n} finding{'s' if n != 1 else ''} hidden by the baseline.", ""))
