@@ -305,3 +305,83 @@ def test_python_dash_m_entry_point(tmp_path):
     path = write(tmp_path, "t.py", CLEAN)
     proc = subprocess.run([sys.executable, "-m", "trainlint", str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _command(*args: str, cwd: Path | None = None, stdout: object = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
+    """`trainlint ARGS` as installed (`python -m trainlint`), its exit through `run` included."""
+    return subprocess.run([sys.executable, "-m", "trainlint", *args, "--no-cache"], cwd=cwd, stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("option", ["-o", "--write-baseline"])
+def test_a_report_or_baseline_never_overwrites_a_file_being_linted(tmp_path, option):
+    """`-o train.py train.py` would replace the code with its report: refused (exit 2) before anything
+    is written, whatever the spelling of the path, and through a symbolic or a hard link."""
+    path = write(tmp_path, "pkg/train.py", BAD)
+    os.symlink(path, tmp_path / "link.py")
+    os.link(path, tmp_path / "hard.txt")
+    for output, linted in [
+        ("pkg/train.py", "pkg/train.py"),
+        ("pkg/../pkg/./train.py", "pkg/train.py"),
+        (str(path), "pkg/train.py"),
+        ("pkg/train.py", "pkg"),  # found in a folder
+        ("link.py", "pkg/train.py"),
+        ("pkg/train.py", "link.py"),
+        ("hard.txt", "pkg/train.py"),
+    ]:
+        proc = _command(linted, option, output, cwd=tmp_path)
+        assert proc.returncode == 2, (output, linted, proc.stderr)
+        (line,) = proc.stderr.splitlines()
+        assert line.startswith("trainlint: error: ") and "a file being linted" in line and str(Path(output)) in line, line
+        assert path.read_text() == textwrap.dedent(BAD), (output, linted)
+    # a file next to the code, not linted, is written as before
+    proc = _command("pkg", option, "pkg/report.json", cwd=tmp_path)
+    assert proc.returncode == (1 if option == "-o" else 0) and (tmp_path / "pkg" / "report.json").stat().st_size > 0
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [
+    ("--output-format", "json"),  # a short report: held in the buffer until the exit's flush
+    ("--output-format", "text"),
+    ("--statistics",),
+    ("--show-files",),
+    ("--show-settings",),
+])
+def test_a_report_to_a_full_disk_is_an_error_not_a_traceback(tmp_path, args):
+    """As `-o /dev/full` is: exit 2 (not 1, which says "findings") and one line on stderr."""
+    path = write(tmp_path, "train.py", BAD)
+    with open("/dev/full", "w") as full:
+        proc = _command(str(path), *args, stdout=full)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("trainlint: error: cannot write") and "No space left on device" in line, proc.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_long_report_to_a_full_disk_is_an_error_not_a_traceback(tmp_path):
+    """A report bigger than the stream's buffer fails while it is written, not at the exit."""
+    path = write(tmp_path, "train.py", MANY)
+    for name in range(150):  # --show-files's list, bigger than the buffer too
+        write(tmp_path, f"files/module_with_a_rather_long_name_{name:04}.py", "x = 1\n")
+    for args in ([str(path)], [str(path), "--output-format", "json"], [str(tmp_path / "files"), "--show-files"]):
+        with open("/dev/full", "w") as full:
+            proc = _command(*args, stdout=full)
+        assert proc.returncode == 2, proc.stderr
+        (line,) = proc.stderr.splitlines()
+        assert line.startswith("trainlint: error: cannot write") and "No space left on device" in line, proc.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_diff_or_a_fixed_source_to_a_full_disk_is_an_error(tmp_path):
+    """`--diff`, and `-` with `--fix` (an editor's format-on-save reads the fixed source): lost output
+    is exit 2 with one line, never exit 1 ("something to fix") or a silent 0."""
+    fixable = "history = []\nfor x, y in loader:\n    loss = model(x)\n    loss.backward()\n    optimizer.step()\n    history.append(loss)\n"
+    path = write(tmp_path, "train.py", fixable)
+    for args, stdin in (([str(path), "--diff"], None), (["-", "--fix", "--stdin-filename", str(path)], fixable)):
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run([sys.executable, "-m", "trainlint", *args, "--no-cache"], input=stdin, stdout=full,
+                                  stderr=subprocess.PIPE, text=True, timeout=120)
+        assert proc.returncode == 2, (args, proc.stderr)
+        (line,) = [line for line in proc.stderr.splitlines() if line.startswith("trainlint: error:")]
+        assert "cannot write the" in line and "No space left on device" in line and "Traceback" not in proc.stderr
+    assert path.read_text() == fixable  # (--diff writes nothing)

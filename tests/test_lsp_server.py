@@ -83,6 +83,27 @@ async def test_change_uses_unsaved_text_and_syntax_errors_recover(client: Langua
     assert await wait_for_diagnostics(client, uri, 3) == []
 
 
+async def test_a_syntax_error_keeps_a_last_finding_only_where_its_lines_are_unchanged(client: LanguageClient, tmp_path: Path):
+    """The last good findings belong to the last text that parsed: one whose lines moved or changed
+    would point at another statement, so it is dropped until the buffer parses again."""
+    uri = open_document(client, tmp_path / "train.py", BAD)
+    assert [(d.code, d.range.start.line) for d in await wait_for_diagnostics(client, uri)] == [("TL302", 9)]
+    # a broken line typed above it: line 9 is now `optimizer.zero_grad()`
+    change_document(client, uri, "for broken in (:\n" + BAD, 2)
+    found = await wait_for_diagnostics(client, uri, 2)
+    assert [(d.code, d.range.start.line) for d in found] == [("TL000", 0)]
+    # the finding's own line edited into the error
+    change_document(client, uri, BAD.replace("history.append(loss)", "history.append(loss"), 3)
+    assert [d.code for d in await wait_for_diagnostics(client, uri, 3)] == ["TL000"]
+    # broken below it, its lines as they were: kept, as in the last text that parsed
+    change_document(client, uri, BAD + "for broken in (:\n", 4)
+    found = await wait_for_diagnostics(client, uri, 4)
+    assert sorted((d.code, d.range.start.line) for d in found) == [("TL000", 10), ("TL302", 9)]
+    # parses again: the findings of the new text
+    change_document(client, uri, "\n" + BAD, 5)
+    assert [(d.code, d.range.start.line) for d in await wait_for_diagnostics(client, uri, 5)] == [("TL302", 10)]
+
+
 async def test_save_and_close(client: LanguageClient, tmp_path: Path):
     path = tmp_path / "train.py"
     path.write_text(BAD)

@@ -191,6 +191,29 @@ def test_github_annotations_show_control_characters_as_escapes(tmp_path: Path):
     assert line.startswith("::error file=" + str(path).replace(HOSTILE, SHOWN).replace(":", "%3A") + ",line=10,")
 
 
+def test_junit_is_well_formed_xml_with_control_characters_as_escapes(tmp_path: Path):
+    """XML 1.0 cannot hold most C0 controls at all (not even as `&#7;`): a file name or a line that
+    holds them is written with each control character escaped, as the text and GitHub formats do, so
+    that the report parses and still says which file."""
+    from xml.etree import ElementTree as ET
+
+    path = _hostile_file(tmp_path)
+    odd = path.with_name("odd\x01\x0b\r\ufffe.py")  # C0s XML forbids, a CR it would turn into a LF, a non-character
+    odd.write_text(FIXABLE, encoding="utf-8")
+    code, out = run(str(path), str(odd), "--no-cache", "--format", "junit")
+    assert code == 1
+    root = ET.fromstring(out.encode("utf-8"))
+    suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
+    assert set(suites) == {str(path).replace(HOSTILE, SHOWN), str(odd).replace("odd\x01\x0b\r\ufffe", "odd\\x01\\x0b\\x0d\\ufffe")}
+    for name, suite in suites.items():
+        (case,) = suite.iter("testcase")
+        line = "9" if "odd" in name else "10"  # (the hostile file has a form feed's line above)
+        assert case.get("classname") == name and case.get("line") == line
+        failure = case.find("failure")
+        assert failure.get("type") == "TL302" and failure.text.startswith(f"{name}:{line}:")
+    assert not CONTROL.search(out.replace("\n", ""))
+
+
 def test_stderr_lines_show_control_characters_as_escapes(tmp_path: Path):
     """`--fix`'s lines name the file, `--show-files` lists it."""
     path = _hostile_file(tmp_path)

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Sequence
 import click
 
 from trainlint import __version__
-from trainlint.cli.common import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, DefaultGroup, _warn
+from trainlint.cli.common import (
+    EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, DefaultGroup, _warn, say_unwritten, unflushed, writing_to,
+)
 from trainlint.cli.catalogue import rule_command, rules_command
 from trainlint.cli import fixing
 from trainlint.cli.settings import SettingOptions, print_settings, settings_resolver, warn_preview_selected
@@ -146,7 +148,8 @@ def check(
     if unsafe_fixes and not (fix or diff):
         _warn("--unsafe-fixes applies nothing without --fix or --diff (findings it would fix are marked [*])")
     if show_settings:
-        print_settings(settings, anchor)
+        with writing_to(what="settings"):
+            print_settings(settings, anchor)
         sys.exit(EXIT_CLEAN)
     stdin = any(str(p) == "-" for p in paths)
     disk_paths = [p for p in paths if str(p) != "-"]
@@ -159,9 +162,10 @@ def check(
         sys.exit(EXIT_ERROR)
     targets = [t for t in targets if not _excluded_by_own(t, settings_of[t.path], settings, force_exclude)]
     if show_files:
-        for target in targets:
-            mark = "  (test code: the per-step rules skip it)" if _test_code(str(target.path), settings_of[target.path]) else ""
-            click.echo(visible(str(target.path)) + mark)
+        with writing_to(what="list of files"):
+            for target in targets:
+                mark = "  (test code: the per-step rules skip it)" if _test_code(str(target.path), settings_of[target.path]) else ""
+                click.echo(visible(str(target.path)) + mark)
         sys.exit(EXIT_CLEAN)
     if not (targets or missing or stdin):
         _warn("No Python files found")
@@ -172,8 +176,11 @@ def check(
         from trainlint.report.steps import steps_text
 
         stepped = _lint_targets([(t.path, replace(settings_of[t.path], show_steps=True)) for t in targets], jobs, color)  # (not cached)
-        click.echo(steps_text(sorted(stepped, key=lambda r: r.path)), nl=False)
+        with writing_to(what="step loops"):
+            click.echo(steps_text(sorted(stepped, key=lambda r: r.path)), nl=False)
         sys.exit(EXIT_ERROR if any(r.internal_error for r in stepped) else EXIT_CLEAN)
+    sources = [t.path for t in targets] + disk_paths + ([stdin_filename] if stdin and stdin_filename else [])
+    _refuse_overwriting(sources, [("--output-file", output_file, "report"), ("--write-baseline", write_baseline, "baseline")])
     results = _lint_targets([(t.path, settings_of[t.path]) for t in targets], jobs, color, _cache(no_cache, cache_dir))
     results.extend(FileResult(str(p), [_error(str(p), "no such file or directory")]) for p in missing)
     stdin_result = None
@@ -227,7 +234,9 @@ def check(
         _report_to(results, options, output_file)
     if show_fixes:  # (on stderr when stdout holds a machine-readable report)
         after = [d for r in results for d in r.diagnostics]
-        fixing.print_fix_summary(before, after, fix, unsafe_fixes, err=output_format not in ("text", "concise"))
+        summary_to_stderr = output_format not in ("text", "concise")
+        with writing_to("standard error" if summary_to_stderr else "standard output", "fixes"):
+            fixing.print_fix_summary(before, after, fix, unsafe_fixes, err=summary_to_stderr)
     if exit_non_zero_on_fix and fixed > 0 and not any(r.internal_error for r in results):
         sys.exit(EXIT_FINDINGS)
     _exit([] if fix_only else results, exit_zero, fail_level)
@@ -252,13 +261,41 @@ def run() -> None:
         main()
     except SystemExit as done:
         if _ending.without_cleanup and (done.code is None or isinstance(done.code, int)):
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except (OSError, ValueError):
-                    pass
-            os._exit(done.code or 0)
+            code = done.code or 0
+            # what stdout still holds is written now: a full disk fails here for a short report
+            unwritten = unflushed(sys.stdout)
+            if unwritten is not None and code != EXIT_ERROR:  # (2: a failure already said)
+                say_unwritten("output", "standard output", unwritten)
+                code = EXIT_ERROR  # not 1, which would say "findings"
+            unflushed(sys.stderr)
+            os._exit(code)
         raise
+
+
+def _refuse_overwriting(sources: Sequence[Path], outputs: Sequence[tuple[str, Path | None, str]]) -> None:
+    """Exit 2 when a file the run would write (option, path, what) is one of the files it lints:
+    `-o train.py train.py` would replace the code with its report. The same file under another
+    spelling, or through a symbolic or a hard link, is found by its device and inode."""
+    written = []
+    for option, output, what in outputs:
+        try:
+            if output is not None:
+                found = output.stat()
+                written.append((option, output, what, (found.st_dev, found.st_ino)))
+        except (OSError, ValueError):
+            pass  # not there yet: it cannot be a file this run lints
+    if not written:
+        return
+    for source in sources:
+        try:
+            found = source.stat()
+        except (OSError, ValueError):
+            continue
+        for option, output, what, identity in written:
+            if (found.st_dev, found.st_ino) == identity:
+                same = "" if os.path.normpath(source) == os.path.normpath(output) else f" (the same file as {source})"
+                _warn(f"{option} {output}{same} is a file being linted: refusing to overwrite it with the {what}", prefix="trainlint: error: ")
+                sys.exit(EXIT_ERROR)
 
 
 def _exit(results: Sequence[FileResult], exit_zero: bool, fail_level: str = "info") -> None:
@@ -354,7 +391,9 @@ def _report_to(results: Sequence[FileResult], options: ReportOptions, output_fil
             _warn(f"cannot write the report to {output_file}: {exc.strerror or exc}", prefix="trainlint: error: ")
             sys.exit(EXIT_ERROR)
     else:
-        render(results, options, sys.stderr if err else None)
+        with writing_to("standard error" if err else "standard output", "report"):
+            render(results, options, sys.stderr if err else None)
+            (sys.stderr if err else sys.stdout).flush()  # a full disk fails here, not unseen at the exit
 
 
 main.add_command(verify_group)

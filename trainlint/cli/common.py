@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import sys
+from contextlib import contextmanager
+from typing import Iterator, TextIO
 
 import click
 
@@ -42,3 +45,40 @@ def _mistyped_command(word: str, commands: list[str]) -> bool:
 def _warn(message: str, prefix: str = "warning: ") -> None:
     """A line on stderr; control characters in it (from a path, a script's error) shown as escapes."""
     click.echo(visible(f"{prefix}{message}"), err=True)
+
+
+@contextmanager
+def writing_to(where: str = "standard output", what: str = "output") -> Iterator[None]:
+    """Around what a command prints: a write that fails (a full disk, a failing device) ends the run
+    with exit 2 and one line on stderr, as `-o FILE` does, not with a traceback and exit 1 (which would
+    say "findings"). A closed pipe (`| head`) is left to click, which ends the run quietly."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        say_unwritten(what, where, exc)
+        sys.exit(EXIT_ERROR)
+
+
+def unflushed(stream: TextIO) -> OSError | None:
+    """Flush `stream`; the error if what it holds could not be written (a closed pipe is none: its
+    reader has what it wanted)."""
+    try:
+        stream.flush()
+    except BrokenPipeError:
+        return None
+    except OSError as exc:
+        return exc
+    except ValueError:  # closed
+        return None
+    return None
+
+
+def say_unwritten(what: str, where: str, exc: OSError) -> None:
+    """The one line that says the output was lost; best effort, as standard error may fail too."""
+    try:
+        _warn(f"cannot write the {what} to {where}: {exc.strerror or exc}", prefix="trainlint: error: ")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass

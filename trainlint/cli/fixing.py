@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import click
 
-from trainlint.cli.common import _warn
+from trainlint.cli.common import _warn, writing_to
 from trainlint.report.render import fixable_by
 from trainlint.report.text import visible
 
@@ -80,10 +80,11 @@ def fix_stdin(result: FileResult, settings: Settings, unsafe: bool, diff: bool) 
     new = outcome.source if outcome is not None else source
     for d, reason in outcome.rejected if outcome is not None else ():
         click.echo(f"trainlint: {result.path}:{d.line}:{d.column}: {d.code} fix not applied: {reason}", err=True)
+    with writing_to(what="diff" if diff else "fixed source"):  # (an editor's format-on-save reads it)
+        click.echo(unified_diff(result.path, source, new) if diff else new, nl=False)
+        sys.stdout.flush()
     if diff:
-        click.echo(unified_diff(result.path, source, new), nl=False)
         return result
-    click.echo(new, nl=False)
     if outcome is None or not outcome.applied or outcome.remaining is None:
         return result
     _warn(f"Fixed {len(outcome.applied)} problem(s) in {result.path}", prefix="")
@@ -154,10 +155,11 @@ def apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wri
             outcome.remaining.source = None
             out.append(outcome.remaining)
         else:
-            sys.stdout.flush()
-            stdout = sys.stdout.buffer  # bytes: the diff keeps the file's own encoding and newlines
-            stdout.write(diff_bytes(result.path, raw, outcome.source))
-            stdout.flush()
+            with writing_to(what="diff"):
+                sys.stdout.flush()
+                stdout = sys.stdout.buffer  # bytes: the diff keeps the file's own encoding and newlines
+                stdout.write(diff_bytes(result.path, raw, outcome.source))
+                stdout.flush()
             out.append(result)
         _warn(f"{verb} {len(outcome.applied)} problem(s) in {result.path}", prefix="")
     return out

@@ -8,9 +8,9 @@ or add `# noqa: CODE` for every finding on the cursor's lines, and "fix all trai
 (`source.fixAll.trainlint`) applies every safe fix in one edit; a fix is offered only if it passes
 `--fix`'s own after-fix re-check (`trainlint.fixes.recheck`) on the buffer's text. Hovering a
 finding explains its rule.
-A buffer that does not parse shows the syntax error beside the last good findings, and recovers as
-soon as the text parses again. Notebooks open through LSP notebook sync are linted as one module,
-with each finding published on its cell.
+A buffer that does not parse shows the syntax error beside those findings of the last text that
+parsed whose lines are unchanged, and recovers as soon as the text parses again. Notebooks open
+through LSP notebook sync are linted as one module, with each finding published on its cell.
 
 Nothing a buffer holds can stop the server: parsing runs in a worker process (the engine's
 `ResidentWorker`), buffers over `max-file-size` are not parsed, and the transport (`transport.py`)
@@ -66,6 +66,22 @@ def split_lines(source: str) -> list[str]:
     return io.StringIO(source, newline="").readlines()
 
 
+def still_in_place(found: list[Diagnostic], then: list[str], now: list[str]) -> list[Diagnostic]:
+    """The findings of text `then` whose lines (first to last, and the calls of their chains in this
+    buffer) are unchanged at the same place in `now`: a finding whose line moved or was edited would be
+    drawn on other code, so it is left out (it comes back, where it belongs, when the text parses
+    again). Line endings are not compared: typing a line after the last one gives it one."""
+
+    def same(line: int) -> bool:
+        return 0 < line <= min(len(then), len(now)) and then[line - 1].rstrip("\r\n") == now[line - 1].rstrip("\r\n")
+
+    def in_place(d: Diagnostic) -> bool:
+        calls = [loc.line for chain in d.chains for loc in chain if loc.path == d.path]
+        return all(same(line) for line in [*range(d.line, max(d.line, d.end_line) + 1), *calls])
+
+    return [d for d in found if in_place(d)]
+
+
 @dataclass
 class DocumentState:
     """What the server last published for one open document."""
@@ -74,6 +90,7 @@ class DocumentState:
     lines: list[str] = field(default_factory=list)  # the text those findings belong to
     diagnostics: list[Diagnostic] = field(default_factory=list)
     last_good: list[Diagnostic] = field(default_factory=list)  # findings of the last text that parsed
+    last_good_lines: list[str] = field(default_factory=list)  # ... and that text
     fix_checked: dict[Diagnostic, bool] = field(default_factory=dict)  # whether each fix passed the re-check
 
 
@@ -225,13 +242,16 @@ class TrainlintServer(LanguageServer):
             return  # edited or closed while it was linted: the newer text has its own lint coming
         state = self.documents.setdefault(uri, DocumentState())
         parse_errors = [d for d in result.diagnostics if d.code == PARSE_ERROR[0]]
+        lines = split_lines(source)
         if parse_errors and not result.internal_error:
-            # mid-edit: show where it stopped parsing, and keep the findings of the last good text
-            state.diagnostics = parse_errors + state.last_good
+            # mid-edit: show where it stopped parsing, and keep those findings of the last good text
+            # that still sit on the same code
+            state.diagnostics = parse_errors + still_in_place(state.last_good, state.last_good_lines, lines)
         else:
             state.diagnostics = result.diagnostics
             state.last_good = [d for d in result.diagnostics if d.code != PARSE_ERROR[0]]
-        state.version, state.lines, state.fix_checked = version, split_lines(source), {}
+            state.last_good_lines = lines
+        state.version, state.lines, state.fix_checked = version, lines, {}
         self.publish(uri, state)
 
     async def lint_notebook(self, uri: str) -> None:
