@@ -305,8 +305,11 @@ for x, y in loader:
             logged = [a.value for a in call.node.args] + [
                 e.value for a in call.node.args if isinstance(a.value, cst.Dict) for e in a.value.elements if isinstance(e, cst.DictElement)
             ]
-            if any(_device_tensor(model.value(v, site)) for v in logged):
-                return f"logging a tensor (`{shorten(code(call.node), 60)}`)"
+            tensors = [v for v in logged if _device_tensor(model.value(v, site))]
+            if tensors:
+                # name the value: in `wandb.log({...})` with ten entries the reader should not have to guess
+                more = f" (and {len(tensors) - 1} more)" if len(tensors) > 1 else ""
+                return f"`{shorten(code(tensors[0]), 40)}`{more} in `{_logged_call(code(call.node))}` is a tensor on the accelerator; logging it"
         summary = model.project_call_summary(call) if call.qualname is None or call.qualname.split(".", 1)[0] != "torch" else None
         if summary is not None and summary.syncs and model.project_target(call) is None:
             return f"`{shorten(code(call.node), 60)}`, which reads a device tensor on the host (`{shorten(summary.syncs[0], 40)}` in {summary.where}),"
@@ -381,6 +384,16 @@ def _count_argument(call: Call) -> tuple[str, cst.BaseExpression | None]:
 def _device_tensor(value: Value) -> bool:
     """A tensor that may live on the accelerator (known to be a tensor, not known to be on the host)."""
     return value.is_tensor and value.device != HOST
+
+
+def _logged_call(text: str) -> str:
+    """`wandb.log({...})`: a logging call as its finding names it, its arguments elided when long."""
+    if len(text) <= 40 or "(" not in text:
+        return shorten(text, 60)
+    opened = text.index("(")
+    inner = text[opened + 1 : -1].strip()
+    elided = "{...}" if inner.startswith("{") else "..."
+    return f"{text[:opened]}({elided})"
 
 
 def _is_metric_log(model: TrainingModel, call: Call) -> bool:
