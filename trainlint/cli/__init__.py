@@ -357,7 +357,20 @@ def _report_to(results: Sequence[FileResult], options: ReportOptions, output_fil
 
 main.add_command(verify_group)
 main.add_command(rule_command)
-main.add_command(rule_command, "explain")
+
+
+@main.command("explain")
+@click.argument("target")
+@click.option("--config", "config", multiple=True, help="A configuration file, or a TOML `KEY = VALUE` override (as for `check`).")
+@click.option("--isolated", is_flag=True, help="Read no configuration file.")
+@click.pass_context
+def explain_command(ctx: click.Context, target: str, config: tuple[str, ...], isolated: bool) -> None:
+    """Explain a rule (`explain TL401`), or a line (`explain train.py:120`): for each rule that could
+    apply there, what decided it (the gate and why it gates, the value the analysis saw, the name
+    list that silenced it, or why the line does not run every step). Exit 1 when a rule fires there."""
+    from trainlint.cli.explain import explain  # (its code is not imported by other commands)
+
+    explain(ctx, target, config, isolated)
 main.add_command(rules_command)
 
 
