@@ -122,7 +122,7 @@ def _decide(out: LineExplanation, model: TrainingModel, source: str, rules: list
     done = {d.code for d in fired}
     for rule in rules:
         if rule.code not in done and suppressions.suppressed(rule.code, line, line) and not settings.ignore_noqa:
-            out.decisions.append(Decision((rule.code,), False, [f"silenced by a `noqa` comment naming {rule.code} (`--ignore-noqa` shows it)"]))
+            out.decisions.append(Decision((rule.code,), False, [f"silenced by a `noqa` comment naming {rule.code} (`trainlint check --ignore-noqa` reports it)"]))
             done.add(rule.code)
     if model.other_framework:
         out.scope = ["the module imports another deep-learning framework and not torch: trainlint checks nothing in it"]

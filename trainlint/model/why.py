@@ -36,9 +36,10 @@ LineOf = Callable[[cst.CSTNode], int]  # a node's first line (the caller has the
 
 
 def name_list(where: str) -> str:
-    """A name list as the rule pages name it: "`GATE_WORDS` (`trainlint/model/gates.py`)"."""
+    """A name list as the rule pages name it (its name, and the file that holds it): "the name list
+    `GATE_WORDS` of `trainlint/model/gates.py`"."""
     module, name = where.rsplit(".", 1)
-    return f"the name list `{name}` (`trainlint/{module.replace('.', '/')}.py`)"
+    return f"the name list `{name}` of `trainlint/{module.replace('.', '/')}.py`"
 
 
 def _local_gate_names(model: TrainingModel) -> dict[str, cst.CSTNode]:
@@ -66,7 +67,7 @@ def gate_reason(model: TrainingModel, test: cst.BaseExpression, line_of: LineOf)
     while stack:
         node = stack.pop()
         if _is_counter_equality(node):
-            return "a step counter compared with a constant: its body runs on one step (the counter words are " + name_list("model.gates.COUNTER_WORDS") + ")"
+            return "a step counter (named by a word of " + name_list("model.gates.COUNTER_WORDS") + ") compared with a constant: its body runs on one step"
         if _is_threshold(node):
             continue
         if isinstance(node, (cst.Name, cst.Attribute)):
@@ -79,7 +80,7 @@ def gate_reason(model: TrainingModel, test: cst.BaseExpression, line_of: LineOf)
                     return f"`{ident}` marks an accumulation boundary: its body runs once per optimizer step"
                 words = sorted(GATE_WORDS.intersection(tokens(ident)))
                 if words:
-                    return f"`{ident}` holds the word `{words[0]}`, one of " + name_list("model.gates.GATE_WORDS") + ": a flag of periodic work"
+                    return f"`{ident}` holds `{words[0]}`, a word of " + name_list("model.gates.GATE_WORDS") + ": a flag of periodic work"
             continue
         stack.extend(child_nodes(node))
     return "its test says the body runs on some steps only"
