@@ -29,7 +29,7 @@ from trainlint.model.lattice import ACCEL, HOST, Kind, Value
 from trainlint.model.names import tokens
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Call, Function, Loop, Site
+    from trainlint.model.facts import Function, Loop, Site
     from trainlint.model.training import TrainingModel
 
 LineOf = Callable[[cst.CSTNode], int]  # a node's first line (the caller has the source's positions)
@@ -235,7 +235,3 @@ def value_phrase(value: Value) -> str:
         Kind.FUNCTION: "a function",
     }.get(value.kind, "unknown to the analysis")
 
-
-def calls_on(model: TrainingModel, site_calls: list[Call]) -> list[Call]:
-    """The calls of a line, outermost first (a call's receiver chain after it)."""
-    return sorted(site_calls, key=lambda c: -len(model.module.code_for_node(c.node)))
