@@ -129,3 +129,19 @@ def test_a_rule_code_still_shows_its_page(project: Path) -> None:
 def test_a_bad_location_is_a_usage_error(project: Path, where: str, said: str) -> None:
     code, out, err = explain(where, project)
     assert code == 2 and out == "" and said in err
+
+
+def test_a_number_formatted_names_where_it_was_read(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(
+        "import torch\n"
+        "for step, (x, y) in enumerate(loader):\n"
+        "    loss = criterion(model(x.cuda()), y)\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+        "    value = loss.item()\n"
+        "    print(f'loss {value}')\n"
+    )
+    code, out, _ = explain("train.py:7", tmp_path)
+    assert code == 0
+    assert "Runs every training step: yes" in out
+    assert "`value` is a Python number (already on the host): bound at line 6 (`value = loss.item()`)" in out

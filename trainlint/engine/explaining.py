@@ -114,8 +114,10 @@ def _decide(out: LineExplanation, model: TrainingModel, source: str, rules: list
     starting = [c for c in calls if line_of(c.node) == line]
     calls = starting or calls
     sites = [c.site for c in calls]
-    sites += [c.site for c in model.conditions if on_line(c.node)]
-    sites += [f.site for f in model.formatted if on_line(f.node)]
+    # the expressions whose value decides a read: an `if`'s test, an f-string's interpolation
+    read = [(c.node, c.site) for c in model.conditions if c.kind != "while" and on_line(c.node)]
+    read += [(f.node.expression, f.site) for f in model.formatted if on_line(f.node)]
+    sites += [site for _, site in read]
     suppressions = parse_suppressions(source)
     for d in fired:  # the rules that fire: their own message says why
         out.decisions.append(Decision((d.code,), True, [d.message]))
@@ -139,20 +141,20 @@ def _decide(out: LineExplanation, model: TrainingModel, source: str, rules: list
         return
     for rule in per_step:
         reasons = [said for call in calls for said in (rule.explain_call(model, call, line_of),) if said]
-        if not reasons and rule.code == "TL401":
-            reasons = _tl401_fallback(model, calls, line_of)
+        if rule.code == "TL401":  # (what an `if` tests and an f-string formats speaks too)
+            reasons += _tl401_fallback(model, [] if reasons else calls, read, line_of)
         if reasons:
             out.decisions.append(Decision((rule.code,), False, list(dict.fromkeys(reasons))))
     if any(r.code == "TL401" for r in per_step) and not any("TL401" in d.codes for d in out.decisions):
         out.decisions.append(Decision(("TL401",), False, ["nothing on this line reads a tensor's value on the host, as far as the analysis sees"]))
 
 
-def _tl401_fallback(model: TrainingModel, calls: list[Any], line_of: Any) -> list[str]:
-    """The values the line's method calls are made on, as the analysis saw them (when no decision of
-    the rule's own applies)."""
+def _tl401_fallback(model: TrainingModel, calls: list[Any], read: list[tuple[Any, Any]], line_of: Any) -> list[str]:
+    """The values the line's tests, f-strings and method calls are made on, as the analysis saw them
+    (when no decision of the rule's own applies)."""
     from trainlint.model.why import describe_value
 
-    out = []
+    out = [describe_value(model, node, site, line_of) + ": not a tensor the analysis knows of on the accelerator" for node, site in read]
     for call in calls:
         if call.receiver is not None and call.method is not None and not (call.qualname or "").startswith("torch."):
             out.append(describe_value(model, call.receiver, call.site, line_of))
