@@ -180,8 +180,10 @@ def test_explain_is_an_alias_of_rule():
     assert code == 0 and out.startswith("# TL001 unused-noqa")
 
 
-@pytest.mark.parametrize(("files", "tty", "shown"), [(310, True, True), (310, False, False), (20, True, False)])
-def test_progress_bar_only_on_long_runs_to_a_terminal(tmp_path: Path, files: int, tty: bool, shown: bool):
+@pytest.mark.parametrize(("files", "tty", "after", "shown"), [(20, True, "0", True), (20, False, "0", False), (20, True, "60", False)])
+def test_progress_bar_only_on_long_runs_to_a_terminal(tmp_path: Path, files: int, tty: bool, after: str, shown: bool):
+    """Progress shows on a terminal once the run has taken `TRAINLINT_PROGRESS_AFTER` seconds (1 by
+    default), whatever the number of files; never on a pipe (see test_cli_progress.py)."""
     for i in range(files):
         write(tmp_path / f"m{i:03}.py", "x = 1\n")
     master, slave = pty.openpty()
@@ -189,7 +191,7 @@ def test_progress_bar_only_on_long_runs_to_a_terminal(tmp_path: Path, files: int
         proc = subprocess.run(
             [sys.executable, "-m", "trainlint", str(tmp_path), "-j", "1"],
             stdout=subprocess.PIPE, stderr=slave if tty else subprocess.PIPE, timeout=120,
-            env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100"},
+            env={**{k: v for k, v in os.environ.items() if k != "CI"}, "PYTHONPATH": str(ROOT), "COLUMNS": "100", "TRAINLINT_PROGRESS_AFTER": after},
         )
         os.close(slave)
         slave = -1
@@ -209,8 +211,8 @@ def test_progress_bar_only_on_long_runs_to_a_terminal(tmp_path: Path, files: int
         os.close(master)
         if slave != -1:
             os.close(slave)
-    assert proc.returncode == 0 and b"All checks passed!" in proc.stdout and b"Linting" not in proc.stdout
-    assert (b"Linting" in captured and f"/{files}".encode() in captured) == shown, captured[-400:]
+    assert proc.returncode == 0 and b"All checks passed!" in proc.stdout and b"checking" not in proc.stdout
+    assert (b"checking" in captured and f"/{files}".encode() in captured) == shown, captured[-400:]
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="pre-commit needs git")

@@ -86,6 +86,7 @@ def main() -> None:
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, envvar="TRAINLINT_CACHE_DIR", help="Where results are cached (default: the user cache directory; env TRAINLINT_CACHE_DIR).")
 @click.option("--file-timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="CPU seconds one file's analysis may take before it is reported as TL000 (default 20).")
 @click.option("--file-memory", type=click.IntRange(min=1), default=None, help="MB of memory one worker may use for a file before it is reported as TL000 (default 1024).")
+@click.option("--progress/--no-progress", "progress", default=None, help="Show progress on standard error (default: on a terminal, once a run takes over a second; never on a pipe or in CI unless asked).")
 def check(
     paths: tuple[Path, ...],
     select: tuple[str, ...],
@@ -124,6 +125,7 @@ def check(
     cache_dir: Path | None,
     file_timeout: float | None,
     file_memory: int | None,
+    progress: bool | None,
 ) -> None:
     """Lint PATHS (files, folders, notebooks; `-` reads standard input)."""
     _ending.without_cleanup = True
@@ -175,13 +177,13 @@ def check(
     if show_steps:
         from trainlint.report.steps import steps_text
 
-        stepped = _lint_targets([(t.path, replace(settings_of[t.path], show_steps=True)) for t in targets], jobs, color)  # (not cached)
+        stepped = _lint_targets([(t.path, replace(settings_of[t.path], show_steps=True)) for t in targets], jobs, color, progress=progress)  # (not cached)
         with writing_to(what="step loops"):
             click.echo(steps_text(sorted(stepped, key=lambda r: r.path)), nl=False)
         sys.exit(EXIT_ERROR if any(r.internal_error for r in stepped) else EXIT_CLEAN)
     sources = [t.path for t in targets] + disk_paths + ([stdin_filename] if stdin and stdin_filename else [])
     _refuse_overwriting(sources, [("--output-file", output_file, "report"), ("--write-baseline", write_baseline, "baseline")])
-    results = _lint_targets([(t.path, settings_of[t.path]) for t in targets], jobs, color, _cache(no_cache, cache_dir))
+    results = _lint_targets([(t.path, settings_of[t.path]) for t in targets], jobs, color, _cache(no_cache, cache_dir), progress)
     results.extend(FileResult(str(p), [_error(str(p), "no such file or directory")]) for p in missing)
     stdin_result = None
     if stdin:
@@ -346,8 +348,6 @@ def _apply_baseline(results: Sequence[FileResult], file: Path | None) -> int:
     return hidden
 
 
-PROGRESS_MIN_FILES = 300  # a progress bar only on runs long enough to want one
-
 
 def _cache(no_cache: bool, directory: Path | None) -> Cache | None:
     """The result cache of a `check` run (None with --no-cache)."""
@@ -358,24 +358,22 @@ def _cache(no_cache: bool, directory: Path | None) -> Cache | None:
     return Cache(directory or default_directory())
 
 
-def _lint_targets(tasks: list[tuple[Path, Settings]], jobs: int | None, color: str, cache: Cache | None = None) -> list[FileResult]:
-    """Lint the discovered files; with a progress bar on stderr when it is a terminal and the run is long."""
+def _lint_targets(
+    tasks: list[tuple[Path, Settings]], jobs: int | None, color: str, cache: Cache | None = None, progress: bool | None = None
+) -> list[FileResult]:
+    """Lint the discovered files; with progress on stderr when `progress_mode` says so (see cli/progress.py)."""
     from trainlint.engine.lint import lint_paths
 
-    if len(tasks) < PROGRESS_MIN_FILES or not sys.stderr.isatty():
+    # (a pipe or --no-progress: the progress module is not even imported)
+    if not tasks or progress is False or (progress is None and not sys.stderr.isatty()):
         return lint_paths(tasks, jobs, keep_source=False, cache=cache)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from trainlint.cli.progress import RunProgress, progress_mode
 
-    columns = (TextColumn("Linting"), BarColumn(), MofNCompleteColumn(), TextColumn("files"), TimeElapsedColumn())
-    results: list[FileResult] = []
-    with Progress(*columns, console=make_console(color, stderr=True), transient=True) as progress:
-        bar = progress.add_task("lint", total=len(tasks))
-        size = max(100, len(tasks) // 20)  # batches big enough to keep the process pool busy
-        for start in range(0, len(tasks), size):
-            batch = tasks[start : start + size]
-            results.extend(lint_paths(batch, jobs, keep_source=False, cache=cache))
-            progress.advance(bar, len(batch))
-    return results
+    mode = progress_mode(progress)
+    if mode is None:
+        return lint_paths(tasks, jobs, keep_source=False, cache=cache)
+    with RunProgress(len(tasks), mode, color) as shown:
+        return lint_paths(tasks, jobs, keep_source=False, cache=cache, done=shown.advance)
 
 
 def _report_to(results: Sequence[FileResult], options: ReportOptions, output_file: Path | None, err: bool = False) -> None:
@@ -398,7 +396,20 @@ def _report_to(results: Sequence[FileResult], options: ReportOptions, output_fil
 
 main.add_command(verify_group)
 main.add_command(rule_command)
-main.add_command(rule_command, "explain")
+
+
+@main.command("explain")
+@click.argument("target")
+@click.option("--config", "config", multiple=True, help="A configuration file, or a TOML `KEY = VALUE` override (as for `check`).")
+@click.option("--isolated", is_flag=True, help="Read no configuration file.")
+@click.pass_context
+def explain_command(ctx: click.Context, target: str, config: tuple[str, ...], isolated: bool) -> None:
+    """Explain a rule (`explain TL401`), or a line (`explain train.py:120`): for each rule that could
+    apply there, what decided it (the gate and why it gates, the value the analysis saw, the name
+    list that silenced it, or why the line does not run every step). Exit 1 when a rule fires there."""
+    from trainlint.cli.explain import explain  # (its code is not imported by other commands)
+
+    explain(ctx, target, config, isolated)
 main.add_command(rules_command)
 
 

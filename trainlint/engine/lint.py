@@ -14,7 +14,7 @@ import re
 from contextlib import nullcontext
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from trainlint.diagnostics import Diagnostic
 from trainlint.engine.results import FileResult, could_not_analyse, decode, error_diagnostic
@@ -317,11 +317,12 @@ def lint_paths(
     jobs: int | None = None,
     keep_source: bool = False,
     cache: Cache | None = None,
+    done: Callable[[int], None] | None = None,
 ) -> list[FileResult]:
     """Lint many files: from the cache where it holds them, the rest in contained worker processes.
 
     Results are sorted by path. Every file gets a result: one whose analysis crashed, hung or ran
-    out of memory gets a TL000 saying so.
+    out of memory gets a TL000 saying so. `done(n)` is told as files are done (a progress display).
     """
     jobs = jobs or os.cpu_count() or 1
     results: list[FileResult | None] = [None] * len(tasks)
@@ -336,6 +337,8 @@ def lint_paths(
             misses.append((str(path), settings, data))
             miss_index.append(i)
             keys.append(key)
+    if done is not None and len(misses) < len(tasks):
+        done(len(tasks) - len(misses))
     if misses:
         from trainlint.engine import workers
         from trainlint.project.store import sharing_summaries
@@ -348,6 +351,8 @@ def lint_paths(
                 if cache is not None and key is not None and result.cacheable and not result.internal_error:
                     cache.store(key, result)
                 result.dependencies = ()  # (the cache's only: a run's results would hold the project's states many times over)
+                if done is not None:
+                    done(1)
     done = [r for r in results if r is not None]
     if cache is not None:
         cache.close()

@@ -175,6 +175,19 @@ def sharing_summaries() -> Iterator[None]:
             _SHARED_FOLDER = None
 
 
+def shared_count() -> int:
+    """How many summaries this run's workers have shared so far (0 outside `sharing_summaries`): the
+    supervisor's sign that they are summarising the project's modules (a progress display's phase)."""
+    folder = _SHARED_FOLDER
+    if folder is None:
+        return 0
+    try:
+        with os.scandir(folder) as entries:
+            return sum(1 for e in entries if not e.name.startswith(".tmp-"))
+    except OSError:
+        return 0
+
+
 def shared_entry(path: Path, state: State, depth: int) -> str | None:
     """Where the summary of this content of the module is shared (by path: summaries name it)."""
     if _SHARED_FOLDER is None:

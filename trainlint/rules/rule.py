@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Iterator, Literal
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Literal
 
 import libcst as cst
 
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import TrainingModel
+
+if TYPE_CHECKING:
+    from trainlint.model import Call
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,11 @@ class Rule:
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         raise NotImplementedError
+
+    def explain_call(self, model: TrainingModel, call: Call, line_of: Callable[[Any], int]) -> str | None:
+        """For `trainlint explain FILE:LINE`, on a line that runs every step and where the rule did not
+        fire: what about `call` decided that (None: nothing to say). Never runs on the lint path."""
+        return None
 
     def check_text(self, text: str) -> list[tuple[int, int, str]]:
         """(line, column, message) findings in a non-Python input named by `text_inputs`; raises

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import libcst as cst
 
@@ -258,6 +258,39 @@ for x, y in loader:
                 text = model.module.code_for_node(fv.node.expression)
                 yield Finding(fv.node, f"formatting tensor `{text}` in an f-string synchronises the host with the GPU on every training step", facts={"kind": "value read"})
 
+    def explain_call(self, model: TrainingModel, call: Call, line_of: Callable[[Any], int]) -> str | None:
+        """Why a call on a line that runs every step is not a host sync, as `check` decided it."""
+        from trainlint.model.why import describe_value, name_list
+
+        code = model.module.code_for_node
+        shown = f"`{shorten(code(call.node), 50)}`"
+        if not model.uses_accelerator:
+            return "the module shows no sign of an accelerator (no `.cuda()`, `.to(device)`, CUDA device): on the CPU a read waits for nothing"
+        if _in_optimizer_class(call.site):
+            fn = call.site.function
+            return f"{shown} is in `{fn.class_name if fn else ''}`, an optimizer or loss-scaler class, whose step must read flags on the host"
+        if call.method in SYNC_METHODS and not call.node.args and call.receiver is not None:
+            base = _chain_base(call.receiver)
+            if base is not call.receiver:
+                return f"{shown} continues a chain judged at its first copy (`{shorten(code(base), 40)}.{call.receiver.func.attr.value}()`)"  # type: ignore[attr-defined]
+            value = model.value(base, call.site)
+            if value.on_host or value.kind in NOT_DEVICE_DATA:
+                return describe_value(model, base, call.site, line_of) + ": reading it waits for nothing on the accelerator"
+            if call.method == "cpu" and MODULE_RECEIVER_WORDS & set(tokens(call.receiver_text or "")):
+                return f"`{call.receiver_text}` is read as a module by " + name_list("rules.tl401_host_sync_in_step.MODULE_RECEIVER_WORDS") + ": its `.cpu()` moves weights"
+            if call.method == "cpu" and call.discarded:
+                return f"{shown} is a statement on its own: a module offloaded in place (a tensor's copy would be lost)"
+        if feeds_environment(model, call):
+            return f"{shown} is handed to a host environment's step (" + name_list("model.summary.ENV_WORDS") + "), which needs it on the host"
+        if feeds_batch_source(model, call):
+            return f"{shown} goes back to the buffer that gave the batch (priorities), which the algorithm needs on the host"
+        if call.qualname is not None and call.qualname.split(".", 1)[0] == "torch":
+            return None  # (torch's own calls: nothing more to say than that none is a read)
+        args = [a.value for a in call.node.args if a.keyword is None and not a.star]
+        if call.name in CONVERSIONS | {"print"} and args:
+            return describe_value(model, args[0], call.site, line_of) + ": not a tensor the analysis knows of on the accelerator"
+        return None
+
     def _describe(self, model: TrainingModel, call: Call, chained: set[int], modules: set[int]) -> str | None:
         code = model.module.code_for_node
         site = call.site
@@ -305,8 +338,11 @@ for x, y in loader:
             logged = [a.value for a in call.node.args] + [
                 e.value for a in call.node.args if isinstance(a.value, cst.Dict) for e in a.value.elements if isinstance(e, cst.DictElement)
             ]
-            if any(_device_tensor(model.value(v, site)) for v in logged):
-                return f"logging a tensor (`{shorten(code(call.node), 60)}`)"
+            tensors = [v for v in logged if _device_tensor(model.value(v, site))]
+            if tensors:
+                # name the value: in `wandb.log({...})` with ten entries the reader should not have to guess
+                more = f" (and {len(tensors) - 1} more)" if len(tensors) > 1 else ""
+                return f"`{shorten(code(tensors[0]), 40)}`{more} in `{_logged_call(code(call.node))}` is a tensor on the accelerator; logging it"
         summary = model.project_call_summary(call) if call.qualname is None or call.qualname.split(".", 1)[0] != "torch" else None
         if summary is not None and summary.syncs and model.project_target(call) is None:
             return f"`{shorten(code(call.node), 60)}`, which reads a device tensor on the host (`{shorten(summary.syncs[0], 40)}` in {summary.where}),"
@@ -381,6 +417,16 @@ def _count_argument(call: Call) -> tuple[str, cst.BaseExpression | None]:
 def _device_tensor(value: Value) -> bool:
     """A tensor that may live on the accelerator (known to be a tensor, not known to be on the host)."""
     return value.is_tensor and value.device != HOST
+
+
+def _logged_call(text: str) -> str:
+    """`wandb.log({...})`: a logging call as its finding names it, its arguments elided when long."""
+    if len(text) <= 40 or "(" not in text:
+        return shorten(text, 60)
+    opened = text.index("(")
+    inner = text[opened + 1 : -1].strip()
+    elided = "{...}" if inner.startswith("{") else "..."
+    return f"{text[:opened]}({elided})"
 
 
 def _is_metric_log(model: TrainingModel, call: Call) -> bool:
