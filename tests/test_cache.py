@@ -42,8 +42,9 @@ def project(tmp_path: Path) -> Path:
     return folder
 
 
-def trainlint(*args: str, cache: Path | None = None, python: tuple[str, ...] = (), timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def trainlint(*args: str, cache: Path | None = None, python: tuple[str, ...] = (), timeout: float = 300,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     if cache is not None:
         env["TRAINLINT_CACHE_DIR"] = str(cache)
     return subprocess.run([sys.executable, *python, "-m", "trainlint", *args], capture_output=True, text=True, env=env, timeout=timeout)
@@ -220,7 +221,7 @@ def test_a_group_of_dependencies_emptied_in_place_cannot_make_a_stale_result_a_h
     utils.write_text(LOG_KEEPS)
     (folder / "train.py").write_text(TRAIN)
     assert "TL401" not in trainlint(str(folder / "train.py"), "--format", "concise", cache=cache).stdout
-    groups = [p for p in cache.rglob("*") if p.is_file() and b'"path"' not in p.read_bytes()]
+    groups = [p for p in cache.glob("v*/*/*") if p.is_file() and b'"path"' not in p.read_bytes()]
     assert groups and all(b"utils.py" in g.read_bytes() for g in groups)
     for group in groups:
         group.write_text('{"trainlint": %d, "dependencies": []}' % json.loads(group.read_bytes())["trainlint"])
@@ -372,15 +373,22 @@ def test_a_long_lived_process_reads_the_project_s_imports_again_only_when_a_modu
     assert project.importers(target) == [caller.resolve()] and len(reads) == 2 * indexed
 
 
-def test_entries_of_the_old_pickle_format_are_deleted_and_nothing_else(tmp_path):
+def test_entries_of_earlier_formats_are_deleted_only_where_they_are_provably_the_cache_s(tmp_path):
+    """A run deletes the entries of earlier formats (pickles, which must never be loaded) in a folder
+    of entries only, as earlier versions wrote it; a `v<N>` folder that holds anything else was not
+    written by trainlint alone (nor named by its marker, which earlier formats predate): it is left whole."""
     folder, cache = project(tmp_path), tmp_path / "cache"
     old = cache / "v1" / "ab" / ("ab" + "0" * 62)
     old.parent.mkdir(parents=True)
     old.write_bytes(planted_pickle("raise SystemExit(3)"))
-    (cache / "v1" / "mine.txt").write_text("not an entry")
+    mixed = cache / "v2" / "cd" / ("cd" + "0" * 62)
+    mixed.parent.mkdir(parents=True)
+    mixed.write_bytes(planted_pickle("raise SystemExit(3)"))
+    (cache / "v2" / "mine.txt").write_text("not an entry")
     run = trainlint(str(folder / "step.py"), cache=cache)
     assert run.returncode == 1 and "TL401" in run.stdout
-    assert not old.exists() and not old.parent.exists() and (cache / "v1" / "mine.txt").exists()
+    assert not (cache / "v1").exists()
+    assert mixed.exists() and (cache / "v2" / "mine.txt").read_text() == "not an entry"
 
 
 def test_a_cache_folder_of_another_user_is_not_used(tmp_path):
@@ -393,3 +401,190 @@ def test_a_cache_folder_of_another_user_is_not_used(tmp_path):
     run = trainlint(str(folder), "--format", "json", cache=cache)
     assert (run.returncode, run.stdout) == (reference.returncode, reference.stdout)
     assert not list(cache.iterdir())
+
+
+def tree(folder: Path) -> dict[str, tuple[int, bytes | None]]:
+    """Every path in `folder` (and the folder itself) with its mode, and a file's bytes."""
+    found = {str(p.relative_to(folder)): (p.lstat().st_mode, p.read_bytes() if p.is_file() else None) for p in folder.rglob("*")}
+    return {**found, ".": (folder.stat().st_mode, None)}
+
+
+def test_clean_leaves_a_folder_that_is_not_a_cache_as_it_was(tmp_path):
+    """`clean` pointed at a data folder (by --cache-dir, or TRAINLINT_CACHE_DIR set by mistake) removes
+    nothing: its `v1`, `v2_final`, even a `v3` holding a file of an entry's shape, are not provably
+    trainlint's. It says what it left, and why."""
+    data = tmp_path / "data"
+    (data / "v1").mkdir(parents=True)
+    (data / "v1" / "train.csv").write_text("x,y\n1,2\n")
+    (data / "v2_final").mkdir()
+    (data / "v2_final" / "weights.pt").write_bytes(b"\0" * 64)
+    shaped = data / "v3" / "ab" / ("ab" + "1" * 62)
+    shaped.parent.mkdir(parents=True)
+    shaped.write_bytes(b"an entry's name, not an entry")
+    (data / "v3" / "README.md").write_text("version 3 of the data set\n")
+    (data / "notes.txt").write_text("mine\n")
+    before = tree(data)
+    for run in (trainlint("clean", "--cache-dir", str(data)), trainlint("clean", cache=data)):
+        assert tree(data) == before
+        assert run.returncode == 0 and f"No cache at {data}\n" in run.stdout
+        assert f"Left {data / 'v1'}: it holds v1/train.csv, which trainlint does not write, and no trainlint marker names the folder" in run.stdout
+        assert f"Left {data / 'v3'}: it holds v3/README.md, which trainlint does not write" in run.stdout
+        assert f"Left 2 other files or folders in {data}, not trainlint's: notes.txt, v2_final" in run.stdout
+
+
+def test_clean_removes_the_cache_s_entries_and_leaves_anything_else_there(tmp_path):
+    folder, cache = project(tmp_path), tmp_path / "cache"
+    trainlint(str(folder), cache=cache)
+    [own] = [p for p in cache.iterdir() if p.is_dir()]
+    written = len(list(own.glob("*/*")))
+    assert written > len(entries(cache))  # the results, and the groups of dependencies they name
+    (cache / "mine.txt").write_text("mine\n")
+    (own / "notes.txt").write_text("put here by hand\n")
+    run = trainlint("clean", "--cache-dir", str(cache))
+    assert run.returncode == 0 and f"Removed the cache at {cache} ({written} entries)" in run.stdout
+    assert f"Left {own / 'notes.txt'}: not a file trainlint writes" in run.stdout
+    assert f"Left 1 other file or folder in {cache}, not trainlint's: mine.txt" in run.stdout
+    assert sorted(p.relative_to(cache).as_posix() for p in cache.rglob("*")) == sorted(
+        ["mine.txt", "trainlint-cache.tag", own.name, f"{own.name}/notes.txt"])  # (the marker stays with its folder)
+    (own / "notes.txt").unlink()
+    assert f"Removed the cache at {cache} (0 entries)" in trainlint("clean", "--cache-dir", str(cache)).stdout  # (its folder)
+    assert os.listdir(cache) == ["mine.txt"]
+    assert f"No cache at {cache}" in trainlint("clean", "--cache-dir", str(cache)).stdout
+
+
+def test_clean_removes_a_cache_written_before_the_marker_only_where_every_file_is_an_entry(tmp_path):
+    cache = tmp_path / "cache"
+    shard = cache / "v3" / "ab"
+    shard.mkdir(parents=True)
+    (shard / ("ab" + "2" * 62)).write_bytes(b'{"trainlint":3}')
+    (shard / ".tmp-k2x_9q0z").write_bytes(b"half an entry")
+    kept = cache / "v2" / "cd" / ("cd" + "3" * 62)
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"an entry, or the user's file of that name")
+    (kept.parent / "train.csv").write_text("x\n")
+    run = trainlint("clean", "--cache-dir", str(cache))
+    assert run.returncode == 0 and f"Removed the cache at {cache} (2 entries)" in run.stdout
+    assert f"Left {cache / 'v2'}: it holds v2/cd/train.csv, which trainlint does not write" in run.stdout
+    assert not (cache / "v3").exists() and kept.exists() and (kept.parent / "train.csv").exists()
+
+
+def test_an_entry_written_without_the_key_can_neither_hide_findings_nor_add_a_fix(tmp_path):
+    """Whoever can write the cache folder (a CI cache restored from another branch, a shared folder)
+    but not read the key: an entry they plant or edit, with or without the MAC it had, is a miss."""
+    folder, cache = tmp_path / "project", tmp_path / "cache"
+    folder.mkdir()
+    step = folder / "step.py"
+    step.write_text(STEP)
+    reference = trainlint(str(step), "--format", "json", "--no-cache")
+    assert reference.returncode == 1 and '"TL401"' in reference.stdout
+
+    def hide(entry: dict) -> None:
+        entry["diagnostics"] = []
+
+    def add_fix(entry: dict) -> None:
+        for diagnostic in entry["diagnostics"]:
+            diagnostic[10] = ["Planted", "safe", [[8, 4, 8, 21, "__import__('os').system('id')", None]]]
+
+    for edit in (hide, add_fix):
+        for keep_header in (False, True):
+            trainlint(str(step), "--format", "json", cache=cache)  # (the genuine entry again)
+            for entry in entries(cache):
+                raw = entry.read_bytes()
+                start = raw.index(b"{")
+                data = json.loads(raw[start:])
+                edit(data)
+                entry.write_bytes((raw[:start] if keep_header else b"") + json.dumps(data).encode())
+            run = trainlint(str(step), "--format", "json", cache=cache)
+            assert (run.returncode, run.stdout) == (reference.returncode, reference.stdout)
+            assert "Planted" not in run.stdout
+
+
+def test_an_entry_moved_to_the_name_of_another_content_is_a_miss(tmp_path):
+    """The cache holds the result of a file's earlier content, without the finding: copied over the
+    entry of today's content it would hide it. An entry's MAC covers its name."""
+    folder, cache = tmp_path / "project", tmp_path / "cache"
+    folder.mkdir()
+    step = folder / "step.py"
+    step.write_text(STEP.replace("    print(loss.item())\n", ""))
+    trainlint(str(step), "--format", "json", cache=cache)
+    [earlier] = entries(cache)
+    step.write_text(STEP)
+    reference = trainlint(str(step), "--format", "json", cache=cache)
+    assert '"TL401"' in reference.stdout and '"TL401"' not in earlier.read_text(errors="replace")
+    [today] = [e for e in entries(cache) if e != earlier]
+    today.write_bytes(earlier.read_bytes())
+    run = trainlint(str(step), "--format", "json", cache=cache)
+    assert (run.returncode, run.stdout) == (reference.returncode, reference.stdout)
+
+
+def loaded(run: subprocess.CompletedProcess[str], module: str) -> bool:
+    """Whether a run under `-X importtime` imported `module` (a warm run, all hits, loads no libcst)."""
+    return any(line.rsplit("|", 1)[-1].strip() == module for line in run.stderr.splitlines() if "|" in line)
+
+
+def test_a_restored_cache_hits_with_the_same_cache_key_and_misses_with_another(tmp_path):
+    """CI keeps the key in TRAINLINT_CACHE_KEY (a secret): a cache restored in another job, with a
+    fresh configuration folder, still hits; one written under another key is all misses."""
+    folder = project(tmp_path)
+    fresh = {"XDG_CONFIG_HOME": str(tmp_path / "new-job")}
+    first = trainlint(str(folder), "--format", "json", cache=tmp_path / "job1", env={"TRAINLINT_CACHE_KEY": "the CI secret"})
+    assert first.returncode == 1 and '"TL401"' in first.stdout
+    shutil.copytree(tmp_path / "job1", tmp_path / "job2")
+    shutil.copytree(tmp_path / "job1", tmp_path / "job3")
+    same = trainlint(str(folder), "--format", "json", cache=tmp_path / "job2", python=("-X", "importtime"),
+                     env={**fresh, "TRAINLINT_CACHE_KEY": "the CI secret"})
+    assert same.stdout == first.stdout and loaded(same, "trainlint.cli") and not loaded(same, "libcst")
+    other = trainlint(str(folder), "--format", "json", cache=tmp_path / "job3", python=("-X", "importtime"),
+                      env={**fresh, "TRAINLINT_CACHE_KEY": "another secret"})
+    assert other.stdout == first.stdout and loaded(other, "libcst")
+    assert not (tmp_path / "new-job").exists()  # (with the key in the environment, no key file is made)
+
+
+def test_the_key_file_is_private_and_outside_the_cache_and_one_others_can_read_is_refused(tmp_path):
+    folder, cache, config = project(tmp_path), tmp_path / "cache", tmp_path / "config"
+    env = {"XDG_CONFIG_HOME": str(config)}
+    reference = trainlint(str(folder / "step.py"), "--format", "json", "--no-cache")
+    assert trainlint(str(folder / "step.py"), "--format", "json", cache=cache, env=env).stdout == reference.stdout
+    key = config / "trainlint" / "cache-key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600 and len(key.read_text().strip()) == 64
+    secret = key.read_bytes()
+    assert trainlint(str(folder / "step.py"), "--format", "json", cache=cache, env=env).stdout == reference.stdout
+    assert key.read_bytes() == secret  # (made once, then read)
+    key.chmod(0o644)
+    shutil.rmtree(cache)
+    run = trainlint(str(folder / "step.py"), "--format", "json", cache=cache, env=env)
+    assert (run.returncode, run.stdout) == (reference.returncode, reference.stdout)
+    assert f"{key} is not private to its owner" in run.stderr and "results are not cached" in run.stderr
+    assert not cache.exists()
+
+
+def test_an_existing_cache_folder_keeps_its_mode_and_the_entries_go_in_a_private_folder(tmp_path):
+    """A CI or team folder (setgid, group-writable) named as the cache: trainlint makes a private
+    folder in it, and leaves the folder's own mode alone."""
+    folder, cache = project(tmp_path), tmp_path / "team-cache"
+    cache.mkdir()
+    cache.chmod(0o2775)
+    mode = stat.S_IMODE(cache.stat().st_mode)
+    assert mode & 0o775 == 0o775
+    run = trainlint(str(folder / "step.py"), "--cache-dir", str(cache))
+    assert run.returncode == 1 and "TL401" in run.stdout
+    assert stat.S_IMODE(cache.stat().st_mode) == mode
+    [own] = [p for p in cache.iterdir() if p.is_dir()]
+    assert stat.S_IMODE(own.stat().st_mode) & 0o777 == 0o700 and entries(own)  # (setgid, inherited, is kept)
+
+
+def test_a_folder_of_the_entries_name_that_trainlint_did_not_make_is_neither_used_nor_touched(tmp_path):
+    """A data folder with its own `v4` (the entries' folder's name), pointed at as the cache: no
+    marker names that folder, so trainlint neither writes in it nor changes its mode."""
+    from trainlint.engine import cache as cache_module
+
+    folder, data = project(tmp_path), tmp_path / "data"
+    theirs = data / f"v{cache_module.FORMAT}"
+    theirs.mkdir(parents=True)
+    (theirs / "train.csv").write_text("x\n")
+    theirs.chmod(0o755)
+    before = tree(data)
+    reference = trainlint(str(folder / "step.py"), "--format", "json", "--no-cache")
+    run = trainlint(str(folder / "step.py"), "--format", "json", cache=data)
+    assert (run.returncode, run.stdout) == (reference.returncode, reference.stdout)
+    assert tree(data) == before

@@ -112,13 +112,14 @@ def resolved(path: Path) -> Path:
         return Path(os.path.abspath(path))
 
 
-def digest() -> Any:
-    """A BLAKE2b hash; `_blake2` loads in a fraction of a millisecond, `hashlib` (OpenSSL) in several."""
+def digest(key: bytes = b"") -> Any:
+    """A BLAKE2b hash, keyed (a MAC, as in RFC 7693) when `key` is given (at most 64 bytes); `_blake2`
+    loads in a fraction of a millisecond, `hashlib` (OpenSSL) in several."""
     try:
         from _blake2 import blake2b
     except ImportError:  # a Python built without it
         from hashlib import blake2b
-    return blake2b(digest_size=32)
+    return blake2b(digest_size=32, key=key)
 
 
 MAX_MODULE_BYTES = 2_000_000  # a local module larger than this is not summarised (its content is not read)

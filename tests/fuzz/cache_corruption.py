@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tests.fuzz.harness import Failure, _run, make_cases, seed_sources
-from trainlint.engine.cache import FORMAT, MAX_ENTRY_BYTES
+from trainlint.engine.cache import FORMAT, MAX_ENTRY_BYTES, sealed
+from trainlint.engine.cache_folder import load_key
 
 MARKER = "entry-code-ran"
 LOCAL_MODULE = "import torch\n\nclass StepTimer:\n    def click(self):\n        torch.cuda.synchronize()\n"
@@ -45,6 +46,19 @@ class _Payload:
 
     def __reduce__(self) -> tuple[Callable[..., Any], tuple[str]]:
         return (exec, (self.code,))
+
+
+def _content(entry: Path) -> Any:
+    """An entry's JSON: a result's behind the line that holds its MAC, a group's (named by its hash) whole."""
+    raw = entry.read_bytes()
+    return json.loads(raw if raw.startswith(b"{") else raw.split(b"\n", 1)[1])
+
+
+def _signed(entry: Path, data: Any) -> None:
+    """Write `data` as the entry, a result signed with the runs' key: damage that only the JSON checks
+    can catch (a MAC they lack is a miss before any of them)."""
+    text = json.dumps(data).encode()
+    entry.write_bytes(text if entry.read_bytes().startswith(b"{") else sealed(load_key(), entry.name, text))
 
 
 def _replace(entry: Path) -> None:
@@ -68,7 +82,7 @@ def _pickle(rng: random.Random, entry: Path, folder: Path) -> None:
     code = f"open({str(folder / MARKER)!r}, 'a').write('ran'); raise SystemExit(3)"
     payload = pickle.dumps(_Payload(code), protocol=rng.choice((2, 4, 5)))
     entry.write_bytes(payload)
-    old = entry.parents[2] / f"v{FORMAT - 1}" / entry.parent.name / entry.name  # the last pickle format's place
+    old = entry.parents[2] / f"v{FORMAT - 1}" / entry.parent.name / entry.name  # an earlier format's place
     old.parent.mkdir(parents=True, exist_ok=True)
     old.write_bytes(payload)
 
@@ -92,7 +106,7 @@ def _dev_zero(rng: random.Random, entry: Path, folder: Path) -> None:
 
 def _wrong_types(rng: random.Random, entry: Path, folder: Path) -> None:
     """One value somewhere in the entry replaced by a value of another type (or a list shortened)."""
-    data = json.loads(entry.read_bytes())
+    data = _content(entry)
     slots: list[tuple[Any, Any]] = []
 
     def walk(node: Any) -> None:
@@ -111,7 +125,7 @@ def _wrong_types(rng: random.Random, entry: Path, folder: Path) -> None:
         # of another type, and not an integer or a list where None was (an absent cell or fix):
         # that would be a well-formed entry saying something else, a forgery rather than damage
         node[key] = rng.choice([v for v in others if type(v) is not type(old) and not (old is None and type(v) in (int, list))])
-    entry.write_text(json.dumps(data))
+    _signed(entry, data)
 
 
 def _huge(rng: random.Random, entry: Path, folder: Path) -> None:
@@ -127,13 +141,13 @@ def _unreadable(rng: random.Random, entry: Path, folder: Path) -> None:
 
 
 def _old_version(rng: random.Random, entry: Path, folder: Path) -> None:
-    data = json.loads(entry.read_bytes())
+    data = _content(entry)
     data["trainlint"] = rng.choice((FORMAT - 1, FORMAT + 1, str(FORMAT), float(FORMAT)))
-    entry.write_text(json.dumps(data))
+    _signed(entry, data)
 
 
 def _other_entry(rng: random.Random, entry: Path, folder: Path) -> None:
-    """A well-formed entry of another file (a hit only if the names and dependencies matched)."""
+    """A well-formed entry of another file (signed for its own name: a miss)."""
     others = [p for p in _entries(entry.parents[2]) if p != entry and p.stat().st_size <= MAX_ENTRY_BYTES]
     if others:
         entry.write_bytes(rng.choice(others).read_bytes())

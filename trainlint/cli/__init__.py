@@ -353,9 +353,15 @@ def _cache(no_cache: bool, directory: Path | None) -> Cache | None:
     """The result cache of a `check` run (None with --no-cache)."""
     if no_cache:
         return None
-    from trainlint.engine.cache import Cache, default_directory
+    from trainlint.engine.cache import Cache
+    from trainlint.engine.cache_folder import KEY_VARIABLE, CacheKeyError, default_directory, load_key
 
-    return Cache(directory or default_directory())
+    try:
+        key = load_key()  # (read once: every entry read or written is authenticated with it)
+    except CacheKeyError as exc:
+        _warn(f"{exc}; results are not cached (set {KEY_VARIABLE}, or pass --no-cache)")
+        return None
+    return Cache(directory or default_directory(), key=key)
 
 
 def _lint_targets(
@@ -416,20 +422,28 @@ main.add_command(rules_command)
 @main.command("clean")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, envvar="TRAINLINT_CACHE_DIR", help="The cache to remove (default: the user cache directory; env TRAINLINT_CACHE_DIR).")
 def clean_command(cache_dir: Path | None) -> None:
-    """Remove the result cache (only the folders trainlint wrote in it)."""
-    import shutil
-
-    from trainlint.engine.cache import default_directory
+    """Remove the result cache: only the entries trainlint wrote. Anything else in the folder stays,
+    and is listed with why."""
+    from trainlint.engine.cache_folder import clean, default_directory
 
     root = cache_dir or default_directory()
-    removed = [d for d in root.glob("v[0-9]*") if d.is_dir() and not d.is_symlink()]
-    for folder in removed:
-        shutil.rmtree(folder, ignore_errors=True)
-    try:
-        root.rmdir()  # only when nothing else is left in it
-    except OSError:
-        pass
-    click.echo(f"Removed the cache at {visible(str(root))}" if removed else f"No cache at {visible(str(root))}")
+    done = clean(root)
+    shown = visible(str(root))
+    if done.entries or done.folders:
+        click.echo(f"Removed the cache at {shown} ({done.entries} entr{'y' if done.entries == 1 else 'ies'})")
+    else:
+        click.echo(f"No cache at {shown}")
+    if done.others:  # (named, not looked into: the folder may be anything a user pointed the cache at)
+        names = ", ".join(visible(n) for n in done.others[:5]) + (f" and {len(done.others) - 5} more" if len(done.others) > 5 else "")
+        count = len(done.others)
+        click.echo(f"Left {count} other file{'s' if count != 1 else ''} or folder{'s' if count != 1 else ''} in {shown}, not trainlint's: {names}")
+    for path, why in done.left[:CLEAN_SHOWN]:
+        click.echo(f"Left {visible(path)}: {why}")
+    if len(done.left) > CLEAN_SHOWN:
+        click.echo(f"Left {len(done.left) - CLEAN_SHOWN} more paths, for the same reasons")
+
+
+CLEAN_SHOWN = 10  # what `clean` left, listed one a line; then only counted
 
 
 @main.command("lsp")

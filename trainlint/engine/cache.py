@@ -8,15 +8,23 @@ lists the states of the files it depended on (see `read_state` and `probe_state`
 the BLAKE2b hash of its content, a path it only looked for by what is there. A lookup whose
 dependencies are not all as recorded is a miss; sizes and modification times are never trusted.
 
-Entries are plain JSON, checked field by field when read (`trainlint/engine/serial.py`): a cache folder
-that others can write to (a CI cache restored from another branch) can at worst cost a miss, never
-run code. Anything odd about an entry (not a regular file, too large, not JSON, a wrong type, another
-format) is a miss. The folder is created private to its user; a folder owned by another user is not
-used. Entries of earlier formats are deleted, never read.
+Results are authenticated: each starts with a MAC of its name and content (keyed BLAKE2b, RFC 7693),
+under a key kept outside the cache folder (`cache_folder.load_key`: `TRAINLINT_CACHE_KEY`, else a key
+file in the user's configuration folder). Whoever can write the cache folder without holding the key
+(a CI cache restored from another branch, a shared folder) can plant, edit or move entries, and each
+is a miss: it can neither hide a finding nor add a fix. Behind the MAC an entry is plain JSON, checked
+field by field when read (`trainlint/engine/serial.py`), never code. Anything odd about an entry (not
+a regular file, too large, a wrong MAC, not JSON, a wrong type, another format) is a miss.
+
+The folder named (or the user cache directory) keeps its mode: the entries live in a private
+sub-folder `v<FORMAT>` that a marker at the root names, and only what is provably the cache's is
+ever removed (see `cache_folder.py`). Entries of earlier formats are deleted so, never read.
 
 A result's dependencies are stored as an entry of their own, named by its hash, that every result
 with the same dependencies names (the files of a project share most of theirs): a warm run reads and
-checks each group once.
+checks each group once. A group is plain JSON: its name, the hash of its content, is covered by the
+MAC of each result that names it, so a group planted or edited in its place is a miss without a MAC
+of its own.
 
 Files with findings are cached like clean ones. What depends on the machine rather than the file (a
 crash, the time or memory limit, an internal error) is never stored. Entries are written to a
@@ -27,24 +35,37 @@ pruned to `max_entries`, oldest first, after a run that wrote to it.
 from __future__ import annotations
 
 import os
-import re
-import stat
 import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainlint import __version__
+from trainlint.engine.cache_folder import (
+    ENTRY_NAME,
+    TEMPORARY_NAME,
+    CacheKeyError,
+    load_key,
+    marked_formats,
+    private_subfolder,
+    remove_entries,
+    user_folder,
+    write_marker,
+)
 from trainlint.reading import State, current_state, digest, read_regular
 
 if TYPE_CHECKING:
     from trainlint.config import Settings
     from trainlint.engine.results import FileResult
 
-FORMAT = 3  # bump when the layout of an entry changes; entries of earlier formats are deleted
+try:  # constant-time comparison without `hmac`, which loads OpenSSL (milliseconds of a warm run)
+    from _operator import _compare_digest
+except ImportError:  # pragma: no cover - another Python implementation
+    from hmac import compare_digest as _compare_digest
+
+FORMAT = 4  # bump when the layout of an entry changes (4: authenticated); entries of earlier formats are deleted
 MAX_ENTRY_BYTES = 32 << 20
-_ENTRY_NAME = re.compile(r"[0-9a-f]{64}|\.tmp-.*")
-_ENTRY_KEY = re.compile(r"[0-9a-f]{64}")
+_TAG = 64  # a result's entry: the hex MAC of its name and content, a newline, the content
 
 
 def _named(data: bytes) -> str:
@@ -52,20 +73,6 @@ def _named(data: bytes) -> str:
     hashed = digest()
     hashed.update(data)
     return hashed.hexdigest()
-
-
-def default_directory() -> Path:
-    """`TRAINLINT_CACHE_DIR`, else the platform's user cache directory."""
-    explicit = os.environ.get("TRAINLINT_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    if sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
-    elif sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches"
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "trainlint"
 
 
 @lru_cache(maxsize=1)
@@ -108,38 +115,48 @@ def settings_key(settings: Settings) -> str:
     return repr(parts)
 
 
-def private_folder(path: Path, follow: bool = True) -> bool:
-    """Create `path` (mode 0o700) or make an existing one 0o700; False when it is not a folder of
-    this user (then it is not used: whoever owns it could write its entries)."""
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        info = os.stat(path) if follow else os.lstat(path)
-        if not stat.S_ISDIR(info.st_mode):
-            return False
-        if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
-            return False
-        if stat.S_IMODE(info.st_mode) & 0o077:
-            os.chmod(path, 0o700)
-        return True
-    except OSError:
-        return False
+def _mac(key: bytes, name: str, content: bytes) -> bytes:
+    """The MAC of an entry, over its name too: a valid entry moved to another name (the result of a
+    file's earlier, clean content) is a miss."""
+    mac = digest(key)
+    mac.update(name.encode("ascii"))
+    mac.update(b"\0")
+    mac.update(content)
+    return mac.hexdigest().encode("ascii")
+
+
+def sealed(key: bytes, name: str, content: bytes) -> bytes:
+    """The entry `name` holding `content`, as stored: its MAC under `key`, a newline, the content."""
+    return _mac(key, name, content) + b"\n" + content
+
+
+def opened(key: bytes, name: str, raw: bytes) -> bytes | None:
+    """The content of the entry `name` read as `raw`, when its MAC under `key` verifies; else None
+    (planted, edited, moved from another name, damaged)."""
+    if len(raw) <= _TAG or raw[_TAG] != 0x0A:
+        return None
+    content = raw[_TAG + 1:]
+    return content if _compare_digest(_mac(key, name, content), raw[:_TAG]) else None
 
 
 class Cache:
-    """Lint results by content key, stored under `directory`."""
+    """Lint results by content key, stored under `directory`, authenticated with `key` (by default
+    `load_key()`, read when the cache is first used; without one the cache is off)."""
 
-    def __init__(self, directory: Path, max_entries: int = 50_000) -> None:
+    def __init__(self, directory: Path, max_entries: int = 50_000, key: bytes | None = None) -> None:
         self.root = Path(directory)
         self.directory = self.root / f"v{FORMAT}"
         self.max_entries = max_entries
         self.stored = 0
         self.enabled = True
+        self._secret = key
         self._ready: bool | None = None
         self._states: dict[State, bool] = {}  # whether each recorded dependency still holds, this run
         self._groups: dict[str, bool] = {}  # the same of each group of dependencies read
         self._written: set[str] = set()  # groups of dependencies written this run
 
     def key(self, path: str, data: bytes, settings: Settings) -> str:
+        """The name of the entry for `data` linted as `path` with `settings` by this trainlint."""
         hashed = digest()
         for part in (code_key(), settings_key(settings), path):
             hashed.update(part.encode("utf-8", "surrogatepass"))
@@ -150,15 +167,37 @@ class Cache:
     def _entry(self, key: str) -> Path:
         return self.directory / key[:2] / key
 
+    @property
+    def _signing_key(self) -> bytes:
+        assert self._secret is not None  # (set before `_usable` says yes)
+        return self._secret
+
     def _usable(self) -> bool:
-        """The folder exists and is private (checked once); entries of earlier formats are deleted."""
+        """Whether the cache can be used this run (decided once, see `_prepare`)."""
         if self._ready is None:
-            self._ready = private_folder(self.root) and private_folder(self.directory, follow=False)
-            if self._ready:
-                _delete_earlier_formats(self.root)
-            else:
+            self._ready = self._prepare()
+            if not self._ready:
                 self.enabled = False
         return self._ready
+
+    def _prepare(self) -> bool:
+        """A key, a root folder of this user (its mode left alone) and the private folder of entries
+        that the marker names; entries of earlier formats are deleted, as `clean` would."""
+        if self._secret is None:
+            try:
+                self._secret = load_key()
+            except CacheKeyError:
+                return False
+        if not user_folder(self.root):
+            return False
+        marked = marked_formats(self.root)  # (as it was before this run: what it proves about earlier folders)
+        remove_entries(self.root, marked, earlier_than=FORMAT)
+        if FORMAT not in marked:
+            if os.path.lexists(self.directory):
+                return False  # a folder that trainlint did not make (a data set's): neither used nor touched
+            if not write_marker(self.root, marked | {FORMAT}):
+                return False
+        return private_subfolder(self.directory)
 
     def lookup(self, path: str, settings: Settings) -> tuple[FileResult | None, str | None, bytes | None]:
         """The cached result of linting `path` now, else the key to store a fresh result under and
@@ -171,13 +210,14 @@ class Cache:
             return None, None, None
         key = self.key(path, data, settings)
         raw = read_regular(str(self._entry(key)), MAX_ENTRY_BYTES, follow=False)
-        if raw is None:
+        content = opened(self._signing_key, key, raw) if raw is not None else None
+        if content is None:  # none, or not one this key signed: a miss
             return None, key, data
         from trainlint.engine.serial import decode_result
 
         try:
-            result, group = decode_result(raw, FORMAT, len(data))
-        except Exception:  # damaged, foreign, of another format: a miss (decoding runs no code)
+            result, group = decode_result(content, FORMAT, len(data))
+        except Exception:  # damaged, of another format: a miss (decoding runs no code)
             return None, key, data
         if result.path != path or not self._group_holds(group):
             return None, key, data  # a local module it used changed (or appeared, or went)
@@ -190,8 +230,10 @@ class Cache:
             from trainlint.engine.serial import decode_dependencies
 
             known = False
-            raw = read_regular(str(self._entry(group)), MAX_ENTRY_BYTES, follow=False) if _ENTRY_KEY.fullmatch(group) else None
-            if raw is not None and _named(raw) == group:  # (named by its content: a damaged one is a miss)
+            raw = read_regular(str(self._entry(group)), MAX_ENTRY_BYTES, follow=False) if ENTRY_NAME.fullmatch(group) else None
+            # named by the hash of its content, and that name by a result's MAC: a group needs no MAC
+            # of its own, and one damaged or planted in its place is a miss
+            if raw is not None and _named(raw) == group:
                 try:
                     known = all(self._holds(dep) for dep in decode_dependencies(raw, FORMAT))
                 except Exception:
@@ -217,13 +259,13 @@ class Cache:
             data = encode_result(result, FORMAT, group)
         except (TypeError, ValueError):  # a result holding what an entry cannot say: not cached
             return
-        if len(data) > MAX_ENTRY_BYTES or len(states) > MAX_ENTRY_BYTES:
+        if len(data) + _TAG + 1 > MAX_ENTRY_BYTES or len(states) > MAX_ENTRY_BYTES:
             return
         if group not in self._written:  # the dependencies first: an entry never names a missing group
             if not self._write(group, states):
                 return
             self._written.add(group)
-        if self._write(key, data):
+        if self._write(key, sealed(self._signing_key, key, data)):
             self.stored += 1
 
     def _write(self, name: str, data: bytes) -> bool:
@@ -257,7 +299,8 @@ class Cache:
         if not self.stored:
             return
         try:
-            entries = [e for shard in os.scandir(self.directory) if shard.is_dir(follow_symlinks=False) for e in os.scandir(shard.path)]
+            entries = [e for shard in os.scandir(self.directory) if shard.is_dir(follow_symlinks=False)
+                       for e in os.scandir(shard.path) if ENTRY_NAME.fullmatch(e.name) or TEMPORARY_NAME.fullmatch(e.name)]
         except OSError:
             return
         if len(entries) <= self.max_entries:
@@ -272,35 +315,5 @@ class Cache:
         for _, entry in dated[: len(dated) - int(self.max_entries * 0.8)]:
             try:
                 os.unlink(entry)
-            except OSError:
-                pass
-
-
-def _delete_earlier_formats(root: Path) -> None:
-    """Delete the entries of earlier formats (pickles, which must never be loaded) and their folders.
-    Only names an entry can have are deleted: the cache folder may be one the user named."""
-    try:
-        earlier = [e.path for e in os.scandir(root) if re.fullmatch(r"v[0-9]+", e.name) and int(e.name[1:]) < FORMAT
-                   and e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return
-    for folder in earlier:
-        try:
-            shards = [s.path for s in os.scandir(folder) if re.fullmatch(r"[0-9a-f]{2}", s.name) and s.is_dir(follow_symlinks=False)]
-        except OSError:
-            continue
-        for shard in shards:
-            try:
-                names = [e.name for e in os.scandir(shard) if _ENTRY_NAME.fullmatch(e.name)]
-            except OSError:
-                continue
-            for name in names:
-                try:
-                    os.unlink(os.path.join(shard, name))
-                except OSError:
-                    pass
-        for empty in (*shards, folder):
-            try:
-                os.rmdir(empty)
             except OSError:
                 pass
