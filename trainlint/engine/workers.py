@@ -26,6 +26,18 @@ its findings; a wall-clock backstop of many times the limit ends a worker that d
 A worker's standard output and error go to a file of its own, not the terminal (or the editor's
 channel): libcst's native parser prints "memory allocation of N bytes failed" and a backtrace before
 it aborts at the cap, and that text tells the supervisor the task ran out of memory, not crashed.
+
+Workers end with the process they work for, whatever ends it (`timeout`, a cancelled CI job and
+editors send SIGTERM, SIGHUP or SIGKILL):
+
+- a worker closes the copies it inherited of the supervisor's ends of the workers' connections (a
+  forked child gets them all), so that an idle worker reads EOF once the supervisor is gone, and a
+  busy one fails to send its reply; a language server's worker also closes its copy of the fork
+  server's "alive" pipe, so that the fork server ends with the server;
+- on Linux the kernel kills a worker the moment the process that forked it ends (PR_SET_PDEATHSIG:
+  the command line's process, or the language server's fork server), even in the middle of a file;
+- the command line's pool kills its workers on SIGTERM and SIGHUP before the process ends of them
+  (where there is no PR_SET_PDEATHSIG, a busy worker would otherwise finish its file first).
 """
 
 from __future__ import annotations
@@ -39,6 +51,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections import deque
 from multiprocessing import reduction
 from multiprocessing.connection import Connection, wait
@@ -139,11 +152,97 @@ def _received(dup: Any) -> _Descriptor:
     return _Descriptor(dup.detach())
 
 
-def _serve(conn: Connection, cap_mb: int, output: _Descriptor | None) -> None:
+# what `timeout`, a cancelled CI job and a closed terminal send (their default action ends the process)
+_ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+class _KillWorkers:
+    """The handler of SIGTERM and SIGHUP while the command line's pool runs: kill its workers, then
+    end the process as the signal would have."""
+
+    def __init__(self, workers: list[Worker]) -> None:
+        self.workers = workers  # (the pool's list: the workers running when the signal comes)
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        for worker in self.workers:
+            worker.process.kill()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+# the supervisor's ends of the live workers' connections: a worker forked from this process has copies
+# of them all, which it closes (`_close_inherited`)
+_SUPERVISOR_ENDS: weakref.WeakSet[Connection] = weakref.WeakSet()
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_prctl: Callable[..., int] | None = None  # loaded by `_load_prctl`
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    """Linux's prctl(2), loaded once (a process that forks workers loads it first, so that they find
+    it loaded); None elsewhere, or where it cannot be loaded."""
+    global _prctl
+    if _prctl is None and sys.platform.startswith("linux"):
+        try:
+            # ctypes's C core is enough for one function: `import ctypes` costs a few ms more
+            import _ctypes
+
+            class _Libc:
+                _handle = _ctypes.dlopen(None)
+
+            class _Function(_ctypes.CFuncPtr):
+                _flags_ = _ctypes.FUNCFLAG_CDECL  # (returns a C int)
+
+            _prctl = _Function(("prctl", _Libc()))
+        except (ImportError, AttributeError, OSError, TypeError):
+            pass  # the other safeguards still hold: the closed ends, the time limit
+    return _prctl
+
+
+def _die_with_parent(parent: int | None) -> None:
+    """Have the kernel SIGKILL this process when the process that forked it ends, however it ends
+    (Linux's PR_SET_PDEATHSIG; elsewhere nothing). `parent`, when known, is the process expected to
+    have forked this one: if it is no longer the parent, it ended before the request, and so does this.
+
+    The signal comes when the *thread* that forked this process ends: the caller asks for it only when
+    that is the process's main thread (or a fork server's only one)."""
+    prctl = _load_prctl()
+    if prctl is None or prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+        return
+    if parent is not None and os.getppid() != parent:
+        os._exit(0)
+
+
+def _close_inherited() -> None:
+    """Close the descriptors this worker inherited that would keep another process waiting on it."""
+    # the supervisor's ends, its own and the other workers': while any worker holds one, the
+    # worker at its other end never reads EOF
+    for end in list(_SUPERVISOR_ENDS):
+        end.close()
+    _SUPERVISOR_ENDS.clear()
+    # the write end of the fork server's "alive" pipe (every child of a fork server gets one): the fork
+    # server ends when its read end sees EOF, and with it, through PR_SET_PDEATHSIG, this worker
+    server = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)
+    alive = getattr(server, "_forkserver_alive_fd", None)
+    if isinstance(alive, int):
+        try:
+            os.close(alive)
+        except OSError:
+            pass
+        server._forkserver_alive_fd = None
+
+
+def _serve(conn: Connection, cap_mb: int, output: _Descriptor | None, die_with_parent: bool = False, parent: int | None = None) -> None:
     """A worker's loop: run the tasks it is sent until told to stop, replying to each with
     (index, "ok" | "memory" | "error", value, whether this worker ends now). Standard output and
-    error go to the file `output`, emptied before each task."""
+    error go to the file `output`, emptied before each task. With `die_with_parent`, the process
+    that forked it (`parent` when known) takes it along when it ends."""
+    if die_with_parent:  # (before the fork server's pipe is closed: until then the fork server stays)
+        _die_with_parent(parent)
+    _close_inherited()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
+    for signum in _ENDING_SIGNALS:  # (a forked worker inherits the pool's handler: it just ends)
+        if isinstance(signal.getsignal(signum), _KillWorkers):
+            signal.signal(signum, signal.SIG_DFL)
     if _CPU_TIMER:
         signal.signal(signal.SIGPROF, signal.SIG_DFL)  # the default action ends the process
     if output is not None:
@@ -225,10 +324,22 @@ class Worker:
         parent, child = context.Pipe()
         # where descriptors cannot be handed on (Windows) the worker keeps the standard streams it gets
         output = _Descriptor(self.output.fileno()) if hasattr(reduction, "DupFd") else None
-        self.process = context.Process(target=_serve, args=(child, cap_mb, output), daemon=True)
+        # who forks the worker: a fork server, from its only thread; else this process, from this
+        # thread, whose end (not only the process's) would kill the worker. (The fork server's id is
+        # not known here, and not needed: it cannot end before the worker's request, as the worker
+        # holds its "alive" pipe until after it.)
+        if context.get_start_method() == "forkserver":
+            lifeline: tuple[bool, int | None] = (True, None)
+        else:
+            lifeline = (threading.current_thread() is threading.main_thread(), os.getpid())
+            if lifeline[0]:
+                _load_prctl()  # here, once, rather than in every child (about 2 ms of each start)
+        _SUPERVISOR_ENDS.add(parent)  # (before the fork: the child closes its copy too)
+        self.process = context.Process(target=_serve, args=(child, cap_mb, output, *lifeline), daemon=True)
         try:
             self.process.start()
         except BaseException:
+            _SUPERVISOR_ENDS.discard(parent)
             parent.close()
             self.output.close()
             raise
@@ -326,6 +437,7 @@ class Worker:
         if self.process.is_alive():
             self.process.kill()
             self.process.join(timeout=5)
+        _SUPERVISOR_ENDS.discard(self.conn)
         self.conn.close()
         self.output.close()
 
@@ -374,6 +486,19 @@ def _analyse_file(
     return result
 
 
+def _kill_on_ending_signals(workers: list[Worker]) -> dict[int, Any]:
+    """Have SIGTERM and SIGHUP, where they would end this process, kill `workers` (as the list is
+    when the signal comes) and then end the process as they would have; returns the handlers that
+    were replaced, to put back. Only the main thread can set handlers: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    replaced = {}
+    for signum in _ENDING_SIGNALS:
+        if signal.getsignal(signum) == signal.SIG_DFL:  # (not one that is ignored: `nohup`)
+            replaced[signum] = signal.signal(signum, _KillWorkers(workers))
+    return replaced
+
+
 def run(
     tasks: list[tuple[str, Settings, bytes | None]],
     jobs: int,
@@ -398,6 +523,8 @@ def run(
         folders.pop(worker, None)
 
     gc.freeze()  # what the supervisor holds is shared with forked workers, not copied on write
+    # SIGTERM and SIGHUP kill the workers first: without PR_SET_PDEATHSIG a busy one would finish its file
+    replaced = _kill_on_ending_signals(workers)
     try:
         while pending or in_hand:
             while pending and len(workers) < min(jobs, len(pending) + len(in_hand)):
@@ -427,6 +554,8 @@ def run(
     finally:
         for worker in list(workers):
             retire(worker)  # one interrupted mid-file is killed, not waited for
+        for signum, handler in replaced.items():
+            signal.signal(signum, handler)
         gc.unfreeze()
 
 
