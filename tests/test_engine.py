@@ -88,8 +88,11 @@ def test_a_parser_crash_or_hang_costs_only_its_file(tmp_path):
     assert "Traceback" not in proc.stderr and "BrokenProcessPool" not in proc.stderr
     got = findings(proc)
     messages = {name: got[name][0][2] for name in DEEP}
-    assert all(got[name][0][0] == "TL000" for name in DEEP)
-    assert "the parser crashed (SIGSEGV)" in messages["nested_dicts.py"]
+    # 10,000 `and` operands are deep but valid: the workers' stack and recursion limit follow them
+    assert [code for code, _, _ in got["and_operands.py"]] == ["TL501"]
+    assert all(got[name][0][0] == "TL000" for name in DEEP if name != "and_operands.py")
+    # libcst's native parser recurses on the main stack: it crashes, or reaches the memory cap first
+    assert "the parser crashed (SIGSEGV)" in messages["nested_dicts.py"] or "(--file-memory)" in messages["nested_dicts.py"]
     assert "used more than 3 s of CPU time (--file-timeout)" in messages["attribute_chain.py"]
     assert "syntax error" not in messages["implicit_strings.py"]  # valid Python that libcst cannot parse
     alone = findings(trainlint(str(folder / "good_0.py"), "--format", "json", "--no-cache"))
@@ -379,7 +382,8 @@ def test_standard_input_that_crashes_the_parser_gets_a_tl000(tmp_path):
     )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     [diagnostic] = json.loads(proc.stdout)
-    assert diagnostic["code"] == "TL000" and "the parser crashed" in diagnostic["message"]
+    # (libcst's native parser recurses on the worker's main stack: it crashes, or reaches the memory cap first)
+    assert diagnostic["code"] == "TL000" and ("the parser crashed" in diagnostic["message"] or "(--file-memory)" in diagnostic["message"])
 
 
 def test_the_step_prefilter_skips_per_step_rules_only_where_no_step_can_be(tmp_path):
