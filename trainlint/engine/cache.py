@@ -268,6 +268,19 @@ class Cache:
         if self._write(key, sealed(self._signing_key, key, data)):
             self.stored += 1
 
+    def read_entry(self, name: str) -> bytes | None:
+        """The content of entry `name` (a name of 64 hex digits) when this key signed it, else None."""
+        if not self.enabled or not self._usable() or not ENTRY_NAME.fullmatch(name):
+            return None
+        raw = read_regular(str(self._entry(name)), MAX_ENTRY_BYTES, follow=False)
+        return opened(self._signing_key, name, raw) if raw is not None else None
+
+    def write_entry(self, name: str, content: bytes) -> None:
+        """Store `content` as entry `name`, signed (the project's summaries, which outlive a run)."""
+        if self.enabled and self._usable() and ENTRY_NAME.fullmatch(name) and len(content) + _TAG + 1 <= MAX_ENTRY_BYTES:
+            if self._write(name, sealed(self._signing_key, name, content)):
+                self.stored += 1
+
     def _write(self, name: str, data: bytes) -> bool:
         """Write an entry atomically; a cache folder that cannot be written is switched off."""
         import tempfile  # (a warm run writes nothing)

@@ -14,7 +14,7 @@ import re
 from contextlib import nullcontext
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, ContextManager, Callable
 
 from trainlint.diagnostics import Diagnostic
 from trainlint.engine.results import FileResult, could_not_analyse, decode, error_diagnostic
@@ -344,7 +344,7 @@ def lint_paths(
         from trainlint.project.store import sharing_summaries
 
         _preload()
-        with sharing_summaries() if len(misses) > 1 else nullcontext():  # (a recycled worker finds them there too)
+        with _keeping(cache), sharing_summaries() if len(misses) > 1 else nullcontext():  # (a recycled worker finds them there too)
             for j, result in workers.run(misses, jobs, _lint_task, _file_timeout, _file_memory):
                 results[miss_index[j]] = result
                 key = keys[j]
@@ -361,6 +361,16 @@ def lint_paths(
             r.source = None
         r.diagnostics.sort(key=Diagnostic.sort_key)
     return sorted(done, key=lambda r: r.path)
+
+
+def _keeping(cache: Cache | None) -> ContextManager[None]:
+    """Keep the project's summaries in the result cache between runs (authenticated like results)."""
+    if cache is None or not cache.enabled:
+        return nullcontext()
+    from trainlint.engine.cache import code_key
+    from trainlint.project.store import keeping_summaries
+
+    return keeping_summaries(cache.read_entry, cache.write_entry, code_key())
 
 
 def _preload() -> None:

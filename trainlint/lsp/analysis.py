@@ -6,6 +6,9 @@ Module-level functions, so that they can be named across the pipe (see `trainlin
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, ContextManager
+
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic
 from trainlint.engine.results import FileResult
@@ -14,16 +17,44 @@ from trainlint.fixes import applicable, checked, first_batch
 from trainlint.lsp.notebooks import CellText
 from trainlint.engine.notebook import Notebook, join_cells, map_diagnostic
 from trainlint.project.index import shared
+from trainlint.project.store import keeping_summaries
 from trainlint.report.baseline import BaselineError, new_findings, read_baseline
 from trainlint.report.render import python_lines
 from trainlint.report.text import SourceLines
 
+if TYPE_CHECKING:
+    from trainlint.engine.cache import Cache
+
 
 def lint_buffer(source: str, name: str, settings: Settings) -> FileResult:
     """Lint an editor buffer as a file is linted (the engine's pre-check refuses what the parser must
-    not see)."""
+    not see), with the project's summaries that `trainlint check` kept in the result cache."""
     shared().rescan()  # this process outlives many edits: the project's modules may have changed
-    return _without_baseline(lint_source(source, name, settings), settings, {(name, None): python_lines(source)})
+    with _keeping_summaries():
+        result = lint_source(source, name, settings)
+    return _without_baseline(result, settings, {(name, None): python_lines(source)})
+
+
+_CACHE: list[Cache | None] = []
+
+
+def _keeping_summaries() -> ContextManager[None]:
+    """The project's summaries read from (and kept in) the user's result cache, as `check` keeps them:
+    the first lint of a buffer in a large project need not summarise it again."""
+    if not _CACHE:
+        from trainlint.engine.cache import Cache
+        from trainlint.engine.cache_folder import CacheKeyError, default_directory, load_key
+
+        try:
+            _CACHE.append(Cache(default_directory(), key=load_key()))
+        except CacheKeyError:  # no key: no cache (the command line says why)
+            _CACHE.append(None)
+    cache = _CACHE[0]
+    if cache is None or not cache.enabled:
+        return nullcontext()
+    from trainlint.engine.cache import code_key
+
+    return keeping_summaries(cache.read_entry, cache.write_entry, code_key())
 
 
 def _without_baseline(result: FileResult, settings: Settings, sources: SourceLines) -> FileResult:
@@ -64,7 +95,8 @@ def lint_cells(cells: list[CellText], name: str, settings: Settings) -> FileResu
     """Lint a notebook's cells as one module; findings carry their 1-based cell and cell lines."""
     notebook = _joined(cells)
     shared().rescan()
-    result = _lint_joined(notebook, name, settings)
+    with _keeping_summaries():
+        result = _lint_joined(notebook, name, settings)
     result.diagnostics = [map_diagnostic(notebook, d) for d in result.diagnostics]
     cells_text = {(name, number): python_lines(c.text) for number, c in enumerate(cells, start=1) if c.code}
     return _without_baseline(result, settings, cells_text)

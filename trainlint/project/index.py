@@ -13,6 +13,7 @@ cache.py, against which a cached result is checked.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from dataclasses import replace
 from typing import Any
@@ -246,6 +247,7 @@ class Project:
         self._differentiates.clear()
         self._current.clear()
         self._current_outlines.clear()
+        store.forget_states()
         _REAL.clear()
         if self._deeper is not None:
             self._deeper.rescan()
@@ -437,6 +439,7 @@ class Project:
         stored = store.load_shared(shared_entry)
         if stored is not None:
             return (*stored, True)
+        _log_computation(path, state, self.depth * 2 + steps)
         try:
             with self._computing.working(path), watching() as depends, budget.own_budget(str(path)):
                 summary = self._compute(path, data, steps)
@@ -481,6 +484,21 @@ class Project:
             return TrainingModel.build(parse_file(source, str(path)), path=str(path), project=self._deeper)
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
             return None
+
+
+def _log_computation(path: Path, state: State, variant: int) -> None:
+    """With `TRAINLINT_SUMMARY_LOG=FILE`, a line per summary computed (module, content, variant), for
+    the tests and benchmarks that count them; appended whole, so workers may share the file."""
+    log = os.environ.get("TRAINLINT_SUMMARY_LOG")
+    if log:
+        try:
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, f"{path}\t{state[2]}\t{variant}\n".encode("utf-8", "surrogateescape"))
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
 
 
 _SHARED: dict[Path | None, Project] = {}

@@ -8,7 +8,7 @@ import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from trainlint.checked_json import (
     BadEntry,
@@ -22,7 +22,7 @@ from trainlint.checked_json import (
     opt_text,
     text,
 )
-from trainlint.reading import State, digest, read_regular
+from trainlint.reading import State, current_state, digest, read_regular
 
 STORE_FORMAT = 11  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs; 9: the attributes of `self` a method calls; 10: the parameter a function steps; 11: methods set on classes from outside, arguments saved from the caller's frame)
 
@@ -157,10 +157,18 @@ def _interned() -> dict[Value, Value]:
     return _INTERNED
 
 
-# A folder through which the worker processes of one run share summaries (set by the supervisor
-# before it forks them, see `sharing_summaries`): a module is summarised once per run, not per worker.
+# Summaries are kept at two levels. The run's folder (set by the supervisor before it forks its
+# workers, see `sharing_summaries`) shares what one worker computed with the others: a module is
+# summarised once per run, not per worker, and within a run the files it read are as they were. The
+# result cache (`keeping_summaries`: authenticated entries that outlive the run) keeps them between
+# runs, for a warm run, pre-commit on one file and the editor: an entry from there is used only when
+# every file it was computed from is still as recorded.
 _SHARED_FOLDER: str | None = None
 MAX_SHARED_BYTES = 32 << 20
+Read = Callable[[str], "bytes | None"]
+Write = Callable[[str, bytes], object]
+_KEPT: tuple[Read, Write, str] | None = None  # read and write an entry of the result cache; the code's key
+_HOLDS: dict[State, bool] = {}  # whether each recorded state is current (for entries of earlier runs)
 
 
 @contextmanager
@@ -173,6 +181,26 @@ def sharing_summaries() -> Iterator[None]:
             yield
         finally:
             _SHARED_FOLDER = None
+
+
+@contextmanager
+def keeping_summaries(read: Read, write: Write, code: str) -> Iterator[None]:
+    """Inside the block, keep summaries between runs in the result cache: `read(name)` gives an
+    entry's verified content (or None), `write(name, content)` stores one; `code` names the analysis
+    that computes them (an entry of another version of trainlint is another name). Processes forked
+    inside the block inherit it."""
+    global _KEPT
+    _KEPT = (read, write, code)
+    _HOLDS.clear()
+    try:
+        yield
+    finally:
+        _KEPT = None
+
+
+def forget_states() -> None:
+    """Files may have changed since they were checked (a long-lived process, before each lint)."""
+    _HOLDS.clear()
 
 
 def shared_count() -> int:
@@ -188,36 +216,86 @@ def shared_count() -> int:
         return 0
 
 
-def shared_entry(path: Path, state: State, depth: int) -> str | None:
-    """Where the summary of this content of the module is shared (by path: summaries name it)."""
-    if _SHARED_FOLDER is None:
+def shared_entry(path: Path, state: State, variant: int) -> str | None:
+    """The name of the summary of this content of the module, in this variant (by path: summaries
+    name it); None where summaries are neither shared nor kept."""
+    if _SHARED_FOLDER is None and _KEPT is None:
         return None
-    key = f"{os.path.abspath(path)}\0{state[2]}\0{depth}".encode("utf-8", "surrogatepass")
+    key = f"{os.path.abspath(path)}\0{state[2]}\0{variant}".encode("utf-8", "surrogatepass")
     hashed = digest()
     hashed.update(key)
-    return os.path.join(_SHARED_FOLDER, hashed.hexdigest())
+    return hashed.hexdigest()
+
+
+def _kept_name(entry: str, code: str) -> str:
+    """An entry's name in the result cache: of this analysis's code, and apart from results' names.
+    The working folder is part of it: a summary names files as the analysis was given them, and a
+    relative name means another file to a run started elsewhere."""
+    hashed = digest()
+    hashed.update(f"summary\0{code}\0{os.getcwd()}\0{entry}".encode("utf-8", "surrogatepass"))
+    return hashed.hexdigest()
 
 
 def load_shared(entry: str | None) -> tuple[ModuleSummary, set[State]] | None:
-    """The summary another worker of this run shared there, if any (anything odd: None)."""
-    raw = read_regular(entry, MAX_SHARED_BYTES, follow=False) if entry is not None else None
-    if raw is None:  # not there yet: compute it
+    """The summary another worker of this run shared, else one an earlier run kept whose files are
+    all as recorded (anything odd: None, and it is computed)."""
+    if entry is None:
+        return None
+    raw = read_regular(os.path.join(_SHARED_FOLDER, entry), MAX_SHARED_BYTES, follow=False) if _SHARED_FOLDER is not None else None
+    if raw is not None:
+        try:
+            return decode_summary(raw, STORE_FORMAT)
+        except Exception:  # damaged (decoding runs no code): try the cache, else compute it
+            pass
+    if _KEPT is None:
+        return None
+    read, _, code = _KEPT
+    raw = read(_kept_name(entry, code))
+    if raw is None:
         return None
     try:
-        return decode_summary(raw, STORE_FORMAT)
-    except Exception:  # damaged or foreign (decoding runs no code): compute it
+        summary, depends = decode_summary(raw, STORE_FORMAT)
+    except Exception:
         return None
+    if not all(_holds(state) for state in depends):
+        return None  # a module it read changed (or appeared, or went) since
+    if _SHARED_FOLDER is not None:  # the other workers of this run need not check it again
+        _share(entry, raw)
+    return summary, depends
+
+
+def _holds(recorded: State) -> bool:
+    known = _HOLDS.get(recorded)
+    if known is None:
+        known = _HOLDS[recorded] = current_state(recorded) == recorded
+    return known
 
 
 def store_shared(entry: str | None, summary: ModuleSummary, depends: set[State]) -> None:
-    """Share a summary with the other workers of this run (atomically; failures change nothing)."""
+    """Share a summary with the other workers of this run and keep it for later runs (failures
+    change nothing: both are optimisations)."""
     if entry is None:
         return
     try:
         data = encode_summary(summary, depends, STORE_FORMAT)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(entry), prefix=".tmp-")  # mode 0o600, in a 0o700 folder
+    except Exception:
+        return
+    if _SHARED_FOLDER is not None:
+        _share(entry, data)
+    if _KEPT is not None:
+        _, write, code = _KEPT
+        try:
+            write(_kept_name(entry, code), data)
+        except Exception:
+            pass
+
+
+def _share(entry: str, data: bytes) -> None:
+    """Write a summary into the run's folder, atomically."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=_SHARED_FOLDER, prefix=".tmp-")  # mode 0o600, in a 0o700 folder
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-        os.replace(tmp, entry)
-    except Exception:  # sharing is an optimisation: a folder that cannot be written changes nothing
+        os.replace(tmp, os.path.join(_SHARED_FOLDER, entry))  # type: ignore[arg-type]
+    except Exception:  # a folder that cannot be written changes nothing
         pass
