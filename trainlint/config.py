@@ -284,6 +284,17 @@ def parse_inline(text: str) -> dict[str, object]:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"--config {text!r}: neither a file nor a TOML `KEY = VALUE` ({exc})") from exc
     table = dict(_checked(table, f"--config {text!r}"))
+    # a bad code here is blamed on this option, not on the configuration file it is applied over
+    per_file = table.get("per-file-ignores", {})
+    validate(
+        Settings(
+            select=_string_list("select", table["select"]) if "select" in table else None,
+            ignore=_string_list("ignore", table.get("ignore", [])),
+            extend_select=_string_list("extend-select", table.get("extend-select", [])),
+            per_file_ignores=tuple((p, _string_list(f"per-file-ignores.{p!r}", c)) for p, c in per_file.items()),  # type: ignore[attr-defined]
+        ),
+        where=f"--config {text!r}",
+    )
     if "baseline" in table:
         table["baseline"] = str(Path.cwd() / str(table["baseline"]))
     if "extend" in table:
@@ -359,8 +370,9 @@ class SettingsResolver:
         return self._loaded[config]
 
 
-def validate(settings: Settings) -> None:
-    """Raise ConfigError when a selector names no rule.
+def validate(settings: Settings, where: str | None = None) -> None:
+    """Raise ConfigError when a selector names no rule, saying where it was written (`where`, else
+    the settings' configuration file, else the command line).
 
     Checked against the rule modules' file names (`tl101_....py`), so that validating a
     configuration does not import the rules; a test keeps the two lists equal.
@@ -371,7 +383,7 @@ def validate(settings: Settings) -> None:
     for where_in, selectors in checks:
         for s in selectors:
             if s != "ALL" and not any(code.startswith(s) for code in known):
-                where = settings.config_path or "command line"
+                where = where or settings.config_path or "command line"
                 raise ConfigError(
                     f"{where}: {where_in}: {s!r} matches no rule code (codes look like TL101; prefixes like TL4 select a group)"
                 )

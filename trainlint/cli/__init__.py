@@ -175,7 +175,7 @@ def check(
         click.echo(steps_text(sorted(stepped, key=lambda r: r.path)), nl=False)
         sys.exit(EXIT_ERROR if any(r.internal_error for r in stepped) else EXIT_CLEAN)
     results = _lint_targets([(t.path, settings_of[t.path]) for t in targets], jobs, color, _cache(no_cache, cache_dir))
-    results.extend(FileResult(str(p), [_error(str(p), "no such file or directory")]) for p in missing)
+    results.extend(FileResult(str(p), [_error(str(p), "cannot read: no such file or directory", name="io-error")]) for p in missing)
     stdin_result = None
     if stdin:
         from trainlint.engine.lint import lint_bytes

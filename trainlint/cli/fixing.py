@@ -11,7 +11,7 @@ import click
 
 from trainlint.cli.common import _warn
 from trainlint.report.render import fixable_by
-from trainlint.report.text import visible
+from trainlint.report.text import plural, visible
 
 if TYPE_CHECKING:
     from trainlint.config import Settings
@@ -86,7 +86,8 @@ def fix_stdin(result: FileResult, settings: Settings, unsafe: bool, diff: bool) 
     click.echo(new, nl=False)
     if outcome is None or not outcome.applied or outcome.remaining is None:
         return result
-    _warn(f"Fixed {len(outcome.applied)} problem(s) in {result.path}", prefix="")
+    _warn(f"Fixed {plural(len(outcome.applied), 'problem')} in {result.path}", prefix="")
+    outcome.remaining.diagnostics.sort(key=lambda d: d.sort_key())  # (re-checked rule by rule)
     return outcome.remaining
 
 
@@ -152,6 +153,8 @@ def apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wri
             verb = "Fixed"
             assert outcome.remaining is not None
             outcome.remaining.source = None
+            # the findings re-checked after the fix come rule by rule: put them back in line order
+            outcome.remaining.diagnostics.sort(key=lambda d: d.sort_key())
             out.append(outcome.remaining)
         else:
             sys.stdout.flush()
@@ -159,5 +162,5 @@ def apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wri
             stdout.write(diff_bytes(result.path, raw, outcome.source))
             stdout.flush()
             out.append(result)
-        _warn(f"{verb} {len(outcome.applied)} problem(s) in {result.path}", prefix="")
+        _warn(f"{verb} {plural(len(outcome.applied), 'problem')} in {result.path}", prefix="")
     return out
