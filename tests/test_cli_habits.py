@@ -83,3 +83,44 @@ def test_rules_lists_tl000_and_tl001_and_rule_finds_a_rule_by_name():
     assert trainlint("rule", "unused-noqa").stdout.startswith("# TL001")
     unknown = trainlint("rule", "no-such-rule")
     assert unknown.returncode == 2 and "neither a code nor a name" in unknown.stderr
+
+
+# -- `extend`: each setting's paths are relative to the file that wrote it ----------------------
+
+
+def _extending(tmp_path: Path, base: str, own: str = "") -> Path:
+    """The root's pyproject.toml holds `base`; b/trainlint.toml extends it (and holds `own`)."""
+    write(tmp_path / "pyproject.toml", "[tool.trainlint]\n" + base)
+    write(tmp_path / "b" / "trainlint.toml", 'extend = "../pyproject.toml"\n' + own)
+    return tmp_path
+
+
+def _listed(tmp_path: Path, *files: str) -> list[str]:
+    for name in files:
+        write(tmp_path / name, STEP)
+    done = trainlint("check", "--show-files", "b", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return sorted(Path(line).as_posix() for line in done.stdout.split())
+
+
+def test_an_inherited_exclude_stays_relative_to_the_base_configuration(tmp_path: Path):
+    _extending(tmp_path, 'exclude = ["b/legacy/*.py"]\n')
+    listed = _listed(tmp_path, "b/train.py", "b/legacy/old.py", "b/b/legacy/old.py")
+    assert listed == ["b/b/legacy/old.py", "b/train.py"]  # b/legacy/old.py is the one the root meant
+
+
+def test_an_inherited_extend_exclude_stays_relative_and_accumulates_with_the_own(tmp_path: Path):
+    _extending(tmp_path, 'extend-exclude = ["b/gen/*.py"]\n', 'extend-exclude = ["tmp/*.py"]\n')
+    listed = _listed(tmp_path, "b/train.py", "b/gen/x.py", "b/b/gen/x.py", "b/tmp/y.py")
+    assert listed == ["b/b/gen/x.py", "b/train.py"]
+    shown = trainlint("check", "--show-settings", "b/train.py", cwd=tmp_path).stdout
+    assert 'exclude = ["b/gen/*.py", "tmp/*.py"]' in shown  # printed as written
+
+
+def test_an_inherited_per_file_ignore_stays_relative_to_the_base_configuration(tmp_path: Path):
+    _extending(tmp_path, 'per-file-ignores = {"b/scripts/*.py" = ["TL401"]}\n')
+    for name in ("b/scripts/run.py", "b/b/scripts/run.py"):
+        write(tmp_path / name, STEP)
+    done = trainlint("check", "--no-cache", "--output-format", "concise", "--select", "TL401", "b", cwd=tmp_path)
+    flagged = sorted(line.split(":")[0] for line in done.stdout.splitlines() if ": TL401 " in line)
+    assert flagged == [str(Path("b/b/scripts/run.py"))], done.stdout + done.stderr

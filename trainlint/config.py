@@ -112,11 +112,12 @@ class Settings:
     def ignored_for(self, path: Path) -> frozenset[str]:
         """Codes that per-file-ignores switch off for this file (prefixes expanded by the caller).
 
-        Patterns are gitignore globs relative to the configuration's folder, as `exclude`'s are; a
+        Patterns are gitignore globs relative to the folder of the configuration that wrote them, as
+        `exclude`'s are; a
         pattern starting with `!` applies its codes to the files it does not match (as in ruff)."""
-        rel = _relative(path, self.root)
         out: set[str] = set()
         for pattern, codes in self.per_file_ignores:
+            rel = _relative(path, pattern_folder(pattern, self.root))  # (an inherited pattern: its own file's folder)
             negated = pattern.startswith("!")
             if glob_matches(pattern[1:] if negated else pattern, rel) != negated:
                 out.update(codes)
@@ -159,6 +160,60 @@ def _glob(pattern: str):  # type: ignore[no-untyped-def]
     import pathspec  # only when a configuration has patterns: its import costs more than a warm run
 
     return pathspec.GitIgnoreSpec.from_lines([pattern])
+
+
+class FolderPattern(str):
+    """A gitignore-style pattern (`exclude`, `extend-exclude`, a `per-file-ignores` key) written in a
+    configuration file that another one `extend`s: it stays relative to the folder of the file that
+    wrote it, as ruff resolves each setting's paths, not to the extending file's folder. It reads,
+    compares and prints as the pattern it is."""
+
+    folder: Path
+
+    def __new__(cls, pattern: str, folder: Path) -> FolderPattern:
+        made = super().__new__(cls, pattern)
+        made.folder = folder
+        return made
+
+    def __getnewargs__(self) -> tuple[str, Path]:  # (pickled to the workers with its folder)
+        return (str(self), self.folder)
+
+
+def pattern_folder(pattern: str, root: Path) -> Path:
+    """The folder a pattern is relative to: the file's that wrote it, else the configuration's root."""
+    return pattern.folder if isinstance(pattern, FolderPattern) else root
+
+
+def in_folder(patterns: Sequence[str], folder: Path) -> list[str]:
+    """`patterns` of a configuration file in `folder`, as FolderPatterns (those already one, from a
+    file further down the `extend` chain, keep theirs)."""
+    return [FolderPattern(p, folder) if isinstance(p, str) and not isinstance(p, FolderPattern) else p for p in patterns]
+
+
+def excluded_by(patterns: Sequence[str], path: Path, root: Path) -> bool:
+    """Whether gitignore-style `patterns` exclude `path`: each matched against the path relative to
+    its own folder (`pattern_folder`), in order, the last that matches deciding (a `!` pattern
+    re-includes), as in one .gitignore; or any matching the file's bare name."""
+    if not patterns:
+        return False
+    if not any(isinstance(p, FolderPattern) for p in patterns):  # (the usual case: one folder)
+        spec = _specs(tuple(patterns))
+        return spec.match_file(_relative(path, root)) or spec.match_file(path.name)
+    from itertools import groupby
+
+    excluded = False
+    for folder, group in groupby(patterns, key=lambda p: pattern_folder(p, root)):
+        decided = _specs(tuple(group)).check_file(_relative(path, folder)).include
+        if decided is not None:
+            excluded = decided
+    return excluded or _specs(tuple(patterns)).match_file(path.name)
+
+
+@lru_cache(maxsize=64)
+def _specs(patterns: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    import pathspec  # (see _glob)
+
+    return pathspec.GitIgnoreSpec.from_lines([str(p) for p in patterns])
 
 
 def glob_matches(pattern: str, relative_path: str) -> bool:
@@ -268,6 +323,13 @@ def _merged_table(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict[str, ob
     if not _is_file(base_path):
         raise ConfigError(f"{path}: extend: {base_path} is not a file")
     base, base_origins = _merged_table(base_path, (*seen, resolved(path)))
+    # the base's patterns stay relative to the base's folder, not this file's (as in ruff)
+    for key in ("exclude", "extend-exclude"):
+        if key in base:
+            base[key] = in_folder(base[key], base_path.parent)  # type: ignore[arg-type]
+    if "per-file-ignores" in base:
+        inherited = base["per-file-ignores"].items()  # type: ignore[attr-defined]
+        base["per-file-ignores"] = dict(zip(in_folder([p for p, _ in inherited], base_path.parent), (c for _, c in inherited)))
     for key, value in table.items():
         if key in _ACCUMULATED and key in base:
             value = [*base[key], *value]  # type: ignore[misc]
