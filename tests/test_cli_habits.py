@@ -124,3 +124,111 @@ def test_an_inherited_per_file_ignore_stays_relative_to_the_base_configuration(t
     done = trainlint("check", "--no-cache", "--output-format", "concise", "--select", "TL401", "b", cwd=tmp_path)
     flagged = sorted(line.split(":")[0] for line in done.stdout.splitlines() if ": TL401 " in line)
     assert flagged == [str(Path("b/b/scripts/run.py"))], done.stdout + done.stderr
+
+
+# -- ruff's flags and configuration keys ---------------------------------------------------------
+
+
+def test_ruffs_short_flags_and_names_are_understood(tmp_path: Path):
+    path = write(tmp_path / "train.py", STEP)
+    cache = tmp_path / "cache"
+    exit_zero = trainlint("check", "-e", "-n", "--cache-dir", str(cache), str(path))
+    assert exit_zero.returncode == 0 and "TL401" in exit_zero.stdout and not cache.exists()  # -e, -n
+    silent = trainlint("check", "-s", str(path))
+    assert silent.returncode == 1 and silent.stdout == "" and silent.stderr == ""
+    verbose = trainlint("check", "-v", "-q", str(path))
+    assert "1 file to lint; configuration: none" in verbose.stderr and "linted 1 file in" in verbose.stderr
+    full = trainlint("check", "--no-cache", "--output-format", "full", str(path))
+    text = trainlint("check", "--no-cache", "--output-format", "text", str(path))
+    assert full.returncode == 1 and full.stdout == text.stdout and "^^^" in full.stdout
+    no_fix = trainlint("check", "--no-fix", "--no-cache", str(path))
+    assert no_fix.returncode == 1 and path.read_text() == STEP
+    ignored = trainlint("check", "--no-cache", "--output-format", "concise", "--extend-per-file-ignores", "train.py:TL401", str(path))
+    assert "TL401" not in ignored.stdout and "TL406" in ignored.stdout
+
+
+def test_fixable_and_unfixable_choose_the_fixes_applied(tmp_path: Path):
+    path = write(tmp_path / "train.py", STEP)
+    kept = trainlint("check", "--no-cache", "--fix", "--unsafe-fixes", "--fixable", "TL4", "--output-format", "concise", str(path))
+    assert "history.append(loss)\n" in path.read_text() and "device=" in path.read_text(), kept.stderr  # TL406 fixed, not TL302
+    write(path, STEP)
+    trainlint("check", "--no-cache", "--fix", "--unsafe-fixes", "--unfixable", "TL4", str(path))
+    assert "history.append(loss.detach())" in path.read_text() and "device=" not in path.read_text()
+    write(path, STEP)
+    marks = trainlint("check", "--no-cache", "--fixable", "TL4", "--output-format", "concise", str(path))
+    assert "[*]" not in marks.stdout and "TL302" in marks.stdout  # not offered: it would not be applied
+    bad = trainlint("check", "--fixable", "TL999", str(path))
+    assert bad.returncode == 2 and "--fixable: 'TL999' matches no rule code" in bad.stderr
+
+
+def test_ruffs_configuration_keys_output_format_cache_dir_force_exclude(tmp_path: Path):
+    write(tmp_path / "pyproject.toml", textwrap.dedent("""\
+        [tool.trainlint]
+        output-format = "concise"
+        cache-dir = ".lint-cache"
+        force-exclude = true
+        exclude = ["generated.py"]
+    """))
+    write(tmp_path / "train.py", STEP)
+    write(tmp_path / "generated.py", STEP)
+    done = trainlint("check", "train.py", "generated.py", cwd=tmp_path)
+    assert done.returncode == 1 and "train.py:3:13: TL406" in done.stdout and "^^^" not in done.stdout  # concise
+    assert "generated.py" not in done.stdout  # excluded though named: force-exclude
+    assert (tmp_path / ".lint-cache").is_dir()
+    framed = trainlint("check", "--output-format", "text", "--no-force-exclude", "train.py", "generated.py", cwd=tmp_path)
+    assert "^^^" in framed.stdout and "generated.py" in framed.stdout  # the options win
+    write(tmp_path / "pyproject.toml", '[tool.trainlint]\noutput-format = "fancy"\n')
+    bad = trainlint("check", "train.py", cwd=tmp_path)
+    assert bad.returncode == 2 and "output-format: expected one of text, full, concise" in bad.stderr
+
+
+# -- a mistyped command ends the run -------------------------------------------------------------
+
+
+def test_a_first_word_that_is_neither_a_command_nor_a_path_ends_the_run(tmp_path: Path):
+    write(tmp_path / "train.py", STEP)
+    for args in (["lintt", "."], ["--select", "TL4", "lintt", "."]):
+        done = trainlint(*args, cwd=tmp_path)
+        assert done.returncode == 2 and done.stdout == "", done.stdout  # nothing was linted
+        assert "'lintt' is neither a command nor an existing path" in done.stderr and "check, clean" in done.stderr
+    close = trainlint("--select", "TL4", "chekc", ".", cwd=tmp_path)  # (after an option: not caught before parsing)
+    assert close.returncode == 2 and "did you mean 'check'?" in close.stderr
+    named = trainlint("check", "--output-format", "concise", "lintt", ".", cwd=tmp_path)  # `check` named: a missing path
+    assert named.returncode == 1 and "lintt:1:1: TL000" in named.stdout and "train.py" in named.stdout
+
+
+# -- watch mode ----------------------------------------------------------------------------------
+
+
+def test_watch_lints_again_when_a_file_is_saved(tmp_path: Path):
+    path = write(tmp_path / "train.py", STEP)
+    proc = subprocess.Popen(
+        [*COMMAND, "check", "--watch", "--no-cache", "--output-format", "concise", "."], cwd=tmp_path, env=ENV,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    seen: list[str] = []
+
+    def read_until(text: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in seen):
+            assert time.monotonic() < deadline and proc.poll() is None, "".join(seen)
+            seen.append(proc.stdout.readline())  # type: ignore[union-attr]
+
+    try:
+        read_until("Watching for file changes.")
+        assert any("train.py:9:11: TL401" in line for line in seen) and not any("TL402" in line for line in seen)
+        time.sleep(0.1)
+        path.write_text(STEP + "    torch.cuda.synchronize()\n", encoding="utf-8")
+        read_until("TL402")
+        read_until("Watching for file changes.")
+        assert sum("File change detected" in line for line in seen) == 1, "".join(seen)
+        assert sum(line.startswith("Found 3 problems") for line in seen) == 1, "".join(seen)
+    finally:
+        os.killpg(proc.pid, 9)  # (its own session: the command and any worker it started)
+        proc.wait(timeout=30)
+        proc.stdout.close()  # type: ignore[union-attr]
+
+
+def test_watch_refuses_what_it_cannot_repeat(tmp_path: Path):
+    done = trainlint("check", "--watch", "--show-files", ".", cwd=tmp_path)
+    assert done.returncode == 2 and "does not go with --show-files" in done.stderr

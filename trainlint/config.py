@@ -34,7 +34,12 @@ KNOWN_KEYS = {
     "lint-test-code": bool,
     "extend": str,
     "verify-acknowledge": list,
+    # ruff's keys for what its command line also sets: `check`'s options win over them
+    "output-format": str,
+    "cache-dir": str,
+    "force-exclude": bool,
 }
+OUTPUT_FORMATS = ("text", "full", "concise", "json", "json-lines", "sarif", "github", "gitlab", "junit", "lsp")  # (`full`: ruff's name for text)
 _SELECTORS = ("select", "ignore", "extend_select", "per_file_ignores")
 _POSITIVE = ("max-file-size", "max-line-length", "max-nesting", "max-chain", "file-timeout", "file-memory")
 NOTEBOOK_READ_FACTOR = 20  # a notebook may be this many times max-file-size, outputs included
@@ -88,6 +93,9 @@ class Settings:
     baseline: Path | None = None  # findings recorded here are not reported (`report/baseline.py`)
     lint_test_code: bool = False  # per-step rules check `tests/` and `test_*.py` too
     verify_acknowledge: tuple[str, ...] = ()  # problem codes of `verify run` that do not fail the run
+    output_format: str | None = None  # `output-format`: `check`'s default report (its option wins)
+    cache_dir: Path | None = None  # `cache-dir`: where `check` caches (its option and env win)
+    force_exclude: bool = False  # `force-exclude`: excludes apply to files named explicitly too
     # where each configured key came from (a file, or the command line), for `--show-settings`
     origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
@@ -282,6 +290,8 @@ def _checked(table: dict[str, object], where: str) -> dict[str, object]:
             raise ConfigError(f"{where}: {key}: expected {KNOWN_KEYS[key].__name__}, got {value!r}")
         if key in _POSITIVE and value <= 0:  # type: ignore[operator]
             raise ConfigError(f"{where}: {key}: expected a positive number, got {value!r}")
+        if key == "output-format" and value not in OUTPUT_FORMATS:
+            raise ConfigError(f"{where}: output-format: expected one of {', '.join(OUTPUT_FORMATS)}, got {value!r}")
     return table
 
 
@@ -301,7 +311,7 @@ def _file_table(path: Path) -> dict[str, object]:
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table")
     table = dict(_checked(table, where))
-    for key in ("baseline", "extend"):
+    for key in ("baseline", "extend", "cache-dir"):
         if key in table:
             table[key] = os.path.normpath(path.parent / str(table[key]))
     return table
@@ -357,8 +367,9 @@ def parse_inline(text: str) -> dict[str, object]:
         ),
         where=f"--config {text!r}",
     )
-    if "baseline" in table:
-        table["baseline"] = str(Path.cwd() / str(table["baseline"]))
+    for key in ("baseline", "cache-dir"):  # (relative to where the command runs)
+        if key in table:
+            table[key] = str(Path.cwd() / str(table[key]))
     if "extend" in table:
         raise ConfigError(f"--config {text!r}: `extend` belongs in a configuration file")
     return table
@@ -395,6 +406,9 @@ def load_settings(config_path: Path | None, inline: Sequence[dict[str, object]] 
         baseline=Path(str(table["baseline"])) if "baseline" in table else None,
         lint_test_code=bool(get("lint-test-code", False)),
         verify_acknowledge=tuple(c.upper() for c in _string_list("verify-acknowledge", get("verify-acknowledge", []))),
+        output_format=str(table["output-format"]) if "output-format" in table else None,
+        cache_dir=Path(str(table["cache-dir"])) if "cache-dir" in table else None,
+        force_exclude=bool(get("force-exclude", False)),
         origins=tuple(sorted(origins.items())),
     )
     validate(settings)
@@ -490,6 +504,9 @@ KEY_HELP = {
     "preview": "Run the rules still in preview.",
     "baseline": "A baseline file (written by --write-baseline): findings recorded in it are not reported. Relative to this file.",
     "lint-test-code": "Check test code (tests/, test_*.py) as training code with the per-step rules.",
+    "output-format": "How `trainlint check` prints findings when --output-format is not given (text, or ruff's name for it, full; concise, json, ...).",
+    "cache-dir": "Where `trainlint check` caches results, relative to this file (--cache-dir and TRAINLINT_CACHE_DIR win).",
+    "force-exclude": "Apply excludes to files named explicitly too, as --force-exclude does (for pre-commit and editors).",
     "verify-acknowledge": "Problem codes of `trainlint verify run` (TLR...) that are deliberate: still reported, under Acknowledged, but not failing the run.",
 }
 _JSON_TYPES = {list: "array", dict: "object", str: "string", int: "integer", float: "number", bool: "boolean"}
@@ -511,6 +528,8 @@ def json_schema() -> dict[str, object]:
             prop["additionalProperties"] = {"type": "array", "items": codes}
         if key in _POSITIVE:
             prop["exclusiveMinimum"] = 0
+        if key == "output-format":
+            prop["enum"] = list(OUTPUT_FORMATS)
         properties[key] = prop
     return {
         "$schema": "http://json-schema.org/draft-07/schema#",
