@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 def fix_filter(fixable: Sequence[str], unfixable: Sequence[str]) -> Callable[[str], bool] | None:
     """ruff's `--fixable`/`--unfixable`: which codes' fixes may be applied (None: all); codes or
     prefixes (`ALL`), comma-separated or repeated. Raises click.UsageError for a code of no rule."""
+    if not (fixable or unfixable):
+        return None  # (the usual case: nothing to look up)
     from trainlint.config import UNUSED_NOQA_CODE, rule_codes_on_disk
 
     def codes(option: str, values: Sequence[str]) -> tuple[str, ...]:
@@ -33,8 +35,6 @@ def fix_filter(fixable: Sequence[str], unfixable: Sequence[str]) -> Callable[[st
         return out
 
     allow, deny = codes("--fixable", fixable), codes("--unfixable", unfixable)
-    if not (fixable or unfixable):
-        return None
 
     def matches(code: str, selectors: tuple[str, ...]) -> bool:
         return any(s == "ALL" or code.startswith(s) for s in selectors)
