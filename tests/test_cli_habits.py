@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -200,35 +201,72 @@ def test_a_first_word_that_is_neither_a_command_nor_a_path_ends_the_run(tmp_path
 # -- watch mode ----------------------------------------------------------------------------------
 
 
+class Watching:
+    """`trainlint check --watch .` in `folder`, its output (stderr too) read line by line; killed when
+    done, or after `limit` seconds whatever happens (a blocked read then ends)."""
+
+    def __init__(self, folder: Path, limit: float = 180) -> None:
+        self.proc = subprocess.Popen(
+            [*COMMAND, "check", "--watch", "--no-cache", "--output-format", "concise", "."], cwd=folder, env=ENV,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )
+        self.seen: list[str] = []
+        self.timer = threading.Timer(limit, self.stop)
+        self.timer.start()
+
+    def read_until(self, text: str) -> None:
+        while not any(text in line for line in self.seen):
+            line = self.proc.stdout.readline()  # type: ignore[union-attr]
+            assert line, "ended (or killed) before printing " + repr(text) + ":\n" + "".join(self.seen)
+            self.seen.append(line)
+
+    def count(self, text: str) -> int:
+        return sum(text in line for line in self.seen)
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, 9)  # (its own session: the command and any worker it started)
+        except ProcessLookupError:
+            pass
+
+    def close(self) -> None:
+        self.timer.cancel()
+        self.stop()
+        self.proc.wait(timeout=30)
+        self.proc.stdout.close()  # type: ignore[union-attr]
+
+
 def test_watch_lints_again_when_a_file_is_saved(tmp_path: Path):
     path = write(tmp_path / "train.py", STEP)
-    proc = subprocess.Popen(
-        [*COMMAND, "check", "--watch", "--no-cache", "--output-format", "concise", "."], cwd=tmp_path, env=ENV,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )
-    seen: list[str] = []
-
-    def read_until(text: str, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while not any(text in line for line in seen):
-            assert time.monotonic() < deadline and proc.poll() is None, "".join(seen)
-            seen.append(proc.stdout.readline())  # type: ignore[union-attr]
-
+    watching = Watching(tmp_path)
     try:
-        read_until("Watching for file changes.")
-        assert any("train.py:9:11: TL401" in line for line in seen) and not any("TL402" in line for line in seen)
+        watching.read_until("Watching for file changes.")
+        assert watching.count("train.py:9:11: TL401") == 1 and watching.count("TL402") == 0
         time.sleep(0.1)
         path.write_text(STEP + "    torch.cuda.synchronize()\n", encoding="utf-8")
-        read_until("TL402")
-        read_until("Watching for file changes.")
-        assert sum("File change detected" in line for line in seen) == 1, "".join(seen)
-        assert sum(line.startswith("Found 3 problems") for line in seen) == 1, "".join(seen)
+        watching.read_until("TL402")
+        watching.read_until("Found 4 problems")
+        watching.read_until("Watching for file changes.")
+        assert watching.count("File change detected") == 1 and watching.count("Found ") == 2, "".join(watching.seen)
     finally:
-        os.killpg(proc.pid, 9)  # (its own session: the command and any worker it started)
-        proc.wait(timeout=30)
-        proc.stdout.close()  # type: ignore[union-attr]
+        watching.close()
+
+
+def test_watch_waits_out_a_broken_configuration(tmp_path: Path):
+    write(tmp_path / "train.py", STEP)
+    config = write(tmp_path / "pyproject.toml", '[tool.trainlint]\nselect = ["TL999"]\n')
+    watching = Watching(tmp_path)
+    try:
+        watching.read_until("Watching for file changes.")
+        assert watching.count("'TL999' matches no rule code") == 1, "".join(watching.seen)
+        time.sleep(0.1)
+        config.write_text('[tool.trainlint]\nselect = ["TL4"]\n', encoding="utf-8")  # the configuration is watched too
+        watching.read_until("TL401")
+    finally:
+        watching.close()
 
 
 def test_watch_refuses_what_it_cannot_repeat(tmp_path: Path):
     done = trainlint("check", "--watch", "--show-files", ".", cwd=tmp_path)
     assert done.returncode == 2 and "does not go with --show-files" in done.stderr
+

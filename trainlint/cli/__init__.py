@@ -297,10 +297,16 @@ def _watch(context: click.Context) -> None:
     context.meta[IMPLICIT_COMMAND] = False  # (a path removed while watching is then reported, not a usage error)
 
     def lint_once() -> list[Path]:
+        _ending.watched = []
         try:
             context.invoke(check, **params)
         except SystemExit:  # (each run ends as a plain `check` does)
             pass
+        if not _ending.watched:  # it ended before finding its files (a configuration error): watch what was given
+            from trainlint.config import find_config
+
+            given = [Path(p) for p in params["paths"]] or [Path(".")]
+            _ending.watched = [*given, *(c for c in map(find_config, given) if c is not None)]
         return _ending.watched
 
     watch(lint_once)
