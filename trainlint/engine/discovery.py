@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainlint.config import DEFAULT_EXCLUDES, excluded_by
+from trainlint.config import DEFAULT_EXCLUDES
+from trainlint.patterns import excluded_by
 from trainlint.reading import read_text_lines
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def is_deepspeed_config(name: str) -> bool:
 
 def is_excluded(path: Path, root: Path, exclude: tuple[str, ...]) -> bool:
     """Whether a user `exclude` pattern (gitignore syntax, relative to the config root, or to the
-    folder of the configuration that wrote it: `config.FolderPattern`) matches."""
+    folder of the configuration that wrote it: `patterns.FolderPattern`) matches."""
     return excluded_by(exclude, path, root)
 
 
