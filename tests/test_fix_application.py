@@ -50,7 +50,7 @@ def test_cr_only_file_is_fixed_in_place_and_keeps_its_line_endings(tmp_path: Pat
     fixed = path.read_bytes()
     assert fixed == LOOP.replace("total += loss", "total += loss.detach()").replace(
         "torch.ones(4).to(device)", "torch.ones(4, device=device)").replace("\n", "\r").encode()
-    assert b"\n" not in fixed and b"Fixed 2 problem(s)" in run.stderr and run.returncode == 0
+    assert b"\n" not in fixed and b"Fixed 2 problems" in run.stderr and run.returncode == 0
 
 
 def test_crlf_file_gets_an_inserted_line_ending_in_crlf(tmp_path: Path):

@@ -218,7 +218,7 @@ def test_stderr_lines_show_control_characters_as_escapes(tmp_path: Path):
     """`--fix`'s lines name the file, `--show-files` lists it."""
     path = _hostile_file(tmp_path)
     result = CliRunner().invoke(main, [str(path), "--no-cache", "--fix", "--show-fixes"])
-    assert result.exit_code == 0 and "Fixed 1 problem(s) in " in result.stderr
+    assert result.exit_code == 0 and "Fixed 1 problem in " in result.stderr
     assert not CONTROL.search(result.stdout + result.stderr) and str(path).replace(HOSTILE, SHOWN) in result.stdout
     code, out = run(str(tmp_path), "--show-files")
     assert code == 0 and out == str(path).replace(HOSTILE, SHOWN) + "\n"

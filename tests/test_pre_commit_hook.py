@@ -103,3 +103,14 @@ def test_fix_hook_applies_safe_fixes(tmp_path: Path, pre_commit_home: Path):
     assert "history.append(loss.detach())" in (repo / "train.py").read_text()
     again = try_repo(repo, "trainlint-fix", pre_commit_home, "train.py")
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_one_summary_per_hook_run_however_many_files(tmp_path: Path, pre_commit_home: Path):
+    # pre-commit splits the files of a hook that may run in parallel into batches of at least 4, one
+    # per CPU, each a run of its own with its own summary; `require_serial: true` makes it one run
+    files = {f"bad{i}.py": BAD for i in range(6)} | {f"clean{i}.py": CLEAN for i in range(6)}
+    repo = git_repo(tmp_path / "repo", files)
+    result = try_repo(repo, "trainlint", pre_commit_home, *files)
+    assert result.returncode == 1, result.stdout + result.stderr
+    summaries = [line for line in result.stdout.splitlines() if line.startswith(("Found ", "All checks passed!"))]
+    assert summaries == ["Found 6 problems (6 errors) in 6 files"], result.stdout

@@ -37,7 +37,7 @@ def test_ddp_ranks_agree_and_count_their_gradient_all_reduces():
     assert "parameters agree across ranks 0, 1 after each of 6 steps" in text
     assert "gradients agree across ranks 0, 1 as each of 6 steps applies them" in text
     for rank in (0, 1):
-        assert f"rank {rank}: 6 step(s), stopped after 6 optimizer steps" in text
+        assert f"rank {rank}: 6 steps, stopped after 6 optimizer steps" in text
     assert text.count("collectives per step: all_reduce (DDP gradient bucket) 1") == 2
     assert "No training-health problem in this run." in text
 

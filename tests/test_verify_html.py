@@ -81,7 +81,7 @@ def _page(tmp_path: Path, script: str, steps: int, *script_args: str) -> str:
 
 def test_html_report_shows_static_findings_with_their_verdicts(tmp_path: Path):
     html = _page(tmp_path, "word_language_model_style.py", 5)
-    assert "<b>TL401</b>" in html and 'badge bad">confirmed</span> .item() ran 1 time(s) per step' in html
+    assert "<b>TL401</b>" in html and 'badge bad">confirmed</span> .item() ran 1 time per step' in html
 
 
 def test_html_report_is_self_contained_and_renders_in_chromium(tmp_path: Path):

@@ -47,7 +47,7 @@ def test_a_name_filter_that_leaves_only_batch_norms_trainable_is_a_problem_with_
     assert code == 1
     (problem,) = [p for p in messages(report) if p.startswith("what trains")]
     assert "only 0.8% of the parameters train (576 of 75,498 elements, in BatchNorm2d x18) from step 1" in problem
-    assert "transfer_learning_style.py:52 (`p.requires_grad = False`) for 11 tensor(s)" in problem
+    assert "transfer_learning_style.py:52 (`p.requires_grad = False`) for 11 tensors" in problem
     trains = report["what_trains"]
     assert trains["pattern"] is None and trains["by_status"]["requires_grad=False"] == 74_922
     assert trains["freeze_sites"][0]["line"] == 52 and trains["first_step"] == 1
@@ -104,7 +104,7 @@ def test_a_head_replaced_after_the_optimizer_was_built_gets_gradients_but_never_
     code, report = verify_run(script)
     assert code == 1
     (problem,) = [p for p in messages(report) if p.startswith("what trains")]
-    assert "2 parameter tensor(s) (650 elements, 23.5% of the model) receive gradients but no optimizer that stepped holds them" in problem
+    assert "2 parameter tensors (650 elements, 23.5% of the model) receive gradients but no optimizer that stepped holds them" in problem
     assert "2.weight, 2.bias" in problem
     reasons = {r["name"]: r["reason"] for r in unchanged_parameters(report)}
     assert reasons == {"2.weight": "not in an optimizer", "2.bias": "not in an optimizer"}
@@ -119,7 +119,7 @@ def test_functional_dropout_without_training_flag_is_named_with_its_line_and_evi
     (problem,) = [p for p in messages(report) if p.startswith("evaluation")]
     assert "`dropout` runs in training behaviour inside eval-mode `Classifier`" in problem
     assert "switched to eval at " in problem and ":32 (`model.eval()`)" in problem
-    assert ":22 (`h = F.dropout(h, self.p)`): 2 call(s) from the evaluation after step 4" in problem
+    assert ":22 (`h = F.dropout(h, self.p)`): 2 calls from the evaluation after step 4" in problem
     assert "two forwards of the same batch differ by up to" in problem and "pass `training=self.training`" in problem
     measured = report["eval_behaviour"]["measured"]
     assert measured["deterministic"] is False and measured["max_abs_diff"] > 0
@@ -206,7 +206,7 @@ def test_batch_norm_updating_running_statistics_in_eval_is_a_problem(tmp_path: P
     if problem:
         assert "`cbn` (ConditionalBatchNorm2d)" in found[0] and "(`netG.eval()`)" in found[0]
         assert "F.batch_norm(x, self.bn.running_mean" in found[0] and "after step 5" in found[0]
-        assert "2 buffer(s) changed by two forwards (cbn.bn.running_mean, cbn.bn.running_var)" in found[0]
+        assert "2 buffers changed by two forwards (cbn.bn.running_mean, cbn.bn.running_var)" in found[0]
     # both models of the GAN train in full
     assert report["what_trains"]["share_trained"] == 1.0
 

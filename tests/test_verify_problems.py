@@ -111,7 +111,7 @@ def test_steps_a_grad_scaler_skips_count_towards_steps_and_a_scaler_that_keeps_s
     assert report["message"] == "stopped after 20 iterations: 5 optimizer steps, 15 skipped by the GradScaler (inf/NaN gradients)"
     (problem,) = [p for p in report["problems"] if p["code"] == "TLR107"]
     assert code == 1 and problem["line"] == 14 and problem["step"] == 2
-    assert problem["message"].startswith("updates: GradScaler.step skipped 15 of 20 optimizer step(s) (75%; ")
+    assert problem["message"].startswith("updates: GradScaler.step skipped 15 of 20 optimizer steps (75%; ")
     script.write_text(textwrap.dedent(SCALED.format(extra=" + ((pred - pred.detach()).pow(2).sqrt().mean() if step == 0 else 0.0)")), encoding="utf-8")
     code, report = verify_run_json(script, "--steps", "20", cwd=tmp_path)
     assert (report["steps"], report["skipped_steps"]) == (19, 1) and report["problems"] == [] and code == 0

@@ -260,7 +260,7 @@ def test_judge_low_precision_freezing_and_stability():
     assert "head.weight" not in rows[0]["verification"]["summary"]  # fp32 is not TL101's doing
     assert rows[1]["verification"] == {"status": "confirmed", "summary": "grad norm non-finite at step 7"}
     assert [(p.code, p.message, p.step) for p in problems(report)] == [
-        ("TLR101", "2 parameter tensor(s) frozen: norm.weight 100%, head.weight 90%", None), ("TLR202", "grad norm non-finite at step(s) 7, 8", 7),
+        ("TLR101", "2 parameter tensors frozen: norm.weight 100%, head.weight 90%", None), ("TLR202", "grad norm non-finite at steps 7, 8", 7),
     ]
     healthy = {"steps": 50, "frozen": frozen[:0], "loss": {"nonfinite_steps": []}, "grad_norm": {"nonfinite_steps": [], "max": 3.0}}
     assert judge(healthy, [diagnostic("TL202", 2)])[0]["verification"]["status"] == "not confirmed"
@@ -414,7 +414,7 @@ def test_the_text_report_shows_the_script_s_text_literally(tmp_path: Path):
     error = r"RuntimeError: Connection closed by peer [/tmp/pair.cc:553] [bold]x[/bold] \x1b[2J\u202eevil at " + f"{shown}:10"
     assert done.returncode == 2 and "MarkupError" not in done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith(f"{shown}: 3 optimizer step(s) on cpu") and lines[1] == f"  {error}"
+    assert lines[0].startswith(f"{shown}: 3 optimizer steps on cpu") and lines[1] == f"  {error}"
     (problem,) = [line for line in lines if line.startswith("  - TLR104 ")]
     assert problem.endswith(r"from step 1: the learning rate is 0 (w[/x]\x1b]0;pwned\x07)")
     assert done.stderr.splitlines()[-1] == f"trainlint: the script raised an error (exit status 1): {error}"

@@ -62,9 +62,9 @@ def test_an_lr_of_zero_is_named_with_the_line_that_built_the_optimizer(tmp_path:
     code, report = verify_run(tmp_path, FINE_TUNE.format(lr="0.0"))
     assert code == 1
     (problem,) = named(report, "updates")
-    assert "SGD param group 0 (6 tensor(s), 21,252 elements, float32, built at" in problem
+    assert "SGD param group 0 (6 tensors, 21,252 elements, float32, built at" in problem
     assert "train.py:7 (`optimizer = torch.optim.SGD(model.parameters(), lr=0.0, momentum=0.9)`)" in problem
-    assert "was unchanged by all 25 step(s) (lr=0), from step 1: the learning rate is 0" in problem
+    assert "was unchanged by all 25 steps (lr=0), from step 1: the learning rate is 0" in problem
     (group,) = report["updates"]["groups"]
     assert group["steps_unchanged"] == 25 and group["ratio_median"] == 0
 
@@ -77,7 +77,7 @@ def test_a_healthy_fine_tune_reports_its_update_ratios_and_learns(tmp_path: Path
     assert group["ratio_min"] <= group["ratio_median"] <= group["ratio_max"] and len(group["ratio_per_step"]) == 40
     assert learning(report)["status"] == "improving"
     (line,) = update_lines(report)
-    assert line.startswith("SGD group 0: 6 tensor(s), 21,252 float32 elements, lr 0.05, update/weight median")
+    assert line.startswith("SGD group 0: 6 tensors, 21,252 float32 elements, lr 0.05, update/weight median")
     code, text = verify_run(tmp_path, FINE_TUNE.format(lr="0.05"), steps=40, output="text")
     assert "Updates per optimizer step" in text and "Learning: improving: the loss falls (Mann-Kendall p =" in text
 
@@ -134,9 +134,9 @@ def test_an_optimizer_built_over_another_models_parameters_changes_nothing(tmp_p
     code, report = verify_run(tmp_path, EMA.format(params="ema"), steps=12)
     assert code == 1
     (problem,) = named(report, "updates")
-    assert "SGD param group 0 (4 tensor(s), 2,762 elements, float32, built at" in problem
+    assert "SGD param group 0 (4 tensors, 2,762 elements, float32, built at" in problem
     assert "train.py:10 (`optimizer = torch.optim.SGD(ema.parameters(), lr=0.1)`)" in problem
-    assert "had no gradient at any of its 12 step(s), from step 1, so step() changed nothing: the loss's backward reaches none of them" in problem
+    assert "had no gradient at any of its 12 steps, from step 1, so step() changed nothing: the loss's backward reaches none of them" in problem
     code, report = verify_run(tmp_path, EMA.format(params="student"), steps=12)
     assert code == 0 and report["problems"] == []
 
@@ -167,8 +167,8 @@ def test_gradients_cleared_between_backward_and_step_are_named_with_the_clearing
     code, report = verify_run(tmp_path, CLEARED.format(first="optimizer.zero_grad()", second="optimizer.step()"))
     assert code == 1
     (problem,) = named(report, "updates")
-    assert "AdamW param group 0 (4 tensor(s), 385 elements, float32, built at" in problem
-    assert "had no gradient at any of its 25 step(s), from step 1, so step() changed nothing" in problem
+    assert "AdamW param group 0 (4 tensors, 385 elements, float32, built at" in problem
+    assert "had no gradient at any of its 25 steps, from step 1, so step() changed nothing" in problem
     assert "cleared between backward and step by" in problem and "train.py:11 (`optimizer.zero_grad()`)" in problem
     code, report = verify_run(tmp_path, CLEARED.format(first="optimizer.step()", second="optimizer.zero_grad()"))
     assert code == 0 and report["problems"] == []
@@ -284,7 +284,7 @@ def test_a_grad_scaler_that_skips_every_step_is_named_with_its_line(tmp_path: Pa
     _, report = verify_run(tmp_path, SCALED.format(extra=" + (pred - pred.detach()).pow(2).sqrt().mean()"), steps=10)
     (problem,) = named(report, "updates")
     # the run stops after 10 iterations, though no optimizer step ran: skipped steps count towards --steps
-    assert problem.startswith("updates: GradScaler.step skipped all 10 optimizer step(s) (inf/NaN gradients every time, from step 1)")
+    assert problem.startswith("updates: GradScaler.step skipped all 10 optimizer steps (inf/NaN gradients every time, from step 1)")
     assert report["steps"] == 0 and report["skipped_steps"] == 10 and report["message"].startswith("stopped after 10 iterations: 0 optimizer steps, 10 skipped")
     assert "train.py:14 (`scaler.step(optimizer)`): the parameters were never updated" in problem
     code, report = verify_run(tmp_path, SCALED.format(extra=""), steps=10)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path, PurePath
 from typing import Callable, Sequence
 
 import re
 
+from trainlint.patterns import glob_matches, in_folder, pattern_folder, relative_to as _relative
 from trainlint.reading import resolved
 
 UNUSED_NOQA_CODE = "TL001"  # see trainlint.noqa
@@ -34,7 +34,12 @@ KNOWN_KEYS = {
     "lint-test-code": bool,
     "extend": str,
     "verify-acknowledge": list,
+    # ruff's keys for what its command line also sets: `check`'s options win over them
+    "output-format": str,
+    "cache-dir": str,
+    "force-exclude": bool,
 }
+OUTPUT_FORMATS = ("text", "full", "concise", "json", "json-lines", "sarif", "github", "gitlab", "junit", "lsp")  # (`full`: ruff's name for text)
 _SELECTORS = ("select", "ignore", "extend_select", "per_file_ignores")
 _POSITIVE = ("max-file-size", "max-line-length", "max-nesting", "max-chain", "file-timeout", "file-memory")
 NOTEBOOK_READ_FACTOR = 20  # a notebook may be this many times max-file-size, outputs included
@@ -88,6 +93,9 @@ class Settings:
     baseline: Path | None = None  # findings recorded here are not reported (`report/baseline.py`)
     lint_test_code: bool = False  # per-step rules check `tests/` and `test_*.py` too
     verify_acknowledge: tuple[str, ...] = ()  # problem codes of `verify run` that do not fail the run
+    output_format: str | None = None  # `output-format`: `check`'s default report (its option wins)
+    cache_dir: Path | None = None  # `cache-dir`: where `check` caches (its option and env win)
+    force_exclude: bool = False  # `force-exclude`: excludes apply to files named explicitly too
     # where each configured key came from (a file, or the command line), for `--show-settings`
     origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
@@ -112,11 +120,12 @@ class Settings:
     def ignored_for(self, path: Path) -> frozenset[str]:
         """Codes that per-file-ignores switch off for this file (prefixes expanded by the caller).
 
-        Patterns are gitignore globs relative to the configuration's folder, as `exclude`'s are; a
+        Patterns are gitignore globs relative to the folder of the configuration that wrote them, as
+        `exclude`'s are; a
         pattern starting with `!` applies its codes to the files it does not match (as in ruff)."""
-        rel = _relative(path, self.root)
         out: set[str] = set()
         for pattern, codes in self.per_file_ignores:
+            rel = _relative(path, pattern_folder(pattern, self.root))  # (an inherited pattern: its own file's folder)
             negated = pattern.startswith("!")
             if glob_matches(pattern[1:] if negated else pattern, rel) != negated:
                 out.update(codes)
@@ -152,25 +161,6 @@ def is_test_path(path: str) -> bool:
         name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
         or any(p in TEST_DIRS for p in parts[:-1])
     )
-
-
-@lru_cache(maxsize=256)
-def _glob(pattern: str):  # type: ignore[no-untyped-def]
-    import pathspec  # only when a configuration has patterns: its import costs more than a warm run
-
-    return pathspec.GitIgnoreSpec.from_lines([pattern])
-
-
-def glob_matches(pattern: str, relative_path: str) -> bool:
-    """Whether a gitignore-style glob matches a path relative to the configuration's folder."""
-    return _glob(pattern).match_file(relative_path)
-
-
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return resolved(path).relative_to(resolved(root)).as_posix()
-    except ValueError:
-        return path.as_posix()
 
 
 def _is_file(path: Path) -> bool:
@@ -227,6 +217,8 @@ def _checked(table: dict[str, object], where: str) -> dict[str, object]:
             raise ConfigError(f"{where}: {key}: expected {KNOWN_KEYS[key].__name__}, got {value!r}")
         if key in _POSITIVE and value <= 0:  # type: ignore[operator]
             raise ConfigError(f"{where}: {key}: expected a positive number, got {value!r}")
+        if key == "output-format" and value not in OUTPUT_FORMATS:
+            raise ConfigError(f"{where}: output-format: expected one of {', '.join(OUTPUT_FORMATS)}, got {value!r}")
     return table
 
 
@@ -246,7 +238,7 @@ def _file_table(path: Path) -> dict[str, object]:
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table")
     table = dict(_checked(table, where))
-    for key in ("baseline", "extend"):
+    for key in ("baseline", "extend", "cache-dir"):
         if key in table:
             table[key] = os.path.normpath(path.parent / str(table[key]))
     return table
@@ -268,6 +260,13 @@ def _merged_table(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict[str, ob
     if not _is_file(base_path):
         raise ConfigError(f"{path}: extend: {base_path} is not a file")
     base, base_origins = _merged_table(base_path, (*seen, resolved(path)))
+    # the base's patterns stay relative to the base's folder, not this file's (as in ruff)
+    for key in ("exclude", "extend-exclude"):
+        if key in base:
+            base[key] = in_folder(base[key], base_path.parent)  # type: ignore[arg-type]
+    if "per-file-ignores" in base:
+        inherited = base["per-file-ignores"].items()  # type: ignore[attr-defined]
+        base["per-file-ignores"] = dict(zip(in_folder([p for p, _ in inherited], base_path.parent), (c for _, c in inherited)))
     for key, value in table.items():
         if key in _ACCUMULATED and key in base:
             value = [*base[key], *value]  # type: ignore[misc]
@@ -284,8 +283,20 @@ def parse_inline(text: str) -> dict[str, object]:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"--config {text!r}: neither a file nor a TOML `KEY = VALUE` ({exc})") from exc
     table = dict(_checked(table, f"--config {text!r}"))
-    if "baseline" in table:
-        table["baseline"] = str(Path.cwd() / str(table["baseline"]))
+    # a bad code here is blamed on this option, not on the configuration file it is applied over
+    per_file = table.get("per-file-ignores", {})
+    validate(
+        Settings(
+            select=_string_list("select", table["select"]) if "select" in table else None,
+            ignore=_string_list("ignore", table.get("ignore", [])),
+            extend_select=_string_list("extend-select", table.get("extend-select", [])),
+            per_file_ignores=tuple((p, _string_list(f"per-file-ignores.{p!r}", c)) for p, c in per_file.items()),  # type: ignore[attr-defined]
+        ),
+        where=f"--config {text!r}",
+    )
+    for key in ("baseline", "cache-dir"):  # (relative to where the command runs)
+        if key in table:
+            table[key] = str(Path.cwd() / str(table[key]))
     if "extend" in table:
         raise ConfigError(f"--config {text!r}: `extend` belongs in a configuration file")
     return table
@@ -322,6 +333,9 @@ def load_settings(config_path: Path | None, inline: Sequence[dict[str, object]] 
         baseline=Path(str(table["baseline"])) if "baseline" in table else None,
         lint_test_code=bool(get("lint-test-code", False)),
         verify_acknowledge=tuple(c.upper() for c in _string_list("verify-acknowledge", get("verify-acknowledge", []))),
+        output_format=str(table["output-format"]) if "output-format" in table else None,
+        cache_dir=Path(str(table["cache-dir"])) if "cache-dir" in table else None,
+        force_exclude=bool(get("force-exclude", False)),
         origins=tuple(sorted(origins.items())),
     )
     validate(settings)
@@ -359,8 +373,9 @@ class SettingsResolver:
         return self._loaded[config]
 
 
-def validate(settings: Settings) -> None:
-    """Raise ConfigError when a selector names no rule.
+def validate(settings: Settings, where: str | None = None) -> None:
+    """Raise ConfigError when a selector names no rule, saying where it was written (`where`, else
+    the settings' configuration file, else the command line).
 
     Checked against the rule modules' file names (`tl101_....py`), so that validating a
     configuration does not import the rules; a test keeps the two lists equal.
@@ -371,7 +386,7 @@ def validate(settings: Settings) -> None:
     for where_in, selectors in checks:
         for s in selectors:
             if s != "ALL" and not any(code.startswith(s) for code in known):
-                where = settings.config_path or "command line"
+                where = where or settings.config_path or "command line"
                 raise ConfigError(
                     f"{where}: {where_in}: {s!r} matches no rule code (codes look like TL101; prefixes like TL4 select a group)"
                 )
@@ -416,6 +431,9 @@ KEY_HELP = {
     "preview": "Run the rules still in preview.",
     "baseline": "A baseline file (written by --write-baseline): findings recorded in it are not reported. Relative to this file.",
     "lint-test-code": "Check test code (tests/, test_*.py) as training code with the per-step rules.",
+    "output-format": "How `trainlint check` prints findings when --output-format is not given (text, or ruff's name for it, full; concise, json, ...).",
+    "cache-dir": "Where `trainlint check` caches results, relative to this file (--cache-dir and TRAINLINT_CACHE_DIR win).",
+    "force-exclude": "Apply excludes to files named explicitly too, as --force-exclude does (for pre-commit and editors).",
     "verify-acknowledge": "Problem codes of `trainlint verify run` (TLR...) that are deliberate: still reported, under Acknowledged, but not failing the run.",
 }
 _JSON_TYPES = {list: "array", dict: "object", str: "string", int: "integer", float: "number", bool: "boolean"}
@@ -437,6 +455,8 @@ def json_schema() -> dict[str, object]:
             prop["additionalProperties"] = {"type": "array", "items": codes}
         if key in _POSITIVE:
             prop["exclusiveMinimum"] = 0
+        if key == "output-format":
+            prop["enum"] = list(OUTPUT_FORMATS)
         properties[key] = prop
     return {
         "$schema": "http://json-schema.org/draft-07/schema#",

@@ -105,7 +105,8 @@ class Diagnostic:
 
     @property
     def url(self) -> str:
-        return rule_url(self.code, self.name)
+        # TL000 has one page whatever its name says (`parse-error`, `io-error`)
+        return rule_url(self.code, "parse-error" if self.code == "TL000" else self.name)
 
     def sort_key(self) -> tuple[str, int, int, int, str]:
         return (self.path, self.cell or 0, self.line, self.column, self.code)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from trainlint.dataclass_methods import keep_dataclass_methods
 
@@ -22,7 +23,7 @@ import click
 
 from trainlint import __version__
 from trainlint.cli.common import (
-    EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, DefaultGroup, _warn, say_unwritten, unflushed, writing_to,
+    EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, IMPLICIT_COMMAND, DefaultGroup, _warn, say_unwritten, silence, unflushed, writing_to,
 )
 from trainlint.cli.catalogue import rule_command, rules_command
 from trainlint.cli import fixing
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from trainlint.engine.results import FileResult
 
 FAIL_LEVELS = ("error", "warning", "info")  # most severe first
-OUTPUT_FORMATS = ("text", "concise", "json", "json-lines", "sarif", "github", "gitlab", "junit", "lsp")
+OUTPUT_FORMATS = ("text", "full", "concise", "json", "json-lines", "sarif", "github", "gitlab", "junit", "lsp")  # (`full`: ruff's name for text)
 
 
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -55,19 +56,22 @@ def main() -> None:
 @click.option("--extend-select", multiple=True, help="Rule codes or prefixes to enable on top of the selection.")
 @click.option("--preview/--no-preview", default=None, help="Enable the rules still in preview (as selected); overrides `preview` in the configuration.")
 @click.option("--extend-ignore", multiple=True, help="Rule codes or prefixes to disable on top of the configured ignores.")
-@click.option("--per-file-ignores", multiple=True, metavar="PATTERN:CODES", help="Disable codes for files matching a pattern, e.g. 'tests/*.py:TL401,TL403'.")
+@click.option("--per-file-ignores", "--extend-per-file-ignores", "per_file_ignores", multiple=True, metavar="PATTERN:CODES", help="Disable codes for files matching a pattern, e.g. 'tests/*.py:TL401,TL403', on top of the configured ones (so ruff's --extend-per-file-ignores is the same option).")
 @click.option("--exclude", multiple=True, help="Gitignore-style patterns of files and folders to skip.")
-@click.option("--force-exclude", is_flag=True, help="Apply excludes to files named explicitly too (for pre-commit).")
-@click.option("--output-format", "--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True, help="How findings are printed.")
+@click.option("--force-exclude/--no-force-exclude", default=None, help="Apply excludes to files named explicitly too (for pre-commit); overrides `force-exclude` in the configuration.")
+@click.option("--output-format", "--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default=None, help="How findings are printed (default: `output-format` in the configuration, else text; `full` is ruff's name for text).")
 @click.option("-o", "--output-file", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Write the findings to this file instead of standard output.")
 @click.option("--statistics", is_flag=True, help="Print only the number of findings per rule.")
-@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("-e", "--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Parallel processes (default: CPU count).")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
+@click.option("-s", "--silent", is_flag=True, help="Print nothing (errors aside); only the exit code tells (a report still goes to --output-file).")
+@click.option("-v", "--verbose", is_flag=True, help="Say on stderr which configurations apply, how many files are linted and how long it took.")
+@click.option("-w", "--watch", is_flag=True, help="Lint, then lint again whenever a linted file, its folder or a given path changes (Ctrl-C stops).")
 @click.option("--stdin-filename", type=click.Path(path_type=Path), default=None, help="The file name of source read from `-`.")
 @click.option("--config", "config", multiple=True, help="A configuration file for every file (pyproject.toml, trainlint.toml), or a TOML `KEY = VALUE` override, e.g. 'preview = true'; repeatable.")
 @click.option("--isolated", is_flag=True, help="Read no configuration file.")
-@click.option("--fix", is_flag=True, help="Apply safe fixes in place (with `-`: print the fixed source).")
+@click.option("--fix/--no-fix", default=False, help="Apply safe fixes in place (with `-`: print the fixed source); --no-fix is the default.")
 @click.option("--fix-only", is_flag=True, help="Apply fixes, and neither report nor exit 1 for the findings left.")
 @click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when --fix changed a file, even if no finding is left.")
 @click.option("--ignore-noqa", is_flag=True, help="Report findings that `# noqa` comments suppress.")
@@ -75,6 +79,8 @@ def main() -> None:
 @click.option("--baseline", "baseline_file", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Report only findings not recorded in this baseline file (overrides `baseline` in the configuration).")
 @click.option("--write-baseline", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Record today's findings in this baseline file, then exit 0.")
 @click.option("--unsafe-fixes", is_flag=True, help="Apply unsafe fixes too (with --fix or --diff).")
+@click.option("--fixable", multiple=True, help="Only these rule codes or prefixes may be fixed (and are marked [*]), e.g. TL3.")
+@click.option("--unfixable", multiple=True, help="These rule codes or prefixes are never fixed.")
 @click.option("--diff", is_flag=True, help="Print only the fixes as a unified diff, writing nothing.")
 @click.option("--show-fixes", is_flag=True, help="List the fixes applied (with --fix) or available, per file and rule.")
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` comments that silence every finding, then exit.")
@@ -82,7 +88,7 @@ def main() -> None:
 @click.option("--show-files", is_flag=True, help="List the files that would be linted, then exit.")
 @click.option("--show-steps", is_flag=True, help="List the step loops and the functions that run every training step, with a call chain each, then exit.")
 @click.option("--show-settings", is_flag=True, help="Print the settings in effect (after configuration and options), then exit.")
-@click.option("--no-cache", is_flag=True, help="Analyse every file; neither read nor write the cache.")
+@click.option("-n", "--no-cache", is_flag=True, help="Analyse every file; neither read nor write the cache.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, envvar="TRAINLINT_CACHE_DIR", help="Where results are cached (default: the user cache directory; env TRAINLINT_CACHE_DIR).")
 @click.option("--file-timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="CPU seconds one file's analysis may take before it is reported as TL000 (default 20).")
 @click.option("--file-memory", type=click.IntRange(min=1), default=None, help="MB of memory one worker may use for a file before it is reported as TL000 (default 1024).")
@@ -96,13 +102,16 @@ def check(
     extend_ignore: tuple[str, ...],
     per_file_ignores: tuple[str, ...],
     exclude: tuple[str, ...],
-    force_exclude: bool,
-    output_format: str,
+    force_exclude: bool | None,
+    output_format: str | None,
     output_file: Path | None,
     statistics: bool,
     exit_zero: bool,
     jobs: int | None,
     quiet: bool,
+    silent: bool,
+    verbose: bool,
+    watch: bool,
     stdin_filename: Path | None,
     config: tuple[str, ...],
     isolated: bool,
@@ -114,6 +123,8 @@ def check(
     baseline_file: Path | None,
     write_baseline: Path | None,
     unsafe_fixes: bool,
+    fixable: tuple[str, ...],
+    unfixable: tuple[str, ...],
     diff: bool,
     show_fixes: bool,
     add_noqa: bool,
@@ -134,6 +145,14 @@ def check(
 
     from trainlint.config import ConfigError
 
+    context = click.get_current_context()
+    if context.meta.get(IMPLICIT_COMMAND) and paths and str(paths[0]) != "-" and not present(paths[0]):
+        # `trainlint lintt .`: a mistyped command, not a missing file to report while the rest is linted
+        raise click.UsageError(_not_a_command(str(paths[0]), context), context.parent)
+    if watch:
+        _watch(context)
+    silence.on = silent
+    can_fix = fixing.fix_filter(fixable, unfixable)
     paths = paths or (Path("."),)
     anchor = stdin_filename or next((p for p in paths if str(p) != "-"), Path("."))
     options = SettingOptions(
@@ -146,6 +165,11 @@ def check(
         _warn(str(exc), prefix="trainlint: error: ")
         sys.exit(EXIT_ERROR)
     fix = fix or fix_only
+    # ruff's configuration keys for what the options set; the options win
+    output_format = output_format or settings.output_format or "text"
+    output_format = "text" if output_format == "full" else output_format
+    force_exclude = settings.force_exclude if force_exclude is None else force_exclude
+    cache_dir = cache_dir or settings.cache_dir
     warn_preview_selected(settings)
     if unsafe_fixes and not (fix or diff):
         _warn("--unsafe-fixes applies nothing without --fix or --diff (findings it would fix are marked [*])")
@@ -163,6 +187,11 @@ def check(
         _warn(str(exc), prefix="trainlint: error: ")
         sys.exit(EXIT_ERROR)
     targets = [t for t in targets if not _excluded_by_own(t, settings_of[t.path], settings, force_exclude)]
+    configs = {s.config_path for s in settings_of.values()} | {settings.config_path}
+    _ending.watched = [*disk_paths, *(t.path for t in targets), *(c for c in configs if c is not None)]
+    if verbose:
+        named = ", ".join(sorted(str(c) for c in configs if c is not None)) or "none (the defaults)"
+        _warn(f"{len(targets)} file{'s' if len(targets) != 1 else ''} to lint; configuration: {named}", prefix="trainlint: ")
     if show_files:
         with writing_to(what="list of files"):
             for target in targets:
@@ -183,8 +212,11 @@ def check(
         sys.exit(EXIT_ERROR if any(r.internal_error for r in stepped) else EXIT_CLEAN)
     sources = [t.path for t in targets] + disk_paths + ([stdin_filename] if stdin and stdin_filename else [])
     _refuse_overwriting(sources, [("--output-file", output_file, "report"), ("--write-baseline", write_baseline, "baseline")])
+    started = time.perf_counter() if verbose else 0.0
     results = _lint_targets([(t.path, settings_of[t.path]) for t in targets], jobs, color, _cache(no_cache, cache_dir), progress)
-    results.extend(FileResult(str(p), [_error(str(p), "no such file or directory")]) for p in missing)
+    if verbose:
+        _warn(f"linted {len(results)} file{'s' if len(results) != 1 else ''} in {time.perf_counter() - started:.2f} s", prefix="trainlint: ")
+    results.extend(FileResult(str(p), [_error(str(p), "cannot read: no such file or directory", name="io-error")]) for p in missing)
     stdin_result = None
     if stdin:
         from trainlint.engine.lint import lint_bytes
@@ -197,6 +229,7 @@ def check(
     for result in results:
         result.diagnostics.sort(key=lambda d: d.sort_key())
     results.sort(key=lambda r: r.path)
+    fixing.restrict_fixes(results, can_fix)
     if add_noqa:
         added = fixing.add_noqa([r for r in results if r is not stdin_result])
         _warn(f"Added {added} noqa directive{'s' if added != 1 else ''}.", prefix="")
@@ -219,12 +252,12 @@ def check(
     would_fix = any(fixable_by(unsafe_fixes)(d) for d in before)
     if stdin_result is not None and (fix or diff):
         # like ruff: the fixed source (or the diff) is the output; with --fix what is left goes to stderr
-        results[results.index(stdin_result)] = fixing.fix_stdin(stdin_result, settings, unsafe_fixes, diff)
+        results[results.index(stdin_result)] = fixing.fix_stdin(stdin_result, settings, unsafe_fixes, diff, can_fix)
         if not diff:
             _report_to(results, options, output_file, err=True)
             _exit(results, exit_zero)
     elif fix or diff:
-        results = fixing.apply_fixes(results, settings, unsafe_fixes, write=fix and not diff)
+        results = fixing.apply_fixes(results, settings, unsafe_fixes, write=fix and not diff, can_fix=can_fix)
     if diff:  # only the diff: exit 1 when there was something to fix
         sys.exit(EXIT_FINDINGS if would_fix and not exit_zero else EXIT_CLEAN)
     fixed = len(before) - sum(len(r.diagnostics) for r in results) if fix else 0
@@ -232,9 +265,9 @@ def check(
         options, hidden_by_baseline=_apply_baseline(results, baseline_file or settings.baseline),
         test_code_files=sum(1 for r in results if _test_code(r.path, settings_of.get(Path(r.path), settings))),
     )
-    if not fix_only:
+    if not fix_only and not (silent and output_file is None):
         _report_to(results, options, output_file)
-    if show_fixes:  # (on stderr when stdout holds a machine-readable report)
+    if show_fixes and not silent:  # (on stderr when stdout holds a machine-readable report)
         after = [d for r in results for d in r.diagnostics]
         summary_to_stderr = output_format not in ("text", "concise")
         with writing_to("standard error" if summary_to_stderr else "standard output", "fixes"):
@@ -245,9 +278,49 @@ def check(
 
 
 class _Ending:
-    """How the process ends: `check` sets `without_cleanup` (see `run`)."""
+    """How the process ends: `check` sets `without_cleanup` (see `run`), and the paths `--watch`
+    polls (those given, the files linted and their configurations)."""
 
     without_cleanup = False
+    watched: list[Path] = []
+
+
+def _not_a_command(word: str, context: click.Context) -> str:
+    """What a first word that is neither a command nor an existing path gets told."""
+    from difflib import get_close_matches
+
+    commands = sorted(getattr(context.parent.command, "commands", ())) if context.parent is not None else []
+    close = get_close_matches(word, commands, n=1)  # (a far word gets the list of commands instead)
+    hint = f"did you mean {close[0]!r}?" if close else f"the commands are {', '.join(commands)}"
+    return f"{word!r} is neither a command nor an existing path: {hint} (`trainlint check {word}` reports a missing file)"
+
+
+def _watch(context: click.Context) -> None:
+    """`--watch`: run this `check` again (without --watch) whenever a file it watches changes; ends on Ctrl-C."""
+    from trainlint.cli.watching import watch
+
+    params = {**context.params, "watch": False}
+    given = [name for name, on in (("-", any(str(p) == "-" for p in params["paths"])), ("--show-files", params["show_files"]),
+             ("--show-settings", params["show_settings"]), ("--show-steps", params["show_steps"]), ("--add-noqa", params["add_noqa"]),
+             ("--write-baseline", params["write_baseline"] is not None), ("--diff", params["diff"])) if on]
+    if given:
+        raise click.UsageError(f"--watch lints the files on disk again at each change; it does not go with {', '.join(given)}")
+    context.meta[IMPLICIT_COMMAND] = False  # (a path removed while watching is then reported, not a usage error)
+
+    def lint_once() -> list[Path]:
+        _ending.watched = []
+        try:
+            context.invoke(check, **params)
+        except SystemExit:  # (each run ends as a plain `check` does)
+            pass
+        if not _ending.watched:  # it ended before finding its files (a configuration error): watch what was given
+            from trainlint.config import find_config
+
+            given = [Path(p) for p in params["paths"]] or [Path(".")]
+            _ending.watched = [*given, *(c for c in map(find_config, given) if c is not None)]
+        return _ending.watched
+
+    watch(lint_once)
 
 
 _ending = _Ending()

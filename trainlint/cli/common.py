@@ -12,6 +12,7 @@ import click
 from trainlint.report.text import visible
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+IMPLICIT_COMMAND = "trainlint.implicit_command"  # in `ctx.meta`: the command was not named (`trainlint src/`)
 
 
 class DefaultGroup(click.Group):
@@ -30,6 +31,7 @@ class DefaultGroup(click.Group):
                 close = get_close_matches(args[0], list(self.commands), n=1)
                 raise click.UsageError(f"{args[0]!r} is neither a command nor a path: did you mean {close[0]!r}?", ctx)
             args = [self.default, *args]
+            ctx.meta[IMPLICIT_COMMAND] = True  # (its first path must then exist: see `check`)
         return super().parse_args(ctx, args)
 
 
@@ -42,8 +44,19 @@ def _mistyped_command(word: str, commands: list[str]) -> bool:
     return bool(get_close_matches(word, commands, n=1, cutoff=0.75))
 
 
+class _Silence:
+    """`check --silent` (ruff's `-s`): no line on stderr but errors (set by `check`)."""
+
+    on = False
+
+
+silence = _Silence()
+
+
 def _warn(message: str, prefix: str = "warning: ") -> None:
     """A line on stderr; control characters in it (from a path, a script's error) shown as escapes."""
+    if silence.on and "error" not in prefix:
+        return
     click.echo(visible(f"{prefix}{message}"), err=True)
 
 

@@ -5,18 +5,64 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import click
 
 from trainlint.cli.common import _warn, writing_to
 from trainlint.report.render import fixable_by
-from trainlint.report.text import visible
+from trainlint.report.text import plural, visible
 
 if TYPE_CHECKING:
     from trainlint.config import Settings
     from trainlint.diagnostics import Diagnostic
     from trainlint.engine.results import FileResult
+
+
+def fix_filter(fixable: Sequence[str], unfixable: Sequence[str]) -> Callable[[str], bool] | None:
+    """ruff's `--fixable`/`--unfixable`: which codes' fixes may be applied (None: all); codes or
+    prefixes (`ALL`), comma-separated or repeated. Raises click.UsageError for a code of no rule."""
+    if not (fixable or unfixable):
+        return None  # (the usual case: nothing to look up)
+    from trainlint.config import UNUSED_NOQA_CODE, rule_codes_on_disk
+
+    def codes(option: str, values: Sequence[str]) -> tuple[str, ...]:
+        out = tuple(c.strip().upper() for v in values for c in v.split(",") if c.strip())
+        known = rule_codes_on_disk() | {UNUSED_NOQA_CODE}
+        for c in out:
+            if c != "ALL" and not any(k.startswith(c) for k in known):
+                raise click.UsageError(f"{option}: {c!r} matches no rule code (codes look like TL101; prefixes like TL4 select a group)")
+        return out
+
+    allow, deny = codes("--fixable", fixable), codes("--unfixable", unfixable)
+
+    def matches(code: str, selectors: tuple[str, ...]) -> bool:
+        return any(s == "ALL" or code.startswith(s) for s in selectors)
+
+    return lambda code: (not allow or matches(code, allow)) and not matches(code, deny)
+
+
+def restrict_fixes(results: Sequence[FileResult], can_fix: Callable[[str], bool] | None) -> None:
+    """Drop the fixes `--fixable`/`--unfixable` rule out, so that neither `[*]` marks nor counts offer them."""
+    if can_fix is None:
+        return
+    for result in results:
+        result.diagnostics = [d if d.fix is None or can_fix(d.code) else replace(d, fix=None) for d in result.diagnostics]
+
+
+def _lint_for(can_fix: Callable[[str], bool] | None):  # type: ignore[no-untyped-def]
+    """The lint `fix_source` re-checks with: the fixes `--fixable`/`--unfixable` rule out dropped."""
+    from trainlint.engine.lint import lint_source
+
+    if can_fix is None:
+        return lint_source
+
+    def lint(source: str, name: str, settings: Settings) -> FileResult:
+        result = lint_source(source, name, settings)
+        restrict_fixes([result], can_fix)
+        return result
+
+    return lint
 
 
 def _read_source(path: Path) -> tuple[bytes, str] | None:
@@ -70,13 +116,13 @@ def add_noqa(results: Sequence[FileResult]) -> int:
     return added
 
 
-def fix_stdin(result: FileResult, settings: Settings, unsafe: bool, diff: bool) -> FileResult:
+def fix_stdin(result: FileResult, settings: Settings, unsafe: bool, diff: bool, can_fix: Callable[[str], bool] | None = None) -> FileResult:
     """`-` with `--fix`: print the fixed source (all of it, fixed or not); with `--diff`: print the diff.
     The fixes are re-checked as a file's are (`fix_source`)."""
     from trainlint.fixes import applicable, fix_source, unified_diff
 
     source = result.source or ""
-    outcome = fix_source(source, result.path, settings, unsafe) if applicable(result.diagnostics, unsafe) else None
+    outcome = fix_source(source, result.path, settings, unsafe, _lint_for(can_fix)) if applicable(result.diagnostics, unsafe) else None
     new = outcome.source if outcome is not None else source
     for d, reason in outcome.rejected if outcome is not None else ():
         click.echo(f"trainlint: {result.path}:{d.line}:{d.column}: {d.code} fix not applied: {reason}", err=True)
@@ -87,7 +133,8 @@ def fix_stdin(result: FileResult, settings: Settings, unsafe: bool, diff: bool) 
         return result
     if outcome is None or not outcome.applied or outcome.remaining is None:
         return result
-    _warn(f"Fixed {len(outcome.applied)} problem(s) in {result.path}", prefix="")
+    _warn(f"Fixed {plural(len(outcome.applied), 'problem')} in {result.path}", prefix="")
+    outcome.remaining.diagnostics.sort(key=lambda d: d.sort_key())  # (re-checked rule by rule)
     return outcome.remaining
 
 
@@ -109,7 +156,9 @@ def print_fix_summary(before: Sequence[Diagnostic], after: Sequence[Diagnostic],
                 click.echo(f"    {n} × {code} ({name})", err=err)
 
 
-def apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, write: bool) -> list[FileResult]:
+def apply_fixes(
+    results: list[FileResult], settings: Settings, unsafe: bool, write: bool, can_fix: Callable[[str], bool] | None = None
+) -> list[FileResult]:
     """Apply (or show) fixes; the remaining diagnostics are those not fixed.
 
     Each file is read once; its fixes are computed and re-checked on exactly those bytes
@@ -128,7 +177,7 @@ def apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wri
         path = Path(result.path)
         try:
             raw = read_source(path, settings.read_limit(result.path))
-            outcome = fix_source(decode(raw), result.path, settings, unsafe)
+            outcome = fix_source(decode(raw), result.path, settings, unsafe, _lint_for(can_fix))
         except (ReadError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
             _warn(f"{result.path}: not fixed: {exc}", prefix="trainlint: ")
             out.append(result)
@@ -153,6 +202,8 @@ def apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wri
             verb = "Fixed"
             assert outcome.remaining is not None
             outcome.remaining.source = None
+            # the findings re-checked after the fix come rule by rule: put them back in line order
+            outcome.remaining.diagnostics.sort(key=lambda d: d.sort_key())
             out.append(outcome.remaining)
         else:
             with writing_to(what="diff"):
@@ -161,5 +212,5 @@ def apply_fixes(results: list[FileResult], settings: Settings, unsafe: bool, wri
                 stdout.write(diff_bytes(result.path, raw, outcome.source))
                 stdout.flush()
             out.append(result)
-        _warn(f"{verb} {len(outcome.applied)} problem(s) in {result.path}", prefix="")
+        _warn(f"{verb} {plural(len(outcome.applied), 'problem')} in {result.path}", prefix="")
     return out

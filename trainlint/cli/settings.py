@@ -113,6 +113,9 @@ def print_settings(settings: Settings, path: Path) -> None:
         "baseline": str(settings.baseline) if settings.baseline else None,
         "lint-test-code": settings.lint_test_code,
         "ignore-noqa": settings.ignore_noqa,
+        "output-format": settings.output_format,
+        "cache-dir": str(settings.cache_dir) if settings.cache_dir else None,
+        "force-exclude": settings.force_exclude,
     }
     origins = dict(settings.origins)
     for key, value in rows.items():

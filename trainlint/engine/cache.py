@@ -111,6 +111,7 @@ def settings_key(settings: Settings) -> str:
         sorted(settings.step_functions), sorted(settings.gate_names), str(settings.root),
         settings.max_file_size, settings.max_line_length, settings.max_nesting, settings.max_chain,
         settings.preview, settings.ignore_noqa, settings.lint_test_code,
+        [str(getattr(pattern, "folder", "")) for pattern, _ in settings.per_file_ignores],  # (an inherited pattern's folder)
     )
     return repr(parts)
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainlint.config import DEFAULT_EXCLUDES
-from trainlint.reading import read_text_lines, resolved
+from trainlint.patterns import excluded_by
+from trainlint.reading import read_text_lines
 
 if TYPE_CHECKING:
     import pathspec
@@ -61,15 +62,9 @@ def is_deepspeed_config(name: str) -> bool:
 
 
 def is_excluded(path: Path, root: Path, exclude: tuple[str, ...]) -> bool:
-    """Whether a user `exclude` pattern (gitignore syntax, relative to the config root) matches."""
-    if not exclude:
-        return False
-    try:
-        rel = resolved(path).relative_to(resolved(root)).as_posix()
-    except ValueError:
-        rel = path.as_posix()
-    spec = _spec(list(exclude))
-    return spec.match_file(rel) or spec.match_file(path.name)
+    """Whether a user `exclude` pattern (gitignore syntax, relative to the config root, or to the
+    folder of the configuration that wrote it: `patterns.FolderPattern`) matches."""
+    return excluded_by(exclude, path, root)
 
 
 def discover(
@@ -77,7 +72,6 @@ def discover(
 ) -> list[Target]:
     """Files to lint, sorted. Explicit files are kept unless `force_exclude` and an exclude matches."""
     found: dict[Path, Target] = {}
-    user_spec = _spec(list(exclude)) if exclude else None
     for given in paths:
         if not _is_dir(given):
             if force_exclude and is_excluded(given, root, exclude):
@@ -98,14 +92,7 @@ def discover(
                     rel = p.relative_to(base).as_posix() + ("/" if is_dir else "")
                     if s.match_file(rel):
                         return True
-                if user_spec is not None:
-                    try:
-                        rel_root = resolved(p).relative_to(resolved(root)).as_posix()
-                    except ValueError:
-                        rel_root = p.as_posix()
-                    if user_spec.match_file(rel_root) or user_spec.match_file(p.name):
-                        return True
-                return False
+                return excluded_by(exclude, p, root)
 
             dirnames[:] = sorted(
                 d for d in dirnames if d not in DEFAULT_EXCLUDES and not d.endswith(".egg-info") and not ignored(here / d, True)

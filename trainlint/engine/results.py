@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from trainlint.diagnostics import Chain, Diagnostic, Location, Severity
 
 PARSE_ERROR = ("TL000", "parse-error")
+IO_ERROR = ("TL000", "io-error")  # a path that cannot be read at all (missing): nothing was parsed
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,12 @@ def could_not_analyse(path: str, why: str) -> Diagnostic:
     return error_diagnostic(path, f"could not be analysed: {why}")
 
 
-def error_diagnostic(path: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
-    """A TL000 at a position of the file: it cannot be read, decoded, parsed or analysed."""
+def error_diagnostic(path: str, message: str, line: int = 1, column: int = 1, name: str = PARSE_ERROR[1]) -> Diagnostic:
+    """A TL000 at a position of the file: it cannot be read, decoded, parsed or analysed (`name`
+    says which: `parse-error`, or `io-error` for a path that does not exist)."""
     return Diagnostic(
         code=PARSE_ERROR[0],
-        name=PARSE_ERROR[1],
+        name=name,
         message=message,
         severity=Severity.ERROR,
         path=path,

@@ -47,6 +47,11 @@ class PlainConsole:
 _HIDDEN = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """`1 problem`, `2 problems`: a count with its noun in the right number (`nouns` when not noun + "s")."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
 def visible(text: str) -> str:
     """`text` with each control character written as an escape (ESC as `\\x1b`, RLO as `\\u202e`):
     a file's name or contents must not retitle or clear the terminal, move the cursor, hide lines or

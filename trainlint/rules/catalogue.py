@@ -78,7 +78,8 @@ Severity: **error** · Default: **always on**
 Reports a file trainlint could not analyse: a syntax error (with the parser's message and
 position), a file that is not valid UTF-8 (or its declared encoding), a file larger than
 `max-file-size` (5 MB by default), or a path that cannot be read. The run goes on with the other
-files, and the exit code is 1.
+files, and the exit code is 1. A path that does not exist is reported under the name `io-error`
+(`cannot read: no such file or directory`), as ruff's E902 is: nothing was parsed.
 
 Files that cannot contain a finding (no training-step token such as `backward`, `.step(`,
 `training_step`, nor any token a selected rule needs) are skipped without being parsed, so a

@@ -8,6 +8,7 @@ import math
 import statistics
 from typing import Any, Sequence
 
+from trainlint.report.text import plural
 from trainlint.verify.invariant_health import invariant_information, invariant_problems, where
 from trainlint.verify.problem_kinds import Problem, relative_path
 from trainlint.verify.update_health import update_problems
@@ -28,11 +29,11 @@ def problems(report: Report) -> list[Problem]:
         frozen = [r for r in frozen if r.get("no_master_copy")]
     if frozen:
         cast = next((r["cast_at"] for r in frozen if r.get("cast_at")), None)
-        found.append(Problem("TLR101", f"{len(frozen)} parameter tensor(s) frozen: {frozen_examples(frozen)}{frozen_cause(frozen)}", cast))
+        found.append(Problem("TLR101", f"{plural(len(frozen), 'parameter tensor')} frozen: {frozen_examples(frozen)}{frozen_cause(frozen)}", cast))
     for what, code in (("loss", "TLR201"), ("grad_norm", "TLR202")):
         bad = (report.get(what) or {}).get("nonfinite_steps") or []
         if bad:
-            found.append(Problem(code, f"{what.replace('_', ' ')} non-finite at step(s) {list_steps(bad)}", step=bad[0]))
+            found.append(Problem(code, f"{what.replace('_', ' ')} non-finite at step{'s' if len(bad) != 1 else ''} {list_steps(bad)}", step=bad[0]))
     if report.get("nonfinite_parameters"):
         found.append(Problem("TLR203", f"non-finite parameters: {', '.join(report['nonfinite_parameters'][:5])}"))
     rise = divergence(report)
@@ -46,7 +47,7 @@ def problems(report: Report) -> list[Problem]:
     if spikes:
         found.append(Problem(
             "TLR205",
-            f"gradient-norm spikes: {len(spikes['steps'])} step(s) above {SPIKE_FACTOR:g}x the run's median norm ({spikes['median']:.3g}), "
+            f"gradient-norm spikes: {plural(len(spikes['steps']), 'step')} above {SPIKE_FACTOR:g}x the run's median norm ({spikes['median']:.3g}), "
             f"from step {spikes['steps'][0]} ({spikes['first']:.4g}; largest {spikes['max']:.4g})", step=spikes["steps"][0],
         ))
     agreement = report.get("rank_agreement") or {}
@@ -55,7 +56,7 @@ def problems(report: Report) -> list[Problem]:
         why = "their gradients were not averaged: TLR602" if averaging else "replicas trained apart: no DDP wrapper, or a rank-dependent update"
         found.append(Problem(
             "TLR601",
-            f"the ranks diverge: parameter checksums of rank(s) {', '.join(map(str, agreement['ranks']))} differ from rank {agreement.get('reference_rank', 0)}'s "
+            f"the ranks diverge: parameter checksums of rank{'s' if len(agreement['ranks']) != 1 else ''} {', '.join(map(str, agreement['ranks']))} differ from rank {agreement.get('reference_rank', 0)}'s "
             f"after step {agreement['first_step']} ({why})", step=agreement["first_step"],
         ))
     found += averaging
@@ -85,7 +86,7 @@ def _gradients_not_averaged(report: Report) -> list[Problem]:
              ": DDP's all-reduce did not reach them (a move of the model after wrapping, `no_sync()` left on, or a comm hook that does not average)")
     return [Problem(
         "TLR602",
-        f"gradients not averaged: the gradients of rank(s) {', '.join(map(str, grads['ranks']))} differ from rank {grads.get('reference_rank', 0)}'s "
+        f"gradients not averaged: the gradients of rank{'s' if len(grads['ranks']) != 1 else ''} {', '.join(map(str, grads['ranks']))} differ from rank {grads.get('reference_rank', 0)}'s "
         f"when step {grads['first_step']} applies them, under DistributedDataParallel{cause}", moved or wrapped, grads["first_step"],
     )]
 
@@ -101,11 +102,11 @@ def iterations(report: Report) -> int:
 
 
 def steps_taken(report: Report) -> str:
-    """"50 optimizer step(s)", or "3 optimizer step(s) and 47 skipped by the GradScaler (94%)"."""
+    """"50 optimizer steps", or "3 optimizer steps and 47 skipped by the GradScaler (94%)"."""
     steps, skipped = report.get("steps") or 0, report.get("skipped_steps") or 0
     if not skipped:
-        return f"{steps} optimizer step(s)"
-    return f"{steps} optimizer step(s) and {skipped} skipped by the GradScaler ({skipped / (steps + skipped):.0%} of {steps + skipped} iterations)"
+        return plural(steps, 'optimizer step')
+    return f"{plural(steps, 'optimizer step')} and {skipped} skipped by the GradScaler ({skipped / (steps + skipped):.0%} of {steps + skipped} iterations)"
 
 
 def failed_ourselves(report: Report) -> bool:
@@ -267,19 +268,19 @@ def rank_lines(report: Report) -> list[str]:
         syncs = len([s for s in rank.get("syncs") or [] if s["every_step"]])
         where = f" (node {rank['node']}, {rank.get('host')})" if report.get("nodes") and rank.get("node") is not None else ""
         lines.append(
-            f"rank {rank['rank']}{where}: {rank['steps']} step(s), {rank.get('message') or rank.get('stopped')}{loss}, "
-            f"{frozen} frozen tensor(s), {syncs} sync site(s) every step{per_step}"
+            f"rank {rank['rank']}{where}: {plural(rank['steps'], 'step')}, {rank.get('message') or rank.get('stopped')}{loss}, "
+            f"{plural(frozen, 'frozen tensor')}, {plural(syncs, 'sync site')} every step{per_step}"
         )
     agreement = report.get("rank_agreement") or {}
     if agreement.get("status") == "agree":
         lines.append(f"parameters agree across ranks {', '.join(map(str, agreement['ranks_compared']))} after each of {agreement['steps_compared']} steps")
     elif agreement.get("status") == "diverge":
-        lines.append(f"parameters DIVERGE: rank(s) {', '.join(map(str, agreement['ranks']))} differ from rank {agreement['reference_rank']} after step {agreement['first_step']}")
+        lines.append(f"parameters DIVERGE: rank{'s' if len(agreement['ranks']) != 1 else ''} {', '.join(map(str, agreement['ranks']))} differ from rank {agreement['reference_rank']} after step {agreement['first_step']}")
     elif agreement:
         lines.append(f"parameters not compared: {agreement.get('detail')}")
     grads = report.get("gradient_agreement") or {}
     if grads.get("status") == "agree":
         lines.append(f"gradients agree across ranks {', '.join(map(str, grads['ranks_compared']))} as each of {grads['steps_compared']} steps applies them")
     elif grads.get("status") == "diverge":
-        lines.append(f"gradients DIFFER: rank(s) {', '.join(map(str, grads['ranks']))} from rank {grads['reference_rank']} at step {grads['first_step']}")
+        lines.append(f"gradients DIFFER: rank{'s' if len(grads['ranks']) != 1 else ''} {', '.join(map(str, grads['ranks']))} from rank {grads['reference_rank']} at step {grads['first_step']}")
     return lines

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from trainlint.report.text import plural
 from trainlint.verify.problem_kinds import Problem, relative_path
 
 Report = dict[str, Any]
@@ -49,7 +50,7 @@ def _what_trains(report: Report, problems: bool) -> list[Problem]:
         elements = sum(r["numel"] for r in orphans)
         lines.append(Problem(
             "TLR102",
-            f"what trains: {len(orphans)} parameter tensor(s) ({elements:,} elements, {elements / total:.1%} of the model) receive gradients "
+            f"what trains: {plural(len(orphans), 'parameter tensor')} ({elements:,} elements, {elements / total:.1%} of the model) receive gradients "
             f"but no optimizer that stepped holds them, from step 1: {_names(orphans)} (built or replaced after the optimizer, or the "
             "optimizer was given other parameters)", step=1,
         ))
@@ -75,7 +76,7 @@ def _what_trains(report: Report, problems: bool) -> list[Problem]:
         elements = sum(r["numel"] for r in unused)
         lines.append(Problem(
             "TLR102",
-            f"what trains: {len(unused)} trainable tensor(s) ({elements:,} elements) in an optimizer received no gradient in "
+            f"what trains: {plural(len(unused), 'trainable tensor')} ({elements:,} elements) in an optimizer received no gradient in "
             f"{report.get('steps', 0)} steps (unused in the graph): {_names(unused)}", information=info,
         ))
     return lines
@@ -96,8 +97,8 @@ def _freeze_cause(trains: Report) -> str:
     if not sites:
         return ""
     site = sites[0]
-    more = f" (and {len(sites) - 1} other line(s))" if len(sites) > 1 else ""
-    return f", requires_grad set to False at {where(site)} for {site['tensors']} tensor(s){more}"
+    more = f" (and {plural(len(sites) - 1, 'other line')})" if len(sites) > 1 else ""
+    return f", requires_grad set to False at {where(site)} for {plural(site['tensors'], 'tensor')}{more}"
 
 
 def _names(rows: Sequence[Report], limit: int = 3) -> str:
@@ -140,7 +141,7 @@ def _evaluation(report: Report, problems: bool) -> list[Problem]:
             what = f"evaluation is not deterministic: `{site['function']}` runs in training behaviour inside eval-mode `{site['module']}`{kind}"
         lines.append(Problem(
             "TLR503" if site["kind"] == "batch norm" else "TLR502",
-            f"{what}{switched}, at {where(site)}: {site['count']} call(s) from the evaluation {when}{_measured(measured, site['kind'])}{_fix(site)}",
+            f"{what}{switched}, at {where(site)}: {plural(site['count'], 'call')} from the evaluation {when}{_measured(measured, site['kind'])}{_fix(site)}",
             site, site["after_step"] or None,
         ))
     return lines
@@ -153,7 +154,7 @@ def _measured(measured: Report, kind: str) -> str:
     if measured.get("max_abs_diff"):
         parts.append(f"two forwards of the same batch differ by up to {measured['max_abs_diff']:.3g} ({measured['max_rel_diff']:.0%} of the largest output)")
     if measured.get("buffers_changed"):
-        parts.append(f"{len(measured['buffers_changed'])} buffer(s) changed by two forwards ({', '.join(measured['buffers_changed'][:2])})")
+        parts.append(f"{plural(len(measured['buffers_changed']), 'buffer')} changed by two forwards ({', '.join(measured['buffers_changed'][:2])})")
     return "; " + "; ".join(parts) if parts else ""
 
 

@@ -274,7 +274,7 @@ def _outlier_batch(setup: str, optimizer: str, lr: float, device: str, assumed: 
     jumped = plain["moved"] > 5 * clipped["moved"] and plain["loss_after"] > 2 * plain["loss_before"]
     # Adam-like: the spike's square sits in the second moment (beta2 0.999: for ~1000 steps)
     stalled = plain["later_step_share"] < 0.5 and clipped["later_step_share"] > 1.5 * plain["later_step_share"]
-    skips = f" (the scaler skipped it {plain['skipped']} time(s) for inf/NaN, then applied it)" if plain["skipped"] else ""
+    skips = f" (the scaler skipped it {plain['skipped']} time{'s' if plain['skipped'] != 1 else ''} for inf/NaN, then applied it)" if plain["skipped"] else ""
     how_far = "made the weights non-finite" if not math.isfinite(plain["moved"]) else f"moved the weights by {plain['moved']:.1%} of their norm"
     summary = (
         f"{setting}, {optimizer} lr={lr:g}{_assumptions(assumed)}: one outlier batch{skips} {how_far} unclipped, by "

@@ -8,7 +8,7 @@ import html
 import math
 from typing import Any, Sequence
 
-from trainlint.report.text import visible
+from trainlint.report.text import plural, visible
 from trainlint.verify.invariant_health import SMALL_SHARE, unchanged_parameters
 from trainlint.verify.update_health import RESOLUTION
 from trainlint.verify.problem_kinds import KIND_BY_CODE, Problem
@@ -67,7 +67,7 @@ def _header(report: Report, problems: Sequence[Problem]) -> str:
         if shown:
             out.append(f"<h2>{title}</h2><ul{css}>" + "".join(_problem_item(p) for p in shown) + "</ul>")
     if not open_problems and steps and report.get("stopped") != "internal-error":
-        scope = f"the {steps} step(s) before the run failed" if failure else "this run"
+        scope = f"the {plural(steps, 'step')} before the run failed" if failure else "this run"
         acknowledged = f" apart from {len(problems) - len(open_problems)} acknowledged" if len(problems) > len(open_problems) else ""
         out.append(f"<p class=\"good\">No training-health problem in {scope}{acknowledged}.</p>")
     return "\n".join(out)
@@ -97,7 +97,7 @@ def _series(report: Report) -> str:
             charts.append(_chart(label, line_chart(ratios, "", [], floor, f"{g['dtype']} resolution / 2")))
     if not charts:
         return ""
-    lowered = f"the GradScaler lowered its scale {scale.get('decreases', 0)} time(s) for inf/NaN gradients" if scale.get("values") else None
+    lowered = f"the GradScaler lowered its scale {plural(scale.get('decreases', 0), 'time')} for inf/NaN gradients" if scale.get("values") else None
     notes = [line for line in (clipping_line(report), lowered) if line]
     return "<h2>Per step</h2>" + "".join(charts) + "".join(f"<p class=\"meta\">{escape(n)}</p>" for n in notes)
 
@@ -127,7 +127,7 @@ def _what_trains(report: Report) -> str:
         out.append(_table(["module", "elements", *map(escape, statuses)], rows, numeric=tuple(range(1, 2 + len(statuses)))))
     for site in (trains.get("freeze_sites") or [])[:3]:
         out.append(f"<p class=\"meta\">requires_grad=False set at <code>{escape(relative_path(site['path']))}:{site['line']}</code> "
-                   f"{escape(site.get('code', ''))} for {site['tensors']} tensor(s), {site['elements']:,} elements</p>")
+                   f"{escape(site.get('code', ''))} for {plural(site['tensors'], 'tensor')}, {site['elements']:,} elements</p>")
     return "".join(out)
 
 

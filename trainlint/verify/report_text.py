@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trainlint.verify.sparkline import marker_column, sparkline
-from trainlint.report.text import visible
+from trainlint.report.text import plural, visible
 from trainlint.verify.health import (
     FROZEN, clipping_line, failed_ourselves, format_bytes, format_value, frozen_cause, information, iterations, never_cleared, steps_taken, rank_lines,
     relative_path, run_series, script_failed,
@@ -48,7 +48,7 @@ def render(console: Console, rows: Sequence[dict[str, object]], unchecked: str =
         took = f", {duration:.1f} s" if isinstance(duration, (int, float)) else ""
         console.print(f"  = [{STYLE.get(status, '')}]{_e(status)}[/]{on}{took}: {_e(verdict['summary'])}")
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    console.print(f"\nVerified {len(rows)} finding(s): {_e(summary) or 'nothing to verify'}")
+    console.print(f"\nVerified {plural(len(rows), 'finding')}: {_e(summary) or 'nothing to verify'}")
 
 
 def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str, object]], problems: Sequence[Problem]) -> None:
@@ -79,7 +79,7 @@ def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str
             for problem in shown:
                 console.print(f"  - [cyan]{problem.code}[/] {_e(problem.message)}{_acknowledged(problem)}")
     if not open_problems:
-        scope = f"the {steps} step(s) before the run failed" if script_failed(report) else "this run"
+        scope = f"the {plural(steps, 'step')} before the run failed" if script_failed(report) else "this run"
         acknowledged = len(problems) - len(open_problems)
         console.print(f"\nNo training-health problem in {scope}" + (f" apart from {acknowledged} acknowledged." if acknowledged else "."))
 
@@ -120,7 +120,7 @@ def _frozen(console: Console, report: dict[str, Any]) -> None:
         counts.setdefault(r["reason"], [0, 0])
         counts[r["reason"]][0] += 1
         counts[r["reason"]][1] += r["numel"]
-    console.print("  by reason: " + _e("; ".join(f"{reason} {n} tensor(s), {elements:,} elements" for reason, (n, elements) in counts.items())))
+    console.print("  by reason: " + _e("; ".join(f"{reason} {plural(n, 'tensor')}, {elements:,} elements" for reason, (n, elements) in counts.items())))
     cause = frozen_cause([r for r in report.get("frozen") or [] if r["frozen_fraction"] >= FROZEN])
     if cause:
         console.print(f"  cause: {_e(cause.removeprefix('; '))}")
@@ -149,7 +149,7 @@ def _what_trains(console: Console, report: dict[str, Any]) -> None:
     if len(modules) > 12:
         console.print(f"  ... and {len(modules) - 12} more modules")
     for site in (trains.get("freeze_sites") or [])[:3]:
-        console.print(f"  requires_grad=False set at {_e(where(site))} for {site['tensors']} tensor(s), {site['elements']:,} elements")
+        console.print(f"  requires_grad=False set at {_e(where(site))} for {plural(site['tensors'], 'tensor')}, {site['elements']:,} elements")
 
 
 def _evaluation(console: Console, report: dict[str, Any]) -> None:
@@ -160,14 +160,14 @@ def _evaluation(console: Console, report: dict[str, Any]) -> None:
     console.print(f"\n[bold]Evaluation[/]: training behaviour under eval mode ({behaviour.get('switches', 0)} switch(es) to eval by the script)")
     for site in sites[:10]:
         verdict = "on purpose" if site["explicit"] else "[red]problem[/]"
-        console.print(f"  {_e(where(site))}  {_e(site['function'])} in `{_e(site['module'])}`  {site['count']} call(s), from after step {site['after_step']}  {verdict}")
+        console.print(f"  {_e(where(site))}  {_e(site['function'])} in `{_e(site['module'])}`  {plural(site['count'], 'call')}, from after step {site['after_step']}  {verdict}")
     measured = behaviour.get("measured") or {}
     if measured.get("error"):
         console.print(f"  the repeated forward could not run: {_e(measured['error'])}")
     elif measured:
         console.print(
             f"  two forwards of one batch under `{_e(measured.get('module_type'))}`: outputs differ by up to {measured['max_abs_diff']:.3g}, "
-            f"{len(measured.get('buffers_changed') or [])} buffer(s) changed"
+            f"{plural(len(measured.get('buffers_changed') or []), 'buffer')} changed"
         )
 
 
@@ -194,7 +194,7 @@ def _series(console: Console, report: dict[str, Any]) -> None:
     if scale and scale.get("enabled") is False:
         console.print(f"  GradScaler disabled: {scale.get('scaled_losses', 0)} loss(es) passed through unscaled")
     elif scale and scale.get("first") is not None:
-        console.print(f"  loss scale {scale['first']:g} -> {scale['last']:g}, lowered {scale.get('decreases', 0)} time(s) for inf/NaN gradients")
+        console.print(f"  loss scale {scale['first']:g} -> {scale['last']:g}, lowered {plural(scale.get('decreases', 0), 'time')} for inf/NaN gradients")
     if report.get("nonfinite_parameters"):
         console.print(f"  [red]non-finite parameters[/]: {_e(', '.join(report['nonfinite_parameters'][:5]))}")
     timing = report.get("step_time")
@@ -227,7 +227,7 @@ def _syncs(console: Console, report: dict[str, Any]) -> None:
         elif s["steps_seen"]:
             often = f"in {s['steps_seen']} of {s['steps_measured']} steps"
         else:
-            often = f"{s['count']} time(s), outside the steps measured"
+            often = f"{plural(s['count'], 'time')}, outside the steps measured"
         console.print(f"  {_e(where)}:{_e(s['line'])}  {_e(s['kind'])}  {often}")
     if not syncs:
         console.print("  none")
@@ -266,7 +266,7 @@ def _step_notes(console: Console, report: dict[str, Any]) -> None:
     if never_cleared(report):
         notes.append("[red]gradients were never cleared[/]: no zero_grad() call, no .grad reset")
     if report.get("scheduler_steps_before_first_step"):
-        notes.append(f"the LR scheduler stepped {report['scheduler_steps_before_first_step']} time(s) before the first optimizer step")
+        notes.append(f"the LR scheduler stepped {plural(report['scheduler_steps_before_first_step'], 'time')} before the first optimizer step")
     if report.get("anomaly_steps"):
         notes.append(f"anomaly detection was on at {len(report['anomaly_steps'])} of {steps} steps")
     wait = report.get("data_wait")
@@ -274,7 +274,7 @@ def _step_notes(console: Console, report: dict[str, Any]) -> None:
         notes.append(f"waiting for the DataLoader: {wait['per_step_s'] * 1e3:.2f} ms per step ({wait['fraction']:.0%} of the step time)")
     for e in report.get("events") or []:
         if e["kind"] != "forward with autograd on":
-            often = f"{e['per_step']:.3g} per step" if e["every_step"] else f"{e['count']} time(s)"
+            often = f"{e['per_step']:.3g} per step" if e["every_step"] else plural(e['count'], 'time')
             notes.append(_e(f"{relative_path(e['path'])}:{e['line']}  {e['kind']}  {often}"))
     if notes:
         console.print("\n[bold]During the steps[/]")

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from trainlint.report.text import plural
 from trainlint.diagnostics import Diagnostic
 from trainlint.verify.nodes import Nodes, wait_for_reports
 from trainlint.verify.ranks import merge, no_report
@@ -176,7 +177,7 @@ def _verdict(report: Report, d: Diagnostic) -> tuple[str, str] | None:
     if d.code == "TL101":
         low = [r for r in report.get("frozen") or [] if r["dtype"] in LOW_PRECISION and r["frozen_fraction"] >= FROZEN]
         if low:
-            return "confirmed", f"{len(low)} {low[0]['dtype']} tensor(s) unchanged after {steps} steps though their gradients were non-zero: {frozen_examples(low)}{frozen_cause(low)}"
+            return "confirmed", f"{plural(len(low), low[0]['dtype'] + ' tensor')} unchanged after {steps} steps though their gradients were non-zero: {frozen_examples(low)}{frozen_cause(low)}"
         return "not confirmed", f"every low-precision parameter moved in {steps} steps"
     if d.code in ("TL102", "TL104", "TL202", "TL204"):
         return _stability(report, steps)
@@ -197,7 +198,7 @@ def _verdict(report: Report, d: Diagnostic) -> tuple[str, str] | None:
         scale = report.get("loss_scale") or {}
         if scale.get("scaled_losses") and not scale.get("updates"):
             return "confirmed", f"GradScaler.update() never ran: {scale['scaled_losses']} loss(es) scaled, the scale never adjusted"
-        return "not confirmed", f"GradScaler.update() ran {scale.get('updates', 0)} time(s) in {steps} steps"
+        return "not confirmed", f"GradScaler.update() ran {plural(scale.get('updates', 0), 'time')} in {plural(steps, 'step')}"
     if d.code == "TL404":
         on = report.get("anomaly_steps") or []
         if on:
@@ -220,7 +221,7 @@ def _verdict(report: Report, d: Diagnostic) -> tuple[str, str] | None:
     if d.code == "TL502":
         early = report.get("scheduler_steps_before_first_step") or 0
         if early:
-            return "confirmed", f"the LR scheduler stepped {early} time(s) before the first optimizer step: the schedule's first value was skipped"
+            return "confirmed", f"the LR scheduler stepped {plural(early, 'time')} before the first optimizer step: the schedule's first value was skipped"
         return "not confirmed", "the LR scheduler did not step before the first optimizer step"
     if d.code == "TL503":
         evals = report.get("eval_mode_steps") or []
@@ -242,13 +243,13 @@ def _event_verdict(report: Report, d: Diagnostic, steps: int) -> tuple[str, str]
     if d.code == "TL406":
         if any(e["every_step"] for e in rows):
             e = next(e for e in rows if e["every_step"])
-            return "confirmed", f"a host-to-device copy ran {e['per_step']:.3g} time(s) per step"
+            return "confirmed", f"a host-to-device copy ran {e['per_step']:.3g} {'time' if e['per_step'] == 1 else 'times'} per step"
         if report.get("device") == "cpu":
             return "cannot check here", "on the CPU there is no copy to a device"
         return "not confirmed", "no host-to-device copy at this line on every step"
     if rows:
         e = rows[0]
-        return "confirmed", f"{e['kind']}: {e['count']} time(s) in {steps} steps"
+        return "confirmed", f"{e['kind']}: {plural(e['count'], 'time')} in {plural(steps, 'step')}"
     if d.code == "TL303":
         return "not confirmed", f"this forward did not run with autograd on in {steps} steps (evaluation may come later: raise --steps)"
     return "not confirmed", f"no backward ran inside autocast at this line in {steps} steps"
@@ -289,7 +290,7 @@ def _sync_verdict(report: Report, d: Diagnostic, steps: int) -> tuple[str, str]:
     every = [s for s in at_line if s["every_step"]]
     if every:
         s = every[0]
-        return "confirmed", f"{s['kind']} ran {s['per_step']:.3g} time(s) per step, in {s['steps_seen']} of {s['steps_measured']} steps"
+        return "confirmed", f"{s['kind']} ran {s['per_step']:.3g} {'time' if s['per_step'] == 1 else 'times'} per step, in {s['steps_seen']} of {s['steps_measured']} steps"
     if at_line:
         s = at_line[0]
         return "not confirmed", f"{s['kind']} ran in {s['steps_seen']} of {s['steps_measured']} steps only"

@@ -31,6 +31,7 @@ import math
 import statistics
 from typing import Any, Sequence
 
+from trainlint.report.text import plural
 from trainlint.verify.problem_kinds import Problem
 
 Report = dict[str, Any]
@@ -61,7 +62,7 @@ def _where(site: Report | None) -> str:
 
 def _group_label(g: Report) -> str:
     built = f", built at {_where(g['built_at'])}" if g.get("built_at") else ""
-    return f"{g['optimizer']} param group {g['group']} ({g['tensors']} tensor(s), {g['elements']:,} elements, {g['dtype']}{built})"
+    return f"{g['optimizer']} param group {g['group']} ({plural(g['tensors'], 'tensor')}, {g['elements']:,} elements, {g['dtype']}{built})"
 
 
 def _updates(report: Report) -> list[Problem]:
@@ -71,13 +72,13 @@ def _updates(report: Report) -> list[Problem]:
     if scaler.get("steps") and scaler.get("skipped") == scaler["steps"]:
         lines.append(Problem(
             "TLR104",
-            f"updates: GradScaler.step skipped all {scaler['steps']} optimizer step(s) (inf/NaN gradients every time, from step "
+            f"updates: GradScaler.step skipped all {plural(scaler['steps'], 'optimizer step')} (inf/NaN gradients every time, from step "
             f"{scaler['first_skipped']}) at {_where(scaler.get('site'))}: the parameters were never updated", scaler.get("site"), scaler.get("first_skipped"),
         ))
     elif _skips_most(scaler):
         lines.append(Problem(
             "TLR107",
-            f"updates: GradScaler.step skipped {scaler['skipped']} of {scaler['steps']} optimizer step(s) ({scaler['skipped'] / scaler['steps']:.0%}; "
+            f"updates: GradScaler.step skipped {scaler['skipped']} of {plural(scaler['steps'], 'optimizer step')} ({scaler['skipped'] / scaler['steps']:.0%}; "
             f"{scaler['skipped_after_settling']} of the {scaler['steps'] - SETTLING_SKIPS} after its first {SETTLING_SKIPS}) at {_where(scaler.get('site'))}: "
             "inf/NaN gradients keep recurring, and the run trains on few of its batches", scaler.get("site"), scaler.get("first_skipped"),
         ))
@@ -89,14 +90,14 @@ def _updates(report: Report) -> list[Problem]:
             else:
                 cause = (f"the loss's backward reaches none of them ({', '.join(g['names'])}...): the optimizer holds other "
                          "parameters than the model that computes the loss")
-            lines.append(Problem("TLR104", f"updates: {_group_label(g)} had no gradient at any of its {steps} step(s), from step 1, so step() changed nothing: {cause}",
+            lines.append(Problem("TLR104", f"updates: {_group_label(g)} had no gradient at any of its {plural(steps, 'step')}, from step 1, so step() changed nothing: {cause}",
                                  g.get("cleared_at") or g.get("built_at"), 1))
         elif g["steps_unchanged"] == steps and steps:
             lr = f"lr={g['lr_first']:g}" if g.get("lr_first") is not None else "its lr"
             why = "the learning rate is 0" if g.get("lr_max") == 0 else (
                 f"the cleared gradients of {_where(g['cleared_at'])}" if g.get("cleared_at") else "its gradients or learning rate are zero")
             names = f" ({', '.join(g['names'])}{'...' if g['tensors'] > len(g['names']) else ''})" if g.get("names") else ""
-            lines.append(Problem("TLR104", f"updates: {_group_label(g)} was unchanged by all {steps} step(s) ({lr}), from step 1: {why}{names}",
+            lines.append(Problem("TLR104", f"updates: {_group_label(g)} was unchanged by all {plural(steps, 'step')} ({lr}), from step 1: {why}{names}",
                                  g.get("cleared_at") or g.get("built_at"), 1))
         elif g.get("ratio_median") is not None:
             floor = RESOLUTION.get(g["dtype"], RESOLUTION["float32"]) / 2
@@ -136,11 +137,11 @@ def update_lines(report: Report) -> list[str]:
             ratio = "no ratio (weights at zero)"
         else:
             ratio = f"update/weight median {g['ratio_median']:.2g} (min {g['ratio_min']:.2g}, max {g['ratio_max']:.2g})"
-        lines.append(f"{g['optimizer']} group {g['group']}: {g['tensors']} tensor(s), {g['elements']:,} {g['dtype']} elements, {lr}, {ratio}, "
-                     f"{g['steps_unchanged']} of {g['steps']} step(s) changed nothing")
+        lines.append(f"{g['optimizer']} group {g['group']}: {plural(g['tensors'], 'tensor')}, {g['elements']:,} {g['dtype']} elements, {lr}, {ratio}, "
+                     f"{g['steps_unchanged']} of {plural(g['steps'], 'step')} changed nothing")
     scaler = (report.get("updates") or {}).get("scaler") or {}
     if scaler.get("skipped"):
-        lines.append(f"GradScaler skipped {scaler['skipped']} of {scaler['steps']} step(s) ({scaler['skipped'] / scaler['steps']:.0%})")
+        lines.append(f"GradScaler skipped {scaler['skipped']} of {plural(scaler['steps'], 'step')} ({scaler['skipped'] / scaler['steps']:.0%})")
     return lines
 
 
@@ -155,7 +156,7 @@ def learning(report: Report) -> Report:
     info = report.get("learning") or {}
     n = len(values)
     if n < MIN_STEPS:
-        return {"status": "too early to tell", "detail": f"{n} loss value(s); the trend test needs {MIN_STEPS}", "n": n}
+        return {"status": "too early to tell", "detail": f"{plural(n, 'loss value')}; the trend test needs {MIN_STEPS}", "n": n}
     points = _average(values, MAX_POINTS)
     z, p = mann_kendall(points)
     low, high = sen_slope_interval(points)
