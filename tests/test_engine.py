@@ -162,10 +162,10 @@ def _stop(name: str, settings: Settings, data: bytes | None):
 
 
 def test_a_worker_that_does_not_run_is_ended_by_the_wall_clock_backstop(monkeypatch):
-    from trainlint.engine import workers
+    from trainlint.engine import worker_process, workers
 
-    monkeypatch.setattr(workers, "WALL_CLOCK_FACTOR", 2.0)
-    monkeypatch.setattr(workers, "WALL_CLOCK_SLACK", 0.0)
+    monkeypatch.setattr(worker_process, "WALL_CLOCK_FACTOR", 2.0)
+    monkeypatch.setattr(worker_process, "WALL_CLOCK_SLACK", 0.0)
     [(_, result)] = list(workers.run([("stopped.py", Settings(file_timeout=0.5), None)], 1, _stop, lambda s: s.file_timeout, lambda s: 100))
     [diagnostic] = result.diagnostics
     assert diagnostic.message == (

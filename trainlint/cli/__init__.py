@@ -23,7 +23,8 @@ import click
 
 from trainlint import __version__
 from trainlint.cli.common import (
-    EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, IMPLICIT_COMMAND, DefaultGroup, _warn, say_unwritten, silence, unflushed, writing_to,
+    EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, IMPLICIT_COMMAND, DefaultGroup, _warn, refuse_overwriting, result_cache, say_unwritten,
+    silence, unflushed, writing_to,
 )
 from trainlint.cli.catalogue import rule_command, rules_command
 from trainlint.cli import fixing
@@ -211,9 +212,9 @@ def check(
             click.echo(steps_text(sorted(stepped, key=lambda r: r.path)), nl=False)
         sys.exit(EXIT_ERROR if any(r.internal_error for r in stepped) else EXIT_CLEAN)
     sources = [t.path for t in targets] + disk_paths + ([stdin_filename] if stdin and stdin_filename else [])
-    _refuse_overwriting(sources, [("--output-file", output_file, "report"), ("--write-baseline", write_baseline, "baseline")])
+    refuse_overwriting(sources, [("--output-file", output_file, "report"), ("--write-baseline", write_baseline, "baseline")])
     started = time.perf_counter() if verbose else 0.0
-    results = _lint_targets([(t.path, settings_of[t.path]) for t in targets], jobs, color, _cache(no_cache, cache_dir), progress)
+    results = _lint_targets([(t.path, settings_of[t.path]) for t in targets], jobs, color, result_cache(no_cache, cache_dir), progress)
     if verbose:
         _warn(f"linted {len(results)} file{'s' if len(results) != 1 else ''} in {time.perf_counter() - started:.2f} s", prefix="trainlint: ")
     results.extend(FileResult(str(p), [_error(str(p), "cannot read: no such file or directory", name="io-error")]) for p in missing)
@@ -347,32 +348,6 @@ def run() -> None:
         raise
 
 
-def _refuse_overwriting(sources: Sequence[Path], outputs: Sequence[tuple[str, Path | None, str]]) -> None:
-    """Exit 2 when a file the run would write (option, path, what) is one of the files it lints:
-    `-o train.py train.py` would replace the code with its report. The same file under another
-    spelling, or through a symbolic or a hard link, is found by its device and inode."""
-    written = []
-    for option, output, what in outputs:
-        try:
-            if output is not None:
-                found = output.stat()
-                written.append((option, output, what, (found.st_dev, found.st_ino)))
-        except (OSError, ValueError):
-            pass  # not there yet: it cannot be a file this run lints
-    if not written:
-        return
-    for source in sources:
-        try:
-            found = source.stat()
-        except (OSError, ValueError):
-            continue
-        for option, output, what, identity in written:
-            if (found.st_dev, found.st_ino) == identity:
-                same = "" if os.path.normpath(source) == os.path.normpath(output) else f" (the same file as {source})"
-                _warn(f"{option} {output}{same} is a file being linted: refusing to overwrite it with the {what}", prefix="trainlint: error: ")
-                sys.exit(EXIT_ERROR)
-
-
 def _exit(results: Sequence[FileResult], exit_zero: bool, fail_level: str = "info") -> None:
     """2 on an internal error; else 1 when a finding at or above `fail_level` is left (TL000 always counts)."""
     if any(r.internal_error for r in results):
@@ -420,21 +395,6 @@ def _apply_baseline(results: Sequence[FileResult], file: Path | None) -> int:
         hidden += dropped
     return hidden
 
-
-
-def _cache(no_cache: bool, directory: Path | None) -> Cache | None:
-    """The result cache of a `check` run (None with --no-cache)."""
-    if no_cache:
-        return None
-    from trainlint.engine.cache import Cache
-    from trainlint.engine.cache_folder import KEY_VARIABLE, CacheKeyError, default_directory, load_key
-
-    try:
-        key = load_key()  # (read once: every entry read or written is authenticated with it)
-    except CacheKeyError as exc:
-        _warn(f"{exc}; results are not cached (set {KEY_VARIABLE}, or pass --no-cache)")
-        return None
-    return Cache(directory or default_directory(), key=key)
 
 
 def _lint_targets(

@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 import sys
 from contextlib import contextmanager
-from typing import Iterator, TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, Sequence, TextIO
 
 import click
 
 from trainlint.report.text import visible
+
+if TYPE_CHECKING:
+    from trainlint.engine.cache import Cache
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 IMPLICIT_COMMAND = "trainlint.implicit_command"  # in `ctx.meta`: the command was not named (`trainlint src/`)
@@ -95,3 +99,44 @@ def say_unwritten(what: str, where: str, exc: OSError) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
+
+
+def refuse_overwriting(sources: Sequence[Path], outputs: Sequence[tuple[str, Path | None, str]]) -> None:
+    """Exit 2 when a file the run would write (option, path, what) is one of the files it lints:
+    `-o train.py train.py` would replace the code with its report. The same file under another
+    spelling, or through a symbolic or a hard link, is found by its device and inode."""
+    written = []
+    for option, output, what in outputs:
+        try:
+            if output is not None:
+                found = output.stat()
+                written.append((option, output, what, (found.st_dev, found.st_ino)))
+        except (OSError, ValueError):
+            pass  # not there yet: it cannot be a file this run lints
+    if not written:
+        return
+    for source in sources:
+        try:
+            found = source.stat()
+        except (OSError, ValueError):
+            continue
+        for option, output, what, identity in written:
+            if (found.st_dev, found.st_ino) == identity:
+                same = "" if os.path.normpath(source) == os.path.normpath(output) else f" (the same file as {source})"
+                _warn(f"{option} {output}{same} is a file being linted: refusing to overwrite it with the {what}", prefix="trainlint: error: ")
+                sys.exit(EXIT_ERROR)
+
+
+def result_cache(no_cache: bool, directory: Path | None) -> Cache | None:
+    """The result cache of a `check` run (None with --no-cache)."""
+    if no_cache:
+        return None
+    from trainlint.engine.cache import Cache
+    from trainlint.engine.cache_folder import KEY_VARIABLE, CacheKeyError, default_directory, load_key
+
+    try:
+        key = load_key()  # (read once: every entry read or written is authenticated with it)
+    except CacheKeyError as exc:
+        _warn(f"{exc}; results are not cached (set {KEY_VARIABLE}, or pass --no-cache)")
+        return None
+    return Cache(directory or default_directory(), key=key)

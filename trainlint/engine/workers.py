@@ -47,11 +47,9 @@ import gc
 import multiprocessing
 import os
 import signal
-import sys
 import tempfile
 import threading
 import time
-import weakref
 from collections import deque
 from multiprocessing import reduction
 from multiprocessing.connection import Connection, wait
@@ -59,6 +57,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 from trainlint.config import Settings
 from trainlint.engine.results import FileResult, could_not_analyse
+from trainlint.engine.worker_process import (
+    CPU_TIMER, SUPERVISOR_ENDS, allow_deep_recursion, arm_cpu_limit, close_inherited, end_with_parent, limit_memory, load_prctl,
+    rss_mb, signal_name, wall_clock_limit,
+)
 
 Task = tuple[int, str, Settings, bytes | None]  # index, name, settings, the bytes when already read
 LIMIT_OPTIONS = ("--file-timeout", "--file-memory")  # what sets the pool's limits, named in its messages
@@ -69,72 +71,6 @@ class WorkerFailure(Exception):
 
 
 RECYCLE_GROWTH_MB = 96
-
-
-def _rss_mb() -> float:
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError, AttributeError):
-        return 0.0
-
-
-def _limit_memory(cap_mb: int) -> None:
-    """Cap this process's address space at its current size plus `cap_mb`."""
-    try:
-        import resource
-
-        with open("/proc/self/statm") as fh:
-            size = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        limit = size + cap_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    except (ImportError, OSError, ValueError, AttributeError):
-        pass  # no /proc or no rlimit (macOS, Windows): the time limit still bounds the worker
-
-
-STACK_BYTES = 256 << 20  # the main thread's stack may grow this far (only what is used is memory)
-MAX_RECURSION = 50_000
-
-
-def _allow_deep_recursion() -> None:
-    """Let the analysis follow deep but valid code (a chain of 1,500 methods calling the next one, a
-    long run of assignments to one name) as deep as the main thread's stack allows: its soft limit
-    raised towards `STACK_BYTES` (Linux grows the main stack on demand up to it; only the pages
-    touched count), and Python's recursion limit set from it. About 1 kB of stack a level is ample:
-    a level that goes through C (`any(...)` of a generator) takes a few hundred bytes."""
-    stack = 8 << 20
-    try:
-        import resource
-
-        soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
-        stack = STACK_BYTES if hard == resource.RLIM_INFINITY else min(STACK_BYTES, hard)
-        if soft != resource.RLIM_INFINITY and soft < stack:
-            resource.setrlimit(resource.RLIMIT_STACK, (stack, hard))
-        elif soft == resource.RLIM_INFINITY:
-            stack = STACK_BYTES
-        else:
-            stack = soft
-    except (ImportError, OSError, ValueError):
-        pass  # (no rlimits: Windows) the default stack, a limit it holds
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 4000, min(MAX_RECURSION, stack // 4096)))
-
-
-# where the kernel cannot count a task's CPU time (no `setitimer`: Windows), wall-clock time is the limit
-_CPU_TIMER = hasattr(signal, "setitimer") and hasattr(signal, "SIGPROF")
-# the wall-clock backstop: limit x factor + slack seconds
-WALL_CLOCK_FACTOR = 10.0
-WALL_CLOCK_SLACK = 60.0
-
-
-def wall_clock_limit(cpu_limit: float) -> float:
-    """The wall-clock time a worker may take for a task whose CPU-time limit is `cpu_limit`."""
-    return cpu_limit * WALL_CLOCK_FACTOR + WALL_CLOCK_SLACK if _CPU_TIMER else cpu_limit
-
-
-def _cpu_limit(seconds: float) -> None:
-    """End this process (SIGPROF) once it has used `seconds` more CPU time; 0 disarms."""
-    if _CPU_TIMER:
-        signal.setitimer(signal.ITIMER_PROF, seconds)
 
 
 class _Descriptor:
@@ -170,89 +106,28 @@ class _KillWorkers:
         os.kill(os.getpid(), signum)
 
 
-# the supervisor's ends of the live workers' connections: a worker forked from this process has copies
-# of them all, which it closes (`_close_inherited`)
-_SUPERVISOR_ENDS: weakref.WeakSet[Connection] = weakref.WeakSet()
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-_prctl: Callable[..., int] | None = None  # loaded by `_load_prctl`
-
-
-def _load_prctl() -> Callable[..., int] | None:
-    """Linux's prctl(2), loaded once (a process that forks workers loads it first, so that they find
-    it loaded); None elsewhere, or where it cannot be loaded."""
-    global _prctl
-    if _prctl is None and sys.platform.startswith("linux"):
-        try:
-            # ctypes's C core is enough for one function: `import ctypes` costs a few ms more
-            import _ctypes
-
-            class _Libc:
-                _handle = _ctypes.dlopen(None)
-
-            class _Function(_ctypes.CFuncPtr):
-                _flags_ = _ctypes.FUNCFLAG_CDECL  # (returns a C int)
-
-            _prctl = _Function(("prctl", _Libc()))
-        except (ImportError, AttributeError, OSError, TypeError):
-            pass  # the other safeguards still hold: the closed ends, the time limit
-    return _prctl
-
-
-def _die_with_parent(parent: int | None) -> None:
-    """Have the kernel SIGKILL this process when the process that forked it ends, however it ends
-    (Linux's PR_SET_PDEATHSIG; elsewhere nothing). `parent`, when known, is the process expected to
-    have forked this one: if it is no longer the parent, it ended before the request, and so does this.
-
-    The signal comes when the *thread* that forked this process ends: the caller asks for it only when
-    that is the process's main thread (or a fork server's only one)."""
-    prctl = _load_prctl()
-    if prctl is None or prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
-        return
-    if parent is not None and os.getppid() != parent:
-        os._exit(0)
-
-
-def _close_inherited() -> None:
-    """Close the descriptors this worker inherited that would keep another process waiting on it."""
-    # the supervisor's ends, its own and the other workers': while any worker holds one, the
-    # worker at its other end never reads EOF
-    for end in list(_SUPERVISOR_ENDS):
-        end.close()
-    _SUPERVISOR_ENDS.clear()
-    # the write end of the fork server's "alive" pipe (every child of a fork server gets one): the fork
-    # server ends when its read end sees EOF, and with it, through PR_SET_PDEATHSIG, this worker
-    server = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)
-    alive = getattr(server, "_forkserver_alive_fd", None)
-    if isinstance(alive, int):
-        try:
-            os.close(alive)
-        except OSError:
-            pass
-        server._forkserver_alive_fd = None
-
-
 def _serve(conn: Connection, cap_mb: int, output: _Descriptor | None, die_with_parent: bool = False, parent: int | None = None) -> None:
     """A worker's loop: run the tasks it is sent until told to stop, replying to each with
     (index, "ok" | "memory" | "error", value, whether this worker ends now). Standard output and
     error go to the file `output`, emptied before each task. With `die_with_parent`, the process
     that forked it (`parent` when known) takes it along when it ends."""
     if die_with_parent:  # (before the fork server's pipe is closed: until then the fork server stays)
-        _die_with_parent(parent)
-    _close_inherited()
+        end_with_parent(parent)
+    close_inherited()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
     for signum in _ENDING_SIGNALS:  # (a forked worker inherits the pool's handler: it just ends)
         if isinstance(signal.getsignal(signum), _KillWorkers):
             signal.signal(signum, signal.SIG_DFL)
-    if _CPU_TIMER:
+    if CPU_TIMER:
         signal.signal(signal.SIGPROF, signal.SIG_DFL)  # the default action ends the process
     if output is not None:
         os.dup2(output.fd, 2)
         os.dup2(output.fd, 1)  # nothing the analysis prints may reach the report or the editor's channel
         if faulthandler.is_enabled():  # it may write to a copy of the old descriptor (pytest does)
             faulthandler.enable(file=2)
-    _limit_memory(cap_mb)
-    _allow_deep_recursion()
-    start = _rss_mb()
+    limit_memory(cap_mb)
+    allow_deep_recursion()
+    start = rss_mb()
     while True:
         try:
             task = conn.recv_bytes()
@@ -270,17 +145,17 @@ def _serve(conn: Connection, cap_mb: int, output: _Descriptor | None, die_with_p
             if request is None:
                 return
             index, function, args, cpu_limit = request
-            _cpu_limit(cpu_limit)
+            arm_cpu_limit(cpu_limit)
             try:
                 reply: tuple[Any, ...] = (index, "ok", function(*args))
             finally:
-                _cpu_limit(0)
+                arm_cpu_limit(0)
         except MemoryError:
             reply = (index, "memory", None)
         except BaseException as exc:  # every failure goes back as a message
             reply = (index, "error", f"{type(exc).__name__}: {exc}")
         # after a MemoryError the heap may be in a bad state: a fresh worker takes over
-        recycle = reply[1] == "memory" or _rss_mb() - start > min(cap_mb / 2, RECYCLE_GROWTH_MB)
+        recycle = reply[1] == "memory" or rss_mb() - start > min(cap_mb / 2, RECYCLE_GROWTH_MB)
         # the task's garbage is all young (collection is paused while a file is analysed): a
         # young collection frees it; a full one per task would cost more than half the analysis
         gc.collect(0)
@@ -295,15 +170,6 @@ def _serve(conn: Connection, cap_mb: int, output: _Descriptor | None, die_with_p
             conn.send((index, "error", f"{type(exc).__name__}: {exc}", recycle))
         if recycle:
             return
-
-
-def _signal_name(code: int | None) -> str:
-    if code is not None and code < 0:
-        try:
-            return signal.Signals(-code).name
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit status {code}"
 
 
 class Worker:
@@ -333,13 +199,13 @@ class Worker:
         else:
             lifeline = (threading.current_thread() is threading.main_thread(), os.getpid())
             if lifeline[0]:
-                _load_prctl()  # here, once, rather than in every child (about 2 ms of each start)
-        _SUPERVISOR_ENDS.add(parent)  # (before the fork: the child closes its copy too)
+                load_prctl()  # here, once, rather than in every child (about 2 ms of each start)
+        SUPERVISOR_ENDS.add(parent)  # (before the fork: the child closes its copy too)
         self.process = context.Process(target=_serve, args=(child, cap_mb, output, *lifeline), daemon=True)
         try:
             self.process.start()
         except BaseException:
-            _SUPERVISOR_ENDS.discard(parent)
+            SUPERVISOR_ENDS.discard(parent)
             parent.close()
             self.output.close()
             raise
@@ -394,7 +260,7 @@ class Worker:
     def overdue(self) -> str:
         """Why the task in hand is abandoned at the wall-clock backstop."""
         limit = wall_clock_limit(self.cpu_limit)
-        if _CPU_TIMER:
+        if CPU_TIMER:
             return (
                 f"ran {limit:g} s of wall-clock time without using its {self.cpu_limit:g} s of CPU time{self._option(0)}: "
                 "the machine is overloaded or the worker was stopped"
@@ -405,8 +271,8 @@ class Worker:
         """Why the worker died on its task: the CPU-time limit, the memory cap, or a crash."""
         self.process.join(timeout=5)
         code = self.process.exitcode
-        reason = _signal_name(code)
-        if _CPU_TIMER and code == -signal.SIGPROF:
+        reason = signal_name(code)
+        if CPU_TIMER and code == -signal.SIGPROF:
             return f"used more than {self.cpu_limit:g} s of CPU time{self._option(0)}"
         if "memory allocation of" in self._output_text():  # libcst's parser at the cap
             return f"needed more than {self.cap_mb} MB{self._option(1)}"
@@ -437,7 +303,7 @@ class Worker:
         if self.process.is_alive():
             self.process.kill()
             self.process.join(timeout=5)
-        _SUPERVISOR_ENDS.discard(self.conn)
+        SUPERVISOR_ENDS.discard(self.conn)
         self.conn.close()
         self.output.close()
 

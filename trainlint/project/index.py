@@ -13,7 +13,6 @@ cache.py, against which a cached result is checked.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from dataclasses import replace
 from typing import Any
@@ -439,7 +438,7 @@ class Project:
         stored = store.load_shared(shared_entry)
         if stored is not None:
             return (*stored, True)
-        _log_computation(path, state, self.depth * 2 + steps)
+        store.log_computation(path, state, self.depth * 2 + steps)
         try:
             with self._computing.working(path), watching() as depends, budget.own_budget(str(path)):
                 summary = self._compute(path, data, steps)
@@ -484,21 +483,6 @@ class Project:
             return TrainingModel.build(parse_file(source, str(path)), path=str(path), project=self._deeper)
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
             return None
-
-
-def _log_computation(path: Path, state: State, variant: int) -> None:
-    """With `TRAINLINT_SUMMARY_LOG=FILE`, a line per summary computed (module, content, variant), for
-    the tests and benchmarks that count them; appended whole, so workers may share the file."""
-    log = os.environ.get("TRAINLINT_SUMMARY_LOG")
-    if log:
-        try:
-            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, f"{path}\t{state[2]}\t{variant}\n".encode("utf-8", "surrogateescape"))
-            finally:
-                os.close(fd)
-        except OSError:
-            pass
 
 
 _SHARED: dict[Path | None, Project] = {}

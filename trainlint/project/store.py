@@ -299,3 +299,18 @@ def _share(entry: str, data: bytes) -> None:
         os.replace(tmp, os.path.join(_SHARED_FOLDER, entry))  # type: ignore[arg-type]
     except Exception:  # a folder that cannot be written changes nothing
         pass
+
+
+def log_computation(path: Path, state: State, variant: int) -> None:
+    """With `TRAINLINT_SUMMARY_LOG=FILE`, a line per summary computed (module, content, variant), for
+    the tests and benchmarks that count them; appended whole, so workers may share the file."""
+    log = os.environ.get("TRAINLINT_SUMMARY_LOG")
+    if log:
+        try:
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, f"{path}\t{state[2]}\t{variant}\n".encode("utf-8", "surrogateescape"))
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
