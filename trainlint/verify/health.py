@@ -46,7 +46,8 @@ def problems(report: Report) -> list[Problem]:
     if spikes:
         found.append(Problem(
             "TLR205",
-            f"gradient-norm spikes: {len(spikes['steps'])} step(s) above {SPIKE_FACTOR:g}x the run's median norm ({spikes['median']:.3g}), "
+            f"gradient-norm spikes: {len(spikes['steps'])} step(s) at {SPIKE_FACTOR:g}x or more the median norm of the {SPIKE_WINDOW} steps "
+            f"before them ({spikes['median']:.3g} before the first), "
             f"from step {spikes['steps'][0]} ({spikes['first']:.4g}; largest {spikes['max']:.4g})", step=spikes["steps"][0],
         ))
     agreement = report.get("rank_agreement") or {}
@@ -141,7 +142,9 @@ def frozen_cause(frozen: Sequence[Report]) -> str:
 
 
 DIVERGE_FACTOR = 10.0  # the loss ending this many times above its start has diverged
-SPIKE_FACTOR = 10.0  # a gradient norm this many times the run's median is a spike
+SPIKE_FACTOR = 10.0  # a gradient norm this many times the median of the steps before it is a spike
+SPIKE_WINDOW = 25  # how many steps before it the median is taken over
+SPIKE_BASELINE = 8  # no step is judged before this many steps with a finite norm: there is no baseline yet
 
 
 def divergence(report: Report) -> Report | None:
@@ -162,16 +165,28 @@ def divergence(report: Report) -> Report | None:
 
 
 def grad_norm_spikes(report: Report) -> Report | None:
-    """Steps whose gradient norm is SPIKE_FACTOR times the run's median or more."""
+    """Steps whose gradient norm is SPIKE_FACTOR times the median of the SPIKE_WINDOW finite norms
+    before it or more, once SPIKE_BASELINE of them exist.
+
+    Judged against the recent past, not the whole run's median: the first steps of any run have
+    gradients far larger than those of its converged end (an MLP's fall from 8 to 0.005 spans 100x),
+    and a run whose norms drift over time is not spiking. Steps with too short a past are not judged."""
     values = (report.get("grad_norm") or {}).get("values") or []
-    finite = [v for v in values if v is not None and math.isfinite(v)]
-    if len(finite) < 5:
-        return None
-    median = statistics.median(finite)
-    steps = [i + 1 for i, v in enumerate(values) if v is not None and math.isfinite(v) and median > 0 and v >= SPIKE_FACTOR * median]
+    past: list[float] = []  # the finite norms before the step, most recent last
+    steps, baselines = [], []
+    for i, value in enumerate(values):
+        if value is None or not math.isfinite(value):
+            continue
+        if len(past) >= SPIKE_BASELINE:
+            baseline = statistics.median(past[-SPIKE_WINDOW:])
+            if baseline > 0 and value >= SPIKE_FACTOR * baseline:
+                steps.append(i + 1)
+                baselines.append(baseline)
+        past.append(value)
     if not steps:
         return None
-    return {"steps": steps, "median": median, "first": values[steps[0] - 1], "max": max(values[s - 1] for s in steps)}
+    return {"steps": steps, "median": baselines[0], "first": values[steps[0] - 1], "max": max(values[s - 1] for s in steps),
+            "window": SPIKE_WINDOW}
 
 
 def never_cleared(report: Report) -> bool:

@@ -138,6 +138,15 @@ def _evaluation(report: Report, problems: bool) -> list[Problem]:
         else:
             kind = f" ({site['module_type']})" if site["module_type"] != site["module"] else ""
             what = f"evaluation is not deterministic: `{site['function']}` runs in training behaviour inside eval-mode `{site['module']}`{kind}"
+        if site.get("replayed"):  # found by the verifier's own evaluation at the end of the run
+            source = (f"found by evaluating `{site['module']}` after step {site['after_step']} as an evaluation runs it (`model.eval()`, "
+                      "two forwards of its last training batch under `torch.no_grad()`)")
+            lines.append(Problem(
+                "TLR502" if site["kind"] != "batch norm" else "TLR503",
+                f"{what}, at {where(site)}: {source}{_measured(site.get('measured') or {}, site['kind'])}{_fix(site)}",
+                site, site["after_step"] or None,
+            ))
+            continue
         lines.append(Problem(
             "TLR503" if site["kind"] == "batch norm" else "TLR502",
             f"{what}{switched}, at {where(site)}: {site['count']} call(s) from the evaluation {when}{_measured(measured, site['kind'])}{_fix(site)}",
