@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from trainlint.verify.freeze_config import freeze_settings
 from trainlint.verify.grad_norms import local
 from trainlint.verify.invariants import eval_forward_determinism, trainable_parameters
 from trainlint.verify.live_objects import calling_frame, user_frames
@@ -56,6 +57,8 @@ class InvariantWatch:
         # per model: its latest training forward's inputs (detached), to evaluate it at the end
         self.last_inputs: dict[int, tuple[weakref.ref[torch.nn.Module], tuple[Any, ...], dict[str, Any]]] = {}
         self.replaying: torch.nn.Module | None = None  # the model our own end-of-run evaluation runs
+        self.freeze_config: list[Report] = []  # what the script's configuration says to freeze
+        self.froze_any = False  # the script set requires_grad to False on some parameter, at any time
 
     # -- hooks -------------------------------------------------------------------------------
     def install(self) -> None:
@@ -97,6 +100,7 @@ class InvariantWatch:
         if value:
             self.freeze_sites.pop(param, None)
             return
+        self.froze_any = True
         site = next(user_frames(frame), None)
         if site is not None:
             self.freeze_sites[param] = {**_site(site), "step": self.recorder.steps}
@@ -215,7 +219,12 @@ class InvariantWatch:
 
     def first_step(self, roots: Sequence[torch.nn.Module], tracked: dict[int, Any]) -> None:
         """Checksums of the parameters with no snapshot (frozen, unused, in no optimizer): whether
-        they changed is told without a copy of them."""
+        they changed is told without a copy of them. Also reads what the script's configuration says
+        to freeze, from its variables on the stack (the configuration is built by now)."""
+        try:
+            self.freeze_config = freeze_settings(sys._getframe(1))
+        except Exception:  # a configuration object that fails to be read is no evidence
+            self.freeze_config = []
         for root in roots:
             for param in root.parameters():
                 if id(param) not in tracked and id(param) not in self.sums:
@@ -237,6 +246,8 @@ class InvariantWatch:
             frozen_steps = [s["step"] for s in sites.values()]
             what_trains["first_step"] = max(frozen_steps, default=0) + 1
             what_trains["freeze_sites"] = _freeze_sites(what_trains["parameters"])
+            what_trains["freeze_config"] = self.freeze_config
+            what_trains["froze_any"] = self.froze_any
         names = {id(m): name or type(root).__name__ for root in reversed(list(roots)) for name, m in root.named_modules()}
         sites = []
         for entry in self.sites.values():
