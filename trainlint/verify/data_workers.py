@@ -174,7 +174,8 @@ def _is_generator(obj: Any) -> bool:
 
 def _state_hash(generator: Any) -> str:
     if isinstance(generator, torch.Generator):
-        state: Any = generator.get_state().numpy().tobytes()
+        # not `.numpy()`: without NumPy installed it raises, the probe gave up, and TLR701 said nothing
+        state: Any = bytes(generator.get_state().tolist())
     elif isinstance(generator, random.Random):
         state = repr(generator.getstate()).encode()
     elif hasattr(generator, "bit_generator"):
