@@ -311,3 +311,35 @@ def test_the_verify_extra_declares_numpy_and_the_readme_says_how_to_get_the_cpu_
     assert any(d.startswith("numpy") for d in extras["verify"]) and any(d.startswith("torch") for d in extras["verify"])
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "--index-url https://download.pytorch.org/whl/cpu" in readme and "pip install torch==2.13.0" in readme
+
+
+# -- item 4: the HTML report links codes and causes, and labels its axes right -------------------
+
+def test_the_html_report_links_each_code_to_its_page_and_each_cause_to_its_file(tmp_path: Path):
+    from trainlint.verify.problem_kinds import Problem
+    from trainlint.verify.report_html import render_html
+
+    script = write(tmp_path, "train.py", "print('training')\n")
+    problem = Problem("TLR108", "freeze not applied: ...", {"path": str(script), "line": 1, "code": "print('training')"}, 1)
+    page = render_html({"script": str(script), "steps": 10, "device": "cpu", "message": "stopped"}, [], [problem])
+    assert '<a href="https://github.com/trainlint/trainlint/blob/main/rules/run/TLR108-freeze-not-applied.md"' in page
+    assert f'(cause: <a href="{script.resolve().as_uri()}"><code>' in page and "train.py:1</code></a>)" in page
+
+
+def test_a_chart_says_which_axis_is_logarithmic():
+    from trainlint.verify.report_html import line_chart
+
+    wide = line_chart([1.0, 2.0, 1e4, 1.5, 1.2], "", [])  # a spike 10,000x the rest: a log value axis
+    assert ">step</text>" in wide and ">log scale</text>" in wide and 'transform="rotate(-90' in wide
+    assert "step (log scale)" not in wide  # the steps stay linear
+    narrow = line_chart([1.0, 2.0, 3.0], "", [])
+    assert ">step</text>" in narrow and "log scale" not in narrow
+
+
+def test_the_noise_of_a_converged_run_far_below_its_start_is_no_spike():
+    # a classifier at ~0 loss: norms of 1e-4 with a 1e-3 batch now and then, after a start near 1
+    norms = [4.0, 2.7, 2.2, 0.9, 0.7, 0.3, 0.1, 0.06] + [1e-4] * 100
+    norms[70] = 1.3e-3
+    assert grad_norm_spikes(_report(norms)) is None
+    norms[90] = 5.0  # above anything the run started with: a spike
+    assert grad_norm_spikes(_report(norms))["steps"] == [91]  # type: ignore[index]

@@ -9,7 +9,7 @@ torch.manual_seed(0)
 text = " ".join(["the model learns to predict the next character of this text"] * 200)
 chars = sorted(set(text))
 data = torch.tensor([chars.index(c) for c in text])
-VOCAB, BLOCK, WIDTH = len(chars), 32, 48
+VOCAB, BLOCK, WIDTH = len(chars), 16, 32
 
 
 class TinyLM(nn.Module):
@@ -18,7 +18,7 @@ class TinyLM(nn.Module):
         self.embed = nn.Embedding(VOCAB, WIDTH)
         self.position = nn.Parameter(torch.zeros(BLOCK, WIDTH))
         layer = nn.TransformerEncoderLayer(WIDTH, 4, 2 * WIDTH, dropout=0.1, batch_first=True)
-        self.blocks = nn.TransformerEncoder(layer, 2)
+        self.blocks = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
         self.head = nn.Linear(WIDTH, VOCAB)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
@@ -30,7 +30,7 @@ class TinyLM(nn.Module):
 model = TinyLM()
 optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.01)
 for step in range(1200):
-    starts = torch.randint(0, len(data) - BLOCK - 1, (16,))
+    starts = torch.randint(0, len(data) - BLOCK - 1, (8,))
     x = torch.stack([data[s:s + BLOCK] for s in starts])
     y = torch.stack([data[s + 1:s + BLOCK + 1] for s in starts])
     loss = F.cross_entropy(model(x).reshape(-1, VOCAB), y.reshape(-1))
