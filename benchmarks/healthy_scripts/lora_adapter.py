@@ -1,4 +1,7 @@
-"""Low-rank adapters (rank 4) beside frozen 128x128 weights: only the adapters train."""
+"""Low-rank adapters (rank 4) beside frozen 128x128 weights: only the adapters train, towards a
+teacher that is the same network with other adapters."""
+
+import copy
 
 import torch
 import torch.nn as nn
@@ -20,13 +23,17 @@ class LoRALinear(nn.Module):
 
 
 model = nn.Sequential(LoRALinear(128), nn.ReLU(), LoRALinear(128), nn.ReLU(), LoRALinear(128))
-target = nn.Linear(128, 128)
+teacher = copy.deepcopy(model)
+with torch.no_grad():
+    for layer in teacher[::2]:
+        layer.down.normal_(0, 0.1)
+        layer.up.normal_(0, 0.5)
 optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-3)
 for step in range(1200):
     x = torch.randn(32, 128)
     with torch.no_grad():
-        y = model(x) + 0.1 * target(x)
-    loss = F.mse_loss(model(x), y.detach())
+        y = teacher(x)
+    loss = F.mse_loss(model(x), y)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
