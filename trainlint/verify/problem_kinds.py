@@ -165,9 +165,9 @@ KINDS: tuple[ProblemKind, ...] = (
     ProblemKind(
         "TLR205", "gradient-norm-spikes", "stability",
         "Steps whose gradient norm is 10 times or more the median of the 25 steps before them (or of 1% of the median of "
-        "the run's first 8 norms, when that is larger). No step is judged before 8 steps have a finite norm: the large "
-        "gradients of a run's first steps, falling as it converges, are not spikes, nor is the noise of a converged run "
-        "far below where it started.",
+        "the run's first 8 norms, when that is larger) and 3 times or more the largest of them. No step is judged before 8 "
+        "steps have a finite norm: the large gradients of a run's first steps, falling as it converges, are not spikes, nor "
+        "is the noise of a converged run far below where it started, nor the heavy tail of small-batch norms.",
         "Spikes precede loss blow-ups (field reports 003 and 004); unclipped, one of them can wreck the weights.",
         "Clip the gradient norm; look at the batches of the spiking steps.",
     ),
