@@ -179,8 +179,9 @@ class InvariantWatch:
         self.last_inputs[id(module)] = (weakref.ref(module), _detached(tuple(args or ())), _detached(dict(kwargs or {})))
 
     def replay_evaluation(self, held: set[int]) -> None:
-        """Evaluate each trained model (holding parameters of `held`) as an evaluation would (eval mode, two forwards of its last
-        training batch under `no_grad`), watching dropout and batch norm as in the script's own forwards.
+        """Evaluate each trained model (one holding parameters in `held`) as an evaluation would (eval
+        mode, two forwards of its last training batch under `no_grad`), watching dropout and batch norm
+        as in the script's own forwards.
 
         A run stopped after `--steps N` never reaches the evaluation written after the training loop
         (nor one every few epochs), so dropout that ignores eval mode would go unseen. Runs at the end
