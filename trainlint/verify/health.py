@@ -47,7 +47,7 @@ def problems(report: Report) -> list[Problem]:
         found.append(Problem(
             "TLR205",
             f"gradient-norm spikes: {len(spikes['steps'])} step(s) at {SPIKE_FACTOR:g}x or more the median norm of the {SPIKE_WINDOW} steps "
-            f"before them ({spikes['median']:.3g} before the first), "
+            f"before them ({spikes['median']:.3g} before the first) and {SPIKE_SPREAD:g}x their largest, "
             f"from step {spikes['steps'][0]} ({spikes['first']:.4g}; largest {spikes['max']:.4g})", step=spikes["steps"][0],
         ))
     agreement = report.get("rank_agreement") or {}
