@@ -1,11 +1,15 @@
-"""`trainlint verify run` on healthy training scripts of public projects, for their first steps: every
-problem it reports there is a false alarm. Prints one row per script and the count of false alarms.
+"""`trainlint verify run` on healthy training scripts: every problem it reports there is a false alarm.
+Prints one row per run and the count of false alarms.
 
-The scripts come from the pinned repositories of `benchmarks/realworld/` (extracted by
+Two sets. `own`: the small scripts of `benchmarks/healthy_scripts/` (an MLP regression whose loss falls
+from 8 to 0.005, a classifier, a character language model, a GAN's alternating steps, a fine-tune with a
+frozen backbone, LoRA adapters, a VAE, gradient accumulation, a warm-up schedule, DataLoader workers...),
+each run for 200 and for 1,000 steps: a whole run, with the large gradients of its first steps and the
+converged end. `realworld`: scripts from the pinned repositories of `benchmarks/realworld/` (extracted by
 `benchmarks/realworld/extract.py` into `~/.cache/trainlint-realworld`), each run unmodified on the CPU
 with small settings and synthetic data where it reads a dataset (written here, in a scratch folder):
 
-    python benchmarks/verify_healthy_runs.py [--cache DIR] [--only NAME] [--steps N]
+    python benchmarks/verify_healthy_runs.py [--set own|realworld|all] [--cache DIR] [--only NAME] [--steps N]
 
 Scripts that need packages this machine lacks (torchvision, gym, matplotlib: pytorch/examples' mnist, dcgan,
 imagenet, time_sequence_prediction) are not in the set; pytorch/examples' word_language_model updates its
@@ -27,6 +31,8 @@ from pathlib import Path
 from typing import Callable
 
 CACHE = Path.home() / ".cache" / "trainlint-realworld"
+OWN = Path(__file__).resolve().parent / "healthy_scripts"
+OWN_STEPS = (200, 1000)  # each of the own scripts runs this many steps, once each
 
 
 def _nanogpt_data(work: Path) -> None:
@@ -63,6 +69,7 @@ class Case:
     steps: int = 20
     prepare: Callable[[Path], None] | None = None
     pythonpath: bool = False  # the repository root on PYTHONPATH (a package the script imports)
+    own: bool = False  # a script of benchmarks/healthy_scripts/, not of a pinned repository
 
 
 CASES = [
@@ -86,8 +93,12 @@ CASES = [
 ]
 
 
+# the own scripts: each trains for 1,200 steps, so that both runs stop at their step count
+OWN_CASES = [Case(f"own {path.stem}", "", ".", path.name, own=True) for path in sorted(OWN.glob("*.py"))]
+
+
 def run_case(case: Case, cache: Path, steps: int | None) -> dict[str, object]:
-    source = cache / case.repo
+    source = OWN if case.own else cache / case.repo
     with tempfile.TemporaryDirectory(prefix="trainlint-healthy-") as tmp:
         work = Path(tmp) / "repo"
         shutil.copytree(source / case.folder, work)
@@ -117,20 +128,25 @@ def run_case(case: Case, cache: Path, steps: int | None) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--set", choices=("own", "realworld", "all"), default="all", help="which scripts (default: all)")
     parser.add_argument("--cache", type=Path, default=CACHE, help="where the pinned repositories are extracted")
     parser.add_argument("--only", help="run the cases whose name contains this")
     parser.add_argument("--steps", type=int, help="override each case's steps")
     options = parser.parse_args()
-    cases = [c for c in CASES if not options.only or options.only in c.name]
-    false_alarms = 0
-    for case in cases:
-        if not (options.cache / case.repo).is_dir():
+    cases = [(c, s) for c in OWN_CASES for s in ((options.steps,) if options.steps else OWN_STEPS)] if options.set != "realworld" else []
+    cases += [(c, options.steps or c.steps) for c in CASES] if options.set != "own" else []
+    cases = [(c, s) for c, s in cases if not options.only or options.only in c.name]
+    false_alarms = runs = 0
+    for case, steps in cases:
+        if not case.own and not (options.cache / case.repo).is_dir():
             print(f"{case.name}: skipped, {options.cache / case.repo} is missing (run benchmarks/realworld/extract.py)")
             continue
-        row = run_case(case, options.cache, options.steps)
+        row = run_case(case, options.cache, steps)
+        runs += 1
         problems = row.get("problems") or []
         false_alarms += len(problems)  # type: ignore[arg-type]
-        print(f"{case.name}: exit {row['exit']}, {row.get('steps')} steps ({row.get('skipped') or 0} skipped), {row['seconds']:.1f} s: {row.get('message')}")
+        print(f"{case.name} --steps {steps}: exit {row['exit']}, {row.get('steps')} steps ({row.get('skipped') or 0} skipped), "
+              f"{row['seconds']:.1f} s: {row.get('message')}")
         for line in problems:  # type: ignore[union-attr]
             print(f"  PROBLEM {line}")
         for line in row.get("confirmed") or []:  # type: ignore[union-attr]
@@ -139,7 +155,8 @@ def main() -> None:
             print(f"  info {line}")
         if row.get("error"):
             print(f"  error: {row['error']}")
-    print(f"\n{len(cases)} healthy scripts, {false_alarms} problem(s) reported (each a false alarm)")
+    scripts = len({c.name for c, _ in cases})
+    print(f"\n{scripts} healthy scripts, {runs} runs, {false_alarms} problem(s) reported (each a false alarm)")
 
 
 if __name__ == "__main__":

@@ -245,6 +245,21 @@ def test_rule_and_rules_commands():
     assert run("rule", "TL999")[0] == 2
 
 
+def test_run_problem_codes_are_rules_users_look_up():
+    # `verify run` prints TLR codes: `trainlint rule` explains them like any other rule
+    code, out = run("rule", "TLR205")
+    assert code == 0 and "# TLR205 gradient-norm-spikes" in out and "## What it means" in out and "## Fix" in out
+    assert run("rule", "tlr108")[1].startswith("# TLR108 freeze-not-applied")
+    assert run("explain", "TLR701")[:2] == run("rule", "TLR701")[:2]
+    code, out = run("rules", "--run", "--format", "json")
+    rows = json.loads(out)
+    assert code == 0 and "TLR205" in [r["code"] for r in rows] and all(r["url"].endswith(f"/run/{r['code']}-{r['name']}.md") for r in rows)
+    code, out = run("rules", "--run")
+    assert code == 0 and "TLR108" in out and "freeze-not-applied" in out and "TL101" not in out
+    code, out = run("rule", "TLR999")
+    assert code == 2
+
+
 def test_cli_import_does_not_import_torch_or_libcst():
     probe = "import sys, trainlint.cli; print('torch' in sys.modules, 'libcst' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout

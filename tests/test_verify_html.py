@@ -15,6 +15,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+from trainlint.diagnostics import DOCS_BASE_URL
+
 SCRIPTS = Path(__file__).resolve().parent / "fixtures" / "scripts"
 CHART_BLUE, MARK_RED = (0x2F, 0x5F, 0xB3), (0xB3, 0x26, 0x1E)
 
@@ -87,16 +89,18 @@ def test_html_report_shows_static_findings_with_their_verdicts(tmp_path: Path):
 def test_html_report_is_self_contained_and_renders_in_chromium(tmp_path: Path):
     html = _page(tmp_path, "nanogpt_style.py", 20, "--corrupt_iter=9", "--dtype=bfloat16", "--cast_model=1")
     page = tmp_path / "nanogpt_style.py.html"
-    # nothing to fetch, nothing to run
-    assert not any(token in html.lower() for token in ("<script", "src=", "href=", "@import", "url("))
+    # nothing to fetch, nothing to run; links only to the problems' pages and the cause lines' files
+    assert not any(token in html.lower() for token in ("<script", "src=", "@import", "url("))
+    links = re.findall(r'href="([^"]*)"', html)
+    assert links and all(link.startswith((f"{DOCS_BASE_URL}/run/TLR", "file:///")) for link in links)
     # loss, gradient norm, step time (no CUDA memory on the CPU), and the update ratio of AdamW's two groups
     assert html.count("<svg") == 5 and html.count("update-to-weight ratio per step: AdamW group") == 2
     assert "bfloat16 resolution / 2 0.00391" in html  # the floor below which bf16 updates round away
-    assert "spike at step 10" in html and "clip 1" in html and "step (log scale)" in html  # the spike is 10,000x the rest
+    assert "spike at step 10" in html and "clip 1" in html and ">log scale</text>" in html and "step (log scale)" not in html  # the spike is 10,000x the rest
     # readable axes: round values on the value axis, steps on the other
     assert ">1000</text>" in html and re.search(r">[0-9.]+ ms</text>", html) and ">15</text>" in html
     assert "<h2>What trains</h2><p><span class=\"\">100.0%</span> of 28,032 parameter elements (28 tensors) train" in html
-    assert "<code title=\"rules/run/TLR205-gradient-norm-spikes.md\">TLR205</code> gradient-norm spikes" in html
+    assert f'<a href="{DOCS_BASE_URL}/run/TLR205-gradient-norm-spikes.md" title="rules/run/TLR205-gradient-norm-spikes.md"><code>TLR205</code></a> gradient-norm spikes' in html
     assert "transformer.ln_f.weight" in html and "model = model.to(ptdtype)" in html  # frozen, with the cast line
     assert "nanogpt_style.py:174</code>" in html  # sync sites by line
 

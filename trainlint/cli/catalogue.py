@@ -1,4 +1,5 @@
-"""`trainlint rule CODE` (or `explain`): a rule's page; `trainlint rules`: the catalogue as a table."""
+"""`trainlint rule CODE` (or `explain`): a rule's page, the lint's (TL...) or a problem `verify run`
+reports (TLR...); `trainlint rules`: the catalogue as a table (`--run`: the problems `verify run` reports)."""
 
 from __future__ import annotations
 
@@ -14,21 +15,25 @@ from trainlint.report.render import make_console
 @click.argument("code")
 def rule_command(code: str) -> None:
     """Explain a rule, by code or name (`TL401`, `host-sync-in-step`): what it flags, why, an example
-    and the fix (`trainlint explain CODE` too)."""
+    and the fix (`trainlint explain CODE` too); a TLR code: what the problem `trainlint verify run`
+    reports means, why it matters and the fix."""
     from rich.markdown import Markdown
 
     from trainlint.rules.catalogue import PARSE_ERROR_PAGE, render_page
     from trainlint.noqa import UNUSED_NOQA, UNUSED_NOQA_PAGE
     from trainlint.rules import ALL_RULES, RULES_BY_CODE
+    from trainlint.verify.problem_kinds import KIND_BY_CODE
+    from trainlint.verify.problem_kinds import render_page as render_run_page
 
     # like ruff's `ruff rule`, a rule's name finds it as its code does
     by_name = {r.name: r.code for r in ALL_RULES} | {"parse-error": "TL000", "io-error": "TL000", UNUSED_NOQA[1]: UNUSED_NOQA[0]}
     key = by_name.get(code.strip().lower(), code.strip().upper())
-    rule = RULES_BY_CODE.get(key)
+    rule, run_kind = RULES_BY_CODE.get(key), KIND_BY_CODE.get(key)
     pages = {"TL000": PARSE_ERROR_PAGE, UNUSED_NOQA[0]: UNUSED_NOQA_PAGE}
-    page = render_page(rule) if rule is not None else pages.get(key)
+    page = render_page(rule) if rule is not None else render_run_page(run_kind) if run_kind is not None else pages.get(key)
     if page is None:
-        click.echo(f"trainlint: error: unknown rule {code!r} (neither a code nor a name); `trainlint rules` lists them", err=True)
+        click.echo(f"trainlint: error: unknown rule {code!r} (neither a code nor a name); `trainlint rules` lists them "
+                   "(`trainlint rules --run`: those of `verify run`)", err=True)
         sys.exit(EXIT_ERROR)
     console = make_console()
     if console.is_terminal:
@@ -39,9 +44,14 @@ def rule_command(code: str) -> None:
 
 @click.command("rules")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def rules_command(output_format: str) -> None:
+@click.option("--run", "run_problems", is_flag=True, help="List the problems `trainlint verify run` reports (TLR codes) instead.")
+def rules_command(output_format: str, run_problems: bool) -> None:
     """List all rules with code, name, severity and whether they are on by default, off, or in
-    preview; TL000 (a file that could not be analysed) and TL001 (unused noqa) first."""
+    preview; TL000 (a file that could not be analysed) and TL001 (unused noqa) first (`--run`: the
+    problems `trainlint verify run` reports, with the invariant each checks)."""
+    if run_problems:
+        _run_problems(output_format)
+        return
     from trainlint.diagnostics import rule_url
     from trainlint.noqa import UNUSED_NOQA, UNUSED_NOQA_SUMMARY
     from trainlint.rules import ALL_RULES
@@ -68,11 +78,36 @@ def rules_command(output_format: str) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"trainlint rules ({len(rows)})")
+    table = Table(title=f"trainlint rules ({len(rows)})", caption="`trainlint rules --run`: the problems `trainlint verify run` reports")
     for col in ("Code", "Name", "Severity", "Default", "What it flags"):
         table.add_column(col)
     for code, name, severity, default, _, summary in rows:
         table.add_row(code, name, severity, default, escape(summary))
+    _print_table(table)
+
+
+def _run_problems(output_format: str) -> None:
+    """The problems `verify run` reports: code, name, invariant and what each means."""
+    from trainlint.verify.problem_kinds import KINDS
+
+    if output_format == "json":
+        import json
+
+        rows = [{"code": k.code, "name": k.name, "invariant": k.invariant, "summary": k.summary, "url": k.url} for k in KINDS]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"problems `trainlint verify run` reports ({len(KINDS)})")
+    for col in ("Code", "Name", "Invariant", "What it means"):
+        table.add_column(col)
+    for k in KINDS:
+        table.add_row(k.code, k.name, k.invariant, escape(k.summary))
+    _print_table(table)
+
+
+def _print_table(table: object) -> None:
     console = make_console()
     if not sys.stdout.isatty():
         console.width = 200

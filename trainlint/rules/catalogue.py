@@ -95,7 +95,8 @@ def render_index() -> str:
         "# trainlint rules",
         "",
         "Generated from the rule modules in `trainlint/rules/` by `python -m trainlint.rules.catalogue`.",
-        "The problems `trainlint verify run` reports (codes TLR...) have their own pages: [run/](run/README.md).",
+        "The problems `trainlint verify run` reports (codes TLR...) have their own pages: [run/](run/README.md) "
+        "(`trainlint rule TLR205` prints one, `trainlint rules --run` lists them).",
         "",
         "| Code | Name | Severity | Default | What it flags |",
         "|---|---|---|---|---|",

@@ -11,11 +11,13 @@ and NumPy's global generators are reseeded per worker by the DataLoader and are 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import random
 import sys
+import types
 import weakref
 from pathlib import Path
 from types import FrameType
@@ -27,7 +29,7 @@ from trainlint.verify.live_objects import user_frames
 from trainlint.verify.run_invariants import _site
 
 Report = dict[str, Any]
-MAX_DEPTH = 3  # dataset -> transform -> its parts
+MAX_DEPTH = 4  # dataset -> transform -> a function it keeps -> its closure
 MAX_OBJECTS = 200
 
 
@@ -84,6 +86,10 @@ def fingerprints(dataset: Any) -> dict[str, str]:
 
 
 def _generators(root: Any) -> Iterator[tuple[str, Any]]:
+    """The generators reachable from the dataset: through attributes (of plain objects and of
+    `nn.Module` transforms, torchvision v2's kind), containers, and the functions it keeps: a
+    closure's cells, a `functools.partial`'s arguments, a bound method's object (an augmentation
+    written `self.augment = lambda x: x + torch.randn(..., generator=g)` holds `g` in a cell only)."""
     seen: set[int] = set()
     queue: list[tuple[str, Any, int]] = [("dataset", root, 0)]
     while queue and len(seen) < MAX_OBJECTS:
@@ -97,15 +103,60 @@ def _generators(root: Any) -> Iterator[tuple[str, Any]]:
             continue
         if depth >= MAX_DEPTH or isinstance(obj, (str, bytes, int, float, bool, type(None), torch.Tensor)) or isinstance(obj, type):
             continue
-        if isinstance(obj, (list, tuple)):
-            queue.extend((f"{path}[{i}]", item, depth + 1) for i, item in enumerate(obj[:20]))
-            continue
-        if isinstance(obj, dict):
-            queue.extend((f"{path}[{k!r}]", item, depth + 1) for k, item in list(obj.items())[:20] if isinstance(k, (str, int)))
-            continue
-        attributes = getattr(obj, "__dict__", None)
-        if isinstance(attributes, dict) and not isinstance(obj, (torch.nn.Module,)) and type(obj).__module__ != "builtins":
-            queue.extend((f"{path}.{name}", value, depth + 1) for name, value in list(attributes.items())[:50])
+        queue.extend((child_path, child, depth + 1) for child_path, child in _children(path, obj))
+
+
+def _children(path: str, obj: Any) -> list[tuple[str, Any]]:
+    """What `obj` holds that may hold a generator, each with its path from the dataset."""
+    if isinstance(obj, (list, tuple)):
+        return [(f"{path}[{i}]", item) for i, item in enumerate(obj[:20])]
+    if isinstance(obj, dict):
+        return [(f"{path}[{k!r}]", item) for k, item in list(obj.items())[:20] if isinstance(k, (str, int))]
+    if isinstance(obj, functools.partial):
+        return [(f"{path}.func", obj.func), *((f"{path}.args[{i}]", a) for i, a in enumerate(obj.args[:10])),
+                *((f"{path}.keywords[{k!r}]", v) for k, v in list(obj.keywords.items())[:10])]
+    if isinstance(obj, types.MethodType):
+        return [(path, obj.__self__), (path, obj.__func__)]
+    if isinstance(obj, types.FunctionType):
+        names = obj.__code__.co_freevars
+        cells = [(f"{path}.<{name}>", cell.cell_contents) for name, cell in zip(names, obj.__closure__ or ()) if _filled(cell)]
+        defaults = [(f"{path}.<default {i}>", d) for i, d in enumerate(obj.__defaults__ or ())]
+        return cells + defaults + [(f"{path}.<{k}>", v) for k, v in (obj.__kwdefaults__ or {}).items()]
+    if type(obj).__module__ == "builtins" or isinstance(obj, (torch.nn.Parameter, types.ModuleType)):
+        return []
+    attributes = getattr(obj, "__dict__", None)
+    children: list[tuple[str, Any]] = []
+    if isinstance(attributes, dict):
+        internal = _module_internals() if isinstance(obj, torch.nn.Module) else set()  # parameters, buffers, hooks
+        children = [(f"{path}.{name}", value) for name, value in list(attributes.items())[:50] if name not in internal]
+        if isinstance(obj, torch.nn.Module):
+            children += [(f"{path}.{name}", m) for name, m in list(obj._modules.items())[:20]]
+    for name in _slots(type(obj)):
+        if hasattr(obj, name):
+            children.append((f"{path}.{name}", getattr(obj, name)))
+    return children
+
+
+@functools.lru_cache(maxsize=1)
+def _module_internals() -> frozenset[str]:
+    """The attributes every `nn.Module` has (`_parameters`, `_forward_hooks`...)."""
+    return frozenset(vars(torch.nn.Module()))
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # a cell not yet assigned
+        return False
+    return True
+
+
+def _slots(cls: type) -> list[str]:
+    names: list[str] = []
+    for klass in cls.__mro__[:-1]:
+        slots = klass.__dict__.get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else [n for n in slots if n not in ("__dict__", "__weakref__")]
+    return names[:20]
 
 
 def _is_generator(obj: Any) -> bool:
@@ -123,7 +174,8 @@ def _is_generator(obj: Any) -> bool:
 
 def _state_hash(generator: Any) -> str:
     if isinstance(generator, torch.Generator):
-        state: Any = generator.get_state().numpy().tobytes()
+        # not `.numpy()`: without NumPy installed it raises, the probe gave up, and TLR701 said nothing
+        state: Any = bytes(generator.get_state().tolist())
     elif isinstance(generator, random.Random):
         state = repr(generator.getstate()).encode()
     elif hasattr(generator, "bit_generator"):

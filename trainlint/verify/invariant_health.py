@@ -28,7 +28,8 @@ REASON_ORDER = ("update below resolution", "no update applied", "gradient always
 def invariant_problems(report: Report) -> list[Problem]:
     """Problems of what trains, evaluation behaviour, state only training builds and the data
     workers' randomness (empty when all hold)."""
-    return _what_trains(report, problems=True) + _evaluation(report, problems=True) + _before_training(report) + _data_workers(report)
+    return (_what_trains(report, problems=True) + _freeze_not_applied(report) + _evaluation(report, problems=True)
+            + _before_training(report) + _data_workers(report))
 
 
 def invariant_information(report: Report) -> list[Problem]:
@@ -80,6 +81,82 @@ def _what_trains(report: Report, problems: bool) -> list[Problem]:
             f"{report.get('steps', 0)} steps (unused in the graph): {_names(unused)}", information=info,
         ))
     return lines
+
+
+# containers of a model's numbered stages: `stages.0`, `layers.1`, `blocks.2`, `layer1`...
+STAGE_CONTAINERS = ("stages", "stage", "layers", "layer", "blocks", "block", "h", "levels", "features", "encoder", "backbone")
+
+
+def _freeze_not_applied(report: Report) -> list[Problem]:
+    """The script's configuration asks for a freeze (`freeze_stages = [0, 1]`, `freeze_backbone =
+    True`) and what it names trains: every parameter it names when the names resolve to parameters,
+    every parameter of the model when they do not (`freeze = True`, a count no stage matches)."""
+    trains = report.get("what_trains") or {}
+    rows = trains.get("parameters") or []
+    if not rows:
+        return []
+    found = []
+    for setting in trains.get("freeze_config") or []:
+        named = _named_by(setting, rows)
+        if named:
+            if any(r["status"] != "trains" for r in named):
+                continue  # some of it is frozen (or left out of the optimizer): applied
+            tensors, elements = len(named), sum(r["numel"] for r in named)
+            what = f"it names {_names(named)} ({plural(tensors, 'tensor')}, {elements:,} elements) and all of them train"
+        elif trains.get("froze_any") or any(r["status"] != "trains" for r in rows):
+            continue  # something is frozen; what the setting means is not ours to guess
+        else:
+            what = f"yet every parameter trains ({trains['total']:,} elements, none with requires_grad=False, all updated by the optimizer)"
+        found.append(Problem(
+            "TLR108",
+            f"freeze not applied: the script's configuration says `{setting['setting']} = {_value(setting['value'])}`, {what}, over "
+            f"{report.get('steps', 0)} steps: no line sets their requires_grad to False (nor leaves them out of the optimizer); apply the "
+            "freeze where the model is built, before the optimizer takes its parameters",
+            {k: setting[k] for k in ("path", "line", "code") if k in setting} or None, 1,
+        ))
+    return found
+
+
+def _named_by(setting: Report, rows: Sequence[Report]) -> list[Report]:
+    """The parameter rows a freeze setting names: module names (`"backbone"`, `["stem", "stages.0"]`),
+    stage indices (`[0, 1]`: `stages.0`, `stages.1`), a count (`2`: stages 0 and 1), or `True` on a key
+    that names the part (`freeze_backbone`)."""
+    value, key = setting["value"], setting["key"].lower()
+    values = value if isinstance(value, list) else [value]
+    if value is True:
+        part = key.replace("frozen", "freeze").split("freeze", 1)[-1].strip("_")
+        values = [part] if part else []
+    elif isinstance(value, int):
+        values = list(range(value))
+    named: list[Report] = []
+    for item in values:
+        if isinstance(item, str):
+            wanted = [c for c in item.strip(".").split(".") if c]
+            named += [r for r in rows if _contains(r["name"].split("."), wanted)]
+        else:
+            named += [r for r in rows if _in_stage(r["name"].split("."), item)]
+    unique = {r["name"]: r for r in named}
+    return list(unique.values())
+
+
+def _contains(parts: Sequence[str], wanted: Sequence[str]) -> bool:
+    n = len(wanted)
+    return bool(n) and any(list(parts[i:i + n]) == list(wanted) for i in range(len(parts) - n + 1))
+
+
+def _in_stage(parts: Sequence[str], index: int) -> bool:
+    """`stages.1.conv.weight` is in stage 1; so is `layer1.0.weight` (ResNet's naming, 1-based)."""
+    for i, part in enumerate(parts[:-1]):
+        if part in STAGE_CONTAINERS and parts[i + 1] == str(index):
+            return True
+        if part.rstrip("0123456789") in ("layer", "stage") and part[len(part.rstrip("0123456789")):] == str(index + 1):
+            return True
+    return False
+
+
+def _value(value: Any) -> str:
+    text = repr(value) if not isinstance(value, bool) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _not_training(by_status: Report, total: int) -> str:
@@ -139,6 +216,15 @@ def _evaluation(report: Report, problems: bool) -> list[Problem]:
         else:
             kind = f" ({site['module_type']})" if site["module_type"] != site["module"] else ""
             what = f"evaluation is not deterministic: `{site['function']}` runs in training behaviour inside eval-mode `{site['module']}`{kind}"
+        if site.get("replayed"):  # found by the verifier's own evaluation at the end of the run
+            source = (f"found by evaluating `{site['module']}` after step {site['after_step']} as an evaluation runs it (`model.eval()`, "
+                      "two forwards of its last training batch under `torch.no_grad()`)")
+            lines.append(Problem(
+                "TLR502" if site["kind"] != "batch norm" else "TLR503",
+                f"{what}, at {where(site)}: {source}{_measured(site.get('measured') or {}, site['kind'])}{_fix(site)}",
+                site, site["after_step"] or None,
+            ))
+            continue
         lines.append(Problem(
             "TLR503" if site["kind"] == "batch norm" else "TLR502",
             f"{what}{switched}, at {where(site)}: {plural(site['count'], 'call')} from the evaluation {when}{_measured(measured, site['kind'])}{_fix(site)}",

@@ -125,6 +125,20 @@ KINDS: tuple[ProblemKind, ...] = (
         "Find the source of the non-finite gradients (fp16 overflow in a layer, a bad input), or train in bfloat16.",
     ),
     ProblemKind(
+        "TLR108", "freeze-not-applied", "what trains",
+        "The script's own configuration asks for a freeze (a setting named like `freeze_stages`, `frozen_stages`, "
+        "`freeze_backbone` or `freeze_layers`, in a dict, an argparse or SimpleNamespace, a dataclass or a config object of "
+        "the script, or a variable) and what it names trains: every parameter of the stages or modules it names (stage "
+        "indices, a count of stages, module names, or the part the key names: `freeze_backbone`), or every parameter of the "
+        "model when the names match none.",
+        "A configuration read and never applied (the code that sets `requires_grad = False` from it is missing, misspelled, "
+        "or behind a branch that never runs) makes a fine-tune that runs and reports losses while it rewrites the pretrained "
+        "stages it was told to keep: the result overfits or forgets, and nothing in the log says so. The report names the "
+        "line of the script that names the setting.",
+        "Apply the freeze where the model is built, before the optimizer takes its parameters: `for p in "
+        "model.stages[:2].parameters(): p.requires_grad = False` (or leave those parameters out of the optimizer).",
+    ),
+    ProblemKind(
         "TLR201", "loss-not-finite", "stability",
         "The loss was inf or NaN at some step.",
         "One non-finite loss poisons the gradients, then the weights (unless a GradScaler skips the step).",
@@ -150,7 +164,10 @@ KINDS: tuple[ProblemKind, ...] = (
     ),
     ProblemKind(
         "TLR205", "gradient-norm-spikes", "stability",
-        "Steps whose gradient norm is 10 times the run's median or more.",
+        "Steps whose gradient norm is 10 times or more the median of the 25 steps before them (or of 1% of the median of "
+        "the run's first 8 norms, when that is larger) and 3 times or more the largest of them. No step is judged before 8 "
+        "steps have a finite norm: the large gradients of a run's first steps, falling as it converges, are not spikes, nor "
+        "is the noise of a converged run far below where it started, nor the heavy tail of small-batch norms.",
         "Spikes precede loss blow-ups (field reports 003 and 004); unclipped, one of them can wreck the weights.",
         "Clip the gradient norm; look at the batches of the spiking steps.",
     ),
@@ -325,7 +342,8 @@ def render_index() -> str:
     return "\n".join([
         "# Problems `trainlint verify run` reports",
         "",
-        "Each problem in a run's report (`--format json`: `problems[].code`) has a stable code and a page here.",
+        "Each problem in a run's report (`--format json`: `problems[].code`) has a stable code and a page here; "
+        "`trainlint rule TLR205` prints a page, `trainlint rules --run` lists them.",
         "",
         "| code | name | invariant |",
         "|---|---|---|",

@@ -1,11 +1,12 @@
 """`trainlint verify run --html FILE`: the run on one self-contained page (inline SVG charts and CSS,
-no script, nothing fetched): the per-step series, frozen parameters, sync sites by line, graphs
+no script, nothing fetched; each problem's code links to its page and its cause to the file): the per-step series, frozen parameters, sync sites by line, graphs
 kept across steps, and each static finding with its verdict."""
 
 from __future__ import annotations
 
 import html
 import math
+from pathlib import Path
 from typing import Any, Sequence
 
 from trainlint.report.text import plural, visible
@@ -74,10 +75,25 @@ def _header(report: Report, problems: Sequence[Problem]) -> str:
 
 
 def _problem_item(problem: Problem) -> str:
-    # the page's address as a tooltip, not a link: the report fetches and links nothing
-    page = f"rules/run/{KIND_BY_CODE[problem.code].page}"
+    """A problem: its code linked to its page, the message, and the line that caused it linked to its
+    file (links only: the page still loads nothing)."""
+    kind = KIND_BY_CODE[problem.code]
     note = f" <span class=\"meta\">(acknowledged: {escape(problem.acknowledged)})</span>" if problem.acknowledged else ""
-    return f"<li><code title=\"{escape(page)}\">{problem.code}</code> {escape(problem.message)}{note}</li>"
+    code = f"<a href=\"{escape(kind.url)}\" title=\"rules/run/{escape(kind.page)}\"><code>{problem.code}</code></a>"
+    return f"<li>{code} {escape(problem.message)}{_cause_link(problem.site)}{note}</li>"
+
+
+def _cause_link(site: Report | None) -> str:
+    """" (cause: <a href=file:///.../train.py>train.py:41</a>)" for a problem's cause line, or ""."""
+    path, line = (site or {}).get("path"), (site or {}).get("line")
+    if not path:
+        return ""
+    try:
+        uri = Path(path).resolve().as_uri()
+    except ValueError:  # not a path a URI can name
+        return ""
+    label = f"{relative_path(str(path))}:{line}" if line else relative_path(str(path))
+    return f" <span class=\"meta\">(cause: <a href=\"{escape(uri)}\"><code>{escape(label)}</code></a>)</span>"
 
 
 def _series(report: Report) -> str:
@@ -176,8 +192,12 @@ def line_chart(values: Sequence[float | None], unit: str, marks: Sequence[Report
             f"<line x1=\"{x(step):.1f}\" x2=\"{x(step):.1f}\" y1=\"{PAD_T + height}\" y2=\"{PAD_T + height + 4}\" stroke=\"#99a\"/>"
             f"<text x=\"{x(step):.1f}\" y=\"{PAD_T + height + 16}\" text-anchor=\"middle\" font-size=\"11\">{step}</text>"
         )
-    axis = "step" + (" (log scale)" if logarithmic else "")
-    svg.append(f"<text x=\"{PAD_L + width / 2:.0f}\" y=\"{CHART_H - 3}\" text-anchor=\"middle\" font-size=\"11\" fill=\"#556\">{axis}</text>")
+    # the steps run on a linear axis; only the values may be on a log one, and the value axis says so
+    svg.append(f"<text x=\"{PAD_L + width / 2:.0f}\" y=\"{CHART_H - 3}\" text-anchor=\"middle\" font-size=\"11\" fill=\"#556\">step</text>")
+    if logarithmic:
+        middle = PAD_T + height / 2
+        svg.append(f"<text x=\"12\" y=\"{middle:.0f}\" transform=\"rotate(-90 12 {middle:.0f})\" text-anchor=\"middle\" font-size=\"11\" "
+                   "fill=\"#556\">log scale</text>")
     if guide is not None:
         svg.append(
             f"<line x1=\"{PAD_L}\" x2=\"{PAD_L + width}\" y1=\"{y(guide):.1f}\" y2=\"{y(guide):.1f}\" stroke=\"#9a6700\" stroke-dasharray=\"5,4\"/>"

@@ -160,7 +160,9 @@ def _evaluation(console: Console, report: dict[str, Any]) -> None:
     console.print(f"\n[bold]Evaluation[/]: training behaviour under eval mode ({behaviour.get('switches', 0)} switch(es) to eval by the script)")
     for site in sites[:10]:
         verdict = "on purpose" if site["explicit"] else "[red]problem[/]"
-        console.print(f"  {_e(where(site))}  {_e(site['function'])} in `{_e(site['module'])}`  {plural(site['count'], 'call')}, from after step {site['after_step']}  {verdict}")
+        when = (f"in the verifier's evaluation after step {site['after_step']}" if site.get("replayed")
+                else f"{plural(site['count'], 'call')}, from after step {site['after_step']}")
+        console.print(f"  {_e(where(site))}  {_e(site['function'])} in `{_e(site['module'])}`  {when}  {verdict}")
     measured = behaviour.get("measured") or {}
     if measured.get("error"):
         console.print(f"  the repeated forward could not run: {_e(measured['error'])}")

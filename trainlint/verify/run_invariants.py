@@ -12,13 +12,16 @@ import functools
 import linecache
 import os
 import sys
+import threading
 import weakref
 from types import FrameType
 from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
+from trainlint.verify.freeze_config import freeze_settings
 from trainlint.verify.grad_norms import local
 from trainlint.verify.invariants import eval_forward_determinism, trainable_parameters
 from trainlint.verify.live_objects import calling_frame, user_frames
@@ -31,6 +34,8 @@ WATCHED: dict[Callable[..., Any], str] = {
 }
 FUNCTION_NAMES = {f: f.__name__ for f in WATCHED}
 MAX_SITES = 50
+MAX_REPLAYED = 4  # models evaluated at the end of the run
+WRAPPERS = ("DistributedDataParallel", "FullyShardedDataParallel", "DataParallel")  # their forward may start collectives
 
 
 class InvariantWatch:
@@ -49,6 +54,11 @@ class InvariantWatch:
         self.modules: dict[int, torch.nn.Module] = {}  # the modules of `sites`, named at the end
         self.pending = False  # a violation was seen in this forward: measure it once it returns
         self.measured: Report | None = None
+        # per model: its latest training forward's inputs (detached), to evaluate it at the end
+        self.last_inputs: dict[int, tuple[weakref.ref[torch.nn.Module], tuple[Any, ...], dict[str, Any]]] = {}
+        self.replaying: torch.nn.Module | None = None  # the model our own end-of-run evaluation runs
+        self.freeze_config: list[Report] = []  # what the script's configuration says to freeze
+        self.froze_any = False  # the script set requires_grad to False on some parameter, at any time
 
     # -- hooks -------------------------------------------------------------------------------
     def install(self) -> None:
@@ -90,6 +100,7 @@ class InvariantWatch:
         if value:
             self.freeze_sites.pop(param, None)
             return
+        self.froze_any = True
         site = next(user_frames(frame), None)
         if site is not None:
             self.freeze_sites[param] = {**_site(site), "step": self.recorder.steps}
@@ -103,7 +114,7 @@ class InvariantWatch:
     def functional(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], frame: FrameType | None) -> None:
         """A watched functional call (`F.dropout`, `F.batch_norm`, SDPA): note it when it runs in
         training behaviour inside an eval-mode module."""
-        if self.measuring or not self.stack:
+        if (self.measuring and self.replaying is None) or not self.stack:
             return
         kind = WATCHED[func]
         if not _in_training_behaviour(kind, func, args, kwargs):
@@ -133,9 +144,10 @@ class InvariantWatch:
             entry = self.sites[key] = {
                 **where, "kind": kind, "function": FUNCTION_NAMES[func], "module_id": id(module), "module_type": type(module).__name__,
                 "module_training": module.training, "explicit": explicit, "count": 0, "after_step": self.recorder.steps,
-                "eval_switch": self.eval_site,
+                "eval_switch": None if self.replaying is not None else self.eval_site, "replayed": self.replaying is not None,
             }
-            self.pending = self.pending or (not explicit and self.measured is None)
+            if self.replaying is None:
+                self.pending = self.pending or (not explicit and self.measured is None)
         entry["count"] += 1
 
     def enter(self, module: torch.nn.Module) -> None:
@@ -145,6 +157,8 @@ class InvariantWatch:
         """`module`'s forward returned (`rest`: args, kwargs, output; or args, output after an error)."""
         if self.stack:
             self.stack.pop()
+        if not self.stack and not self.measuring and len(rest) == 3 and module.training:
+            self._keep_inputs(module, rest[0], rest[1])
         if self.stack or not self.pending or self.measuring or len(rest) != 3:
             return
         self.pending = False
@@ -157,13 +171,61 @@ class InvariantWatch:
         finally:
             self.measuring = False
 
+    def _keep_inputs(self, module: torch.nn.Module, args: Any, kwargs: Any) -> None:
+        """The inputs of the script's latest training forward of `module`, detached (holding its graph
+        would keep a step's activations alive), for `replay_evaluation`."""
+        if id(module) not in self.last_inputs and len(self.last_inputs) >= MAX_REPLAYED:
+            return
+        self.last_inputs[id(module)] = (weakref.ref(module), _detached(tuple(args or ())), _detached(dict(kwargs or {})))
+
+    def replay_evaluation(self, held: set[int]) -> None:
+        """Evaluate each trained model (one holding parameters in `held`) as an evaluation would (eval
+        mode, two forwards of its last training batch under `no_grad`), watching dropout and batch norm
+        as in the script's own forwards.
+
+        A run stopped after `--steps N` never reaches the evaluation written after the training loop
+        (nor one every few epochs), so dropout that ignores eval mode would go unseen. Runs at the end
+        only, on the main thread, in a single process (a DDP forward may start collectives), and
+        leaves modes, buffers and the random state as they were."""
+        if threading.current_thread() is not threading.main_thread() or self.stack or self.recorder.world_size > 1:
+            return
+        if self.recorder.stopped == "internal-error":
+            return
+        for ref, args, kwargs in list(self.last_inputs.values()):
+            module = ref()
+            if module is None or type(module).__name__ in WRAPPERS or hasattr(module, "_orig_mod"):
+                continue
+            if not any(id(p) in held for p in module.parameters()):
+                continue  # not a model the run trains
+            inside = {id(m) for m in module.modules()}
+            if any(not e["explicit"] and e["module_id"] in inside for e in self.sites.values()):
+                continue  # the script's own evaluation showed it already
+            before = set(self.sites)
+            self.measuring, self.replaying = True, module
+            try:
+                with _WatchMode(self):
+                    measured: Report = {**eval_forward_determinism(module, args, kwargs), "module_type": type(module).__name__}
+            except BaseException as exc:  # noqa: B036 - the script's forward (or a hook's StopRun), re-run: no evidence either way
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                measured = {"error": f"{type(exc).__name__}: {exc}"}
+            finally:
+                self.measuring, self.replaying = False, None
+            for new in set(self.sites) - before:
+                self.sites[new]["measured"] = measured
+
     def saw_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
         if id(optimizer) not in self.optimizers:
             self.optimizers[id(optimizer)] = weakref.ref(optimizer)
 
     def first_step(self, roots: Sequence[torch.nn.Module], tracked: dict[int, Any]) -> None:
         """Checksums of the parameters with no snapshot (frozen, unused, in no optimizer): whether
-        they changed is told without a copy of them."""
+        they changed is told without a copy of them. Also reads what the script's configuration says
+        to freeze, from its variables on the stack (the configuration is built by now)."""
+        try:
+            self.freeze_config = freeze_settings(sys._getframe(1))
+        except Exception:  # a configuration object that fails to be read is no evidence
+            self.freeze_config = []
         for root in roots:
             for param in root.parameters():
                 if id(param) not in tracked and id(param) not in self.sums:
@@ -176,6 +238,7 @@ class InvariantWatch:
         held = {id(p) for opt in optimizers for g in opt.param_groups for p in g["params"]}
         models = [r for r in roots if any(id(p) in held for p in r.parameters())]
         what_trains = None
+        self.replay_evaluation(held)
         if models:
             changed = {pid: not _unchanged(param, snapshot) for pid, (param, snapshot, _) in tracked.items()}
             changed.update({pid: not bool(torch.equal(_checksum(p), s)) for pid, (p, s) in self.sums.items() if pid not in changed})
@@ -184,6 +247,8 @@ class InvariantWatch:
             frozen_steps = [s["step"] for s in sites.values()]
             what_trains["first_step"] = max(frozen_steps, default=0) + 1
             what_trains["freeze_sites"] = _freeze_sites(what_trains["parameters"])
+            what_trains["freeze_config"] = self.freeze_config
+            what_trains["froze_any"] = self.froze_any
         names = {id(m): name or type(root).__name__ for root in reversed(list(roots)) for name, m in root.named_modules()}
         sites = []
         for entry in self.sites.values():
@@ -195,6 +260,33 @@ class InvariantWatch:
             "what_trains": what_trains,
             "eval_behaviour": {"switches": self.eval_switches, "sites": sites, "measured": self.measured},
         }
+
+
+class _WatchMode(TorchFunctionMode):
+    """During `replay_evaluation`: passes the watched functional calls to the watch (the run's own
+    mode ignores our forwards, and has exited when the script finished)."""
+
+    def __init__(self, watch: InvariantWatch) -> None:
+        super().__init__()
+        self.watch = watch
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
+        kwargs = kwargs or {}
+        if func in WATCHED:
+            self.watch.functional(func, args, kwargs, sys._getframe(1))
+        return func(*args, **kwargs)
+
+
+def _detached(value: Any) -> Any:
+    """`value` with every tensor in it (in tuples, lists and dicts) detached from its graph."""
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, (list, tuple)):
+        items = [_detached(v) for v in value]
+        return type(value)(items) if type(value) in (list, tuple) else value
+    if isinstance(value, dict):
+        return {k: _detached(v) for k, v in value.items()}
+    return value
 
 
 def _in_training_behaviour(kind: str, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
