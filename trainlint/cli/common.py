@@ -6,7 +6,7 @@ import os
 
 import click
 
-from trainlint.report.text import visible
+from trainlint.report.text import visible, visible_lines
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -42,3 +42,11 @@ def _mistyped_command(word: str, commands: list[str]) -> bool:
 def _warn(message: str, prefix: str = "warning: ") -> None:
     """A line on stderr; control characters in it (from a path, a script's error) shown as escapes."""
     click.echo(visible(f"{prefix}{message}"), err=True)
+
+
+def _warn_lines(message: str, prefix: str = "warning: ") -> None:
+    """`_warn` for a message that may span lines (a script's error with a DataLoader worker's
+    traceback): each line escaped on its own, the lines after the first indented under it, so that
+    none reads as a line of ours."""
+    first, *rest = visible_lines(message)
+    click.echo(visible(prefix) + first + "".join("\n" + (f"  {line}" if line else "") for line in rest), err=True)
