@@ -349,7 +349,9 @@ def test_the_run_ends_the_script_s_whole_process_tree(tmp_path: Path):
         import subprocess, sys
         import torch
         spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        open({str(pid_file)!r}, "w").write(str(spinner.pid))
+        # a child in a session of its own (a TensorBoard launcher) is the run's too
+        detached = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+        open({str(pid_file)!r}, "w").write(f"{{spinner.pid}} {{detached.pid}}")
         p = torch.nn.Parameter(torch.ones(4))
         opt = torch.optim.SGD([p], lr=0.1)
         for _ in range(100):
@@ -360,7 +362,7 @@ def test_the_run_ends_the_script_s_whole_process_tree(tmp_path: Path):
     # stdout and stderr are pipes: `communicate` returns only when no process holds them open
     code, report, _ = verify_run(script, "--steps", "3")
     assert code == 0 and report["steps"] == 3
-    assert not process_alive(int(pid_file.read_text()))
+    assert not any(process_alive(int(pid)) for pid in pid_file.read_text().split())
 
 
 def test_the_script_s_exit_status_and_syntax_errors_are_reported(tmp_path: Path):

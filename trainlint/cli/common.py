@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence, TextIO
 
 import click
 
-from trainlint.report.text import visible
+from trainlint.report.text import visible, visible_lines
 
 if TYPE_CHECKING:
     from trainlint.engine.cache import Cache
@@ -140,3 +140,11 @@ def result_cache(no_cache: bool, directory: Path | None) -> Cache | None:
         _warn(f"{exc}; results are not cached (set {KEY_VARIABLE}, or pass --no-cache)")
         return None
     return Cache(directory or default_directory(), key=key)
+
+
+def _warn_lines(message: str, prefix: str = "warning: ") -> None:
+    """`_warn` for a message that may span lines (a script's error with a DataLoader worker's
+    traceback): each line escaped on its own, the lines after the first indented under it, so that
+    none reads as a line of ours."""
+    first, *rest = visible_lines(message)
+    click.echo(visible(prefix) + first + "".join("\n" + (f"  {line}" if line else "") for line in rest), err=True)

@@ -3,13 +3,14 @@ instrumented): the commands of the runtime verifier, which import torch only whe
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import click
 
-from trainlint.cli.common import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, DefaultGroup, _warn
+from trainlint.cli.common import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, DefaultGroup, _warn, _warn_lines
 from trainlint.report.render import make_console
 
 if TYPE_CHECKING:
@@ -152,9 +153,16 @@ def verify_run(
         sys.exit(EXIT_ERROR)
     _need_torch()
     from trainlint.verify.health import failed_ourselves, information, iterations, problems, script_failed
-    from trainlint.verify.script_run import judge, run_script
+    from trainlint.verify.script_run import Interrupted, end_as_signalled, judge, run_script
 
-    report = run_script(script, script_args, steps, timeout, device, nproc, nodes)
+    try:
+        report = run_script(script, script_args, steps, timeout, device, nproc, nodes)
+    except Interrupted as stop:
+        try:
+            _warn(f"ended by {signal.Signals(stop.signum).name}: the script and every process it started were stopped", prefix="trainlint: ")
+        except OSError:  # SIGHUP: the terminal may be gone
+            pass
+        end_as_signalled(stop.signum)
     rows = judge(report, _lint_for_verify([script]))
     found = acknowledge(problems(report), codes, script)
     if output_format == "json":
@@ -179,7 +187,7 @@ def verify_run(
         _warn(f"{report.get('message')}: {report.get('error') or 'no detail'}", prefix="trainlint: error: ")
         sys.exit(EXIT_ERROR)
     if failure:
-        _warn(failure, prefix="trainlint: ")
+        _warn_lines(failure, prefix="trainlint: ")
         sys.exit(EXIT_ERROR)
     confirmed = any((r["verification"] or {}).get("status") == "confirmed" for r in rows)
     if any(not p.acknowledged for p in found) or confirmed:

@@ -59,6 +59,13 @@ def visible(text: str) -> str:
     return _HIDDEN.sub(_escape, text)
 
 
+def visible_lines(text: str) -> list[str]:
+    """`text` split at its line breaks (a traceback's lines), each line `visible`: the lines are
+    kept for the caller to indent, and no control character inside one (a lone carriage return
+    included) can start or rewrite another. Blank lines at the end are dropped."""
+    return [visible(line) for line in text.rstrip("\r\n").split("\n")] if text.strip() else [visible(text)]
+
+
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

@@ -20,7 +20,7 @@ FROZEN = 0.5  # a tensor whose elements with a gradient stayed unchanged at leas
 def problems(report: Report) -> list[Problem]:
     """Training-health problems the run showed (empty when healthy, and when our own instruments
     failed: then there is no evidence to judge)."""
-    if failed_ourselves(report):
+    if failed_ourselves(report) or partial(report):
         return []
     found = []
     updates = update_problems(report)
@@ -94,7 +94,7 @@ def _gradients_not_averaged(report: Report) -> list[Problem]:
 
 def information(report: Report) -> list[Problem]:
     """Deliberate patterns the run showed (a head over a frozen model, MC dropout...), with their codes."""
-    return [] if failed_ourselves(report) else invariant_information(report)
+    return [] if failed_ourselves(report) or partial(report) else invariant_information(report)
 
 
 def iterations(report: Report) -> int:
@@ -116,15 +116,27 @@ def failed_ourselves(report: Report) -> bool:
 
 
 def script_failed(report: Report) -> str | None:
-    """A line saying how the script failed (an error, a non-zero exit status), or None."""
-    if report.get("stopped") == "rank-failed":
+    """A line saying how the script failed (an error, a non-zero exit status, an end before the
+    report), or None. The status is the one the script's process ended with."""
+    stopped, status = report.get("stopped"), report.get("exit_code")
+    if stopped == "rank-failed":
         return f"a rank failed: {report.get('error')}"
-    if report.get("stopped") == "error":
-        return f"the script raised an error (exit status 1): {report.get('error') or ''}".rstrip(": ")
-    status = report.get("exit_code")
+    if stopped == "no-report":  # even with status 0: nothing but the steps was measured
+        if report.get("ended"):
+            return f"the script {report['ended']} after {report.get('steps') or 0} optimizer steps"
+        return str(report.get("message"))
+    if stopped == "error":
+        if not isinstance(status, int):  # the run could not start the script: nothing was raised
+            return ": ".join(str(part) for part in ("the run failed", report.get("message"), report.get("error")) if part)
+        return f"the script raised an error (exit status {status}): {report.get('error') or ''}".rstrip(": ")
     if isinstance(status, int) and status != 0:
         return f"the script exited with status {status}"
     return None
+
+
+def partial(report: Report) -> bool:
+    """The run ended without its report: only the steps' count and times are known, no evidence."""
+    return bool(report.get("partial"))
 
 
 def frozen_cause(frozen: Sequence[Report]) -> str:

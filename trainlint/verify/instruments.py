@@ -23,7 +23,7 @@ import threading
 import time
 import traceback
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
@@ -157,7 +157,10 @@ def run(request: dict[str, Any]) -> None:
         torch.set_num_threads(1)
     importlib.import_module("torch._dynamo")  # the first optimizer step imports it (~1 s): keep that out of step 1's time
 
-    recorder = Recorder(script, request["steps"], device, report_path, progress=request.get("progress", False) and rank == 0)
+    journal = request.get("journal")
+    if journal is not None and world_size > 1:
+        journal = f"{journal}.rank{rank}"
+    recorder = Recorder(script, request["steps"], device, report_path, progress=request.get("progress", False) and rank == 0, journal=journal)
     _install(recorder)
     if world_size > 1:
         recorder.rank, recorder.world_size = rank, world_size
@@ -212,6 +215,7 @@ def _install(recorder: Recorder) -> None:
     for owner in (torch.optim.Optimizer, torch.nn.Module):
         _patch(recorder, owner, "zero_grad", before=lambda *_: setattr(recorder, "zero_grad_calls", recorder.zero_grad_calls + 1))
     _patch(recorder, torch, "set_default_dtype", before=lambda frame, dtype, *_: recorder.default_dtype_set(frame, dtype))
+    _report_before_os_exit(recorder)
     _watch_clipping(recorder)
     _watch_casts(recorder)
     _time_data_loading(recorder)
@@ -220,6 +224,27 @@ def _install(recorder: Recorder) -> None:
     if recorder.device == "cuda":
         torch.cuda.set_sync_debug_mode("warn")  # syncs inside kernels launched by the script's own lines
         _capture_sync_warnings(recorder)
+
+
+def _report_before_os_exit(recorder: Recorder) -> None:
+    """`os._exit(n)` (a script skipping its slow teardown) ends the process at once, with no
+    exception to catch: the report is written first, with the steps that ran and the status `n`.
+    Only in this process (a forked worker, or a multiprocessing child, exits through it too) and
+    only before the report is written (the instruments' own exits come after it)."""
+    original = os._exit
+    process = os.getpid()
+
+    def _exit(status: int) -> NoReturn:
+        if os.getpid() == process and recorder.stopped is None and isinstance(status, int):
+            try:
+                recorder.exit_code = status
+                recorder.finish("exit", f"the script ended the process with os._exit({status}) after {recorder.steps} optimizer steps")
+            except BaseException:  # the process ends as the script asked, report or not
+                pass
+        original(status)
+
+    _exit.__wrapped__ = original  # type: ignore[attr-defined]
+    os._exit = _exit
 
 
 def _watch_clipping(recorder: Recorder) -> None:
@@ -326,7 +351,9 @@ def _error_line(exc: BaseException) -> str:
         where = f" at {exc.filename}:{exc.lineno}"
     else:
         where = ""
-    return f"{type(exc).__name__}: {exc}{where}"
+    # a DataLoader worker's error holds the worker's traceback after its first line: the place goes there
+    first, newline, rest = f"{type(exc).__name__}: {exc}".rstrip("\n").partition("\n")
+    return f"{first}{where}{newline}{rest}"
 
 
 def _on_timeout(recorder: Recorder, timeout: float) -> None:

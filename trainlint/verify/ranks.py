@@ -4,27 +4,12 @@ and whether ranks that should hold the same parameters do. Works on the JSON rep
 from __future__ import annotations
 
 import math
-import signal
 from typing import Any, Sequence
+
+from trainlint.verify.journal import ended, no_report
 
 Report = dict[str, Any]
 AGREE_REL = 1e-6  # checksums this close (relative) agree: replicas under DDP are bitwise equal in practice
-
-
-def no_report(script: str, code: int | None, limit: float) -> Report:
-    """The report of a run that wrote none: how the process ended, and nothing measured."""
-    return {"script": script, "steps": 0, "stopped": "error", "message": f"the instrumented run {_ended(code, limit)} and wrote no report", "error": None}
-
-
-def _ended(code: int | None, limit: float = 0.0) -> str:
-    if code is None:
-        return f"did not end within {limit:g} s"
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"ended with exit code {code}"
 
 
 def merge(reports: Sequence[Report | None], launcher_code: int | None, script: str) -> Report:
@@ -46,7 +31,7 @@ def merge(reports: Sequence[Report | None], launcher_code: int | None, script: s
     hung = [rank for rank, r in enumerate(reports) if r is not None and r.get("stopped") == "timeout"]
     if missing:
         merged["stopped"] = "rank-failed"
-        merged["error"] = f"rank {', '.join(map(str, missing))} ended without writing its report (killed, or crashed in native code); the launcher {_ended(launcher_code)}"
+        merged["error"] = f"rank {', '.join(map(str, missing))} ended without writing its report (killed, or crashed in native code); the launcher {ended(launcher_code)}"
         merged["message"] = f"rank {missing[0]} died; the other ranks' evidence is kept"
     elif hung:
         then = f"; rank {failed[0][0]} then failed: {failed[0][1].get('error') or failed[0][1].get('message')}" if failed else ""

@@ -23,6 +23,7 @@ from typing import Any, Callable
 import torch
 
 from trainlint.verify.grad_norms import GradNorms, local
+from trainlint.verify.journal import StepJournal
 from trainlint.verify.progress import Progress
 from trainlint.verify.run_invariants import InvariantWatch
 from trainlint.verify.series import growth, series_summary
@@ -75,8 +76,9 @@ class SavedTensor:
 class Recorder:
     """What the hooks saw; `finish()` writes the report."""
 
-    def __init__(self, script: str, steps: int, device: str, report_path: str, progress: bool = False) -> None:
+    def __init__(self, script: str, steps: int, device: str, report_path: str, progress: bool = False, journal: str | None = None) -> None:
         self.script, self.wanted, self.device, self.report_path = script, steps, device, report_path
+        self.journal = StepJournal(journal, device)  # the steps, kept as they end: a process that dies keeps them
         self.progress = Progress(progress)
         self.on_cpu = device == "cpu"
         self.steps = 0  # optimizer steps completed (of the optimizer that stepped most)
@@ -217,6 +219,7 @@ class Recorder:
             return  # a second optimizer in the same step (a GAN's generator)
         self.steps += 1
         self.boundaries.append(self.clock())
+        self.journal.step(self.steps, self.updates.skipped_iterations(), self.boundaries[-1], self.first_forward)
         self.progress.show(f"trainlint: step {self.steps}/{self.wanted} of {os.path.basename(self.script)}", force=self.steps == self.wanted)
         self.norms.end_step()
         if self.rank_evidence is not None:
@@ -247,6 +250,7 @@ class Recorder:
 
     def iteration_skipped(self, skipped: int) -> None:
         """A GradScaler skipped an optimizer step (inf/NaN gradients): it counts towards --steps."""
+        self.journal.step(self.steps, self.updates.skipped_iterations(), self.clock(), self.first_forward)
         self.progress.show(f"trainlint: iteration {self.iterations()}/{self.wanted} of {os.path.basename(self.script)} ({skipped} skipped)")
         if self.iterations() >= self.wanted:
             self._stop()

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainlint.report.text import plural, visible
+from trainlint.report.text import plural, visible, visible_lines
 from trainlint.verify.invariant_health import SMALL_SHARE, unchanged_parameters
 from trainlint.verify.update_health import RESOLUTION
 from trainlint.verify.problem_kinds import KIND_BY_CODE, Problem
@@ -43,7 +43,10 @@ th { border-bottom: 1px solid #ccd; } td.num, th.num { text-align: right; } code
 
 def render_html(report: Report, rows: Sequence[Report], problems: Sequence[Problem]) -> str:
     """The whole page as one string."""
-    parts = [_header(report, problems), *_ranks(report), _what_trains(report), _series(report), _frozen(report), _syncs(report), _graphs(report), _findings(rows)]
+    if report.get("partial"):  # the run ended before its report: the steps' times, and nothing measured to show
+        parts = [_header(report, problems), _series(report), _findings(rows)]
+    else:
+        parts = [_header(report, problems), *_ranks(report), _what_trains(report), _series(report), _frozen(report), _syncs(report), _graphs(report), _findings(rows)]
     body = "\n".join(p for p in parts if p)
     title = f"trainlint verify run: {report.get('script', '')}"
     return (
@@ -61,13 +64,17 @@ def _header(report: Report, problems: Sequence[Problem]) -> str:
     ]
     failure = script_failed(report) if report.get("stopped") != "internal-error" else f"{report.get('message')}: {report.get('error')}"
     if failure:
-        out.append(f"<p class=\"bad\">{escape(failure)}</p>")
+        # a DataLoader worker's error carries the worker's traceback: kept as lines, below the first
+        first, *rest = visible_lines(failure)
+        out.append(f"<p class=\"bad\">{html.escape(first)}</p>")
+        if rest:
+            out.append(f"<pre class=\"bad\">{html.escape(chr(10).join(rest))}</pre>")
     open_problems = [p for p in problems if not p.acknowledged]
     for title, css, shown in (("Problems", " class=\"problems\"", open_problems), ("Acknowledged", "", [p for p in problems if p.acknowledged]),
                               ("Information", "", information(report))):
         if shown:
             out.append(f"<h2>{title}</h2><ul{css}>" + "".join(_problem_item(p) for p in shown) + "</ul>")
-    if not open_problems and steps and report.get("stopped") != "internal-error":
+    if not open_problems and steps and report.get("stopped") != "internal-error" and not report.get("partial"):
         scope = f"the {plural(steps, 'step')} before the run failed" if failure else "this run"
         acknowledged = f" apart from {len(problems) - len(open_problems)} acknowledged" if len(problems) > len(open_problems) else ""
         out.append(f"<p class=\"good\">No training-health problem in {scope}{acknowledged}.</p>")

@@ -11,10 +11,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from trainlint.verify.sparkline import marker_column, sparkline
-from trainlint.report.text import plural, visible
+from trainlint.report.text import plural, visible, visible_lines
 from trainlint.verify.health import (
-    FROZEN, clipping_line, failed_ourselves, format_bytes, format_value, frozen_cause, information, iterations, never_cleared, steps_taken, rank_lines,
-    relative_path, run_series, script_failed,
+    FROZEN, clipping_line, failed_ourselves, format_bytes, format_value, frozen_cause, information, iterations, never_cleared, partial, steps_taken,
+    rank_lines, relative_path, run_series, script_failed,
 )
 from trainlint.verify.invariant_health import unchanged_parameters, where
 from trainlint.verify.problem_kinds import Problem
@@ -60,8 +60,14 @@ def render_run(console: Console, report: dict[str, Any], rows: Sequence[dict[str
     on = f" on {_e(report['device'])}" if report.get("device") else ""
     console.print(f"[bold]{_e(report.get('script'))}[/]: {_e(steps_taken(report))}{on}{took}: {_e(report.get('message', ''))}")
     if report.get("error"):
-        console.print(f"  [red]{_e(report['error'])}[/]")
-    if failed_ourselves(report) or not iterations(report):
+        # a DataLoader worker's error carries the worker's traceback: its lines, indented under the first
+        first, *rest = visible_lines(str(report["error"]))
+        console.print(f"  [red]{escape(first)}[/]")
+        for line in rest:
+            console.print(f"    [red]{escape(line)}[/]" if line else "")
+    if partial(report) and report.get("step_time"):  # the run ended before its report: the steps' times are all there is
+        _series(console, report)
+    if failed_ourselves(report) or partial(report) or not iterations(report):
         return
     for section in (_ranks, _what_trains, _frozen, _evaluation, _series, _updates, _syncs, _graphs, _step_notes):
         try:

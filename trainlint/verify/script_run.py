@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -19,9 +20,10 @@ from typing import Any, Sequence
 from trainlint.report.text import plural
 from trainlint.diagnostics import Diagnostic
 from trainlint.verify.nodes import Nodes, wait_for_reports
-from trainlint.verify.ranks import merge, no_report
+from trainlint.verify.journal import no_report, read_journal
+from trainlint.verify.ranks import merge
 from trainlint.verify.health import (
-    FROZEN, divergence, failed_ourselves, format_bytes, frozen_cause, frozen_examples, grad_norm_spikes, never_cleared,
+    FROZEN, divergence, failed_ourselves, format_bytes, frozen_cause, frozen_examples, grad_norm_spikes, never_cleared, partial,
 )
 
 Report = dict[str, Any]
@@ -54,6 +56,7 @@ def run_script(script: Path, args: Sequence[str], steps: int, timeout: float, de
             "script": str(script), "args": list(args), "steps": steps, "timeout": timeout, "device": device,
             "report": str(report_path), "threads_set": "OMP_NUM_THREADS" in os.environ, "progress": _stderr_is_terminal(),
             "sessions": tmp, "node": nodes.rank if nodes is not None else 0,
+            "journal": str(Path(tmp) / "steps.jsonl"),  # node-local, as the steps run: a line per step
         }
         # not `-m trainlint.verify.instruments`: the script runs as __main__, and torch.compile looks up
         # the instruments' globals in their module
@@ -68,13 +71,15 @@ def run_script(script: Path, args: Sequence[str], steps: int, timeout: float, de
                 "--no-python", sys.executable,
             ]
             started, wall = time.monotonic(), time.time()
-            code = _run_process_tree([*launcher, "-c", entry, json.dumps(request)], env, timeout + GRACE_S, ranks_dir=Path(tmp))
+            code = _run_process_tree([*launcher, "-c", entry, json.dumps(request)], env, timeout + GRACE_S, Path(tmp), ranks_dir=Path(tmp))
             if nodes is None:
                 return merge([_read_report(Path(f"{report_path}.rank{rank}")) for rank in range(nproc)], code, str(script))
             return _job_report(nodes, nproc, code, str(script), started + timeout + GRACE_S, wall)
-        code = _run_process_tree([sys.executable, "-c", entry, json.dumps(request)], env, timeout + GRACE_S)
+        code = _run_process_tree([sys.executable, "-c", entry, json.dumps(request)], env, timeout + GRACE_S, Path(tmp))
         report = _read_report(report_path)
-    return report if report is not None else no_report(str(script), code, timeout + GRACE_S)
+        if report is None:  # the process ended before the report: the steps that ran, from the journal
+            report = no_report(str(script), code, timeout + GRACE_S, read_journal(Path(tmp) / "steps.jsonl"))
+    return report
 
 
 def _job_report(nodes: Nodes, nproc: int, code: int | None, script: str, deadline: float, since: float) -> Report:
@@ -100,26 +105,113 @@ def _read_report(path: Path) -> Report | None:
         return None
 
 
-def _run_process_tree(command: Sequence[str], env: dict[str, str], timeout: float, ranks_dir: Path | None = None) -> int | None:
-    """Run `command` in a session of its own and end every process left in it (the script's workers,
-    a child it started and forgot) once it is done, times out or we are interrupted; its exit code
-    (None on timeout). torchrun starts each rank in a session of its own: the ranks name theirs in
-    `ranks_dir` (`*.session`), and those are ended too."""
-    process = subprocess.Popen(command, stdout=_script_output(), env=env, start_new_session=True)
-    try:
-        return process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None
-    finally:
-        _end_group(process.pid)
-        process.wait()
-        for session in sorted(ranks_dir.glob("*.session")) if ranks_dir is not None else []:
+SUPERVISOR = "import sys; from trainlint.verify.supervisor import main; main(sys.argv[1:])"
+END_WITHIN_S = 30.0  # the supervisor's time to end the run's processes (its own limit is 20 s)
+ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, name))  # no SIGHUP on Windows
+
+
+class Interrupted(BaseException):
+    """`verify run` got SIGTERM, SIGHUP or SIGINT while the script ran: every process of the run is
+    ended; the command should end as the signal would have ended it (`end_as_signalled`)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def end_as_signalled(signum: int) -> None:
+    """End this process by `signum` with its default action, as it would have ended without our
+    handler (the shell, Slurm, a supervisor see the signal, not an exit status)."""
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    sys.exit(128 + signum)  # where the signal's default action is not to end the process
+
+
+class _Signals:
+    """While the run lasts: SIGTERM, SIGHUP and SIGINT are noted, for the wait to end the run
+    (a handler that raised could leave the clean-up half done). Signals ignored when we started
+    (`nohup`) stay ignored; from a thread other than the main one nothing is installed."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _Signals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in ENDING_SIGNALS:
+                if signal.getsignal(signum) in (signal.SIG_DFL, signal.default_int_handler):
+                    self.previous[signum] = signal.signal(signum, self._note)
+        return self
+
+    def _note(self, signum: int, _frame: Any) -> None:
+        if self.received is None:
+            self.received = signum
+
+    def __exit__(self, *_: Any) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+
+def _run_process_tree(command: Sequence[str], env: dict[str, str], timeout: float, workdir: Path, ranks_dir: Path | None = None) -> int | None:
+    """Run `command` under the supervisor (`supervisor.py`), which ends every process the run
+    started (the script's workers, a child it forgot, one that left the run's session) once the
+    command is done, times out, we get SIGTERM/SIGHUP/SIGINT (`Interrupted` is raised once the run is
+    ended) or we die, even by SIGKILL; the command's exit code (None on timeout). torchrun starts
+    each rank in a session of its own: the ranks name theirs in `ranks_dir` (`*.session`), and those
+    are ended too where the supervisor cannot see them (no /proc)."""
+    status_path = workdir / "status.json"
+    with _Signals() as signals:
+        # the supervisor ends the run when this pipe's write end closes: when we close it, or die
+        control, keep = os.pipe()
+        try:
+            supervisor = subprocess.Popen(
+                [sys.executable, "-c", SUPERVISOR, str(control), str(status_path), str(os.getpid()), *command],
+                stdout=_script_output(), env=env, start_new_session=True, pass_fds=(control,),
+            )
+        except BaseException:
+            os.close(keep)
+            raise
+        finally:
+            os.close(control)
+        finished = False
+        try:
+            finished = _wait(supervisor, timeout, signals)
+        finally:
+            os.close(keep)
             try:
-                leader = int(session.read_text(encoding="ascii"))
-            except (OSError, ValueError):
-                continue
-            if _still_ours(leader):
-                _end_group(leader)
+                supervisor.wait(END_WITHIN_S)
+            except subprocess.TimeoutExpired:  # a supervisor stuck: its first process dies with it (PR_SET_PDEATHSIG)
+                _end_group(supervisor.pid)
+                supervisor.wait()
+            for session in sorted(ranks_dir.glob("*.session")) if ranks_dir is not None else []:
+                try:
+                    leader = int(session.read_text(encoding="ascii"))
+                except (OSError, ValueError):
+                    continue
+                if _still_ours(leader):
+                    _end_group(leader)
+    if signals.received is not None:
+        raise Interrupted(signals.received)
+    if not finished:
+        return None
+    try:
+        code = json.loads(status_path.read_text(encoding="utf-8"))["code"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return supervisor.returncode
+    return code if isinstance(code, int) else None
+
+
+def _wait(process: subprocess.Popen[bytes], timeout: float, signals: _Signals) -> bool:
+    """Whether `process` ended within `timeout` seconds, before one of the ending signals came."""
+    deadline = time.monotonic() + timeout
+    while signals.received is None:
+        try:
+            process.wait(max(0.0, min(0.1, deadline - time.monotonic())))
+            return True
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                return False
+    return False
 
 
 def _end_group(pgid: int) -> None:
@@ -172,6 +264,8 @@ def _verdict(report: Report, d: Diagnostic) -> tuple[str, str] | None:
     steps = report.get("steps") or 0
     if failed_ourselves(report):
         return ("cannot check here", "trainlint's instruments failed: no evidence") if d.code in JUDGED else None
+    if partial(report):
+        return ("cannot check here", "the run ended before trainlint's report: no evidence but the steps' count") if d.code in JUDGED else None
     if steps == 0:
         return ("cannot check here", "no optimizer step ran") if d.code in JUDGED else None
     if d.code == "TL101":
