@@ -1,6 +1,6 @@
 """Module summaries as plain JSON, and back, with every field's type checked (see `checked_json`),
-and the run's shared summary store that holds them: a folder through which a run's workers share
-the summaries they compute."""
+and where they are kept: a folder through which a run's workers share the summaries they compute,
+and the result cache, which keeps them between runs (see `keeping_summaries`)."""
 
 from __future__ import annotations
 
