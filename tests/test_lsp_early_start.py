@@ -171,7 +171,7 @@ class TimedClient(RawClient):
         )
         self.messages: queue.Queue[dict[str, Any]] = queue.Queue()
         self.seen: list[dict[str, Any]] = []
-        self._next_id = 0
+        self._next_id = 100  # (above the ids the tests send raw)
         self.arrivals: dict[Any, float] = {}
         self.stderr: list[tuple[float, bytes]] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -264,3 +264,61 @@ def test_shutdown_and_exit_sent_before_the_server_has_loaded(tmp_path: Path):
         if client.process.poll() is None:
             client.process.kill()
             client.process.wait()
+
+
+LOOP = "import torch\nfrom engine import fit_batch\n\nfor batch in loader:\n    fit_batch(model, opt, batch)\n    torch.cuda.synchronize()\n"
+ENGINE = "def fit_batch(model, opt, batch):\n    model(batch).mean().backward()\n    opt.step()\n    opt.zero_grad()\n"
+
+
+def large_project(folder: Path) -> Path:
+    """A loop that is a training loop through the module it imports, a module larger than a file
+    just opened waits for (`analysis.ALONE_FIRST_BYTES`: a long comment makes it so)."""
+    from trainlint.lsp.analysis import ALONE_FIRST_BYTES
+
+    (folder / "pyproject.toml").write_text("[tool.trainlint]\n")
+    filler = "# the optimizer's step, then backward\n" * (ALONE_FIRST_BYTES // 38 + 1)
+    (folder / "engine.py").write_text(ENGINE + filler)
+    path = folder / "train.py"
+    path.write_text(LOOP)
+    return path
+
+
+def test_a_file_alone_knows_nothing_of_the_modules_it_imports(tmp_path: Path):
+    from trainlint.config import Settings
+    from trainlint.engine.lint import lint_alone, lint_python
+    from trainlint.project.index import Project
+
+    path = large_project(tmp_path)
+    assert "TL402" not in {d.code for d in lint_alone(LOOP, str(path), Settings()).diagnostics}
+    assert "TL402" in {d.code for d in lint_python(LOOP, str(path), Settings()).diagnostics}
+    project = Project()
+    assert project.unsummarised(str(path), LOOP) == (tmp_path / "engine.py").stat().st_size
+    project.summary(tmp_path / "engine.py")
+    assert project.unsummarised(str(path), LOOP) == 0
+
+
+def test_a_file_opened_in_a_large_project_is_shown_alone_first_then_as_the_command_line_sees_it(tmp_path: Path):
+    path = large_project(tmp_path)
+    client = TimedClient(tmp_path)
+    try:
+        uri = path.as_uri()
+        item = {"uri": uri, "languageId": "python", "version": 1, "text": LOOP}
+        client.send_raw(
+            frame(initialize_message({}, rootUri=tmp_path.as_uri()))
+            + frame({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+            + frame({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}})
+        )
+        assert "result" in client.response(1)
+        first = client.diagnostics(uri, 1)
+        final = client.diagnostics(uri, 1)
+        assert "TL402" not in {d["code"] for d in first}
+        assert by_position(final) == by_position(lsp_diagnostics_of_the_cli(path))
+        assert "TL402" in {d["code"] for d in final}
+        assert client.alive_and_answering()
+        assert not [m for m in client.seen if m.get("method") == "textDocument/publishDiagnostics"]
+        # edits are linted in full at once: the summaries are there now
+        change = {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": LOOP + "#"}]}
+        client.notify("textDocument/didChange", change)
+        assert by_position(client.diagnostics(uri, 2)) == by_position(final)
+    finally:
+        client.close()

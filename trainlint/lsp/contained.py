@@ -36,6 +36,7 @@ class Named:
 
 
 lint_buffer = Named("lint_buffer")
+lint_opened = Named("lint_opened")
 lint_cells = Named("lint_cells")
 safe_fixes = Named("safe_fixes")
 checked_fixes = Named("checked_fixes")

@@ -150,11 +150,18 @@ class EarlyServer:
         source = clean_text(text)
         if settings is None or len(source.encode("utf-8")) > settings.max_file_size or self.early.contained is None:
             return  # (the server says why, or lints it itself)
-        try:
-            result = self.early.contained.call(analysis.lint_buffer, source, str(path), settings)
-        except WorkerFailure:
-            return
         state = DocumentState()
+        try:
+            result, alone = self.early.contained.call(analysis.lint_opened, source, str(path), settings)
+            if alone:  # the file's findings alone first, then with the project's summaries
+                self._publish(uri, state, version, source, result)
+                result = self.early.contained.call(analysis.lint_buffer, source, str(path), settings)
+        except WorkerFailure:
+            return  # (the server lints it again)
+        self._publish(uri, state, version, source, result)
+        self.early.linted[uri] = (version, text, result)
+
+    def _publish(self, uri: str, state: DocumentState, version: int, source: str, result: FileResult) -> None:
         state.linted(version, source, result)
         diagnostics = [to_lsp(d, state.lines) for d in state.diagnostics]
         body = json.dumps({
@@ -163,7 +170,6 @@ class EarlyServer:
             "jsonrpc": "2.0",
         }).encode("utf-8")
         self._write(b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n%s" % (len(body), body))
-        self.early.linted[uri] = (version, text, result)
 
     def _settings(self, path: Path) -> Settings | None:
         """The file's settings as `TrainlintServer.settings_for` makes them; None when they are in error."""

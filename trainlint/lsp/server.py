@@ -45,7 +45,7 @@ from trainlint.report.lsp import lsp_range
 from trainlint.lsp import actions
 from trainlint.lsp.documents import DocumentState, clean_text, split_lines
 from trainlint.lsp.contained import (
-    checked_cell_fixes, checked_fixes, lint_buffer, lint_cells, safe_cell_fixes, safe_fixes, warm_up,
+    checked_cell_fixes, checked_fixes, lint_buffer, lint_cells, lint_opened, safe_cell_fixes, safe_fixes, warm_up,
 )
 from trainlint.lsp.notebooks import NOTEBOOK_SYNC, CellText, by_cell, by_cell_number, code_size
 from trainlint.lsp.options import EditorOptions, parse_options
@@ -224,6 +224,18 @@ class TrainlintServer(LanguageServer):
         size = len(source.encode("utf-8"))
         return self._contained(name, settings, size, f"buffer too large to lint ({size} bytes", lint_buffer, source)
 
+    def analyse_opened(self, source: str, name: str, settings: Settings) -> tuple[FileResult, bool]:
+        """`analyse` for a file just opened: (the result, whether it is the file's result alone,
+        to be followed by the full one: `analysis.lint_opened`)."""
+        size = len(source.encode("utf-8"))
+        if size > settings.max_file_size:
+            return self.analyse(source, name, settings), False
+        try:
+            found: tuple[FileResult, bool] = self.contained.call(lint_opened, source, name, settings)
+            return found
+        except WorkerFailure as exc:
+            return FileResult(name, [could_not_analyse(name, str(exc))]), False
+
     def analyse_cells(self, cells: list[CellText], name: str, settings: Settings) -> FileResult:
         """Lint a notebook's cells as one module, away from the server process."""
         size = code_size(cells)
@@ -241,8 +253,10 @@ class TrainlintServer(LanguageServer):
         except WorkerFailure as exc:
             return FileResult(name, [could_not_analyse(name, str(exc))])
 
-    async def lint(self, uri: str) -> None:
-        """Lint the document's current text and publish the result (unless it changed meanwhile)."""
+    async def lint(self, uri: str, just_opened: bool = False) -> None:
+        """Lint the document's current text and publish the result (unless it changed meanwhile).
+        A file `just_opened` may get its findings alone first, then the full result
+        (`analyse_opened`)."""
         notebook = uri if uri in self.notebooks else self.notebook_of(uri)
         if notebook is not None:
             await self.lint_notebook(notebook)
@@ -254,12 +268,21 @@ class TrainlintServer(LanguageServer):
         source = clean_text(text)
         path = Path(to_fs_path(uri) or uri)
         settings = self.settings_for(path)
-        result = await asyncio.get_running_loop().run_in_executor(None, self.analyse, source, str(path), settings)
-        if self.open_text(uri) != opened:
-            return  # edited or closed while it was linted: the newer text has its own lint coming
-        state = self.documents.setdefault(uri, DocumentState())
-        state.linted(version, source, result)
-        self.publish(uri, state)
+        loop = asyncio.get_running_loop()
+        if just_opened:
+            result, alone = await loop.run_in_executor(None, self.analyse_opened, source, str(path), settings)
+        else:
+            result, alone = await loop.run_in_executor(None, self.analyse, source, str(path), settings), False
+        while True:
+            if self.open_text(uri) != opened:
+                return  # edited or closed while it was linted: the newer text has its own lint coming
+            state = self.documents.setdefault(uri, DocumentState())
+            state.linted(version, source, result)
+            self.publish(uri, state)
+            if not alone:
+                return
+            # the file's findings alone are shown: now with the project's summaries
+            result, alone = await loop.run_in_executor(None, self.analyse, source, str(path), settings), False
 
     async def lint_notebook(self, uri: str) -> None:
         """Lint an open notebook's cells as one module and publish each cell's findings on it."""
@@ -439,7 +462,7 @@ def build_server(contained: ResidentWorker | None = None) -> TrainlintServer:
         if ls.adopt_early_lint(params.text_document.uri):
             return  # (published already)
         ls.documents.setdefault(params.text_document.uri, DocumentState())
-        await ls.lint(params.text_document.uri)
+        await ls.lint(params.text_document.uri, just_opened=True)
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
     async def did_open_notebook(ls: TrainlintServer, params: types.DidOpenNotebookDocumentParams) -> None:
