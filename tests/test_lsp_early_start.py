@@ -322,3 +322,31 @@ def test_a_file_opened_in_a_large_project_is_shown_alone_first_then_as_the_comma
         assert by_position(client.diagnostics(uri, 2)) == by_position(final)
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("hover", [{"contentFormat": ["markdown"]}, {"contentFormat": [5]}], ids=["valid", "invalid deeper down"])
+def test_the_server_takes_in_the_answered_initialize_without_answering_it_again(hover: dict[str, Any]):
+    from trainlint.lsp.initialize import initialize_result
+    from trainlint.lsp.server import build_server
+
+    written: list[bytes] = []
+
+    class Capture:
+        def write(self, data: bytes) -> None:
+            written.append(data)
+
+        def close(self) -> None:
+            pass
+
+    server = build_server()
+    server.protocol.set_writer(Capture())
+    message = initialize_message(
+        {"textDocument": {"hover": hover}, "notebookDocument": {"synchronization": {}}},
+        initializationOptions={"ignore": ["TL302"]}, workspaceFolders=[{"uri": "file:///project", "name": "project"}],
+    )
+    server.protocol.adopt_initialize(message, initialize_result(message["params"]))
+    assert written == []  # (no second answer, and none in error)
+    # the state pygls sets from `initialize`: the workspace, the client's capabilities, the editor's settings
+    assert server.workspace.root_uri == "file:///project" and "file:///project" in server.workspace.folders
+    assert server.options.ignore == ("TL302",)
+    assert server.protocol.client_capabilities.notebook_document is not None or hover["contentFormat"] == [5]

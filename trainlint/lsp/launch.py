@@ -1,19 +1,16 @@
-"""`trainlint lsp`'s start-up: `initialize` answered at once, the contained child's imports begun
-before the server's own.
+"""`trainlint lsp`'s start-up: `initialize` answered at once, the first files linted before the
+server is loaded, the contained child's imports begun first.
 
-An editor sends `initialize` the moment it starts the server and `didOpen` right after, so the first
-diagnostics wait for whatever start-up is left. Most of it is imports: the server's (pygls and
-lsprotocol) and the analysis's in the fork server that the contained worker comes from (libcst and
-the rules; see `ResidentWorker` in `trainlint/engine/workers.py`). Starting that fork server first
-lets both import at once, on two cores; the server then forks its worker and warms it while it
-answers `initialize` (`TrainlintServer.start_io`), so the first buffer is linted by a ready worker.
-
-The server's own imports (pygls, and lsprotocol's types: 1.5 s quiet, 5 s and more on a loaded
-machine) run on a thread meanwhile, while this module reads the editor's first message with the
-server's framing (`framing.py`): an `initialize` request is answered at once with the result pygls
-would send (`initialize.py`), and then handed to the server, which takes it in without answering
-again; whatever arrives before the server is loaded (`initialized`, `didOpen`) waits in the stream
-and is read by the server's transport in order.
+An editor sends `initialize` the moment it starts the server, and `initialized` and `didOpen` right
+after, so the first diagnostics wait for whatever start-up is left. Most of it is imports: the
+server's (pygls, and lsprotocol's types: 1.5 s quiet, 5 s and more on a loaded machine) and the
+analysis's in the fork server that the contained worker comes from (libcst and the rules; see
+`ResidentWorker` in `trainlint/engine/workers.py`). Here the fork server is started first, then
+the server's module is imported on a thread, and meanwhile the editor's messages are read with the
+server's framing (`framing.py`): an `initialize` request that comes first is answered at once with
+the result pygls would send (`initialize.py`), the worker is started and warmed, and the files
+opened before the server is loaded are linted in it and published (`early.py`). The server then
+takes in what was read, without answering or publishing it again, and reads on.
 
 This module imports nothing heavy, so that the fork server starts within milliseconds.
 """

@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 
 PYPROJECT = "pyproject.toml"
 logger = logging.getLogger(__name__)
+# the `initialize` params that `initialize.answerable` checks (and the editor's settings, any JSON)
+_CHECKED_INITIALIZE_PARAMS = ("processId", "rootUri", "rootPath", "workspaceFolders", "clientInfo", "locale", "trace", "initializationOptions")
 
 
 class TrainlintProtocol(LanguageServerProtocol):
@@ -79,10 +81,10 @@ class TrainlintProtocol(LanguageServerProtocol):
         try:
             structured = self.structure_message(message)
         except JsonRpcException:
-            # (`initialize.answerable` checks what it can without lsprotocol: a capability of a
-            # wrong shape deeper down is dropped rather than leaving the server uninitialised)
-            logger.warning("initialize: the client's capabilities do not validate; taken as none")
-            params = {k: v for k, v in message["params"].items() if k not in ("capabilities", "initializationOptions")}
+            # (`initialize.answerable` checks what it can without lsprotocol: a field of a wrong
+            # shape deeper down is dropped rather than leaving the server uninitialised)
+            logger.warning("initialize: the client's params do not validate; its capabilities are taken as none")
+            params = {k: v for k, v in message["params"].items() if k in _CHECKED_INITIALIZE_PARAMS}
             structured = self.structure_message({**message, "params": {**params, "capabilities": {}}})
         self.handle_message(structured)
 
