@@ -52,7 +52,7 @@ from trainlint.lsp.options import EditorOptions, parse_options
 from trainlint.lsp.transport import serve
 
 if TYPE_CHECKING:
-    from trainlint.lsp.launch import EarlyStart
+    from trainlint.lsp.early import EarlyStart
 
 PYPROJECT = "pyproject.toml"
 logger = logging.getLogger(__name__)

@@ -27,7 +27,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInternalError
 from pygls.protocol import JsonRPCProtocol
 
 from trainlint.lsp.framing import (  # noqa: F401  (MAX_*: the transport's limits, named here too)
-    INVALID_REQUEST, MAX_HEADER_BYTES, MAX_MESSAGE_BYTES, PARSE_ERROR, FrameReader, Malformed, error_reply, stdin_frames,
+    INVALID_REQUEST, MAX_HEADER_BYTES, MAX_MESSAGE_BYTES, PARSE_ERROR, FrameReader, Inbox, Malformed, error_reply, stdin_frames,
 )
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ async def serve(
     protocol: JsonRPCProtocol,
     stop: threading.Event,
     stdin: BinaryIO,
-    frames: FrameReader | None = None,
+    frames: FrameReader | Inbox | None = None,
     pending: Sequence[bytes | Malformed | None] = (),
 ) -> None:
     """Read messages on a daemon thread (it cannot hold up exit) and dispatch them on the loop:
