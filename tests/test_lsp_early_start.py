@@ -350,3 +350,11 @@ def test_the_server_takes_in_the_answered_initialize_without_answering_it_again(
     assert server.workspace.root_uri == "file:///project" and "file:///project" in server.workspace.folders
     assert server.options.ignore == ("TL302",)
     assert server.protocol.client_capabilities.notebook_document is not None or hover["contentFormat"] == [5]
+
+
+def test_the_workers_analysis_does_not_load_the_protocols_types():
+    # lsprotocol's types are seconds of the fork server's start-up, which the first lint waits for
+    script = "import sys, trainlint.lsp.analysis; print([m for m in sys.modules if m.split('.')[0] in ('pygls', 'lsprotocol', 'cattrs')])"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, env=env, timeout=TIMEOUT, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr

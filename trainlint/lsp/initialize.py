@@ -28,7 +28,7 @@ CAPABILITIES: dict[str, Any] = {
     "executeCommandProvider": {"commands": []},
     "workspace": {"workspaceFolders": {"supported": True, "changeNotifications": True}, "fileOperations": {}},
 }
-# offered to a client that declares notebook support (`notebooks.NOTEBOOK_SYNC`)
+# offered to a client that declares notebook support (`server.NOTEBOOK_SYNC`)
 NOTEBOOK_DOCUMENT_SYNC: dict[str, Any] = {"notebookSelector": [{"notebook": "*", "cells": [{"language": "python"}]}]}
 
 _TRACE_VALUES = ("off", "messages", "verbose")

@@ -47,7 +47,7 @@ from trainlint.lsp.documents import DocumentState, clean_text, split_lines
 from trainlint.lsp.contained import (
     checked_cell_fixes, checked_fixes, lint_buffer, lint_cells, lint_opened, safe_cell_fixes, safe_fixes, warm_up,
 )
-from trainlint.lsp.notebooks import NOTEBOOK_SYNC, CellText, by_cell, by_cell_number, code_size
+from trainlint.lsp.notebooks import CellText, by_cell, by_cell_number, code_size
 from trainlint.lsp.options import EditorOptions, parse_options
 from trainlint.lsp.transport import serve
 
@@ -56,6 +56,12 @@ if TYPE_CHECKING:
 
 PYPROJECT = "pyproject.toml"
 logger = logging.getLogger(__name__)
+# notebooks opened through notebook sync: any notebook's Python cells (`notebooks.py`)
+NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
+    notebook_selector=[
+        types.NotebookDocumentFilterWithCells(notebook="*", cells=[types.NotebookCellLanguage(language="python")])
+    ]
+)
 # the `initialize` params that `initialize.answerable` checks (and the editor's settings, any JSON)
 _CHECKED_INITIALIZE_PARAMS = ("processId", "rootUri", "rootPath", "workspaceFolders", "clientInfo", "locale", "trace", "initializationOptions")
 
