@@ -17,6 +17,7 @@ This module imports nothing heavy, so that the fork server starts within millise
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import logging
 import multiprocessing
@@ -65,6 +66,10 @@ class ServerImport:
             self._loaded = __import__(self._module, fromlist=["main"])  # (as `import` does: `-X importtime` shows it)
         except BaseException as exc:  # re-raised where the server is wanted
             self._error = exc
+            return
+        # what the imports made (lsprotocol's thousands of classes) lives as long as the server:
+        # out of the way of every later collection, which a keystroke's handling may run
+        gc.freeze()
 
     def done(self) -> bool:
         return not self._thread.is_alive()
