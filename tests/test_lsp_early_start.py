@@ -358,3 +358,33 @@ def test_the_workers_analysis_does_not_load_the_protocols_types():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, env=env, timeout=TIMEOUT, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+
+
+def test_a_file_published_before_the_server_loaded_is_its_state_before_the_next_message():
+    # a hover sent as soon as the early diagnostics arrive may reach the server right behind the
+    # `didOpen` it replays: it finds the findings published
+    from trainlint.config import Settings
+    from trainlint.lsp.analysis import lint_buffer
+    from trainlint.lsp.early import EarlyStart
+    from trainlint.lsp.initialize import initialize_result
+    from trainlint.lsp.server import build_server
+
+    uri, name = "file:///project/train.py", "/project/train.py"
+    message = initialize_message({})
+    opened = {"jsonrpc": "2.0", "method": "textDocument/didOpen",
+              "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": BAD}}}
+    hover = {"jsonrpc": "2.0", "id": 7, "method": "textDocument/hover",
+             "params": {"textDocument": {"uri": uri}, "position": {"line": 9, "character": 12}}}
+    server = build_server()
+    early = EarlyStart(
+        io.BytesIO(), contained=server.contained, initialize=message, answer=initialize_result(message["params"]),
+        pending=[json.dumps(m).encode() for m in ({"jsonrpc": "2.0", "method": "initialized", "params": {}}, opened, hover)] + [None],
+        linted={uri: (1, BAD, lint_buffer(BAD, name, Settings()))},
+    )
+    out = io.BytesIO()
+    out.close = lambda: None  # type: ignore[method-assign]  (read after the server ends)
+    assert server.start_io(stdin=io.BytesIO(), stdout=out, early=early) == 0
+    replies = [json.loads(part.split(b"\r\n\r\n", 1)[1]) for part in out.getvalue().split(b"Content-Length")[1:]]
+    (answer,) = [r for r in replies if r.get("id") == 7]
+    assert answer["result"]["contents"]["value"].startswith("**TL302 ")
+    assert not [r for r in replies if r.get("id") == 1 or r.get("method") == "textDocument/publishDiagnostics"]

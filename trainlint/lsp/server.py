@@ -322,8 +322,8 @@ class TrainlintServer(LanguageServer):
             )
         )
 
-    def lint_soon(self, uri: str) -> None:
-        asyncio.ensure_future(self.lint(uri))
+    def lint_soon(self, uri: str, just_opened: bool = False) -> None:
+        asyncio.ensure_future(self.lint(uri, just_opened))
 
     def lint_later(self, uri: str) -> None:
         """Lint a changed document at once, unless a lint of its changes is under way: then once more
@@ -466,11 +466,13 @@ def build_server(contained: ResidentWorker | None = None) -> TrainlintServer:
         ls.relint_open_documents()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
-    async def did_open(ls: TrainlintServer, params: types.DidOpenTextDocumentParams) -> None:
+    def did_open(ls: TrainlintServer, params: types.DidOpenTextDocumentParams) -> None:
+        # (not a coroutine: a result published before the server loaded is the document's state
+        # before the next message is handled, a hover on what the editor shows already)
         if ls.adopt_early_lint(params.text_document.uri):
             return  # (published already)
         ls.documents.setdefault(params.text_document.uri, DocumentState())
-        await ls.lint(params.text_document.uri, just_opened=True)
+        ls.lint_soon(params.text_document.uri, just_opened=True)
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
     async def did_open_notebook(ls: TrainlintServer, params: types.DidOpenNotebookDocumentParams) -> None:
