@@ -6,7 +6,8 @@
 - first diagnostic: a fresh server is started, `initialize` and `initialized` are exchanged, and
   `didOpen` of a ~300-line training script is sent at once (as Neovim and VS Code do); the clock runs
   from `didOpen` sent to its `publishDiagnostics` received. Median (and range) over N fresh servers.
-  The time from starting the process to the `initialize` answer is shown beside it.
+  The time from starting the process to the `initialize` answer is shown beside it, and from
+  starting the process to the first diagnostic (what an editor opening a file shows first).
 - keystroke: in each of those servers, K single-character edits (`didChange`, each after a pause, as
   a typist's), clocked from `didChange` sent to the diagnostics of that version.
 - `--project`: the same file inside a generated 200-module project that it imports from, with the
@@ -138,8 +139,9 @@ def make_project(folder: Path, script: str, modules: int = 200) -> Path:
     return path
 
 
-def one_server(path: Path, text: str, keystrokes: int, env: dict[str, str], cwd: Path) -> tuple[float, float, list[float], int]:
-    """(process start to `initialize` answered, didOpen to diagnostics, keystroke latencies, findings)."""
+def one_server(path: Path, text: str, keystrokes: int, env: dict[str, str], cwd: Path) -> tuple[float, float, float, list[float], int]:
+    """(process start to `initialize` answered, didOpen to diagnostics, process start to diagnostics,
+    keystroke latencies, findings)."""
     client = Client([sys.executable, "-m", "trainlint", "lsp"], env, cwd)
     try:
         answered, _ = client.request(
@@ -149,8 +151,8 @@ def one_server(path: Path, text: str, keystrokes: int, env: dict[str, str], cwd:
         uri = path.as_uri()
         item = {"uri": uri, "languageId": "python", "version": 1, "text": text}
         opened = client.send({"method": "textDocument/didOpen", "params": {"textDocument": item}})
-        arrived, found = client.diagnostics(uri, 1)
-        first = arrived - opened
+        arrived_first, found = client.diagnostics(uri, 1)
+        first = arrived_first - opened
         typed = []
         lines = text.split("\n")
         for version in range(2, keystrokes + 2):
@@ -161,7 +163,7 @@ def one_server(path: Path, text: str, keystrokes: int, env: dict[str, str], cwd:
             sent = client.send({"method": "textDocument/didChange", "params": change})
             arrived, _ = client.diagnostics(uri, version)
             typed.append(arrived - sent)
-        return answered - client.started, first, typed, len(found)
+        return answered - client.started, first, arrived_first - client.started, typed, len(found)
     finally:
         client.close()
 
@@ -172,16 +174,18 @@ def summary(values: list[float]) -> str:
 
 def measure(label: str, path: Path, text: str, runs: int, keystrokes: int, cwd: Path, cache: Path) -> None:
     env = {**os.environ, "TRAINLINT_CACHE_DIR": str(cache), "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    starts, firsts, typed = [], [], []
+    starts, firsts, spawned, typed = [], [], [], []
     findings = 0
     for _ in range(runs):
-        start, first, keys, findings = one_server(path, text, keystrokes, env, cwd)
+        start, first, whole, keys, findings = one_server(path, text, keystrokes, env, cwd)
         starts.append(start)
         firsts.append(first)
+        spawned.append(whole)
         typed.extend(keys)
     print(f"{label}: {text.count(chr(10)) + 1} lines, {findings} findings")
     print(f"  start to initialize answered: {summary(starts)}")
     print(f"  first diagnostic (didOpen):   {summary(firsts)}")
+    print(f"  start to first diagnostic:    {summary(spawned)}")
     if typed:
         print(f"  keystroke (didChange):        {summary(typed)}")
 

@@ -34,8 +34,9 @@ async def client(lsp_client: LanguageClient):
 
 async def wait_for_diagnostics(client: LanguageClient, uri: str, version: int | None = None) -> list[types.Diagnostic]:
     """The next diagnostics published for `uri` (for `version`, when given)."""
+    # (the first diagnostics also wait for the server's start-up, which `initialize` no longer waits for)
     for _ in range(20):
-        params = await asyncio.wait_for(client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), 10)
+        params = await asyncio.wait_for(client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), 30)
         if params.uri == uri and (version is None or params.version == version):
             return list(params.diagnostics)
     raise AssertionError(f"no diagnostics for {uri} version {version}")

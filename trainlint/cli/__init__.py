@@ -482,14 +482,9 @@ CLEAN_SHOWN = 10  # what `clean` left, listed one a line; then only counted
 @main.command("lsp")
 def lsp_command() -> None:
     """Run the language server over stdio (for editors; needs `pip install trainlint[lsp]`)."""
-    try:
-        from trainlint.lsp.launch import load_server
+    from trainlint.lsp.launch import run_command  # (`python -m trainlint lsp` comes straight there)
 
-        serve = load_server()  # the analysis starts importing in the worker's fork server first
-    except ImportError as exc:
-        click.echo(f"trainlint: error: the language server needs the `lsp` extra ({exc}); `pip install 'trainlint[lsp]'`", err=True)
-        sys.exit(EXIT_ERROR)
-    serve()
+    run_command()
 
 
 

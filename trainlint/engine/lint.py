@@ -126,15 +126,26 @@ def lint_source(source: str, name: str, settings: Settings) -> FileResult:
     return kind(source, name, settings) if kind is not None else lint_python(source, name, settings)
 
 
-def lint_python(source: str, name: str, settings: Settings) -> FileResult:
-    """Lint Python source text; never raises (an analysis bug becomes an internal-error diagnostic)."""
+def lint_alone(source: str, name: str, settings: Settings) -> FileResult:
+    """Lint Python source text as if its project had no other module: what its own text says,
+    without the summaries of the modules it imports or of those that call it. Quicker than
+    `lint_python` where those are not computed yet (the language server's first result for a file
+    just opened); its findings may differ, and are not cached."""
+    result = lint_python(source, name, settings, alone=True)
+    result.cacheable = False
+    return result
+
+
+def lint_python(source: str, name: str, settings: Settings, alone: bool = False) -> FileResult:
+    """Lint Python source text; never raises (an analysis bug becomes an internal-error diagnostic).
+    `alone`: see `lint_alone`."""
     from trainlint.project import budget
 
     result = FileResult(name, source=source)
     budget.configure(settings.file_timeout)
     budget.forget()
     try:
-        _lint_python(source, name, settings, result)
+        _lint_python(source, name, settings, result, alone)
     finally:
         if budget.exceeded():  # what the time limit decided is the machine's, not the file's: not cached
             result.unknown_summaries = tuple(sorted(budget.exceeded()))
@@ -142,8 +153,8 @@ def lint_python(source: str, name: str, settings: Settings) -> FileResult:
     return result
 
 
-def _lint_python(source: str, name: str, settings: Settings, result: FileResult) -> None:
-    rules, probed = _prefilter(source, name, settings)
+def _lint_python(source: str, name: str, settings: Settings, result: FileResult, alone: bool = False) -> None:
+    rules, probed = _prefilter(source, name, settings, alone)
     result.dependencies = probed
     if not rules:
         return
@@ -163,7 +174,7 @@ def _lint_python(source: str, name: str, settings: Settings, result: FileResult)
     collecting = gc.isenabled()
     gc.disable()
     try:
-        _analyse(source, name, settings, rules, result)
+        _analyse(source, name, settings, rules, result, alone)
     finally:
         if collecting:
             gc.enable()
@@ -179,8 +190,9 @@ def rules_for(source: str, name: str, settings: Settings) -> list[Rule]:
     return _prefilter(source, name, settings)[0]
 
 
-def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], tuple[tuple[str, int, str], ...]]:
-    """`rules_for`, and the files whose absence or presence it depended on (see `could_step`)."""
+def _prefilter(source: str, name: str, settings: Settings, alone: bool = False) -> tuple[list[Rule], tuple[tuple[str, int, str], ...]]:
+    """`rules_for`, and the files whose absence or presence it depended on (see `could_step`);
+    `alone`: as if the project had no other module (no module imported from it, none calling in)."""
     if not source.strip():
         return [], ()
     if settings.show_steps:  # every module is analysed: the question may be why it has no step
@@ -205,11 +217,11 @@ def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], 
 
     def imports_project() -> bool:
         if not known:
-            known.append(shared().imports_project(name, source))
+            known.append(not alone and shared().imports_project(name, source))
         return known[0]
 
     with watching() as probed:
-        if "def " in source and per_step and shared().step_seeds(name):
+        if "def " in source and per_step and not alone and shared().step_seeds(name):
             # run every step from elsewhere: every per-step rule may fire, whatever this text holds
             rules = [r for r in rules if not r.per_step] + per_step
         elif not (any(r.per_step for r in rules) and could_step(source, settings.step_functions, imports_project)):
@@ -218,7 +230,7 @@ def _prefilter(source: str, name: str, settings: Settings) -> tuple[list[Rule], 
     return rules, tuple(sorted(probed))
 
 
-def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], result: FileResult) -> None:
+def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], result: FileResult, alone: bool = False) -> None:
     import libcst as cst
 
     from trainlint.model import TrainingModel
@@ -246,7 +258,8 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
         from trainlint.project.index import shared, watching
 
         with watching() as depends:
-            model = TrainingModel.build(module, settings.analysis(), path=name, project=shared())
+            # (no project: the model asks no other module, `alone`)
+            model = TrainingModel.build(module, settings.analysis(), path=name, project=None if alone else shared())
             findings: list[tuple[Rule, Finding]] = []
             for rule in rules if not model.other_framework else ():
                 findings.extend((rule, f) for f in rule.check(model))

@@ -10,7 +10,6 @@ from lsprotocol.converters import get_converter
 
 from trainlint.diagnostics import Applicability, Diagnostic, Edit
 from trainlint.report.lsp import lsp_range, to_lsp
-from trainlint.rules import RULES_BY_CODE
 
 FIX_ALL_KIND = "source.fixAll.trainlint"
 _BARE_LF = re.compile(r"(?<!\r)\n")
@@ -121,6 +120,10 @@ def wants(only: Sequence[str] | None, kind: str) -> bool:
 
 def hover_text(d: Diagnostic) -> str:
     """The rule's explanation, shortened: summary, why (first two sentences), fix and the page link."""
+    # (imported on the first hover: the rules bring libcst and the model, a second or more of the
+    # server's start-up that the analysis, which runs in the contained worker, does not need here)
+    from trainlint.rules import RULES_BY_CODE
+
     rule = RULES_BY_CODE.get(d.code)
     if rule is None:
         return f"**{d.code} {d.name}**\n\n{d.message}\n\n[Rule page]({d.url})"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, ContextManager
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic
 from trainlint.engine.results import FileResult
-from trainlint.engine.lint import lint_python, lint_source
+from trainlint.engine.lint import lint_alone, lint_python, lint_source
 from trainlint.fixes import applicable, checked, first_batch
 from trainlint.lsp.notebooks import CellText
 from trainlint.engine.notebook import Notebook, join_cells, map_diagnostic
@@ -55,6 +55,24 @@ def _keeping_summaries() -> ContextManager[None]:
     from trainlint.engine.cache import code_key
 
     return keeping_summaries(cache.read_entry, cache.write_entry, code_key())
+
+
+# a file just opened is shown alone first when its analysis would first summarise more than this of
+# the modules it imports (about 2,000 lines: a second or more of analysis)
+ALONE_FIRST_BYTES = 64 * 1024
+
+
+def lint_opened(source: str, name: str, settings: Settings) -> tuple[FileResult, bool]:
+    """Lint a buffer just opened: (the result, whether it is the file's result alone). Where its
+    full analysis would first have to summarise a large part of the project (`ALONE_FIRST_BYTES`
+    of the modules it imports, not summarised yet in this process), the file is analysed alone
+    first (`lint_alone`), quickly, and the caller asks for the full result (`lint_buffer`) next."""
+    project = shared()
+    project.rescan()
+    if name.endswith(".py") and project.unsummarised(name, source) > ALONE_FIRST_BYTES:
+        result = _without_baseline(lint_alone(source, name, settings), settings, {(name, None): python_lines(source)})
+        return result, True
+    return lint_buffer(source, name, settings), False
 
 
 def _without_baseline(result: FileResult, settings: Settings, sources: SourceLines) -> FileResult:
@@ -126,6 +144,41 @@ def _lint_code(code: str, name: str, settings: Settings) -> FileResult:
     return lint_python(code, name, settings)
 
 
+WARM_UP = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def train(model, loader, optimizer, scaler, scheduler):
+    history = []
+    model.train()
+    for step, (x, y) in enumerate(loader):
+        x, y = x.cuda(), y.cuda()
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = nn.functional.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        scheduler.step()
+        optimizer.zero_grad()
+        history.append(loss)
+        print(loss.item())  # noqa: TL401
+    return history
+"""
+
+
 def warm_up() -> None:
-    """Load the parser and the rules (the child's start-up), so that the first buffer is quick."""
-    lint_source("import torch\nloss.backward()\n", "warm_up.py", Settings())
+    """Load the parser and the rules and run them once (the child's start-up: what a first lint
+    loads and builds on first use), so that the first buffer is quick. A training loop with
+    findings and a `noqa`, named "-" so that no project is looked at."""
+    lint_source(WARM_UP, "-", Settings())

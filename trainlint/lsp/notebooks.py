@@ -4,23 +4,16 @@ The client sends a notebook as an ordered list of cells, each its own text docum
 cells are joined by `trainlint.engine.notebook.join_cells` as the command line joins an .ipynb's (magics
 blanked) and linted as one module; each finding is mapped back to its 1-based cell (counting every
 cell) with cell-relative lines: exactly what is published on that cell's document.
+
+Without lsprotocol: the contained worker imports this (`CellText`), and lsprotocol's types would
+be seconds of its start-up (the server's notebook sync options are in `server.py`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lsprotocol import types
-
 from trainlint.diagnostics import Diagnostic
-
-NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
-    notebook_selector=[
-        types.NotebookDocumentFilterWithCells(
-            notebook="*", cells=[types.NotebookCellLanguage(language="python")]
-        )
-    ]
-)
 
 
 @dataclass(frozen=True)

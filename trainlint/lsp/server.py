@@ -20,17 +20,16 @@ survives malformed and oversized messages and answers every request.
 from __future__ import annotations
 
 import asyncio
-import io
+import json
 import logging
-import re
 import sys
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Generator
+from typing import TYPE_CHECKING, Any, Callable, Generator
 from urllib.parse import unquote
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
@@ -44,58 +43,35 @@ from trainlint.engine.results import PARSE_ERROR, FileResult, could_not_analyse,
 from trainlint.engine.workers import ResidentWorker, WorkerFailure
 from trainlint.report.lsp import lsp_range
 from trainlint.lsp import actions
-from trainlint.lsp.analysis import (
-    checked_cell_fixes, checked_fixes, lint_buffer, lint_cells, safe_cell_fixes, safe_fixes, warm_up,
+from trainlint.lsp.documents import DocumentState, clean_text, split_lines
+from trainlint.lsp.contained import (
+    checked_cell_fixes, checked_fixes, lint_buffer, lint_cells, lint_opened, safe_cell_fixes, safe_fixes, warm_up,
 )
-from trainlint.lsp.notebooks import NOTEBOOK_SYNC, CellText, by_cell, by_cell_number, code_size
+from trainlint.lsp.notebooks import CellText, by_cell, by_cell_number, code_size
 from trainlint.lsp.options import EditorOptions, parse_options
 from trainlint.lsp.transport import serve
 
+if TYPE_CHECKING:
+    from trainlint.lsp.early import EarlyStart
+
 PYPROJECT = "pyproject.toml"
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 logger = logging.getLogger(__name__)
-
-
-def clean_text(source: str) -> str:
-    """The buffer with lone surrogates (which no encoder accepts) as U+FFFD; UTF-16 positions keep."""
-    return _LONE_SURROGATE.sub("\ufffd", source)
-
-
-def split_lines(source: str) -> list[str]:
-    """Lines as LSP counts them (ended by \\n, \\r\\n or \\r only), with their endings."""
-    return io.StringIO(source, newline="").readlines()
-
-
-def still_in_place(found: list[Diagnostic], then: list[str], now: list[str]) -> list[Diagnostic]:
-    """The findings of text `then` whose lines (first to last, and the calls of their chains in this
-    buffer) are unchanged at the same place in `now`: a finding whose line moved or was edited would be
-    drawn on other code, so it is left out (it comes back, where it belongs, when the text parses
-    again). Line endings are not compared: typing a line after the last one gives it one."""
-
-    def same(line: int) -> bool:
-        return 0 < line <= min(len(then), len(now)) and then[line - 1].rstrip("\r\n") == now[line - 1].rstrip("\r\n")
-
-    def in_place(d: Diagnostic) -> bool:
-        calls = [loc.line for chain in d.chains for loc in chain if loc.path == d.path]
-        return all(same(line) for line in [*range(d.line, max(d.line, d.end_line) + 1), *calls])
-
-    return [d for d in found if in_place(d)]
-
-
-@dataclass
-class DocumentState:
-    """What the server last published for one open document."""
-
-    version: int | None = None
-    lines: list[str] = field(default_factory=list)  # the text those findings belong to
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    last_good: list[Diagnostic] = field(default_factory=list)  # findings of the last text that parsed
-    last_good_lines: list[str] = field(default_factory=list)  # ... and that text
-    fix_checked: dict[Diagnostic, bool] = field(default_factory=dict)  # whether each fix passed the re-check
+# notebooks opened through notebook sync: any notebook's Python cells (`notebooks.py`)
+NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
+    notebook_selector=[
+        types.NotebookDocumentFilterWithCells(notebook="*", cells=[types.NotebookCellLanguage(language="python")])
+    ]
+)
+# the `initialize` params that `initialize.answerable` checks (and the editor's settings, any JSON)
+_CHECKED_INITIALIZE_PARAMS = ("processId", "rootUri", "rootPath", "workspaceFolders", "clientInfo", "locale", "trace", "initializationOptions")
 
 
 class TrainlintProtocol(LanguageServerProtocol):
     """pygls's protocol, keeping positions in UTF-16: trainlint's columns are converted to it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._answered: dict[Any, dict[str, Any]] = {}  # requests answered before the server loaded
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
@@ -103,31 +79,60 @@ class TrainlintProtocol(LanguageServerProtocol):
             params.capabilities.general.position_encodings = None  # let pygls settle on UTF-16
         return (yield from super().lsp_initialize(params))
 
+    def adopt_initialize(self, message: dict[str, Any], answer: dict[str, Any]) -> None:
+        """Handle an `initialize` request that `launch.py` has answered (with `answer`): the state
+        is set as pygls sets it (client capabilities, workspace, the editor's options), and pygls's
+        own answer is not sent again."""
+        self._answered[message["id"]] = answer
+        try:
+            structured = self.structure_message(message)
+        except JsonRpcException:
+            # (`initialize.answerable` checks what it can without lsprotocol: a field of a wrong
+            # shape deeper down is dropped rather than leaving the server uninitialised)
+            logger.warning("initialize: the client's params do not validate; its capabilities are taken as none")
+            params = {k: v for k, v in message["params"].items() if k in _CHECKED_INITIALIZE_PARAMS}
+            structured = self.structure_message({**message, "params": {**params, "capabilities": {}}})
+        self.handle_message(structured)
+
+    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        answered = self._answered.pop(msg_id, None) if msg_id is not None else None
+        if answered is None:
+            super()._send_response(msg_id, result, error)
+            return
+        computed = None if error is not None else json.loads(json.dumps(result, default=self._serialize_message))
+        if computed != answered:  # (a test holds them equal: this is a bug to report, not a state)
+            logger.error("initialize was answered %s before the server loaded, but pygls answers %s", answered, error or computed)
+
 
 class TrainlintServer(LanguageServer):
     """The server, with per-document state and a settings cache keyed by configuration file."""
 
-    def __init__(self) -> None:
+    def __init__(self, contained: ResidentWorker | None = None) -> None:
+        """`contained`: the worker, when one was started before the server (`early.py`)."""
         super().__init__("trainlint", __version__, protocol_cls=TrainlintProtocol, notebook_document_sync=NOTEBOOK_SYNC)
         self.documents: dict[str, DocumentState] = {}  # text documents and notebook cells
         self.notebooks: dict[str, set[str]] = {}  # notebook URI -> the cells published for it
         self.options = EditorOptions()
-        self.contained = ResidentWorker(preload=[lint_buffer.__module__])  # as `launch.PRELOAD`: started early
+        # as `launch.PRELOAD`: started early
+        self.contained = contained if contained is not None else ResidentWorker(preload=[lint_buffer.__module__])
+        self._early_lints: dict[str, tuple[int | None, str, FileResult]] = {}  # published before the server loaded
         self._linting: set[str] = set()  # documents with a lint under way for their changes
         self._stale: set[str] = set()  # ... and changed again since it began
         self._settings: dict[Path | None, tuple[int, Settings]] = {}
 
-    def start_io(self, stdin: Any = None, stdout: Any = None) -> int:
-        """Serve over stdio with trainlint's bounded, resynchronising transport; the exit status:
-        1 after an `exit` that no `shutdown` preceded (as the specification asks), else 0."""
+    def start_io(self, stdin: Any = None, stdout: Any = None, early: EarlyStart | None = None) -> int:
+        """Serve over stdio with trainlint's bounded, resynchronising transport, after what
+        `launch.py` read and answered (`early`); the exit status: 1 after an `exit` that no
+        `shutdown` preceded (as the specification asks), else 0."""
         self._stop_event = threading.Event()
         self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
         # fork and warm the worker while the editor's `initialize` is answered: its first buffer
-        # then finds the parser and the rules loaded
-        threading.Thread(target=self.warm_up, name="trainlint-warm-up", daemon=True).start()
+        # then finds the parser and the rules loaded (`early.py` has, if it ran)
+        if early is None or early.contained is None:
+            threading.Thread(target=self.warm_up, name="trainlint-warm-up", daemon=True).start()
         status = 0
         try:
-            asyncio.run(serve(self.protocol, self._stop_event, stdin or sys.stdin.buffer))
+            asyncio.run(self._serve(stdin or sys.stdin.buffer, early))
         except SystemExit as exc:  # pygls's `exit` handler: 0 after `shutdown`, else 1
             status = exc.code if isinstance(exc.code, int) else 1
         except (BrokenPipeError, KeyboardInterrupt):
@@ -136,6 +141,26 @@ class TrainlintServer(LanguageServer):
             self.contained.close()
             self.shutdown()
         return status
+
+    async def _serve(self, stdin: Any, early: EarlyStart | None) -> None:
+        if early is None:
+            await serve(self.protocol, self._stop_event, stdin)
+            return
+        if early.initialize is not None and early.answer is not None:
+            self.protocol.adopt_initialize(early.initialize, early.answer)
+        self._early_lints = dict(early.linted)
+        await serve(self.protocol, self._stop_event, stdin, frames=early.frames, pending=early.pending)
+
+    def adopt_early_lint(self, uri: str) -> bool:
+        """Whether the document, just opened, was linted and published before the server loaded
+        (`early.py`), for the text it holds: then that result is what the server holds for it."""
+        early = self._early_lints.pop(uri, None)
+        opened = self.open_text(uri)
+        if early is None or opened is None or opened != (early[0], early[1]):
+            return False
+        version, text, result = early
+        self.documents.setdefault(uri, DocumentState()).linted(version, clean_text(text), result)
+        return True
 
     def warm_up(self) -> None:
         """Start the contained worker and load the analysis in it (a failure is left to the first lint)."""
@@ -207,6 +232,18 @@ class TrainlintServer(LanguageServer):
         size = len(source.encode("utf-8"))
         return self._contained(name, settings, size, f"buffer too large to lint ({size} bytes", lint_buffer, source)
 
+    def analyse_opened(self, source: str, name: str, settings: Settings) -> tuple[FileResult, bool]:
+        """`analyse` for a file just opened: (the result, whether it is the file's result alone,
+        to be followed by the full one: `analysis.lint_opened`)."""
+        size = len(source.encode("utf-8"))
+        if size > settings.max_file_size:
+            return self.analyse(source, name, settings), False
+        try:
+            found: tuple[FileResult, bool] = self.contained.call(lint_opened, source, name, settings)
+            return found
+        except WorkerFailure as exc:
+            return FileResult(name, [could_not_analyse(name, str(exc))]), False
+
     def analyse_cells(self, cells: list[CellText], name: str, settings: Settings) -> FileResult:
         """Lint a notebook's cells as one module, away from the server process."""
         size = code_size(cells)
@@ -224,8 +261,10 @@ class TrainlintServer(LanguageServer):
         except WorkerFailure as exc:
             return FileResult(name, [could_not_analyse(name, str(exc))])
 
-    async def lint(self, uri: str) -> None:
-        """Lint the document's current text and publish the result (unless it changed meanwhile)."""
+    async def lint(self, uri: str, just_opened: bool = False) -> None:
+        """Lint the document's current text and publish the result (unless it changed meanwhile).
+        A file `just_opened` may get its findings alone first, then the full result
+        (`analyse_opened`)."""
         notebook = uri if uri in self.notebooks else self.notebook_of(uri)
         if notebook is not None:
             await self.lint_notebook(notebook)
@@ -237,22 +276,21 @@ class TrainlintServer(LanguageServer):
         source = clean_text(text)
         path = Path(to_fs_path(uri) or uri)
         settings = self.settings_for(path)
-        result = await asyncio.get_running_loop().run_in_executor(None, self.analyse, source, str(path), settings)
-        if self.open_text(uri) != opened:
-            return  # edited or closed while it was linted: the newer text has its own lint coming
-        state = self.documents.setdefault(uri, DocumentState())
-        parse_errors = [d for d in result.diagnostics if d.code == PARSE_ERROR[0]]
-        lines = split_lines(source)
-        if parse_errors and not result.internal_error:
-            # mid-edit: show where it stopped parsing, and keep those findings of the last good text
-            # that still sit on the same code
-            state.diagnostics = parse_errors + still_in_place(state.last_good, state.last_good_lines, lines)
+        loop = asyncio.get_running_loop()
+        if just_opened:
+            result, alone = await loop.run_in_executor(None, self.analyse_opened, source, str(path), settings)
         else:
-            state.diagnostics = result.diagnostics
-            state.last_good = [d for d in result.diagnostics if d.code != PARSE_ERROR[0]]
-            state.last_good_lines = lines
-        state.version, state.lines, state.fix_checked = version, lines, {}
-        self.publish(uri, state)
+            result, alone = await loop.run_in_executor(None, self.analyse, source, str(path), settings), False
+        while True:
+            if self.open_text(uri) != opened:
+                return  # edited or closed while it was linted: the newer text has its own lint coming
+            state = self.documents.setdefault(uri, DocumentState())
+            state.linted(version, source, result)
+            self.publish(uri, state)
+            if not alone:
+                return
+            # the file's findings alone are shown: now with the project's summaries
+            result, alone = await loop.run_in_executor(None, self.analyse, source, str(path), settings), False
 
     async def lint_notebook(self, uri: str) -> None:
         """Lint an open notebook's cells as one module and publish each cell's findings on it."""
@@ -284,8 +322,8 @@ class TrainlintServer(LanguageServer):
             )
         )
 
-    def lint_soon(self, uri: str) -> None:
-        asyncio.ensure_future(self.lint(uri))
+    def lint_soon(self, uri: str, just_opened: bool = False) -> None:
+        asyncio.ensure_future(self.lint(uri, just_opened))
 
     def lint_later(self, uri: str) -> None:
         """Lint a changed document at once, unless a lint of its changes is under way: then once more
@@ -414,9 +452,9 @@ class TrainlintServer(LanguageServer):
         return out
 
 
-def build_server() -> TrainlintServer:
-    """A server with every feature registered."""
-    server = TrainlintServer()
+def build_server(contained: ResidentWorker | None = None) -> TrainlintServer:
+    """A server with every feature registered (`contained`: its worker, if one was started)."""
+    server = TrainlintServer(contained)
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: TrainlintServer, params: types.InitializeParams) -> None:
@@ -428,9 +466,13 @@ def build_server() -> TrainlintServer:
         ls.relint_open_documents()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
-    async def did_open(ls: TrainlintServer, params: types.DidOpenTextDocumentParams) -> None:
+    def did_open(ls: TrainlintServer, params: types.DidOpenTextDocumentParams) -> None:
+        # (not a coroutine: a result published before the server loaded is the document's state
+        # before the next message is handled, a hover on what the editor shows already)
+        if ls.adopt_early_lint(params.text_document.uri):
+            return  # (published already)
         ls.documents.setdefault(params.text_document.uri, DocumentState())
-        await ls.lint(params.text_document.uri)
+        ls.lint_soon(params.text_document.uri, just_opened=True)
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
     async def did_open_notebook(ls: TrainlintServer, params: types.DidOpenNotebookDocumentParams) -> None:
@@ -505,6 +547,6 @@ def build_server() -> TrainlintServer:
     return server
 
 
-def main() -> None:
-    """Serve over stdio until the client exits."""
-    sys.exit(build_server().start_io())
+def main(early: EarlyStart | None = None) -> None:
+    """Serve over stdio until the client exits (after what `launch.py` read and answered)."""
+    sys.exit(build_server(early.contained if early is not None else None).start_io(early=early))

@@ -20,108 +20,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import re
 import threading
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO, Sequence
 
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError
 from pygls.protocol import JsonRPCProtocol
 
-MAX_HEADER_BYTES = 8 * 1024
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-_CHUNK = 1 << 16
-PARSE_ERROR, INVALID_REQUEST = -32700, -32600
-# the header line that starts a message; its raw line break cannot be part of a JSON body
-_MESSAGE_START = re.compile(rb"Content-Length:[ \t]*\d+[ \t]*\r?\n", re.IGNORECASE)
-_LENGTH = re.compile(rb"Content-Length:[ \t]*(\d+)[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
-_STRADDLE = 64  # bytes kept between reads, so that a header line cut in two is still found
+from trainlint.lsp.framing import (  # noqa: F401  (MAX_*: the transport's limits, named here too)
+    INVALID_REQUEST, MAX_HEADER_BYTES, MAX_MESSAGE_BYTES, PARSE_ERROR, FrameReader, Inbox, Malformed, error_reply, stdin_frames,
+)
 
 logger = logging.getLogger(__name__)
-
-
-class Malformed:
-    """A stretch of the stream that is not a message (why, for the log)."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-
-class FrameReader:
-    """Cuts a byte stream into message bodies, never holding more than a bounded amount of it."""
-
-    def __init__(self, read: Callable[[int], bytes]) -> None:
-        self._read = read
-        self._buffer = bytearray()
-        self._eof = False
-
-    def _fill(self) -> bool:
-        """Read more of the stream; False at its end."""
-        if self._eof:
-            return False
-        chunk = self._read(_CHUNK)
-        if not chunk:
-            self._eof = True
-            return False
-        self._buffer += chunk
-        return True
-
-    def _skip_to_next_message(self, start: int = 1) -> bool:
-        """Drop everything before the next message's header (searched from `start`); False at the end."""
-        while True:
-            found = _MESSAGE_START.search(self._buffer, start)
-            if found:
-                del self._buffer[: found.start()]
-                return True
-            del self._buffer[: max(len(self._buffer) - _STRADDLE, 0)]
-            start = 0
-            if not self._fill():
-                return False
-
-    def next(self) -> bytes | Malformed | None:
-        """The next body, a `Malformed` stretch that was skipped, or None at the end of the stream."""
-        while True:
-            end = self._buffer.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self._buffer) > MAX_HEADER_BYTES:
-                    if not self._skip_to_next_message():
-                        return None
-                    return Malformed("header block too long")
-                if not self._fill():
-                    return None
-                continue
-            lengths = _LENGTH.findall(self._buffer, 0, end)
-            del self._buffer[: end + 4]
-            if not lengths:
-                return Malformed("header block without Content-Length")
-            length = int(lengths[-1])
-            if length > MAX_MESSAGE_BYTES:
-                if not self._skip_to_next_message(start=0):
-                    return None
-                return Malformed(f"message of {length} bytes is over the {MAX_MESSAGE_BYTES}-byte limit; dropped")
-            return self._body(length)
-
-    def _body(self, length: int) -> bytes | Malformed | None:
-        scanned = 0
-        while True:
-            # a body shorter than declared: the next message's header turns up inside the window,
-            # also when that message has already arrived in full
-            found = _MESSAGE_START.search(self._buffer, scanned, length + _STRADDLE)
-            if found and found.start() < length:
-                del self._buffer[: found.start()]
-                return Malformed("body shorter than its Content-Length")
-            if len(self._buffer) >= length:
-                break
-            scanned = max(len(self._buffer) - _STRADDLE, 0)
-            if not self._fill():
-                return None
-        body = bytes(self._buffer[:length])
-        del self._buffer[:length]
-        return body
-
-
-def error_reply(msg_id: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
 
 
 def _write(protocol: JsonRPCProtocol, payload: dict[str, Any]) -> None:
@@ -161,27 +70,34 @@ def dispatch(protocol: JsonRPCProtocol, body: bytes) -> None:
             _write(protocol, error_reply(msg_id, JsonRpcInternalError.CODE, f"Internal error: {exc}"))
 
 
-async def serve(protocol: JsonRPCProtocol, stop: threading.Event, stdin: BinaryIO) -> None:
-    """Read messages on a daemon thread (it cannot hold up exit) and dispatch them on the loop."""
+async def serve(
+    protocol: JsonRPCProtocol,
+    stop: threading.Event,
+    stdin: BinaryIO,
+    frames: FrameReader | Inbox | None = None,
+    pending: Sequence[bytes | Malformed | None] = (),
+) -> None:
+    """Read messages on a daemon thread (it cannot hold up exit) and dispatch them on the loop:
+    `pending` first (what `launch.py` read before the server was loaded), then the rest of `frames`
+    (by default, a reader of `stdin`)."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[bytes | Malformed | None] = asyncio.Queue()
-    try:  # the raw descriptor: a daemon thread blocked in a buffered read would abort exit
-        fd = stdin.fileno()
-        frames = FrameReader(lambda size: os.read(fd, size))
-    except (AttributeError, OSError, ValueError):
-        frames = FrameReader(getattr(stdin, "read1", stdin.read))
+    for item in pending:
+        queue.put_nowait(item)
+    reader = frames if frames is not None else stdin_frames(stdin)
 
     def pump() -> None:
         while True:
             try:
-                item = frames.next()
+                item = reader.next()
             except (OSError, ValueError):
                 item = None
             loop.call_soon_threadsafe(queue.put_nowait, item)
             if item is None:
                 return
 
-    threading.Thread(target=pump, name="trainlint-lsp-reader", daemon=True).start()
+    if None not in pending:  # (the stream has not ended already)
+        threading.Thread(target=pump, name="trainlint-lsp-reader", daemon=True).start()
     while not stop.is_set():
         item = await queue.get()
         if item is None:

@@ -273,6 +273,36 @@ class Project:
                         return True
         return False
 
+    def unsummarised(self, from_file: str, source: str) -> int:
+        """The size in bytes of the project's modules with training code that module `from_file`
+        (its text `source`) imports and that have no summary in this process yet: what its first
+        full analysis has to summarise, one level deep (read from the text, an estimate). The
+        language server asks it of a file just opened, to show its findings alone first where
+        that analysis would be long."""
+        if self.depth or not from_file or from_file == "-":
+            return 0
+        importer = Path(from_file)
+        found: set[Path] = set()
+        for match in IMPORT_TEXT.finditer(source):
+            dots, module, names = match.group(1, 2, 3)
+            if module or dots:
+                spelled = [f"{dots or ''}{module}"]
+            else:
+                spelled = [n.split()[0] for n in names.split(",") if n.strip()]
+            for name in spelled:
+                # a name inside the module stands for what the import takes from it
+                located = self.locate(importer, f"{name}.*") if name.strip(".") else None
+                if located is not None:
+                    found.add(located[0])
+        total = 0
+        for path in found:
+            if (path, False) in self._summaries:
+                continue
+            _, data = read_state(str(path))
+            if data is not None and any(token.encode() in data for token in TRAINING_TOKENS):
+                total += len(data)
+        return total
+
     def _top_level(self, base: Path, top: str) -> tuple[State, State]:
         """What `base/top/` and `base/top.py` are (memoised: imports repeat)."""
         key = (base, top)
