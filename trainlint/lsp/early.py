@@ -32,7 +32,7 @@ from trainlint.engine.workers import ResidentWorker, WorkerFailure
 from trainlint.lsp import contained as analysis
 from trainlint.lsp.documents import DocumentState, clean_text
 from trainlint.lsp.framing import FrameReader, Inbox, Item, parse
-from trainlint.lsp.launch import PRELOAD
+from trainlint.lsp.contained import ANALYSIS
 from trainlint.lsp.options import EditorOptions, parse_options
 from trainlint.report.lsp import to_lsp
 
@@ -116,7 +116,7 @@ class EarlyServer:
             self._options = parse_options(params.get("initializationOptions"), root)
         except ConfigError:
             self._options = None  # (the server says what is wrong; it lints every file)
-        self.early.contained = ResidentWorker(preload=list(PRELOAD))
+        self.early.contained = ResidentWorker(preload=[ANALYSIS])  # (as `launch.PRELOAD`)
         # (not waited for: the server, once loaded, does not need the worker ready)
         threading.Thread(target=self._warm_up, name="trainlint-warm-up", daemon=True).start()
 

@@ -25,11 +25,12 @@ import sys
 import threading
 from typing import Any, Callable
 
+from trainlint.lsp.contained import ANALYSIS
 from trainlint.lsp.framing import Inbox, parse, stdin_frames
 from trainlint.lsp.initialize import answerable, initialize_result, response
 
 # what the contained worker's fork server imports: the analysis the server calls in it
-PRELOAD = ("trainlint.lsp.analysis",)
+PRELOAD = (ANALYSIS,)
 SERVER_PACKAGES = ("pygls", "lsprotocol")
 SERVER_MODULE = "trainlint.lsp.server"
 EXIT_ERROR = 2  # (as the command line's: usage, configuration or internal error)

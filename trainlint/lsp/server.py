@@ -44,10 +44,11 @@ from trainlint.engine.workers import ResidentWorker, WorkerFailure
 from trainlint.report.lsp import lsp_range
 from trainlint.lsp import actions
 from trainlint.lsp.documents import DocumentState, clean_text, split_lines
+from trainlint.lsp.fix_queries import FixQueries
 from trainlint.lsp.contained import (
-    checked_cell_fixes, checked_fixes, lint_buffer, lint_cells, lint_opened, safe_cell_fixes, safe_fixes, warm_up,
+    lint_buffer, lint_cells, lint_opened, warm_up,
 )
-from trainlint.lsp.notebooks import CellText, by_cell, by_cell_number, code_size
+from trainlint.lsp.notebooks import CellText, by_cell, code_size
 from trainlint.lsp.options import EditorOptions, parse_options
 from trainlint.lsp.transport import serve
 
@@ -104,7 +105,7 @@ class TrainlintProtocol(LanguageServerProtocol):
             logger.error("initialize was answered %s before the server loaded, but pygls answers %s", answered, error or computed)
 
 
-class TrainlintServer(LanguageServer):
+class TrainlintServer(FixQueries, LanguageServer):
     """The server, with per-document state and a settings cache keyed by configuration file."""
 
     def __init__(self, contained: ResidentWorker | None = None) -> None:
@@ -360,80 +361,6 @@ class TrainlintServer(LanguageServer):
         cells = {cell for published in self.notebooks.values() for cell in published}
         for uri in [*self.notebooks, *(u for u in self.documents if u not in cells)]:
             self.lint_soon(uri)
-
-    async def safe_fixes_for(self, uri: str) -> dict[str, tuple[list[Diagnostic], list[str]]] | None:
-        """The safe fixes that apply together to a document's current text (to every cell of its
-        notebook, for a cell), by document, with their lines; None if the text changed meanwhile."""
-        notebook = self.notebook_of(uri)
-        if notebook is not None:
-            return await self._notebook_safe_fixes(notebook)
-        opened = self.open_text(uri)
-        if opened is None:
-            return None
-        source = clean_text(opened[1])
-        path = Path(to_fs_path(uri) or uri)
-        settings = self.settings_for(path)
-        if len(source.encode("utf-8")) > settings.max_file_size:
-            return {}
-        fixed = await self._contained_or_nothing(safe_fixes, source, str(path), settings)
-        return {uri: (fixed, split_lines(source))} if self.open_text(uri) == opened else None
-
-    async def _notebook_safe_fixes(self, uri: str) -> dict[str, tuple[list[Diagnostic], list[str]]] | None:
-        cells = self.notebook_cells(uri)
-        if cells is None:
-            return None
-        path = Path(to_fs_path(uri) or uri)
-        settings = self.settings_for(path)
-        if code_size(cells) > settings.max_file_size:
-            return {}
-        fixed = await self._contained_or_nothing(safe_cell_fixes, cells, str(path), settings)
-        if self.notebook_cells(uri) != cells:
-            return None
-        return {
-            cell.uri: (found, split_lines(cell.text)) for cell, found in zip(cells, by_cell_number(cells, fixed)) if found
-        }
-
-    async def checked_fixes_for(self, uri: str, state: DocumentState, wanted: list[Diagnostic]) -> list[Diagnostic]:
-        """The findings among `wanted` (published for the document's current text, in `state`) whose
-        fix passes the command line's after-fix re-check on that text; remembered per text, as the
-        cursor comes back to a line."""
-        unknown = [d for d in wanted if d not in state.fix_checked]
-        if unknown:
-            passed = await self._recheck(uri, unknown)
-            if passed is None:
-                return []  # the text changed meanwhile: its own findings come with its lint
-            state.fix_checked.update((d, d in passed) for d in unknown)
-        return [d for d in wanted if state.fix_checked.get(d)]
-
-    async def _recheck(self, uri: str, wanted: list[Diagnostic]) -> list[Diagnostic] | None:
-        notebook = self.notebook_of(uri)
-        path = Path(to_fs_path(notebook or uri) or notebook or uri)
-        settings = self.settings_for(path)
-        if notebook is not None:
-            cells = self.notebook_cells(notebook)
-            if cells is None or code_size(cells) > settings.max_file_size:
-                return []
-            found = await self._contained_or_nothing(checked_cell_fixes, cells, str(path), settings, wanted)
-            return found if self.notebook_cells(notebook) == cells else None
-        opened = self.open_text(uri)
-        if opened is None:
-            return None
-        source = clean_text(opened[1])
-        if len(source.encode("utf-8")) > settings.max_file_size:
-            return []
-        found = await self._contained_or_nothing(checked_fixes, source, str(path), settings, wanted)
-        return found if self.open_text(uri) == opened else None
-
-    async def _contained_or_nothing(self, function: Any, *args: Any) -> Any:
-        """`function(*args)` in the contained child, off the event loop; [] if the child fails."""
-
-        def call() -> Any:
-            try:
-                return self.contained.call(function, *args)
-            except WorkerFailure:
-                return []
-
-        return await asyncio.get_running_loop().run_in_executor(None, call)
 
     # -- queries on published findings ---------------------------------------------------------
     def findings_at(self, uri: str, rng: types.Range) -> list[Diagnostic]:

@@ -9,12 +9,12 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, Kind, Value
 from trainlint.model.saved_arguments import FRAME_READERS
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, registry_root
-from trainlint.reading import MAX_MODULE_BYTES, MAX_PROJECT_MODULES, State, module_code, project_modules, project_state, read_regular
+from trainlint.reading import MAX_MODULE_BYTES, MAX_PROJECT_MODULES, State, module_code, project_modules, project_state, read_regular, read_state
 
 # `from .x import`, `from pkg.mod import`, `import a.b as c, d` (also after `;` and indented)
 IMPORT_TEXT = re.compile(r"(?:^|;)[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import\b|import[ \t]+([^\n;#]+))", re.MULTILINE)
@@ -23,6 +23,12 @@ ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
 MAX_IMPORTERS = 40
 MAX_OUTLINED_IMPORTERS = 160  # importers with no training code, read for the objects they pass
 # a module containing none of these can say nothing a training step needs
+# top-level names that are never the project's own (a local folder of that name would be unusual)
+LIBRARY_ROOTS = frozenset(
+    """torch numpy math os sys re json time random typing collections functools itertools dataclasses pathlib logging argparse copy
+    abc warnings transformers accelerate deepspeed lightning pytorch_lightning datasets tqdm wandb einops timm PIL cv2 scipy sklearn
+    pandas yaml omegaconf hydra contextlib subprocess shutil glob pickle enum inspect importlib""".split()
+)
 TRAINING_TOKENS = (
     "backward", ".step(", "zero_grad", "clip_grad", "GradScaler", ".scale(", "synchronize", ".item()",
     ".train(", "optim", "half()", "bfloat16", "float16", "torch_dtype",
@@ -365,3 +371,32 @@ def _targets(node: ast.AST) -> list[ast.AST]:
     if isinstance(node, ast.Delete):
         return list(node.targets)
     return []
+
+
+def pending_bytes(
+    locate: Callable[[Path, str], "tuple[Path, list[str]] | None"], held: Callable[[Path], bool], importer: Path, source: str
+) -> int:
+    """The size in bytes of the project's modules with training code that module `importer` (its
+    text `source`) imports (found by `locate`) and that are not `held` (no summary yet): what its first full analysis
+    has to summarise, one level deep (read from the text, an estimate). The language server asks it
+    of a file just opened, to show its findings alone first where that analysis would be long."""
+    found: set[Path] = set()
+    for match in IMPORT_TEXT.finditer(source):
+        dots, module, names = match.group(1, 2, 3)
+        if module or dots:
+            spelled = [f"{dots or ''}{module}"]
+        else:
+            spelled = [n.split()[0] for n in names.split(",") if n.strip()]
+        for name in spelled:
+            # a name inside the module stands for what the import takes from it
+            located = locate(importer, f"{name}.*") if name.strip(".") else None
+            if located is not None:
+                found.add(located[0])
+    total = 0
+    for path in found:
+        if held(path):
+            continue
+        _, data = read_state(str(path))
+        if data is not None and any(token.encode() in data for token in TRAINING_TOKENS):
+            total += len(data)
+    return total

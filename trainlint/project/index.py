@@ -23,16 +23,10 @@ from trainlint.project.watching import InProgress, note, watching
 from trainlint.project.classes import class_hierarchy, inherited_methods
 from trainlint.project.passed_instances import passed_instances
 from trainlint.project.seeds import join_seeds, passed_to
-from trainlint.project.importers import IMPORT_TEXT, MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, TRAINING_TOKENS, ImportIndex, import_index, module_outline, project_root
+from trainlint.project.importers import IMPORT_TEXT, LIBRARY_ROOTS, pending_bytes, MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, TRAINING_TOKENS, ImportIndex, import_index, module_outline, project_root
 from trainlint.model.summary import EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Seed
 from trainlint.reading import EXISTS, FOLDER, State, module_code, probe_state, read_state
 
-# top-level names that are never the project's own (a local folder of that name would be unusual)
-LIBRARY_ROOTS = frozenset(
-    """torch numpy math os sys re json time random typing collections functools itertools dataclasses pathlib logging argparse copy
-    abc warnings transformers accelerate deepspeed lightning pytorch_lightning datasets tqdm wandb einops timm PIL cv2 scipy sklearn
-    pandas yaml omegaconf hydra contextlib subprocess shutil glob pickle enum inspect importlib""".split()
-)
 MAX_DEPTH = 2  # summaries analyse this many levels of modules; the next knows their names only
 
 Symbol = FunctionSummary | ClassSummary
@@ -275,33 +269,10 @@ class Project:
 
     def unsummarised(self, from_file: str, source: str) -> int:
         """The size in bytes of the project's modules with training code that module `from_file`
-        (its text `source`) imports and that have no summary in this process yet: what its first
-        full analysis has to summarise, one level deep (read from the text, an estimate). The
-        language server asks it of a file just opened, to show its findings alone first where
-        that analysis would be long."""
+        (its text `source`) imports and that have no summary in this process yet (`pending_bytes`)."""
         if self.depth or not from_file or from_file == "-":
             return 0
-        importer = Path(from_file)
-        found: set[Path] = set()
-        for match in IMPORT_TEXT.finditer(source):
-            dots, module, names = match.group(1, 2, 3)
-            if module or dots:
-                spelled = [f"{dots or ''}{module}"]
-            else:
-                spelled = [n.split()[0] for n in names.split(",") if n.strip()]
-            for name in spelled:
-                # a name inside the module stands for what the import takes from it
-                located = self.locate(importer, f"{name}.*") if name.strip(".") else None
-                if located is not None:
-                    found.add(located[0])
-        total = 0
-        for path in found:
-            if (path, False) in self._summaries:
-                continue
-            _, data = read_state(str(path))
-            if data is not None and any(token.encode() in data for token in TRAINING_TOKENS):
-                total += len(data)
-        return total
+        return pending_bytes(self.locate, lambda path: (path, False) in self._summaries, Path(from_file), source)
 
     def _top_level(self, base: Path, top: str) -> tuple[State, State]:
         """What `base/top/` and `base/top.py` are (memoised: imports repeat)."""
