@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from trainlint.engine import workers
+from trainlint.engine import worker_process, workers
 from trainlint.engine.workers import ResidentWorker, WorkerFailure
 
 
@@ -46,8 +46,8 @@ def test_a_hang_is_ended_by_the_cpu_time_limit_and_the_next_call_is_answered_by_
 
 
 def test_a_worker_that_does_not_run_is_ended_by_the_wall_clock_backstop(monkeypatch):
-    monkeypatch.setattr(workers, "WALL_CLOCK_FACTOR", 2.0)
-    monkeypatch.setattr(workers, "WALL_CLOCK_SLACK", 0.0)
+    monkeypatch.setattr(worker_process, "WALL_CLOCK_FACTOR", 2.0)
+    monkeypatch.setattr(worker_process, "WALL_CLOCK_SLACK", 0.0)
     worker = ResidentWorker(timeout_s=1.0)
     try:
         with pytest.raises(WorkerFailure, match="ran 2 s of wall-clock time without using its 1 s of CPU time: the machine is overloaded"):

@@ -29,9 +29,9 @@ def _json(run: subprocess.CompletedProcess) -> dict[str, list[str]]:
     return out
 
 
-def test_deepspeed_json_nested_10000_deep_is_a_tl000(tmp_path: Path):
-    # deeper than the recursion limit of the workers (4000), which read 1,000-deep configs fine
-    (tmp_path / "ds_config.json").write_text('{"fp16": {"enabled": true}, "x": ' + "[" * 10000 + "]" * 10000 + "}")
+def test_deepspeed_json_nested_100000_deep_is_a_tl000(tmp_path: Path):
+    # deeper than the recursion limit of the workers (50,000: deep but valid code is followed)
+    (tmp_path / "ds_config.json").write_text('{"fp16": {"enabled": true}, "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
     (tmp_path / "train.py").write_text(GOOD)
     run = trainlint(".", "--format", "json", cwd=tmp_path)
     found = _json(run)

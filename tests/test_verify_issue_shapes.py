@@ -272,7 +272,7 @@ def test_a_freeze_the_configuration_names_and_nothing_applies_is_a_problem(tmp_p
     (problem,) = report["problems"]
     assert problem["name"] == "freeze-not-applied" and problem["line"] == 6  # the line that names the setting
     assert "configuration says `cfg['freeze_stages'] = [0, 1]`" in problem["message"]
-    assert "4 tensor(s), 2,112 elements) and all of them train" in problem["message"]
+    assert "4 tensors, 2,112 elements) and all of them train" in problem["message"]
     assert problem["url"].endswith("/run/TLR108-freeze-not-applied.md")
 
 

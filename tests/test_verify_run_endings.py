@@ -214,7 +214,7 @@ def test_a_script_that_dies_without_a_report_keeps_the_steps_that_ran(tmp_path: 
     assert stderr.splitlines()[-1] == f"trainlint: the script {how} after 4 optimizer steps"
     assert all((f["verification"] or {}).get("status") in (None, "cannot check here") for f in report["findings"])
     code, text, _ = verify_run(script, output="text")
-    assert code == 2 and text.splitlines()[0].endswith(f": 4 optimizer step(s) on cpu: {report['message']}")
+    assert code == 2 and text.splitlines()[0].endswith(f": 4 optimizer steps on cpu: {report['message']}")
     assert "No training-health problem" not in text
 
 
