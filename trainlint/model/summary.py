@@ -300,7 +300,7 @@ class Summarizer:
             elif every and sub is not None and sub.syncs:
                 syncs.extend(sub.syncs)
             if every and call.method in VALUE_READS and call.receiver is not None and params:
-                if m.roots_of(call.receiver, fn) & (params | _loop_names_over(fn, call, params, m)):
+                if reads_passed_value(m, fn, call):
                     reads = True
         if any(c.method == "step" and ENV_WORDS & set(tokens(c.receiver_text or "")) for c in fn.calls):
             syncs = []  # acting in a host environment: the action must reach the host every step
@@ -381,6 +381,45 @@ def _gating_parameter(call: "Call", params: set[str]) -> str | None:
 
 def _top_level(fn: "Function") -> bool:
     return fn.class_name is None
+
+
+# methods that hand back the value they are called on, as far as reading it goes: `v.detach().item()`
+# reads what the caller passed, `v.mean().item()` reads a value the helper computes
+PASS_THROUGH_METHODS = frozenset({"detach", "float", "double", "half", "clone", "contiguous", "squeeze", "flatten", "view", "reshape"})
+
+
+def reads_passed_value(m: "TrainingModel", fn: "Function", call: "Call") -> bool:
+    """Whether a read (`v.item()`) in `fn` reads a value its caller passed, as it was passed: a
+    parameter, a name its loops bind over one (`for k, v in kwargs.items()`), an element or attribute
+    of one, through local names and value-keeping methods (`v.detach()`). A value the function
+    computes from its arguments (`model(batch)`, `torch.max(lengths)`, `a - b`) is its own: its read is
+    reported where the function's code is, not at its call sites (one finding per defect)."""
+    import libcst as cst
+
+    params = set(fn.params) - {"self", "cls"}
+    if call.receiver is None or not params:
+        return False
+    passed = params | _loop_names_over(fn, call, params, m)
+    stack: list[tuple[cst.BaseExpression, int]] = [(call.receiver, 0)]
+    seen = 0
+    while stack:
+        expr, depth = stack.pop()
+        seen += 1
+        if seen > 16:
+            return False
+        if isinstance(expr, cst.Name):
+            if expr.value in passed:
+                return True
+            if depth < 3:
+                stack.extend((v, depth + 1) for v in m.bindings(fn, expr.value))
+        elif isinstance(expr, (cst.Attribute, cst.Subscript)):
+            stack.append((expr.value, depth))
+        elif (
+            isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value in PASS_THROUGH_METHODS
+        ):
+            stack.append((expr.func.value, depth))
+    return False
 
 
 def _loop_names_over(fn: "Function", call: "Call", params: set[str], m: "TrainingModel") -> set[str]:
