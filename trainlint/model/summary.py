@@ -385,7 +385,7 @@ def _top_level(fn: "Function") -> bool:
 
 # methods that hand back the value they are called on, as far as reading it goes: `v.detach().item()`
 # reads what the caller passed, `v.mean().item()` reads a value the helper computes
-PASS_THROUGH_METHODS = frozenset({"detach", "float", "double", "half", "clone", "contiguous", "squeeze", "flatten", "view", "reshape"})
+PASS_THROUGH_METHODS = frozenset({"detach", "float", "double", "half", "clone", "contiguous", "squeeze", "flatten", "view", "reshape", "max", "min"})
 
 
 def reads_passed_value(m: "TrainingModel", fn: "Function", call: "Call") -> bool:
@@ -397,29 +397,47 @@ def reads_passed_value(m: "TrainingModel", fn: "Function", call: "Call") -> bool
     import libcst as cst
 
     params = set(fn.params) - {"self", "cls"}
-    if call.receiver is None or not params:
+    # a module's `forward` runs through `model(x)`, whose call sites the analysis does not always
+    # resolve to it: its reads stay where its code is
+    if call.receiver is None or not params or fn.name in ("forward", "__call__"):
         return False
     passed = params | _loop_names_over(fn, call, params, m)
-    stack: list[tuple[cst.BaseExpression, int]] = [(call.receiver, 0)]
+    stack: list[tuple[cst.BaseExpression, object]] = [(call.receiver, call.site)]
     seen = 0
     while stack:
-        expr, depth = stack.pop()
+        expr, site = stack.pop()
         seen += 1
         if seen > 16:
             return False
         if isinstance(expr, cst.Name):
-            if expr.value in passed:
+            # (the assignment that holds the read binds after it: `v = v.item()` reads the old `v`)
+            assigns = [a for a in m.reaching(fn, expr.value, site) if a.site.statement is None or a.site.statement is not site.statement]  # type: ignore[arg-type, attr-defined]
+            if expr.value in passed and expr.value not in params:
+                # a loop's name over a parameter is bound afresh at each iteration: what a later
+                # statement of the body assigns reaches only through the back-edge, overwritten
+                assigns = [a for a in assigns if a.site.order < site.order]  # type: ignore[attr-defined]
+            if not assigns and expr.value in passed:
                 return True
-            if depth < 3:
-                stack.extend((v, depth + 1) for v in m.bindings(fn, expr.value))
+            if len(assigns) != 1 or assigns[0].op is not None or assigns[0].unpacked:
+                return False  # rebound on some paths only, or updated: a value the function makes
+            stack.append((assigns[0].value, assigns[0].site))
         elif isinstance(expr, (cst.Attribute, cst.Subscript)):
-            stack.append((expr.value, depth))
-        elif (
-            isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
-            and expr.func.attr.value in PASS_THROUGH_METHODS
-        ):
-            stack.append((expr.func.value, depth))
+            stack.append((expr.value, site))
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in PASS_THROUGH_METHODS:
+            stack.append((expr.func.value, site))
+        elif isinstance(expr, cst.Call) and _picks_from_first_argument(m, expr):
+            stack.append((expr.args[0].value, site))
     return False
+
+
+def _picks_from_first_argument(m: "TrainingModel", call: object) -> bool:
+    """`torch.max(lengths)`, `lengths.max()`: an element of the value given, picked as it was passed."""
+    import libcst as cst
+
+    assert isinstance(call, cst.Call)
+    func = call.func
+    resolved = m.imports.resolve(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+    return resolved in ("torch.max", "torch.min", "torch.amax", "torch.amin") and bool(call.args) and call.args[0].keyword is None
 
 
 def _loop_names_over(fn: "Function", call: "Call", params: set[str], m: "TrainingModel") -> set[str]:
