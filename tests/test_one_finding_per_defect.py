@@ -194,3 +194,21 @@ def test_a_rank_test_joined_to_a_gate_still_gates() -> None:
         e = loss.item()
     """
     assert sync_lines(code) == []
+
+
+def test_the_syncs_of_one_header_are_one_finding() -> None:
+    # an `if` testing two values and a `for` over two host copies: each header is one statement
+    code = """
+    import torch
+    for x, ts in loader:
+        losses = model(x.cuda(), ts.cuda())
+        losses.mean().backward()
+        optimizer.step()
+        if losses.max().item() > 10 or losses.min().item() < 0:
+            print("odd")
+        for t, l in zip(ts.cuda().cpu().numpy(), losses.detach().cpu().numpy()):
+            pass
+    """
+    found = lint(code, "TL401")
+    assert [d.line for d in found] == [7, 9]
+    assert all("same statement" in d.message for d in found)

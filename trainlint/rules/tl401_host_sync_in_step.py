@@ -279,7 +279,7 @@ for x, y in loader:
             if per_step(fv.site) and not after_sync(fv.site) and _device_tensor(model.value(fv.node.expression, fv.site)):
                 text = model.module.code_for_node(fv.node.expression)
                 syncs.append(_Sync(fv.site, fv.node, f"formatting tensor `{text}` in an f-string", "value read"))
-        yield from _one_per_statement(model, syncs)
+        yield from _one_per_statement(model, syncs, _header_calls(model, [s.node for s in syncs]))
 
     def explain_call(self, model: TrainingModel, call: Call, line_of: Callable[[Any], int]) -> str | None:
         """Why a call on a line that runs every step is not a host sync, as `check` decided it."""
@@ -396,13 +396,26 @@ class _Sync:
     kind: str
 
 
-def _one_per_statement(model: TrainingModel, syncs: list[_Sync]) -> Iterator[Finding]:
-    """One finding per statement: the syncs of one statement (a log call formatting four losses) are
-    one defect with one fix, reported at the first, naming the others; syncs of separate statements
-    stay separate findings. (Compound statements' headers, which have no statement line, stand alone.)"""
+def _header_calls(model: TrainingModel, nodes: list[cst.CSTNode]) -> dict[int, int]:
+    """For the calls among `nodes` in a compound statement's header (an `if`/`while` test, a `for`'s
+    iterable), which have no statement line: the header they are in."""
+    wanted = {id(n) for n in nodes}
+    out: dict[int, int] = {}
+    headers = [cond.node for cond in model.conditions] + [loop.node.iter for loop in model.loops if isinstance(loop.node, cst.For)]
+    for header in headers:
+        for call in calls_in(header):
+            if id(call) in wanted:
+                out.setdefault(id(call), id(header))
+    return out
+
+
+def _one_per_statement(model: TrainingModel, syncs: list[_Sync], headers: dict[int, int]) -> Iterator[Finding]:
+    """One finding per statement: the syncs of one statement (a log call formatting four losses, an
+    `if` testing two values) are one defect with one fix, reported at the first, naming the others;
+    syncs of separate statements stay separate findings."""
     groups: dict[int, list[_Sync]] = {}
     for sync in syncs:
-        key = id(sync.site.statement) if sync.site.statement is not None else id(sync.node)
+        key = id(sync.site.statement) if sync.site.statement is not None else headers.get(id(sync.node), id(sync.node))
         groups.setdefault(key, []).append(sync)
     for group in groups.values():
         group.sort(key=lambda s: s.site.order)
