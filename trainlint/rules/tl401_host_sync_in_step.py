@@ -443,7 +443,9 @@ def _reported_at_callers(model: TrainingModel, call: Call) -> bool:
         return False
     if model._outermost_step_loop(call.site) is not None or model._is_hook(fn) or not model.step_chains(fn):
         return False
-    return reads_passed_value(model, fn, call)
+    # the callers report a passed tensor they know is on the accelerator; a value the helper only
+    # guesses is one (`.item()` of an unknown) stays reported here, where the callers are silent
+    return _device_tensor(model.value(call.receiver, call.site)) and reads_passed_value(model, fn, call)  # type: ignore[arg-type]
 
 
 def _orders_tensors(model: TrainingModel, call: Call, site: Site) -> bool:
