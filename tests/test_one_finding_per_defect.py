@@ -29,8 +29,8 @@ def _train(module: str, names: str, body: str) -> str:
 
 
 def test_a_helper_reading_a_value_it_computes_is_reported_in_the_helper_only(tmp_path: Path) -> None:
-    # `compute_loss` reads its own loss (and `lengths_mask` a reduction of what it is given): the
-    # sync is the helper's, fixed there; the call sites are the chain, not findings of their own
+    # `compute_loss` reads its own loss: the sync is the helper's, fixed there; the call is the
+    # chain, not a finding of its own
     write(tmp_path, {
         "helpers.py": """
             import torch
@@ -40,22 +40,13 @@ def test_a_helper_reading_a_value_it_computes_is_reported_in_the_helper_only(tmp
                 loss = (model(batch) - batch).abs().mean()
                 print(loss.item())
                 return loss
-
-
-            def lengths_mask(lengths):
-                longest = torch.max(lengths).item()
-                return torch.arange(longest, device=lengths.device) < lengths[:, None]
         """,
-        "train.py": _train("helpers", "compute_loss, lengths_mask", """
+        "train.py": _train("helpers", "compute_loss", """
             loss = compute_loss(model, batch)
-            mask = lengths_mask(batch.sum(1))
-            mask_again = lengths_mask(batch.sum(0))
         """),
     })
     found = findings(tmp_path, ["train.py", "helpers.py"], "TL401")
-    assert set(found) == {"helpers.py:7:TL401", "helpers.py:12:TL401"}
-    assert found["helpers.py:7:TL401"] == [[("train.py", 8)]]
-    assert sorted(found["helpers.py:12:TL401"]) == [[("train.py", 9)], [("train.py", 10)]]
+    assert found == {"helpers.py:7:TL401": [[("train.py", 8)]]}
 
 
 def test_a_helper_reading_only_what_it_is_passed_is_reported_at_the_call_site_only(tmp_path: Path) -> None:
@@ -212,3 +203,22 @@ def test_the_syncs_of_one_header_are_one_finding() -> None:
     found = lint(code, "TL401")
     assert [d.line for d in found] == [7, 9]
     assert all("same statement" in d.message for d in found)
+
+
+def test_a_helper_reading_the_largest_of_what_it_is_passed_is_reported_at_the_call(tmp_path: Path) -> None:
+    # coqui's `get_mask_from_lengths`: `torch.max(lengths).item()` reads what the caller passes
+    write(tmp_path, {
+        "masks.py": """
+            import torch
+
+
+            def get_mask_from_lengths(lengths):
+                max_len = torch.max(lengths).item()
+                return torch.arange(0, max_len, device=lengths.device)[None, :] < lengths[:, None]
+        """,
+        "train.py": _train("masks", "get_mask_from_lengths", """
+            loss = model(batch).mean()
+            mask = get_mask_from_lengths(loss.detach())
+        """),
+    })
+    assert set(findings(tmp_path, ["train.py", "masks.py"], "TL401")) == {"train.py:9:TL401"}

@@ -423,10 +423,10 @@ def reads_passed_value(m: "TrainingModel", fn: "Function", call: "Call") -> bool
             stack.append((assigns[0].value, assigns[0].site))
         elif isinstance(expr, (cst.Attribute, cst.Subscript)):
             stack.append((expr.value, site))
+        elif isinstance(expr, cst.Call) and _picks_from_first_argument(m, expr):  # (before `.max()`: `torch.max(x)`)
+            stack.append((expr.args[0].value, site))
         elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in PASS_THROUGH_METHODS:
             stack.append((expr.func.value, site))
-        elif isinstance(expr, cst.Call) and _picks_from_first_argument(m, expr):
-            stack.append((expr.args[0].value, site))
     return False
 
 
