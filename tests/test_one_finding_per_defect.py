@@ -205,8 +205,9 @@ def test_the_syncs_of_one_header_are_one_finding() -> None:
     assert all("same statement" in d.message for d in found)
 
 
-def test_a_helper_reading_the_largest_of_what_it_is_passed_is_reported_at_the_call(tmp_path: Path) -> None:
-    # coqui's `get_mask_from_lengths`: `torch.max(lengths).item()` reads what the caller passes
+def test_a_helper_reducing_what_it_is_passed_is_reported_in_the_helper(tmp_path: Path) -> None:
+    # coqui's `get_mask_from_lengths`: `torch.max(lengths).item()` reads a value the helper computes,
+    # fixed there once; its four call sites are chains, not findings of their own
     write(tmp_path, {
         "masks.py": """
             import torch
@@ -219,6 +220,9 @@ def test_a_helper_reading_the_largest_of_what_it_is_passed_is_reported_at_the_ca
         "train.py": _train("masks", "get_mask_from_lengths", """
             loss = model(batch).mean()
             mask = get_mask_from_lengths(loss.detach())
+            other = get_mask_from_lengths(loss.detach() + 1)
         """),
     })
-    assert set(findings(tmp_path, ["train.py", "masks.py"], "TL401")) == {"train.py:9:TL401"}
+    found = findings(tmp_path, ["train.py", "masks.py"], "TL401")
+    assert set(found) == {"masks.py:6:TL401"}
+    assert sorted(found["masks.py:6:TL401"]) == [[("train.py", 9)], [("train.py", 10)]]

@@ -384,8 +384,9 @@ def _top_level(fn: "Function") -> bool:
 
 
 # methods that hand back the value they are called on, as far as reading it goes: `v.detach().item()`
-# reads what the caller passed, `v.mean().item()` reads a value the helper computes
-PASS_THROUGH_METHODS = frozenset({"detach", "float", "double", "half", "clone", "contiguous", "squeeze", "flatten", "view", "reshape", "max", "min"})
+# reads what the caller passed; `v.mean().item()`, `torch.max(lengths).item()` read a value the
+# helper computes (one finding in the helper, not one per call site)
+PASS_THROUGH_METHODS = frozenset({"detach", "float", "double", "half", "clone", "contiguous", "squeeze", "flatten", "view", "reshape"})
 
 
 def reads_passed_value(m: "TrainingModel", fn: "Function", call: "Call") -> bool:
@@ -423,21 +424,9 @@ def reads_passed_value(m: "TrainingModel", fn: "Function", call: "Call") -> bool
             stack.append((assigns[0].value, assigns[0].site))
         elif isinstance(expr, (cst.Attribute, cst.Subscript)):
             stack.append((expr.value, site))
-        elif isinstance(expr, cst.Call) and _picks_from_first_argument(m, expr):  # (before `.max()`: `torch.max(x)`)
-            stack.append((expr.args[0].value, site))
         elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in PASS_THROUGH_METHODS:
             stack.append((expr.func.value, site))
     return False
-
-
-def _picks_from_first_argument(m: "TrainingModel", call: object) -> bool:
-    """`torch.max(lengths)`, `lengths.max()`: an element of the value given, picked as it was passed."""
-    import libcst as cst
-
-    assert isinstance(call, cst.Call)
-    func = call.func
-    resolved = m.imports.resolve(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
-    return resolved in ("torch.max", "torch.min", "torch.amax", "torch.amin") and bool(call.args) and call.args[0].keyword is None
 
 
 def _loop_names_over(fn: "Function", call: "Call", params: set[str], m: "TrainingModel") -> set[str]:
