@@ -78,7 +78,7 @@ def test_a_local_variable_shadows_a_function_of_the_same_name() -> None:
 
 
     def log(loss):
-        print(loss.item())
+        print(loss.mean().item())  # (a value it computes: reported here, with its chain)
 
 
     def train(loader, log=print):

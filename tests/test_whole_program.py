@@ -338,7 +338,7 @@ def test_a_noqa_on_the_calling_line_drops_that_chain() -> None:
     import torch
 
     def log(loss):
-        return loss.item()
+        return loss.sum().item()  # (a value it computes: reported here, with its chains)
 
     model.cuda()
     for x in loader:

@@ -20,7 +20,7 @@ import json
 import os
 import sys
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -46,6 +46,11 @@ class Finding:
     line: int
     code: str
     message: str
+    # how many findings the run reported on this key (one label covers them all), and the calls
+    # (path, line) that make a finding in a helper run every step, the last call of each chain: what
+    # the tests read to hold one finding per statement and no sync reported in a helper and at its call
+    repeats: int = field(default=1, compare=False)
+    callers: tuple[tuple[str, int], ...] = field(default=(), compare=False)
 
     @property
     def key(self) -> Key:
@@ -99,10 +104,23 @@ def lint_repo(folder: Path, spec: RepoSpec, jobs: int) -> list[Finding]:
     seen: dict[Key, Finding] = {}
     for result in results:
         for d in result.diagnostics:
-            rel = Path(d.path).resolve().relative_to(folder.resolve()).as_posix()
-            finding = Finding(spec.name, rel, d.line, d.code, d.message)
-            seen.setdefault(finding.key, finding)  # two findings on one line share one label
+            rel = _relative(d.path, folder)
+            callers = tuple(sorted({(_relative(c[-1].path, folder), c[-1].line) for c in d.chains if c}))
+            finding = Finding(spec.name, rel, d.line, d.code, d.message, callers=callers)
+            if finding.key in seen:  # two findings on one line share one label
+                first = seen[finding.key]
+                seen[finding.key] = replace(first, repeats=first.repeats + 1, callers=tuple(sorted({*first.callers, *callers})))
+            else:
+                seen[finding.key] = finding
     return sorted(seen.values(), key=lambda f: f.key)
+
+
+def _relative(path: str, folder: Path) -> str:
+    """A reported path relative to the repository folder (as given if outside it)."""
+    try:
+        return Path(path).resolve().relative_to(folder.resolve()).as_posix()
+    except ValueError:
+        return path
 
 
 def _ratio(part: int, whole: int) -> str:
@@ -230,9 +248,16 @@ def record(findings: list[Finding], repos: set[str]) -> None:
     """Rewrite last_run.json: the linted repositories' findings replace their previous entries."""
     data = json.loads(LAST_RUN.read_text(encoding="utf-8")) if LAST_RUN.is_file() else {}
     table = {repo: rows for repo, rows in data.get("findings", {}).items() if repo not in repos}
+    details = {repo: rows for repo, rows in data.get("details", {}).items() if repo not in repos}
     for repo in repos:
         table[repo] = [[f.path, f.line, f.code, f.message] for f in findings if f.repo == repo]
-    LAST_RUN.write_text(json.dumps({"findings": dict(sorted(table.items()))}, indent=1) + "\n", encoding="utf-8")
+        # [path, line, code, findings on that key, [[caller path, caller line], ...]] where either says something
+        details[repo] = [
+            [f.path, f.line, f.code, f.repeats, [list(c) for c in f.callers]]
+            for f in findings if f.repo == repo and (f.repeats > 1 or f.callers)
+        ]
+    out = {"findings": dict(sorted(table.items())), "details": dict(sorted(details.items()))}
+    LAST_RUN.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     print(f"\nrecorded {sum(len(r) for r in table.values())} findings in {LAST_RUN.name}")
 
 

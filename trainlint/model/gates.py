@@ -19,8 +19,10 @@ GATE_WORDS = frozenset(
 COUNTER_WORDS = frozenset(
     "step steps iter iters iteration iterations it epoch batch idx i n global count counter updates update num".split()
 )
-# `if rank == 0`, `if local_rank == 0`: the main process runs it on every step, it is no gate
-RANK_WORDS = frozenset("rank process master main world gpu gpus device devices node local size".split())
+# process ranks and pipeline stages: `if rank == 0:`, `if is_main_process():`, `if pgm.pp_is_last_stage:`
+# hold on every step of one rank, which pays the cost every step while the others wait for it at
+# the next collective: a rank test is no gate, whatever other words its name holds ("last", "first")
+RANK_WORDS = frozenset("rank process master main world gpu gpus device devices node local size stage".split())
 # accumulation boundaries: the statements under them run once per optimizer step, not per micro-batch
 BOUNDARY_NAMES = frozenset({"sync_gradients"})
 
@@ -99,6 +101,12 @@ def _is_counter_equality(expr: cst.CSTNode, not_counters: frozenset[str] = froze
         and not RANK_WORDS & set(tokens(_identifiers(s)[0]))
         for s in sides
     )
+
+
+def is_rank_name(ident: str) -> bool:
+    """`rank`, `is_main_process`, `pp_is_last_stage`: a name (the last part of a dotted one) that says
+    which process runs the code, not how often: true on every step of that process."""
+    return bool(RANK_WORDS.intersection(tokens(ident)))
 
 
 def _is_threshold(expr: cst.CSTNode) -> bool:
@@ -183,11 +191,11 @@ def is_gate_test(
         if _is_threshold(node):
             continue  # `if self.gradient_clip_val > 0:` holds on every step or on none: a setting, no gate
         if isinstance(node, (cst.Name, cst.Attribute)):
-            for ident in _identifiers(node):
-                if ident in gate_names or ident in extra_gates or ident in BOUNDARY_NAMES:
-                    return True
-                if GATE_WORDS.intersection(tokens(ident)):
-                    return True
+            idents = _identifiers(node)
+            if any(ident in gate_names or ident in extra_gates or ident in BOUNDARY_NAMES for ident in idents):
+                return True
+            if not is_rank_name(idents[0]) and any(GATE_WORDS.intersection(tokens(ident)) for ident in idents):
+                return True
             continue
         stack.extend(child_nodes(node))
     return False

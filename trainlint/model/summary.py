@@ -300,7 +300,7 @@ class Summarizer:
             elif every and sub is not None and sub.syncs:
                 syncs.extend(sub.syncs)
             if every and call.method in VALUE_READS and call.receiver is not None and params:
-                if m.roots_of(call.receiver, fn) & (params | _loop_names_over(fn, call, params, m)):
+                if reads_passed_value(m, fn, call):
                     reads = True
         if any(c.method == "step" and ENV_WORDS & set(tokens(c.receiver_text or "")) for c in fn.calls):
             syncs = []  # acting in a host environment: the action must reach the host every step
@@ -381,6 +381,52 @@ def _gating_parameter(call: "Call", params: set[str]) -> str | None:
 
 def _top_level(fn: "Function") -> bool:
     return fn.class_name is None
+
+
+# methods that hand back the value they are called on, as far as reading it goes: `v.detach().item()`
+# reads what the caller passed; `v.mean().item()`, `torch.max(lengths).item()` read a value the
+# helper computes (one finding in the helper, not one per call site)
+PASS_THROUGH_METHODS = frozenset({"detach", "float", "double", "half", "clone", "contiguous", "squeeze", "flatten", "view", "reshape"})
+
+
+def reads_passed_value(m: "TrainingModel", fn: "Function", call: "Call") -> bool:
+    """Whether a read (`v.item()`) in `fn` reads a value its caller passed, as it was passed: a
+    parameter, a name its loops bind over one (`for k, v in kwargs.items()`), an element or attribute
+    of one, through local names and value-keeping methods (`v.detach()`). A value the function
+    computes from its arguments (`model(batch)`, `torch.max(lengths)`, `a - b`) is its own: its read is
+    reported where the function's code is, not at its call sites (one finding per defect)."""
+    import libcst as cst
+
+    params = set(fn.params) - {"self", "cls"}
+    # a module's `forward` runs through `model(x)`, whose call sites the analysis does not always
+    # resolve to it: its reads stay where its code is
+    if call.receiver is None or not params or fn.name in ("forward", "__call__"):
+        return False
+    passed = params | _loop_names_over(fn, call, params, m)
+    stack: list[tuple[cst.BaseExpression, object]] = [(call.receiver, call.site)]
+    seen = 0
+    while stack:
+        expr, site = stack.pop()
+        seen += 1
+        if seen > 16:
+            return False
+        if isinstance(expr, cst.Name):
+            # (the assignment that holds the read binds after it: `v = v.item()` reads the old `v`)
+            assigns = [a for a in m.reaching(fn, expr.value, site) if a.site.statement is None or a.site.statement is not site.statement]  # type: ignore[arg-type, attr-defined]
+            if expr.value in passed and expr.value not in params:
+                # a loop's name over a parameter is bound afresh at each iteration: what a later
+                # statement of the body assigns reaches only through the back-edge, overwritten
+                assigns = [a for a in assigns if a.site.order < site.order]  # type: ignore[attr-defined]
+            if not assigns and expr.value in passed:
+                return True
+            if len(assigns) != 1 or assigns[0].op is not None or assigns[0].unpacked:
+                return False  # rebound on some paths only, or updated: a value the function makes
+            stack.append((assigns[0].value, assigns[0].site))
+        elif isinstance(expr, (cst.Attribute, cst.Subscript)):
+            stack.append((expr.value, site))
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in PASS_THROUGH_METHODS:
+            stack.append((expr.func.value, site))
+    return False
 
 
 def _loop_names_over(fn: "Function", call: "Call", params: set[str], m: "TrainingModel") -> set[str]:

@@ -23,6 +23,7 @@ from trainlint.model.gates import (
     has_modulo,
     is_inference_only_test,
     is_lazy_init_test,
+    is_rank_name,
     mostly_true_modulo,
 )
 from trainlint.model.lattice import ACCEL, HOST, Kind, Value
@@ -71,7 +72,8 @@ def gate_reason(model: TrainingModel, test: cst.BaseExpression, line_of: LineOf)
         if _is_threshold(node):
             continue
         if isinstance(node, (cst.Name, cst.Attribute)):
-            for ident in _identifiers(node):
+            idents = _identifiers(node)
+            for ident in idents:
                 if ident in local:
                     return f"`{ident}` holds a periodic test (line {line_of(local[ident])}): its body runs on some steps only"
                 if ident in model.settings.gate_names:
@@ -79,7 +81,7 @@ def gate_reason(model: TrainingModel, test: cst.BaseExpression, line_of: LineOf)
                 if ident in BOUNDARY_NAMES:
                     return f"`{ident}` marks an accumulation boundary: its body runs once per optimizer step"
                 words = sorted(GATE_WORDS.intersection(tokens(ident)))
-                if words:
+                if words and not is_rank_name(idents[0]):  # (a rank test is no gate: `gates.is_rank_name`)
                     return f"`{ident}` holds `{words[0]}`, a word of " + name_list("model.gates.GATE_WORDS") + ": a flag of periodic work"
             continue
         stack.extend(child_nodes(node))

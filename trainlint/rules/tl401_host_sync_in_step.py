@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import libcst as cst
@@ -12,6 +13,7 @@ from trainlint.model.environments import feeds_batch_source, feeds_environment
 from trainlint.model.extract import calls_in
 from trainlint.model.names import tokens
 from trainlint.model.lattice import HOST, Kind, Value
+from trainlint.model.summary import VALUE_READS, reads_passed_value
 from trainlint.rules.rule import Finding, Rule, shorten
 
 SYNC_METHODS = frozenset({"item", "cpu", "tolist", "numpy"})
@@ -101,7 +103,15 @@ for step, (x, y) in enumerate(loader):
         "data says so, after the test's sync. `float(x)`/`print(x)`/f-strings only "
         "when `x` is known to be a tensor at that point: a name rebound to `loss.item()` is a number. The "
         "optimizer-step branch is no gate: code under `if (i + 1) % accum == 0:` (with the step) or "
-        "`if accelerator.sync_gradients:` runs on every training step and is flagged."
+        "`if accelerator.sync_gradients:` runs on every training step and is flagged. Nor is a rank test "
+        "(`if rank == 0:`, `if is_main_process():`, `if pgm.pp_is_last_stage:`): it holds on every step of "
+        "that rank, which pays the sync every step while the others wait for it at the next collective. "
+        "One finding per statement: the syncs of one statement (a log call formatting four losses) are "
+        "one defect with one fix, reported once, naming each; three statements in a row are three "
+        "findings. A sync in a project helper is reported once: in the helper, with the call chains "
+        "that run it every step, when the helper reads a value it computes (its own `loss.item()`); at "
+        "each call site, where the value is known, when the helper only reads what it is passed "
+        "(`metric_logger.update(loss=loss)`, whose `update` calls `v.item()`)."
     )
     verification = (
         "`trainlint verify` times a step with and without `.item()` on CUDA. `trainlint verify run` records "
@@ -186,6 +196,17 @@ class MixedPrecisionOptimizer:
 """,
     )
     invalid = (
+        # the main process logs every step: that rank pays the sync, the others wait for it
+        """
+import torch
+import torch.distributed as dist
+for x, y in loader:
+    loss = criterion(model(x.cuda()), y.cuda())
+    loss.backward()
+    optimizer.step()
+    if dist.get_rank() == 0:
+        print(f"loss {loss.item():.3f}")
+""",
         """
 import torch
 for x, y in loader:
@@ -227,7 +248,7 @@ for x, y in loader:
         ]
         reads = [
             (call, described) for call in model.calls
-            if per_step(call.site)
+            if per_step(call.site) and not _reported_at_callers(model, call)
             for described in (self._describe(model, call, chained, modules),)
             if described and not feeds_environment(model, call) and not feeds_batch_source(model, call)
         ]
@@ -244,19 +265,21 @@ for x, y in loader:
         def after_sync(site: Site) -> bool:
             return any(n is not None and id(n.test) in synced_tests for n in site.gate_nodes)
 
+        syncs: list[_Sync] = []
         for call, described in reads:
             if not after_sync(call.site):
                 kind = "host copy" if call.method in HOST_COPIES else "value read"  # for `trainlint verify run`
                 # a count given a tensor is reported at the argument that is read
                 anchor = _count_argument(call)[1] if described.startswith(GIVEN_A_TENSOR) else None
-                yield Finding(anchor or call.node, f"{described} synchronises the host with the GPU on every training step", facts={"kind": kind})
+                syncs.append(_Sync(call.site, anchor or call.node, described, kind))
         for cond in synced:
             if not after_sync(cond.site):
-                yield Finding(cond.node, f"`{cond.kind}` on a tensor's value synchronises the host with the GPU on every training step", facts={"kind": "value read"})
+                syncs.append(_Sync(cond.site, cond.node, f"`{cond.kind}` on a tensor's value", "value read"))
         for fv in model.formatted:
             if per_step(fv.site) and not after_sync(fv.site) and _device_tensor(model.value(fv.node.expression, fv.site)):
                 text = model.module.code_for_node(fv.node.expression)
-                yield Finding(fv.node, f"formatting tensor `{text}` in an f-string synchronises the host with the GPU on every training step", facts={"kind": "value read"})
+                syncs.append(_Sync(fv.site, fv.node, f"formatting tensor `{text}` in an f-string", "value read"))
+        yield from _one_per_statement(model, syncs, _header_calls(model, [s.node for s in syncs]))
 
     def explain_call(self, model: TrainingModel, call: Call, line_of: Callable[[Any], int]) -> str | None:
         """Why a call on a line that runs every step is not a host sync, as `check` decided it."""
@@ -346,6 +369,10 @@ for x, y in loader:
         summary = model.project_call_summary(call) if call.qualname is None or call.qualname.split(".", 1)[0] != "torch" else None
         if summary is not None and summary.syncs and model.project_target(call) is None:
             return f"`{shorten(code(call.node), 60)}`, which reads a device tensor on the host (`{shorten(summary.syncs[0], 40)}` in {summary.where}),"
+        if summary is None and call.qualname is None:
+            # a function of this module: its callers' arguments are read where they are passed
+            callee = model.called_function(call)
+            summary = model.summarizer.function(callee) if callee is not None else None
         if summary is not None and summary.reads_arguments:
             args = [a.value for a in call.node.args]
             if any(_device_tensor(model.value(v, site)) for v in args):
@@ -357,6 +384,68 @@ for x, y in loader:
 NOT_DEVICE_DATA = frozenset({Kind.MODULE, Kind.OPTIMIZER, Kind.SCALER, Kind.SCHEDULER, Kind.DATALOADER, Kind.OBJECT})
 METRIC_LOGGERS = frozenset({"wandb.log", "mlflow.log_metric", "mlflow.log_metrics"})
 METRIC_METHODS = frozenset({"add_scalar", "add_scalars"})
+
+
+@dataclass(frozen=True)
+class _Sync:
+    """One host sync found on a per-step line, before the syncs of a statement are merged."""
+
+    site: Site
+    node: cst.CSTNode
+    described: str
+    kind: str
+
+
+def _header_calls(model: TrainingModel, nodes: list[cst.CSTNode]) -> dict[int, int]:
+    """For the calls among `nodes` in a compound statement's header (an `if`/`while` test, a `for`'s
+    iterable), which have no statement line: the header they are in."""
+    wanted = {id(n) for n in nodes}
+    out: dict[int, int] = {}
+    headers = [cond.node for cond in model.conditions] + [loop.node.iter for loop in model.loops if isinstance(loop.node, cst.For)]
+    for header in headers:
+        for call in calls_in(header):
+            if id(call) in wanted:
+                out.setdefault(id(call), id(header))
+    return out
+
+
+def _one_per_statement(model: TrainingModel, syncs: list[_Sync], headers: dict[int, int]) -> Iterator[Finding]:
+    """One finding per statement: the syncs of one statement (a log call formatting four losses, an
+    `if` testing two values) are one defect with one fix, reported at the first, naming the others;
+    syncs of separate statements stay separate findings."""
+    groups: dict[int, list[_Sync]] = {}
+    for sync in syncs:
+        key = id(sync.site.statement) if sync.site.statement is not None else headers.get(id(sync.node), id(sync.node))
+        groups.setdefault(key, []).append(sync)
+    for group in groups.values():
+        group.sort(key=lambda s: s.site.order)
+        first = group[0]
+        others = [f"`{shorten(model.module.code_for_node(s.node), 40)}`" for s in group[1:]]
+        also = ""
+        if others:
+            named = ", ".join(others[:-1]) + (" and " if len(others) > 1 else "") + others[-1]
+            also = f" (and, in the same statement, {named})"
+        kinds = {s.kind for s in group}
+        kind = "host copy" if kinds == {"host copy"} else "value read"
+        yield Finding(
+            first.node, f"{first.described}{also} synchronises the host with the GPU on every training step",
+            facts={"kind": kind, **({"syncs": len(group)} if others else {})},
+        )
+
+
+def _reported_at_callers(model: TrainingModel, call: Call) -> bool:
+    """A read of a value the caller passed (`v.item()` of a parameter), in a function that runs every
+    step because project code calls it: the callers that pass a device tensor are reported, where the
+    value is known (`metric_logger.update(loss=loss)`), and the read is not reported again here (one
+    finding per defect). A step hook's parameters come from the framework: its reads stay its own."""
+    fn = call.site.function
+    if fn is None or call.method not in VALUE_READS or fn.parent is not None:
+        return False
+    if model._outermost_step_loop(call.site) is not None or model._is_hook(fn) or not model.step_chains(fn):
+        return False
+    # the callers report a passed tensor they know is on the accelerator; a value the helper only
+    # guesses is one (`.item()` of an unknown) stays reported here, where the callers are silent
+    return _device_tensor(model.value(call.receiver, call.site)) and reads_passed_value(model, fn, call)  # type: ignore[arg-type]
 
 
 def _orders_tensors(model: TrainingModel, call: Call, site: Site) -> bool:

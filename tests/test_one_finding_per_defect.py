@@ -1,0 +1,228 @@
+"""One finding per defect (DESIGN.md, "What per step means"): a sync in a project helper is reported
+once, in the helper or at its call sites but not both; the syncs of one statement are one finding;
+and a rank test (`if rank == 0:`) is no gate, since that rank pays the sync on every step."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from tests.helpers import lint
+from tests.test_per_step_analysis import sync_lines
+from tests.test_whole_program import findings, write
+
+STEP = """
+    import torch
+    from {module} import {names}
+    model = torch.nn.Linear(2, 2).cuda()
+    opt = torch.optim.SGD(model.parameters())
+    for batch in loader:
+        batch = batch.cuda()
+{body}
+        loss.backward()
+        opt.step()
+"""
+
+
+def _train(module: str, names: str, body: str) -> str:
+    return STEP.format(module=module, names=names, body="\n".join("        " + line for line in textwrap.dedent(body).strip().splitlines()))
+
+
+def test_a_helper_reading_a_value_it_computes_is_reported_in_the_helper_only(tmp_path: Path) -> None:
+    # `compute_loss` reads its own loss: the sync is the helper's, fixed there; the call is the
+    # chain, not a finding of its own
+    write(tmp_path, {
+        "helpers.py": """
+            import torch
+
+
+            def compute_loss(model, batch):
+                loss = (model(batch) - batch).abs().mean()
+                print(loss.item())
+                return loss
+        """,
+        "train.py": _train("helpers", "compute_loss", """
+            loss = compute_loss(model, batch)
+        """),
+    })
+    found = findings(tmp_path, ["train.py", "helpers.py"], "TL401")
+    assert found == {"helpers.py:7:TL401": [[("train.py", 8)]]}
+
+
+def test_a_helper_reading_only_what_it_is_passed_is_reported_at_the_call_site_only(tmp_path: Path) -> None:
+    # the convention of the real-code labels: `metric_logger.update(loss=loss)` is the defect, where
+    # the caller's tensor is known; `v.item()` inside `update` is not reported a second time
+    write(tmp_path, {
+        "utils.py": """
+            import torch
+
+
+            class MetricLogger:
+                def update(self, **kwargs):
+                    for k, v in kwargs.items():
+                        if isinstance(v, torch.Tensor):
+                            v = v.item()
+                        self.meters[k] = v
+
+
+            def log_value(t):
+                print(t.detach().item())
+        """,
+        "train.py": _train("utils", "MetricLogger, log_value", """
+            loss = model(batch).mean()
+            MetricLogger().update(loss=loss)
+            log_value(loss)
+        """),
+    })
+    found = findings(tmp_path, ["train.py", "utils.py"], "TL401")
+    assert set(found) == {"train.py:9:TL401", "train.py:10:TL401"}
+
+
+def test_a_reading_helper_given_host_values_is_silent(tmp_path: Path) -> None:
+    # near miss: the same helpers given numbers read nothing on the device, at the call or inside
+    write(tmp_path, {
+        "utils.py": """
+            def log_value(t):
+                print(t.item())
+        """,
+        "train.py": _train("utils", "log_value", """
+            loss = model(batch).mean()
+            log_value(torch.tensor(1.0))
+        """),
+    })
+    assert findings(tmp_path, ["train.py", "utils.py"], "TL401") == {}
+
+
+def test_a_step_hook_reading_its_batch_is_reported_in_the_hook() -> None:
+    # a framework hook's parameters come from the framework: no call site in the project reports them
+    code = """
+    import torch
+    from lightning import LightningModule
+
+
+    class Model(LightningModule):
+        def training_step(self, batch, batch_idx):
+            loss = self.net(batch).mean()
+            print(batch.sum().item(), loss.detach().item())
+            return loss
+    """
+    assert [d.line for d in lint(code, "TL401")] == [9]
+
+
+def test_the_syncs_of_one_statement_are_one_finding_naming_each() -> None:
+    code = """
+    import torch
+    for x, y in loader:
+        loss_a, loss_b, loss_c = model(x.cuda(), y.cuda())
+        (loss_a + loss_b + loss_c).backward()
+        optimizer.step()
+        print(f"{loss_a.item():.3f} {loss_b.item():.3f} {loss_c.item():.3f}")
+    """
+    found = [d for d in lint(code, "TL401")]
+    assert [d.line for d in found] == [7]
+    assert "`loss_b.item()` and `loss_c.item()`" in found[0].message
+    assert found[0].facts.get("syncs") == 3
+
+
+def test_three_statements_in_a_row_stay_three_findings() -> None:
+    code = """
+    import torch
+    for x, y in loader:
+        loss_a, loss_b, loss_c = model(x.cuda(), y.cuda())
+        (loss_a + loss_b + loss_c).backward()
+        optimizer.step()
+        a = loss_a.item()
+        b = loss_b.item()
+        c = loss_c.item()
+    """
+    found = lint(code, "TL401")
+    assert [d.line for d in found] == [7, 8, 9]
+    assert not any("same statement" in d.message for d in found)
+
+
+def test_rank_tests_are_no_gates() -> None:
+    # each holds on every step of one rank: that rank pays the sync, the others wait at the next collective
+    code = """
+    import torch
+    for step, (x, y) in enumerate(loader):
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        if rank == 0:
+            a = loss.item()
+        if torch.distributed.get_rank() == 0:
+            b = loss.item()
+        if is_main_process():
+            c = loss.item()
+        if pgm.pp_is_last_stage:
+            d = loss.item()
+        if accelerator.is_main_process:
+            e = loss.item()
+        if self.is_last_rank:
+            f = loss.item()
+    """
+    assert sync_lines(code) == [8, 10, 12, 14, 16, 18]
+
+
+def test_a_rank_test_joined_to_a_gate_still_gates() -> None:
+    # near miss: the periodic test, the logging flag, the first step and the early exit still gate
+    code = """
+    import torch
+    for step, (x, y) in enumerate(loader):
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        if rank == 0 and step % 100 == 0:
+            a = loss.item()
+        if is_main_process() and args.do_log:
+            b = loss.item()
+        if pgm.pp_is_last_stage and step == 0:
+            c = loss.item()
+        if first_step:
+            d = loss.item()
+        if not should_log:
+            continue
+        e = loss.item()
+    """
+    assert sync_lines(code) == []
+
+
+def test_the_syncs_of_one_header_are_one_finding() -> None:
+    # an `if` testing two values and a `for` over two host copies: each header is one statement
+    code = """
+    import torch
+    for x, ts in loader:
+        losses = model(x.cuda(), ts.cuda())
+        losses.mean().backward()
+        optimizer.step()
+        if losses.max().item() > 10 or losses.min().item() < 0:
+            print("odd")
+        for t, l in zip(ts.cuda().cpu().numpy(), losses.detach().cpu().numpy()):
+            pass
+    """
+    found = lint(code, "TL401")
+    assert [d.line for d in found] == [7, 9]
+    assert all("same statement" in d.message for d in found)
+
+
+def test_a_helper_reducing_what_it_is_passed_is_reported_in_the_helper(tmp_path: Path) -> None:
+    # coqui's `get_mask_from_lengths`: `torch.max(lengths).item()` reads a value the helper computes,
+    # fixed there once; its four call sites are chains, not findings of their own
+    write(tmp_path, {
+        "masks.py": """
+            import torch
+
+
+            def get_mask_from_lengths(lengths):
+                max_len = torch.max(lengths).item()
+                return torch.arange(0, max_len, device=lengths.device)[None, :] < lengths[:, None]
+        """,
+        "train.py": _train("masks", "get_mask_from_lengths", """
+            loss = model(batch).mean()
+            mask = get_mask_from_lengths(loss.detach())
+            other = get_mask_from_lengths(loss.detach() + 1)
+        """),
+    })
+    found = findings(tmp_path, ["train.py", "masks.py"], "TL401")
+    assert set(found) == {"masks.py:6:TL401"}
+    assert sorted(found["masks.py:6:TL401"]) == [[("train.py", 9)], [("train.py", 10)]]

@@ -1,0 +1,43 @@
+"""The recorded real-code run (`benchmarks/realworld/last_run.json`, written by `score.py --record`)
+holds one finding per defect: no host sync reported both in a project helper and at the call that
+runs it, and one finding per statement (per file, line and rule)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+LAST_RUN = Path(__file__).resolve().parent.parent / "benchmarks" / "realworld" / "last_run.json"
+
+
+def _run() -> dict:
+    return json.loads(LAST_RUN.read_text(encoding="utf-8"))
+
+
+def test_the_recorded_run_has_its_details() -> None:
+    # `details` is written with the findings: a run recorded by an older scorer has none to check
+    run = _run()
+    assert set(run.get("details", {})) == set(run["findings"])
+
+
+def test_no_sync_is_reported_in_a_helper_and_at_its_call_site() -> None:
+    # a call reported for what the helper reads (`f(x)`, "which reads ... on the host") while the
+    # helper's own finding names that call in a chain: one sync, two findings. (A call whose result
+    # the caller reads itself, `nanmin(t).item()`, is the caller's own sync: no duplicate.)
+    run = _run()
+    both = []
+    for repo, rows in run["details"].items():
+        reported = {(path, line) for path, line, code, message in run["findings"][repo] if code == "TL401" and ", which reads " in message}
+        for path, line, code, _repeats, callers in rows:
+            if code == "TL401":
+                both.extend((repo, path, line, caller) for caller in map(tuple, callers) if caller in reported)
+    assert both == []
+
+
+def test_one_finding_per_statement() -> None:
+    # host syncs on one (path, line) that the run reported more than once: two findings of one defect
+    repeated = [
+        (repo, path, line, code, n) for repo, rows in _run()["details"].items() for path, line, code, n, _ in rows
+        if n > 1 and code == "TL401"
+    ]
+    assert repeated == []
