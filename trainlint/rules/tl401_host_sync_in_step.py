@@ -11,12 +11,15 @@ from trainlint.diagnostics import Severity
 from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.environments import feeds_batch_source, feeds_environment
 from trainlint.model.extract import calls_in
+from trainlint.model.host_reads import (
+    GIVEN_A_TENSOR, SYNC_METHODS, chain_base as _chain_base, copies_to_host as _copies_to_host,
+    count_argument as _count_argument, device_tensor as _device_tensor, formats_tensor as _formats_tensor, orders_tensors as _orders_tensors,
+)
 from trainlint.model.names import tokens
-from trainlint.model.lattice import HOST, Kind, Value
+from trainlint.model.lattice import Kind
 from trainlint.model.summary import VALUE_READS, reads_passed_value
 from trainlint.rules.rule import Finding, Rule, shorten
 
-SYNC_METHODS = frozenset({"item", "cpu", "tolist", "numpy"})
 HOST_COPIES = frozenset({"cpu", "numpy", "to"})
 CONVERSIONS = frozenset({"float", "int", "bool"})
 MATH_TESTS = frozenset({"math.isfinite", "math.isnan", "math.isinf"})
@@ -448,66 +451,6 @@ def _reported_at_callers(model: TrainingModel, call: Call) -> bool:
     return _device_tensor(model.value(call.receiver, call.site)) and reads_passed_value(model, fn, call)  # type: ignore[arg-type]
 
 
-def _orders_tensors(model: TrainingModel, call: Call, site: Site) -> bool:
-    """`max(lengths)` over a tensor or a list of tensors: Python's builtin compares the elements with
-    `>` and asks each answer's truth, reading it on the host. (`max(n, 1)` is left alone: one side
-    is usually a number already read, which a tuple's joined value cannot tell apart.)"""
-    args = [a.value for a in call.node.args if a.keyword is None and not a.star]
-    if len(args) != 1:
-        return False
-    value = model.value(args[0], site)
-    element = value.element if value.kind is Kind.COLLECTION else None
-    return _device_tensor(value) or (element is not None and _device_tensor(element))
-
-
-def _formats_tensor(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> bool:
-    """`"loss %f" % (loss,)`: %-formatting converts each tensor operand on the host."""
-    if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo)):
-        return False
-    if not isinstance(expr.left, (cst.SimpleString, cst.ConcatenatedString)):
-        return False
-    right = expr.right
-    operands = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
-    return any(_device_tensor(model.value(v, site)) for v in operands)
-
-
-def _chain_base(expr: cst.BaseExpression) -> cst.BaseExpression:
-    """`out.argmax(1).cpu()` for the chain `out.argmax(1).cpu().numpy()`: one finding, judged at its first copy."""
-    while (
-        isinstance(expr, cst.Call)
-        and isinstance(expr.func, cst.Attribute)
-        and expr.func.attr.value in SYNC_METHODS
-        and not expr.args
-    ):
-        expr = expr.func.value
-    return expr
-
-
-# torch functions whose count is a Python int (the parameter, its place after the input): given a
-# tensor, torch reads its value on the host (`torch.topk(cost, k=dynamic_ks[i])`)
-COUNT_PARAMETERS = {"topk": ("k", 1), "kthvalue": ("k", 1), "multinomial": ("num_samples", 1)}
-GIVEN_A_TENSOR = "the tensor given for the Python int"
-
-
-def _count_argument(call: Call) -> tuple[str, cst.BaseExpression | None]:
-    """The count parameter and argument of `torch.topk(x, k)` or `x.topk(k)`, if the call has one."""
-    name = call.qualname.rsplit(".", 1)[-1] if call.qualname in (f"torch.{n}" for n in COUNT_PARAMETERS) else None
-    if name is None and call.method in COUNT_PARAMETERS and call.qualname is None:
-        name = call.method
-    if name is None:
-        return "", None
-    keyword, position = COUNT_PARAMETERS[name]
-    position -= 1 if call.method == name and call.qualname is None else 0
-    positional = [a.value for a in call.node.args if a.keyword is None and not a.star]
-    named = [a.value for a in call.node.args if a.keyword is not None and a.keyword.value == keyword]
-    return keyword, named[0] if named else positional[position] if len(positional) > position else None
-
-
-def _device_tensor(value: Value) -> bool:
-    """A tensor that may live on the accelerator (known to be a tensor, not known to be on the host)."""
-    return value.is_tensor and value.device != HOST
-
-
 def _logged_call(text: str) -> str:
     """`wandb.log({...})`: a logging call as its finding names it, its arguments elided when long."""
     if len(text) <= 40 or "(" not in text:
@@ -523,17 +466,3 @@ def _is_metric_log(model: TrainingModel, call: Call) -> bool:
     return call.qualname in METRIC_LOGGERS or (call.method in METRIC_METHODS and call.qualname is None)
 
 
-def _copies_to_host(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> bool:
-    """A lambda's body, inlined at a call, that copies a device tensor to the host: `x.item()`,
-    `x.cpu()`, `x.numpy()`, `x.tolist()`, or `x.to(<the CPU>)`."""
-    if not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Attribute):
-        return False
-    method, args = expr.func.attr.value, expr.args
-    if method == "to":
-        first = args[0] if args and (args[0].keyword is None or args[0].keyword.value == "device") else None
-        if first is None or not model.values.spells_cpu(first.value, site.function, site):
-            return False
-    elif method not in SYNC_METHODS or args:
-        return False
-    receiver = model.value(expr.func.value, site)
-    return receiver.is_tensor and not receiver.on_host
