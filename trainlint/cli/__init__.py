@@ -26,7 +26,7 @@ from trainlint.cli.common import (
 )
 from trainlint.cli.catalogue import rule_command, rules_command
 from trainlint.cli import fixing
-from trainlint.cli.settings import SettingOptions, print_settings, settings_resolver, warn_preview_selected
+from trainlint.cli.settings import SettingOptions, print_imports, print_settings, settings_resolver, warn_preview_selected
 from trainlint.cli.verify import verify_group
 from trainlint.report.render import COLOR_CHOICES, ReportOptions, fixable_by, make_console
 from trainlint.report.text import visible
@@ -82,6 +82,7 @@ def main() -> None:
 @click.option("--show-files", is_flag=True, help="List the files that would be linted, then exit.")
 @click.option("--show-steps", is_flag=True, help="List the step loops and the functions that run every training step, with a call chain each, then exit.")
 @click.option("--show-settings", is_flag=True, help="Print the settings in effect (after configuration and options), then exit.")
+@click.option("--show-imports", is_flag=True, help="For one file: its project root and where each of its imports resolves to a local module, then exit.")
 @click.option("--no-cache", is_flag=True, help="Analyse every file; neither read nor write the cache.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, envvar="TRAINLINT_CACHE_DIR", help="Where results are cached (default: the user cache directory; env TRAINLINT_CACHE_DIR).")
 @click.option("--file-timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="CPU seconds one file's analysis may take before it is reported as TL000 (default 20).")
@@ -121,6 +122,7 @@ def check(
     show_files: bool,
     show_steps: bool,
     show_settings: bool,
+    show_imports: bool,
     no_cache: bool,
     cache_dir: Path | None,
     file_timeout: float | None,
@@ -152,6 +154,13 @@ def check(
     if show_settings:
         with writing_to(what="settings"):
             print_settings(settings, anchor)
+        sys.exit(EXIT_CLEAN)
+    if show_imports:
+        with writing_to(what="imports"):
+            shown = print_imports(anchor)
+        if not shown:
+            _warn(f"--show-imports needs one Python file; {anchor} is none", prefix="trainlint: error: ")
+            sys.exit(EXIT_ERROR)
         sys.exit(EXIT_CLEAN)
     stdin = any(str(p) == "-" for p in paths)
     disk_paths = [p for p in paths if str(p) != "-"]

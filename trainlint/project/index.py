@@ -13,6 +13,7 @@ cache.py, against which a cached result is checked.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from dataclasses import replace
 from typing import Any
@@ -23,16 +24,12 @@ from trainlint.project.watching import InProgress, note, watching
 from trainlint.project.classes import class_hierarchy, inherited_methods
 from trainlint.project.passed_instances import passed_instances
 from trainlint.project.seeds import join_seeds, passed_to
-from trainlint.project.importers import IMPORT_TEXT, MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, TRAINING_TOKENS, ImportIndex, import_index, module_outline, project_root
+from trainlint.project.importers import MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, TRAINING_TOKENS, ImportIndex, import_index, module_outline
+from trainlint.project import roots as import_roots
+from trainlint.project.roots import IMPORT_TEXT, LIBRARY_ROOTS, roots
 from trainlint.model.summary import EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Seed
 from trainlint.reading import EXISTS, FOLDER, State, module_code, probe_state, read_state
 
-# top-level names that are never the project's own (a local folder of that name would be unusual)
-LIBRARY_ROOTS = frozenset(
-    """torch numpy math os sys re json time random typing collections functools itertools dataclasses pathlib logging argparse copy
-    abc warnings transformers accelerate deepspeed lightning pytorch_lightning datasets tqdm wandb einops timm PIL cv2 scipy sklearn
-    pandas yaml omegaconf hydra contextlib subprocess shutil glob pickle enum inspect importlib""".split()
-)
 MAX_DEPTH = 2  # summaries analyse this many levels of modules; the next knows their names only
 
 Symbol = FunctionSummary | ClassSummary
@@ -40,6 +37,11 @@ Symbol = FunctionSummary | ClassSummary
 # for every depth's Project: outlines (names; names without what is unknown), `resolve()`s until `rescan`
 _OUTLINES: dict[Path, tuple[State, ModuleSummary, ModuleSummary]] = {}
 _REAL: dict[Path, Path] = {}
+
+
+def _same(a: Path, b: Path) -> bool:
+    """Whether two spellings name one file (a relative and an absolute one)."""
+    return a == b or os.path.abspath(a) == os.path.abspath(b)
 
 
 def _real(path: Path) -> Path:
@@ -50,8 +52,11 @@ class Project:
     """Finds the file of an imported module and returns summaries of its names."""
 
     def __init__(self, root: Path | None = None, depth: int = 0) -> None:
+        # (kept for callers naming one; each file's imports are found from its own roots, roots.py)
         self.root = root.resolve() if root is not None else None
         self.depth = depth
+        if depth == 0:  # a new project reads the folders afresh (the roots are memoised per process)
+            import_roots.forget()
         # path -> the state of the content summarised, the summary, the states it was computed from
         self._summaries: dict[tuple[Path, bool], tuple[State, ModuleSummary, set[State]]] = {}
         self._current: set[tuple[Path, bool]] = set()  # summaries whose content was read since the last `rescan`
@@ -207,7 +212,9 @@ class Project:
         return self.depth == 0 and self._import_index(_real(target)).modules <= 1
 
     def _import_index(self, target: Path) -> ImportIndex:
-        root = project_root(target)
+        found = roots(target)
+        note(*found.states)
+        root = found.root
         index = self._index.get(root)
         if index is None:
             kept = self._rescanned.pop(root, None)
@@ -247,6 +254,7 @@ class Project:
         self._current.clear()
         self._current_outlines.clear()
         _REAL.clear()
+        import_roots.forget()
         if self._deeper is not None:
             self._deeper.rescan()
 
@@ -265,7 +273,7 @@ class Project:
             for top in tops:
                 if top in LIBRARY_ROOTS or not top.isidentifier():
                     continue
-                for base in self._search_dirs(importer.parent):
+                for base in self._search_dirs(importer):
                     folder, file = self._top_level(base, top)
                     note(folder, file)
                     if (file[1] == EXISTS and file[0] != str(importer)) or folder[1] == FOLDER:
@@ -304,28 +312,43 @@ class Project:
         else:
             if parts[0] in LIBRARY_ROOTS or len(parts) < 2:
                 return None
-            bases = self._search_dirs(importer.parent)
+            bases = self._search_dirs(importer)
         for base in bases:
             # the longest prefix that is a module file; the rest are names inside it
             for cut in range(len(parts) - 1, 0, -1):
                 path = self._module_file(base, tuple(parts[:cut]))
-                if path is not None and path != importer:  # `import te.pytorch` in te.py is the library
+                if path is not None and not _same(path, importer):  # `import te.pytorch` in te.py is the library
                     return path, parts[cut:]
         return None
 
-    def _search_dirs(self, start: Path) -> list[Path]:
-        """The importer's folder and its parents, up to the project root (or four levels without one)."""
-        out = [start]
-        here = start
-        for _ in range(12 if self.root is not None and self.root in start.parents else 4):
-            if self.root is not None and here.resolve() == self.root:
-                break
-            parent = here.parent
-            if parent == here:
-                break
-            out.append(parent)
-            here = parent
-        return out
+    def imported_file(self, importer: Path, module: str, level: int = 0) -> Path | None:
+        """The local file that `import module` (with `level` leading dots: `from ..module import`) in
+        `importer` names, found as `locate` finds modules (`--show-imports`); None when the module is
+        no file of the project (a library's)."""
+        parts = tuple(p for p in module.split(".") if p)
+        if level:
+            base = importer.parent
+            for _ in range(level - 1):
+                base = base.parent
+            if not parts:  # `from . import x`: the package itself
+                return self._module_file(base.parent, (base.name,))
+            bases = [base]
+        elif not parts or parts[0] in LIBRARY_ROOTS:
+            return None
+        else:
+            bases = self._search_dirs(importer)
+        for base in bases:
+            path = self._module_file(base, parts)
+            if path is not None and not _same(path, importer):
+                return path
+        return None
+
+    def _search_dirs(self, importer: Path) -> list[Path]:
+        """The folders the importer's absolute imports are looked for in (`Roots.search`: its
+        `sys.path` edits, its folder and parents, its package's base, the project root and `src/`)."""
+        found = roots(importer)
+        note(*found.states)
+        return found.search(importer.parent)
 
     def _module_file(self, base: Path, parts: tuple[str, ...]) -> Path | None:
         key = (base, ".".join(parts))
