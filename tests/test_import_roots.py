@@ -96,6 +96,17 @@ def test_a_script_importing_a_namesake_of_the_helper_is_no_caller_of_it(tmp_path
     assert roots(project / "util/misc.py").root == project / "util"
 
 
+def test_a_folder_without_init_inside_a_package_is_part_of_it(tmp_path: Path) -> None:
+    # LLaMA-Factory's `plugins/model_plugins/parallelization/` (no __init__.py) under a package,
+    # imported relatively from the package's trainer
+    project = write(tmp_path / "proj", {
+        "pkg/__init__.py": "", "pkg/core/__init__.py": "", "pkg/plugins/__init__.py": "", "pkg/plugins/parallel/split.py": HELPER,
+        "pkg/core/trainer.py": script("from ..plugins.parallel.split import weigh"),
+    })
+    assert tl401(project, "pkg/plugins/parallel/split.py") == [("split.py", 6, ["trainer.py:11"])]
+    assert roots(project / "pkg/plugins/parallel/split.py").root == project
+
+
 SYS_PATH = "import os\nimport sys\n\nsys.path.insert(0, os.path.dirname(__file__) + '/..')\n"
 
 

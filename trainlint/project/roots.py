@@ -144,7 +144,7 @@ def _find_roots(path: Path) -> Roots:
         # the outermost folder the file's imports need, the file's own at least
         needed: list[tuple[Path, str]] = [(here, "the file's folder (no .git, pyproject.toml, setup.py or setup.cfg above it)")]
         if top != here:
-            needed.append((top, f"the folder above its package {here.relative_to(top).parts[0]}/ (an __init__.py in each folder)"))
+            needed.append((top, f"the folder above its package {here.relative_to(top).parts[0]}/"))
         for folder in (*inserted, *appended):
             common = _common(folder, here)
             if common is not None:
@@ -235,13 +235,19 @@ def _sub_folders(folder: Path) -> list[Path]:
 
 
 def _package_top(folder: Path) -> tuple[Path, list[State]]:
-    """The folder above the outermost package holding `folder` (itself when it is no package)."""
+    """The folder above the outermost package holding `folder` (itself when it is no package). A
+    folder without `__init__.py` directly inside a package is a namespace portion of it (Python 3
+    imports `pkg.plugins.sub` all the same), so the chain goes on through it."""
     looked: list[State] = []
     here = folder
     for _ in range(PACKAGE_LEVELS):
-        looked.append(_probe(here / "__init__.py"))
-        if looked[-1][1] != EXISTS or here.parent == here:
+        if here.parent == here:
             break
+        looked.append(_probe(here / "__init__.py"))
+        if looked[-1][1] != EXISTS:
+            looked.append(_probe(here.parent / "__init__.py"))
+            if looked[-1][1] != EXISTS or not here.name.isidentifier():
+                break
         here = here.parent
     return here, looked
 
