@@ -12,7 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from trainlint.project.roots import path_edits, roots
+from trainlint.project.roots import path_edits, project as project_of, roots
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,8 +83,8 @@ def test_a_helper_in_a_folder_without_init_imported_by_its_path_keeps_its_chain(
     # MAE's `util/misc.py` (no __init__.py, no local import of its own) and `main.py` beside `util/`
     project = write(tmp_path / "proj", {"util/misc.py": HELPER, "main.py": script("from util.misc import weigh")})
     assert tl401(project, "util/misc.py") == [("misc.py", 6, ["main.py:11"])]
-    found = roots(project / "util/misc.py")
-    assert found.root == project and "main.py" in found.why
+    root, why, _ = project_of(project / "util/misc.py")
+    assert root == project and "main.py" in why
 
 
 def test_a_script_importing_a_namesake_of_the_helper_is_no_caller_of_it(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def test_a_script_importing_a_namesake_of_the_helper_is_no_caller_of_it(tmp_path
         "util/misc.py": HELPER, "util/other.py": "def weigh(loss):\n    return loss\n", "main.py": script("from util.other import weigh"),
     })
     assert tl401(project, "util/misc.py") == []
-    assert roots(project / "util/misc.py").root == project / "util"
+    assert project_of(project / "util/misc.py")[0] == project / "util"
 
 
 def test_a_folder_without_init_inside_a_package_is_part_of_it(tmp_path: Path) -> None:

@@ -130,7 +130,7 @@ def print_imports(path: Path) -> bool:
     import os
 
     from trainlint.project.index import Project
-    from trainlint.project.roots import roots
+    from trainlint.project.roots import project as project_of, roots
     from trainlint.reading import MAX_MODULE_BYTES, module_code, read_state
 
     _, data = read_state(str(path), MAX_MODULE_BYTES)
@@ -149,7 +149,8 @@ def print_imports(path: Path) -> bool:
         return relative if not relative.startswith("..") else absolute
 
     click.echo(f"file = {path}")
-    click.echo(f"project root = {shown(found.root)}  # {found.why}")
+    root, why, _ = project_of(path)
+    click.echo(f"project root = {shown(root)}  # {why}")
     click.echo(f"search path = {json.dumps([shown(p) for p in found.search(path.parent)])}")
     for node in sorted((n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))), key=lambda n: n.lineno):
         targets: list[str] = []

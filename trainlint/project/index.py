@@ -212,9 +212,8 @@ class Project:
         return self.depth == 0 and self._import_index(_real(target)).modules <= 1
 
     def _import_index(self, target: Path) -> ImportIndex:
-        found = roots(target)
-        note(*found.states)
-        root = found.root
+        root, _, looked = import_roots.project(target)
+        note(*looked)
         index = self._index.get(root)
         if index is None:
             kept = self._rescanned.pop(root, None)

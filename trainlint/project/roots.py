@@ -51,6 +51,7 @@ class Roots:
     why: str  # how the root was found, for `--show-imports`
     inserted: tuple[Path, ...]  # folders the file's own `sys.path.insert` puts first
     appended: tuple[Path, ...]  # folders its `sys.path.append`/`extend` put last
+    marked: bool  # whether the root is a project marker's folder
     package_base: Path  # the folder above the file's top package (its own folder when in none)
     sources: tuple[Path, ...]  # the `src/` folders beside the file's folder and above (src layouts)
     states: tuple[State, ...]  # the paths probed and the file read to find all this
@@ -78,6 +79,7 @@ _ROOTS: dict[Path, Roots] = {}
 _MARKERS: dict[Path, tuple[Path | None, tuple[State, ...]]] = {}
 _PROBES: dict[Path, State] = {}
 _FOLDER_IMPORTS: dict[Path, tuple[dict[str, str], tuple[State, ...]]] = {}
+_PROJECTS: dict[Path, tuple[Path, str, tuple[State, ...]]] = {}
 
 
 def forget() -> None:
@@ -86,6 +88,7 @@ def forget() -> None:
     _MARKERS.clear()
     _PROBES.clear()
     _FOLDER_IMPORTS.clear()
+    _PROJECTS.clear()
 
 
 def _probe(path: Path) -> State:
@@ -104,9 +107,28 @@ def roots(path: Path) -> Roots:
     return known
 
 
+def project(path: Path) -> tuple[Path, str, tuple[State, ...]]:
+    """The project of a file whose callers are asked for: `Roots.root`, and for a module in no
+    package of a project without a marker, the folder above whose scripts import it by its path
+    (`from util.misc import f` in main.py beside util/, no __init__.py); with why, and the states
+    read (memoised). Only asked of the files whose callers are looked for, not of every module an
+    import is looked up from."""
+    known = _PROJECTS.get(path)
+    if known is None:
+        found = roots(path)
+        root, why, looked = found.root, found.why, list(found.states)
+        absolute = Path(os.path.abspath(path))
+        if not found.marked and found.package_base == absolute.parent and absolute.suffix == ".py":
+            caller = _importing_folder(absolute, root, looked)
+            if caller is not None:
+                root, why = caller
+        known = _PROJECTS[path] = (root, why, tuple(dict.fromkeys(looked)))
+    return known
+
+
 def project_root(path: Path) -> Path:
-    """The project of a file (`Roots.root`)."""
-    return roots(path).root
+    """The project of a file (`project`)."""
+    return project(path)[0]
 
 
 def marker_root(folder: Path) -> tuple[Path | None, tuple[State, ...]]:
@@ -152,12 +174,6 @@ def _find_roots(path: Path) -> Roots:
         for base, name in _import_bases(path, text, looked):
             needed.append((base, f"the folder where its import of {name} is found"))
         root, why = min(needed, key=lambda n: len(n[0].parts))
-        if top == here and path.suffix == ".py":
-            # in no package (a folder without __init__.py): a script above may still import it by its
-            # path from its own folder (`from util.misc import f` in main.py beside util/)
-            caller = _importing_folder(path, root, looked)
-            if caller is not None:
-                root, why = caller
         if root.name == "src" and root != here:  # a src layout: the scripts and tests beside src/ import it
             root, why = root.parent, f"the folder above src/ ({why})"
     # a src layout's packages are installed: found from anywhere beside or below the folder holding src/
@@ -166,7 +182,7 @@ def _find_roots(path: Path) -> Roots:
         looked.append(_probe(folder / "src"))
         if looked[-1][1] == FOLDER and folder / "src" not in (here, *here.parents):
             sources.append(folder / "src")
-    return Roots(root, why, inserted, appended, top, tuple(sources), tuple(dict.fromkeys(looked)))
+    return Roots(root, why, inserted, appended, marker is not None, top, tuple(sources), tuple(dict.fromkeys(looked)))
 
 
 def _importing_folder(path: Path, root: Path, looked: list[State]) -> tuple[Path, str] | None:
@@ -174,7 +190,7 @@ def _importing_folder(path: Path, root: Path, looked: list[State]) -> tuple[Path
     modules imports `path` by its dotted path from there, with why; the folders and modules read are
     added to `looked`."""
     here = path.parent
-    for folder in list(here.parents)[:CALLER_LEVELS]:
+    for level, folder in enumerate(list(here.parents)[:CALLER_LEVELS]):
         parts = path.relative_to(folder).with_suffix("").parts
         if not all(part.isidentifier() for part in parts):
             return None  # (`my-project/util/misc.py`: no import names it from above my-project)
@@ -184,6 +200,8 @@ def _importing_folder(path: Path, root: Path, looked: list[State]) -> tuple[Path
             dotted = ".".join(parts)
             if dotted in imported:
                 return folder, f"the folder of {imported[dotted]}, which imports it as {dotted}"
+            if level == 0 and not _holds_modules(folder):  # (its listing, noted, says so)
+                return None  # a folder of projects (a downloads folder, /tmp), not one of code: no higher
     return None
 
 
@@ -197,7 +215,7 @@ def _folder_imports(folder: Path) -> tuple[dict[str, str], tuple[State, ...]]:
     looked: list[State] = []
     files: list[Path] = []
     for here in (folder, *_sub_folders(folder)):
-        looked.append(listing_state(str(here)))
+        looked.append(listing_state(str(here), modules_only=here != folder))
         try:
             files.extend(here / n for n in sorted(os.listdir(here)) if n.endswith((".py", ".ipynb")))
         except (OSError, ValueError):
@@ -225,13 +243,21 @@ def _folder_imports(folder: Path) -> tuple[dict[str, str], tuple[State, ...]]:
     return known
 
 
+def _holds_modules(folder: Path) -> bool:
+    try:
+        return any(n.endswith((".py", ".ipynb")) for n in os.listdir(folder))
+    except (OSError, ValueError):
+        return False
+
+
 def _sub_folders(folder: Path) -> list[Path]:
-    """The folders directly in `folder` that may hold scripts (not hidden, no virtual environment)."""
+    """The folders directly in `folder` that may hold scripts (named like a module: not hidden, no
+    virtual environment, no temporary `run-x1y2` folder)."""
     try:
         names = sorted(e.name for e in os.scandir(folder) if e.is_dir())
     except (OSError, ValueError):
         return []
-    return [folder / n for n in names if n not in SKIPPED_FOLDERS and not n.startswith(".")]
+    return [folder / n for n in names if n not in SKIPPED_FOLDERS and n.isidentifier()]
 
 
 def _package_top(folder: Path) -> tuple[Path, list[State]]:
