@@ -528,14 +528,17 @@ def test_a_restored_cache_hits_with_the_same_cache_key_and_misses_with_another(t
     fresh configuration folder, still hits; one written under another key is all misses."""
     folder = project(tmp_path)
     fresh = {"XDG_CONFIG_HOME": str(tmp_path / "new-job")}
-    first = trainlint(str(folder), "--format", "json", cache=tmp_path / "job1", env={"TRAINLINT_CACHE_KEY": "the CI secret"})
+    # (the caches lie in a folder of their own: the project has no marker, so its results depend on
+    # the listing of the folder above it, where a new folder of a job's cache would be a new name)
+    caches = tmp_path / "caches"
+    first = trainlint(str(folder), "--format", "json", cache=caches / "job1", env={"TRAINLINT_CACHE_KEY": "the CI secret"})
     assert first.returncode == 1 and '"TL401"' in first.stdout
-    shutil.copytree(tmp_path / "job1", tmp_path / "job2")
-    shutil.copytree(tmp_path / "job1", tmp_path / "job3")
-    same = trainlint(str(folder), "--format", "json", cache=tmp_path / "job2", python=("-X", "importtime"),
+    shutil.copytree(caches / "job1", caches / "job2")
+    shutil.copytree(caches / "job1", caches / "job3")
+    same = trainlint(str(folder), "--format", "json", cache=caches / "job2", python=("-X", "importtime"),
                      env={**fresh, "TRAINLINT_CACHE_KEY": "the CI secret"})
     assert same.stdout == first.stdout and loaded(same, "trainlint.cli") and not loaded(same, "libcst")
-    other = trainlint(str(folder), "--format", "json", cache=tmp_path / "job3", python=("-X", "importtime"),
+    other = trainlint(str(folder), "--format", "json", cache=caches / "job3", python=("-X", "importtime"),
                       env={**fresh, "TRAINLINT_CACHE_KEY": "another secret"})
     assert other.stdout == first.stdout and loaded(other, "libcst")
     assert not (tmp_path / "new-job").exists()  # (with the key in the environment, no key file is made)

@@ -126,7 +126,7 @@ MAX_MODULE_BYTES = 2_000_000  # a local module larger than this is not summarise
 
 # A dependency's state: (path, size of the content read or one of the codes below, BLAKE2b hex or "").
 State = tuple[str, int, str]
-ABSENT, FOLDER, SPECIAL, EXISTS, TOO_LARGE, UNREADABLE, PROJECT = -1, -2, -3, -4, -5, -6, -8
+ABSENT, FOLDER, SPECIAL, EXISTS, TOO_LARGE, UNREADABLE, PROJECT, LISTING, LISTING_MODULES = -1, -2, -3, -4, -5, -6, -8, -9, -10
 _READ_CODES = (TOO_LARGE, UNREADABLE)  # outcomes of reading, not of looking
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -204,6 +204,8 @@ def current_state(recorded: State) -> State:
     path, size, _ = recorded
     if size == PROJECT:
         return project_state(path)
+    if size in (LISTING, LISTING_MODULES):
+        return listing_state(path, modules_only=size == LISTING_MODULES)
     return read_state(path)[0] if size >= 0 or size in _READ_CODES else probe_state(path)
 
 
@@ -236,6 +238,23 @@ def project_state(root: str) -> State:
     for folder, _, listed in project_modules(root):
         hashed.update(folder.encode("utf-8", "surrogatepass") + b"\1" + "\0".join(listed).encode("utf-8", "surrogatepass") + b"\2")
     return (root, PROJECT, hashed.hexdigest())
+
+
+def listing_state(folder: str, modules_only: bool = False) -> State:
+    """The names of the modules (`.py`, `.ipynb`) directly in one folder, and unless `modules_only`
+    of its folders named like modules, hashed as one state: a module or such a folder added or
+    removed there changes it (what the folder's modules import was read from them)."""
+    try:
+        with os.scandir(folder) as entries:
+            names = sorted(
+                e.name + "/" if e.is_dir() else e.name for e in entries
+                if e.name.endswith((".py", ".ipynb")) or (not modules_only and e.is_dir() and e.name.isidentifier())
+            )
+    except (OSError, ValueError):
+        return (folder, ABSENT, "")
+    hashed = digest()
+    hashed.update("\0".join(names).encode("utf-8", "surrogatepass"))
+    return (folder, LISTING if not modules_only else LISTING_MODULES, hashed.hexdigest())
 
 
 # -- notebooks: their code cells as one module ---------------------------------------------------

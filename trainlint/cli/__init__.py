@@ -28,7 +28,7 @@ from trainlint.cli.common import (
 )
 from trainlint.cli.catalogue import rule_command, rules_command
 from trainlint.cli import fixing
-from trainlint.cli.settings import SettingOptions, print_settings, settings_resolver, warn_preview_selected
+from trainlint.cli.settings import SettingOptions, print_settings, show_imports_and_exit, settings_resolver, warn_preview_selected
 from trainlint.cli.verify import verify_group
 from trainlint.report.render import COLOR_CHOICES, ReportOptions, fixable_by, make_console
 from trainlint.report.text import visible
@@ -89,6 +89,7 @@ def main() -> None:
 @click.option("--show-files", is_flag=True, help="List the files that would be linted, then exit.")
 @click.option("--show-steps", is_flag=True, help="List the step loops and the functions that run every training step, with a call chain each, then exit.")
 @click.option("--show-settings", is_flag=True, help="Print the settings in effect (after configuration and options), then exit.")
+@click.option("--show-imports", is_flag=True, help="For one file: its project root and where each of its imports resolves to a local module, then exit.")
 @click.option("-n", "--no-cache", is_flag=True, help="Analyse every file; neither read nor write the cache.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, envvar="TRAINLINT_CACHE_DIR", help="Where results are cached (default: the user cache directory; env TRAINLINT_CACHE_DIR).")
 @click.option("--file-timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="CPU seconds one file's analysis may take before it is reported as TL000 (default 20).")
@@ -133,6 +134,7 @@ def check(
     show_files: bool,
     show_steps: bool,
     show_settings: bool,
+    show_imports: bool,
     no_cache: bool,
     cache_dir: Path | None,
     file_timeout: float | None,
@@ -178,6 +180,8 @@ def check(
         with writing_to(what="settings"):
             print_settings(settings, anchor)
         sys.exit(EXIT_CLEAN)
+    if show_imports:
+        show_imports_and_exit(anchor)
     stdin = any(str(p) == "-" for p in paths)
     disk_paths = [p for p in paths if str(p) != "-"]
     missing = [p for p in disk_paths if not present(p)]

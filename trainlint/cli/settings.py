@@ -4,13 +4,14 @@ and `--show-settings`, which says where each setting came from."""
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import click
 
-from trainlint.cli.common import _warn
+from trainlint.cli.common import EXIT_CLEAN, EXIT_ERROR, _warn, writing_to
 
 if TYPE_CHECKING:
     from trainlint.config import Settings, SettingsResolver
@@ -123,3 +124,62 @@ def print_settings(settings: Settings, path: Path) -> None:
         origin = origins.get(key) or ("command line" if key == "ignore-noqa" and value else None)
         click.echo(f"{key} = {shown}" + (f"  # from {origin}" if origin else ""))
 
+
+
+def show_imports_and_exit(path: Path) -> None:
+    """`--show-imports FILE`, then exit: 0, or 2 when `path` is not one readable Python file."""
+    with writing_to(what="imports"):
+        shown = print_imports(path)
+    if not shown:
+        _warn(f"--show-imports needs one Python file; {path} is none", prefix="trainlint: error: ")
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_CLEAN)
+
+
+def print_imports(path: Path) -> bool:
+    """`--show-imports FILE`: the file's project root (and why), the folders its absolute imports are
+    looked for in, then each import statement with the local file it resolved to (`not local` for a
+    library's module). False when `path` is not a readable Python file."""
+    import ast
+    import os
+
+    from trainlint.project.index import Project
+    from trainlint.project.roots import project as project_of, roots
+    from trainlint.reading import MAX_MODULE_BYTES, module_code, read_state
+
+    _, data = read_state(str(path), MAX_MODULE_BYTES)
+    if data is None or not path.is_file():
+        return False
+    try:
+        tree = ast.parse(module_code(str(path), data))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    found = roots(path)
+    project = Project()
+
+    def shown(file: Path) -> str:
+        absolute = os.path.abspath(file)
+        relative = os.path.relpath(absolute)
+        return relative if not relative.startswith("..") else absolute
+
+    click.echo(f"file = {path}")
+    root, why, _ = project_of(path)
+    click.echo(f"project root = {shown(root)}  # {why}")
+    click.echo(f"search path = {json.dumps([shown(p) for p in found.search(path.parent)])}")
+    for node in sorted((n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))), key=lambda n: n.lineno):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            text = "import " + ", ".join(a.name for a in node.names)
+            for alias in node.names:
+                file = project.imported_file(path, alias.name)
+                targets.append(shown(file) if file is not None else "not local")
+        else:
+            module = node.module or ""
+            text = f"from {'.' * node.level}{module} import " + ", ".join(a.name for a in node.names)
+            file = project.imported_file(path, module, node.level)
+            # `from pkg import mod`: the names that are modules of the package resolve to their files
+            subs = [project.imported_file(path, f"{module}.{a.name}" if module else a.name, node.level) for a in node.names if a.name != "*"]
+            files = [f for f in subs if f is not None] or ([file] if file is not None else [])
+            targets = [shown(f) for f in dict.fromkeys(files)] or ["not local"]
+        click.echo(f"{node.lineno}: {text} -> {', '.join(targets)}")
+    return True

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import os
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
@@ -14,21 +13,12 @@ from typing import Callable, Iterator
 from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, Kind, Value
 from trainlint.model.saved_arguments import FRAME_READERS
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, registry_root
+from trainlint.project.roots import IMPORT_TEXT
 from trainlint.reading import MAX_MODULE_BYTES, MAX_PROJECT_MODULES, State, module_code, project_modules, project_state, read_regular, read_state
 
-# `from .x import`, `from pkg.mod import`, `import a.b as c, d` (also after `;` and indented)
-IMPORT_TEXT = re.compile(r"(?:^|;)[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import\b|import[ \t]+([^\n;#]+))", re.MULTILINE)
-
-ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
 MAX_IMPORTERS = 40
 MAX_OUTLINED_IMPORTERS = 160  # importers with no training code, read for the objects they pass
 # a module containing none of these can say nothing a training step needs
-# top-level names that are never the project's own (a local folder of that name would be unusual)
-LIBRARY_ROOTS = frozenset(
-    """torch numpy math os sys re json time random typing collections functools itertools dataclasses pathlib logging argparse copy
-    abc warnings transformers accelerate deepspeed lightning pytorch_lightning datasets tqdm wandb einops timm PIL cv2 scipy sklearn
-    pandas yaml omegaconf hydra contextlib subprocess shutil glob pickle enum inspect importlib""".split()
-)
 TRAINING_TOKENS = (
     "backward", ".step(", "zero_grad", "clip_grad", "GradScaler", ".scale(", "synchronize", ".item()",
     ".train(", "optim", "half()", "bfloat16", "float16", "torch_dtype",
@@ -36,16 +26,6 @@ TRAINING_TOKENS = (
 # torch's factories that build a tensor from sizes alone (not `torch.tensor(data)`, not `*_like`)
 HOST_BUILT = frozenset({"zeros", "ones", "full", "arange", "eye", "empty", "linspace", "rand", "randn", "randint", "randperm"})
 MAX_CHAINS = 4
-
-
-def project_root(path: Path) -> Path:
-    """The folder of the nearest `.git`, `pyproject.toml`, `setup.py` or `setup.cfg` above a file (six
-    levels at most); a file with none around it is a project with its own folder."""
-    here = path.parent
-    for folder in (here, *list(here.parents)[:6]):
-        if any((folder / marker).exists() for marker in ROOT_MARKERS):
-            return folder
-    return here
 
 
 @dataclass

@@ -23,7 +23,10 @@ from trainlint.project.watching import InProgress, note, watching
 from trainlint.project.classes import class_hierarchy, inherited_methods
 from trainlint.project.passed_instances import passed_instances
 from trainlint.project.seeds import join_seeds, passed_to
-from trainlint.project.importers import IMPORT_TEXT, LIBRARY_ROOTS, pending_bytes, MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, TRAINING_TOKENS, ImportIndex, import_index, module_outline, project_root
+from trainlint.project.importers import MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, TRAINING_TOKENS, ImportIndex, import_index, module_outline, pending_bytes
+from trainlint.project import roots as import_roots
+from trainlint.project.finding import ModuleFinder
+from trainlint.project.roots import IMPORT_TEXT, LIBRARY_ROOTS
 from trainlint.model.summary import EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Seed
 from trainlint.reading import EXISTS, FOLDER, State, module_code, probe_state, read_state
 
@@ -40,12 +43,15 @@ def _real(path: Path) -> Path:
     return _REAL.get(path) or _REAL.setdefault(path, path.resolve())
 
 
-class Project:
+class Project(ModuleFinder):
     """Finds the file of an imported module and returns summaries of its names."""
 
     def __init__(self, root: Path | None = None, depth: int = 0) -> None:
+        # (kept for callers naming one; each file's imports are found from its own roots, roots.py)
         self.root = root.resolve() if root is not None else None
         self.depth = depth
+        if depth == 0:  # a new project reads the folders afresh (the roots are memoised per process)
+            import_roots.forget()
         # path -> the state of the content summarised, the summary, the states it was computed from
         self._summaries: dict[tuple[Path, bool], tuple[State, ModuleSummary, set[State]]] = {}
         self._current: set[tuple[Path, bool]] = set()  # summaries whose content was read since the last `rescan`
@@ -201,7 +207,8 @@ class Project:
         return self.depth == 0 and self._import_index(_real(target)).modules <= 1
 
     def _import_index(self, target: Path) -> ImportIndex:
-        root = project_root(target)
+        root, _, looked = import_roots.project(target)
+        note(*looked)
         index = self._index.get(root)
         if index is None:
             kept = self._rescanned.pop(root, None)
@@ -242,6 +249,7 @@ class Project:
         self._current_outlines.clear()
         store.forget_states()
         _REAL.clear()
+        import_roots.forget()
         if self._deeper is not None:
             self._deeper.rescan()
 
@@ -260,7 +268,7 @@ class Project:
             for top in tops:
                 if top in LIBRARY_ROOTS or not top.isidentifier():
                     continue
-                for base in self._search_dirs(importer.parent):
+                for base in self._search_dirs(importer):
                     folder, file = self._top_level(base, top)
                     note(folder, file)
                     if (file[1] == EXISTS and file[0] != str(importer)) or folder[1] == FOLDER:
@@ -281,68 +289,6 @@ class Project:
         if known is None:
             known = self._tops[key] = (probe_state(str(base / top)), probe_state(str(base / f"{top}.py")))
         return known
-
-    # -- finding modules -----------------------------------------------------------------------
-    def locate(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
-        key = (importer, qualname)
-        hit = self._located.get(key)
-        if hit is None:
-            with watching() as probed:
-                found = self._find(importer, qualname)
-            hit = self._located[key] = (found, tuple(probed))
-        note(*hit[1])
-        return hit[0]
-
-    def _find(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
-        level = len(qualname) - len(qualname.lstrip("."))
-        parts = qualname.lstrip(".").split(".")
-        if not parts or not parts[0]:
-            return None
-        if level:
-            base = importer.parent
-            for _ in range(level - 1):
-                base = base.parent
-            bases = [base]
-        else:
-            if parts[0] in LIBRARY_ROOTS or len(parts) < 2:
-                return None
-            bases = self._search_dirs(importer.parent)
-        for base in bases:
-            # the longest prefix that is a module file; the rest are names inside it
-            for cut in range(len(parts) - 1, 0, -1):
-                path = self._module_file(base, tuple(parts[:cut]))
-                if path is not None and path != importer:  # `import te.pytorch` in te.py is the library
-                    return path, parts[cut:]
-        return None
-
-    def _search_dirs(self, start: Path) -> list[Path]:
-        """The importer's folder and its parents, up to the project root (or four levels without one)."""
-        out = [start]
-        here = start
-        for _ in range(12 if self.root is not None and self.root in start.parents else 4):
-            if self.root is not None and here.resolve() == self.root:
-                break
-            parent = here.parent
-            if parent == here:
-                break
-            out.append(parent)
-            here = parent
-        return out
-
-    def _module_file(self, base: Path, parts: tuple[str, ...]) -> Path | None:
-        key = (base, ".".join(parts))
-        known = self._files.get(key)
-        if known is None:
-            target = base.joinpath(*parts)
-            found, looked = None, []
-            for candidate in (target.with_suffix(".py"), target / "__init__.py"):
-                looked.append(probe_state(str(candidate)))
-                if looked[-1][1] == EXISTS:
-                    found = candidate
-                    break
-            known = self._files[key] = (found, tuple(looked))
-        note(*known[1])
-        return known[0]
 
     # -- summaries -----------------------------------------------------------------------------
     def _resolve(self, path: Path, rest: list[str], hops: int, outlines: bool = False) -> Symbol | None:

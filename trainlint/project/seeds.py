@@ -11,7 +11,8 @@ from trainlint.model.lattice import origins
 from trainlint.model.summary import DISPATCH, FunctionSummary, ModuleSummary, Place, Seed, StepCall
 from trainlint.project.classes import class_hierarchy
 from trainlint.config import is_test_path
-from trainlint.project.importers import MAX_CHAINS, MAX_IMPORTERS, project_root
+from trainlint.project.importers import MAX_CHAINS, MAX_IMPORTERS
+from trainlint.project.roots import project_root
 
 if TYPE_CHECKING:
     from trainlint.project.index import Project

@@ -1,0 +1,189 @@
+"""Imports found the way the interpreter finds them for the file being run, and the project (the
+modules read as callers) found without a `.git`, `pyproject.toml`, `setup.py` or `setup.cfg`: a
+downloaded archive, a sub-folder linted alone, a notebook folder. A helper of a sub-folder called
+every step from a script keeps its chain; a near miss of each shape stays silent."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from trainlint.project.roots import path_edits, project as project_of, roots
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# (a value the helper computes: its read is the helper's own, reported there with the chain)
+HELPER = """
+    import torch
+
+
+    def weigh(loss):
+        return (loss * 2).item()
+"""
+
+
+def script(imports: str, call: str = "print(weigh(loss))", head: str = "") -> str:
+    """A training script that calls `weigh` every step (once after the loop when `call` starts "AFTER:")."""
+    after = call.startswith("AFTER:")
+    lines = [
+        f"{head}import torch", imports, "", "", "def fit(model, loader, opt):", "    for x in loader:",
+        "        loss = model(x.cuda())", "        loss.backward()", "        opt.step()", "        opt.zero_grad()",
+        f"        {'pass' if after else call}",
+    ]
+    return "\n".join([*lines, *([f"    {call[6:]}"] if after else [])]) + "\n"
+
+
+def write(folder: Path, files: dict[str, str]) -> Path:
+    """The files, under `folder`, with no project marker anywhere (pytest's tmp_path has none above)."""
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return folder
+
+
+def trainlint(cwd: Path, *args: str, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    if cache is not None:
+        env["TRAINLINT_CACHE_DIR"] = str(cache)
+    return subprocess.run([sys.executable, "-m", "trainlint", *args], cwd=cwd, capture_output=True, text=True, env=env)
+
+
+def tl401(cwd: Path, target: str, *args: str) -> list[tuple[str, int, list[str]]]:
+    """The TL401 findings of the real command on `target`, each with its chain's locations."""
+    done = trainlint(cwd, target, "--select", "TL401", "--output-format", "json", *(args or ("--no-cache",)))
+    assert done.returncode in (0, 1), done.stderr
+    return [
+        (Path(d["path"]).name, d["line"], [f"{Path(loc['path']).name}:{loc['line']}" for r in d.get("related", []) for loc in r["locations"]])
+        for d in json.loads(done.stdout)
+    ]
+
+
+def test_a_sub_package_helper_of_a_project_without_a_marker_keeps_its_chain(tmp_path: Path) -> None:
+    # a downloaded archive: no .git; `models/` is a package of the folder above it
+    project = write(tmp_path / "proj", {"models/__init__.py": "", "models/criterion.py": HELPER, "train.py": script("from models.criterion import weigh")})
+    expected = [("criterion.py", 6, ["train.py:11"])]
+    assert tl401(project, "models/criterion.py") == expected
+    assert tl401(project / "models", "criterion.py") == expected  # linted from its own folder
+    assert [f for f in tl401(project, ".") if f[0] == "criterion.py"] == expected
+    assert roots(project / "models/criterion.py").root == project
+
+
+def test_a_sub_package_helper_called_only_after_the_loop_stays_silent(tmp_path: Path) -> None:
+    project = write(tmp_path / "proj", {
+        "models/__init__.py": "", "models/criterion.py": HELPER, "train.py": script("from models.criterion import weigh", "AFTER:print(weigh(loss))"),
+    })
+    assert tl401(project, "models/criterion.py") == []
+
+
+def test_a_helper_in_a_folder_without_init_imported_by_its_path_keeps_its_chain(tmp_path: Path) -> None:
+    # MAE's `util/misc.py` (no __init__.py, no local import of its own) and `main.py` beside `util/`
+    project = write(tmp_path / "proj", {"util/misc.py": HELPER, "main.py": script("from util.misc import weigh")})
+    assert tl401(project, "util/misc.py") == [("misc.py", 6, ["main.py:11"])]
+    root, why, _ = project_of(project / "util/misc.py")
+    assert root == project and "main.py" in why
+
+
+def test_a_script_importing_a_namesake_of_the_helper_is_no_caller_of_it(tmp_path: Path) -> None:
+    # near miss: `main.py` imports `util.other`, never `util.misc`; the folder stays the project
+    project = write(tmp_path / "proj", {
+        "util/misc.py": HELPER, "util/other.py": "def weigh(loss):\n    return loss\n", "main.py": script("from util.other import weigh"),
+    })
+    assert tl401(project, "util/misc.py") == []
+    assert project_of(project / "util/misc.py")[0] == project / "util"
+
+
+def test_a_folder_without_init_inside_a_package_is_part_of_it(tmp_path: Path) -> None:
+    # LLaMA-Factory's `plugins/model_plugins/parallelization/` (no __init__.py) under a package,
+    # imported relatively from the package's trainer
+    project = write(tmp_path / "proj", {
+        "pkg/__init__.py": "", "pkg/core/__init__.py": "", "pkg/plugins/__init__.py": "", "pkg/plugins/parallel/split.py": HELPER,
+        "pkg/core/trainer.py": script("from ..plugins.parallel.split import weigh"),
+    })
+    assert tl401(project, "pkg/plugins/parallel/split.py") == [("split.py", 6, ["trainer.py:11"])]
+    assert roots(project / "pkg/plugins/parallel/split.py").root == project
+
+
+SYS_PATH = "import os\nimport sys\n\nsys.path.insert(0, os.path.dirname(__file__) + '/..')\n"
+
+
+def test_a_script_that_puts_the_folder_above_on_sys_path_calls_its_helpers(tmp_path: Path) -> None:
+    project = write(tmp_path / "proj", {"helpers/losses.py": HELPER, "scripts/train.py": script("from helpers.losses import weigh", head=SYS_PATH)})
+    assert tl401(project, "helpers/losses.py") == [("losses.py", 6, ["train.py:15"])]
+    edits = roots(project / "scripts/train.py")
+    assert edits.inserted == (project,) and edits.search(project / "scripts")[0] == project
+
+
+def test_a_helper_shadowed_beside_the_script_is_not_the_one_it_calls(tmp_path: Path) -> None:
+    # near miss: the script's own folder comes first on sys.path; its `helpers/losses.py` is the one
+    # imported, not the top-level helper
+    project = write(tmp_path / "proj", {
+        "helpers/losses.py": HELPER,
+        "scripts/helpers/losses.py": "def weigh(loss):\n    return loss\n",
+        "scripts/train.py": script("from helpers.losses import weigh"),
+    })
+    assert tl401(project, "helpers/losses.py") == []
+
+
+def test_a_src_layout_package_is_found_from_the_scripts_beside_src(tmp_path: Path) -> None:
+    files = {"src/mypkg/__init__.py": "", "src/mypkg/losses.py": HELPER, "scripts/train.py": script("from mypkg.losses import weigh")}
+    project = write(tmp_path / "proj", files)
+    assert tl401(project, "src/mypkg/losses.py") == [("losses.py", 6, ["train.py:11"])]
+    assert roots(project / "src/mypkg/losses.py").root == project  # the folder above src/
+    (project / "pyproject.toml").write_text("")  # with a marker too: the script resolves it under src/
+    assert tl401(project, "src/mypkg/losses.py") == [("losses.py", 6, ["train.py:11"])]
+
+
+def test_a_src_layout_package_used_outside_the_step_stays_silent(tmp_path: Path) -> None:
+    files = {"src/mypkg/__init__.py": "", "src/mypkg/losses.py": HELPER, "scripts/train.py": script("from mypkg.losses import weigh", "AFTER:print(weigh(loss))")}
+    project = write(tmp_path / "proj", {**files, "pyproject.toml": ""})
+    assert tl401(project, "src/mypkg/losses.py") == []
+
+
+def test_sys_path_edits_are_read_from_file_relative_expressions(tmp_path: Path) -> None:
+    file = tmp_path / "a" / "b" / "train.py"
+    text = textwrap.dedent("""
+        import os, sys
+        from pathlib import Path
+
+        FILE = Path(__file__).resolve()
+        ROOT = FILE.parents[1]
+        sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+        sys.path.append(str(ROOT / "lib"))
+        sys.path.extend([f"{os.path.dirname(__file__)}/vendor"])
+        sys.path.append(some_function())  # not worked out: left out
+    """)
+    inserted, appended = path_edits(file, text)
+    assert inserted == (tmp_path,)
+    assert appended == (tmp_path / "a" / "lib", tmp_path / "a" / "b" / "vendor")
+
+
+def test_show_imports_says_where_each_local_import_resolved(tmp_path: Path) -> None:
+    project = write(tmp_path / "proj", {"helpers/losses.py": HELPER, "scripts/train.py": script("from helpers.losses import weigh", head=SYS_PATH)})
+    done = trainlint(project, "--show-imports", "scripts/train.py")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "file = scripts/train.py"
+    assert lines[1].startswith("project root = .  # the folder its sys.path edit names")
+    assert "1: import os -> not local" in lines
+    assert "6: from helpers.losses import weigh -> helpers/losses.py" in lines
+    assert trainlint(project, "--show-imports", "scripts").returncode == 2
+
+
+def test_a_cached_helper_result_is_redone_when_a_script_above_starts_importing_it(tmp_path: Path) -> None:
+    project = write(tmp_path / "proj", {"util/misc.py": HELPER})  # (main.py comes later: the folder's listing says so)
+    cache = tmp_path / "cache"
+
+    def cached() -> list[tuple[str, int]]:
+        done = trainlint(project, "util/misc.py", "--select", "TL401", "--output-format", "json", cache=cache)
+        return [(d["path"], d["line"]) for d in json.loads(done.stdout)]
+
+    assert cached() == []
+    write(project, {"main.py": script("from util.misc import weigh")})
+    assert cached() == [("util/misc.py", 6)]
+    os.remove(project / "main.py")  # gone again: the folder's listing changed
+    assert cached() == []

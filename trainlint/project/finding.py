@@ -1,0 +1,101 @@
+"""Finding the file of an imported module as the interpreter would (`roots.py` says where a file's
+absolute imports are looked for): a mixin of `index.Project`, which holds the memo tables."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from trainlint.project.roots import LIBRARY_ROOTS, roots
+from trainlint.project.watching import note, watching
+from trainlint.reading import EXISTS, State, probe_state
+
+
+def _same(a: Path, b: Path) -> bool:
+    """Whether two spellings name one file (a relative and an absolute one)."""
+    return a == b or os.path.abspath(a) == os.path.abspath(b)
+
+
+class ModuleFinder:
+    """`locate` a module and the names in it, memoised in the tables `Project` sets up."""
+
+    # (importer, qualname) -> where it is, and the states of the paths probed to find it (noted on each hit)
+    _located: dict[tuple[Path, str], tuple[tuple[Path, list[str]] | None, tuple[State, ...]]]
+    # (folder, dotted module) -> its file if any, and the states of the paths it was looked for at
+    _files: dict[tuple[Path, str], tuple[Path | None, tuple[State, ...]]]
+
+    def locate(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
+        key = (importer, qualname)
+        hit = self._located.get(key)
+        if hit is None:
+            with watching() as probed:
+                found = self._find(importer, qualname)
+            hit = self._located[key] = (found, tuple(probed))
+        note(*hit[1])
+        return hit[0]
+
+    def _find(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
+        level = len(qualname) - len(qualname.lstrip("."))
+        parts = qualname.lstrip(".").split(".")
+        if not parts or not parts[0]:
+            return None
+        if level:
+            base = importer.parent
+            for _ in range(level - 1):
+                base = base.parent
+            bases = [base]
+        else:
+            if parts[0] in LIBRARY_ROOTS or len(parts) < 2:
+                return None
+            bases = self._search_dirs(importer)
+        for base in bases:
+            # the longest prefix that is a module file; the rest are names inside it
+            for cut in range(len(parts) - 1, 0, -1):
+                path = self._module_file(base, tuple(parts[:cut]))
+                if path is not None and not _same(path, importer):  # `import te.pytorch` in te.py is the library
+                    return path, parts[cut:]
+        return None
+
+    def imported_file(self, importer: Path, module: str, level: int = 0) -> Path | None:
+        """The local file that `import module` (with `level` leading dots: `from ..module import`) in
+        `importer` names, found as `locate` finds modules (`--show-imports`); None when the module is
+        no file of the project (a library's)."""
+        parts = tuple(p for p in module.split(".") if p)
+        if level:
+            base = importer.parent
+            for _ in range(level - 1):
+                base = base.parent
+            if not parts:  # `from . import x`: the package itself
+                return self._module_file(base.parent, (base.name,))
+            bases = [base]
+        elif not parts or parts[0] in LIBRARY_ROOTS:
+            return None
+        else:
+            bases = self._search_dirs(importer)
+        for base in bases:
+            path = self._module_file(base, parts)
+            if path is not None and not _same(path, importer):
+                return path
+        return None
+
+    def _search_dirs(self, importer: Path) -> list[Path]:
+        """The folders the importer's absolute imports are looked for in (`Roots.search`: its
+        `sys.path` edits, its folder and parents, its package's base, the project root and `src/`)."""
+        found = roots(importer)
+        note(*found.states)
+        return found.search(importer.parent)
+
+    def _module_file(self, base: Path, parts: tuple[str, ...]) -> Path | None:
+        key = (base, ".".join(parts))
+        known = self._files.get(key)
+        if known is None:
+            target = base.joinpath(*parts)
+            found, looked = None, []
+            for candidate in (target.with_suffix(".py"), target / "__init__.py"):
+                looked.append(probe_state(str(candidate)))
+                if looked[-1][1] == EXISTS:
+                    found = candidate
+                    break
+            known = self._files[key] = (found, tuple(looked))
+        note(*known[1])
+        return known[0]

@@ -1,0 +1,420 @@
+"""Where a module's absolute imports are found, and which folder is its project, read the way the
+interpreter would find them for the file being run.
+
+`python train.py` puts the script's folder first on `sys.path`; a module inside a package (an
+`__init__.py` in its folder and up) is imported from the folder above the top package; a script may
+extend `sys.path` itself (`sys.path.insert(0, os.path.dirname(__file__) + "/..")`) before importing;
+a `src/` layout's packages are found under `src/`. The project (the modules read as the callers of
+a file's functions) is the folder of the nearest `.git`, `pyproject.toml`, `setup.py` or `setup.cfg`
+above the file; without one, the outermost folder the file's imports need: the folder above its top
+package, a folder its `sys.path` edits name, the folder where one of its absolute imports of a local
+module is found (the interpreter must have it on its path, so whoever runs the file lives there).
+
+Everything is read from the text and the folders (no parse unless the text edits `sys.path`),
+memoised per process until `forget`; the states of every path probed and file read are kept with
+the answer, for the analyses using it to note (cache.py checks them).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainlint.reading import EXISTS, FOLDER, MAX_MODULE_BYTES, SKIPPED_FOLDERS, State, listing_state, module_code, probe_state, read_state
+
+ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
+MARKER_LEVELS = 6  # folders above a file's own looked in for a marker
+PARENT_LEVELS = 4  # folders above a file's own where its absolute imports are also looked for
+PACKAGE_LEVELS = 12  # `__init__.py` chains longer than this are not followed
+# top-level names that are never the project's own (a local folder of that name would be unusual)
+LIBRARY_ROOTS = frozenset(
+    """torch numpy math os sys re json time random typing collections functools itertools dataclasses pathlib logging argparse copy
+    abc warnings transformers accelerate deepspeed lightning pytorch_lightning datasets tqdm wandb einops timm PIL cv2 scipy sklearn
+    pandas yaml omegaconf hydra contextlib subprocess shutil glob pickle enum inspect importlib""".split()
+)
+# `from .x import`, `from pkg.mod import`, `import a.b as c, d` (also after `;` and indented)
+IMPORT_TEXT = re.compile(r"(?:^|;)[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import\b|import[ \t]+([^\n;#]+))", re.MULTILINE)
+PATH_EDITS = ("insert", "append", "extend")
+CALLER_LEVELS = 2  # folders above a module in no package looked in for a script importing it by its path
+MAX_FOLDER_MODULES = 64  # modules of such a folder read at most
+MAX_NAME_HOPS = 8  # `ROOT = FILE.parents[1]` through other names: this many at most
+
+
+@dataclass(frozen=True)
+class Roots:
+    """Where one file's imports are found, and its project."""
+
+    root: Path  # the project: the folder whose modules may call the file's functions
+    why: str  # how the root was found, for `--show-imports`
+    inserted: tuple[Path, ...]  # folders the file's own `sys.path.insert` puts first
+    appended: tuple[Path, ...]  # folders its `sys.path.append`/`extend` put last
+    marked: bool  # whether the root is a project marker's folder
+    package_base: Path  # the folder above the file's top package (its own folder when in none)
+    sources: tuple[Path, ...]  # the `src/` folders beside the file's folder and above (src layouts)
+    states: tuple[State, ...]  # the paths probed and the file read to find all this
+
+    def search(self, folder: Path) -> list[Path]:
+        """The folders absolute imports are looked for in, in the interpreter's order: the file's own
+        `sys.path.insert`s; its folder (as spelled) and up to `PARENT_LEVELS` above it (where whoever
+        runs it may stand: `python -m`, a notebook's working folder); the folder above its top
+        package, the project root and the `src/` folders of a src layout; then its `sys.path.append`s."""
+        out = [*self.inserted, folder]
+        here = Path(os.path.abspath(folder))
+        for _ in range(PARENT_LEVELS):
+            if here.parent == here:
+                break
+            here = here.parent
+            out.append(here)
+        out.extend((self.package_base, self.root, *self.sources, *self.appended))
+        unique: dict[str, Path] = {}
+        for folder in out:  # (the file's folder as spelled, the others absolute: one of each)
+            unique.setdefault(os.path.abspath(folder), folder)
+        return list(unique.values())
+
+
+_ROOTS: dict[Path, Roots] = {}
+_MARKERS: dict[Path, tuple[Path | None, tuple[State, ...]]] = {}
+_PROBES: dict[Path, State] = {}
+_FOLDER_IMPORTS: dict[Path, tuple[dict[str, str], tuple[State, ...]]] = {}
+_PROJECTS: dict[Path, tuple[Path, str, tuple[State, ...]]] = {}
+
+
+def forget() -> None:
+    """Forget what was found (a long-lived process asks again before each lint)."""
+    _ROOTS.clear()
+    _MARKERS.clear()
+    _PROBES.clear()
+    _FOLDER_IMPORTS.clear()
+    _PROJECTS.clear()
+
+
+def _probe(path: Path) -> State:
+    known = _PROBES.get(path)
+    if known is None:
+        known = _PROBES[path] = probe_state(str(path))
+    return known
+
+
+def roots(path: Path) -> Roots:
+    """The roots of module `path` (memoised; see the module's docstring). Absolute paths, whatever
+    the path named: a file's findings do not depend on the folder the linter was started in."""
+    known = _ROOTS.get(path)
+    if known is None:
+        known = _ROOTS[path] = _find_roots(Path(os.path.abspath(path)))
+    return known
+
+
+def project(path: Path) -> tuple[Path, str, tuple[State, ...]]:
+    """The project of a file whose callers are asked for: `Roots.root`, and for a module in no
+    package of a project without a marker, the folder above whose scripts import it by its path
+    (`from util.misc import f` in main.py beside util/, no __init__.py); with why, and the states
+    read (memoised). Only asked of the files whose callers are looked for, not of every module an
+    import is looked up from."""
+    known = _PROJECTS.get(path)
+    if known is None:
+        found = roots(path)
+        root, why, looked = found.root, found.why, list(found.states)
+        absolute = Path(os.path.abspath(path))
+        if not found.marked and found.package_base == absolute.parent and absolute.suffix == ".py":
+            caller = _importing_folder(absolute, root, looked)
+            if caller is not None:
+                root, why = caller
+        known = _PROJECTS[path] = (root, why, tuple(dict.fromkeys(looked)))
+    return known
+
+
+def project_root(path: Path) -> Path:
+    """The project of a file (`project`)."""
+    return project(path)[0]
+
+
+def marker_root(folder: Path) -> tuple[Path | None, tuple[State, ...]]:
+    """The nearest folder at or above `folder` (`MARKER_LEVELS` at most) holding a project marker,
+    and the states of the paths looked at (a marker appearing nearer changes the answer)."""
+    known = _MARKERS.get(folder)
+    if known is None:
+        looked: list[State] = []
+        found: Path | None = None
+        for here in (folder, *list(folder.parents)[:MARKER_LEVELS]):
+            for marker in ROOT_MARKERS:
+                looked.append(_probe(here / marker))
+                if looked[-1][1] in (EXISTS, FOLDER):
+                    found = here
+                    break
+            if found is not None:
+                break
+        known = _MARKERS[folder] = (found, tuple(looked))
+    return known
+
+
+def _find_roots(path: Path) -> Roots:
+    here = path.parent
+    marker, states = marker_root(here)
+    looked = list(states)
+    state, data = read_state(str(path))
+    looked.append(state)
+    text = module_code(str(path), data) if data is not None else ""
+    inserted, appended = path_edits(path, text) if "sys.path" in text else ((), ())
+    top, chain = _package_top(here)
+    looked.extend(chain)
+    if marker is not None:
+        root, why = marker, f"the marker {next(s[0] for s in states if s[1] in (EXISTS, FOLDER))}"
+    else:
+        # the outermost folder the file's imports need, the file's own at least
+        needed: list[tuple[Path, str]] = [(here, "the file's folder (no .git, pyproject.toml, setup.py or setup.cfg above it)")]
+        if top != here:
+            needed.append((top, f"the folder above its package {here.relative_to(top).parts[0]}/"))
+        for folder in (*inserted, *appended):
+            common = _common(folder, here)
+            if common is not None:
+                needed.append((common, f"the folder its sys.path edit names ({folder})"))
+        for base, name in _import_bases(path, text, looked):
+            needed.append((base, f"the folder where its import of {name} is found"))
+        root, why = min(needed, key=lambda n: len(n[0].parts))
+        if root.name == "src" and root != here:  # a src layout: the scripts and tests beside src/ import it
+            root, why = root.parent, f"the folder above src/ ({why})"
+    # a src layout's packages are installed: found from anywhere beside or below the folder holding src/
+    sources: list[Path] = []
+    for folder in dict.fromkeys((here, *list(here.parents)[:PARENT_LEVELS], root)):
+        looked.append(_probe(folder / "src"))
+        if looked[-1][1] == FOLDER and folder / "src" not in (here, *here.parents):
+            sources.append(folder / "src")
+    return Roots(root, why, inserted, appended, marker is not None, top, tuple(sources), tuple(dict.fromkeys(looked)))
+
+
+def _importing_folder(path: Path, root: Path, looked: list[State]) -> tuple[Path, str] | None:
+    """The nearest folder above `root` (`CALLER_LEVELS` above the file's at most) one of whose own
+    modules imports `path` by its dotted path from there, with why; the folders and modules read are
+    added to `looked`."""
+    here = path.parent
+    for level, folder in enumerate(list(here.parents)[:CALLER_LEVELS]):
+        parts = path.relative_to(folder).with_suffix("").parts
+        if not all(part.isidentifier() for part in parts):
+            return None  # (`my-project/util/misc.py`: no import names it from above my-project)
+        if folder in (root, *root.parents) and folder != root:
+            imported, states = _folder_imports(folder)
+            looked.extend(states)
+            dotted = ".".join(parts)
+            if dotted in imported:
+                return folder, f"the folder of {imported[dotted]}, which imports it as {dotted}"
+            if level == 0 and not _holds_modules(folder):  # (its listing, noted, says so)
+                return None  # a folder of projects (a downloads folder, /tmp), not one of code: no higher
+    return None
+
+
+def _folder_imports(folder: Path) -> tuple[dict[str, str], tuple[State, ...]]:
+    """The dotted names the modules in `folder` and in its sub-folders one level down (scripts that
+    put `folder` on `sys.path`, `scripts/train.py`) import absolutely (`from a.b import c`: a.b and
+    a.b.c), each with the first module importing it, and the states read (memoised)."""
+    known = _FOLDER_IMPORTS.get(folder)
+    if known is not None:
+        return known
+    looked: list[State] = []
+    files: list[Path] = []
+    for here in (folder, *_sub_folders(folder)):
+        looked.append(listing_state(str(here), modules_only=here != folder))
+        try:
+            files.extend(here / n for n in sorted(os.listdir(here)) if n.endswith((".py", ".ipynb")))
+        except (OSError, ValueError):
+            continue
+    imported: dict[str, str] = {}
+    for file in files[:MAX_FOLDER_MODULES]:
+        state, data = read_state(str(file), MAX_MODULE_BYTES)
+        looked.append(state)
+        if data is None or b"import" not in data:
+            continue
+        text = module_code(file.name, data)
+        for match in IMPORT_TEXT.finditer(text):
+            dots, module, listed = match.group(1, 2, 3)
+            if dots:
+                continue
+            if module:
+                rest = text[match.end():].lstrip(" \t")
+                rest = rest[1: rest.find(")")] if rest.startswith("(") else rest.split("\n", 1)[0]  # `import (a,\n b)`
+                found = [module, *(f"{module}.{n.strip().split(' as ')[0].strip()}" for n in rest.split(","))]
+            else:
+                found = [n.split(" as ")[0].strip() for n in listed.split(",")]
+            for dotted in found:
+                imported.setdefault(dotted, file.relative_to(folder).as_posix())
+    known = _FOLDER_IMPORTS[folder] = (imported, tuple(looked))
+    return known
+
+
+def _holds_modules(folder: Path) -> bool:
+    try:
+        return any(n.endswith((".py", ".ipynb")) for n in os.listdir(folder))
+    except (OSError, ValueError):
+        return False
+
+
+def _sub_folders(folder: Path) -> list[Path]:
+    """The folders directly in `folder` that may hold scripts (named like a module: not hidden, no
+    virtual environment, no temporary `run-x1y2` folder)."""
+    try:
+        names = sorted(e.name for e in os.scandir(folder) if e.is_dir())
+    except (OSError, ValueError):
+        return []
+    return [folder / n for n in names if n not in SKIPPED_FOLDERS and n.isidentifier()]
+
+
+def _package_top(folder: Path) -> tuple[Path, list[State]]:
+    """The folder above the outermost package holding `folder` (itself when it is no package). A
+    folder without `__init__.py` directly inside a package is a namespace portion of it (Python 3
+    imports `pkg.plugins.sub` all the same), so the chain goes on through it."""
+    looked: list[State] = []
+    here = folder
+    for _ in range(PACKAGE_LEVELS):
+        if here.parent == here:
+            break
+        looked.append(_probe(here / "__init__.py"))
+        if looked[-1][1] != EXISTS:
+            looked.append(_probe(here.parent / "__init__.py"))
+            if looked[-1][1] != EXISTS or not here.name.isidentifier():
+                break
+        here = here.parent
+    return here, looked
+
+
+def _common(folder: Path, here: Path) -> Path | None:
+    """The folder holding both `folder` and `here`, when it is at most `MARKER_LEVELS` above `here`."""
+    try:
+        common = Path(os.path.commonpath([folder, here]))
+    except ValueError:  # (different drives)
+        return None
+    return common if common in (here, *list(here.parents)[:MARKER_LEVELS]) else None
+
+
+def _import_bases(path: Path, text: str, looked: list[State]) -> list[tuple[Path, str]]:
+    """The folders above the file's own where one of its absolute imports is found, as a module
+    (`top.py`) or a folder (`top/`), each with the name: the interpreter must have them on its path."""
+    here = path.parent
+    bases = [here, *list(here.parents)[:PARENT_LEVELS]]
+    out: list[tuple[Path, str]] = []
+    seen: set[str] = set()
+    for match in IMPORT_TEXT.finditer(text):
+        dots, module, names = match.group(1, 2, 3)
+        if dots:
+            continue
+        tops = [module.split(".")[0]] if module else [n.split()[0].split(".")[0] for n in names.split(",") if n.strip()]
+        for top in tops:
+            if top in seen or top in LIBRARY_ROOTS or not top.isidentifier():
+                continue
+            seen.add(top)
+            for base in bases:
+                folder, file = _probe(base / top), _probe(base / f"{top}.py")
+                looked.extend((folder, file))
+                if folder[1] == FOLDER or (file[1] == EXISTS and base / f"{top}.py" != path):
+                    if base != here:
+                        out.append((base, top))
+                    break
+    return out
+
+
+def path_edits(path: Path, text: str) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """The folders the module's text puts on `sys.path` (`sys.path.insert(0, X)`; `.append(X)`,
+    `.extend([X])` after the others), where X is worked out from `__file__`, the working folder (taken
+    as the file's: scripts are mostly run from theirs) and names bound to such paths."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return (), ()
+    names: dict[str, ast.expr] = {}
+    for node in ast.walk(tree):  # module-level or not: one binding of each name is followed
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            names.setdefault(node.targets[0].id, node.value)
+    inserted: list[Path] = []
+    appended: list[Path] = []
+    for node in ast.walk(tree):
+        func = node.func if isinstance(node, ast.Call) else None
+        if not (isinstance(func, ast.Attribute) and func.attr in PATH_EDITS and _dotted(func.value) == "sys.path"):
+            continue
+        args = node.args  # type: ignore[union-attr]
+        if func.attr == "insert" and len(args) == 2:
+            targets, into = [args[1]], inserted
+        elif func.attr == "append" and len(args) == 1:
+            targets, into = [args[0]], appended
+        elif func.attr == "extend" and len(args) == 1 and isinstance(args[0], (ast.List, ast.Tuple)):
+            targets, into = list(args[0].elts), appended
+        else:
+            continue
+        for target in targets:
+            found = _path_value(target, path, names, 0)
+            if found is not None:
+                into.append(Path(os.path.normpath(found)))
+    return tuple(dict.fromkeys(inserted)), tuple(dict.fromkeys(appended))
+
+
+def _dotted(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _dotted(node.value)
+        return f"{head}.{node.attr}" if head else ""
+    return ""
+
+
+UNCHANGED = frozenset({"abspath", "realpath", "normpath", "str", "Path", "PurePath", "fspath", "resolve", "absolute", "expanduser"})
+
+
+def _path_value(node: ast.expr, path: Path, names: dict[str, ast.expr], hops: int) -> str | None:
+    """The path an expression builds from `__file__` (see `path_edits`), or None."""
+    if hops > MAX_NAME_HOPS:
+        return None
+    here = str(path.parent)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value if os.path.isabs(node.value) else os.path.join(here, node.value)
+    if isinstance(node, ast.Name):
+        if node.id == "__file__":
+            return str(path)
+        bound = names.get(node.id)
+        return _path_value(bound, path, names, hops + 1) if bound is not None else None
+    if isinstance(node, ast.Attribute) and node.attr == "parent":
+        inner = _path_value(node.value, path, names, hops + 1)
+        return os.path.dirname(os.path.normpath(inner)) if inner is not None else None
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "parents":
+        inner = _path_value(node.value.value, path, names, hops + 1)
+        index = node.slice
+        if inner is None or not (isinstance(index, ast.Constant) and isinstance(index.value, int) and 0 <= index.value < 16):
+            return None
+        out = os.path.normpath(inner)
+        for _ in range(index.value + 1):
+            out = os.path.dirname(out)
+        return out
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Div)):
+        left = _path_value(node.left, path, names, hops + 1)
+        right = node.right.value if isinstance(node.right, ast.Constant) and isinstance(node.right.value, str) else None
+        if left is None or right is None:
+            return None
+        return left + right if isinstance(node.op, ast.Add) else os.path.join(left, right)
+    if isinstance(node, ast.JoinedStr):
+        parts: list[str] = []
+        for value in node.values:
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                parts.append(value.value)
+            elif isinstance(value, ast.FormattedValue) and (inner := _path_value(value.value, path, names, hops + 1)) is not None:
+                parts.append(inner)
+            else:
+                return None
+        return "".join(parts)
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name in ("getcwd", "cwd") and not node.args:
+            return here
+        if isinstance(func, ast.Attribute) and name in ("resolve", "absolute", "expanduser") and not node.args:
+            return _path_value(func.value, path, names, hops + 1)
+        if name == "dirname" and len(node.args) == 1:
+            inner = _path_value(node.args[0], path, names, hops + 1)
+            return os.path.dirname(os.path.normpath(inner)) if inner is not None else None
+        if name in UNCHANGED and len(node.args) == 1:
+            return _path_value(node.args[0], path, names, hops + 1)
+        if name == "join" and node.args:
+            head = _path_value(node.args[0], path, names, hops + 1)
+            rest = [a.value for a in node.args[1:] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            if head is None or len(rest) != len(node.args) - 1:
+                return None
+            return os.path.join(head, *rest)
+    return None
