@@ -69,8 +69,10 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        alone = work / "alone"
-        alone.mkdir()
+        # (in a folder of its own: a project without a marker reads the scripts beside its folder, which
+        # the edited case below changes every round)
+        alone = work / "standalone" / "alone"
+        alone.mkdir(parents=True)
         (alone / "train.py").write_text(script)
         warm_env = {**env, "TRAINLINT_CACHE_DIR": str(work / "warm")}
         _wall([*trainlint, "train.py"], alone, warm_env)

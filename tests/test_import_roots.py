@@ -187,3 +187,17 @@ def test_a_cached_helper_result_is_redone_when_a_script_above_starts_importing_i
     assert cached() == [("util/misc.py", 6)]
     os.remove(project / "main.py")  # gone again: the folder's listing changed
     assert cached() == []
+
+
+def test_folders_appearing_beside_a_project_without_a_marker_keep_its_cached_results(tmp_path: Path) -> None:
+    """A script alone in a folder of projects (a downloads folder, /tmp): a job's output or cache
+    folder made beside it is no module, and the script's cached result still holds."""
+    alone = write(tmp_path / "alone", {"train.py": script("import torch")})
+    cache = tmp_path / "cache"
+    first = trainlint(alone, "train.py", "--format", "json", cache=cache)
+    (tmp_path / "outputs").mkdir()
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TRAINLINT_CACHE_DIR": str(cache)}
+    again = subprocess.run([sys.executable, "-X", "importtime", "-m", "trainlint", "train.py", "--format", "json"],
+                           cwd=alone, capture_output=True, text=True, env=env)
+    assert again.stdout == first.stdout
+    assert "| libcst\n" not in again.stderr  # read from the cache: nothing was parsed

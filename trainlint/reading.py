@@ -242,19 +242,32 @@ def project_state(root: str) -> State:
 
 def listing_state(folder: str, modules_only: bool = False) -> State:
     """The names of the modules (`.py`, `.ipynb`) directly in one folder, and unless `modules_only`
-    of its folders named like modules, hashed as one state: a module or such a folder added or
-    removed there changes it (what the folder's modules import was read from them)."""
+    of its folders named like modules that hold modules themselves, hashed as one state: a module, or
+    a folder of code, added or removed there changes it (what the folder's modules import was read
+    from them). A folder without modules (a job's outputs, a cache made beside a project) is no name
+    here: its coming and going would make every cached result of the project miss."""
     try:
         with os.scandir(folder) as entries:
-            names = sorted(
-                e.name + "/" if e.is_dir() else e.name for e in entries
-                if e.name.endswith((".py", ".ipynb")) or (not modules_only and e.is_dir() and e.name.isidentifier())
-            )
+            found = [(e.name, e.is_dir()) for e in entries]
     except (OSError, ValueError):
         return (folder, ABSENT, "")
+    names = sorted(name for name, is_dir in found if not is_dir and name.endswith((".py", ".ipynb")))
+    if not modules_only:
+        names += sorted(
+            name + "/" for name, is_dir in found
+            if is_dir and name.isidentifier() and name not in SKIPPED_FOLDERS and _holds_modules(os.path.join(folder, name))
+        )
     hashed = digest()
     hashed.update("\0".join(names).encode("utf-8", "surrogatepass"))
     return (folder, LISTING if not modules_only else LISTING_MODULES, hashed.hexdigest())
+
+
+def _holds_modules(folder: str) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return any(e.name.endswith((".py", ".ipynb")) for e in entries)
+    except (OSError, ValueError):
+        return False
 
 
 # -- notebooks: their code cells as one module ---------------------------------------------------
