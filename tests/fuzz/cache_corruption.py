@@ -225,7 +225,7 @@ def fuzz_cache(seed: int, count: int, per_project: int = 25, rounds: int = 5, sh
                         kind = rng.choice(sorted(CORRUPTIONS))
                         try:
                             CORRUPTIONS[kind](rng, entry, folder)
-                        except (OSError, ValueError):  # already damaged in a way this one cannot build on
+                        except (OSError, ValueError, IndexError, KeyError, TypeError):  # already damaged in a way this one cannot build on
                             continue
                         report.corrupted[kind] = report.corrupted.get(kind, 0) + 1
                         damaged.append(f"{entry.name[:12]}:{kind}")
