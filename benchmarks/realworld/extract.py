@@ -7,6 +7,8 @@ directory (a mirror: DIR/<owner>+<name>/, the git directory inside it found auto
 when no mirror holds it, from a partial `git clone` of https://github.com/<owner>/<name> made in
 a temporary folder. Only Python files and JSON files (DeepSpeed configs) are written, to
 CORPUS/<owner>__<name>/, which is emptied first so that a re-run reproduces the pinned snapshot.
+An entry's optional `rules` (a list of rule codes) says that only those rules' findings on it are
+labelled; it is checked here and shown with the entry, and score.py scores only those findings.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "manifest.toml"
 KEPT_SUFFIXES = (".py", ".json", ".ipynb")
+RULE_CODE = re.compile(r"TL\d{3}")
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,9 @@ class RepoSpec:
     commit: str
     paths: tuple[str, ...]
     style: str
+    # `rules = ["TL205", ...]`: only these rules' findings on this repository are labelled (and scored);
+    # None, the field absent: every finding is labelled
+    rules: tuple[str, ...] | None = None
 
     @property
     def folder(self) -> str:
@@ -44,13 +51,28 @@ class RepoSpec:
 
 
 def load_manifest(path: Path = MANIFEST) -> list[RepoSpec]:
-    """The manifest's repositories, in file order."""
+    """The manifest's repositories, in file order; a malformed `rules` field stops the run."""
     with open(path, "rb") as fh:
         data = tomllib.load(fh)
     return [
-        RepoSpec(r["name"], r["commit"], tuple(r.get("paths", ["."])), r.get("style", ""))
+        RepoSpec(r["name"], r["commit"], tuple(r.get("paths", ["."])), r.get("style", ""), _rules(r))
         for r in data.get("repo", [])
     ]
+
+
+def _rules(entry: dict) -> tuple[str, ...] | None:
+    """An entry's `rules`: None when absent (all rules labelled), else a non-empty list of rule codes."""
+    if "rules" not in entry:
+        return None
+    rules = entry["rules"]
+    if (
+        not isinstance(rules, list)
+        or not rules
+        or not all(isinstance(r, str) and RULE_CODE.fullmatch(r) for r in rules)
+        or len(set(rules)) != len(rules)
+    ):
+        raise SystemExit(f"{entry.get('name', '?')}: `rules` must be a non-empty list of distinct codes like \"TL205\"")
+    return tuple(rules)
 
 
 def default_corpus() -> Path:
@@ -156,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         total_files += files
         total_lines += lines
-        print(f"{spec.name:40} {files:6} files {lines:8} lines")
+        # a repository labelled for some rules only says which: its other findings are not scored
+        only = f"  (labelled for {', '.join(spec.rules)} only)" if spec.rules is not None else ""
+        print(f"{spec.name:40} {files:6} files {lines:8} lines{only}")
     print(f"{'total':40} {total_files:6} files {total_lines:8} lines -> {corpus}")
     return 1 if failures else 0
 

@@ -11,6 +11,10 @@ last_run.json. `--unlabelled` lists the findings nobody has labelled yet, with c
 `--record` rewrites last_run.json (only the entries of the repositories linted). `--recorded FILE`
 scores a recorded run instead of linting: with `git show REV:benchmarks/realworld/last_run.json`
 it prints an older analysis's table against today's labels (before/after comparisons).
+
+A repository whose manifest entry has `rules = [...]` is labelled for those rules only: its findings
+of other rules are dropped before anything is counted, listed or recorded, and a label of another
+rule on it stops the run. Repositories without the field are scored on every finding, as before.
 """
 
 from __future__ import annotations
@@ -73,8 +77,15 @@ class Label:
         return (self.repo, self.path, self.line, self.code)
 
 
+def scored(spec: RepoSpec, code: str) -> bool:
+    """Whether the repository's findings of this rule are labelled: all are, unless its manifest
+    entry names the rules its labels cover (`rules = [...]`)."""
+    return spec.rules is None or code in spec.rules
+
+
 def load_labels(spec: RepoSpec) -> dict[Key, Label]:
-    """The repository's labels by key; a malformed line stops the run with its position."""
+    """The repository's labels by key; a malformed line, or a label of a rule the manifest entry
+    does not say is labelled there, stops the run with its position."""
     path = LABELS / f"{spec.folder}.jsonl"
     labels: dict[Key, Label] = {}
     if not path.is_file():
@@ -89,6 +100,8 @@ def load_labels(spec: RepoSpec) -> dict[Key, Label]:
             raise SystemExit(f"{path}:{number}: not a label ({exc})")
         if label.verdict not in VERDICTS:
             raise SystemExit(f"{path}:{number}: verdict must be one of {', '.join(VERDICTS)}")
+        if not scored(spec, label.code):
+            raise SystemExit(f"{path}:{number}: {label.code} is not among the rules labelled on {spec.name} (manifest `rules`)")
         if label.key in labels:
             raise SystemExit(f"{path}:{number}: a second label for {label.path}:{label.line} {label.code}")
         labels[label.key] = label
@@ -97,13 +110,17 @@ def load_labels(spec: RepoSpec) -> dict[Key, Label]:
 
 def lint_repo(folder: Path, spec: RepoSpec, jobs: int) -> list[Finding]:
     """Findings of the default rules and of those in preview (measured here before they join the
-    defaults) on one extracted repository, its folder being the root."""
-    settings = Settings(root=folder, preview=True)
+    defaults) on one extracted repository, its folder being the root; on a repository labelled for
+    some rules only (`rules` in the manifest), those rules' findings alone."""
+    # a repository labelled for some rules only runs those alone: its other findings are not scored
+    settings = Settings(root=folder, preview=True, select=spec.rules)
     targets = discover([folder], folder)
     results = lint_paths([(t.path, settings) for t in targets], jobs)
     seen: dict[Key, Finding] = {}
     for result in results:
         for d in result.diagnostics:
+            if not scored(spec, d.code):
+                continue
             rel = _relative(d.path, folder)
             callers = tuple(sorted({(_relative(c[-1].path, folder), c[-1].line) for c in d.chains if c}))
             finding = Finding(spec.name, rel, d.line, d.code, d.message, callers=callers)
@@ -222,12 +239,14 @@ def print_diff(findings: list[Finding], labels: dict[Key, Label], repos: set[str
             print(f"  {sign} {key[0]} {key[1]}:{key[2]} {key[3]} {verdict}")
 
 
-def recorded_findings(path: Path, repos: set[str]) -> list[Finding]:
-    """The findings a recorded run file holds for these repositories."""
+def recorded_findings(path: Path, specs: list[RepoSpec]) -> list[Finding]:
+    """The findings a recorded run file holds for these repositories (those of the rules they are
+    labelled for, where the manifest names them)."""
     data = json.loads(path.read_text(encoding="utf-8"))
     rows = data.get("findings", {})
     return sorted(
-        (Finding(repo, p, l, c, m) for repo in repos for p, l, c, m in rows.get(repo, [])), key=lambda f: f.key
+        (Finding(s.name, p, l, c, m) for s in specs for p, l, c, m in rows.get(s.name, []) if scored(s, c)),
+        key=lambda f: f.key,
     )
 
 
@@ -299,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
             findings.extend(lint_repo(folder, spec, args.jobs))
         lines[spec.name] = sum(p.read_bytes().count(b"\n") for p in folder.rglob("*.py")) if folder.is_dir() else 0
     if args.recorded is not None:
-        findings = recorded_findings(args.recorded, {s.name for s in linted})
+        findings = recorded_findings(args.recorded, linted)
     header = ["rule", "findings", "true", "false", "unlabelled", "precision", "expected", "found", "recall"]
     print_table(header, rule_table(findings, labels))
     print()
