@@ -76,6 +76,8 @@ class Rule:
     fixed_example: ClassVar[str] = ""
     not_flagged: ClassVar[str] = ""
     verification: ClassVar[str] = ""
+    # for a rule that left preview: the reviewed real-code findings that showed it precise
+    evidence: ClassVar[str] = ""
     valid: ClassVar[tuple[str, ...]] = ()
     invalid: ClassVar[tuple[str, ...]] = ()
     # file suffixes of non-Python inputs this rule reads through `check_text` (".json" for configs)
