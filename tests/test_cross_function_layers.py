@@ -172,6 +172,37 @@ def test_a_replacing_method_and_an_optimizer_factory_of_the_same_module() -> Non
     assert "`model.head` (by `Net.reset_classifier` in train.py)" in found[0].message
 
 
+def test_a_trainer_whose_method_delegates_the_replacement() -> None:
+    """The optimizer and the model on `self`; the class's method replaces the head through another method."""
+    code = """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(512, 1000)
+            def _make_head(self, n):
+                self.head = nn.Linear(512, n)
+            def reset_classifier(self, n):
+                self._make_head(n)
+            def reset_if_needed(self, n):
+                if n != 1000:
+                    self._make_head(n)
+
+        def build_optimizer(model):
+            return torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+        class Trainer:
+            def __init__(self, num_classes):
+                self.model = Net()
+                self.optimizer = build_optimizer(self.model)
+                self.model.reset_if_needed(num_classes)
+                self.model.reset_classifier(num_classes)
+    """
+    assert [d.line for d in lint(code, "TL507")] == [25]
+
+
 # -- TL509 probabilities-into-logits-loss -----------------------------------------------------------
 
 PROB_MODELS = """
@@ -285,6 +316,8 @@ def _tl509(tmp_path: Path, model: str, loss: str, given: str = "model(x)") -> li
 ])
 def test_probabilities_from_another_module_into_a_loss_handed_in(tmp_path: Path, model: str, given: str) -> None:
     assert _tl509(tmp_path, model, "CrossEntropyLoss", given) == ["engine.py:8:TL509"]
+    # the module that computes the loss names no loss and no activation: linted alone, the same finding
+    assert findings(tmp_path, ["engine.py"], "TL509") == ["engine.py:8:TL509"]
 
 
 @pytest.mark.parametrize("model, loss, given", [

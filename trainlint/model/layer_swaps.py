@@ -8,7 +8,7 @@ its own arguments in their place: `replaces_layers` ("self.head", "0 model.fc") 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
@@ -102,15 +102,27 @@ def _as_argument(fn: "Function", text: str) -> str | None:
     return None if key is None else f"{key}{dot}{rest}"
 
 
-def replaced_layers(model: "TrainingModel", fn: "Function") -> tuple[str, ...]:
+def replaced_layers(model: "TrainingModel", fn: "Function", replaced_by: "Callable[[Function], tuple[str, ...]]") -> tuple[str, ...]:
     """The layers every call of `fn` replaces with a new module that has parameters, as attributes of
     its receiver or of a parameter: `self.head = nn.Linear(...)` in `reset_classifier` gives
-    "self.head", `model.fc = nn.Linear(...)` in `setup_head(model)` gives "0 model.fc". Only
-    assignments that run on every call (not under an `if`, in a loop or a handler): a replacement on
-    one path only is not a fact of the call. A constructor builds its layers; it replaces none."""
+    "self.head", `model.fc = nn.Linear(...)` in `setup_head(model)` gives "0 model.fc"; and those the
+    functions of this module it calls replace (`self._build_head(n)`, `setup_head(model)`, their
+    summaries' `replaces_layers` by `replaced_by`). Only what runs on every call (not under an `if`, in a loop or a
+    handler): a replacement on one path only is not a fact of the call. A constructor builds its
+    layers; it replaces none."""
     if fn.name == "__init__":
         return ()
     out: list[str] = []
+    for call in fn.calls:
+        site = call.site
+        callee = model.called_function(call) if site.function is fn else None
+        if callee is None or site.loops or site.gate_depths or site.in_except or site.else_of:
+            continue
+        for entry in replaced_by(callee):
+            target = replacement_target(call, entry)
+            named = _as_argument(fn, target) if target is not None else None
+            if named is not None and not model.reaching(fn, target.split(".", 1)[0], site):  # type: ignore[union-attr]
+                out.append(named)
     for a in model.assigns:
         site = a.site
         if site.function is not fn or a.op is not None or len(a.targets) != 1 or a.unpacked:

@@ -338,7 +338,7 @@ class Summarizer:
             clips_parameter=_parameter_key(fn, clip_gates[0]) if clip_gates[0:1] != [None] and len(set(clip_gates)) == 1 else None,
             adds_methods=adds_methods(m, fn),
             saves_arguments=fn.class_name is not None and sets_caller_arguments(fn),
-            replaces_layers=replaced_layers(m, fn),
+            replaces_layers=replaced_layers(m, fn, lambda callee: self.function(callee).replaces_layers),
             optimizes=optimized_modules(m, fn),
             returns_activation=self._returned_activation(fn),
         )
