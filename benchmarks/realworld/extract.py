@@ -57,10 +57,12 @@ def load_manifest(path: Path = MANIFEST) -> list[RepoSpec]:
     ]
 
 
-def default_corpus() -> Path:
-    """$TRAINLINT_REALWORLD, else ~/.cache/trainlint-realworld (never inside the repository)."""
+def default_corpus(split: str = "main") -> Path:
+    """$TRAINLINT_REALWORLD, else ~/.cache/trainlint-realworld (never inside the repository); the sealed
+    split in a folder of its own beside it, so that nothing run over the main set ever reads it."""
     env = os.environ.get("TRAINLINT_REALWORLD")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "trainlint-realworld"
+    main = Path(env).expanduser() if env else Path.home() / ".cache" / "trainlint-realworld"
+    return main if split == "main" else main.with_name(f"{main.name}-{split}")
 
 
 def _git(args: list[str], git_dir: Path | None = None, **kwargs) -> subprocess.CompletedProcess:
@@ -143,11 +145,12 @@ def archive(git_dir: Path, spec: RepoSpec, dest: Path) -> tuple[int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, default=default_corpus())
+    parser.add_argument("--corpus", type=Path, default=None, help="where the repositories are extracted (default: per split)")
     parser.add_argument("--mirror", type=Path, default=Path("/work/.mirror"))
     parser.add_argument("--repo", action="append", help="only this repository (repeatable)")
     parser.add_argument("--split", choices=SPLITS, default="main", help="which manifest: the main set, or the sealed split")
     args = parser.parse_args(argv)
+    args.corpus = args.corpus or default_corpus(args.split)
     corpus = args.corpus.expanduser().resolve()
     if HERE.parents[1] in (corpus, *corpus.parents):
         parser.error(f"the corpus must live outside the repository, not in {corpus}")

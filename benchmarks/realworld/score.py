@@ -263,7 +263,7 @@ def record(findings: list[Finding], repos: set[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, default=default_corpus())
+    parser.add_argument("--corpus", type=Path, default=None, help="where the repositories are extracted (default: per split)")
     parser.add_argument("--repo", action="append", help="only this repository (repeatable)")
     parser.add_argument("--unlabelled", action="store_true", help="list unlabelled findings with code context")
     parser.add_argument("--record", action="store_true", help="rewrite last_run.json with this run's findings")
@@ -282,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         help="`sealed`: the sealed split's manifest and labels (extract it with `extract.py --split sealed`); run it once, at the end",
     )
     args = parser.parse_args(argv)
+    args.corpus = args.corpus or default_corpus(args.split)
     if args.recorded and args.record:
         parser.error("--recorded scores an old run; it cannot be --record-ed")
     if args.split != "main" and args.record:
