@@ -18,6 +18,7 @@ import libcst as cst
 
 from trainlint.model.facts import Call, Function, Loop, Site
 from trainlint.model.names import dotted
+from trainlint.model.parameter_facts import mode_effect
 
 if TYPE_CHECKING:
     from trainlint.model.training import TrainingModel
@@ -157,6 +158,9 @@ class ModeAnalysis:
             return out
         if not given and not on_target:
             return None
+        summary = m.project_call_summary(call) if given and not on_target else None
+        if summary is not None:  # a function of another project module: what its summary says it does
+            return mode_effect(summary, call.node, given)
         if on_target and call.method in SAME_MODULE_METHODS | {"parameters", "named_parameters", "state_dict", "load_state_dict", "modules", "children", "named_modules", "zero_grad", "register_forward_hook"}:
             return None
         if on_target and not given and m.project_call_summary(call) is None and (call.node.func is not None) and self._library_object(call):
@@ -226,7 +230,9 @@ class ModeAnalysis:
             return Training(last_train.node, how)
         if start_order >= 0:
             return entry
-        return self._from_callers(target, fn, depth) if fn is not None else None
+        if fn is None:
+            return None
+        return self._from_callers(target, fn, depth) or self._constructed_attribute(target, fn, depth)
 
     def _events(self, target: str, fn: Function | None, site: Site, start: int, statement: cst.CSTNode | None = None) -> list[tuple[Call, bool | None | str]] | None:
         """The calls of `fn` before `site` (after order `start`) that change `target`'s mode, with
@@ -234,6 +240,7 @@ class ModeAnalysis:
         m = self.model
         calls = fn.calls if fn is not None else [c for c in m.calls if c.site.function is None]
         out: list[tuple[Call, bool | None | str]] = []
+        around: set[int] = set()  # the loops round which a later switch comes back to `site`
         for call in calls:
             if call.site.function is not fn or call.site.order <= start or (statement is not None and call.site.statement is statement):
                 continue  # (the calls of the assignment that starts the module's life)
@@ -242,8 +249,11 @@ class ModeAnalysis:
                 continue
             if call.site.order < site.order:
                 out.append((call, effect))
-            elif effect is not True and any(call.site.order <= loop.end for loop in site.loops if loop in call.site.loops):
-                return None
+            elif effect is not True:
+                around |= {id(loop) for loop in site.loops if loop in call.site.loops and call.site.order <= loop.end}
+        # ...unless every such loop switches it to training mode again before `site` in each round
+        if around and not all(any(e is True and any(id(l) == a for l in c.site.loops) for c, e in out) for a in around):
+            return None
         return out
 
     def _from_callers(self, target: str, fn: Function, depth: int) -> Training | None:
@@ -278,6 +288,41 @@ class ModeAnalysis:
             if found is not None:
                 return Training(found.cause, found.how, (*found.through, call))
         return None
+
+    def _constructed_attribute(self, target: str, fn: Function, depth: int) -> Training | None:
+        """`self.model` built in training mode once, in `__init__`, and switched to eval mode by no method
+        of the class (nor its local bases) and by no code of this module on an attribute of that name:
+        in training mode in every method (what runs before the method is the class's own code)."""
+        m = self.model
+        parts = target.split(".")
+        if fn.class_name is None or parts[0] != "self" or len(parts) < 2 or depth > _MAX_DEPTH:
+            return None
+        attribute = ".".join(parts[:2])
+        assigns = m.attribute_assigns(fn.class_name, attribute)
+        if len(assigns) != 1 or assigns[0].unpacked or assigns[0].op is not None:
+            return None
+        built = assigns[0]
+        if built.site.function is None or built.site.function.name != "__init__" or built.site.loops:
+            return None
+        found = self.training_of(built.value, built.site, depth + 1)
+        info = m.local_class(fn.class_name)
+        if found is None or info is None:
+            return None
+        classes = [info]
+        for base in info.bases:  # a base of another module may switch it: not followed
+            local = m.local_class(base.rsplit(".", 1)[-1])
+            if local is None and base not in ("object",):
+                return None
+            if local is not None and local is not info:
+                classes.append(local)
+        for cls in classes:
+            for method in cls.methods.values():
+                if self.effect(method, attribute) not in (None, True):
+                    return None
+        name = parts[1]
+        if any(mode_switch(c) is False and name in (c.receiver_text or "").split(".")[1:] for c in self.switches):
+            return None  # `trainer.model.eval()` from outside the class
+        return found
 
     def training_of(self, expr: cst.BaseExpression, site: Site, depth: int) -> Training | None:
         """Proof that the module an expression makes (at `site`) is in training mode: a constructor

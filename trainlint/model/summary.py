@@ -67,6 +67,9 @@ class FunctionSummary:
     adds_methods: bool = False
     # a method setting its caller's arguments as attributes of `self` (d2l's `save_hyperparameters`)
     saves_arguments: bool = False
+    # what it does with the values it is given, each fact about one parameter ("evaluates 0 model",
+    # "epochs 1 loader": `parameter_facts`)
+    parameter_facts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -203,7 +206,10 @@ class Summarizer:
         self._active: set[int] = set()
         from trainlint.model.manual_updates import updated_by_hand  # (libcst's side: not for outlines)
 
+        from trainlint.model.parameter_uses import ParameterUses
+
         self._by_hand = updated_by_hand(model)  # weights updated through their `.grad`, by hand
+        self._uses = ParameterUses(model)
 
     def module(self) -> ModuleSummary:
         m = self.model
@@ -260,6 +266,7 @@ class Summarizer:
         stepped: list[str] = []
         params = set(fn.params) - {"self", "cls"}
         clip_gates: list[str | None] = []  # for each clip: the parameter that gates it, if one does
+        subs: dict[int, FunctionSummary] = {}  # the summaries of the calls of `fn` that run project code
         for call in fn.calls:
             own = call.site.function is fn
             unlooped = own and not call.site.loops
@@ -271,6 +278,8 @@ class Summarizer:
             if unlooped and every and call.method == "step" and call.receiver_text in params and len(call.node.args) <= 1:
                 stepped.append(call.receiver_text)
             sub = self.function(callee) if callee is not None else m.project_call_summary(call)
+            if sub is not None and own:
+                subs[id(call)] = sub
             last = (call.qualname or call.method or call.name or "").rsplit(".", 1)[-1]
             if is_clip_name(last) or (sub is not None and sub.clips):
                 clips = True
@@ -328,6 +337,7 @@ class Summarizer:
             clips_parameter=_parameter_key(fn, clip_gates[0]) if clip_gates[0:1] != [None] and len(set(clip_gates)) == 1 else None,
             adds_methods=adds_methods(m, fn),
             saves_arguments=fn.class_name is not None and sets_caller_arguments(fn),
+            parameter_facts=self._uses.facts(fn, subs),
         )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import libcst as cst
 
@@ -12,6 +12,7 @@ from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
 from trainlint.model.mode_layers import ModeLayers
 from trainlint.model.modes import ModeAnalysis, call_trains, loop_ancestors
 from trainlint.model.names import dotted
+from trainlint.model.parameter_facts import EVALUATES, arguments
 from trainlint.rules.rule import Finding, Rule, shorten
 
 
@@ -22,7 +23,13 @@ class ValidationInTrainMode(Rule):
     preview = True
     summary = "An evaluation loop under `no_grad` runs a model with dropout or batch norm that is still in training mode."
     hint = "Call `model.eval()` before the evaluation loop (and `model.train()` before training resumes)."
-    requires = ("no_grad", "inference_mode", "set_grad_enabled")
+    # (or a function of another project module that evaluates under `no_grad`: `may_fire`)
+    requires = ("no_grad", "inference_mode", "set_grad_enabled", "import")
+
+    @classmethod
+    def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
+        return any(token in source for token in ("no_grad", "inference_mode", "set_grad_enabled")) or imports_project()
+
     why = (
         "`torch.no_grad()` turns off autograd, not training mode: only `model.eval()` switches dropout off and "
         "makes batch norm normalise with its running statistics (https://discuss.pytorch.org/t/model-eval-vs-with-torch-no-grad/19615). "
@@ -424,6 +431,40 @@ class Trainer:
                 via = f", then passed on by `{shorten(model.module.code_for_node(training.through[-1].node), 40)}`" if training.through else ""
                 yield Finding(call.node, _message(target, training.how, cause, via, layer), facts={"module": target})
                 break
+        yield from _evaluated_elsewhere(model, modes or ModeAnalysis(model), layers or ModeLayers(model))
+
+
+def _evaluated_elsewhere(model: TrainingModel, modes: ModeAnalysis, layers: ModeLayers) -> Iterator[Finding]:
+    """A call that gives a module in training mode to a function of another project module that runs it
+    forward under `no_grad` to evaluate it and never switches its mode (its summary's `evaluates` fact):
+    reported at the call, where the mode is."""
+    step_functions = model.step_functions
+    for call in model.calls:
+        if model.callee(call) is not None or call.site.function in step_functions:
+            continue
+        if any(loop.is_step or any(a.is_step for a in loop_ancestors(loop)) for loop in call.site.loops):
+            continue  # (evaluation inside the step: not this shape)
+        summary = model.project_call_summary(call)
+        for arg in arguments(summary, EVALUATES, call.node):
+            target = dotted(arg)
+            if target is None or target in ("self", "super"):
+                continue
+            training = modes.training_at(target, call.site)
+            layer = layers.of_module(arg, call.site.function, call.site) if training is not None else None
+            if training is None or layer is None:
+                continue
+            cause = shorten(model.module.code_for_node(training.cause), 50)
+            via = f", then passed on by `{shorten(model.module.code_for_node(training.through[-1].node), 40)}`" if training.through else ""
+            callee = shorten(model.module.code_for_node(call.node.func), 40)
+            where = f" ({summary.where})" if summary is not None and summary.where else ""
+            yield Finding(
+                call.node,
+                _message(target, training.how, cause, via, layer).replace(
+                    "in this evaluation loop", f"when `{callee}(...)`{where} evaluates it under `no_grad` without `.eval()`", 1
+                ),
+                facts={"module": target},
+            )
+            break
 
 
 def _message(target: str, how: str, cause: str, via: str, layer: str) -> str:
