@@ -4,9 +4,11 @@
 A module is in training mode from its construction until `.eval()` (or `.train(False)`); `.train()`
 puts it back. The mode at a call is found along the function's statements in source order (a switch
 later in a loop around the call comes round on the next iteration), and across calls: a function
-of this module that switches its argument, a caller that switched what it passes. Anything the
-analysis cannot follow (a call into another project module that is given the module, a module
-loaded from a checkpoint) leaves the mode unknown, and unknown is never "training".
+of this module that switches its argument, a caller that switched what it passes, a function of
+another project module whose summary says it keeps the mode or only calls `.train()`
+(`parameter_facts`). Anything the analysis cannot follow (a call into another project module that
+may switch the module, a module loaded from a checkpoint) leaves the mode unknown, and unknown is
+never "training".
 """
 
 from __future__ import annotations
@@ -327,7 +329,7 @@ class ModeAnalysis:
     def training_of(self, expr: cst.BaseExpression, site: Site, depth: int) -> Training | None:
         """Proof that the module an expression makes (at `site`) is in training mode: a constructor
         call, through `.to(...)`-style methods, wrappers and copies of a module in training mode."""
-        if depth > _MAX_DEPTH:
+        if depth > 2 * _MAX_DEPTH:  # (a model built, converted to SyncBatchNorm, wrapped in DDP: each binding two steps)
             return None
         m = self.model
         if isinstance(expr, cst.Call):

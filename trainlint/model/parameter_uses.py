@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from trainlint.model.evaluation_calls import discarded
 from trainlint.model.facts import Call, Function, Loop
 from trainlint.model.lattice import Kind
 from trainlint.model.modes import ModeAnalysis, loop_ancestors, mode_switch
@@ -171,7 +172,7 @@ class ParameterUses:
         for c in fn.calls:
             if c.site.function is not fn or dotted(c.node.func) != name or not c.site.loops:
                 continue
-            if not (no_grad or m.under(c.site, "no_grad")) or _discarded(c):
+            if not (no_grad or m.under(c.site, "no_grad")) or discarded(c):
                 continue
             if all(self._evaluation_loop(fn, loop, sub) for loop in c.site.loops):
                 return True
@@ -242,10 +243,3 @@ def _trains(m: "TrainingModel", fn: Function, sub: "dict[int, FunctionSummary]")
     if any(l.is_step for l in m.loops if l.function is fn) or any(m.is_backward(c) or m.is_optimizer_step(c) for c in fn.calls):
         return True
     return any(s.trains or s.steps or s.backprops for s in sub.values())
-
-
-def _discarded(call: Call) -> bool:
-    """`model(x)` as a statement of its own: run for its side effects (batch-norm statistics), not its result."""
-    statement = call.site.statement
-    return statement is not None and any(isinstance(s, cst.Expr) and s.value is call.node for s in statement.body)
-

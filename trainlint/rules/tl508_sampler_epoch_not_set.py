@@ -39,7 +39,11 @@ class SamplerEpochNotSet(Rule):
         "PyTorch docs (torch.utils.data.distributed.DistributedSampler): \"In distributed mode, calling the "
         "set_epoch() method at the beginning of each epoch before creating the DataLoader iterator is "
         "necessary to make shuffling work properly across multiple epochs. Otherwise, the same ordering will "
-        "be always used.\""
+        "be always used.\" The sampler, the loader and the epochs are often in different functions: a "
+        "`make_loader(dataset, shuffle)` helper that builds both (called with `shuffle=True`, or relying on "
+        "the sampler's default `shuffle=True`), a `fit(model, loader, ...)` of another module that runs the "
+        "epochs. The analysis follows the loader through them, in this module or another; for a sampler the "
+        "caller cannot name, the fix is `train_loader.sampler.set_epoch(epoch)`."
     )
     story = (
         "pytorch/pytorch#31771 (\"each epoch samples the data in the same order\"), lucidrains/DALLE-pytorch#230 and "
@@ -73,13 +77,17 @@ for epoch in range(epochs):
 """
     not_flagged = (
         "Modules that call `set_epoch` anywhere (on the sampler, `loader.sampler`, a batch sampler or a "
-        "dataset); `shuffle=False`, or a `shuffle=` the analysis cannot read as a literal; samplers of classes "
+        "dataset), or call a function of another project module that calls it on what it is given "
+        "(`sampler_set_epoch(loader, epoch)`); `shuffle=False`, or a `shuffle=` the analysis cannot read as a "
+        "literal (through a helper's parameter: a literal `True` passed, or the parameter's default `True`); samplers of classes "
         "without a `set_epoch` method (a custom sampler shuffles as it likes); a sampler re-created in the "
         "epoch loop with a `seed=` that reads the epoch loop's variables; loaders handed to a framework "
         "(`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`, a `fit(...)` or `train(...)` call), "
         "which iterates them and sets the epoch itself; loaders no epoch loop iterates again (one pass, "
-        "evaluation loops that do not train), and loaders iterated by a function of another module (whose "
-        "code may set the epoch)."
+        "evaluation loops that do not train, a function of another module that runs one epoch over it), and "
+        "loaders given to a function of another module whose module calls `set_epoch` anywhere (it may set "
+        "it through `loader.sampler`). A helper's loader fed through `batch_sampler=`, or returned on several "
+        "paths or in a tuple, is not followed."
     )
     verification = '`trainlint verify` iterates a shuffling `DistributedSampler` (rank 0 of 2) for three epochs: the same order each time, until `set_epoch` is called.'
     valid = (
@@ -89,6 +97,19 @@ sampler = DistributedSampler(dataset)
 loader = DataLoader(dataset, sampler=sampler)
 for epoch in range(10):
     loader.sampler.set_epoch(epoch)
+    for x in loader:
+        model(x).sum().backward()
+        optimizer.step()
+""",
+        # a helper's `shuffle` parameter given False: the order is meant to stay
+        """
+from torch.utils.data import DataLoader, DistributedSampler
+
+def make_loader(dataset, shuffle):
+    return DataLoader(dataset, batch_size=32, sampler=DistributedSampler(dataset, shuffle=shuffle))
+
+loader = make_loader(dataset, shuffle=False)
+for epoch in range(10):
     for x in loader:
         model(x).sum().backward()
         optimizer.step()
@@ -147,6 +168,32 @@ for epoch in range(10):
 """,
     )
     invalid = (
+        # a helper builds the loader and its sampler; `shuffle` through its parameter (default True)
+        """
+import torch
+from torch.utils.data import DataLoader, DistributedSampler
+
+def make_loader(dataset, shuffle=True):
+    sampler = DistributedSampler(dataset, shuffle=shuffle)
+    return DataLoader(dataset, batch_size=32, sampler=sampler, num_workers=4)
+
+train_loader = make_loader(train_set)
+val_loader = make_loader(val_set, shuffle=False)
+for epoch in range(10):
+    for x, y in train_loader:
+        optimizer.zero_grad()
+        model(x).sum().backward()
+        optimizer.step()
+""",
+        # the sampler built where the loader is built: the fix reaches it as `train_loader.sampler`
+        """
+from torch.utils.data import DataLoader, DistributedSampler
+train_loader = DataLoader(dataset, batch_size=32, sampler=DistributedSampler(dataset))
+for epoch in range(10):
+    for x in train_loader:
+        model(x).sum().backward()
+        optimizer.step()
+""",
         # the loader iterated by a function of this module, called every epoch
         """
 import torch.utils.data.distributed
