@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-import libcst as cst
-
 from trainlint.model.facts import Call, Loop
 from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
-from trainlint.model.modes import Training, call_trains, loop_ancestors
+from trainlint.model.modes import Training, call_trains, discarded, loop_ancestors
 from trainlint.model.names import dotted
 from trainlint.model.parameter_facts import EVALUATES, arguments
 
@@ -33,12 +31,6 @@ def evaluation_loop(model: "TrainingModel", loop: Loop, step_loops: list[Loop]) 
             return False
     inside = [c for c in (fn.calls if fn is not None else model.calls) if loop in c.site.loops]
     return not any(model.is_step_event(c) or c.method == "step" or call_trains(model, c) for c in inside)
-
-
-def discarded(call: Call) -> bool:
-    """`model(x)` as a statement of its own: run for its side effects (batch-norm statistics), not its result."""
-    statement = call.site.statement
-    return statement is not None and any(isinstance(s, cst.Expr) and s.value is call.node for s in statement.body)
 
 
 def evaluated_in_loops(model: "TrainingModel", modes: "ModeAnalysis", layers: "ModeLayers") -> Iterator[tuple[Call, str, Training, str]]:

@@ -392,3 +392,8 @@ def loop_ancestors(loop: Loop) -> list[Loop]:
         out.append(loop)
     return out
 
+
+def discarded(call: Call) -> bool:
+    """`model(x)` as a statement of its own: run for its side effects (batch-norm statistics), not its result."""
+    statement = call.site.statement
+    return statement is not None and any(isinstance(s, cst.Expr) and s.value is call.node for s in statement.body)

@@ -11,10 +11,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from trainlint.model.evaluation_calls import discarded
 from trainlint.model.facts import Call, Function, Loop
 from trainlint.model.lattice import Kind
-from trainlint.model.modes import ModeAnalysis, loop_ancestors, mode_switch
+from trainlint.model.modes import ModeAnalysis, discarded, loop_ancestors, mode_switch
 from trainlint.model.names import dotted
 from trainlint.model.parameter_facts import (
     EPOCHS, EVALUATES, KEEPS_MODE, SETS_EPOCH, SHUFFLED_LOADER, TRAINS_MODE, arguments, fact, keys,

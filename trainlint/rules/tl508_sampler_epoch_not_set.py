@@ -14,7 +14,7 @@ from trainlint.model.parameter_uses import (
     DISTRIBUTED_SAMPLERS, FRAMEWORK_METHODS, fed_by, loop_trains, names_in, runs_step_over, sampler_shuffle, sets_epoch_anywhere,
     single_target,
 )
-from trainlint.model.summary import FunctionSummary
+from trainlint.model.walk import iter_nodes
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, shorten
 
 
