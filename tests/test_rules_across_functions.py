@@ -334,3 +334,23 @@ def test_a_sampler_built_where_the_loader_is_built_is_fixed_through_the_loader()
     assert got[0].fix is not None and got[0].fix.description == "call `train_loader.sampler.set_epoch(epoch)` at the start of each epoch"
     fixed = code.replace("    for x in train_loader:", "    train_loader.sampler.set_epoch(epoch)\n            for x in train_loader:")
     assert lint(fixed, "TL508") == []
+
+
+def test_a_test_method_no_method_of_the_class_calls_is_not_followed() -> None:
+    """Run from another module, perhaps after `trainer.model.eval()`: the mode there is unknown."""
+    code = """\
+        import torch
+        from torch import nn
+
+        class Trainer:
+            def __init__(self):
+                self.model = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.5), nn.Linear(16, 2))
+
+            @torch.no_grad()
+            def test(self, loader):
+                outputs = []
+                for x, y in loader:
+                    outputs.append(self.model(x))
+                return outputs
+        """
+    assert lint(code, "TL511") == []

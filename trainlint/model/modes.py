@@ -294,10 +294,11 @@ class ModeAnalysis:
     def _constructed_attribute(self, target: str, fn: Function, depth: int) -> Training | None:
         """`self.model` built in training mode once, in `__init__`, and switched to eval mode by no method
         of the class (nor its local bases) and by no code of this module on an attribute of that name:
-        in training mode in every method (what runs before the method is the class's own code)."""
+        in training mode in a method that trains it (one that only evaluates may be called from another
+        module after `trainer.model.eval()`; a training method is not)."""
         m = self.model
         parts = target.split(".")
-        if fn.class_name is None or parts[0] != "self" or len(parts) < 2 or depth > _MAX_DEPTH:
+        if fn.class_name is None or parts[0] != "self" or len(parts) < 2 or depth > _MAX_DEPTH or not function_trains(m, fn):
             return None
         attribute = ".".join(parts[:2])
         assigns = m.attribute_assigns(fn.class_name, attribute)
