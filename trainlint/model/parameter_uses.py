@@ -118,6 +118,7 @@ class ParameterUses:
     def __init__(self, model: "TrainingModel") -> None:
         self.model = model
         self._modes: ModeAnalysis | None = None
+        self._for_iterables: dict[int, frozenset[str]] = {}  # per function: the names its `for` loops iterate
 
     def facts(self, fn: Function, sub: "dict[int, FunctionSummary]") -> tuple[str, ...]:
         """The facts of `fn`'s parameters; `sub` holds the summaries of the calls of `fn` (by call id)
@@ -141,13 +142,23 @@ class ParameterUses:
                 dotted(a) == name for c in fn.calls if id(c) in sub for a in arguments(sub[id(c)], SETS_EPOCH, c.node)
             ):
                 out.append(fact(SETS_EPOCH, key))
-            elif self._runs_epochs_over(fn, name, sub):
+            elif self._read_as_loader(fn, name, sub) and self._runs_epochs_over(fn, name, sub):
                 if module_set_epoch is None:
                     module_set_epoch = sets_epoch_anywhere(m)
                 if not module_set_epoch:
                     out.append(fact(EPOCHS, key))
         out.extend(self._shuffled_loader(fn, explicit))
         return tuple(out)
+
+    def _read_as_loader(self, fn: Function, name: str, sub: "dict[int, FunctionSummary]") -> bool:
+        """A parameter some loop of `fn` iterates, or that `fn` passes to a function of this module or the
+        project: worth asking whether it runs the epochs over it (a cheap test before that question)."""
+        loops = self._for_iterables.get(id(fn))
+        if loops is None:
+            loops = self._for_iterables[id(fn)] = frozenset(
+                n for loop in self.model.loops if loop.function is fn and isinstance(loop.node, cst.For) for n in names_in(loop.node.iter)
+            )
+        return name in loops or any(id(c) in sub and any(dotted(a.value) == name for a in c.node.args) for c in fn.calls)
 
     def _module_like(self, fn: Function, name: str, sub: "dict[int, FunctionSummary]") -> bool:
         """A parameter the function runs (`name(x)`) or switches, or passes on to a function that does:
