@@ -354,3 +354,46 @@ def test_a_test_method_no_method_of_the_class_calls_is_not_followed() -> None:
                 return outputs
         """
     assert lint(code, "TL511") == []
+
+
+def test_a_val_method_of_a_class_of_another_module(tmp_path: Path) -> None:
+    evaluator = """\
+        import torch
+
+
+        class Evaluator:
+            def __init__(self, loader):
+                self.loader = loader
+
+            @torch.no_grad()
+            def val(self, model):
+                SWITCH
+                total = 0
+                for x, y in self.loader:
+                    total += (model(x).argmax(1) == y).sum().item()
+                return total
+        """
+    driver = """\
+        import torch
+        import torchvision
+
+        from evaluator import Evaluator
+
+
+        def main(train_loader, val_loader):
+            model = torchvision.models.resnet18(num_classes=10)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            evaluator = Evaluator(val_loader)
+            for epoch in range(5):
+                model.train()
+                for x, y in train_loader:
+                    opt.zero_grad()
+                    torch.nn.functional.cross_entropy(model(x), y).backward()
+                    opt.step()
+                evaluator.val(model)
+        """
+    write(tmp_path, {"evaluator.py": evaluator.replace("SWITCH", "pass"), "train.py": driver})
+    got = found(tmp_path, "TL511")
+    assert list(got) == ["train.py:17"] and "`Evaluator.val` in evaluator.py" in got["train.py:17"]
+    write(tmp_path, {"evaluator.py": evaluator.replace("SWITCH", "model.eval()"), "train.py": driver})
+    assert found(tmp_path, "TL511") == {}  # the method switches the model itself
