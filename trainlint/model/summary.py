@@ -76,6 +76,9 @@ class FunctionSummary:
     optimizes: tuple[str, ...] = ()
     # every `return` gives the output of this activation ("softmax", "sigmoid"): probabilities (`activations`)
     returns_activation: str | None = None
+    # what it does with the values it is given, each fact about one parameter ("evaluates 0 model",
+    # "epochs 1 loader": `parameter_facts`)
+    parameter_facts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -212,8 +215,11 @@ class Summarizer:
         self._active: set[int] = set()
         from trainlint.model.manual_updates import updated_by_hand  # (libcst's side: not for outlines)
 
+        from trainlint.model.parameter_uses import ParameterUses
+
         self._by_hand = updated_by_hand(model)  # weights updated through their `.grad`, by hand
         self._activations = mentions_activation(model)  # (else no function here returns probabilities)
+        self._uses = ParameterUses(model)
 
     def module(self) -> ModuleSummary:
         m = self.model
@@ -270,6 +276,7 @@ class Summarizer:
         stepped: list[str] = []
         params = set(fn.params) - {"self", "cls"}
         clip_gates: list[str | None] = []  # for each clip: the parameter that gates it, if one does
+        subs: dict[int, FunctionSummary] = {}  # the summaries of the calls of `fn` that run project code
         for call in fn.calls:
             own = call.site.function is fn
             unlooped = own and not call.site.loops
@@ -281,6 +288,8 @@ class Summarizer:
             if unlooped and every and call.method == "step" and call.receiver_text in params and len(call.node.args) <= 1:
                 stepped.append(call.receiver_text)
             sub = self.function(callee) if callee is not None else m.project_call_summary(call)
+            if sub is not None and own:
+                subs[id(call)] = sub
             last = (call.qualname or call.method or call.name or "").rsplit(".", 1)[-1]
             if is_clip_name(last) or (sub is not None and sub.clips):
                 clips = True
@@ -341,6 +350,7 @@ class Summarizer:
             replaces_layers=replaced_layers(m, fn, lambda callee: self.function(callee).replaces_layers),
             optimizes=optimized_modules(m, fn),
             returns_activation=self._returned_activation(fn),
+            parameter_facts=self._uses.facts(fn, subs),
         )
 
     def _returned_activation(self, fn: "Function") -> str | None:

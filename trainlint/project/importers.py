@@ -25,6 +25,9 @@ TRAINING_TOKENS = (
     "backward", ".step(", "zero_grad", "clip_grad", "GradScaler", ".scale(", "synchronize", ".item()",
     ".train(", "optim", "half()", "bfloat16", "float16", "torch_dtype",
 )
+# a module without these has nothing a summary beyond its outline says: the training tokens, and what
+# the parameter facts read (a function evaluating a model under `no_grad`, a loader's sampler)
+SUMMARISED_TOKENS = (*TRAINING_TOKENS, "no_grad", "inference_mode", "DistributedSampler", "set_epoch")
 # torch's factories that build a tensor from sizes alone (not `torch.tensor(data)`, not `*_like`)
 HOST_BUILT = frozenset({"zeros", "ones", "full", "arange", "eye", "empty", "linspace", "rand", "randn", "randint", "randperm"})
 MAX_CHAINS = 4
@@ -340,6 +343,6 @@ def pending_bytes(
         if held(path):
             continue
         _, data = read_state(str(path))
-        if data is not None and any(token.encode() in data for token in TRAINING_TOKENS):
+        if data is not None and any(token.encode() in data for token in SUMMARISED_TOKENS):
             total += len(data)
     return total
