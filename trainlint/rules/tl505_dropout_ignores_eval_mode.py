@@ -33,7 +33,6 @@ class DropoutIgnoresEvalMode(Rule):
     code = "TL505"
     name = "dropout-ignores-eval-mode"
     severity = Severity.WARNING
-    preview = True
     summary = "Functional dropout in an `nn.Module` without `training=`, or a dropout layer built inside the method that uses it."
     hint = "Pass `training=self.training` to `F.dropout` (or build the `nn.Dropout` layer once in `__init__`)."
     requires = ("ropout",)  # `dropout` and `Dropout`
@@ -91,6 +90,12 @@ class Classifier(nn.Module):
         "`nn.Module` subclass (a plain function has no `self.training` to pass), in static or class "
         "methods, and in the step hooks a library calls only while training (Lightning's `training_step`); "
         "dropout layers built in `__init__` or stored on `self` (registered, so `eval()` reaches them)."
+    )
+    evidence = (
+        "Left preview on 24 of 25 reviewed findings right (0.96) in nine public repositories of the real-code set "
+        "(`benchmarks/realworld/labels/`): a book's chapters (10), federated-learning, graph, recommendation, "
+        "table-recognition and three book repositories. The false one: a `drop_prob` the caller sets to 0 for "
+        "evaluation (kefirski/pytorch_RVAE)."
     )
     verification = "`trainlint verify` runs two eval-mode forwards of one batch through `F.dropout(x, p)`: they differ (the same determinism check as `verify run`'s); `verify run` also names the call on the user's own run."
     valid = (

@@ -28,7 +28,6 @@ class SamplerEpochNotSet(Rule):
     code = "TL508"
     name = "sampler-epoch-not-set"
     severity = Severity.WARNING
-    preview = True
     summary = "A shuffling `DistributedSampler` feeds an epoch loop that never calls `sampler.set_epoch(epoch)`."
     hint = "Call `sampler.set_epoch(epoch)` at the start of every epoch, before iterating the loader."
     requires = ("Sampler", "import")  # (see `may_fire`)
@@ -88,6 +87,13 @@ for epoch in range(epochs):
         "loaders given to a function of another module whose module calls `set_epoch` anywhere (it may set "
         "it through `loader.sampler`). A helper's loader fed through `batch_sampler=`, or returned on several "
         "paths or in a tuple, is not followed."
+    )
+    evidence = (
+        "Left preview on 27 of 27 reviewed findings right in twelve public repositories of the real-code set "
+        "(`benchmarks/realworld/labels/`): BERT-style fine-tuning scripts (about 17 of them copies of one "
+        "`run_classifier` template), DeepSpeed examples, code-model training and a distributed-training guide. "
+        "It misses more than it reports there (14 `fn` labels): samplers chosen in a one-line conditional and "
+        "samplers built inside helpers."
     )
     verification = '`trainlint verify` iterates a shuffling `DistributedSampler` (rank 0 of 2) for three epochs: the same order each time, until `set_epoch` is called.'
     valid = (
