@@ -1,15 +1,15 @@
-"""The project's local import graph, read cheaply, and its cycles: the modules that import each other.
+"""The project's local import graph, read cheaply: which modules import which, directly or not.
 
 A module's summary is computed once per content and reads the summaries of the project modules it
-imports in full, each computed once in turn (bottom-up over the import graph). Modules that import
-each other (a strongly connected component of the graph) cannot each wait for the other's summary:
-they see each other by their outlines, always, whichever of them a run happens to ask for first, so
-that a summary is a function of its module's content and of its dependencies' summaries only.
+imports in full, each computed once in turn (bottom-up over the import graph). A module that imports
+the one being summarised, directly or not, cannot be waited for: its own summary may read this one.
+Such a module (one of its import cycle, or an importer handing it objects of its classes) is seen
+by its outline, always, whichever module a run happens to ask for first, so that a summary is a
+function of its module's content and of its dependencies' summaries only (index.py).
 
 The graph's edges are read with Python's own parser from every import statement of a module (those
 inside functions too) and found as the interpreter finds them (`ModuleFinder`); what that read is
-noted, so that a result depending on a module's component is invalidated when the component may
-have changed.
+noted, so that a result depending on it is invalidated when a module on the way may import others.
 """
 
 from __future__ import annotations

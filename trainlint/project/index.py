@@ -434,7 +434,7 @@ class Project(ModuleFinder):
             return EMPTY, set(), True
         shared_entry = store.shared_entry(path, state)
         stored = store.load_shared(shared_entry)
-        if stored is None and not store.claim(shared_entry):  # another worker was computing it: shared now
+        if stored is None and not store.claim(shared_entry, budget.patience()):  # another worker was computing it: shared now
             stored = store.load_shared(shared_entry)
         if stored is not None:
             return (*stored, True)

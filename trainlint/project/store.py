@@ -291,15 +291,13 @@ def store_shared(entry: str | None, summary: ModuleSummary, depends: set[State])
             pass
 
 
-MAX_WAIT = 30.0  # seconds a worker waits for a summary another worker of the run is computing
-
-
-def claim(entry: str | None) -> bool:
+def claim(entry: str | None, patience: float) -> bool:
     """Whether this process is to compute the summary `entry` (True: it holds the run's claim on it,
     to `release`), or another worker of the run has just shared it (False: `load_shared` it). A
     worker that needs a summary another one is computing waits for it rather than computing it too
     (summaries read each other's only along the import graph, cycles apart, so two workers never wait
-    for each other; a claim whose process has gone, or that is held past MAX_WAIT, is not waited for)."""
+    for each other; a claim whose process has gone is not waited for, nor one held past `patience`
+    seconds: a summary the other worker is slow to compute, this one computes too)."""
     if entry is None or _SHARED_FOLDER is None:
         return True
     name = os.path.join(_SHARED_FOLDER, f".claim-{entry}")
@@ -320,7 +318,7 @@ def claim(entry: str | None) -> bool:
             return True
         if os.path.exists(os.path.join(_SHARED_FOLDER, entry)):
             return False
-        if time.monotonic() - started > MAX_WAIT or not _alive(name):
+        if time.monotonic() - started > patience or not _alive(name):
             return True
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
