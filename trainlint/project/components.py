@@ -18,6 +18,7 @@ import ast
 from pathlib import Path
 from typing import Callable
 
+from trainlint.project.python_trees import python_tree
 from trainlint.project.watching import note, watching
 from trainlint.reading import State, module_code, read_state
 
@@ -28,7 +29,7 @@ Imports = list[tuple[str, int]]
 def imported_modules(source: str) -> Imports:
     """Every module an import statement of `source` may name (its submodules too: `from . import x`)."""
     try:
-        tree = ast.parse(source)
+        tree = python_tree(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     out: dict[tuple[str, int], None] = {}
