@@ -443,13 +443,13 @@ class Project(ModuleFinder):
             store.log_computation(path, state)
             with self._computing.working(key), watching() as depends, budget.own_budget(str(path)):
                 summary = self._compute(path, data)
+            kept = self._computing.keep(key)
+            if kept:  # (shared before the claim is released: a worker waiting for it finds it)
+                store.store_shared(shared_entry, summary, depends)
         except budget.OverBudget:  # unknown, not nothing: its names and class kinds only; never shared
             return self.outline(path, unknown_if_training=True), depends, self._computing.keep(key)
         finally:
             store.release(shared_entry)
-        kept = self._computing.keep(key)
-        if kept:
-            store.store_shared(shared_entry, summary, depends)
         return summary, depends, kept
 
     def _compute(self, path: Path, data: bytes) -> ModuleSummary:
