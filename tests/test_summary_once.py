@@ -1,7 +1,8 @@
 """One summary per module per content, computed once however many files import it and at whatever
 depth (a chain, a diamond, modules that import each other), with one worker or two; and the same
 findings whichever file a run starts from: `check DIR` gives each file what `check FILE` gives it,
-`-j 1` what `-j 2` gives. Through the command, counting computations with TRAINLINT_SUMMARY_LOG."""
+`-j 1` what `-j 2` gives, the editor (one long-lived process, files in any order) what `check` gives.
+Through the command, counting computations with TRAINLINT_SUMMARY_LOG."""
 
 from __future__ import annotations
 
@@ -82,6 +83,27 @@ def _check(root: Path, *args: str, log: Path | None = None) -> list[tuple[str, i
     return sorted((Path(str(d["path"])).name, int(d["line"]), str(d["code"])) for d in json.loads(done.stdout))
 
 
+EDITOR = """
+import dataclasses, json, sys
+from trainlint.config import Settings
+from trainlint.lsp.analysis import lint_buffer
+settings = dataclasses.replace(Settings(), preview=True)
+out = []
+for name in sys.argv[1:]:
+    with open(name) as fh:
+        out.extend((name, d.line, d.code) for d in lint_buffer(fh.read(), name, settings).diagnostics)
+print(json.dumps(sorted(out)))
+"""
+
+
+def _editor(root: Path, tmp_path: Path, names: list[str]) -> list[tuple[str, int, str]]:
+    """What the language server's analysis finds in each file, one process linting them in turn."""
+    env = {**os.environ, "TRAINLINT_CACHE_DIR": str(tmp_path / "editor-cache"), "TRAINLINT_CACHE_KEY": "k1"}
+    done = subprocess.run([sys.executable, "-c", EDITOR, *names], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return [(name, line, code) for name, line, code in json.loads(done.stdout)]
+
+
 def _computed(root: Path, log: Path) -> list[tuple[str, str]]:
     """(module, content hash) for each summary computed."""
     lines = log.read_text().splitlines() if log.exists() else []
@@ -111,5 +133,8 @@ def test_the_same_findings_whichever_file_a_run_starts_from(tmp_path: Path) -> N
     # the cycle, entered from either side: what each side's findings are does not depend on it
     assert _check(root, "ping.py", "pong.py") == _check(root, "pong.py", "ping.py") == sorted(
         f for f in whole if f[0] in CYCLE)
+    # the editor, one file after another in either order, and each side of the cycle first
+    assert _editor(root, tmp_path, files) == whole
+    assert _editor(root, tmp_path, files[::-1]) == whole
     # the step loops' helpers are analysed across modules: the chain's `.item()` and the cycle's sync
     assert any(f[2].startswith("TL4") for f in whole), whole

@@ -4,14 +4,15 @@
 the project) part of the analysis of `train.py`: its summary says what `NativeScaler()(loss, opt)`
 does. Only modules a file imports are read, and only when the analysis asks about one of their names.
 
-Each module has one summary per content, computed once (`Summaries`, the project a summary's own
-analysis looks through): it sees the summaries of the modules it imports in full, each computed once
-in turn, bottom-up over the import graph, except those of its own import cycle, which it sees by their
-outlines (components.py), whichever module was asked first. A module with no training token is known
-by its outline (Python's own parser, not an analysis) until a step may pass through it. Summaries are
-memoised per process by the module's path and content (read again after `rescan`) and shared through
-the run's store (store.py). The file being linted (`Project`, depth 0) has a view of its own: what
-other modules pass it and call in it every step, whether it is alone.
+Each module has one summary per content, computed once, through one project (depth 1, its own
+`_summariser`): a summary sees the summaries of the modules it imports in full, each computed once in
+turn, bottom-up over the import graph, and the modules that import it (its import cycle, importers
+passing it objects of their classes) by their outlines (components.py), whichever module a run asked
+for first. A module with no training token is known by its outline (Python's own parser, not an
+analysis) until a step may pass through it. Summaries are memoised per process by the module's path
+and content (read again after `rescan`) and shared through the run's store (store.py), where a worker
+waits for one another worker is computing. The file being linted (depth 0) has a view of its own:
+every module in full, what other modules pass it and call in it every step, whether it is alone.
 
 What the analysis of a file depended on is recorded as it goes (`watching`): the content of each
 module it read and whether each path it looked for is a file, a folder or nothing, as the states of
