@@ -34,6 +34,12 @@ CYCLE = {
     "ping.py": "import torch\nimport pong\n\ndef ping(t, n):\n    if n:\n        return pong.pong(t, n - 1)\n    return t.item()\n",
     "pong.py": "import torch\nimport ping\n\ndef pong(t, n):\n    torch.cuda.synchronize()\n    return ping.ping(t, n)\n",
 }
+# a package whose `__init__` imports its modules, one of which imports a sibling through the package
+PACKAGE = {
+    "pkg/__init__.py": "from .ops import run_step\nfrom .util import host\n",
+    "pkg/ops.py": "import torch\nfrom . import util\n\ndef run_step(loss, opt):\n    loss.backward()\n    opt.step()\n    return util.host(loss)\n",
+    "pkg/util.py": "import torch\n\ndef host(t):\n    return t.item()\n",
+}
 LOOP = """\
 import torch
 {imports}
@@ -55,7 +61,8 @@ def _project(tmp_path: Path) -> Path:
     root = tmp_path / "project"
     root.mkdir()
     (root / "pyproject.toml").write_text("")
-    for name, text in {**CHAIN, **DIAMOND, **CYCLE}.items():
+    (root / "pkg").mkdir()
+    for name, text in {**CHAIN, **DIAMOND, **CYCLE, **PACKAGE}.items():
         (root / name).write_text(text)
     # files importing the same helpers at different depths of the chain, the diamond's top and a
     # side, and each side of the cycle
@@ -65,6 +72,7 @@ def _project(tmp_path: Path) -> Path:
         "train_diamond.py": _train(["from top import both", "from right import right"],
                                    ["loss.backward()", "optimizer.step()", "optimizer.zero_grad()", "both(loss)", "right(loss)"]),
         "train_ping.py": _train(["from ping import ping"], ["loss.backward()", "optimizer.step()", "optimizer.zero_grad()", "ping(loss, 2)"]),
+        "train_pkg.py": _train(["from pkg import run_step, host"], ["run_step(loss, optimizer)", "host(loss)", "optimizer.zero_grad()"]),
         "train_pong.py": _train(["from pong import pong", "from b import step_b"], ["pong(loss, 2)", "step_b(loss, optimizer)", "optimizer.zero_grad()"]),
     }
     for name, text in trains.items():
@@ -80,7 +88,7 @@ def _check(root: Path, *args: str, log: Path | None = None) -> list[tuple[str, i
     done = subprocess.run([sys.executable, "-m", "trainlint", "check", "--preview", "--no-cache", "--format", "json", *args],
                           cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode in (0, 1), done.stdout + done.stderr
-    return sorted((Path(str(d["path"])).name, int(d["line"]), str(d["code"])) for d in json.loads(done.stdout))
+    return sorted((Path(str(d["path"])).as_posix(), int(d["line"]), str(d["code"])) for d in json.loads(done.stdout))
 
 
 EDITOR = """
@@ -120,14 +128,14 @@ def test_each_module_content_is_summarised_at_most_once(tmp_path: Path, jobs: st
     assert not repeated, repeated
     # every helper with training code that a file imports, at any depth, was summarised
     names = {Path(path).name for path, _ in computed}
-    assert set(CHAIN) | set(DIAMOND) | set(CYCLE) <= names, names
+    assert set(CHAIN) | set(DIAMOND) | set(CYCLE) | {"ops.py", "util.py"} <= names, names
 
 
 def test_the_same_findings_whichever_file_a_run_starts_from(tmp_path: Path) -> None:
     root = _project(tmp_path)
     whole = _check(root, ".", "-j", "1")
     assert whole == _check(root, ".", "-j", "2")
-    files = sorted(p.name for p in root.glob("*.py"))
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py"))
     one_by_one = sorted(f for name in files for f in _check(root, name))
     assert whole == one_by_one
     # the cycle, entered from either side: what each side's findings are does not depend on it

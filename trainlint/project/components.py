@@ -22,28 +22,31 @@ from trainlint.project.python_trees import python_tree
 from trainlint.project.watching import note, watching
 from trainlint.reading import State, module_code, read_state
 
-# a module's imports, as (dotted module, level) pairs: `from ..a import b` gives ("a", 2) and ("a.b", 2)
-Imports = list[tuple[str, int]]
+# a module's imports, each as the (dotted module, level) it names, the first of them that is a file:
+# `from ..a import b` names module `..a.b` if there is one, else name `b` of module `..a`
+Imports = list[tuple[tuple[str, int], ...]]
 
 
 def imported_modules(source: str) -> Imports:
-    """Every module an import statement of `source` may name (its submodules too: `from . import x`)."""
+    """Every module an import statement of `source` names (a package's `__init__` only where the
+    name imported is not a module of its own: `from . import x` reads `x.py`, the package need not
+    import it back to be seen in full)."""
     try:
         tree = python_tree(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
-    out: dict[tuple[str, int], None] = {}
+    out: dict[tuple[tuple[str, int], ...], None] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                out[(alias.name, 0)] = None
+                out[((alias.name, 0),)] = None
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
-            if module or node.level:
-                out[(module, node.level)] = None
             for alias in node.names:
-                if alias.name != "*":
-                    out[(f"{module}.{alias.name}" if module else alias.name, node.level)] = None
+                if alias.name == "*":
+                    out[((module, node.level),)] = None
+                else:
+                    out[((f"{module}.{alias.name}" if module else alias.name, node.level), (module, node.level))] = None
     return list(out)
 
 
@@ -72,10 +75,12 @@ class Components:
             found: dict[Path, None] = {}
             with watching() as probed:
                 if data is not None:
-                    for name, level in imported_modules(module_code(str(module), data)):
-                        path = self._find(module, name, level)
-                        if path is not None:
-                            found[self._real(path)] = None
+                    for alternatives in imported_modules(module_code(str(module), data)):
+                        for name, level in alternatives:
+                            path = self._find(module, name, level) if name or level else None
+                            if path is not None:
+                                found[self._real(path)] = None
+                                break
             found.pop(module, None)
             known = self._edges[module] = (state, tuple(found), tuple(probed))
         note(known[0], *known[2])
