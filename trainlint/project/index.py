@@ -33,7 +33,7 @@ from trainlint.project.watching import InProgress, note, watching
 from trainlint.project.classes import class_hierarchy, inherited_methods
 from trainlint.project.passed_instances import passed_instances
 from trainlint.project.seeds import join_seeds, passed_to
-from trainlint.project.importers import MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, TRAINING_TOKENS, ImportIndex, import_index, module_outline, pending_bytes
+from trainlint.project.importers import MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, SUMMARISED_TOKENS, TRAINING_TOKENS, ImportIndex, import_index, module_outline, pending_bytes
 from trainlint.project import roots as import_roots
 from trainlint.project.finding import ModuleFinder
 from trainlint.project.roots import IMPORT_TEXT, LIBRARY_ROOTS
@@ -43,7 +43,8 @@ from trainlint.reading import EXISTS, FOLDER, State, module_code, probe_state, r
 Symbol = FunctionSummary | ClassSummary
 
 # for both views: outlines (names; names without what is unknown), `resolve()`s until `rescan`
-_OUTLINES: dict[Path, tuple[State, ModuleSummary, ModuleSummary]] = {}
+# and whether the module has anything a summary says beyond its outline (SUMMARISED_TOKENS)
+_OUTLINES: dict[Path, tuple[State, ModuleSummary, ModuleSummary, bool]] = {}
 _REAL: dict[Path, Path] = {}
 
 
@@ -380,19 +381,24 @@ class Project(ModuleFinder):
                 opaque = outline
                 if any(token in text for token in TRAINING_TOKENS):
                     opaque = replace(outline, functions={}, classes={k: ClassSummary(c.kind) for k, c in outline.classes.items()})
-                known = self._outlines[path] = (state, outline, opaque)
+                summarised = any(token in text for token in SUMMARISED_TOKENS)
+                known = self._outlines[path] = (state, outline, opaque, summarised)
         note(known[0])
         return known[2] if unknown_if_training else known[1]
 
+    def _outline_says_all(self, path: Path) -> bool:
+        """Whether a summary of the module could say nothing beyond its outline (no SUMMARISED_TOKENS)."""
+        self.outline(path)
+        return not self._outlines[path][3]
+
     def summary(self, path: Path, steps: bool = False) -> ModuleSummary:
-        """The module's summary (one per content, memoised); empty when it cannot be read. A module with
-        no training code is known by its outline and the instances it passes, unless `steps`: what it
-        calls whenever its functions run is asked (a step may pass through a model's `forward` to its
-        loss head), and it is analysed, once: the same analysis a module with training code has."""
+        """The module's summary (one per content, memoised); empty when it cannot be read. A module whose
+        summary would say nothing beyond its outline (no SUMMARISED_TOKENS) is known by its outline and
+        the instances it passes, unless `steps`: what it calls whenever its functions run is asked (a
+        step may pass through a model's `forward` to its loss head); then it is analysed, once."""
         if not self.depth:
             return self._summariser().summary(path, steps)
-        outline = self.outline(path)
-        if not steps and self.outline(path, unknown_if_training=True) is outline:  # (no training token)
+        if not steps and self._outline_says_all(path):
             return self.passed_by(path)
         key = _absolute(path)  # (one summary however the module is spelled, as the run's store keys it)
         known = self._summaries.get(key)
