@@ -66,7 +66,8 @@ def test_a_later_run_reads_the_summaries_an_earlier_one_kept(tmp_path: Path) -> 
     root = _project(tmp_path)
     log, cache = tmp_path / "summaries.log", tmp_path / "cache"
     first, computed = _run(root, log, "train.py", "--cache-dir", str(cache))
-    assert {"helpers.py", "inner.py"} <= set(computed), computed
+    # (inner.py has no training code: it is known by its outline, which is no summary computed)
+    assert "helpers.py" in computed and "inner.py" not in computed, computed
     # the file's result is not reusable (other settings), the summaries it read are: none is computed
     second, computed = _run(root, log, "train.py", "--cache-dir", str(cache), "--select", "TL4")
     assert computed == [], computed
@@ -74,7 +75,7 @@ def test_a_later_run_reads_the_summaries_an_earlier_one_kept(tmp_path: Path) -> 
     # a module the summaries were computed from changes: those are computed again
     (root / "inner.py").write_text(INNER + "\n# edited\n")
     _, computed = _run(root, log, "train.py", "--cache-dir", str(cache), "--select", "TL40")
-    assert "helpers.py" in computed and "inner.py" in computed, computed
+    assert "helpers.py" in computed, computed
 
 
 def test_kept_summaries_are_authenticated(tmp_path: Path) -> None:

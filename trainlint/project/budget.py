@@ -42,6 +42,12 @@ def configure(seconds: float) -> None:
     _SECONDS = seconds
 
 
+def patience() -> float:
+    """How long (wall-clock seconds) a worker waits for a summary another worker is computing: the
+    budget that one has, several times over for a busy machine, well within a worker's backstop."""
+    return 3 * _SECONDS + 10 if _SECONDS > 0 else 120.0
+
+
 def exceeded() -> set[str]:
     """The modules whose summary ran out of budget since the last `forget`."""
     return _EXCEEDED

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from trainlint.project.python_trees import python_tree
 from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, Kind, Value
 from trainlint.model.saved_arguments import FRAME_READERS
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, registry_root
@@ -107,7 +108,7 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
     or defining `forward` is a module whose `forward` runs when an instance is called), and the names
     it imports (for re-exports)."""
     try:
-        tree = ast.parse(source)
+        tree = python_tree(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return EMPTY
     exports: dict[str, str] = {}

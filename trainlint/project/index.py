@@ -2,9 +2,17 @@
 
 `from utils import NativeScaler` in `train.py` makes `utils.py` (beside it, or in a parent folder of
 the project) part of the analysis of `train.py`: its summary says what `NativeScaler()(loss, opt)`
-does. Only modules a file imports are read, and only when the analysis asks about one of their names;
-a module with no training token is summarised with Python's own parser. Summaries are memoised per
-process by the module's path and content (read again after `rescan`).
+does. Only modules a file imports are read, and only when the analysis asks about one of their names.
+
+Each module has one summary per content, computed once, through one project (depth 1, its own
+`_summariser`): a summary sees the summaries of the modules it imports in full, each computed once in
+turn, bottom-up over the import graph, and the modules that import it (its import cycle, importers
+passing it objects of their classes) by their outlines (components.py), whichever module a run asked
+for first. A module with no training token is known by its outline (Python's own parser, not an
+analysis) until a step may pass through it. Summaries are memoised per process by the module's path
+and content (read again after `rescan`) and shared through the run's store (store.py), where a worker
+waits for one another worker is computing. The file being linted (depth 0) has a view of its own:
+every module in full, what other modules pass it and call in it every step, whether it is alone.
 
 What the analysis of a file depended on is recorded as it goes (`watching`): the content of each
 module it read and whether each path it looked for is a file, a folder or nothing, as the states of
@@ -13,12 +21,14 @@ cache.py, against which a cached result is checked.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from dataclasses import replace
 from typing import Any
 
 from trainlint.model.torchnames import LIBRARY_CLASS
 from trainlint.project import budget, store
+from trainlint.project.components import Components
 from trainlint.project.watching import InProgress, note, watching
 from trainlint.project.classes import class_hierarchy, inherited_methods
 from trainlint.project.passed_instances import passed_instances
@@ -30,17 +40,21 @@ from trainlint.project.roots import IMPORT_TEXT, LIBRARY_ROOTS
 from trainlint.model.summary import EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Seed
 from trainlint.reading import EXISTS, FOLDER, State, module_code, probe_state, read_state
 
-MAX_DEPTH = 2  # summaries analyse this many levels of modules; the next knows their names only
-
 Symbol = FunctionSummary | ClassSummary
 
-# for every depth's Project: outlines (names; names without what is unknown), `resolve()`s until `rescan`
-_OUTLINES: dict[Path, tuple[State, ModuleSummary, ModuleSummary]] = {}
+# for both views: outlines (names; names without what is unknown), `resolve()`s until `rescan`
+# and whether the module has anything a summary says beyond its outline (SUMMARISED_TOKENS)
+_OUTLINES: dict[Path, tuple[State, ModuleSummary, ModuleSummary, bool]] = {}
 _REAL: dict[Path, Path] = {}
 
 
 def _real(path: Path) -> Path:
     return _REAL.get(path) or _REAL.setdefault(path, path.resolve())
+
+
+def _absolute(path: Path) -> Path:
+    """The module's path as the run's store names its summary (the same from any spelling of it)."""
+    return Path(os.path.abspath(path))
 
 
 class Project(ModuleFinder):
@@ -49,12 +63,15 @@ class Project(ModuleFinder):
     def __init__(self, root: Path | None = None, depth: int = 0) -> None:
         # (kept for callers naming one; each file's imports are found from its own roots, roots.py)
         self.root = root.resolve() if root is not None else None
-        self.depth = depth
+        self.depth = depth  # 0: the view of the file linted; 1: the view a summary's analysis has
         if depth == 0:  # a new project reads the folders afresh (the roots are memoised per process)
             import_roots.forget()
-        # path -> the state of the content summarised, the summary, the states it was computed from
-        self._summaries: dict[tuple[Path, bool], tuple[State, ModuleSummary, set[State]]] = {}
-        self._current: set[tuple[Path, bool]] = set()  # summaries whose content was read since the last `rescan`
+        # path -> the state of the content summarised, the summary, the states it was computed from:
+        # each module's one analysis, and the outlines of those with no training code (with what they pass)
+        self._summaries: dict[Path, tuple[State, ModuleSummary, set[State]]] = {}
+        self._plain: dict[Path, tuple[State, ModuleSummary, set[State]]] = {}
+        self._current: set[tuple[Path, bool]] = set()  # those whose content was read since the last `rescan`
+        self._components = Components(self.imported_file, _real)
         self._outlines = _OUTLINES
         self._current_outlines: set[Path] = set()
         # (folder, dotted module) -> its file if any, and the states of the paths it was looked for at
@@ -62,7 +79,7 @@ class Project(ModuleFinder):
         # (importer, qualname) -> where it is, and the states of the paths probed to find it (noted on each hit)
         self._located: dict[tuple[Path, str], tuple[tuple[Path, list[str]] | None, tuple[State, ...]]] = {}
         self._tops: dict[tuple[Path, str], tuple[State, State]] = {}
-        self._deeper: Project | None = None  # summaries of the modules imported modules import
+        self._deeper: Project | None = None  # where summaries are computed: depth 1 (whose own is itself)
         self._index: dict[Path, ImportIndex] = {}  # per project root: which files import which names
         self._rescanned: dict[Path, ImportIndex] = {}  # those `rescan` set aside: reused while current
         self._computing: InProgress[Path] = InProgress()  # summaries being computed (imports may form cycles)
@@ -76,13 +93,24 @@ class Project(ModuleFinder):
     def symbol(self, from_file: str, qualname: str) -> Symbol | None:
         """The summary of `qualname` (as the importing file's imports spell it: `utils.Scaler`,
         `.engine.train_one_epoch`), or None when it is not a name of a local module."""
-        if self.depth > MAX_DEPTH or not from_file or from_file == "-":
+        if not from_file or from_file == "-":
             return None
         found = self.locate_any(Path(from_file), qualname)
         if found is None:
             return None
         path, rest = found
-        return self._resolve(path, rest, hops=0, outlines=self.depth == MAX_DEPTH)
+        return self._summariser()._resolve(path, rest, hops=0, asker=self._asker(from_file))
+
+    def _summariser(self) -> Project:
+        """The project through which every summary is computed and read (one per process and root)."""
+        if self._deeper is None:
+            self._deeper = self if self.depth else Project(self.root, 1)
+        return self._deeper
+
+    def _asker(self, from_file: str) -> Path | None:
+        """The module whose summary is being computed, asking (None: the file linted, which sees every
+        module in full)."""
+        return _real(Path(from_file)) if self.depth else None
 
     def locate_any(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
         """`locate`, and "file::Name.attr" (a class another module passed in) by its file."""
@@ -135,7 +163,7 @@ class Project(ModuleFinder):
         if known is None or known[0] != state:
             answer = True
             with watching() as read:
-                if data is not None and self.depth < MAX_DEPTH:
+                if data is not None:
                     model = self._model(target, data)
                     if model is not None:
                         from trainlint.model.fix_safety import local_differentiates
@@ -146,10 +174,12 @@ class Project(ModuleFinder):
         return known[1]
 
     def passed_arguments(self, path: str, facts: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:
-        """What other modules pass to this module's functions and classes (`ProjectLookup`'s)."""
-        if self.depth >= (1 if facts else MAX_DEPTH) or not path or path == "-":
+        """What other modules pass to this module's functions and classes (`ProjectLookup`'s). A
+        summary reads the classes its importers pass as their outlines say (`passed_instances`): their
+        summaries read its own."""
+        if (self.depth and facts) or not path or path == "-":
             return {}
-        return passed_to(self, _real(Path(path)), facts)
+        return passed_to(self, _real(Path(path)), facts, outlined=bool(self.depth))
 
     def _arguments(self, path: Path, passed: list[tuple[str, str, str]]) -> tuple[Argument, ...]:
         """The instances a module passes to other project modules, resolved to the defining files."""
@@ -250,14 +280,15 @@ class Project(ModuleFinder):
         store.forget_states()
         _REAL.clear()
         import_roots.forget()
-        if self._deeper is not None:
+        self._components.forget()
+        if self._deeper is not None and self._deeper is not self:
             self._deeper.rescan()
 
     def imports_project(self, from_file: str, source: str) -> bool:
         """Whether the module's text imports a module of the project (relatively, or a top-level name
         that is a file or folder beside it or in a parent folder). An over-approximation of what
         `symbol` can resolve, read from the text without parsing; probed paths are noted."""
-        if self.depth >= MAX_DEPTH or not from_file or from_file == "-":
+        if not from_file or from_file == "-":
             return False
         importer = Path(from_file)
         for match in IMPORT_TEXT.finditer(source):
@@ -280,7 +311,8 @@ class Project(ModuleFinder):
         (its text `source`) imports and that have no summary in this process yet (`pending_bytes`)."""
         if self.depth or not from_file or from_file == "-":
             return 0
-        return pending_bytes(self.locate, lambda path: (path, False) in self._summaries, Path(from_file), source)
+        known = self._summariser()
+        return pending_bytes(self.locate, lambda path: _absolute(path) in known._summaries, Path(from_file), source)
 
     def _top_level(self, base: Path, top: str) -> tuple[State, State]:
         """What `base/top/` and `base/top.py` are (memoised: imports repeat)."""
@@ -291,10 +323,16 @@ class Project(ModuleFinder):
         return known
 
     # -- summaries -----------------------------------------------------------------------------
-    def _resolve(self, path: Path, rest: list[str], hops: int, outlines: bool = False) -> Symbol | None:
+    def _resolve(self, path: Path, rest: list[str], hops: int, asker: Path | None = None) -> Symbol | None:
+        """What name `rest` of module `path` is, as module `asker`'s summary sees it: a module that
+        imports it, directly or not (of its own import cycle, or one passing it objects of its classes),
+        by its outline, any other by its summary (the file linted, None: all by summaries)."""
         if not rest or hops > 3:
             return None
-        summary = self.outline(path, unknown_if_training=True) if outlines else self.summary(path)
+        if asker is not None and self._components.reaches(_real(path), asker):
+            summary = self.outline(path, unknown_if_training=True)
+        else:
+            summary = self.summary(path)
         name = rest[0]
         if name in summary.functions and len(rest) == 1:
             return summary.functions[name]
@@ -307,18 +345,19 @@ class Project(ModuleFinder):
         if target is not None:  # re-exported: `from .scaler import NativeScaler` in a package
             found = self.locate(path, ".".join([target, *rest[1:]]))
             if found is not None:
-                return self._resolve(found[0], found[1], hops + 1, outlines)
+                return self._resolve(found[0], found[1], hops + 1, asker)
         return None
 
     def class_methods(self, from_file: str, qualname: str) -> dict[str, FunctionSummary] | None:
         """The methods of project class `qualname` (as `from_file` spells it, or "file::Name"), with
         those it inherits from its project bases in any module (the nearest definition wins)."""
-        if self.depth > MAX_DEPTH or not from_file or from_file == "-":
+        if not from_file or from_file == "-":
             return None
         found = self.locate_any(Path(from_file), qualname)
         if found is None or len(found[1]) != 1:
             return None
-        return inherited_methods(found[0], found[1][0], lambda path, name: self._resolve(path, [name], 0, self.depth == MAX_DEPTH), self.outline, self.locate)
+        summaries, asker = self._summariser(), self._asker(from_file)
+        return inherited_methods(found[0], found[1][0], lambda path, name: summaries._resolve(path, [name], 0, asker), self.outline, self.locate)
 
     def class_bases(self, from_file: str, class_name: str) -> tuple[str, ...]:
         """Every base of class `class_name` of `from_file`, through its project bases in any module
@@ -329,7 +368,7 @@ class Project(ModuleFinder):
 
     def outline(self, path: Path, unknown_if_training: bool = False) -> ModuleSummary:
         """The module's names without analysis (`module_outline`): all that finding where a name is
-        defined needs, and what the deepest level of summaries knows of the modules it imports. There
+        defined needs, and what a summary knows of the modules of its own import cycle. There
         (`unknown_if_training`) a module with training code offers its names and class kinds only:
         what its functions do is unknown, not nothing."""
         known = self._outlines.get(path)
@@ -342,68 +381,85 @@ class Project(ModuleFinder):
                 opaque = outline
                 if any(token in text for token in TRAINING_TOKENS):
                     opaque = replace(outline, functions={}, classes={k: ClassSummary(c.kind) for k, c in outline.classes.items()})
-                known = self._outlines[path] = (state, outline, opaque)
+                summarised = any(token in text for token in SUMMARISED_TOKENS)
+                known = self._outlines[path] = (state, outline, opaque, summarised)
         note(known[0])
         return known[2] if unknown_if_training else known[1]
 
+    def _outline_says_all(self, path: Path) -> bool:
+        """Whether a summary of the module could say nothing beyond its outline (no SUMMARISED_TOKENS)."""
+        self.outline(path)
+        return not self._outlines[path][3]
+
     def summary(self, path: Path, steps: bool = False) -> ModuleSummary:
-        """The module's summary (memoised by content); empty when it cannot be read. A module with no
-        training code is known by its outline, unless `steps`: what it calls whenever its functions
-        run is asked (a step may pass through a model's `forward` to its loss head)."""
-        key = (path, steps)
+        """The module's summary (one per content, memoised); empty when it cannot be read. A module whose
+        summary would say nothing beyond its outline (no SUMMARISED_TOKENS) is known by its outline and
+        the instances it passes, unless `steps`: what it calls whenever its functions run is asked (a
+        step may pass through a model's `forward` to its loss head); then it is analysed, once."""
+        if not self.depth:
+            return self._summariser().summary(path, steps)
+        if not steps and self._outline_says_all(path):
+            return self.passed_by(path)
+        key = _absolute(path)  # (one summary however the module is spelled, as the run's store keys it)
         known = self._summaries.get(key)
-        if known is None and path in self._computing:  # modules that import each other: the inner ask sees nothing
-            self._computing.cycle(path)
-            return EMPTY
-        if known is None or key not in self._current:
+        if known is None and key in self._computing:  # an import cycle its components did not show: by its outline
+            self._computing.cycle(key)
+            return self.outline(path, unknown_if_training=True)
+        if known is None or (key, True) not in self._current:
             state, data = read_state(str(path))
             if known is None or known[0] != state:
-                plain = self.summary(path) if steps else None
-                if plain is not None and not plain.outline:
-                    known = self._summaries.get((path, False))  # the same analysis
-                    if known is None:
-                        return plain  # (met a cycle: not kept)
-                else:
-                    summary, depends, kept = self._summarise(path, state, data, steps)
-                    if not kept:
-                        note(state, *depends)
-                        return summary
-                    known = (state, summary, depends)
-                self._summaries[key] = known
-            self._current.add(key)
+                summary, depends, kept = self._summarise(path, state, data)
+                if not kept:
+                    note(state, *depends)
+                    return summary
+                known = self._summaries[key] = (state, summary, depends)
+            self._current.add((key, True))
         state, summary, depends = known
         note(state, *depends)
         budget.used(str(path))
         return summary
 
-    def _summarise(self, path: Path, state: State, data: bytes | None, steps: bool) -> tuple[ModuleSummary, set[State], bool]:
+    def passed_by(self, path: Path) -> ModuleSummary:
+        """A module's outline and the instances of project classes it passes to other modules, read
+        with Python's own parser (no analysis): what summaries know of a module with no training code."""
+        known = self._plain.get(path)
+        if known is None or (path, False) not in self._current:
+            state, data = read_state(str(path))
+            if known is None or known[0] != state:
+                with watching() as depends:
+                    source = module_code(str(path), data) if data is not None else ""
+                    summary = replace(self.outline(path), arguments=self._arguments(path, passed_instances(source))) if data is not None else EMPTY
+                known = self._plain[path] = (state, summary, depends)
+            self._current.add((path, False))
+        note(known[0], *known[2])
+        return known[1]
+
+    def _summarise(self, path: Path, state: State, data: bytes | None) -> tuple[ModuleSummary, set[State], bool]:
         """The summary of the content read, from the run's shared store when another process made it,
         and whether it may be kept (computed inside a cycle, it is neither kept nor shared)."""
         if data is None:
             return EMPTY, set(), True
-        shared_entry = store.shared_entry(path, state, self.depth * 2 + steps)
+        shared_entry = store.shared_entry(path, state)
         stored = store.load_shared(shared_entry)
+        if stored is None and not store.claim(shared_entry, budget.patience()):  # another worker was computing it: shared now
+            stored = store.load_shared(shared_entry)
         if stored is not None:
             return (*stored, True)
-        store.log_computation(path, state, self.depth * 2 + steps)
+        key = _absolute(path)
         try:
-            with self._computing.working(path), watching() as depends, budget.own_budget(str(path)):
-                summary = self._compute(path, data, steps)
+            store.log_computation(path, state)
+            with self._computing.working(key), watching() as depends, budget.own_budget(str(path)):
+                summary = self._compute(path, data)
+            kept = self._computing.keep(key)
+            if kept:  # (shared before the claim is released: a worker waiting for it finds it)
+                store.store_shared(shared_entry, summary, depends)
         except budget.OverBudget:  # unknown, not nothing: its names and class kinds only; never shared
-            return self.outline(path, unknown_if_training=True), depends, self._computing.keep(path)
-        kept = self._computing.keep(path)
-        if kept:
-            store.store_shared(shared_entry, summary, depends)
+            return self.outline(path, unknown_if_training=True), depends, self._computing.keep(key)
+        finally:
+            store.release(shared_entry)
         return summary, depends, kept
 
-    def _compute(self, path: Path, data: bytes, steps: bool) -> ModuleSummary:
-        source = module_code(str(path), data)
-        if self._deeper is None:
-            self._deeper = Project(self.root, self.depth + 1)
-        # a module with no training token says nothing of its own, unless a step may pass through it
-        # (then the calls it makes onward matter: a model's `forward` calling its loss head)
-        if not steps and not any(token in source for token in SUMMARISED_TOKENS):
-            return replace(self.outline(path), arguments=self._arguments(path, passed_instances(source)))
+    def _compute(self, path: Path, data: bytes) -> ModuleSummary:
         try:
             from trainlint.model.positions import call_placer
             from trainlint.model.summary import Summarizer
@@ -412,22 +468,20 @@ class Project(ModuleFinder):
             if model is None:
                 return self.outline(path)
             summary = Summarizer(model, path.name).module()
-            calls = model.step_calls(call_placer(model.module, source, str(path)))
+            calls = model.step_calls(call_placer(model.module, module_code(str(path), data), str(path)))
             arguments = self._arguments(path, model.project_arguments())
             return replace(summary, step_calls=tuple(calls), arguments=arguments) if calls or arguments else summary
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
             return self.outline(path)
 
     def _model(self, path: Path, data: bytes) -> Any:
-        """The training model of a module, as its summary sees it (its own imports one level deeper)."""
+        """The training model of a module, as its summary sees it (through the summaries' project)."""
         from trainlint.model.parse import parse_file
         from trainlint.model.training import TrainingModel
 
         source = module_code(str(path), data)
-        if self._deeper is None:
-            self._deeper = Project(self.root, self.depth + 1)
         try:
-            return TrainingModel.build(parse_file(source, str(path)), path=str(path), project=self._deeper)
+            return TrainingModel.build(parse_file(source, str(path)), path=str(path), project=self._summariser())
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
             return None
 

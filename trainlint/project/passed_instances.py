@@ -5,6 +5,8 @@ to `RNNLMScratch`'s `rnn`, though all its training happens in the library's `Tra
 
 from __future__ import annotations
 
+from trainlint.project.python_trees import python_tree
+
 import ast
 from typing import Iterator
 
@@ -16,7 +18,7 @@ def passed_instances(source: str) -> list[tuple[str, str, str]]:
     object of a class where every binding of it that can reach the call builds one; top-level
     statements rebind in order, a binding inside a compound statement joins the earlier ones."""
     try:
-        tree = ast.parse(source)
+        tree = python_tree(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     imported: dict[str, str] = {}

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainlint.project.python_trees import python_tree
 from trainlint.reading import EXISTS, FOLDER, MAX_MODULE_BYTES, SKIPPED_FOLDERS, State, listing_state, module_code, probe_state, read_state
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
@@ -318,7 +319,7 @@ def path_edits(path: Path, text: str) -> tuple[tuple[Path, ...], tuple[Path, ...
     `.extend([X])` after the others), where X is worked out from `__file__`, the working folder (taken
     as the file's: scripts are mostly run from theirs) and names bound to such paths."""
     try:
-        tree = ast.parse(text)
+        tree = python_tree(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return (), ()
     names: dict[str, ast.expr] = {}

@@ -95,16 +95,18 @@ def _attached(project: "Project", target: Path, outline: "ModuleSummary") -> "li
     return out
 
 
-def passed_to(project: "Project", target: Path, facts: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:
+def passed_to(project: "Project", target: Path, facts: bool = False, outlined: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:
     """What the importers of module `target` pass to its functions and classes: (name, parameter key)
     -> the classes of the instances ("file::Class"); with `facts`, the facts of each call they make
     every step ("=file#N:tensor"; (name, "") -> "=file#N" for each call), as
-    `ProjectLookup.passed_arguments` says."""
+    `ProjectLookup.passed_arguments` says. With `outlined`, the classes as the importers' outlines
+    say (what a summary reads: the importers' own summaries read it)."""
     found: dict[tuple[str, str], set[str]] = {}
     for importer in project.importers(target, passing=not facts):
         # the module linted reads what the steps pass as the step seeds read it (a module with no
         # training code of its own makes calls every step too); summaries, what is summarised
-        for a in project.summary(importer, steps=facts).arguments:
+        summary = project.passed_by(importer) if outlined else project.summary(importer, steps=facts)
+        for a in summary.arguments:
             if a.callee_path != str(target) or (not a.class_path) != facts:
                 continue
             # a call made whenever a function runs ("=3@Model.forward") counts where that one is per step

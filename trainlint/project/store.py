@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -24,7 +25,7 @@ from trainlint.checked_json import (
 )
 from trainlint.reading import State, current_state, digest, read_regular
 
-STORE_FORMAT = 13  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs; 9: the attributes of `self` a method calls; 10: the parameter a function steps; 11: methods set on classes from outside, arguments saved from the caller's frame; 12: layers a function replaces, the modules a returned optimizer holds, returned probabilities, library losses passed; 13: what a function does with its parameters)
+STORE_FORMAT = 14  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs; 9: the attributes of `self` a method calls; 10: the parameter a function steps; 11: methods set on classes from outside, arguments saved from the caller's frame; 12: layers a function replaces, the modules a returned optimizer holds, returned probabilities, library losses passed; 13: what a function does with its parameters; 14: one summary per module content, no variants)
 
 if TYPE_CHECKING:
     from trainlint.model.lattice import Value
@@ -214,17 +215,17 @@ def shared_count() -> int:
         return 0
     try:
         with os.scandir(folder) as entries:
-            return sum(1 for e in entries if not e.name.startswith(".tmp-"))
+            return sum(1 for e in entries if not e.name.startswith("."))  # (not those being written, nor claims)
     except OSError:
         return 0
 
 
-def shared_entry(path: Path, state: State, variant: int) -> str | None:
-    """The name of the summary of this content of the module, in this variant (by path: summaries
-    name it); None where summaries are neither shared nor kept."""
+def shared_entry(path: Path, state: State) -> str | None:
+    """The name of the summary of this content of the module (by path: summaries name it; a module
+    has one summary per content); None where summaries are neither shared nor kept."""
     if _SHARED_FOLDER is None and _KEPT is None:
         return None
-    key = f"{os.path.abspath(path)}\0{state[2]}\0{variant}".encode("utf-8", "surrogatepass")
+    key = f"{os.path.abspath(path)}\0{state[2]}".encode("utf-8", "surrogatepass")
     hashed = digest()
     hashed.update(key)
     return hashed.hexdigest()
@@ -293,6 +294,67 @@ def store_shared(entry: str | None, summary: ModuleSummary, depends: set[State])
             pass
 
 
+def claim(entry: str | None, patience: float) -> bool:
+    """Whether this process is to compute the summary `entry` (True: it holds the run's claim on it,
+    to `release`), or another worker of the run has just shared it (False: `load_shared` it). A
+    worker that needs a summary another one is computing waits for it rather than computing it too
+    (summaries read each other's only along the import graph, cycles apart, so two workers never wait
+    for each other; a claim whose process has gone is not waited for, nor one held past `patience`
+    seconds: a summary the other worker is slow to compute, this one computes too)."""
+    if entry is None or _SHARED_FOLDER is None:
+        return True
+    name = os.path.join(_SHARED_FOLDER, f".claim-{entry}")
+    started, pause = time.monotonic(), 0.005
+    while True:
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        except OSError:  # a folder that cannot be written: no claims, each computes what it needs
+            return True
+        else:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(str(os.getpid()))
+            if os.path.exists(os.path.join(_SHARED_FOLDER, entry)):  # shared between its last look and the claim
+                release(entry)
+                return False
+            return True
+        if os.path.exists(os.path.join(_SHARED_FOLDER, entry)):
+            return False
+        if time.monotonic() - started > patience or not _alive(name):
+            return True
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def _alive(claim_file: str) -> bool:
+    """Whether the process holding a claim still runs (a worker ended for its time or memory leaves it)."""
+    try:
+        with open(claim_file) as fh:
+            pid = int(fh.read() or "0")
+    except (OSError, ValueError):
+        return True  # (gone since, or being written: look again)
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def release(entry: str | None) -> None:
+    """Give up this process's claim on summary `entry` (computed and shared, or not to be)."""
+    if entry is None or _SHARED_FOLDER is None:
+        return
+    try:
+        os.unlink(os.path.join(_SHARED_FOLDER, f".claim-{entry}"))
+    except OSError:
+        pass
+
+
 def _share(entry: str, data: bytes) -> None:
     """Write a summary into the run's folder, atomically."""
     try:
@@ -304,15 +366,15 @@ def _share(entry: str, data: bytes) -> None:
         pass
 
 
-def log_computation(path: Path, state: State, variant: int) -> None:
-    """With `TRAINLINT_SUMMARY_LOG=FILE`, a line per summary computed (module, content, variant), for
+def log_computation(path: Path, state: State) -> None:
+    """With `TRAINLINT_SUMMARY_LOG=FILE`, a line per summary computed (module, content hash), for
     the tests and benchmarks that count them; appended whole, so workers may share the file."""
     log = os.environ.get("TRAINLINT_SUMMARY_LOG")
     if log:
         try:
             fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                os.write(fd, f"{path}\t{state[2]}\t{variant}\n".encode("utf-8", "surrogateescape"))
+                os.write(fd, f"{path}\t{state[2]}\n".encode("utf-8", "surrogateescape"))
             finally:
                 os.close(fd)
         except OSError:
