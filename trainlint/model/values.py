@@ -25,7 +25,7 @@ from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCT
 from trainlint.model.cycles import CycleMemo
 from trainlint.model.summary import ClassSummary
 from trainlint.model.saved_arguments import saving_constructor
-from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, TENSOR_VALUED_ATTRIBUTES, CallValues
+from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, TENSOR_VALUED_ATTRIBUTES, CallValues, moved_to_device
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Function, Site
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 # the factories whose tensors are built where the default device is, from no data (`torch.normal` with
 # `size=`), and `torch.from_numpy` of an array NumPy's factories made here (its origin says so)
-HOST_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_CONSTRUCTORS | {"normal", "from_numpy"}
+HOST_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_CONSTRUCTORS | {"normal", "from_numpy", "Tensor"}
 
 
 class ValueModel(CallValues, CycleMemo):
@@ -92,7 +92,7 @@ class ValueModel(CallValues, CycleMemo):
                 return base.element
             if base.kind is Kind.HOST_ARRAY:
                 return HOST_DATA
-            return UNKNOWN
+            return base if moved_to_device(base) else UNKNOWN  # (`batch.to(device)["labels"]`: there too)
         if kind is cst.BinaryOperation:
             return self._arithmetic([self.of(expr.left, fn, at), self.of(expr.right, fn, at)])
         if kind is cst.UnaryOperation:
@@ -101,7 +101,7 @@ class ValueModel(CallValues, CycleMemo):
                 return inner if inner.kind is Kind.TENSOR else BOOL
             return inner
         if kind is cst.Comparison:
-            sides = [self.of(expr.left, fn, at), *(self.of(c.comparator, fn, at) for c in expr.comparisons)]
+            sides = on_device_operands([self.of(expr.left, fn, at), *(self.of(c.comparator, fn, at) for c in expr.comparisons)])
             if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons):
                 return BOOL
             tensors = [s for s in sides if s.kind is Kind.TENSOR]
@@ -132,6 +132,7 @@ class ValueModel(CallValues, CycleMemo):
 
     @staticmethod
     def _arithmetic(sides: list[Value]) -> Value:
+        sides = on_device_operands(sides)
         tensors = [s for s in sides if s.kind is Kind.TENSOR]
         if tensors:
             out = tensors[0]
@@ -171,12 +172,12 @@ class ValueModel(CallValues, CycleMemo):
         assigns = m.reaching(fn, name, at)
         if assigns:
             return self._bindings(name, assigns)
+        if fn is not None and name in fn.params:
+            return self._parameter(fn, name)
+        loop_value = self._loop_variable(fn, name, at)  # (a script's loops too)
+        if loop_value is not None:
+            return loop_value
         if fn is not None:
-            if name in fn.params:
-                return self._parameter(fn, name)
-            loop_value = self._loop_variable(fn, name, at)
-            if loop_value is not None:
-                return loop_value
             enclosing = fn.parent
             while enclosing is not None:  # a closure reads its enclosing function's names
                 outer = m.reaching(enclosing, name, None)
@@ -224,7 +225,7 @@ class ValueModel(CallValues, CycleMemo):
                 return CYCLE
             saved = self._enter(key)
             try:
-                before = self._name(name, assign.site.function, assign.site) if "." not in name else UNKNOWN
+                before = self._name(name, assign.site.function, assign.site) if "." not in name else self._set_before(assign, name)
             finally:
                 self._leave(key, saved)
             combined = self._arithmetic([before, value])
@@ -251,6 +252,15 @@ class ValueModel(CallValues, CycleMemo):
                 return value  # `loss, logits = model(x)`: outputs of a forward pass
             return UNKNOWN
         return value
+
+    def _set_before(self, assign, name: str) -> Value:  # type: ignore[no-untyped-def]
+        """What `self.tokens` holds before `self.tokens += n`: what the class's plain assignments set
+        (`self.tokens = 0` in `__init__`), so that a count stays a number and a host tensor stays one."""
+        fn = assign.site.function
+        if not name.startswith("self.") or name.count(".") != 1 or fn is None or fn.class_name is None:
+            return UNKNOWN
+        plain = [a for a in self.model.attribute_assigns(fn.class_name, name) if a.op is None]
+        return join(self._assigned(a, name) for a in plain) if plain else UNKNOWN
 
     def _filled(self, assign, name: str, empty: Value) -> Value:  # type: ignore[no-untyped-def]
         """`xs = []` then `xs.append(x)` / `xs.extend(ys)` in the same function: a list of what is put in."""
@@ -368,19 +378,14 @@ class ValueModel(CallValues, CycleMemo):
             return self.model.instance_of_local_class(last)
         return None
 
-    def _loop_variable(self, fn: "Function", name: str, at: "Site | None") -> Value | None:
+    def _loop_variable(self, fn: "Function | None", name: str, at: "Site | None") -> Value | None:
         """`for x in xs:` binds x to an element of xs."""
         if at is None:
             return None
         for loop in reversed(at.loops):
             node = loop.node
             if isinstance(node, cst.For) and name in target_names(node.target):
-                iterable = self.of(node.iter, fn, at)
-                if iterable.kind is Kind.COLLECTION and iterable.element is not None and isinstance(node.target, cst.Name):
-                    return iterable.element
-                if iterable.kind is Kind.TENSOR and isinstance(node.target, cst.Name):
-                    return iterable
-                return UNKNOWN
+                return unpacked_element(element_of(self.of(node.iter, fn, at)), node.target, name)
         return None
 
     def _imported(self, qual: str) -> Value:
@@ -481,6 +486,36 @@ class ValueModel(CallValues, CycleMemo):
         if value is not CYCLE:
             self._remember(self._returns_memo, key, value, low)
         return value
+
+
+def on_device_operands(sides: list[Value]) -> list[Value]:
+    """The operands of arithmetic or a comparison, where something unnamed moved to the accelerator
+    meets numbers or tensors (`(y >= 0)` for `y = y.to(device)`): a tensor there, since a module or a
+    batch object has no arithmetic."""
+    if any(moved_to_device(s) for s in sides) and all(moved_to_device(s) or s.kind in (Kind.NUMBER, Kind.TENSOR) for s in sides):
+        return [Value(Kind.TENSOR, ACCEL) if moved_to_device(s) else s for s in sides]
+    return sides
+
+
+def unpacked_element(element: Value, target: cst.BaseExpression, name: str) -> Value:
+    """What `name` takes from one element in a `for` target: the element itself for a plain name; by
+    place for a tuple target (`for t, l in zip(ts, losses)`: the first and second of each pair), and
+    each part of a tensor's row unpacked (`for a, b in pairs_tensor`) is a tensor where the row is."""
+    if isinstance(target, cst.Name):
+        return element if target.value == name else UNKNOWN
+    if not isinstance(target, (cst.Tuple, cst.List)) or any(isinstance(e, cst.StarredElement) for e in target.elements):
+        return UNKNOWN
+    for place, e in enumerate(target.elements):
+        if name not in target_names(e.value):
+            continue
+        if element.kind is Kind.TENSOR:
+            part = element
+        elif element.items is not None and len(element.items) == len(target.elements):
+            part = element.items[place]
+        else:
+            return UNKNOWN
+        return unpacked_element(part, e.value, name)
+    return UNKNOWN
 
 
 def built_on_host(value: Value) -> bool:
