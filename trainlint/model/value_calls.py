@@ -15,7 +15,7 @@ from trainlint.model.lattice import ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NUMBER,
 from trainlint.model.arguments import LambdaCalls, argument_for
 from trainlint.model.containers import element_of
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
-from trainlint.model.device_arguments import DeviceArguments
+from trainlint.model.device_arguments import DeviceArguments, moved_to_device
 from trainlint.model.environments import observed
 from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import (
@@ -479,12 +479,6 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             # `labels.sum(dim=2)`: torch's reductions say `dim`; numpy's, pandas' and Python's never do
             return Value(Kind.TENSOR)
         return UNKNOWN
-
-def moved_to_device(value: Value) -> bool:
-    """Something the analysis cannot name, moved to the accelerator (`batch["labels"].to(device)`):
-    arithmetic, a comparison or a reduction on it computes a tensor there (a module or a batch
-    object moved the same way has none of those)."""
-    return value.kind is Kind.UNKNOWN and value.device == ACCEL
 
 
 def _kwarg(call: cst.Call, name: str) -> cst.BaseExpression | None:

@@ -19,13 +19,14 @@ from trainlint.model.lattice import (
 )
 from trainlint.model.arguments import argument_for, refinable, refines
 from trainlint.model.function_values import library_function
-from trainlint.model.containers import comprehension_bindings, element_of, is_empty_list
+from trainlint.model.containers import comprehension_bindings, element_of, is_empty_list, unpacked_element
 from trainlint.model.names import dotted, target_names
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES
 from trainlint.model.cycles import CycleMemo
 from trainlint.model.summary import ClassSummary
 from trainlint.model.saved_arguments import saving_constructor
-from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, TENSOR_VALUED_ATTRIBUTES, CallValues, moved_to_device
+from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, TENSOR_VALUED_ATTRIBUTES, CallValues
+from trainlint.model.device_arguments import moved_to_device, on_device_operands
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Function, Site
@@ -486,36 +487,6 @@ class ValueModel(CallValues, CycleMemo):
         if value is not CYCLE:
             self._remember(self._returns_memo, key, value, low)
         return value
-
-
-def on_device_operands(sides: list[Value]) -> list[Value]:
-    """The operands of arithmetic or a comparison, where something unnamed moved to the accelerator
-    meets numbers or tensors (`(y >= 0)` for `y = y.to(device)`): a tensor there, since a module or a
-    batch object has no arithmetic."""
-    if any(moved_to_device(s) for s in sides) and all(moved_to_device(s) or s.kind in (Kind.NUMBER, Kind.TENSOR) for s in sides):
-        return [Value(Kind.TENSOR, ACCEL) if moved_to_device(s) else s for s in sides]
-    return sides
-
-
-def unpacked_element(element: Value, target: cst.BaseExpression, name: str) -> Value:
-    """What `name` takes from one element in a `for` target: the element itself for a plain name; by
-    place for a tuple target (`for t, l in zip(ts, losses)`: the first and second of each pair), and
-    each part of a tensor's row unpacked (`for a, b in pairs_tensor`) is a tensor where the row is."""
-    if isinstance(target, cst.Name):
-        return element if target.value == name else UNKNOWN
-    if not isinstance(target, (cst.Tuple, cst.List)) or any(isinstance(e, cst.StarredElement) for e in target.elements):
-        return UNKNOWN
-    for place, e in enumerate(target.elements):
-        if name not in target_names(e.value):
-            continue
-        if element.kind is Kind.TENSOR:
-            part = element
-        elif element.items is not None and len(element.items) == len(target.elements):
-            part = element.items[place]
-        else:
-            return UNKNOWN
-        return unpacked_element(part, e.value, name)
-    return UNKNOWN
 
 
 def built_on_host(value: Value) -> bool:
