@@ -274,8 +274,9 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             return Value(Kind.TENSOR, HOST if namespace == "torch" else "cuda", False, origin=qual)
         if qual == "torch.Tensor" and call.args:
             # the legacy constructor of the default tensor type (`torch.Tensor([1, 2])`): built where
-            # the default device is, the host unless the module changes it
-            return Value(Kind.TENSOR, self.default_device, False, origin=qual)
+            # the default device is, the host unless the module changes it. Not claimed built on the
+            # host for TL406: old projects set the default type to CUDA in their script (ssd.pytorch)
+            return Value(Kind.TENSOR, self.default_device, False)
         if qual == "torch.nn.utils.rnn.pad_sequence":
             return self._torch_function(last, call, fn, at)  # (one tensor, where its inputs are)
         if namespace in TENSOR_NAMESPACES and last[:1].islower():

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 # the factories whose tensors are built where the default device is, from no data (`torch.normal` with
 # `size=`), and `torch.from_numpy` of an array NumPy's factories made here (its origin says so)
-HOST_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_CONSTRUCTORS | {"normal", "from_numpy", "Tensor"}
+HOST_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_CONSTRUCTORS | {"normal", "from_numpy"}
 
 
 class ValueModel(CallValues, CycleMemo):

@@ -49,7 +49,12 @@ for x in loader:
     loss.backward()
     optimizer.step()
 """
-    not_flagged = "Scalers with `enabled=` an expression or False (nanoGPT's `enabled=(dtype == 'float16')`), and modules with any fp16 or unknown-dtype autocast."
+    not_flagged = (
+        "Scalers with `enabled=` an expression or False (nanoGPT's `enabled=(dtype == 'float16')`), and modules with any "
+        "fp16 or unknown-dtype autocast. A scaler a project function builds and returns (`model, optimizer, scaler = "
+        "init_opt(cfg)`) is reported at that call; one it may return as None (`GradScaler() if use_amp else None`) "
+        "is like `enabled=use_amp`, the caller's choice, and is not."
+    )
     verification = (
         "`trainlint verify` measures the fraction of the same gradients that underflow to 0 in bf16 and in "
         "fp16 without scaling: bf16 loses none, so the scaler has nothing to do."

@@ -159,7 +159,10 @@ for x, y in loader:
         "`gradient_clip_val`), GradScalers built with `enabled=False`, modules that never backpropagate "
         "(a scaler handed to a trainer elsewhere), and modules that unscale the gradients "
         "(`scaler.unscale_(optimizer)`) without reading any themselves: they are unscaled for callbacks or "
-        "algorithms elsewhere, which may clip them."
+        "algorithms elsewhere, which may clip them. A GradScaler a project function builds and returns "
+        "(`model, optimizer, scaler = init_opt(cfg)`) enables fp16 where it is called and is reported there, also "
+        "when the function may return None instead (`GradScaler() if use_amp else None`): as with "
+        "`GradScaler(enabled=use_amp)`, the runs that ask for fp16 need the clipping."
     )
     verification = (
         "`trainlint verify` reruns the flagged code's own set-up: its optimizer and literal lr (else SGD with "
