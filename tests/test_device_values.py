@@ -274,3 +274,25 @@ def test_a_factory_scaler_that_may_be_none_scales_only_when_asked(tmp_path: Path
     factory = init_opt("torch.cuda.amp.GradScaler() if use_amp else None")
     assert lint_project(tmp_path, {"setup_opt.py": factory, "train.py": train("torch.bfloat16")}, "TL103") == []
     assert lint_project(tmp_path, {"setup_opt.py": factory, "train.py": train("torch.float16")}, "TL202") == ["train.py:6:TL202"]
+
+
+def test_the_keys_of_a_dict_of_device_tensors_are_no_tensors() -> None:
+    # improved-diffusion's `log_loss_dict`: the losses are read once per entry, the keys never
+    code = """
+    import torch
+
+    def log_loss_dict(ts, losses):
+        for key, values in losses.items():
+            logger.logkv_mean(key, values.mean().item())
+            for sub_t, sub_loss in zip(ts.cpu().numpy(), values.detach().cpu().numpy()):
+                logger.logkv_mean(f"{key}_q{int(4 * sub_t)}", sub_loss)
+
+    for x, y in loader:
+        x, y = x.cuda(), y.cuda()
+        t = torch.randint(0, 1000, (x.shape[0],), device="cuda")
+        losses = {"mse": torch.nn.functional.mse_loss(model(x, t), y, reduction="none").mean(dim=1)}
+        losses["mse"].mean().backward()
+        optimizer.step()
+        log_loss_dict(t, losses)
+    """
+    assert found(code, "TL401") == [6, 7]

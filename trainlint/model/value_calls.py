@@ -429,7 +429,12 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         if base.kind is Kind.COLLECTION:
             if method in ("get", "pop", "popleft") and base.element is not None:
                 return base.element
-            if method in ("items", "values", "keys", "copy"):
+            if method == "items":  # (key, value) pairs: a key is not what the dict holds
+                pair = (UNKNOWN, base.element) if base.element is not None else None
+                return Value(Kind.COLLECTION, base.device, element=Value(Kind.COLLECTION, HOST, items=pair) if pair else None)
+            if method == "keys":
+                return Value(Kind.COLLECTION, base.device)
+            if method in ("values", "copy"):
                 return base
             if base.device == HOST and method in ("tolist", "item"):
                 return NUMBER
