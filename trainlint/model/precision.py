@@ -154,16 +154,14 @@ def scaled_backward_scaler(call: Call) -> str | None:
 
 
 def factory_scaler(model: TrainingModel, call: Call) -> Value | None:
-    """The torch GradScaler a call of a project function gives back, alone or in the tuple it returns
+    """The torch GradScaler a call of a function of another project module gives back, alone or in the tuple it returns
     (`model, optimizer, scaler = init_opt(cfg)`, the scaler built in another module), or None. A
     scaler the factory may return as None (`GradScaler() if use_amp else None`) has `enabled` None:
     whether it scales depends on what the caller asked for. A call handed a scaler (one that gives
     back what it is given) makes none."""
-    if call.qualname in GRAD_SCALER or call.method is not None and model.callee(call) is None:
-        return None
-    if call.qualname is not None and not model.is_project_function(call.qualname):
-        return None
-    if call.qualname is None and model.callee(call) is None:
+    # `init_opt(...)` or `setup.init_opt(...)` of another module (a scaler built in this module is
+    # found where it is built)
+    if call.qualname is None or call.qualname in GRAD_SCALER or not model.is_project_function(call.qualname):
         return None
     value = model.value(call.node, call.site)
     found = [v for v in (value, *(value.items or ())) if v.kind is Kind.SCALER and (v.origin or "") in GRAD_SCALER]
