@@ -266,6 +266,8 @@ def test_a_scaler_from_a_factory_is_a_grad_scaler_at_the_caller(tmp_path: Path) 
     found = lint_project(tmp_path, {"setup_opt.py": factory, "train.py": train("torch.float16", CLIP_SCALED)}, "TL201,TL202")
     assert found == ["train.py:12:TL201"]
     assert lint_project(tmp_path, {"setup_opt.py": factory, "train.py": train("torch.float16", CLIP_UNSCALED)}, "TL103,TL201,TL202") == []
+    spelled = train("torch.bfloat16").replace("from setup_opt import init_opt", "import setup_opt").replace("= init_opt(", "= setup_opt.init_opt(")
+    assert lint_project(tmp_path, {"setup_opt.py": factory, "train.py": spelled}, "TL103") == ["train.py:6:TL103"]
 
 
 def test_a_factory_scaler_that_may_be_none_scales_only_when_asked(tmp_path: Path) -> None:
