@@ -298,3 +298,20 @@ def test_the_keys_of_a_dict_of_device_tensors_are_no_tensors() -> None:
         log_loss_dict(t, losses)
     """
     assert found(code, "TL401") == [6, 7]
+
+
+def test_batches_drawn_from_a_list_of_host_tensors_are_data_not_built_every_step() -> None:
+    # moving the batch is inherent: the tensors were built once, before the loop
+    code = """
+    import torch
+
+    def fit(model, optimizer, batches, device):
+        for step, (x, y) in enumerate(batches):
+            loss = torch.nn.functional.mse_loss(model(x.to(device)), y.to(device))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+    fit(model, optimizer, [(torch.randn(4, 16), torch.randn(4, 16)) for _ in range(20)], "cuda")
+    """
+    assert found(code, "TL406") == []

@@ -386,7 +386,10 @@ class ValueModel(CallValues, CycleMemo):
         for loop in reversed(at.loops):
             node = loop.node
             if isinstance(node, cst.For) and name in target_names(node.target):
-                return unpacked_element(element_of(self.of(node.iter, fn, at)), node.target, name)
+                drawn = unpacked_element(element_of(self.of(node.iter, fn, at)), node.target, name)
+                # an element drawn from data built before the loop (`for x, y in batches:` of host
+                # tensors) is data: where it lives, but not built by a factory where it is used
+                return replace(drawn, origin=None) if drawn.kind is Kind.TENSOR else drawn
         return None
 
     def _imported(self, qual: str) -> Value:
