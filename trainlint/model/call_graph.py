@@ -14,6 +14,10 @@ from trainlint.model.lattice import Kind, Value, origins
 from trainlint.model.names import tokens
 
 
+# the base classes of custom autograd functions (`class Fn(torch.autograd.Function)`)
+AUTOGRAD_FUNCTION_CLASSES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
+
+
 class CallGraph:
     """Calls resolved to this module's functions, indexed by node, statement and callee."""
 
@@ -105,6 +109,11 @@ class CallGraph:
             ]
             return (direct, *overrides)
         func = call.node.func
+        function = self.autograd_function(call)
+        if function is not None:
+            # `BucketizeFn.apply(x, edges)` runs the class's `forward` now, and its `backward` when the
+            # graph it joins is backpropagated
+            return tuple(m for name in ("forward", "backward") if (m := self.inherited_method(function, name)) is not None)
         held = self._held_by(call)  # `step(batch)` after `step = make_step(model, opt)`; `self.loss_fn(x)`
         if held:
             return tuple(held)
@@ -124,6 +133,28 @@ class CallGraph:
             if found:
                 return tuple(found)
         return ()
+
+    def autograd_function(self, call: Call) -> ClassInfo | None:
+        """The class of this module, a `torch.autograd.Function`, whose `apply` a call is (`Fn.apply(x)`)."""
+        func = call.node.func
+        if call.method != "apply" or type(func) is not cst.Attribute or type(func.value) is not cst.Name:  # type: ignore[attr-defined]
+            return None
+        info = self.local_class(func.value.value)  # type: ignore[attr-defined]
+        seen: set[str] = set()
+        pending = [info] if info is not None else []
+        while pending:
+            current = pending.pop()
+            if current.name in seen:
+                continue
+            seen.add(current.name)
+            for base in current.bases:
+                qual = self.imports.resolve(cst.parse_expression(base)) if base[:1].isidentifier() else None
+                if qual in AUTOGRAD_FUNCTION_CLASSES:
+                    return info
+                parent = self.local_class(base.rsplit(".", 1)[-1])
+                if parent is not None:
+                    pending.append(parent)
+        return None
 
     def _instance_classes(self, expr: cst.BaseExpression, call: Call) -> list[ClassInfo]:
         """The classes of this module that `expr` may be an instance of, known from its value."""

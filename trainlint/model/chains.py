@@ -379,6 +379,11 @@ class StepChains:
             symbol = self.project_symbol(call.qualname)
             if symbol is not None and not isinstance(symbol, class_summary):
                 return [call.qualname]
+            owner = self.project_symbol(call.qualname.rpartition(".")[0]) if call.method == "apply" and symbol is None else None
+            if isinstance(owner, class_summary) and {"forward", "backward"} <= set(owner.methods):
+                # `ops.BucketizeFn.apply(x)`: a custom autograd function, called on its class, runs its
+                # `forward` now and its `backward` when the graph is backpropagated
+                return [f"{call.qualname.rpartition('.')[0]}.{m}" for m in ("forward", "backward")]
         func = call.node.func
         candidates: list[tuple[cst.BaseExpression, str | None]] = []
         if isinstance(func, cst.Attribute):

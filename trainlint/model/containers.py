@@ -10,7 +10,7 @@ import libcst as cst
 
 from trainlint.model.gates import child_nodes
 from trainlint.model.lattice import UNKNOWN, Kind, Value
-from trainlint.model.names import dotted
+from trainlint.model.names import dotted, target_names
 
 
 def comprehension_bindings(comprehensions: list[cst.BaseComp]) -> dict[int, cst.BaseExpression]:
@@ -74,3 +74,24 @@ def is_empty_list(assign: Any, name: str) -> bool:
     elif len(assign.targets) != 1 or assign.op is not None:
         return False
     return isinstance(value, cst.List) and not value.elements
+
+
+def unpacked_element(element: Value, target: cst.BaseExpression, name: str) -> Value:
+    """What `name` takes from one element in a `for` target: the element itself for a plain name; by
+    place for a tuple target (`for t, l in zip(ts, losses)`: the first and second of each pair), and
+    each part of a tensor's row unpacked (`for a, b in pairs_tensor`) is a tensor where the row is."""
+    if isinstance(target, cst.Name):
+        return element if target.value == name else UNKNOWN
+    if not isinstance(target, (cst.Tuple, cst.List)) or any(isinstance(e, cst.StarredElement) for e in target.elements):
+        return UNKNOWN
+    for place, e in enumerate(target.elements):
+        if name not in target_names(e.value):
+            continue
+        if element.kind is Kind.TENSOR:
+            part = element
+        elif element.items is not None and len(element.items) == len(target.elements):
+            part = element.items[place]
+        else:
+            return UNKNOWN
+        return unpacked_element(part, e.value, name)
+    return UNKNOWN

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from trainlint.model.lattice import ACCEL, HOST, Value
+from trainlint.model.lattice import ACCEL, HOST, Kind, Value
 from trainlint.model.torchnames import TORCH_DTYPES, dtype_name, literal_string
 
 if TYPE_CHECKING:
@@ -65,3 +65,19 @@ class DeviceArguments:
             return all(a.op is None and dtype_name(a.value, m.imports) in TORCH_DTYPES for a in assigns)
         default = fn.defaults.get(expr.value) if fn is not None else None
         return default is not None and dtype_name(default, m.imports) in TORCH_DTYPES
+
+
+def moved_to_device(value: Value) -> bool:
+    """Something the analysis cannot name, moved to the accelerator (`batch["labels"].to(device)`):
+    arithmetic, a comparison or a reduction on it computes a tensor there (a module or a batch
+    object moved the same way has none of those)."""
+    return value.kind is Kind.UNKNOWN and value.device == ACCEL
+
+
+def on_device_operands(sides: list[Value]) -> list[Value]:
+    """The operands of arithmetic or a comparison, where something unnamed moved to the accelerator
+    meets numbers or tensors (`(y >= 0)` for `y = y.to(device)`): a tensor there, since a module or a
+    batch object has no arithmetic."""
+    if any(moved_to_device(s) for s in sides) and all(moved_to_device(s) or s.kind in (Kind.NUMBER, Kind.TENSOR) for s in sides):
+        return [Value(Kind.TENSOR, ACCEL) if moved_to_device(s) else s for s in sides]
+    return sides

@@ -63,7 +63,9 @@ class Value:
                 if a.kind is Kind.TENSOR and b.kind in (Kind.NUMBER, Kind.NONE, Kind.UNKNOWN):
                     return replace(a, device=a.device if b.kind is not Kind.UNKNOWN else UNKNOWN_DEVICE)
                 if b.kind in (Kind.NONE,):
-                    return a
+                    # a scaler on one path and None on the other (`GradScaler() if use_amp else None`)
+                    # scales only when the flag asks for it, as `GradScaler(enabled=use_amp)` does
+                    return replace(a, enabled=None) if a.kind is Kind.SCALER else a
                 if a.kind in (Kind.MODULE, Kind.OBJECT, Kind.FUNCTION) and a.origin and b.kind is Kind.UNKNOWN and b.origin is None:
                     # an instance of a project class on one path, unknown on the other (`criterion, step =
                     # model.load_checkpoint(criterion=criterion)` under a flag): its methods may run

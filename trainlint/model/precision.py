@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import libcst as cst
 
 from trainlint.model.extract import Call, Function
-from trainlint.model.lattice import Kind
+from trainlint.model.lattice import Kind, Value
 from trainlint.model.names import dotted
-from trainlint.model.torchnames import dtype_name
+from trainlint.model.torchnames import GRAD_SCALER, dtype_name
 from trainlint.model.training import TrainingModel
 
 
@@ -151,3 +151,20 @@ def scaled_backward_scaler(call: Call) -> str | None:
     if isinstance(inner, cst.Attribute) and inner.attr.value == "scale":
         return dotted(inner.value)
     return None
+
+
+def factory_scaler(model: TrainingModel, call: Call) -> Value | None:
+    """The torch GradScaler a call of a function of another project module gives back, alone or in the tuple it returns
+    (`model, optimizer, scaler = init_opt(cfg)`, the scaler built in another module), or None. A
+    scaler the factory may return as None (`GradScaler() if use_amp else None`) has `enabled` None:
+    whether it scales depends on what the caller asked for. A call handed a scaler (one that gives
+    back what it is given) makes none."""
+    # `init_opt(...)` or `setup.init_opt(...)` of another module (a scaler built in this module is
+    # found where it is built)
+    if call.qualname is None or call.qualname in GRAD_SCALER or not model.is_project_function(call.qualname):
+        return None
+    value = model.value(call.node, call.site)
+    found = [v for v in (value, *(value.items or ())) if v.kind is Kind.SCALER and (v.origin or "") in GRAD_SCALER]
+    if not found or any(model.value(a.value, call.site).kind is Kind.SCALER for a in call.node.args):
+        return None
+    return found[0]

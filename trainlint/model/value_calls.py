@@ -13,8 +13,9 @@ import libcst as cst
 
 from trainlint.model.lattice import ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NUMBER, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join
 from trainlint.model.arguments import LambdaCalls, argument_for
+from trainlint.model.containers import element_of
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
-from trainlint.model.device_arguments import DeviceArguments
+from trainlint.model.device_arguments import DeviceArguments, moved_to_device
 from trainlint.model.environments import observed
 from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import (
@@ -135,6 +136,12 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
                     return NUMBER if name != "bool" else BOOL
                 if name in ("str", "repr", "format"):
                     return STRING
+                if name in ("zip", "enumerate") and call.args and not any(a.star or a.keyword is not None for a in call.args):
+                    # each element a tuple, by place: `for t, l in zip(t_batch, losses)` takes a row of each
+                    parts = [element_of(self.of(a.value, fn, at)) for a in call.args]
+                    if name == "enumerate":
+                        parts = [NUMBER, parts[0]]
+                    return Value(Kind.COLLECTION, HOST, element=Value(Kind.COLLECTION, HOST, element=join(parts), items=tuple(parts)))
                 if name in COLLECTION_BUILTINS:
                     inner = self.of(call.args[0].value, fn, at) if call.args else UNKNOWN
                     element = inner.element if inner.kind is Kind.COLLECTION else None
@@ -265,6 +272,11 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             return self.of(call.args[0].value, fn, at)
         if last in LEGACY_CONSTRUCTORS and namespace in ("torch", "torch.cuda"):
             return Value(Kind.TENSOR, HOST if namespace == "torch" else "cuda", False, origin=qual)
+        if qual == "torch.Tensor" and call.args:
+            # the legacy constructor of the default tensor type (`torch.Tensor([1, 2])`): built where
+            # the default device is, the host unless the module changes it. Not claimed built on the
+            # host for TL406: old projects set the default type to CUDA in their script (ssd.pytorch)
+            return Value(Kind.TENSOR, self.default_device, False)
         if qual == "torch.nn.utils.rnn.pad_sequence":
             return self._torch_function(last, call, fn, at)  # (one tensor, where its inputs are)
         if namespace in TENSOR_NAMESPACES and last[:1].islower():
@@ -277,6 +289,11 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         device_arg = _kwarg(call, "device")
         dtype = dtype_name(_kwarg(call, "dtype"), self.model.imports)
         sized_draw = name == "normal" and _kwarg(call, "size") is not None  # `torch.normal(0, 1, size=(n, d))`
+        if name in ("tensor", "as_tensor") and call.args and device_arg is None:
+            source = self.of(call.args[0].value, fn, at)
+            if source.kind is Kind.TENSOR and source.device != HOST:
+                # a copy (or, for `as_tensor`, the tensor itself) where the data is, not the host
+                return Value(Kind.TENSOR, source.device, source.graph if name == "as_tensor" else False, dtype or source.dtype)
         if name in ("tensor", "as_tensor", "from_numpy") and call.args and (
             self._iterated(call.args[0].value, fn, at) or observed(self.model, call.args[0].value, fn, at)
         ):
@@ -412,7 +429,12 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         if base.kind is Kind.COLLECTION:
             if method in ("get", "pop", "popleft") and base.element is not None:
                 return base.element
-            if method in ("items", "values", "keys", "copy"):
+            if method == "items":  # (key, value) pairs: a key is not what the dict holds
+                pair = (UNKNOWN, base.element) if base.element is not None else None
+                return Value(Kind.COLLECTION, base.device, element=Value(Kind.COLLECTION, HOST, items=pair) if pair else None)
+            if method == "keys":
+                return Value(Kind.COLLECTION, base.device)
+            if method in ("values", "copy"):
                 return base
             if base.device == HOST and method in ("tolist", "item"):
                 return NUMBER
@@ -425,6 +447,14 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
                 return summary
             return UNKNOWN
         # an unknown receiver: the method's name is the evidence
+        if moved_to_device(base) and method in TENSOR_METHODS and method not in MODULE_API_METHODS:
+            # `(y >= 0).sum()` of a batch moved with `y.to(device)`: only a tensor computes there
+            return Value(Kind.TENSOR, base.device)
+        if method == "cuda" or (method == "to" and call.args):
+            # `y.to(device)` of a batch the analysis cannot see: a tensor, a module or a batch object
+            # moved; what is computed from it says which (`moved_to_device`)
+            moved = self._moved(base, call, fn, at) if method == "to" else replace(base, device=ACCEL)
+            return Value(Kind.UNKNOWN, moved.device) if moved.device == ACCEL else UNKNOWN
         if method in ("item",):
             return NUMBER
         if method == "tolist":
@@ -455,6 +485,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             # `labels.sum(dim=2)`: torch's reductions say `dim`; numpy's, pandas' and Python's never do
             return Value(Kind.TENSOR)
         return UNKNOWN
+
 
 def _kwarg(call: cst.Call, name: str) -> cst.BaseExpression | None:
     for a in call.args:

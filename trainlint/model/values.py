@@ -19,13 +19,14 @@ from trainlint.model.lattice import (
 )
 from trainlint.model.arguments import argument_for, refinable, refines
 from trainlint.model.function_values import library_function
-from trainlint.model.containers import comprehension_bindings, element_of, is_empty_list
+from trainlint.model.containers import comprehension_bindings, element_of, is_empty_list, unpacked_element
 from trainlint.model.names import dotted, target_names
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES
 from trainlint.model.cycles import CycleMemo
 from trainlint.model.summary import ClassSummary
 from trainlint.model.saved_arguments import saving_constructor
 from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, TENSOR_VALUED_ATTRIBUTES, CallValues
+from trainlint.model.device_arguments import moved_to_device, on_device_operands
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Function, Site
@@ -92,7 +93,7 @@ class ValueModel(CallValues, CycleMemo):
                 return base.element
             if base.kind is Kind.HOST_ARRAY:
                 return HOST_DATA
-            return UNKNOWN
+            return base if moved_to_device(base) else UNKNOWN  # (`batch.to(device)["labels"]`: there too)
         if kind is cst.BinaryOperation:
             return self._arithmetic([self.of(expr.left, fn, at), self.of(expr.right, fn, at)])
         if kind is cst.UnaryOperation:
@@ -101,7 +102,7 @@ class ValueModel(CallValues, CycleMemo):
                 return inner if inner.kind is Kind.TENSOR else BOOL
             return inner
         if kind is cst.Comparison:
-            sides = [self.of(expr.left, fn, at), *(self.of(c.comparator, fn, at) for c in expr.comparisons)]
+            sides = on_device_operands([self.of(expr.left, fn, at), *(self.of(c.comparator, fn, at) for c in expr.comparisons)])
             if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons):
                 return BOOL
             tensors = [s for s in sides if s.kind is Kind.TENSOR]
@@ -132,6 +133,7 @@ class ValueModel(CallValues, CycleMemo):
 
     @staticmethod
     def _arithmetic(sides: list[Value]) -> Value:
+        sides = on_device_operands(sides)
         tensors = [s for s in sides if s.kind is Kind.TENSOR]
         if tensors:
             out = tensors[0]
@@ -171,12 +173,12 @@ class ValueModel(CallValues, CycleMemo):
         assigns = m.reaching(fn, name, at)
         if assigns:
             return self._bindings(name, assigns)
+        if fn is not None and name in fn.params:
+            return self._parameter(fn, name)
+        loop_value = self._loop_variable(fn, name, at)  # (a script's loops too)
+        if loop_value is not None:
+            return loop_value
         if fn is not None:
-            if name in fn.params:
-                return self._parameter(fn, name)
-            loop_value = self._loop_variable(fn, name, at)
-            if loop_value is not None:
-                return loop_value
             enclosing = fn.parent
             while enclosing is not None:  # a closure reads its enclosing function's names
                 outer = m.reaching(enclosing, name, None)
@@ -224,7 +226,7 @@ class ValueModel(CallValues, CycleMemo):
                 return CYCLE
             saved = self._enter(key)
             try:
-                before = self._name(name, assign.site.function, assign.site) if "." not in name else UNKNOWN
+                before = self._name(name, assign.site.function, assign.site) if "." not in name else self._set_before(assign, name)
             finally:
                 self._leave(key, saved)
             combined = self._arithmetic([before, value])
@@ -251,6 +253,15 @@ class ValueModel(CallValues, CycleMemo):
                 return value  # `loss, logits = model(x)`: outputs of a forward pass
             return UNKNOWN
         return value
+
+    def _set_before(self, assign, name: str) -> Value:  # type: ignore[no-untyped-def]
+        """What `self.tokens` holds before `self.tokens += n`: what the class's plain assignments set
+        (`self.tokens = 0` in `__init__`), so that a count stays a number and a host tensor stays one."""
+        fn = assign.site.function
+        if not name.startswith("self.") or name.count(".") != 1 or fn is None or fn.class_name is None:
+            return UNKNOWN
+        plain = [a for a in self.model.attribute_assigns(fn.class_name, name) if a.op is None]
+        return join(self._assigned(a, name) for a in plain) if plain else UNKNOWN
 
     def _filled(self, assign, name: str, empty: Value) -> Value:  # type: ignore[no-untyped-def]
         """`xs = []` then `xs.append(x)` / `xs.extend(ys)` in the same function: a list of what is put in."""
@@ -368,19 +379,17 @@ class ValueModel(CallValues, CycleMemo):
             return self.model.instance_of_local_class(last)
         return None
 
-    def _loop_variable(self, fn: "Function", name: str, at: "Site | None") -> Value | None:
+    def _loop_variable(self, fn: "Function | None", name: str, at: "Site | None") -> Value | None:
         """`for x in xs:` binds x to an element of xs."""
         if at is None:
             return None
         for loop in reversed(at.loops):
             node = loop.node
             if isinstance(node, cst.For) and name in target_names(node.target):
-                iterable = self.of(node.iter, fn, at)
-                if iterable.kind is Kind.COLLECTION and iterable.element is not None and isinstance(node.target, cst.Name):
-                    return iterable.element
-                if iterable.kind is Kind.TENSOR and isinstance(node.target, cst.Name):
-                    return iterable
-                return UNKNOWN
+                drawn = unpacked_element(element_of(self.of(node.iter, fn, at)), node.target, name)
+                # an element drawn from data built before the loop (`for x, y in batches:` of host
+                # tensors) is data: where it lives, but not built by a factory where it is used
+                return replace(drawn, origin=None) if drawn.kind is Kind.TENSOR else drawn
         return None
 
     def _imported(self, qual: str) -> Value:

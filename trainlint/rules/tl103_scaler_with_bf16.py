@@ -6,8 +6,9 @@ from typing import Iterator
 
 from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
+from trainlint.model.precision import factory_scaler
 from trainlint.model.torchnames import AUTOCAST, GRAD_SCALER, autocast_dtype, is_true
-from trainlint.rules.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule, shorten
 
 
 class ScalerWithBf16(Rule):
@@ -16,7 +17,7 @@ class ScalerWithBf16(Rule):
     severity = Severity.INFO
     summary = "A GradScaler in training whose autocast dtype is bfloat16, which needs no loss scaling."
     hint = "Drop the GradScaler with bf16 (`loss.backward(); optimizer.step()`), or build it with `enabled=(dtype == torch.float16)`."
-    requires = ("GradScaler",)
+    requires = ("GradScaler", "scaler")
     why = (
         "bfloat16 has float32's exponent range (down to ~1e-38), so gradients do not underflow and loss "
         "scaling buys nothing: stas00 on the HF PRs, bf16 \"has almost the same dynamic range as fp32, so no "
@@ -48,7 +49,12 @@ for x in loader:
     loss.backward()
     optimizer.step()
 """
-    not_flagged = "Scalers with `enabled=` an expression or False (nanoGPT's `enabled=(dtype == 'float16')`), and modules with any fp16 or unknown-dtype autocast."
+    not_flagged = (
+        "Scalers with `enabled=` an expression or False (nanoGPT's `enabled=(dtype == 'float16')`), and modules with any "
+        "fp16 or unknown-dtype autocast. A scaler a project function builds and returns (`model, optimizer, scaler = "
+        "init_opt(cfg)`) is reported at that call; one it may return as None (`GradScaler() if use_amp else None`) "
+        "is like `enabled=use_amp`, the caller's choice, and is not."
+    )
     verification = (
         "`trainlint verify` measures the fraction of the same gradients that underflow to 0 in bf16 and in "
         "fp16 without scaling: bf16 loses none, so the scaler has nothing to do."
@@ -91,3 +97,10 @@ for x in loader:
                 enabled = call.kwarg("enabled")
                 if enabled is None or is_true(enabled):
                     yield Finding(call.node, "GradScaler with bf16 autocast: bf16 has fp32's range, so loss scaling only adds a scale, unscale and inf check per step")
+                continue
+            # `model, optimizer, scaler = init_opt(cfg)`: the scaler a project function builds, always
+            # (one it may return as None, `GradScaler() if use_amp else None`, is the caller's choice)
+            scaler = factory_scaler(model, call)
+            if scaler is not None and scaler.enabled is True:
+                made = shorten(model.module.code_for_node(call.node.func), 30)
+                yield Finding(call.node, f"GradScaler (from `{made}(...)`) with bf16 autocast: bf16 has fp32's range, so loss scaling only adds a scale, unscale and inf check per step")

@@ -17,8 +17,8 @@ from trainlint.model.torchnames import (
     is_false,
     literal_string,
 )
-from trainlint.model.precision import on_training_path, parameter_casts
-from trainlint.rules.rule import Finding, Rule
+from trainlint.model.precision import factory_scaler, on_training_path, parameter_casts
+from trainlint.rules.rule import Finding, Rule, shorten
 
 FP16_PRECISIONS = frozenset({"16", "16-mixed", "16-true", "fp16"})
 
@@ -40,6 +40,11 @@ def fp16_enabling(model: TrainingModel, call: Call) -> str | None:
         if model.value(call.node, call.site).enabled is False:
             return None
         return "a GradScaler (fp16 loss scaling)"
+    scaler = factory_scaler(model, call)
+    if scaler is not None and scaler.enabled is not False:
+        # `model, optimizer, scaler = init_opt(cfg)`: a scaler built by a project function, maybe only
+        # when a flag asks for one (`GradScaler() if use_amp else None`), as `GradScaler(enabled=use_amp)`
+        return f"a GradScaler (fp16 loss scaling) from `{shorten(model.module.code_for_node(call.node.func), 30)}(...)`"
     if qual in AUTOCAST and autocast_dtype(call.node, qual, model.imports) == "float16":
         return "fp16 autocast"
     if qual.endswith("accelerate.Accelerator") and literal_string(call.kwarg("mixed_precision")) == "fp16":
@@ -106,7 +111,7 @@ class Fp16WithoutClipping(Rule):
     severity = Severity.WARNING
     summary = "fp16 mixed-precision training with no gradient clipping."
     hint = "After `scaler.unscale_(optimizer)`, clip: `torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)`."
-    requires = ("GradScaler", "autocast", "mixed_precision", "precision")
+    requires = ("GradScaler", "autocast", "mixed_precision", "precision", "scaler")
 
     @classmethod
     def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
@@ -154,7 +159,10 @@ for x, y in loader:
         "`gradient_clip_val`), GradScalers built with `enabled=False`, modules that never backpropagate "
         "(a scaler handed to a trainer elsewhere), and modules that unscale the gradients "
         "(`scaler.unscale_(optimizer)`) without reading any themselves: they are unscaled for callbacks or "
-        "algorithms elsewhere, which may clip them."
+        "algorithms elsewhere, which may clip them. A GradScaler a project function builds and returns "
+        "(`model, optimizer, scaler = init_opt(cfg)`) enables fp16 where it is called and is reported there, also "
+        "when the function may return None instead (`GradScaler() if use_amp else None`): as with "
+        "`GradScaler(enabled=use_amp)`, the runs that ask for fp16 need the clipping."
     )
     verification = (
         "`trainlint verify` reruns the flagged code's own set-up: its optimizer and literal lr (else SGD with "

@@ -56,7 +56,13 @@ class HostSyncInStep(Rule):
         "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`, `if t:`, Python's `max()`/`min()` over a tensor or a list of tensors, a tensor given for a count such as `torch.topk`'s `k`, printing or "
         "formatting it, or a module's lambda shim doing one of these, as d2l's `d2l.to(x, d2l.cpu())`) makes the host wait until every queued kernel has finished, so the GPU idles while "
         "the next step is prepared. Once per step this costs a few to tens of milliseconds; torchtune "
-        "measured 40-50 ms of `cudaStreamSynchronize` per step from one `loss.item()`."
+        "measured 40-50 ms of `cudaStreamSynchronize` per step from one `loss.item()`. What is read is "
+        "known by its value as it flows: a counter that adds a device reduction (`self.tokens += (y >= 0).sum()` "
+        "with `y` a batch moved to the device) is a device tensor afterwards, so `if self.tokens < limit:` "
+        "reads it; iterating a device tensor (`for t, l in zip(t_batch, losses):`) gives device tensors, so "
+        "`int(t * 10)` reads one per element (one finding for the statement); and the `forward` of a custom "
+        "`torch.autograd.Function` applied in a module's forward (`Fn.apply(x)`) runs every step, as its "
+        "`backward` does on the backward pass."
     )
     story = (
         "Field report 004: a trainer that logged with `.item()` on CUDA tensors every step, reset memory "
@@ -98,7 +104,10 @@ for step, (x, y) in enumerate(loader):
         "`torch.cpu.amp`, IPEX): there `.item()` waits for nothing; inside optimizer and loss-scaler classes, "
         "whose step must read an overflow flag on the host (torch's `GradScaler.step` does too); reads of values "
         "known to live on the host (a `.cpu()` copy, numbers, numpy arrays, a tokenizer's output, host-built "
-        "tensors); modules moved or offloaded (`vae.cpu()`); and actions copied to a host environment "
+        "tensors: `torch.Tensor([1, 2])` or `torch.tensor(pad)` built from numbers and never moved, a counter "
+        "of numbers (`self.seen += len(y)`), a host tensor a device count is added into in place); the elements "
+        "of a host list iterated (`for t, l in losses.tolist():`, where only the `tolist()` is reported); a "
+        "custom autograd function applied only in evaluation; modules moved or offloaded (`vae.cpu()`); and actions copied to a host environment "
         "(`envs.step(actions.cpu().numpy())`, also when a helper returns the action to the loop that steps the "
         "environment) or priorities handed back to the replay buffer that gave the batch "
         "(`rb.update_priorities(data.indices, td_error.cpu().numpy())`), which the algorithm needs. Under an `if` whose test reads a "
@@ -168,6 +177,18 @@ for x, y in loader:
     loss.backward()
     optimizer.step()
 """,
+        # built on the host from numbers and never moved: `.item()` waits for nothing
+        """
+import random
+import torch
+def random_shift(img, max_shift):
+    pad = torch.Tensor([random.randint(0, max_shift), random.randint(0, max_shift)]) * 2 + 1
+    return torch.roll(img, shifts=(int(pad[0].item()), int(pad[1].item())), dims=(-2, -1))
+for x, y in loader:
+    loss = criterion(model(random_shift(x, 4).cuda()), y.cuda())
+    loss.backward()
+    optimizer.step()
+""",
         # an assert's message is formatted only when the assert fails
         """
 for x, y in loader:
@@ -199,6 +220,17 @@ class MixedPrecisionOptimizer:
 """,
     )
     invalid = (
+        # iterating a device tensor gives device tensors: `int(t * 10)` reads each one
+        """
+import torch
+for x, y in loader:
+    t_batch = torch.rand(x.shape[0], device="cuda")
+    losses = criterion(model(x.cuda(), t_batch), y.cuda())
+    losses.mean().backward()
+    optimizer.step()
+    for t, l in zip(t_batch, losses.detach()):
+        loss_by_t[int(t * 10)] += l
+""",
         # the main process logs every step: that rank pays the sync, the others wait for it
         """
 import torch

@@ -1,0 +1,317 @@
+"""Values that become device tensors, and values that never were: a host counter that accumulates a
+device reduction, the elements of a device tensor iterated, a custom autograd function's `forward`
+and `backward` reached through `Fn.apply`, tensors built on the host from numbers, and a GradScaler
+made by a project factory. Each with a near miss that stays silent."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from tests.helpers import lint
+from trainlint.config import Settings
+from trainlint.engine.lint import lint_paths
+
+
+def found(code: str, rule: str, name: str = "train.py") -> list[int]:
+    return [d.line for d in lint(textwrap.dedent(code), rule, name=name) if d.code == rule]
+
+
+def lint_project(tmp_path: Path, files: dict[str, str], select: str) -> list[str]:
+    (tmp_path / "pyproject.toml").write_text("")
+    for name, text in files.items():
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    settings = Settings(select=tuple(select.split(",")), root=tmp_path, preview=True)
+    results = lint_paths([(tmp_path / n, settings) for n in files], jobs=1)
+    return sorted(f"{Path(d.path).name}:{d.line}:{d.code}" for r in results for d in r.diagnostics)
+
+
+# -- 1. a host counter that accumulates a device reduction is a device tensor afterwards ------------
+TOKEN_BUDGET = """
+import torch
+import torch.nn.functional as F
+
+
+class Trainer:
+    def __init__(self, model, optimizer, max_tokens, device):
+        self.model = model
+        self.optimizer = optimizer
+        self.max_tokens = max_tokens
+        self.device = device
+        self.tokens = 0
+        self.samples = 0
+
+    def train_step(self, step, batch):
+        x, y = batch["input_ids"].to(self.device), batch["labels"].to(self.device)
+        loss = F.cross_entropy(self.model(x).flatten(0, 1), y.flatten(), ignore_index=-100)
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+        {count}
+        return {test}
+
+    def fit(self, loader):
+        for step, batch in enumerate(loader):
+            if not self.train_step(step, batch):
+                break
+"""
+
+
+def test_a_counter_accumulating_a_reduction_of_a_moved_batch_is_tested_on_the_device() -> None:
+    code = TOKEN_BUDGET.format(count="self.tokens += (y >= 0).sum()", test="self.tokens < self.max_tokens")
+    # (a `return` of the comparison is no read: the caller's `if not ...` is)
+    code = code.replace("        return self.tokens < self.max_tokens", "        if self.tokens < self.max_tokens:\n            return True\n        return False")
+    assert found(code, "TL401") == [22]
+
+
+def test_a_counter_of_numbers_read_at_a_gate_or_counted_with_len_stays_on_the_host() -> None:
+    gated = "if step % 100 == 0:\n            self.tokens += (y >= 0).sum().item()"
+    for count in (gated, "self.samples += len(y)"):
+        code = TOKEN_BUDGET.format(count=count, test="True")
+        code = code.replace("        return True", "        if self.samples < self.max_tokens and self.tokens < self.max_tokens:\n            return True\n        return False")
+        assert found(code, "TL401") == [], count
+
+
+def test_a_host_tensor_counter_stays_on_the_host_when_a_device_count_is_added() -> None:
+    # torch adds the device result into the host tensor in place: the counter stays where it is
+    code = TOKEN_BUDGET.format(count="self.tokens += (y >= 0).sum()", test="True")
+    code = code.replace("self.tokens = 0", "self.tokens = torch.zeros((), dtype=torch.long)")
+    code = code.replace("        return True", "        if self.tokens < self.max_tokens:\n            return True\n        return False")
+    assert found(code, "TL401") == []
+
+
+# -- 2. iterating a device tensor yields device tensors --------------------------------------------
+TIMESTEP_BINS = """
+import torch
+import torch.nn.functional as F
+
+loss_by_t = [0.0] * 10
+for x, y in loader:
+    x, y = x.cuda(), y.cuda()
+    t_batch = torch.rand(x.shape[0], device="cuda")
+    losses = F.mse_loss(model(x, t_batch), y, reduction="none").mean(dim=1)
+    losses.mean().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    {pairs}
+    for t, l in {iterated}:
+        loss_by_t[int(t * 10)] += l
+"""
+
+
+def test_elements_of_zipped_device_tensors_are_read_one_by_one() -> None:
+    code = TIMESTEP_BINS.format(pairs="pass", iterated="zip(t_batch, losses.detach())")
+    assert found(code, "TL401") == [15]  # one finding for the statement, not one per element
+
+
+def test_iterating_the_host_list_of_one_copy_reads_only_at_the_copy() -> None:
+    code = TIMESTEP_BINS.format(pairs="pairs = torch.stack([t_batch, losses.detach()], 1).tolist()", iterated="pairs")
+    assert found(code, "TL401") == [13]
+
+
+def test_enumerating_a_device_tensor_gives_numbers_and_rows() -> None:
+    code = TIMESTEP_BINS.format(pairs="pass", iterated="enumerate(losses.detach())")
+    code = code.replace("loss_by_t[int(t * 10)] += l", "loss_by_t[t % 10] += float(l)")
+    assert found(code, "TL401") == [15]
+    assert found(code.replace("float(l)", "l"), "TL401") == []
+
+
+# -- 3. a custom autograd function applied in a module's forward runs every step --------------------
+BUCKETIZE = """
+import torch
+import torch.nn as nn
+
+
+class Bucketize(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, boundaries):
+        edges = boundaries.tolist()
+        return torch.bucketize(x, torch.tensor(edges, device=x.device)).float()
+
+    @staticmethod
+    def backward(ctx, grad):
+        scale = grad.abs().max().cpu()
+        return grad / scale, None
+"""
+
+BUCKETIZE_NET = """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+        self.register_buffer("boundaries", torch.linspace(-1, 1, 8))
+
+    def forward(self, x):
+        return self.proj(Bucketize.apply(x, self.boundaries))
+
+
+model = Net().cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    x, y = x.cuda(), y.cuda()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+BUCKETIZE_EVAL = """
+def evaluate(model, loader, boundaries):
+    hits = 0.0
+    with torch.no_grad():
+        for x, y in loader:
+            x, y = x.cuda(), y.cuda()
+            hits += (Bucketize.apply(model(x), boundaries) == y).float().mean()
+    return hits / len(loader)
+
+
+model = nn.Linear(16, 16).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    x, y = x.cuda(), y.cuda()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+print(evaluate(model, val_loader, torch.linspace(-1, 1, 8).cuda()))
+"""
+
+
+def test_an_autograd_function_applied_in_forward_reads_the_host_every_step() -> None:
+    assert found(BUCKETIZE + BUCKETIZE_NET, "TL401") == [9, 14]  # forward's `.tolist()`, backward's `.cpu()`
+
+
+def test_an_autograd_function_used_only_in_evaluation_is_not_per_step() -> None:
+    assert found(BUCKETIZE + BUCKETIZE_EVAL, "TL401") == []
+
+
+def test_an_autograd_function_of_another_module_applied_every_step(tmp_path: Path) -> None:
+    files = {"ops.py": BUCKETIZE, "train.py": "import torch\nimport torch.nn as nn\n\nfrom ops import Bucketize\n" + BUCKETIZE_NET}
+    assert lint_project(tmp_path, files, "TL401") == ["ops.py:14:TL401", "ops.py:9:TL401"]  # (sorted as text)
+
+
+# -- 4. tensors built on the host from numbers, never moved ----------------------------------------
+AUGMENT = """
+import random
+
+import torch
+
+
+def random_shift(img, max_shift):
+    pad = torch.Tensor([random.randint(0, max_shift), random.randint(0, max_shift)])
+    pad = pad * 2 + 1
+    shift = int(torch.tensor(pad).sum().item()) + {extra}
+    return torch.roll(img, shifts=(shift, int(pad[0].item())), dims=(-2, -1))
+
+
+for x, y in loader:
+    x = random_shift(x, 4)
+    x, y = x.cuda(), y.cuda()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+def test_tensors_built_on_the_host_from_numbers_are_read_without_a_sync() -> None:
+    assert found(AUGMENT.format(extra="0"), "TL401") == []
+
+
+def test_tensors_built_on_the_device_or_moved_there_are_read_with_a_sync() -> None:
+    assert found(AUGMENT.format(extra='torch.tensor(max_shift, device="cuda").item()'), "TL401") == [10]
+    assert found(AUGMENT.format(extra="torch.tensor(pad).to(img.device).sum().item()"), "TL401") == [10]
+
+
+# -- 5. a GradScaler made by a project factory -----------------------------------------------------
+def init_opt(scaler: str) -> str:
+    return f"""
+import torch
+
+
+def init_opt(model, lr, use_amp=True):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    scaler = {scaler}
+    return model, optimizer, scaler
+"""
+
+
+def train(precision: str, clip: str = "") -> str:
+    return f"""
+import torch
+
+from setup_opt import init_opt
+
+model, optimizer, scaler = init_opt(Net().cuda(), 1e-3, use_amp=args.amp)
+for x, y in loader:
+    x, y = x.cuda(), y.cuda()
+    with torch.autocast("cuda", dtype={precision}):
+        loss = criterion(model(x), y)
+    scaler.scale(loss).backward()
+    {clip or "pass"}
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad()
+"""
+
+
+CLIP_SCALED = "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"
+CLIP_UNSCALED = "scaler.unscale_(optimizer); torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"
+
+
+def test_a_scaler_from_a_factory_is_a_grad_scaler_at_the_caller(tmp_path: Path) -> None:
+    factory = init_opt("torch.cuda.amp.GradScaler()")
+    found = lint_project(tmp_path, {"setup_opt.py": factory, "train.py": train("torch.bfloat16")}, "TL103,TL202")
+    assert found == ["train.py:6:TL103", "train.py:6:TL202"]
+    found = lint_project(tmp_path, {"setup_opt.py": factory, "train.py": train("torch.float16", CLIP_SCALED)}, "TL201,TL202")
+    assert found == ["train.py:12:TL201"]
+    assert lint_project(tmp_path, {"setup_opt.py": factory, "train.py": train("torch.float16", CLIP_UNSCALED)}, "TL103,TL201,TL202") == []
+    spelled = train("torch.bfloat16").replace("from setup_opt import init_opt", "import setup_opt").replace("= init_opt(", "= setup_opt.init_opt(")
+    assert lint_project(tmp_path, {"setup_opt.py": factory, "train.py": spelled}, "TL103") == ["train.py:6:TL103"]
+
+
+def test_a_factory_scaler_that_may_be_none_scales_only_when_asked(tmp_path: Path) -> None:
+    # like `GradScaler(enabled=use_amp)`: the bf16 rule leaves the caller's choice alone; an fp16 run
+    # that asks for it still needs clipping
+    factory = init_opt("torch.cuda.amp.GradScaler() if use_amp else None")
+    assert lint_project(tmp_path, {"setup_opt.py": factory, "train.py": train("torch.bfloat16")}, "TL103") == []
+    assert lint_project(tmp_path, {"setup_opt.py": factory, "train.py": train("torch.float16")}, "TL202") == ["train.py:6:TL202"]
+
+
+def test_the_keys_of_a_dict_of_device_tensors_are_no_tensors() -> None:
+    # improved-diffusion's `log_loss_dict`: the losses are read once per entry, the keys never
+    code = """
+    import torch
+
+    def log_loss_dict(ts, losses):
+        for key, values in losses.items():
+            logger.logkv_mean(key, values.mean().item())
+            for sub_t, sub_loss in zip(ts.cpu().numpy(), values.detach().cpu().numpy()):
+                logger.logkv_mean(f"{key}_q{int(4 * sub_t)}", sub_loss)
+
+    for x, y in loader:
+        x, y = x.cuda(), y.cuda()
+        t = torch.randint(0, 1000, (x.shape[0],), device="cuda")
+        losses = {"mse": torch.nn.functional.mse_loss(model(x, t), y, reduction="none").mean(dim=1)}
+        losses["mse"].mean().backward()
+        optimizer.step()
+        log_loss_dict(t, losses)
+    """
+    assert found(code, "TL401") == [6, 7]
+
+
+def test_batches_drawn_from_a_list_of_host_tensors_are_data_not_built_every_step() -> None:
+    # moving the batch is inherent: the tensors were built once, before the loop
+    code = """
+    import torch
+
+    def fit(model, optimizer, batches, device):
+        for step, (x, y) in enumerate(batches):
+            loss = torch.nn.functional.mse_loss(model(x.to(device)), y.to(device))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+    fit(model, optimizer, [(torch.randn(4, 16), torch.randn(4, 16)) for _ in range(20)], "cuda")
+    """
+    assert found(code, "TL406") == []
