@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
+from trainlint.model.class_attributes import FLAG_ATTRIBUTES
 from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, Kind, Value
 from trainlint.model.saved_arguments import FRAME_READERS
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, registry_root
@@ -148,11 +149,12 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
             root = registry_root(decorator)
             if root in classes:
                 classes[root] = replace(classes[root], registered=(*classes[root].registered, node.name))
+    class_nodes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     for node in tree.body if path else ():
         if isinstance(node, ast.ClassDef) and node.name in classes:
-            held = _held_instances(node, classes, path)
-            if held:
-                classes[node.name] = replace(classes[node.name], attributes=held)
+            held = _held_instances(node, classes, path, lambda name: _spelled(name, exports, imported))
+            lacks = tuple(a for a in FLAG_ATTRIBUTES if not _mentions_flag(node, a, class_nodes, lambda b: _spelled(b, exports, imported), set()))
+            classes[node.name] = replace(classes[node.name], attributes=held, lacks=lacks)
     attached = tuple(
         (_spelled(ast.unparse(d.func), exports, imported), _spelled(ast.unparse(d.args[0]), exports, imported), f"{ast.unparse(d.args[0])}.{node.name}")
         for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -190,9 +192,10 @@ def _saves_arguments(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return sets and any(c in FRAME_READERS for c in calls)
 
 
-def _held_instances(cls: ast.ClassDef, classes: dict[str, ClassSummary], path: str) -> dict[str, Value]:
-    """`self.lstm = Lstm(...)` in a method of `cls`, with `Lstm` a class of this module: the attributes
-    its instances hold an object of one class of this module in (every assignment builds one)."""
+def _held_instances(cls: ast.ClassDef, classes: dict[str, ClassSummary], path: str, spelled: Callable[[str], str]) -> dict[str, Value]:
+    """`self.lstm = Lstm(...)` in a method of `cls`, with `Lstm` a class of this module, or `self.outc =
+    nn.Conv2d(...)` (a `torch.nn` layer or Parameter, `spelled` in full through the imports): the
+    attributes its instances hold an object of one such class in (every assignment builds one)."""
     built: dict[str, set[str | None]] = {}
     for node in ast.walk(cls):
         if not isinstance(node, ast.Assign):
@@ -200,12 +203,42 @@ def _held_instances(cls: ast.ClassDef, classes: dict[str, ClassSummary], path: s
         for target in node.targets:
             if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
                 call = node.value
-                name = call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in classes else None
-                built.setdefault(target.attr, set()).add(name)
+                func = ast.unparse(call.func) if isinstance(call, ast.Call) else None
+                func = func if func and _dotted(func) else None
+                if func in classes:
+                    built.setdefault(target.attr, set()).add(f"{path}::{func}")
+                    continue
+                full = spelled(func) if func else ""
+                imported = full != func and full.rpartition(".")[2][:1].isupper() and not full.startswith("torch.nn.functional")
+                built.setdefault(target.attr, set()).add(full if imported else None)
+    # a class of another module as the imports spell it: the module reading the attribute finds it
+    # (and drops a library's), `model.symbols.held_attribute`
     return {
-        attr: Value(classes[name].kind, origin=f"{path}::{name}")
-        for attr, names in built.items() if len(names) == 1 and (name := next(iter(names))) is not None
+        attr: Value(classes[origin.partition("::")[2]].kind if "::" in origin else Kind.MODULE if origin.startswith("torch.nn.") else Kind.OBJECT, origin=origin)
+        for attr, names in built.items() if len(names) == 1 and (origin := next(iter(names))) is not None
     }
+
+
+def _mentions_flag(cls: ast.ClassDef, attr: str, local: dict[str, ast.ClassDef], spelled: Callable[[str], str], seen: set[str]) -> bool:
+    """The class (or a base of its module) defines, assigns or reads `attr` on `self`, or has a base
+    that is neither its module's nor `torch.nn`'s (which may define it): `model.class_attributes.class_mentions`
+    read with Python's own parser."""
+    seen.add(cls.name)
+    for node in ast.walk(cls):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == attr:
+            return True
+        if isinstance(node, ast.Name) and node.id == attr and isinstance(node.ctx, ast.Store):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name) and node.value.id == "self":
+            return True  # (calls too: `self.requires_grad_(False)` on a class of its own is rare, and silent is safe)
+    for base in cls.bases:
+        text = ast.unparse(base)
+        if text in local:
+            if text not in seen and _mentions_flag(local[text], attr, local, spelled, seen):
+                return True
+        elif not spelled(text).startswith("torch.nn."):
+            return True
+    return False
 
 
 def _returned_classes(fn: ast.FunctionDef | ast.AsyncFunctionDef, classes: dict[str, ClassSummary], exports: dict[str, str], path: str) -> Value | None:

@@ -9,9 +9,11 @@ import libcst as cst
 
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Assign, Site, TrainingModel
-from trainlint.model.facts import ClassInfo
+from trainlint.model.class_attributes import class_mentions
+from trainlint.model.summary import ClassSummary
 from trainlint.model.lattice import UNKNOWN_DEVICE, Kind, Value
 from trainlint.model.names import dotted
+from trainlint.model.value_calls import CONFIG_NAMES
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, shorten
 
 # attribute names a freeze is misspelled as: PyTorch reads none of them
@@ -155,10 +157,12 @@ model.requires_grad_ = False
                 continue
             attr = target.attr.value
             what = _receiver_kind(model, target.value, assign.site)
+            if what is None and attr == "requires_grad_" and _rebinds_the_method(model, target.value, assign.site):
+                what = "tensor or module"
             # a parameter holds no attribute of the project's; anything else may be a flag of its own
             if what is None or (what != "parameter" and attr in MISSPELLED and _read_elsewhere(model, attr)):
                 continue
-            if what == "module" and attr in ("requires_grad", *MISSPELLED):
+            if what == "module":
                 if not _flag_unread_by_class(model, target.value, assign.site, attr):
                     continue
             elif what in ("tensor", "parameter") and attr == "requires_grad":
@@ -182,6 +186,26 @@ model.requires_grad_ = False
         else:
             fix = NodeFix("spell the flag `requires_grad`", (NodeEdit(target.attr, "requires_grad"),), Applicability.UNSAFE)
         return Finding(target, message, fix=fix)
+
+
+def _rebinds_the_method(model: TrainingModel, receiver: cst.BaseExpression, site: Site) -> bool:
+    """`layer.requires_grad_ = False` on a receiver of unknown class: `requires_grad_` is the in-place
+    method of every tensor and module, so rebinding it is a bug on either, unless the receiver is
+    known to be something else (a number, a collection, an instance of a class that is no module), is
+    a setting (`args.requires_grad_`), or this module defines or reads `requires_grad_` as an attribute
+    of its own (`self.requires_grad_ = True` in a class, `if obj.requires_grad_:`, `def requires_grad_`,
+    `getattr(x, "requires_grad_")`)."""
+    value = model.value(receiver, site)
+    if value.kind not in (Kind.UNKNOWN, Kind.TENSOR, Kind.MODULE):
+        return False
+    if value.origin:
+        return False  # an instance of a class `_receiver_kind` could not judge (one of several, say)
+    if set((dotted(receiver) or "").split(".")) & CONFIG_NAMES:
+        return False
+    code = model.module.code
+    read = re.search(r"\.\s*requires_grad_\b(?!\s*(?:=[^=]|\())", code)
+    defined = re.search(r"\bdef\s+requires_grad_\b|^\s*requires_grad_\s*[:=]|\bself\.requires_grad_\s*=|[\"']requires_grad_[\"']", code, re.MULTILINE)
+    return read is None and defined is None
 
 
 def _read_elsewhere(model: TrainingModel, attr: str) -> bool:
@@ -228,7 +252,8 @@ def _known_module(model: TrainingModel, expr: cst.BaseExpression, site: Site) ->
 
 def _flag_unread_by_class(model: TrainingModel, receiver: cst.BaseExpression, site: Site, attr: str) -> bool:
     """Whether a module's class certainly has no attribute `attr` of its own: a torch.nn class, a
-    pretrained model, or a class of this module (with local or torch bases) that never mentions `self.attr`."""
+    pretrained model, a class of this module (with local or torch bases) that never mentions `self.attr`,
+    or a class of another project module whose summary says the same."""
     value = _known_module(model, receiver, site)
     if value is None:  # an element of `model.modules()`: a torch submodule
         return _loop_element(model, receiver, site) == "module"
@@ -236,22 +261,10 @@ def _flag_unread_by_class(model: TrainingModel, receiver: cst.BaseExpression, si
     if origin.startswith("torch.nn.") or origin.rsplit(".", 1)[-1] in ("from_pretrained", "from_config"):
         return True
     info = model.local_class(origin)
-    return info is not None and not _class_mentions(model, info, attr, set())
-
-
-def _class_mentions(model: TrainingModel, info: ClassInfo, attr: str, seen: set[str]) -> bool:
-    """The class or one of its bases defines or assigns `attr`, or a base is one the analysis cannot see."""
-    seen.add(info.name)
-    if attr in info.methods or re.search(rf"\bself\.{attr}\b|^\s*{attr}\s*[:=]", model.module.code_for_node(info.node), re.MULTILINE):
-        return True
-    for base in info.bases:
-        local = model.local_class(base)
-        if local is not None:
-            if local.name not in seen and _class_mentions(model, local, attr, seen):
-                return True
-        elif not base.startswith("torch.nn."):
-            return True  # a base from elsewhere may define it
-    return False
+    if info is not None:
+        return not class_mentions(model, info, attr, set())
+    symbol = model.project_symbol(origin)
+    return isinstance(symbol, ClassSummary) and attr in symbol.lacks
 
 
 def _loop_element(model: TrainingModel, receiver: cst.BaseExpression, site: Site) -> str | None:
