@@ -32,7 +32,7 @@ class FreezeFlagMisspelled(Rule):
     name = "freeze-flag-misspelled"
     severity = Severity.ERROR
     preview = True
-    summary = "A freeze PyTorch never reads: `p.require_grad = False`, `p.requires_grads = False`, or `module.requires_grad = False` on an `nn.Module`."
+    summary = "A freeze PyTorch never reads: `p.require_grad = False`, `p.requires_grads = False`, `module.requires_grad = False` on an `nn.Module`, or `x.requires_grad_ = False` (the method rebound, not called)."
     hint = "Write `p.requires_grad = False` on tensors and parameters, and `module.requires_grad_(False)` on modules."
     requires = ("_grad",)
 
@@ -48,7 +48,12 @@ class FreezeFlagMisspelled(Rule):
         "(\"the code doesn't cause any errors but doesn't do what it's supposed to do\") fixed `require_grad` "
         "typos found by TorchFix, whose TOR002 flags the misspelling; the PyTorch forum thread "
         "https://discuss.pytorch.org/t/requires-grad-doesnt-propagate-to-the-parameters-of-the-module/9979 "
-        "explains why `module.requires_grad = False` leaves the parameters trainable."
+        "explains why `module.requires_grad = False` leaves the parameters trainable. `layer.requires_grad_ = False` "
+        "replaces the in-place method with `False` on that one object: nothing is frozen, and a later "
+        "`layer.requires_grad_(False)` raises. The receiver is known by its value, across functions and "
+        "modules: `self.model.outc` is the `outc` a project class (of any module, by its summary) assigns in its "
+        "constructor, an `nn.Conv2d` or a project module; `self.weight` in a subclass of `nn.Linear` (or another "
+        "`torch.nn` layer) is the Parameter the layer creates."
     )
     story = "pytorch/benchmark#1771: `pe.require_grad = False` in a BERT positional embedding, fixed to `requires_grad`."
     example = """\
@@ -68,9 +73,14 @@ for name, p in model[0].named_parameters():
     not_flagged = (
         "`requires_grad` set on tensors and parameters (correct); `require_grad`/`requires_grads` on receivers the "
         "analysis cannot tell are tensors, parameters or modules; `module.requires_grad = ...` on a module whose "
-        "class is not known (a name like `model` alone is not enough), on a class of this module that assigns, "
-        "reads or defines that attribute itself, and on classes defined in other modules; modules whose code reads "
-        "the misspelled attribute somewhere (a flag of its own)."
+        "class is not known (a name like `model` alone is not enough), on a project class (of this module or "
+        "another) that assigns, reads or defines that attribute itself or has a base outside its module and "
+        "`torch.nn` that might; modules whose code reads the misspelled attribute somewhere (a flag of its own). "
+        "`x.requires_grad_ = ...` on a receiver of unknown class is flagged (the method of every tensor and "
+        "module), except on a value known to be neither (a number, a list, an instance of a class that is no "
+        "module), on a setting (`args`, `cfg`, `config`, `opt`, `opts`, `hparams`, `hp`, `flags`, `conf` "
+        "anywhere in the receiver: these names silence), and in a module that defines or reads "
+        "`requires_grad_` as an attribute (`self.requires_grad_ = True` in a class, `if obj.requires_grad_:`)."
     )
     verification = "`trainlint verify` sets the misspelled flag on a backbone's parameters and steps once: the backbone still trains (the same measurement of what trains as `verify run`'s)."
     valid = (
@@ -102,6 +112,21 @@ emb.requires_grad = False
         """
 model = build_model()
 model.requires_grad = False
+""",
+        # a subclass that sets `self.weight` itself: its own object, not the Linear's Parameter
+        """
+import torch.nn as nn
+class Scaled(nn.Linear):
+    def __init__(self, n, m):
+        super().__init__(n, m)
+        self.weight = WeightNorm(n, m)
+    def freeze(self):
+        self.weight.require_grad = False
+""",
+        # a setting rebound, not a tensor's method
+        """
+def configure(args):
+    args.requires_grad_ = False
 """,
         # a custom flag read elsewhere in the module
         """
@@ -144,6 +169,32 @@ for m in model.modules():
 import torch
 model = torch.nn.Linear(4, 2)
 model.requires_grad_ = False
+""",
+        # the method rebound on a layer of unknown class
+        """
+def freeze(layer):
+    layer.requires_grad_ = False
+""",
+        # the Parameter a torch.nn base layer creates
+        """
+import torch.nn as nn
+class FrozenLinear(nn.Linear):
+    def freeze(self):
+        self.weight.require_grad = False
+""",
+        # a submodule reached through attributes of a project class
+        """
+import torch.nn as nn
+class UNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inc = nn.Conv2d(3, 64, 3)
+        self.outc = nn.Conv2d(64, 2, 1)
+class Trainer:
+    def __init__(self):
+        self.model = UNet()
+    def freeze_head(self):
+        self.model.outc.requires_grad = False
 """,
     )
 

@@ -122,7 +122,14 @@ class DdpModelMovedAfterWrap(Rule):
         "`backward()` no longer all-reduces, and every rank trains its own copy with no error or warning. "
         "pytorch/pytorch#104336: \"After moving the model between CUDA -> CPU -> CUDA, running subsequent "
         "`torch.backward()` won't trigger gradient reduction ... This causes the model to be effectively "
-        "trained on a single device (without throwing any warning/error).\""
+        "trained on a single device (without throwing any warning/error).\" A cast is a move here: `.to(torch.bfloat16)` "
+        "and `.half()` replace each parameter's data with another type, which drops its accumulator just as a new "
+        "device does, while `.to(torch.float32)` of a float32 model returns the same tensors and keeps them. The wrapper "
+        "is followed where the code keeps it: moved on the line that makes it (`DDP(model).to(device)`), through "
+        "a name bound to its `.module`, and through an attribute a trainer keeps (`self.model = "
+        "self.ddp_model.module` in `__init__`) moved in another method the epoch or step loop runs (a test step). "
+        "An int device (`.to(rank)` with `rank = int(os.environ[\"LOCAL_RANK\"])`, `dist.get_rank()`, the process "
+        "index `mp.spawn` passes) is an accelerator's index."
     )
     story = "pytorch/pytorch#104336 and Lightning-AI/pytorch-lightning#17937: a model moved to the CPU to free the GPU for a faiss index, then back, trained apart on each rank."
     example = """\
@@ -156,10 +163,25 @@ for x, y in loader:
         "keeps the gradient accumulators; moves whose effect the analysis cannot tell apart from that (a "
         "device of unknown place, a model of unknown dtype); moves after the last training step (saving a "
         "CPU copy at the end), and a model wrapped again after the move; `DataParallel` (which replicates the "
-        "module at every forward); moves in another function than the wrapping one."
+        "module at every forward); `.to(dtype)` with a dtype of unknown value; moves of a copy (`copy.deepcopy("
+        "ddp.module).cpu()` for evaluation) and of tensors and batches; the move back of a round trip (the move "
+        "away is the finding); moves in another function than the wrapping one, except in methods of the class "
+        "whose `__init__` keeps the wrapper on `self` (and binds that attribute nowhere else) when the epoch or "
+        "step loop runs them, and not when only code after training does."
     )
     verification = "`trainlint verify` runs 2 gloo ranks on the CPU, wraps a model in DDP, moves its `.module` to float64 and backpropagates rank-specific batches: the ranks' gradients differ (not averaged), while without the move they agree."
     valid = (
+        # a copy moved for evaluation, batches moved to the device
+        """
+import copy
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+model = DDP(Net().to(rank), device_ids=[rank])
+for x in loader:
+    model(x.to(rank)).sum().backward()
+    optimizer.step()
+    cpu_copy = copy.deepcopy(model.module).cpu()
+""",
         # moved before wrapping, then a move to where it already is
         """
 import torch
@@ -202,6 +224,35 @@ for x in loader:
 """,
     )
     invalid = (
+        # the wrapper moved on the line that makes it: a CPU model moved to the GPU after wrapping
+        """
+import os
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+model = DDP(torch.nn.Linear(16, 4)).to(device)
+for x in loader:
+    model(x).sum().backward()
+    optimizer.step()
+""",
+        # the module a trainer keeps, moved in a test step the epoch loop runs
+        """
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+class Trainer:
+    def __init__(self, model, rank):
+        self.ddp_model = DDP(model.to(rank), device_ids=[rank])
+        self.model = self.ddp_model.module
+    def test_step(self, batch):
+        self.model.cpu()
+        return evaluate(self.model, batch)
+    def fit(self, loader, epochs):
+        for epoch in range(epochs):
+            for x in loader:
+                self.ddp_model(x).sum().backward()
+                self.optimizer.step()
+            self.test_step(x)
+""",
         # the CPU-offload round trip of the report
         """
 import torch
