@@ -1,6 +1,6 @@
 """What an instance of a class holds without the class saying so: the Parameters a `torch.nn` layer it
-derives from creates (`self.weight` in a subclass of `nn.Linear`), and which gradient-flag names the
-class never gives an attribute of its own (a fact its summary carries to other modules)."""
+derives from creates (`self.weight` in a subclass of `nn.Linear`), and whether the class gives a
+gradient-flag name an attribute of its own (for other modules' classes, their summary's `lacks` says)."""
 
 from __future__ import annotations
 
@@ -41,13 +41,6 @@ def torch_layer_parameter(model: "TrainingModel", class_name: str, attr: str, _s
         if "." not in base and torch_layer_parameter(model, base, attr, _seen | {class_name}):
             return True
     return False
-
-
-def lacked_flags(model: "TrainingModel", info: "ClassInfo") -> tuple[str, ...]:
-    """The names of FLAG_ATTRIBUTES that no instance of class `info` holds as its own: the class and
-    its bases are this module's or `torch.nn`'s, and none defines, assigns or reads them on `self`
-    (an `Adapter` with `self.requires_grad = True` read in `forward` has a flag of its own)."""
-    return tuple(a for a in FLAG_ATTRIBUTES if not class_mentions(model, info, a, set()))
 
 
 def class_mentions(model: "TrainingModel", info: "ClassInfo", attr: str, seen: set[str]) -> bool:

@@ -86,7 +86,8 @@ class ClassSummary:
     attributes: dict[str, Value] = field(default_factory=dict)
     # the names of `class_attributes.FLAG_ATTRIBUTES` (`requires_grad`, `require_grad`, ...) that no
     # instance holds as its own attribute: the class and its bases (its module's or `torch.nn`'s) never
-    # define, assign or read them on `self`; empty when a base is one the module cannot see
+    # define, assign or read them on `self`; empty when a base is one the module cannot see (read by
+    # Python's own parser for outlines and full summaries alike, `project.importers`)
     lacks: tuple[str, ...] = ()
 
 
@@ -210,8 +211,6 @@ class Summarizer:
         self._by_hand = updated_by_hand(model)  # weights updated through their `.grad`, by hand
 
     def module(self) -> ModuleSummary:
-        from trainlint.model.class_attributes import lacked_flags  # (libcst's side: not for outlines)
-
         m = self.model
         functions = {fn.name: self.function(fn) for fn in m.functions if fn.class_name is None and _top_level(fn)}
         registered: dict[str, list[str]] = {}
@@ -221,7 +220,7 @@ class Summarizer:
                 if root is not None and m.local_class(root) is not None:
                     registered.setdefault(root, []).append(statement.name.value)  # type: ignore[attr-defined]
         classes = {
-            c.name: replace(self.cls(c), registered=tuple(registered.get(c.name, ())), attributes=self._attributes(c), lacks=lacked_flags(m, c))
+            c.name: replace(self.cls(c), registered=tuple(registered.get(c.name, ())), attributes=self._attributes(c))
             for c in m.classes
         }
         return ModuleSummary(functions, classes, {k: v for k, v in m.imports.names.items() if v.split(".", 1)[0] != "torch"})

@@ -149,12 +149,14 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
             root = registry_root(decorator)
             if root in classes:
                 classes[root] = replace(classes[root], registered=(*classes[root].registered, node.name))
-    class_nodes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    owned: dict[str, set[str]] = {}  # class -> the gradient-flag names it mentions as its own
     for node in tree.body if path else ():
         if isinstance(node, ast.ClassDef) and node.name in classes:
-            held = _held_instances(node, classes, path, lambda name: _spelled(name, exports, imported))
-            lacks = tuple(a for a in FLAG_ATTRIBUTES if not _mentions_flag(node, a, class_nodes, lambda b: _spelled(b, exports, imported), set()))
-            classes[node.name] = replace(classes[node.name], attributes=held, lacks=lacks)
+            held = _held_instances(node, classes, path, lambda name: _spelled(name, exports, imported), owned.setdefault(node.name, set()))
+            classes[node.name] = replace(classes[node.name], attributes=held)
+    for name, cls in classes.items() if path else ():
+        if cls.kind is Kind.MODULE:
+            classes[name] = replace(cls, lacks=_lacked_flags(name, classes, owned, set()))
     attached = tuple(
         (_spelled(ast.unparse(d.func), exports, imported), _spelled(ast.unparse(d.args[0]), exports, imported), f"{ast.unparse(d.args[0])}.{node.name}")
         for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -192,17 +194,32 @@ def _saves_arguments(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return sets and any(c in FRAME_READERS for c in calls)
 
 
-def _held_instances(cls: ast.ClassDef, classes: dict[str, ClassSummary], path: str, spelled: Callable[[str], str]) -> dict[str, Value]:
+def _held_instances(
+    cls: ast.ClassDef, classes: dict[str, ClassSummary], path: str, spelled: Callable[[str], str], owned: set[str]
+) -> dict[str, Value]:
     """`self.lstm = Lstm(...)` in a method of `cls`, with `Lstm` a class of this module, or `self.outc =
-    nn.Conv2d(...)` (a `torch.nn` layer or Parameter, `spelled` in full through the imports): the
-    attributes its instances hold an object of one such class in (every assignment builds one)."""
+    nn.Conv2d(...)` (a `torch.nn` layer or Parameter, or a class of another module, `spelled` in full
+    through the imports): the attributes its instances hold an object of one such class in (every
+    assignment builds one). Adds to `owned` the gradient-flag names (`FLAG_ATTRIBUTES`) the class
+    mentions as its own: a method of that name, a name bound, `self.<name>` (the same walk)."""
     built: dict[str, set[str | None]] = {}
     for node in ast.walk(cls):
-        if not isinstance(node, ast.Assign):
+        kind = node.__class__
+        if kind is ast.Attribute:
+            if node.attr in FLAG_ATTRIBUTES and isinstance(node.value, ast.Name) and node.value.id == "self":  # type: ignore[attr-defined]
+                owned.add(node.attr)  # type: ignore[attr-defined]
             continue
-        for target in node.targets:
+        if kind is ast.Name:
+            if node.id in FLAG_ATTRIBUTES and isinstance(node.ctx, ast.Store):  # type: ignore[attr-defined]
+                owned.add(node.id)  # type: ignore[attr-defined]
+            continue
+        if kind in (ast.FunctionDef, ast.AsyncFunctionDef) and node.name in FLAG_ATTRIBUTES:  # type: ignore[attr-defined]
+            owned.add(node.name)  # type: ignore[attr-defined]
+        if kind is not ast.Assign:
+            continue
+        for target in node.targets:  # type: ignore[attr-defined]
             if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
-                call = node.value
+                call = node.value  # type: ignore[attr-defined]
                 func = ast.unparse(call.func) if isinstance(call, ast.Call) else None
                 func = func if func and _dotted(func) else None
                 if func in classes:
@@ -219,26 +236,18 @@ def _held_instances(cls: ast.ClassDef, classes: dict[str, ClassSummary], path: s
     }
 
 
-def _mentions_flag(cls: ast.ClassDef, attr: str, local: dict[str, ast.ClassDef], spelled: Callable[[str], str], seen: set[str]) -> bool:
-    """The class (or a base of its module) defines, assigns or reads `attr` on `self`, or has a base
-    that is neither its module's nor `torch.nn`'s (which may define it): `model.class_attributes.class_mentions`
-    read with Python's own parser."""
-    seen.add(cls.name)
-    for node in ast.walk(cls):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == attr:
-            return True
-        if isinstance(node, ast.Name) and node.id == attr and isinstance(node.ctx, ast.Store):
-            return True
-        if isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name) and node.value.id == "self":
-            return True  # (calls too: `self.requires_grad_(False)` on a class of its own is rare, and silent is safe)
-    for base in cls.bases:
-        text = ast.unparse(base)
-        if text in local:
-            if text not in seen and _mentions_flag(local[text], attr, local, spelled, seen):
-                return True
-        elif not spelled(text).startswith("torch.nn."):
-            return True
-    return False
+def _lacked_flags(name: str, classes: dict[str, ClassSummary], owned: dict[str, set[str]], seen: set[str]) -> tuple[str, ...]:
+    """`ClassSummary.lacks` of class `name`: the flag names neither it nor a base of its module owns,
+    when every other base is `torch.nn`'s (else nothing: a base elsewhere may define them)."""
+    seen.add(name)
+    lacking = [a for a in FLAG_ATTRIBUTES if a not in owned.get(name, ())]
+    for base in classes[name].bases:
+        if base in classes and "." not in base:
+            inherited = _lacked_flags(base, classes, owned, seen) if base not in seen else ()
+            lacking = [a for a in lacking if a in inherited]
+        elif not base.startswith("torch.nn."):
+            return ()
+    return tuple(lacking)
 
 
 def _returned_classes(fn: ast.FunctionDef | ast.AsyncFunctionDef, classes: dict[str, ClassSummary], exports: dict[str, str], path: str) -> Value | None:

@@ -411,7 +411,7 @@ class Project(ModuleFinder):
             model = self._model(path, data)
             if model is None:
                 return self.outline(path)
-            summary = Summarizer(model, path.name).module()
+            summary = _with_outline_facts(Summarizer(model, path.name).module(), self.outline(path))
             calls = model.step_calls(call_placer(model.module, source, str(path)))
             arguments = self._arguments(path, model.project_arguments())
             return replace(summary, step_calls=tuple(calls), arguments=arguments) if calls or arguments else summary
@@ -430,6 +430,15 @@ class Project(ModuleFinder):
             return TrainingModel.build(parse_file(source, str(path)), path=str(path), project=self._deeper)
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
             return None
+
+
+def _with_outline_facts(summary: ModuleSummary, outline: ModuleSummary) -> ModuleSummary:
+    """A module's summary with the class facts its outline reads (the gradient-flag names a class
+    lacks, `ClassSummary.lacks`: a walk of Python's own tree, cheaper than one over libcst's)."""
+    lacks = {name: c.lacks for name, c in outline.classes.items() if c.lacks}
+    if not lacks:
+        return summary
+    return replace(summary, classes={k: replace(c, lacks=lacks.get(k, ())) for k, c in summary.classes.items()})
 
 
 _SHARED: dict[Path | None, Project] = {}
