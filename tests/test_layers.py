@@ -30,6 +30,12 @@ TYPE_ONLY_UPWARD = {
     ("trainlint.model.fix_safety", "trainlint.model.training"): "fix safety reads the TrainingModel it is handed (the summarizer asks it)",
     ("trainlint.model.summary", "trainlint.model.training"): "the summarizer is handed the TrainingModel it summarises",
     ("trainlint.model.branches", "trainlint.model.training"): "the branch test reads the calls of the TrainingModel it is handed",
+    ("trainlint.model.layer_swaps", "trainlint.model.training"): "replaced layers are read in the TrainingModel being summarised",
+    ("trainlint.model.activations", "trainlint.model.training"): "returned probabilities are read in the TrainingModel being analysed",
+    ("trainlint.model.modes", "trainlint.model.training"): "the mode analysis reads the TrainingModel it is handed",
+    ("trainlint.model.parameter_uses", "trainlint.model.training"): "parameter facts are read from the TrainingModel being summarised",
+    ("trainlint.model.parameter_uses", "trainlint.model.summary"): "a function's parameter facts build on the summaries of its calls",
+    ("trainlint.model.parameter_facts", "trainlint.model.summary"): "parameter facts are read from the summaries that hold them",
     ("trainlint.project.seeds", "trainlint.project.index"): "the seeds are joined up over the Project that asks for them",
 }
 

@@ -43,6 +43,10 @@ class RepoSpec:
         return self.name.replace("/", "__")
 
 
+# the main set, and the sealed split scored once at the end of a piece of analysis work (sealed/README.md)
+SPLITS = {"main": HERE, "sealed": HERE / "sealed"}
+
+
 def load_manifest(path: Path = MANIFEST) -> list[RepoSpec]:
     """The manifest's repositories, in file order."""
     with open(path, "rb") as fh:
@@ -53,10 +57,12 @@ def load_manifest(path: Path = MANIFEST) -> list[RepoSpec]:
     ]
 
 
-def default_corpus() -> Path:
-    """$TRAINLINT_REALWORLD, else ~/.cache/trainlint-realworld (never inside the repository)."""
+def default_corpus(split: str = "main") -> Path:
+    """$TRAINLINT_REALWORLD, else ~/.cache/trainlint-realworld (never inside the repository); the sealed
+    split in a folder of its own beside it, so that nothing run over the main set ever reads it."""
     env = os.environ.get("TRAINLINT_REALWORLD")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "trainlint-realworld"
+    main = Path(env).expanduser() if env else Path.home() / ".cache" / "trainlint-realworld"
+    return main if split == "main" else main.with_name(f"{main.name}-{split}")
 
 
 def _git(args: list[str], git_dir: Path | None = None, **kwargs) -> subprocess.CompletedProcess:
@@ -94,8 +100,14 @@ def wanted_files(git_dir: Path, spec: RepoSpec) -> list[str]:
     done = _git(["ls-tree", "-r", "-z", "--name-only", spec.commit, "--", *paths], git_dir)
     if done.returncode != 0:
         raise RuntimeError(f"git ls-tree failed for {spec.name}: {done.stderr.decode(errors='replace').strip()}")
-    names = done.stdout.decode("utf-8", errors="surrogateescape").split("\0")
-    return [n for n in names if n.endswith(KEPT_SUFFIXES)]
+    names = [n for n in done.stdout.decode("utf-8", errors="surrogateescape").split("\0") if n.endswith(KEPT_SUFFIXES)]
+    # a JSON data file (a dataset) whose blob the mirror left out is skipped; a missing module is an error
+    query = "".join(f"{spec.commit}:{n}\n" for n in names).encode("utf-8", "surrogateescape")
+    checked = _git(["cat-file", "--batch-check"], git_dir, input=query)
+    missing = [line.endswith(b" missing") for line in checked.stdout.splitlines()] if checked.returncode == 0 else []
+    if len(missing) != len(names):
+        return names
+    return [n for n, gone in zip(names, missing) if not (gone and not n.endswith(".py"))]
 
 
 def archive(git_dir: Path, spec: RepoSpec, dest: Path) -> tuple[int, int]:
@@ -133,14 +145,16 @@ def archive(git_dir: Path, spec: RepoSpec, dest: Path) -> tuple[int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, default=default_corpus())
+    parser.add_argument("--corpus", type=Path, default=None, help="where the repositories are extracted (default: per split)")
     parser.add_argument("--mirror", type=Path, default=Path("/work/.mirror"))
     parser.add_argument("--repo", action="append", help="only this repository (repeatable)")
+    parser.add_argument("--split", choices=SPLITS, default="main", help="which manifest: the main set, or the sealed split")
     args = parser.parse_args(argv)
+    args.corpus = args.corpus or default_corpus(args.split)
     corpus = args.corpus.expanduser().resolve()
     if HERE.parents[1] in (corpus, *corpus.parents):
         parser.error(f"the corpus must live outside the repository, not in {corpus}")
-    specs = [s for s in load_manifest() if not args.repo or s.name in args.repo]
+    specs = [s for s in load_manifest(SPLITS[args.split] / "manifest.toml") if not args.repo or s.name in args.repo]
     total_files = total_lines = 0
     failures = 0
     for spec in specs:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from extract import HERE, RepoSpec, default_corpus, load_manifest  # noqa: E402
+from extract import HERE, SPLITS, RepoSpec, default_corpus, load_manifest  # noqa: E402
 
 from trainlint.config import Settings  # noqa: E402
 from trainlint.engine.discovery import discover  # noqa: E402
@@ -73,9 +73,9 @@ class Label:
         return (self.repo, self.path, self.line, self.code)
 
 
-def load_labels(spec: RepoSpec) -> dict[Key, Label]:
+def load_labels(spec: RepoSpec, folder: Path = LABELS) -> dict[Key, Label]:
     """The repository's labels by key; a malformed line stops the run with its position."""
-    path = LABELS / f"{spec.folder}.jsonl"
+    path = folder / f"{spec.folder}.jsonl"
     labels: dict[Key, Label] = {}
     if not path.is_file():
         return labels
@@ -263,7 +263,7 @@ def record(findings: list[Finding], repos: set[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, default=default_corpus())
+    parser.add_argument("--corpus", type=Path, default=None, help="where the repositories are extracted (default: per split)")
     parser.add_argument("--repo", action="append", help="only this repository (repeatable)")
     parser.add_argument("--unlabelled", action="store_true", help="list unlabelled findings with code context")
     parser.add_argument("--record", action="store_true", help="rewrite last_run.json with this run's findings")
@@ -275,10 +275,20 @@ def main(argv: list[str] | None = None) -> int:
         metavar="RUN_JSON",
         help="score the findings of a recorded run (a last_run.json, e.g. from git history) instead of linting",
     )
+    parser.add_argument(
+        "--split",
+        choices=SPLITS,
+        default="main",
+        help="`sealed`: the sealed split's manifest and labels (extract it with `extract.py --split sealed`); run it once, at the end",
+    )
     args = parser.parse_args(argv)
+    args.corpus = args.corpus or default_corpus(args.split)
     if args.recorded and args.record:
         parser.error("--recorded scores an old run; it cannot be --record-ed")
-    specs = load_manifest()
+    if args.split != "main" and args.record:
+        parser.error("--record writes the main set's last_run.json; the sealed split joins that set after it is scored")
+    label_folder = LABELS if args.split == "main" else SPLITS[args.split]
+    specs = load_manifest(SPLITS[args.split] / "manifest.toml")
     if args.repo:
         unknown = set(args.repo) - {s.name for s in specs}
         if unknown:
@@ -294,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skipped {spec.name}: {folder} is missing (run extract.py)", file=sys.stderr)
             continue
         linted.append(spec)
-        labels.update(load_labels(spec))
+        labels.update(load_labels(spec, label_folder))
         if args.recorded is None:
             findings.extend(lint_repo(folder, spec, args.jobs))
         lines[spec.name] = sum(p.read_bytes().count(b"\n") for p in folder.rglob("*.py")) if folder.is_dir() else 0

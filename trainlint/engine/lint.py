@@ -208,7 +208,8 @@ def _prefilter(source: str, name: str, settings: Settings, alone: bool = False) 
     # a module with functions may run every step because another module calls it from its step:
     # the per-step rules then need no step (nor a step's tokens) in this module's own text
     per_step = [r for r in candidates if r.per_step]
-    if not rules and not (per_step and "def " in source):
+    handed = [r for r in candidates if r.handed_in] if "def " in source and not alone else []
+    if not rules and not (per_step and "def " in source) and not handed:
         return rules, ()
     from trainlint.model.training import could_step
     from trainlint.project.index import shared, watching
@@ -227,6 +228,9 @@ def _prefilter(source: str, name: str, settings: Settings, alone: bool = False) 
         elif not (any(r.per_step for r in rules) and could_step(source, settings.step_functions, imports_project)):
             rules = [r for r in rules if not r.per_step]
         rules = [r for r in rules if r.may_fire(source, imports_project)]
+        missing = [r for r in handed if r not in rules]
+        if missing and shared().passed_arguments(name):  # its functions are given objects by other modules
+            rules += missing
     return rules, tuple(sorted(probed))
 
 

@@ -15,7 +15,7 @@ from trainlint.model.lattice import MAX_ALTERNATIVES, origins
 from trainlint.model.facts import Call, Function
 from trainlint.model.hooks import LIBRARY_HOOK_ATTRIBUTES, library_step_hook
 from trainlint.model.summary import DISPATCH, FunctionSummary
-from trainlint.model.torchnames import LIBRARY_CLASS, LIBRARY_LOSS_SCALERS
+from trainlint.model.torchnames import LIBRARY_CLASS, LIBRARY_LOGITS_LOSSES, LIBRARY_LOSS_SCALERS
 
 @dataclass(frozen=True, eq=False)
 class Bound:
@@ -73,6 +73,8 @@ class StepChains:
             library = origin.removeprefix(f"{LIBRARY_CLASS}::")
             if library in LIBRARY_LOSS_SCALERS:
                 return Value(Kind.SCALER, origin=library) if len(passed) == 1 else None
+            if library in LIBRARY_LOGITS_LOSSES:  # `criterion=nn.CrossEntropyLoss()`: a loss module of torch's
+                return Value(Kind.MODULE, origin=library) if len(passed) == 1 else None
             symbol = self.project_symbol(origin)
             if not isinstance(symbol, ClassSummary) or symbol.kind not in (Kind.MODULE, Kind.OBJECT, Kind.SCALER):
                 return None
@@ -170,7 +172,7 @@ class StepChains:
                 out.append((call.qualname or "", key, f"::{origin}"))
             elif isinstance(self.project_symbol(origin), class_summary):
                 out.append((call.qualname or "", key, origin))
-            elif origin in LIBRARY_LOSS_SCALERS:  # (a library class whose calls are known)
+            elif origin in LIBRARY_LOSS_SCALERS or origin in LIBRARY_LOGITS_LOSSES:  # (a library class whose calls are known)
                 out.append((call.qualname or "", key, f"{LIBRARY_CLASS}::{origin}"))
 
     @cached_property

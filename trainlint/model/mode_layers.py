@@ -34,7 +34,7 @@ TORCHVISION_PREFIXES = (
     "inception_v3", "googlenet", "squeezenet", "shufflenet", "mnasnet", "regnet", "fcn_", "deeplabv3", "lraspp",
 )
 FUNCTIONAL_DROPOUT = frozenset({"torch.nn.functional.dropout", "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d", "torch.nn.functional.dropout3d", "torch.nn.functional.alpha_dropout"})
-_MAX_DEPTH = 6
+_MAX_DEPTH = 10  # (a model built, converted to SyncBatchNorm, wrapped in DDP, then passed on: ~8 steps)
 
 
 class ModeLayers:

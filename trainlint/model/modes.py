@@ -4,9 +4,11 @@
 A module is in training mode from its construction until `.eval()` (or `.train(False)`); `.train()`
 puts it back. The mode at a call is found along the function's statements in source order (a switch
 later in a loop around the call comes round on the next iteration), and across calls: a function
-of this module that switches its argument, a caller that switched what it passes. Anything the
-analysis cannot follow (a call into another project module that is given the module, a module
-loaded from a checkpoint) leaves the mode unknown, and unknown is never "training".
+of this module that switches its argument, a caller that switched what it passes, a function of
+another project module whose summary says it keeps the mode or only calls `.train()`
+(`parameter_facts`). Anything the analysis cannot follow (a call into another project module that
+may switch the module, a module loaded from a checkpoint) leaves the mode unknown, and unknown is
+never "training".
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import libcst as cst
 
 from trainlint.model.facts import Call, Function, Loop, Site
 from trainlint.model.names import dotted
+from trainlint.model.parameter_facts import mode_effect
 
 if TYPE_CHECKING:
     from trainlint.model.training import TrainingModel
@@ -157,6 +160,9 @@ class ModeAnalysis:
             return out
         if not given and not on_target:
             return None
+        summary = m.project_call_summary(call) if given and not on_target else None
+        if summary is not None:  # a function of another project module: what its summary says it does
+            return mode_effect(summary, call.node, given)
         if on_target and call.method in SAME_MODULE_METHODS | {"parameters", "named_parameters", "state_dict", "load_state_dict", "modules", "children", "named_modules", "zero_grad", "register_forward_hook"}:
             return None
         if on_target and not given and m.project_call_summary(call) is None and (call.node.func is not None) and self._library_object(call):
@@ -226,7 +232,9 @@ class ModeAnalysis:
             return Training(last_train.node, how)
         if start_order >= 0:
             return entry
-        return self._from_callers(target, fn, depth) if fn is not None else None
+        if fn is None:
+            return None
+        return self._from_callers(target, fn, depth) or self._constructed_attribute(target, fn, depth)
 
     def _events(self, target: str, fn: Function | None, site: Site, start: int, statement: cst.CSTNode | None = None) -> list[tuple[Call, bool | None | str]] | None:
         """The calls of `fn` before `site` (after order `start`) that change `target`'s mode, with
@@ -234,6 +242,7 @@ class ModeAnalysis:
         m = self.model
         calls = fn.calls if fn is not None else [c for c in m.calls if c.site.function is None]
         out: list[tuple[Call, bool | None | str]] = []
+        around: set[int] = set()  # the loops round which a later switch comes back to `site`
         for call in calls:
             if call.site.function is not fn or call.site.order <= start or (statement is not None and call.site.statement is statement):
                 continue  # (the calls of the assignment that starts the module's life)
@@ -242,8 +251,11 @@ class ModeAnalysis:
                 continue
             if call.site.order < site.order:
                 out.append((call, effect))
-            elif effect is not True and any(call.site.order <= loop.end for loop in site.loops if loop in call.site.loops):
-                return None
+            elif effect is not True:
+                around |= {id(loop) for loop in site.loops if loop in call.site.loops and call.site.order <= loop.end}
+        # ...unless every such loop switches it to training mode again before `site` in each round
+        if around and not all(any(e is True and any(id(l) == a for l in c.site.loops) for c, e in out) for a in around):
+            return None
         return out
 
     def _from_callers(self, target: str, fn: Function, depth: int) -> Training | None:
@@ -279,10 +291,46 @@ class ModeAnalysis:
                 return Training(found.cause, found.how, (*found.through, call))
         return None
 
+    def _constructed_attribute(self, target: str, fn: Function, depth: int) -> Training | None:
+        """`self.model` built in training mode once, in `__init__`, and switched to eval mode by no method
+        of the class (nor its local bases) and by no code of this module on an attribute of that name:
+        in training mode in a method that trains it (one that only evaluates may be called from another
+        module after `trainer.model.eval()`; a training method is not)."""
+        m = self.model
+        parts = target.split(".")
+        if fn.class_name is None or parts[0] != "self" or len(parts) < 2 or depth > _MAX_DEPTH or not function_trains(m, fn):
+            return None
+        attribute = ".".join(parts[:2])
+        assigns = m.attribute_assigns(fn.class_name, attribute)
+        if len(assigns) != 1 or assigns[0].unpacked or assigns[0].op is not None:
+            return None
+        built = assigns[0]
+        if built.site.function is None or built.site.function.name != "__init__" or built.site.loops:
+            return None
+        found = self.training_of(built.value, built.site, depth + 1)
+        info = m.local_class(fn.class_name)
+        if found is None or info is None:
+            return None
+        classes = [info]
+        for base in info.bases:  # a base of another module may switch it: not followed
+            local = m.local_class(base.rsplit(".", 1)[-1])
+            if local is None and base not in ("object",):
+                return None
+            if local is not None and local is not info:
+                classes.append(local)
+        for cls in classes:
+            for method in cls.methods.values():
+                if self.effect(method, attribute) not in (None, True):
+                    return None
+        name = parts[1]
+        if any(mode_switch(c) is False and name in (c.receiver_text or "").split(".")[1:] for c in self.switches):
+            return None  # `trainer.model.eval()` from outside the class
+        return found
+
     def training_of(self, expr: cst.BaseExpression, site: Site, depth: int) -> Training | None:
         """Proof that the module an expression makes (at `site`) is in training mode: a constructor
         call, through `.to(...)`-style methods, wrappers and copies of a module in training mode."""
-        if depth > _MAX_DEPTH:
+        if depth > 2 * _MAX_DEPTH:  # (a model built, converted to SyncBatchNorm, wrapped in DDP: each binding two steps)
             return None
         m = self.model
         if isinstance(expr, cst.Call):
@@ -345,3 +393,8 @@ def loop_ancestors(loop: Loop) -> list[Loop]:
         out.append(loop)
     return out
 
+
+def discarded(call: Call) -> bool:
+    """`model(x)` as a statement of its own: run for its side effects (batch-norm statistics), not its result."""
+    statement = call.site.statement
+    return statement is not None and any(isinstance(s, cst.Expr) and s.value is call.node for s in statement.body)

@@ -19,6 +19,8 @@ from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value, origins
 from trainlint.model.function_values import portable
 from trainlint.model.added_methods import adds_methods
 from trainlint.model.saved_arguments import sets_caller_arguments
+from trainlint.model.layer_swaps import optimized_modules, replaced_layers
+from trainlint.model.activations import mentions_activation, returned_activation
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Call, ClassInfo, Function
@@ -67,6 +69,16 @@ class FunctionSummary:
     adds_methods: bool = False
     # a method setting its caller's arguments as attributes of `self` (d2l's `save_hyperparameters`)
     saves_arguments: bool = False
+    # layers it replaces on every call by new modules with parameters, of its receiver or a parameter
+    # ("self.head", "0 model.fc"): `model.reset_classifier(10)` swaps `model.head` (`layer_swaps`)
+    replaces_layers: tuple[str, ...] = ()
+    # the modules whose parameters the optimizer it returns holds ("0 model"): `build_optimizer(model)`
+    optimizes: tuple[str, ...] = ()
+    # every `return` gives the output of this activation ("softmax", "sigmoid"): probabilities (`activations`)
+    returns_activation: str | None = None
+    # what it does with the values it is given, each fact about one parameter ("evaluates 0 model",
+    # "epochs 1 loader": `parameter_facts`)
+    parameter_facts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -208,7 +220,11 @@ class Summarizer:
         self._active: set[int] = set()
         from trainlint.model.manual_updates import updated_by_hand  # (libcst's side: not for outlines)
 
+        from trainlint.model.parameter_uses import ParameterUses
+
         self._by_hand = updated_by_hand(model)  # weights updated through their `.grad`, by hand
+        self._activations = mentions_activation(model)  # (else no function here returns probabilities)
+        self._uses = ParameterUses(model)
 
     def module(self) -> ModuleSummary:
         m = self.model
@@ -269,6 +285,7 @@ class Summarizer:
         stepped: list[str] = []
         params = set(fn.params) - {"self", "cls"}
         clip_gates: list[str | None] = []  # for each clip: the parameter that gates it, if one does
+        subs: dict[int, FunctionSummary] = {}  # the summaries of the calls of `fn` that run project code
         for call in fn.calls:
             own = call.site.function is fn
             unlooped = own and not call.site.loops
@@ -280,6 +297,8 @@ class Summarizer:
             if unlooped and every and call.method == "step" and call.receiver_text in params and len(call.node.args) <= 1:
                 stepped.append(call.receiver_text)
             sub = self.function(callee) if callee is not None else m.project_call_summary(call)
+            if sub is not None and own:
+                subs[id(call)] = sub
             last = (call.qualname or call.method or call.name or "").rsplit(".", 1)[-1]
             if is_clip_name(last) or (sub is not None and sub.clips):
                 clips = True
@@ -337,7 +356,14 @@ class Summarizer:
             clips_parameter=_parameter_key(fn, clip_gates[0]) if clip_gates[0:1] != [None] and len(set(clip_gates)) == 1 else None,
             adds_methods=adds_methods(m, fn),
             saves_arguments=fn.class_name is not None and sets_caller_arguments(fn),
+            replaces_layers=replaced_layers(m, fn, lambda callee: self.function(callee).replaces_layers),
+            optimizes=optimized_modules(m, fn),
+            returns_activation=self._returned_activation(fn),
+            parameter_facts=self._uses.facts(fn, subs),
         )
+
+    def _returned_activation(self, fn: "Function") -> str | None:
+        return returned_activation(self.model, fn) if self._activations else None
 
 
 def _qualified(value: Value, m: "TrainingModel") -> Value:

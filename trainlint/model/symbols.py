@@ -390,4 +390,7 @@ def common_summary(summaries: "list[FunctionSummary]") -> "FunctionSummary":
         first, **{f: all(getattr(s, f) for s in summaries) for f in flags},
         synchronizes=tuple(x for x in first.synchronizes if all(x in s.synchronizes for s in summaries)),
         syncs=tuple(x for x in first.syncs if all(x in s.syncs for s in summaries)),
+        replaces_layers=tuple(x for x in first.replaces_layers if all(x in s.replaces_layers for s in summaries)),
+        optimizes=first.optimizes if all(s.optimizes == first.optimizes for s in summaries) else (),
+        returns_activation=first.returns_activation if all(s.returns_activation == first.returns_activation for s in summaries) else None,
     )

@@ -149,5 +149,8 @@ def is_scheduler_factory(qual: str) -> bool:
 LIBRARY_LOSS_SCALERS = frozenset(
     {"timm.utils.NativeScaler", "timm.utils.cuda.NativeScaler", "timm.utils.ApexScaler", "timm.utils.cuda.ApexScaler"}
 )
+# torch's losses that apply an activation themselves (TL509): an instance handed to another module
+# tells that module what its calls of the parameter compute (`criterion(model(x), y)`)
+LIBRARY_LOGITS_LOSSES = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.BCEWithLogitsLoss"})
 # how a summary names a library class whose instances a module passes to another (`Argument.class_path`)
 LIBRARY_CLASS = "<library>"

@@ -8,12 +8,14 @@ import ast
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from trainlint.model.class_attributes import FLAG_ATTRIBUTES
 from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, Kind, Value
 from trainlint.model.saved_arguments import FRAME_READERS
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, registry_root
+from trainlint.project.outline_effects import add_effects, bound_targets as _targets, own_statements as _own_statements
+from trainlint.project.outline_effects import own_statements_from as _own_statements_from
 from trainlint.project.roots import IMPORT_TEXT
 from trainlint.reading import MAX_MODULE_BYTES, MAX_PROJECT_MODULES, State, module_code, project_modules, project_state, read_regular, read_state
 
@@ -24,6 +26,9 @@ TRAINING_TOKENS = (
     "backward", ".step(", "zero_grad", "clip_grad", "GradScaler", ".scale(", "synchronize", ".item()",
     ".train(", "optim", "half()", "bfloat16", "float16", "torch_dtype",
 )
+# a module without these has nothing a summary beyond its outline says: the training tokens, and what
+# the parameter facts read (a function evaluating a model under `no_grad`, a loader's sampler)
+SUMMARISED_TOKENS = (*TRAINING_TOKENS, "no_grad", "inference_mode", "DistributedSampler", "set_epoch")
 # torch's factories that build a tensor from sizes alone (not `torch.tensor(data)`, not `*_like`)
 HOST_BUILT = frozenset({"zeros", "ones", "full", "arange", "eye", "empty", "linspace", "rand", "randn", "randint", "randperm"})
 MAX_CHAINS = 4
@@ -171,6 +176,7 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
         qualified = f"{owner}.{node.name}" if owner else node.name
         table = classes[owner].methods if owner else functions
         table[node.name] = replace(table[node.name], returns=returned, defined=(path, qualified))
+    add_effects(tree, functions, classes, imported, exports)
     return ModuleSummary(functions, classes, exports, outline=True, attached=attached)
 
 
@@ -355,46 +361,6 @@ def _returned_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool
     return f"{params.index(name)} {name}"
 
 
-def _own_statements(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
-    """The statements (and `except` clauses) of a function's own scope, not of the functions and
-    classes nested in it (see `_own_statements_from`)."""
-    for statement in fn.body:
-        yield from _own_statements_from(statement)
-
-
-def _own_statements_from(statement: ast.AST) -> Iterator[ast.AST]:
-    """A statement of a function's body and the statements (and `except` clauses) nested in it, not
-    those of the functions and classes nested in it. Only statements: returns, and the targets that
-    rebind a name, are statements
-    (an assignment expression `(x := ...)` is not looked for), and an outline is read for every module
-    a project analysis touches, so the expressions inside are not walked."""
-    stack: list[ast.AST] = [statement]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue  # a nested scope's returns and names are its own
-        yield node
-        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
-            stack.extend(getattr(node, name, None) or ())
-
-
-def _targets(node: ast.AST) -> list[ast.AST]:
-    """The expressions a statement (or an `except` clause) binds names to."""
-    if isinstance(node, ast.Assign):
-        return list(node.targets)
-    if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
-        return [node.target]
-    if isinstance(node, (ast.With, ast.AsyncWith)):
-        return [i.optional_vars for i in node.items if i.optional_vars is not None]
-    if isinstance(node, ast.ExceptHandler) and node.name:
-        return [ast.Name(node.name, ast.Store())]
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return [ast.Name((a.asname or a.name).split(".")[0], ast.Store()) for a in node.names]
-    if isinstance(node, ast.Delete):
-        return list(node.targets)
-    return []
-
-
 def pending_bytes(
     locate: Callable[[Path, str], "tuple[Path, list[str]] | None"], held: Callable[[Path], bool], importer: Path, source: str
 ) -> int:
@@ -419,6 +385,6 @@ def pending_bytes(
         if held(path):
             continue
         _, data = read_state(str(path))
-        if data is not None and any(token.encode() in data for token in TRAINING_TOKENS):
+        if data is not None and any(token.encode() in data for token in SUMMARISED_TOKENS):
             total += len(data)
     return total

@@ -23,7 +23,7 @@ from trainlint.project.watching import InProgress, note, watching
 from trainlint.project.classes import class_hierarchy, inherited_methods
 from trainlint.project.passed_instances import passed_instances
 from trainlint.project.seeds import join_seeds, passed_to
-from trainlint.project.importers import MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, TRAINING_TOKENS, ImportIndex, import_index, module_outline, pending_bytes
+from trainlint.project.importers import MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, SUMMARISED_TOKENS, TRAINING_TOKENS, ImportIndex, import_index, module_outline, pending_bytes
 from trainlint.project import roots as import_roots
 from trainlint.project.finding import ModuleFinder
 from trainlint.project.roots import IMPORT_TEXT, LIBRARY_ROOTS
@@ -402,7 +402,7 @@ class Project(ModuleFinder):
             self._deeper = Project(self.root, self.depth + 1)
         # a module with no training token says nothing of its own, unless a step may pass through it
         # (then the calls it makes onward matter: a model's `forward` calling its loss head)
-        if not steps and not any(token in source for token in TRAINING_TOKENS):
+        if not steps and not any(token in source for token in SUMMARISED_TOKENS):
             return replace(self.outline(path), arguments=self._arguments(path, passed_instances(source)))
         try:
             from trainlint.model.positions import call_placer

@@ -53,6 +53,8 @@ def render_page(rule: type[Rule]) -> str:
         parts += ["## Not flagged", "", rule.not_flagged, ""]
     if rule.verification:
         parts += ["## Runtime verification", "", rule.verification, ""]
+    if rule.evidence:
+        parts += ["## Evidence", "", rule.evidence, ""]
     names = lists_for(rule.code)
     if names:
         parts += ["## Names it relies on", "", "Where values cannot tell, these lists of names can silence a finding (never make one):", ""]

@@ -70,12 +70,17 @@ class Rule:
     requires: ClassVar[tuple[str, ...]] = ()  # prefilter: the source must contain one of these
     # fires only on code inside a training step: the file must be able to hold one (`TrainingModel.could_step`)
     per_step: ClassVar[bool] = False
+    # what it checks may be handed to this module's functions by other modules (a loss module passed
+    # as an argument): where other project modules pass objects to them, it runs whatever the text holds
+    handed_in: ClassVar[bool] = False
     why: ClassVar[str] = ""
     story: ClassVar[str] = ""
     example: ClassVar[str] = ""
     fixed_example: ClassVar[str] = ""
     not_flagged: ClassVar[str] = ""
     verification: ClassVar[str] = ""
+    # for a rule that left preview: the reviewed real-code findings that showed it precise
+    evidence: ClassVar[str] = ""
     valid: ClassVar[tuple[str, ...]] = ()
     invalid: ClassVar[tuple[str, ...]] = ()
     # file suffixes of non-Python inputs this rule reads through `check_text` (".json" for configs)

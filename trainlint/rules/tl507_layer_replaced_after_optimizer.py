@@ -2,64 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import libcst as cst
 
 from trainlint.diagnostics import Severity
-from trainlint.model import Assign, Call, Function, TrainingModel
-from trainlint.model.gates import child_nodes
+from trainlint.model import Assign, Call, Function, Site, TrainingModel
+from trainlint.model.layer_swaps import builds_parameters, is_optimizer_construction, parameter_sources, replacement_target
 from trainlint.model.module_classes import mentions
 from trainlint.model.lattice import Kind
-from trainlint.model.names import dotted
 from trainlint.rules.rule import Finding, Rule
 
-# torch.nn modules without parameters: replacing a layer by one of them leaves nothing untrained
-PARAMETERLESS_MODULES = frozenset(
-    """Identity Dropout Dropout1d Dropout2d Dropout3d AlphaDropout ReLU ReLU6 LeakyReLU GELU SiLU Mish
-    Sigmoid Tanh Softmax LogSoftmax Softplus ELU SELU CELU Hardswish Hardsigmoid Hardtanh Flatten Unflatten
-    MaxPool1d MaxPool2d MaxPool3d AvgPool1d AvgPool2d AvgPool3d AdaptiveAvgPool1d AdaptiveAvgPool2d
-    AdaptiveAvgPool3d AdaptiveMaxPool1d AdaptiveMaxPool2d AdaptiveMaxPool3d Upsample PixelShuffle""".split()
-)
-PARAMETER_METHODS = ("parameters", "named_parameters")
 
+class Replacement(NamedTuple):
+    """A layer replaced: by an assignment here, or by a call whose summary says it replaces one."""
 
-def parameter_sources(model: TrainingModel, call: Call, depth: int = 0) -> set[str]:
-    """The modules whose parameters an optimizer receives, as dotted texts: `SGD(model.parameters())`,
-    `Adam([{"params": model.fc.parameters()}])`, `params = [p for p in model.parameters()]; SGD(params)`."""
-    params = call.arg(0, "params")
-    return _sources(model, params, call, depth) if params is not None else set()
-
-
-def _sources(model: TrainingModel, expr: cst.BaseExpression, call: Call, depth: int) -> set[str]:
-    out: set[str] = set()
-    stack: list[cst.CSTNode] = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in PARAMETER_METHODS:
-            owner = dotted(node.func.value)
-            if owner:
-                out.add(owner)
-        elif isinstance(node, cst.Name) and depth < 3:
-            # a list of parameters built beforehand, or filled by appends
-            for bound in model.reaching(call.site.function, node.value, call.site):
-                out |= _sources(model, bound.value, call, depth + 1)
-            for filler in model.calls:
-                if filler.receiver_text == node.value and filler.method in ("append", "extend") and filler.site.function is call.site.function:
-                    out |= {s for a in filler.node.args for s in _sources(model, a.value, call, depth + 1)}
-                    out |= _loop_sources(model, filler, depth)
-        stack.extend(child_nodes(node))
-    return out
-
-
-def _loop_sources(model: TrainingModel, filler: Call, depth: int) -> set[str]:
-    """`for name, p in model.named_parameters(): params.append(p)`: the loops an append sits in."""
-    out: set[str] = set()
-    for loop in filler.site.loops:
-        if isinstance(loop.node, cst.For):
-            out |= _sources(model, loop.node.iter, filler, depth + 1)
-    return out
-
+    node: cst.CSTNode
+    target: str  # the layer, as dotted text: "model.fc", "model.classifier" (for `model.classifier[6]`)
+    site: Site
+    shown: str  # for the message: "`model.fc`", "`model.head` (by `Net.reset_classifier` in models.py)"
 
 def _covers(source: str, target: str) -> bool:
     """Whether the parameters of `source` include those of the layer at `target` (before replacement)."""
@@ -73,7 +34,13 @@ class LayerReplacedAfterOptimizer(Rule):
     preview = True
     summary = "A layer of the model is replaced after the optimizer was built from the model's parameters."
     hint = "Replace the layer before building the optimizer (or rebuild it, or `optimizer.add_param_group({'params': new_layer.parameters()})`)."
-    requires = ("parameters(",)
+    requires = ()
+
+    @classmethod
+    def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
+        # the optimizer built here from the parameters, or by a function of a project module
+        return "parameters(" in source or imports_project()
+
     why = (
         "An optimizer keeps references to the parameter tensors it was given when it was built. "
         "`model.fc = nn.Linear(...)` afterwards puts new tensors into the model that the optimizer has never "
@@ -81,7 +48,14 @@ class LayerReplacedAfterOptimizer(Rule):
         "random initialisation for the whole run (a transfer-learning head that never learns), while the old "
         "layer's orphaned weights are still updated with no gradient. PyTorch does not warn "
         "(pytorch/pytorch#14467 asks for it); as ezyang answered in pytorch/pytorch#54765, \"You need to "
-        "reinitialize the optimizer; otherwise it doesn't know anything about the new nets parameters.\""
+        "reinitialize the optimizer; otherwise it doesn't know anything about the new nets parameters.\" "
+        "The two halves are often in different functions or modules: the optimizer comes from a factory "
+        "(`optimizer = build_optimizer(model)`, whose every `return` gives a `torch.optim` optimizer built from "
+        "its parameter's parameters), and the layer is swapped by a method of the model's class "
+        "(`model.reset_classifier(10)` assigning `self.head = nn.Linear(...)`) or a helper "
+        "(`setup_head(model)` assigning `model.fc = nn.Linear(...)`). Each function's summary says which "
+        "layers of its receiver or parameters it replaces on every call, and which of their parameters the "
+        "optimizer it returns holds; the call site puts its own arguments in their place."
     )
     story = (
         "microsoft/nni#4521: after pruning replaced the model's layers, \"the parameters registered in the "
@@ -120,11 +94,38 @@ for x, y in loader:
         "activations, dropout, pooling, `Flatten`, `Upsample`, `PixelShuffle`); a layer outside the modules "
         "whose parameters the optimizer received (`SGD(model.backbone.parameters())` then `model.fc = ...`); "
         "a value whose class the analysis does not know to be a module; an optimizer never used after the "
-        "replacement; replacements in another function than the optimizer's (`__init__` and a later method), "
-        "and layers swapped by a method call (`model.reset_classifier(10)`)."
+        "replacement; replacements in another function than the optimizer's that no call after it makes "
+        "(`__init__` building the layers, a later method of a trainer). A method or helper replaces a layer only "
+        "where it does so on every call, with a module of known class that has parameters: not under an `if` "
+        "(`if num_classes > 0: self.head = ...`, timm's `reset_classifier` choosing `nn.Identity`), nor by an "
+        "activation (`model.act = nn.ReLU()` changes no parameter, so the optimizer misses nothing), nor on a "
+        "parameter the function binds again; a helper called on another model than the optimizer's "
+        "(`setup_head(teacher)`); an optimizer from a factory whose `return`s are not all optimizers of "
+        "`torch.optim` built from its parameters (a library's factory, a tuple `model, optimizer`)."
     )
     verification = "`trainlint verify` replaces a head after building the optimizer and steps 3 times: the new head is in no optimizer and its weights do not move (`verify run` reports such parameters on the user's run)."
     valid = (
+        # a helper swaps an activation (no parameters) and a method swaps the head before the optimizer
+        """
+import torch
+import torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = nn.ReLU()
+        self.head = nn.Linear(512, 1000)
+    def reset_classifier(self, num_classes):
+        self.head = nn.Linear(512, num_classes)
+def use_gelu(model):
+    model.act = nn.GELU()
+def build_optimizer(model):
+    return torch.optim.AdamW(model.parameters(), lr=1e-3)
+model = Net()
+model.reset_classifier(10)
+optimizer = build_optimizer(model)
+use_gelu(model)
+train(model, optimizer)
+""",
         # the head replaced before the optimizer is built
         """
 import torch
@@ -188,6 +189,24 @@ train(model, optimizer)
 """,
     )
     invalid = (
+        # the head swapped by a method, after a factory built the optimizer from every parameter
+        """
+import torch
+import torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.backbone = nn.Linear(32, 512)
+        self.head = nn.Linear(512, 1000)
+    def reset_classifier(self, num_classes):
+        self.head = nn.Linear(512, num_classes)
+def build_optimizer(model, lr):
+    return torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+model = Net()
+optimizer = build_optimizer(model, 0.01)
+model.reset_classifier(10)
+train(model, optimizer)
+""",
         """
 import torch
 from torch import nn
@@ -219,56 +238,64 @@ for batch in loader:
         if any(c.method == "add_param_group" for c in model.calls):
             return
         for call in model.calls:
-            assign = self._optimizer_assignment(model, call)
-            if assign is None:
+            built = self._optimizer_assignment(model, call)
+            if built is None:
                 continue
-            sources = parameter_sources(model, call)
-            if not sources:
-                continue
+            assign, sources = built
             for replaced in self._replacements(model, call.site.function, call.site.order):
-                target = replaced.targets[0].removesuffix("[]")
-                if not any(_covers(s, target) for s in sources):
+                if not any(_covers(s, replaced.target) for s in sources):
                     continue
                 if self._rebuilt(model, replaced, assign) or not self._used_after(model, replaced, assign.targets[0]):
                     continue
-                layer = shorten_target(model, replaced)
                 yield Finding(
                     replaced.node,
-                    f"`{layer}` is replaced after `{assign.targets[0]}` was built "
+                    f"{replaced.shown} is replaced after `{assign.targets[0]}` was built "
                     "from the model's parameters: the optimizer still holds the old layer's tensors, so the new "
                     "layer is never updated",
                 )
 
     @staticmethod
-    def _optimizer_assignment(model: TrainingModel, call: Call) -> Assign | None:
-        """`opt = torch.optim.SGD(...)`: the plain assignment that binds an optimizer built by `call`."""
-        if call.qualname is None or not call.qualname.startswith("torch.optim."):
+    def _optimizer_assignment(model: TrainingModel, call: Call) -> tuple[Assign, set[str]] | None:
+        """`opt = torch.optim.SGD(model.parameters())`, or `opt = build_optimizer(model)` with a project
+        function whose summary says the optimizer it returns holds its parameter's parameters: the plain
+        assignment that binds it, and the modules whose parameters it holds (dotted texts)."""
+        if call.site.statement is None:
             return None
-        if model.value(call.node, call.site).kind is not Kind.OPTIMIZER:
+        bound = [a for a in model.assigns_in(call.site.statement) if a.value is call.node and len(a.targets) == 1 and a.op is None and not a.unpacked]
+        if not bound:
             return None
-        for a in model.assigns_in(call.site.statement):
-            if a.value is call.node and len(a.targets) == 1 and a.op is None and not a.unpacked:
-                return a
-        return None
+        if is_optimizer_construction(model, call):
+            sources = parameter_sources(model, call)
+        elif call.qualname is None or not call.qualname.startswith("torch."):
+            summary = model.call_summary(call)
+            sources = {t for entry in summary.optimizes if (t := replacement_target(call, entry))} if summary is not None else set()
+        else:
+            return None
+        return (bound[0], sources) if sources else None
 
     @staticmethod
-    def _replacements(model: TrainingModel, fn: Function | None, after: int) -> Iterator[Assign]:
-        """Assignments of a new module with parameters to an attribute or item, after `after`."""
+    def _replacements(model: TrainingModel, fn: Function | None, after: int) -> Iterator[Replacement]:
+        """Assignments of a new module with parameters to an attribute or item after `after`, and calls
+        of functions and methods that replace a layer of what they are given (their summaries say so)."""
         for a in model.assigns:
             if a.site.function is not fn or a.site.order <= after or a.op is not None or len(a.targets) != 1:
                 continue
             target = a.targets[0]
             if "." not in target and not target.endswith("[]"):
                 continue  # a plain name bound again is a new model, not a replaced layer
-            value = model.value(a.value, a.site)
-            if value.kind is not Kind.MODULE or not value.origin:
-                continue  # only classes the analysis knows: never a guess from a name
-            if value.origin.rsplit(".", 1)[-1] in PARAMETERLESS_MODULES and value.origin.startswith("torch.nn."):
+            if builds_parameters(model, a.value, a.site):  # only classes the analysis knows: never a guess from a name
+                yield Replacement(a.node, target.removesuffix("[]"), a.site, f"`{shorten_target(model, a)}`")
+        for call in model.calls:
+            if call.site.function is not fn or call.site.order <= after:
                 continue
-            yield a
+            summary = model.call_summary(call)
+            for entry in summary.replaces_layers if summary is not None else ():
+                target = replacement_target(call, entry)
+                if target is not None:
+                    yield Replacement(call.node, target, call.site, f"`{target}` (by {summary.where})")  # type: ignore[union-attr]
 
     @staticmethod
-    def _rebuilt(model: TrainingModel, replaced: Assign, optimizer: Assign) -> bool:
+    def _rebuilt(model: TrainingModel, replaced: Replacement, optimizer: Assign) -> bool:
         """An optimizer built (or the name bound) after the replacement, or at the top of a loop around it."""
         fn = replaced.site.function
         name = optimizer.targets[0]
@@ -283,7 +310,7 @@ for batch in loader:
         return False
 
     @staticmethod
-    def _used_after(model: TrainingModel, replaced: Assign, name: str) -> bool:
+    def _used_after(model: TrainingModel, replaced: Replacement, name: str) -> bool:
         """Whether the optimizer is used after the replacement: stepped, passed on, returned or kept."""
         if "." in name:
             return True  # an attribute outlives the function

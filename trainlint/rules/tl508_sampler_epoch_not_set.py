@@ -2,39 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import libcst as cst
 
 from trainlint.diagnostics import Applicability, Severity
-from trainlint.model import Assign, Call, Function, Loop, TrainingModel
-from trainlint.model.modes import loop_ancestors
-from trainlint.model.walk import iter_nodes
-from trainlint.model.lattice import Kind
+from trainlint.model import Assign, Call, Loop, TrainingModel
 from trainlint.model.names import dotted
-from trainlint.model.torchnames import is_true
-from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule
-
-DISTRIBUTED_SAMPLERS = frozenset({"torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler"})
-# calls that hand a loader to a framework, which then iterates it and sets the epoch itself
-FRAMEWORK_METHODS = frozenset({"prepare", "prepare_data_loader", "setup_dataloaders", "fit", "train"})
-
-
-def _names_in(node: cst.CSTNode) -> set[str]:
-    """The dotted names an expression reads (`loader`, `self.loader`, `tqdm`)."""
-    return {text for n in iter_nodes(node) if isinstance(n, (cst.Name, cst.Attribute)) for text in (dotted(n),) if text}
-
-
-def _single_target(model: TrainingModel, call: Call) -> Assign | None:
-    for a in model.assigns_in(call.site.statement):
-        if a.value is call.node and len(a.targets) == 1 and a.op is None and not a.unpacked:
-            return a
-    return None
+from trainlint.model.parameter_facts import EPOCHS, arguments, shuffles
+from trainlint.model.parameter_uses import (
+    DISTRIBUTED_SAMPLERS, FRAMEWORK_METHODS, fed_by, loop_trains, names_in, runs_step_over, sampler_shuffle, sets_epoch_anywhere,
+    single_target,
+)
+from trainlint.model.walk import iter_nodes
+from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, shorten
 
 
 def _loop_targets(loop: Loop) -> set[str]:
     node = loop.node
-    return _names_in(node.target) if isinstance(node, cst.For) else set()
+    return names_in(node.target) if isinstance(node, cst.For) else set()
+
 
 
 class SamplerEpochNotSet(Rule):
@@ -44,7 +31,7 @@ class SamplerEpochNotSet(Rule):
     preview = True
     summary = "A shuffling `DistributedSampler` feeds an epoch loop that never calls `sampler.set_epoch(epoch)`."
     hint = "Call `sampler.set_epoch(epoch)` at the start of every epoch, before iterating the loader."
-    requires = ("Sampler",)
+    requires = ("Sampler", "import")  # (see `may_fire`)
     why = (
         "A `DistributedSampler` shuffles with a generator seeded by `seed + epoch`, and its epoch only changes "
         "when `set_epoch` is called. Without it every epoch draws the same permutation: each rank sees its "
@@ -52,7 +39,11 @@ class SamplerEpochNotSet(Rule):
         "PyTorch docs (torch.utils.data.distributed.DistributedSampler): \"In distributed mode, calling the "
         "set_epoch() method at the beginning of each epoch before creating the DataLoader iterator is "
         "necessary to make shuffling work properly across multiple epochs. Otherwise, the same ordering will "
-        "be always used.\""
+        "be always used.\" The sampler, the loader and the epochs are often in different functions: a "
+        "`make_loader(dataset, shuffle)` helper that builds both (called with `shuffle=True`, or relying on "
+        "the sampler's default `shuffle=True`), a `fit(model, loader, ...)` of another module that runs the "
+        "epochs. The analysis follows the loader through them, in this module or another; for a sampler the "
+        "caller cannot name, the fix is `train_loader.sampler.set_epoch(epoch)`."
     )
     story = (
         "pytorch/pytorch#31771 (\"each epoch samples the data in the same order\"), lucidrains/DALLE-pytorch#230 and "
@@ -86,13 +77,17 @@ for epoch in range(epochs):
 """
     not_flagged = (
         "Modules that call `set_epoch` anywhere (on the sampler, `loader.sampler`, a batch sampler or a "
-        "dataset); `shuffle=False`, or a `shuffle=` the analysis cannot read as a literal; samplers of classes "
+        "dataset), or call a function of another project module that calls it on what it is given "
+        "(`sampler_set_epoch(loader, epoch)`); `shuffle=False`, or a `shuffle=` the analysis cannot read as a "
+        "literal (through a helper's parameter: a literal `True` passed, or the parameter's default `True`); samplers of classes "
         "without a `set_epoch` method (a custom sampler shuffles as it likes); a sampler re-created in the "
         "epoch loop with a `seed=` that reads the epoch loop's variables; loaders handed to a framework "
         "(`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`, a `fit(...)` or `train(...)` call), "
         "which iterates them and sets the epoch itself; loaders no epoch loop iterates again (one pass, "
-        "evaluation loops that do not train), and loaders iterated by a function of another module (whose "
-        "code may set the epoch)."
+        "evaluation loops that do not train, a function of another module that runs one epoch over it), and "
+        "loaders given to a function of another module whose module calls `set_epoch` anywhere (it may set "
+        "it through `loader.sampler`). A helper's loader fed through `batch_sampler=`, or returned on several "
+        "paths or in a tuple, is not followed."
     )
     verification = '`trainlint verify` iterates a shuffling `DistributedSampler` (rank 0 of 2) for three epochs: the same order each time, until `set_epoch` is called.'
     valid = (
@@ -102,6 +97,19 @@ sampler = DistributedSampler(dataset)
 loader = DataLoader(dataset, sampler=sampler)
 for epoch in range(10):
     loader.sampler.set_epoch(epoch)
+    for x in loader:
+        model(x).sum().backward()
+        optimizer.step()
+""",
+        # a helper's `shuffle` parameter given False: the order is meant to stay
+        """
+from torch.utils.data import DataLoader, DistributedSampler
+
+def make_loader(dataset, shuffle):
+    return DataLoader(dataset, batch_size=32, sampler=DistributedSampler(dataset, shuffle=shuffle))
+
+loader = make_loader(dataset, shuffle=False)
+for epoch in range(10):
     for x in loader:
         model(x).sum().backward()
         optimizer.step()
@@ -160,6 +168,32 @@ for epoch in range(10):
 """,
     )
     invalid = (
+        # a helper builds the loader and its sampler; `shuffle` through its parameter (default True)
+        """
+import torch
+from torch.utils.data import DataLoader, DistributedSampler
+
+def make_loader(dataset, shuffle=True):
+    sampler = DistributedSampler(dataset, shuffle=shuffle)
+    return DataLoader(dataset, batch_size=32, sampler=sampler, num_workers=4)
+
+train_loader = make_loader(train_set)
+val_loader = make_loader(val_set, shuffle=False)
+for epoch in range(10):
+    for x, y in train_loader:
+        optimizer.zero_grad()
+        model(x).sum().backward()
+        optimizer.step()
+""",
+        # the sampler built where the loader is built: the fix reaches it as `train_loader.sampler`
+        """
+from torch.utils.data import DataLoader, DistributedSampler
+train_loader = DataLoader(dataset, batch_size=32, sampler=DistributedSampler(dataset))
+for epoch in range(10):
+    for x in train_loader:
+        model(x).sum().backward()
+        optimizer.step()
+""",
         # the loader iterated by a function of this module, called every epoch
         """
 import torch.utils.data.distributed
@@ -189,68 +223,53 @@ for epoch in range(10):
 """,
     )
 
+    @classmethod
+    def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
+        # the sampler, or the epochs, may be in a function of another project module
+        return "Sampler" in source or imports_project()
+
     def check(self, model: TrainingModel) -> Iterator[Finding]:
-        if any(c.method == "set_epoch" for c in model.calls):
+        if sets_epoch_anywhere(model):
             return
         for call in model.calls:
-            if not self._shuffling_sampler(model, call):
+            if sampler_shuffle(model, call) is not True:
                 continue
-            holder = _single_target(model, call)
+            holder = single_target(model, call)
             sampler_names = {holder.targets[0]} if holder is not None else set()
-            loaders = [c for c in model.calls if self._fed_by(model, c, call, sampler_names)]
+            loaders = [c for c in model.calls if fed_by(model, c, call, sampler_names)]
             for loader in loaders:
                 epoch = self._epoch_loop(model, loader, call)
                 if epoch is None:
                     continue
-                yield Finding(
-                    call.node,
-                    "this sampler shuffles every epoch with the same seed: nothing calls `set_epoch(epoch)`, "
-                    "so each rank sees its shard in the same order every epoch",
-                    fix=self._fix(model, holder, epoch, call),
-                )
+                yield Finding(call.node, _message("this sampler shuffles every epoch with the same seed", model, epoch), fix=self._fix(model, holder, loader, epoch, call))
                 break
+        # a loader that a function (of this module or another) builds and feeds a shuffling sampler
+        for call in model.calls:
+            callee = model.callee(call)
+            summary = model.summarizer.function(callee) if callee is not None else model.project_call_summary(call)
+            if not shuffles(summary, call.node):
+                continue
+            epoch = self._epoch_loop(model, call, call)
+            if epoch is not None:
+                where = f" ({summary.where})" if summary is not None and summary.where else ""
+                first = f"the loader `{shorten(model.module.code_for_node(call.node), 40)}` returns is fed by a `DistributedSampler` that shuffles{where}"
+                yield Finding(call.node, _message(first, model, epoch), fix=self._fix(model, None, call, epoch, call))
 
-    @staticmethod
-    def _shuffling_sampler(model: TrainingModel, call: Call) -> bool:
-        """A `DistributedSampler` (or a local class with `set_epoch`) that shuffles."""
-        if call.qualname in DISTRIBUTED_SAMPLERS:
-            shuffle = call.arg(3, "shuffle")
-        else:
-            cls = model.local_class(call.name) if call.name else None
-            if cls is None or "set_epoch" not in cls.methods:
-                return False
-            shuffle = call.kwarg("shuffle")
-        return shuffle is None or is_true(shuffle)
-
-    @staticmethod
-    def _fed_by(model: TrainingModel, loader: Call, sampler: Call, names: set[str]) -> bool:
-        """A `DataLoader(..., sampler=...)` (or `batch_sampler=BatchSampler(sampler, ...)`) fed by `sampler`."""
-        if loader.site.function is not sampler.site.function or model.value(loader.node, loader.site).kind is not Kind.DATALOADER:
-            return False
-        given = loader.kwarg("sampler") or loader.kwarg("batch_sampler")
-        if given is None:
-            return False
-        if given is sampler.node or any(n is sampler.node for n in iter_nodes(given)):
-            return True
-        # one of the bindings that reach the loader is the sampler (`RandomSampler` on one branch, the
-        # distributed one on the other: the finding is about the distributed run)
-        return any(
-            a.value is sampler.node for name in names & _names_in(given) for a in model.reaching(loader.site.function, name, loader.site)
-        )
-
-    def _epoch_loop(self, model: TrainingModel, loader: Call, sampler: Call) -> Loop | None:
+    def _epoch_loop(self, model: TrainingModel, loader: Call, sampler: Call) -> Loop | Call | None:
         """The loop that iterates the loader again every time round: around a training loop over it (one
-        that holds a step), or around a call of a function of this module that runs one. None when the loader goes to a framework."""
+        that holds a step), or around a call of a function of this module that runs one; or a call that
+        gives the loader to a function that runs the epochs itself (its summary's `epochs` fact, in this
+        module or another). None when the loader goes to a framework."""
         fn = loader.site.function
-        holder = _single_target(model, loader)
+        holder = single_target(model, loader)
         inline = holder is None
         name = holder.targets[0] if holder is not None else None
         if name is not None and any(
-            c.method in FRAMEWORK_METHODS and any(name in _names_in(a.value) for a in c.node.args) for c in model.calls
+            c.method in FRAMEWORK_METHODS and any(name in names_in(a.value) for a in c.node.args) for c in model.calls
         ):
             return None
         for loop in model.loops:
-            if loop.function is not fn or not _trains(model, loop) or loop.parent is None or not isinstance(loop.node, cst.For):
+            if loop.function is not fn or not loop_trains(model, loop) or loop.parent is None or not isinstance(loop.node, cst.For):
                 continue
             iterates = (loop.node.iter is loader.node or any(n is loader.node for n in iter_nodes(loop.node.iter))) if inline else (
                 name in model.roots_of(loop.node.iter, fn)
@@ -262,35 +281,17 @@ for epoch in range(10):
         if name is None:
             return None
         for call in model.calls:
-            if call.site.function is not fn or not call.site.loops:
+            if call.site.function is not fn:
                 continue
             callee = model.callee(call)
-            if callee is None or not self._runs_step_over(model, callee, call, name):
-                continue
-            epoch = self._outer_of_call(call, sampler)
-            if epoch is not None:
-                return epoch
+            if call.site.loops and callee is not None and runs_step_over(model, callee, call, name):
+                epoch = self._outer_of_call(call, sampler)
+                if epoch is not None:
+                    return epoch
+            summary = model.summarizer.function(callee) if callee is not None else model.project_call_summary(call)
+            if call.site.order > loader.site.order and any(dotted(a) == name for a in arguments(summary, EPOCHS, call.node)):
+                return call
         return None
-
-    @staticmethod
-    def _runs_step_over(model: TrainingModel, callee: Function, call: Call, name: str) -> bool:
-        """Whether `callee(..., loader, ...)` runs a step loop over the parameter that receives the loader."""
-        params = [p for p in callee.params if p not in ("self", "cls")]
-        received: str | None = None
-        positional = [a for a in call.node.args if a.keyword is None and not a.star]
-        for i, a in enumerate(positional):
-            if dotted(a.value) == name and i < len(params):
-                received = params[i]
-        for a in call.node.args:
-            if a.keyword is not None and dotted(a.value) == name:
-                received = a.keyword.value
-        if received is None:
-            return False
-        return any(
-            loop.function is callee and _trains(model, loop) and isinstance(loop.node, cst.For)
-            and received in model.roots_of(loop.node.iter, callee)
-            for loop in model.loops
-        )
 
     def _outer(self, step_loop: Loop, sampler: Call) -> Loop | None:
         parent = step_loop.parent
@@ -313,29 +314,40 @@ for epoch in range(10):
         if loop not in sampler.site.loops:
             return True
         seed = sampler.arg(4, "seed") if sampler.qualname in DISTRIBUTED_SAMPLERS else sampler.kwarg("seed")
-        return seed is None or not (_names_in(seed) & (_loop_targets(loop) | {"epoch", "self.epoch"}))
+        return seed is None or not (names_in(seed) & (_loop_targets(loop) | {"epoch", "self.epoch"}))
 
     @staticmethod
-    def _fix(model: TrainingModel, holder: Assign | None, epoch: Loop, sampler: Call) -> NodeFix | None:
-        """Insert `sampler.set_epoch(epoch)` at the top of the epoch loop, for a named sampler built before it."""
+    def _fix(model: TrainingModel, holder: Assign | None, loader: Call, epoch: Loop | Call, sampler: Call) -> NodeFix | None:
+        """Insert `sampler.set_epoch(epoch)` at the top of the epoch loop, for a named sampler built before it,
+        or `loader.sampler.set_epoch(epoch)` for a named loader whose sampler it is given (`sampler=`)."""
+        if isinstance(epoch, Call):
+            return None  # (the epochs run in another function: the call goes there)
         node = epoch.node
-        if holder is None or epoch in sampler.site.loops or not isinstance(node, cst.For) or not isinstance(node.target, cst.Name):
+        if epoch in sampler.site.loops or not isinstance(node, cst.For) or not isinstance(node.target, cst.Name):
             return None
-        if "." in holder.targets[0] or not isinstance(node.body, cst.IndentedBlock) or not node.body.body:
+        if not isinstance(node.body, cst.IndentedBlock) or not node.body.body:
+            return None
+        if holder is not None:
+            name = holder.targets[0]
+        else:
+            loader_holder = single_target(model, loader)
+            if loader_holder is None or epoch in loader.site.loops or (loader is not sampler and loader.kwarg("sampler") is not sampler.node):
+                return None
+            holder, name = loader_holder, f"{loader_holder.targets[0]}.sampler"
+        if "." in holder.targets[0]:
             return None
         if len(model.bindings(holder.site.function, holder.targets[0])) > 1:
             return None  # `sampler = None` / a RandomSampler on another branch: an unguarded call would fail there
-        call = f"{holder.targets[0]}.set_epoch({node.target.value})"
+        call = f"{name}.set_epoch({node.target.value})"
         return NodeFix(f"call `{call}` at the start of each epoch", (NodeEdit(node.body.body[0], call, "line_before"),), Applicability.UNSAFE)
 
 
-def _trains(model: TrainingModel, loop: Loop) -> bool:
-    """A loop that trains: a step loop, one around a step loop, or one calling a function of this module
-    that runs a step loop (a function that is merely called every step, a forward helper, is not enough)."""
-    stepping = [l for l in model.loops if l.is_step]
-    if loop.is_step or any(loop in loop_ancestors(l) for l in stepping):
-        return True
-    callees = {model.callee(c) for c in loop.direct_calls} - {None}
-    return any(l.function in callees for l in stepping)
-
-
+def _message(first: str, model: TrainingModel, epoch: Loop | Call) -> str:
+    """The finding's sentence: what shuffles, and where the epochs run without `set_epoch`."""
+    if isinstance(epoch, Call):
+        callee = shorten(model.module.code_for_node(epoch.node.func), 40)
+        summary = model.project_call_summary(epoch)
+        where = f" ({summary.where})" if summary is not None and summary.where else ""
+        return (f"{first}: `{callee}(...)`{where} runs the epochs over its loader and nothing calls `set_epoch(epoch)`, "
+                "so each rank sees its shard in the same order every epoch")
+    return f"{first}: nothing calls `set_epoch(epoch)`, so each rank sees its shard in the same order every epoch"

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-import libcst as cst
-
 from trainlint.diagnostics import Severity
-from trainlint.model import Call, Site, TrainingModel
-from trainlint.model.facts import Function
+from trainlint.model import Call, TrainingModel
+from trainlint.model.activations import activation_of
 from trainlint.model.lattice import Kind
-from trainlint.model.names import dotted
 from trainlint.rules.rule import Finding, Rule, shorten
 
 # the losses that apply the activation themselves, and the activation each one applies
@@ -20,20 +17,8 @@ LOSS_FUNCTIONS = {
     "torch.binary_cross_entropy_with_logits": "sigmoid",
 }
 LOSS_MODULES = {"CrossEntropyLoss": "softmax", "BCEWithLogitsLoss": "sigmoid"}
-ACTIVATION_FUNCTIONS = {
-    "torch.softmax": "softmax",
-    "torch.nn.functional.softmax": "softmax",
-    "torch.special.softmax": "softmax",
-    "torch.sigmoid": "sigmoid",
-    "torch.nn.functional.sigmoid": "sigmoid",
-    "torch.special.expit": "sigmoid",
-}
-ACTIVATION_MODULES = {"Softmax": "softmax", "Sigmoid": "sigmoid"}
-# tensor methods that reshape or convert values without changing them: probabilities stay probabilities
-VALUE_PRESERVING = frozenset(
-    {"view", "reshape", "squeeze", "unsqueeze", "permute", "transpose", "contiguous", "flatten", "float", "double", "to", "view_as", "reshape_as", "clone"}
-)
-MAX_DEPTH = 6
+LOSS_TOKENS = ("cross_entropy", "CrossEntropyLoss", "with_logits", "WithLogits")
+ACTIVATION_TOKENS = ("softmax", "sigmoid", "Softmax", "Sigmoid", "expit")
 
 
 class ProbabilitiesIntoLogitsLoss(Rule):
@@ -43,11 +28,16 @@ class ProbabilitiesIntoLogitsLoss(Rule):
     preview = True
     summary = "The output of `softmax` passed to `CrossEntropyLoss`/`F.cross_entropy`, or of `sigmoid` to `BCEWithLogitsLoss`/`binary_cross_entropy_with_logits`."
     hint = "Pass the raw logits to the loss (it applies log-softmax / log-sigmoid itself); apply softmax or sigmoid only for predictions."
-    requires = ("softmax", "sigmoid", "Softmax", "Sigmoid")
+    requires = ("softmax", "sigmoid", "Softmax", "Sigmoid", *LOSS_TOKENS)
+    # the loss may come in as an argument (`train_one_epoch(model, criterion, ...)`), the model too
+    handed_in = True
 
     @classmethod
     def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
-        return "cross_entropy" in source or "CrossEntropyLoss" in source or "with_logits" in source or "WithLogits" in source
+        # the loss named here; the activation here too, or in a project module (a model's `forward`)
+        if not any(token in source for token in LOSS_TOKENS):
+            return False
+        return any(token in source for token in ACTIVATION_TOKENS) or imports_project()
 
     why = (
         "`CrossEntropyLoss` expects \"the unnormalized logits for each class\" and applies log-softmax itself "
@@ -56,7 +46,12 @@ class ProbabilitiesIntoLogitsLoss(Rule):
         "instead of 0) and the gradients reaching the logits shrink, so training converges slower or to a worse "
         "model without any error. shaoxiongji/federated-learning#9: removing the softmax raised an MLP's MNIST "
         "accuracy from 90% to 95%; bowang-lab/Transformer-GCN-QA#32 and mlelarge/graph_neural_net#37 removed the "
-        "same extra softmax."
+        "same extra softmax. The softmax is often far from the loss: at the end of a model's `forward` in "
+        "`models.py`, while `train_one_epoch(model, criterion, loader, opt)` in another module computes "
+        "`criterion(model(x), y)` with the `nn.CrossEntropyLoss()` the training script passes in. A function's "
+        "summary says when every `return` gives a softmax's (or sigmoid's) output, for a class's `forward` or "
+        "`__call__` and for plain functions (`probabilities(model, x)`), and a torch loss handed to another "
+        "module's function is known there as what it is."
     )
     story = "shaoxiongji/federated-learning#9 (\"you apply CrossEntropy function after softmax activation\"; 90% -> 95% once removed)."
     example = """\
@@ -85,11 +80,31 @@ for x, y in loader:
         "`log_softmax` (or `torch.log(softmax(...))`) into `CrossEntropyLoss`: log-softmax is idempotent, so the "
         "loss is the same; `log_softmax` into `NLLLoss`; softmax outputs passed as the *target* (soft labels, "
         "distillation); `nn.BCELoss` on raw logits (it raises, so it is not silent); a name bound to a softmax on "
-        "one path and to logits on another; a model whose `forward` is defined in another module (only classes "
-        "of the same module, `nn.Sequential(..., nn.Softmax())` and `nn.Softmax`/`nn.Sigmoid` modules are followed)."
+        "one path and to logits on another, so a `forward` that applies softmax only `if not self.training:` "
+        "(eval-only probabilities); a model whose other method (`predict`) returns probabilities while the loss "
+        "gets `model(x)`, or the logits given to the loss and their softmax used for metrics; `nn.BCELoss` after "
+        "`sigmoid` (the pair made for each other); a `forward` of a project class that returns probabilities on "
+        "some paths only, through a layer the analysis cannot see, or through a project class that itself ends in "
+        "a softmax when its module applies no activation of its own; a loss handed in whose class is not known, "
+        "or differs between the calls that pass it."
     )
     verification = '`trainlint verify` compares the gradient reaching the logits through `cross_entropy(logits)` and `cross_entropy(softmax(logits))`: it shrinks, and the loss cannot fall below log(1 + (C-1)/e).'
     valid = (
+        # the softmax for the metrics, the logits for the loss handed in
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+def train_one_epoch(model, criterion, loader, opt):
+    for x, y in loader:
+        opt.zero_grad()
+        logits = model(x)
+        probs = F.softmax(logits, dim=1)
+        loss = criterion(logits, y)
+        loss.backward()
+        opt.step()
+        correct = (probs.argmax(1) == y).sum()
+train_one_epoch(model, criterion=nn.CrossEntropyLoss(), loader=loader, opt=opt)
+""",
         """
 import torch.nn.functional as F
 for x, y in loader:
@@ -142,6 +157,20 @@ for x, y in loader:
 """,
     )
     invalid = (
+        # a function returning probabilities, and the loss handed to the epoch function
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+def probabilities(model, x):
+    return F.softmax(model(x), dim=1)
+def train_one_epoch(model, criterion, loader, opt):
+    for x, y in loader:
+        opt.zero_grad()
+        loss = criterion(probabilities(model, x), y)
+        loss.backward()
+        opt.step()
+train_one_epoch(model, criterion=nn.CrossEntropyLoss(), loader=loader, opt=opt)
+""",
         """
 import torch
 import torch.nn as nn
@@ -198,7 +227,7 @@ class Classifier(nn.Module):
             given = call.kwarg("input") or call.positional(0)
             if given is None:
                 continue
-            if _activation_of(model, given, call.site, call.site.function, expected, 0):
+            if activation_of(model, given, call.site, call.site.function, expected, 0):
                 loss = shorten(model.module.code_for_node(call.node.func), 40)
                 shown = shorten(model.module.code_for_node(given), 40)
                 yield Finding(
@@ -219,89 +248,3 @@ class Classifier(nn.Module):
             return LOSS_MODULES.get(callee.origin.rsplit(".", 1)[-1])  # type: ignore[union-attr]
         return None
 
-
-def _activation_of(model: TrainingModel, expr: cst.BaseExpression, site: Site | None, fn: Function | None, activation: str, depth: int) -> bool:
-    """Whether `expr` certainly holds the output of `activation` ("softmax" or "sigmoid"): the call
-    itself, a reshape of it, a name every reaching binding of which is one, or the output of a module
-    whose every `forward` return is one."""
-    if depth > MAX_DEPTH:
-        return False
-    if isinstance(expr, cst.Subscript):
-        return _activation_of(model, expr.value, site, fn, activation, depth + 1)
-    if isinstance(expr, cst.Name):
-        assigns = model.reaching(fn, expr.value, site)
-        if not assigns or any(a.op is not None or len(a.targets) != 1 or a.unpacked for a in assigns):
-            return False
-        return all(_activation_of(model, a.value, a.site, a.site.function, activation, depth + 1) for a in assigns)
-    if not isinstance(expr, cst.Call):
-        return False
-    qual = model.imports.resolve(expr.func)
-    if qual is not None and qual.split(".", 1)[0] == "torch":
-        return ACTIVATION_FUNCTIONS.get(qual) == activation
-    if isinstance(expr.func, cst.Attribute):
-        method = expr.func.attr.value
-        if method in VALUE_PRESERVING:  # proven below only when the receiver holds the activation's output
-            return _activation_of(model, expr.func.value, site, fn, activation, depth + 1)
-        if method == activation and _tensor_method_call(model, expr, site, fn):
-            return True
-    return _module_output(model, expr.func, site, fn, activation, depth + 1)
-
-
-def _tensor_method_call(model: TrainingModel, call: cst.Call, site: Site | None, fn: Function | None) -> bool:
-    """`x.softmax(-1)`, `x.softmax(dim=1)`, `x.sigmoid()`: a tensor method (called with at most the
-    dimension, on a receiver that is a tensor or unknown, never `self` or a module's attribute holding a layer)."""
-    receiver = call.func.value  # type: ignore[attr-defined]
-    if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"):
-        return False
-    if model.values.of(receiver, fn, site).kind not in (Kind.TENSOR, Kind.UNKNOWN):
-        return False
-    for arg in call.args:
-        value = arg.value
-        if isinstance(value, cst.UnaryOperation):
-            value = value.expression
-        if arg.star or not (isinstance(value, cst.Integer) or (arg.keyword is not None and arg.keyword.value in ("dim", "dtype"))):
-            return False
-    return True
-
-
-def _module_output(model: TrainingModel, callee: cst.BaseExpression, site: Site | None, fn: Function | None, activation: str, depth: int) -> bool:
-    """Calling `callee` returns the activation's output: an `nn.Softmax`, an `nn.Sequential` ending in
-    one, or an instance of a class of this module whose `forward` always returns one."""
-    value = model.values.of(callee, fn, site)
-    if value.kind is not Kind.MODULE or not value.origin or "|" in value.origin:
-        return False
-    last = value.origin.rsplit(".", 1)[-1]
-    if value.origin.startswith("torch.nn."):
-        if last in ACTIVATION_MODULES:
-            return ACTIVATION_MODULES[last] == activation
-        if last == "Sequential":
-            built = _constructions(model, callee, site, fn)
-            return bool(built) and all(_sequential_ends_with(model, c, activation) for c in built)
-        return False
-    info = model.local_class(value.origin)
-    forward = info.methods.get("forward") if info is not None else None
-    if forward is None or not forward.return_facts:
-        return False
-    return all(_activation_of(model, r.value, r.site, forward, activation, depth + 1) for r in forward.return_facts)
-
-
-def _constructions(model: TrainingModel, callee: cst.BaseExpression, site: Site | None, fn: Function | None) -> list[cst.Call]:
-    """The constructor calls a name or `self.attribute` is bound to (empty when one binding is not a call)."""
-    text = dotted(callee)
-    if text is None:
-        return [callee] if isinstance(callee, cst.Call) else []
-    if "." not in text:
-        values = [a.value for a in model.reaching(fn, text, site)] or [a.value for a in model.reaching(None, text, None)]
-    elif text.startswith("self.") and text.count(".") == 1 and fn is not None:
-        values = [a.value for a in model.attribute_assigns(fn.class_name, text)]
-    else:
-        return []
-    return [v for v in values if isinstance(v, cst.Call)] if all(isinstance(v, cst.Call) for v in values) else []
-
-
-def _sequential_ends_with(model: TrainingModel, built: cst.Call, activation: str) -> bool:
-    layers = [a.value for a in built.args if a.keyword is None and not a.star]
-    if not layers or not isinstance(layers[-1], cst.Call):
-        return False
-    qual = model.imports.resolve(layers[-1].func) or ""
-    return qual.startswith("torch.nn.") and ACTIVATION_MODULES.get(qual.rsplit(".", 1)[-1]) == activation

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Iterator
-
-import libcst as cst
+from typing import Callable, Iterator
 
 from trainlint.diagnostics import Severity
-from trainlint.model import Call, Loop, TrainingModel
-from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
+from trainlint.model import TrainingModel
+from trainlint.model.evaluation_calls import evaluated_elsewhere, evaluated_in_loops
 from trainlint.model.mode_layers import ModeLayers
-from trainlint.model.modes import ModeAnalysis, call_trains, loop_ancestors
-from trainlint.model.names import dotted
+from trainlint.model.modes import ModeAnalysis, Training
 from trainlint.rules.rule import Finding, Rule, shorten
 
 
@@ -22,7 +19,13 @@ class ValidationInTrainMode(Rule):
     preview = True
     summary = "An evaluation loop under `no_grad` runs a model with dropout or batch norm that is still in training mode."
     hint = "Call `model.eval()` before the evaluation loop (and `model.train()` before training resumes)."
-    requires = ("no_grad", "inference_mode", "set_grad_enabled")
+    # (or a function of another project module that evaluates under `no_grad`: `may_fire`)
+    requires = ("no_grad", "inference_mode", "set_grad_enabled", "import")
+
+    @classmethod
+    def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
+        return any(token in source for token in ("no_grad", "inference_mode", "set_grad_enabled")) or imports_project()
+
     why = (
         "`torch.no_grad()` turns off autograd, not training mode: only `model.eval()` switches dropout off and "
         "makes batch norm normalise with its running statistics (https://discuss.pytorch.org/t/model-eval-vs-with-torch-no-grad/19615). "
@@ -31,7 +34,12 @@ class ValidationInTrainMode(Rule):
         "that batch (default `momentum=0.1`): after 22 batches less than 10% of the statistics learnt from "
         "training data remain (0.9^22 = 0.098), so the evaluation data leaks into the model that is then "
         "trained further and saved (as in facebookresearch/schedule_free#60, where 50 batches replace 99% of "
-        "the buffers)."
+        "the buffers). The mode belongs to the model, not to the code that evaluates it: an "
+        "`evaluate(model, loader)` that runs the model under `no_grad` and never calls `.eval()` evaluates in "
+        "whatever mode its caller left the model, so the analysis follows the model from the caller (where "
+        "`model.train()`, or a function that calls it, left it in training mode, through "
+        "`nn.SyncBatchNorm.convert_sync_batchnorm` and `DistributedDataParallel`) into the function, in this "
+        "module or another: a function of another module is reported at the call, where the mode is."
     )
     story = (
         "udacity/deep-learning-v2-pytorch#3 (validation of a model with dropout without `model.eval()`, "
@@ -72,8 +80,12 @@ for epoch in range(10):
         "`torch.nn` container of them, a `torch.nn.Transformer*` layer, a torchvision classification or "
         "segmentation model; a class defined in another module, a timm model and a `from_pretrained` model "
         "(which loads in eval mode) prove nothing. A model whose mode the analysis cannot follow: "
-        "one given to a function of another project module or loaded from a checkpoint before the loop, one "
-        "bound on several paths, a parameter whose callers in this module do not all follow. A `.eval()` (or "
+        "one given to a function of another project module that may switch it (one that calls `.eval()` or "
+        "passes the model where the analysis cannot follow; a function that only runs it or calls `.train()` "
+        "is followed), one loaded from a checkpoint before the loop, one bound on several paths, a parameter "
+        "whose callers in this module do not all follow, a `self` attribute that any method of the class (or "
+        "code of the module, on an attribute of that name) switches to eval mode, since the order methods run "
+        "in is not followed. Evaluation in a comprehension (`[model(x) for x in loader]`) is not followed. A `.eval()` (or "
         "`.train(False)`) on the model, on a module it is bound from, or in a function of this module it is "
         "passed to, anywhere before the loop or later in a loop around it. A `.train()` in code that only "
         "evaluates (Monte Carlo dropout, test-time adaptation: deliberate). Forward passes whose result "
@@ -152,6 +164,26 @@ for epoch in range(3):
         opt.step()
     net.eval()
     test(net, val_loader)
+""",
+        # a helper switches the model to eval mode before the evaluation function runs it
+        """
+import torch
+from torch import nn
+
+def set_eval(model):
+    model.eval()
+
+model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(3):
+    for x, y in train_loader:
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    set_eval(model)
+    with torch.no_grad():
+        for x, y in val_loader:
+            acc = (model(x).argmax(1) == y).float().mean()
 """,
         # no dropout, no batch norm: training mode changes nothing
         """
@@ -363,6 +395,32 @@ def fit(train_loader, val_loader):
             for x, y in val_loader:
                 val_loss = torch.nn.functional.cross_entropy(net(x), y)
 """,
+        # a DDP model with SyncBatchNorm, put in training mode and given to an evaluation function that never
+        # switches it (a `test()` method on `self.model`, or a function of another module, alike)
+        """
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def evaluate(model, loader):
+    correct = 0
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum().item()
+    return correct
+
+def main(rank):
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 2)).cuda(rank)
+    model = DDP(nn.SyncBatchNorm.convert_sync_batchnorm(model), device_ids=[rank])
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(10):
+        model.train()
+        for x, y in train_loader:
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+        acc = evaluate(model, val_loader)
+""",
         # a method evaluating `self.model`, called by the training method of the same class
         """
 import torch
@@ -392,67 +450,27 @@ class Trainer:
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         if model.is_test_code:
             return
-        step_loops = [loop for loop in model.loops if loop.is_step]
-        modes: ModeAnalysis | None = None
-        layers: ModeLayers | None = None
-        reported: set[int] = set()
-        for loop in model.loops:
-            if not _evaluation_loop(model, loop, step_loops):
-                continue
-            fn = loop.function
-            no_grad_function = fn is not None and model.under_no_grad_everywhere(fn)
-            calls = fn.calls if fn is not None else model.calls
-            for call in calls:
-                if loop not in call.site.loops or id(call.node) in reported or call.site.function is not fn:
-                    continue
-                func = call.node.func
-                target = dotted(func)
-                if target is None or call.qualname is not None or target in ("self", "super"):
-                    continue
-                if not (no_grad_function or model.under(call.site, "no_grad")) or _discarded(call):
-                    continue
-                modes = modes or ModeAnalysis(model)
-                training = modes.training_at(target, call.site)
-                if training is None:
-                    continue
-                layers = layers or ModeLayers(model)
-                layer = layers.of_module(func, fn, call.site)
-                if layer is None:
-                    continue
-                reported.add(id(call.node))
-                cause = shorten(model.module.code_for_node(training.cause), 50)
-                via = f", then passed on by `{shorten(model.module.code_for_node(training.through[-1].node), 40)}`" if training.through else ""
-                yield Finding(call.node, _message(target, training.how, cause, via, layer), facts={"module": target})
-                break
+        modes, layers = ModeAnalysis(model), ModeLayers(model)
+        for call, target, training, layer in evaluated_in_loops(model, modes, layers):
+            yield Finding(call.node, _message(model, target, training, layer, "in this evaluation loop"), facts={"module": target})
+        # a function of another module that evaluates it: reported at the call, where the mode is
+        for call, target, training, layer, summary in evaluated_elsewhere(model, modes, layers):
+            callee = shorten(model.module.code_for_node(call.node.func), 40)
+            where = f" ({summary.where})" if summary.where else ""
+            when = f"when `{callee}(...)`{where} evaluates it under `no_grad` without `.eval()`"
+            yield Finding(call.node, _message(model, target, training, layer, when), facts={"module": target})
 
 
-def _message(target: str, how: str, cause: str, via: str, layer: str) -> str:
+def _message(model: TrainingModel, target: str, training: Training, layer: str, where: str) -> str:
+    cause = shorten(model.module.code_for_node(training.cause), 50)
+    via = f", then passed on by `{shorten(model.module.code_for_node(training.through[-1].node), 40)}`" if training.through else ""
     effects = []
     if "ropout" in layer or "torchvision" in layer or "Transformer" in layer:
         effects.append("dropout stays on")
     if "Norm" in layer or "torchvision" in layer:
         effects.append("batch norm normalises with batch statistics and updates its running statistics with evaluation data")
     return (
-        f"`{target}` is in training mode in this evaluation loop ({how}: `{cause}`{via}; no `.eval()` since) "
+        f"`{target}` is in training mode {where} ({training.how}: `{cause}`{via}; no `.eval()` since) "
         f"and holds {layer}: {' and '.join(effects)} (a missing `.eval()`: not TL503's `.eval()` left on, "
         "nor TL303's recorded graph)"
     )
-
-
-def _evaluation_loop(model: TrainingModel, loop: Loop, step_loops: list[Loop]) -> bool:
-    """A loop that evaluates: not a training step nor around one, in no step function or library
-    evaluation hook, and neither backpropagating, stepping an optimizer nor an environment."""
-    if loop.is_step or any(a.is_step for a in loop_ancestors(loop)) or any(loop in loop_ancestors(s) for s in step_loops):
-        return False
-    fn = loop.function
-    if fn is not None:
-        if fn in model.step_functions or (fn.class_name and library_step_hook(fn.name, model.class_bases(fn), LIBRARY_NO_GRAD_HOOKS)):
-            return False
-    inside = [c for c in (fn.calls if fn is not None else model.calls) if loop in c.site.loops]
-    return not any(model.is_step_event(c) or c.method == "step" or call_trains(model, c) for c in inside)
-
-
-def _discarded(call: Call) -> bool:
-    """`model(x)` as a statement of its own: run for its side effects (batch-norm statistics), not its result."""
-    statement = call.site.statement
-    return statement is not None and any(isinstance(s, cst.Expr) and s.value is call.node for s in statement.body)
