@@ -81,3 +81,34 @@ def on_device_operands(sides: list[Value]) -> list[Value]:
     if any(moved_to_device(s) for s in sides) and all(moved_to_device(s) or s.kind in (Kind.NUMBER, Kind.TENSOR) for s in sides):
         return [Value(Kind.TENSOR, ACCEL) if moved_to_device(s) else s for s in sides]
     return sides
+
+
+# what returns a device ordinal: `.to(n)` and `.cuda(n)` with an int `n` send a module to accelerator n
+ORDINAL_CALLS = frozenset({
+    "int", "torch.distributed.get_rank", "torch.distributed.get_local_rank", "torch.distributed.get_node_local_rank",
+    "torch.cuda.current_device", "torch.accelerator.current_device_index",
+})
+# launchers that call a function with the process index (an int) as its first argument
+SPAWNERS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
+
+
+def device_ordinal(model: "TrainingModel", expr: cst.BaseExpression, site: "Site | None", depth: int = 0) -> bool:
+    """Whether a device argument is an int, which torch reads as an accelerator's index (never the
+    host): an integer, `int(...)`, a rank or device index torch returns, a name bound only to such, or
+    the first parameter of a function `mp.spawn` runs (the process index it passes)."""
+    if isinstance(expr, cst.Integer):
+        return True
+    if isinstance(expr, cst.Call):
+        return (model.imports.resolve(expr.func) or (expr.func.value if isinstance(expr.func, cst.Name) else "")) in ORDINAL_CALLS
+    if not isinstance(expr, cst.Name) or depth > 2 or site is None:
+        return False
+    fn = site.function
+    bindings = model.reaching(fn, expr.value, site)
+    if bindings:
+        return all(b.op is None and not b.unpacked and len(b.targets) == 1 and device_ordinal(model, b.value, b.site, depth + 1) for b in bindings)
+    if fn is None or fn.parent is not None or fn.class_name is not None or fn.params[:1] != (expr.value,):
+        return False
+    return any(
+        c.qualname in SPAWNERS and c.node.args and isinstance(c.node.args[0].value, cst.Name) and c.node.args[0].value.value == fn.name
+        for c in model.calls
+    )

@@ -96,6 +96,11 @@ class ClassSummary:
     # the objects its instances hold (`self.lstm = Lstm(...)`): attribute -> instance of a class,
     # named as any module finds it ("file::Lstm"), for `model.lstm.reset_state()` in another module
     attributes: dict[str, Value] = field(default_factory=dict)
+    # the names of `class_attributes.FLAG_ATTRIBUTES` (`requires_grad`, `require_grad`, ...) that no
+    # instance holds as its own attribute: the class and its bases (its module's or `torch.nn`'s) never
+    # define, assign or read them on `self`; empty when a base is one the module cannot see (read by
+    # Python's own parser for outlines and full summaries alike, `project.importers`)
+    lacks: tuple[str, ...] = ()
 
 
 def registry_root(decorator: object) -> str | None:
@@ -241,15 +246,19 @@ class Summarizer:
         return ClassSummary(class_kind(info, methods, self.model.is_module_class(info)), methods)
 
     def _attributes(self, info: "ClassInfo") -> dict[str, Value]:
-        """The instances of classes (of this module or another) that the class's methods assign to
-        `self` attributes."""
+        """The instances of classes (of this module, another project module or `torch.nn`) that the
+        class's methods assign to `self` attributes."""
         m = self.model
         names = {t[5:] for a in m.assigns for t in a.targets if t.startswith("self.") and t.count(".") == 1
                  and a.site.function is not None and a.site.function.class_name == info.name}
         out = {}
         for name in sorted(names):
             value = _qualified(m.values.instance_attribute(info.name, name), m)
-            if value.kind in (Kind.MODULE, Kind.OBJECT, Kind.SCALER) and value.origin and "::" in value.origin:
+            if value.kind not in (Kind.MODULE, Kind.OBJECT, Kind.SCALER) or not value.origin:
+                continue
+            # a class of this module ("file::Lstm"), one of another project module as the imports spell it
+            # (`.parts.OutConv`, renamed where it is read), or a torch layer (`self.outc = nn.Conv2d(...)`)
+            if "::" in value.origin or all(o.startswith("torch.nn.") or m.project_symbol(o) is not None for o in origins(value)):
                 out[name] = value
         return out
 

@@ -245,6 +245,23 @@ class SymbolQueries:
         kind = kinds.pop() if len(kinds) == 1 and all(isinstance(c, ClassSummary) for c in classes) else value.kind
         return replace(value, kind=kind, origin="|".join(named))
 
+    def held_attribute(self, origin: str, attr: str) -> Value | None:
+        """What an instance of project class `origin` of another module holds in `self.<attr>`, by the
+        class's summary: an instance of a `torch.nn` class or of a project class, named as this module
+        finds it ("file::OutConv"); None when the summary says nothing of it."""
+        from trainlint.model.summary import ClassSummary
+
+        symbol = self.project_symbol(origin)
+        if not isinstance(symbol, ClassSummary) or attr not in symbol.attributes:
+            return None
+        value = symbol.attributes[attr]
+        if all("::" in o or o.startswith("torch.nn.") for o in origins(value)):
+            return value
+        # a class as the defining module's imports spell it (`.unet_parts.OutConv`)
+        where = origin if "::" in origin or self.project is None else self.project.qualify(self.path, origin) or ""
+        value = self._requalified(replace(value, kind=Kind.OBJECT), where.partition("::")[0])
+        return value if all("::" in o for o in origins(value)) else None  # (a library's class: nothing known)
+
     def class_methods(self, origin: str | None) -> "dict[str, FunctionSummary] | None":
         """Method summaries of the class that made a value (a local class, or a project one); None for an
         object of one of several classes ("A|B"), whose methods may do different things."""

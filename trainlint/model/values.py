@@ -18,12 +18,12 @@ from trainlint.model.lattice import (
     ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NONE, NUMBER, STRING, TENSOR, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join, join_graph,
 )
 from trainlint.model.arguments import argument_for, refinable, refines
+from trainlint.model.class_attributes import torch_layer_parameter
 from trainlint.model.function_values import library_function
 from trainlint.model.containers import comprehension_bindings, element_of, is_empty_list, unpacked_element
 from trainlint.model.names import dotted, target_names
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES
 from trainlint.model.cycles import CycleMemo
-from trainlint.model.summary import ClassSummary
 from trainlint.model.saved_arguments import saving_constructor
 from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, TENSOR_VALUED_ATTRIBUTES, CallValues
 from trainlint.model.device_arguments import moved_to_device, on_device_operands
@@ -431,8 +431,7 @@ class ValueModel(CallValues, CycleMemo):
         if self.model.local_class(origin) is not None:
             value = self.instance_attribute(origin, attr)
             return value if value.kind in (Kind.MODULE, Kind.OBJECT, Kind.SCALER) and value.origin else UNKNOWN
-        symbol = self.model.project_symbol(origin)
-        return getattr(symbol, "attributes", {}).get(attr, UNKNOWN)
+        return self.model.held_attribute(origin, attr) or UNKNOWN
 
     def instance_attribute(self, class_name: str, attr: str) -> Value:
         """`self.<attr>` of this module's class `class_name`: the join of what its methods assign."""
@@ -465,11 +464,14 @@ class ValueModel(CallValues, CycleMemo):
 
     def _inherited_attribute(self, fn: "Function", name: str) -> list[Value]:
         """What a project class of another module, among the bases of `fn`'s class (or the class a
-        function was set on, `@add_to_class(d2l.EncoderDecoder)`), holds in attribute `name`."""
+        function was set on, `@add_to_class(d2l.EncoderDecoder)`), holds in attribute `name`; the
+        Parameter a `torch.nn` layer among the bases creates (`self.weight` of an `nn.Linear`)."""
+        if torch_layer_parameter(self.model, fn.class_name or "", name):
+            return [Value(Kind.MODULE, origin="torch.nn.Parameter")]  # `self.weight` in a subclass of `nn.Linear`
         info = self.model.local_class(fn.class_name or "")
         bases = info.bases if info is not None else fn.class_bases
-        summaries = [self.model.project_symbol(b) for b in bases]
-        return [s.attributes[name] for s in summaries if isinstance(s, ClassSummary) and name in s.attributes]
+        held = [self.model.held_attribute(b, name) for b in bases]
+        return [v for v in held if v is not None]
 
     # -- functions -----------------------------------------------------------------------------
     def returns(self, function: "Function") -> Value:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from trainlint.model.class_attributes import FLAG_ATTRIBUTES
 from trainlint.project.python_trees import python_tree
 from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, Kind, Value
 from trainlint.model.saved_arguments import FRAME_READERS
@@ -154,11 +155,14 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
             root = registry_root(decorator)
             if root in classes:
                 classes[root] = replace(classes[root], registered=(*classes[root].registered, node.name))
+    owned: dict[str, set[str]] = {}  # class -> the gradient-flag names it mentions as its own
     for node in tree.body if path else ():
         if isinstance(node, ast.ClassDef) and node.name in classes:
-            held = _held_instances(node, classes, path)
-            if held:
-                classes[node.name] = replace(classes[node.name], attributes=held)
+            held = _held_instances(node, classes, path, lambda name: _spelled(name, exports, imported), owned.setdefault(node.name, set()))
+            classes[node.name] = replace(classes[node.name], attributes=held)
+    for name, cls in classes.items() if path else ():
+        if cls.kind is Kind.MODULE:
+            classes[name] = replace(cls, lacks=_lacked_flags(name, classes, owned, set()))
     attached = tuple(
         (_spelled(ast.unparse(d.func), exports, imported), _spelled(ast.unparse(d.args[0]), exports, imported), f"{ast.unparse(d.args[0])}.{node.name}")
         for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -197,22 +201,60 @@ def _saves_arguments(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return sets and any(c in FRAME_READERS for c in calls)
 
 
-def _held_instances(cls: ast.ClassDef, classes: dict[str, ClassSummary], path: str) -> dict[str, Value]:
-    """`self.lstm = Lstm(...)` in a method of `cls`, with `Lstm` a class of this module: the attributes
-    its instances hold an object of one class of this module in (every assignment builds one)."""
+def _held_instances(
+    cls: ast.ClassDef, classes: dict[str, ClassSummary], path: str, spelled: Callable[[str], str], owned: set[str]
+) -> dict[str, Value]:
+    """`self.lstm = Lstm(...)` in a method of `cls`, with `Lstm` a class of this module, or `self.outc =
+    nn.Conv2d(...)` (a `torch.nn` layer or Parameter, or a class of another module, `spelled` in full
+    through the imports): the attributes its instances hold an object of one such class in (every
+    assignment builds one). Adds to `owned` the gradient-flag names (`FLAG_ATTRIBUTES`) the class
+    mentions as its own: a method of that name, a name bound, `self.<name>` (the same walk)."""
     built: dict[str, set[str | None]] = {}
     for node in ast.walk(cls):
-        if not isinstance(node, ast.Assign):
+        kind = node.__class__
+        if kind is ast.Attribute:
+            if node.attr in FLAG_ATTRIBUTES and isinstance(node.value, ast.Name) and node.value.id == "self":  # type: ignore[attr-defined]
+                owned.add(node.attr)  # type: ignore[attr-defined]
             continue
-        for target in node.targets:
+        if kind is ast.Name:
+            if node.id in FLAG_ATTRIBUTES and isinstance(node.ctx, ast.Store):  # type: ignore[attr-defined]
+                owned.add(node.id)  # type: ignore[attr-defined]
+            continue
+        if kind in (ast.FunctionDef, ast.AsyncFunctionDef) and node.name in FLAG_ATTRIBUTES:  # type: ignore[attr-defined]
+            owned.add(node.name)  # type: ignore[attr-defined]
+        if kind is not ast.Assign:
+            continue
+        for target in node.targets:  # type: ignore[attr-defined]
             if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
-                call = node.value
-                name = call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in classes else None
-                built.setdefault(target.attr, set()).add(name)
+                call = node.value  # type: ignore[attr-defined]
+                func = ast.unparse(call.func) if isinstance(call, ast.Call) else None
+                func = func if func and _dotted(func) else None
+                if func in classes:
+                    built.setdefault(target.attr, set()).add(f"{path}::{func}")
+                    continue
+                full = spelled(func) if func else ""
+                imported = full != func and full.rpartition(".")[2][:1].isupper() and not full.startswith("torch.nn.functional")
+                built.setdefault(target.attr, set()).add(full if imported else None)
+    # a class of another module as the imports spell it: the module reading the attribute finds it
+    # (and drops a library's), `model.symbols.held_attribute`
     return {
-        attr: Value(classes[name].kind, origin=f"{path}::{name}")
-        for attr, names in built.items() if len(names) == 1 and (name := next(iter(names))) is not None
+        attr: Value(classes[origin.partition("::")[2]].kind if "::" in origin else Kind.MODULE if origin.startswith("torch.nn.") else Kind.OBJECT, origin=origin)
+        for attr, names in built.items() if len(names) == 1 and (origin := next(iter(names))) is not None
     }
+
+
+def _lacked_flags(name: str, classes: dict[str, ClassSummary], owned: dict[str, set[str]], seen: set[str]) -> tuple[str, ...]:
+    """`ClassSummary.lacks` of class `name`: the flag names neither it nor a base of its module owns,
+    when every other base is `torch.nn`'s (else nothing: a base elsewhere may define them)."""
+    seen.add(name)
+    lacking = [a for a in FLAG_ATTRIBUTES if a not in owned.get(name, ())]
+    for base in classes[name].bases:
+        if base in classes and "." not in base:
+            inherited = _lacked_flags(base, classes, owned, seen) if base not in seen else ()
+            lacking = [a for a in lacking if a in inherited]
+        elif not base.startswith("torch.nn."):
+            return ()
+    return tuple(lacking)
 
 
 def _returned_classes(fn: ast.FunctionDef | ast.AsyncFunctionDef, classes: dict[str, ClassSummary], exports: dict[str, str], path: str) -> Value | None:

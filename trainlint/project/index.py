@@ -36,6 +36,7 @@ from trainlint.project.seeds import join_seeds, passed_to
 from trainlint.project.importers import MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, SUMMARISED_TOKENS, TRAINING_TOKENS, ImportIndex, import_index, module_outline, pending_bytes
 from trainlint.project import roots as import_roots
 from trainlint.project.finding import ModuleFinder
+from trainlint.project.outline_effects import with_outline_facts
 from trainlint.project.roots import IMPORT_TEXT, LIBRARY_ROOTS
 from trainlint.model.summary import EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Seed
 from trainlint.reading import EXISTS, FOLDER, State, module_code, probe_state, read_state
@@ -467,7 +468,7 @@ class Project(ModuleFinder):
             model = self._model(path, data)
             if model is None:
                 return self.outline(path)
-            summary = Summarizer(model, path.name).module()
+            summary = with_outline_facts(Summarizer(model, path.name).module(), self.outline(path))
             calls = model.step_calls(call_placer(model.module, module_code(str(path), data), str(path)))
             arguments = self._arguments(path, model.project_arguments())
             return replace(summary, step_calls=tuple(calls), arguments=arguments) if calls or arguments else summary

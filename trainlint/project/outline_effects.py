@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 from trainlint.model.activations import ACTIVATION_FUNCTIONS, ACTIVATION_MODULES, ACTIVATIONS, VALUE_PRESERVING
 from trainlint.model.lattice import Kind
 from trainlint.model.layer_swaps import PARAMETERLESS_MODULES
-from trainlint.model.summary import ClassSummary, FunctionSummary
+from trainlint.model.summary import ClassSummary, FunctionSummary, ModuleSummary
 
 MAX_DEPTH = 6
 # torch.nn names that are no module (a `Parameter` assigned is a tensor, not a layer)
@@ -256,3 +256,12 @@ def bound_targets(node: ast.AST) -> list[ast.AST]:
     if isinstance(node, ast.Delete):
         return list(node.targets)
     return []
+
+
+def with_outline_facts(summary: ModuleSummary, outline: ModuleSummary) -> ModuleSummary:
+    """A module's summary with the class facts its outline reads (the gradient-flag names a class
+    lacks, `ClassSummary.lacks`: a walk of Python's own tree, cheaper than one over libcst's)."""
+    lacks = {name: c.lacks for name, c in outline.classes.items() if c.lacks}
+    if not lacks:
+        return summary
+    return replace(summary, classes={k: replace(c, lacks=lacks.get(k, ())) for k, c in summary.classes.items()})

@@ -9,9 +9,11 @@ import libcst as cst
 
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Assign, Site, TrainingModel
-from trainlint.model.facts import ClassInfo
+from trainlint.model.class_attributes import class_mentions
+from trainlint.model.summary import ClassSummary
 from trainlint.model.lattice import UNKNOWN_DEVICE, Kind, Value
 from trainlint.model.names import dotted
+from trainlint.model.value_calls import CONFIG_NAMES
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, shorten
 
 # attribute names a freeze is misspelled as: PyTorch reads none of them
@@ -30,7 +32,7 @@ class FreezeFlagMisspelled(Rule):
     name = "freeze-flag-misspelled"
     severity = Severity.ERROR
     preview = True
-    summary = "A freeze PyTorch never reads: `p.require_grad = False`, `p.requires_grads = False`, or `module.requires_grad = False` on an `nn.Module`."
+    summary = "A freeze PyTorch never reads: `p.require_grad = False`, `p.requires_grads = False`, `module.requires_grad = False` on an `nn.Module`, or `x.requires_grad_ = False` (the method rebound, not called)."
     hint = "Write `p.requires_grad = False` on tensors and parameters, and `module.requires_grad_(False)` on modules."
     requires = ("_grad",)
 
@@ -46,7 +48,12 @@ class FreezeFlagMisspelled(Rule):
         "(\"the code doesn't cause any errors but doesn't do what it's supposed to do\") fixed `require_grad` "
         "typos found by TorchFix, whose TOR002 flags the misspelling; the PyTorch forum thread "
         "https://discuss.pytorch.org/t/requires-grad-doesnt-propagate-to-the-parameters-of-the-module/9979 "
-        "explains why `module.requires_grad = False` leaves the parameters trainable."
+        "explains why `module.requires_grad = False` leaves the parameters trainable. `layer.requires_grad_ = False` "
+        "replaces the in-place method with `False` on that one object: nothing is frozen, and a later "
+        "`layer.requires_grad_(False)` raises. The receiver is known by its value, across functions and "
+        "modules: `self.model.outc` is the `outc` a project class (of any module, by its summary) assigns in its "
+        "constructor, an `nn.Conv2d` or a project module; `self.weight` in a subclass of `nn.Linear` (or another "
+        "`torch.nn` layer) is the Parameter the layer creates."
     )
     story = "pytorch/benchmark#1771: `pe.require_grad = False` in a BERT positional embedding, fixed to `requires_grad`."
     example = """\
@@ -66,9 +73,14 @@ for name, p in model[0].named_parameters():
     not_flagged = (
         "`requires_grad` set on tensors and parameters (correct); `require_grad`/`requires_grads` on receivers the "
         "analysis cannot tell are tensors, parameters or modules; `module.requires_grad = ...` on a module whose "
-        "class is not known (a name like `model` alone is not enough), on a class of this module that assigns, "
-        "reads or defines that attribute itself, and on classes defined in other modules; modules whose code reads "
-        "the misspelled attribute somewhere (a flag of its own)."
+        "class is not known (a name like `model` alone is not enough), on a project class (of this module or "
+        "another) that assigns, reads or defines that attribute itself or has a base outside its module and "
+        "`torch.nn` that might; modules whose code reads the misspelled attribute somewhere (a flag of its own). "
+        "`x.requires_grad_ = ...` on a receiver of unknown class is flagged (the method of every tensor and "
+        "module), except on a value known to be neither (a number, a list, an instance of a class that is no "
+        "module), on a setting (`args`, `cfg`, `config`, `opt`, `opts`, `hparams`, `hp`, `flags`, `conf` "
+        "anywhere in the receiver: these names silence), and in a module that defines or reads "
+        "`requires_grad_` as an attribute (`self.requires_grad_ = True` in a class, `if obj.requires_grad_:`)."
     )
     verification = "`trainlint verify` sets the misspelled flag on a backbone's parameters and steps once: the backbone still trains (the same measurement of what trains as `verify run`'s)."
     valid = (
@@ -100,6 +112,21 @@ emb.requires_grad = False
         """
 model = build_model()
 model.requires_grad = False
+""",
+        # a subclass that sets `self.weight` itself: its own object, not the Linear's Parameter
+        """
+import torch.nn as nn
+class Scaled(nn.Linear):
+    def __init__(self, n, m):
+        super().__init__(n, m)
+        self.weight = WeightNorm(n, m)
+    def freeze(self):
+        self.weight.require_grad = False
+""",
+        # a setting rebound, not a tensor's method
+        """
+def configure(args):
+    args.requires_grad_ = False
 """,
         # a custom flag read elsewhere in the module
         """
@@ -143,6 +170,32 @@ import torch
 model = torch.nn.Linear(4, 2)
 model.requires_grad_ = False
 """,
+        # the method rebound on a layer of unknown class
+        """
+def freeze(layer):
+    layer.requires_grad_ = False
+""",
+        # the Parameter a torch.nn base layer creates
+        """
+import torch.nn as nn
+class FrozenLinear(nn.Linear):
+    def freeze(self):
+        self.weight.require_grad = False
+""",
+        # a submodule reached through attributes of a project class
+        """
+import torch.nn as nn
+class UNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inc = nn.Conv2d(3, 64, 3)
+        self.outc = nn.Conv2d(64, 2, 1)
+class Trainer:
+    def __init__(self):
+        self.model = UNet()
+    def freeze_head(self):
+        self.model.outc.requires_grad = False
+""",
     )
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
@@ -155,10 +208,12 @@ model.requires_grad_ = False
                 continue
             attr = target.attr.value
             what = _receiver_kind(model, target.value, assign.site)
+            if what is None and attr == "requires_grad_" and _rebinds_the_method(model, target.value, assign.site):
+                what = "tensor or module"
             # a parameter holds no attribute of the project's; anything else may be a flag of its own
             if what is None or (what != "parameter" and attr in MISSPELLED and _read_elsewhere(model, attr)):
                 continue
-            if what == "module" and attr in ("requires_grad", *MISSPELLED):
+            if what == "module":
                 if not _flag_unread_by_class(model, target.value, assign.site, attr):
                     continue
             elif what in ("tensor", "parameter") and attr == "requires_grad":
@@ -182,6 +237,26 @@ model.requires_grad_ = False
         else:
             fix = NodeFix("spell the flag `requires_grad`", (NodeEdit(target.attr, "requires_grad"),), Applicability.UNSAFE)
         return Finding(target, message, fix=fix)
+
+
+def _rebinds_the_method(model: TrainingModel, receiver: cst.BaseExpression, site: Site) -> bool:
+    """`layer.requires_grad_ = False` on a receiver of unknown class: `requires_grad_` is the in-place
+    method of every tensor and module, so rebinding it is a bug on either, unless the receiver is
+    known to be something else (a number, a collection, an instance of a class that is no module), is
+    a setting (`args.requires_grad_`), or this module defines or reads `requires_grad_` as an attribute
+    of its own (`self.requires_grad_ = True` in a class, `if obj.requires_grad_:`, `def requires_grad_`,
+    `getattr(x, "requires_grad_")`)."""
+    value = model.value(receiver, site)
+    if value.kind not in (Kind.UNKNOWN, Kind.TENSOR, Kind.MODULE):
+        return False
+    if value.origin:
+        return False  # an instance of a class `_receiver_kind` could not judge (one of several, say)
+    if set((dotted(receiver) or "").split(".")) & CONFIG_NAMES:
+        return False
+    code = model.module.code
+    read = re.search(r"\.\s*requires_grad_\b(?!\s*(?:=[^=]|\())", code)
+    defined = re.search(r"\bdef\s+requires_grad_\b|^\s*requires_grad_\s*[:=]|\bself\.requires_grad_\s*=|[\"']requires_grad_[\"']", code, re.MULTILINE)
+    return read is None and defined is None
 
 
 def _read_elsewhere(model: TrainingModel, attr: str) -> bool:
@@ -228,7 +303,8 @@ def _known_module(model: TrainingModel, expr: cst.BaseExpression, site: Site) ->
 
 def _flag_unread_by_class(model: TrainingModel, receiver: cst.BaseExpression, site: Site, attr: str) -> bool:
     """Whether a module's class certainly has no attribute `attr` of its own: a torch.nn class, a
-    pretrained model, or a class of this module (with local or torch bases) that never mentions `self.attr`."""
+    pretrained model, a class of this module (with local or torch bases) that never mentions `self.attr`,
+    or a class of another project module whose summary says the same."""
     value = _known_module(model, receiver, site)
     if value is None:  # an element of `model.modules()`: a torch submodule
         return _loop_element(model, receiver, site) == "module"
@@ -236,22 +312,10 @@ def _flag_unread_by_class(model: TrainingModel, receiver: cst.BaseExpression, si
     if origin.startswith("torch.nn.") or origin.rsplit(".", 1)[-1] in ("from_pretrained", "from_config"):
         return True
     info = model.local_class(origin)
-    return info is not None and not _class_mentions(model, info, attr, set())
-
-
-def _class_mentions(model: TrainingModel, info: ClassInfo, attr: str, seen: set[str]) -> bool:
-    """The class or one of its bases defines or assigns `attr`, or a base is one the analysis cannot see."""
-    seen.add(info.name)
-    if attr in info.methods or re.search(rf"\bself\.{attr}\b|^\s*{attr}\s*[:=]", model.module.code_for_node(info.node), re.MULTILINE):
-        return True
-    for base in info.bases:
-        local = model.local_class(base)
-        if local is not None:
-            if local.name not in seen and _class_mentions(model, local, attr, seen):
-                return True
-        elif not base.startswith("torch.nn."):
-            return True  # a base from elsewhere may define it
-    return False
+    if info is not None:
+        return not class_mentions(model, info, attr, set())
+    symbol = model.project_symbol(origin)
+    return isinstance(symbol, ClassSummary) and attr in symbol.lacks
 
 
 def _loop_element(model: TrainingModel, receiver: cst.BaseExpression, site: Site) -> str | None:

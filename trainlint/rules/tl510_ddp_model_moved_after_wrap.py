@@ -9,10 +9,11 @@ import libcst as cst
 
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, Function, TrainingModel
+from trainlint.model.device_arguments import device_ordinal
 from trainlint.model.lattice import HOST, Kind
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import dtype_name, literal_string
-from trainlint.rules.rule import Finding, Rule
+from trainlint.rules.rule import Finding, Rule, shorten
 
 DDP = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"})
 CASTS = {"half": "float16", "bfloat16": "bfloat16", "double": "float64", "float": "float32"}
@@ -84,6 +85,8 @@ def _accelerator_device(model: TrainingModel, expr: cst.BaseExpression, call: Ca
         return string.split(":")[0] in ("cuda", "xpu", "mps", "npu", "hpu")
     if isinstance(expr, cst.Call) and model.imports.resolve(expr.func) == "torch.device" and expr.args:
         return _accelerator_device(model, expr.args[0].value, call, depth + 1)
+    if device_ordinal(model, expr, call.site):
+        return True  # `.to(rank)` with `rank` an int (`int(os.environ["LOCAL_RANK"])`, `mp.spawn`'s process index)
     if isinstance(expr, cst.Name) and depth < 3:
         bindings = model.reaching(call.site.function, expr.value, call.site) or model.reaching(None, expr.value, None)
         return bool(bindings) and all(_accelerator_device(model, b.value, call, depth + 1) for b in bindings)
@@ -119,7 +122,14 @@ class DdpModelMovedAfterWrap(Rule):
         "`backward()` no longer all-reduces, and every rank trains its own copy with no error or warning. "
         "pytorch/pytorch#104336: \"After moving the model between CUDA -> CPU -> CUDA, running subsequent "
         "`torch.backward()` won't trigger gradient reduction ... This causes the model to be effectively "
-        "trained on a single device (without throwing any warning/error).\""
+        "trained on a single device (without throwing any warning/error).\" A cast is a move here: `.to(torch.bfloat16)` "
+        "and `.half()` replace each parameter's data with another type, which drops its accumulator just as a new "
+        "device does, while `.to(torch.float32)` of a float32 model returns the same tensors and keeps them. The wrapper "
+        "is followed where the code keeps it: moved on the line that makes it (`DDP(model).to(device)`), through "
+        "a name bound to its `.module`, and through an attribute a trainer keeps (`self.model = "
+        "self.ddp_model.module` in `__init__`) moved in another method the epoch or step loop runs (a test step). "
+        "An int device (`.to(rank)` with `rank = int(os.environ[\"LOCAL_RANK\"])`, `dist.get_rank()`, the process "
+        "index `mp.spawn` passes) is an accelerator's index."
     )
     story = "pytorch/pytorch#104336 and Lightning-AI/pytorch-lightning#17937: a model moved to the CPU to free the GPU for a faiss index, then back, trained apart on each rank."
     example = """\
@@ -153,10 +163,25 @@ for x, y in loader:
         "keeps the gradient accumulators; moves whose effect the analysis cannot tell apart from that (a "
         "device of unknown place, a model of unknown dtype); moves after the last training step (saving a "
         "CPU copy at the end), and a model wrapped again after the move; `DataParallel` (which replicates the "
-        "module at every forward); moves in another function than the wrapping one."
+        "module at every forward); `.to(dtype)` with a dtype of unknown value; moves of a copy (`copy.deepcopy("
+        "ddp.module).cpu()` for evaluation) and of tensors and batches; the move back of a round trip (the move "
+        "away is the finding); moves in another function than the wrapping one, except in methods of the class "
+        "whose `__init__` keeps the wrapper on `self` (and binds that attribute nowhere else) when the epoch or "
+        "step loop runs them, and not when only code after training does."
     )
     verification = "`trainlint verify` runs 2 gloo ranks on the CPU, wraps a model in DDP, moves its `.module` to float64 and backpropagates rank-specific batches: the ranks' gradients differ (not averaged), while without the move they agree."
     valid = (
+        # a copy moved for evaluation, batches moved to the device
+        """
+import copy
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+model = DDP(Net().to(rank), device_ids=[rank])
+for x in loader:
+    model(x.to(rank)).sum().backward()
+    optimizer.step()
+    cpu_copy = copy.deepcopy(model.module).cpu()
+""",
         # moved before wrapping, then a move to where it already is
         """
 import torch
@@ -199,6 +224,35 @@ for x in loader:
 """,
     )
     invalid = (
+        # the wrapper moved on the line that makes it: a CPU model moved to the GPU after wrapping
+        """
+import os
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+model = DDP(torch.nn.Linear(16, 4)).to(device)
+for x in loader:
+    model(x).sum().backward()
+    optimizer.step()
+""",
+        # the module a trainer keeps, moved in a test step the epoch loop runs
+        """
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+class Trainer:
+    def __init__(self, model, rank):
+        self.ddp_model = DDP(model.to(rank), device_ids=[rank])
+        self.model = self.ddp_model.module
+    def test_step(self, batch):
+        self.model.cpu()
+        return evaluate(self.model, batch)
+    def fit(self, loader, epochs):
+        for epoch in range(epochs):
+            for x in loader:
+                self.ddp_model(x).sum().backward()
+                self.optimizer.step()
+            self.test_step(x)
+""",
         # the CPU-offload round trip of the report
         """
 import torch
@@ -232,49 +286,138 @@ for x in loader:
             if wrap.qualname not in DDP or not wrap.node.args or wrap.node.args[0].keyword is not None:
                 continue
             before = self._placement(model, wrap)
+            # `DDP(model).to(device)`: the wrapper moved on the line that makes it
+            for call in self._wrap_line_moves(model, wrap):
+                effect = move_effect(model, call)
+                if effect is None:
+                    continue
+                if self._changes(before, effect) and self._trains_after(model, wrap, call):
+                    yield self._finding(model, call)
+                before = before.moved(effect)
             names = self._handles(model, wrap)
             for call in model.calls:
                 if call.site.function is not wrap.site.function or call.site.order <= wrap.site.order:
                     continue
-                if call.receiver_text not in names or self._rebound(model, wrap, call):
+                if call.receiver_text not in names or self._rebound(model, wrap, call, names):
                     continue
                 effect = move_effect(model, call)
                 if effect is None or not self._changes(before, effect):
                     continue
                 if not self._trains_after(model, wrap, call):
                     continue
-                yield Finding(
-                    call.node,
-                    f"`{call.receiver_text}.{call.method}()` moves the model after `DistributedDataParallel` wrapped it: "
-                    "its gradient hooks stay on the old accumulators, so gradients are no longer averaged and the "
-                    "ranks train apart, silently",
-                )
+                yield self._finding(model, call)
+            yield from self._moves_in_methods(model, wrap, before)
+
+    @staticmethod
+    def _finding(model: TrainingModel, call: Call) -> Finding:
+        receiver = call.receiver_text or shorten(model.module.code_for_node(call.receiver), 40) if call.receiver is not None else ""
+        return Finding(
+            call.node,
+            f"`{receiver}.{call.method}()` moves the model after `DistributedDataParallel` wrapped it: "
+            "its gradient hooks stay on the old accumulators, so gradients are no longer averaged and the "
+            "ranks train apart, silently",
+        )
+
+    @staticmethod
+    def _wrap_line_moves(model: TrainingModel, wrap: Call) -> list[Call]:
+        """The moves chained on the wrapper where it is made (`DDP(model).to(device).half()`), innermost first."""
+        moves: list[Call] = []
+        node: cst.BaseExpression = wrap.node
+        while True:
+            found = [c for c in model.calls if c.receiver is node and c.method in MOVES]
+            if len(found) != 1:
+                return moves
+            moves.append(found[0])
+            node = found[0].node
 
     @staticmethod
     def _handles(model: TrainingModel, wrap: Call) -> set[str]:
-        """The names the wrapped parameters are reached by: the wrapper, its `.module`, the wrapped module."""
+        """The names the wrapped parameters are reached by: the wrapper (also when moves are chained on
+        it: `model = DDP(net).to(device)`), its `.module`, the wrapped module, and the names of the same
+        function later bound to one of these (`net = ddp_model.module`)."""
         names: set[str] = set()
         for a in model.assigns_in(wrap.site.statement):
-            if a.value is wrap.node and len(a.targets) == 1 and not a.unpacked:
+            if _chain(a.value)[0] is wrap.node and len(a.targets) == 1 and not a.unpacked:
                 names |= {a.targets[0], a.targets[0] + ".module"}
         inner, _ = _chain(wrap.node.args[0].value)
         text = dotted(inner)
         if text:
             names.add(text)
+        for a in model.assigns:  # (in source order)
+            if a.site.function is wrap.site.function and a.site.order > wrap.site.order and len(a.targets) == 1 and not a.unpacked:
+                if a.op is None and dotted(a.value) in names and a.targets[0] not in names and not a.site.loops:
+                    names.add(a.targets[0])
         return names
 
     @staticmethod
-    def _rebound(model: TrainingModel, wrap: Call, call: Call) -> bool:
-        """The receiver's name bound to something else between the wrap and the move (not to itself moved)."""
+    def _rebound(model: TrainingModel, wrap: Call, call: Call, names: set[str]) -> bool:
+        """The receiver's name bound to something else between the wrap and the move (not to itself
+        moved, not to the wrapper or another name of the wrapped module)."""
         root = (call.receiver_text or "").removesuffix(".module")
         for a in model.assigns:
             if a.site.function is not wrap.site.function or not wrap.site.order < a.site.order < call.site.order:
                 continue
             if root in a.targets and a.value is not wrap.node:
                 inner, moves = _chain(a.value)
+                if inner is wrap.node or (not moves and dotted(inner) in names):
+                    continue
                 if not (moves and dotted(inner) in (root, root + ".module")):
                     return True
         return False
+
+    def _moves_in_methods(self, model: TrainingModel, wrap: Call, before: Placement) -> Iterator[Finding]:
+        """A wrapper made in `__init__` and kept on `self` (`self.ddp_model = DDP(...)`, `self.model =
+        self.ddp_model.module`), moved in another method of the class that runs between training steps:
+        one the epoch or step loop calls (`self.test_step()`), or a step function."""
+        fn = wrap.site.function
+        names = self._attribute_handles(model, wrap)
+        if fn is None or not names:
+            return
+        between = model.called_from(model.step_containing_loops) | model.step_functions
+        for call in model.calls:
+            method = call.site.function
+            if method is None or method is fn or method.class_name != fn.class_name or call.receiver_text not in names:
+                continue
+            effect = move_effect(model, call)
+            if effect is None or not self._changes(before, effect) or method not in between:
+                continue
+            if any(c.qualname in DDP and c.site.function is method and c.site.order > call.site.order for c in model.calls):
+                continue  # wrapped again after the move
+            yield self._finding(model, call)
+
+    @staticmethod
+    def _attribute_handles(model: TrainingModel, wrap: Call) -> set[str]:
+        """The attributes of `self` that hold the wrapper or its `.module` in every method of the class:
+        the wrapper made in `__init__` and bound to `self.<name>` there and nowhere else, and the
+        attributes every assignment of which (in any method) is one of those or its `.module`."""
+        fn = wrap.site.function
+        if fn is None or fn.class_name is None or fn.name != "__init__" or fn.parent is not None:
+            return set()
+        own = [a for a in model.assigns if a.site.function is not None and a.site.function.class_name == fn.class_name]
+        kept = {a.targets[0] for a in model.assigns_in(wrap.site.statement)
+                if _chain(a.value)[0] is wrap.node and len(a.targets) == 1 and not a.unpacked and a.targets[0].count(".") == 1
+                and a.targets[0].startswith("self.")}
+        if len(kept) != 1 or len([a for a in own if next(iter(kept)) in a.targets]) != 1:
+            return set()  # (bound again elsewhere: a method that re-wraps)
+        names = {*kept, *(k + ".module" for k in kept)}
+        inner = dotted(_chain(wrap.node.args[0].value)[0]) or ""
+        if inner.startswith("self.") and inner.count(".") == 1 and all(
+            a.site.function is fn and a.site.order < wrap.site.order for a in own if inner in a.targets
+        ):
+            names.add(inner)  # `self.ddp = DDP(self.model, ...)`: `self.model` is the wrapped module
+        changed = True
+        while changed:
+            changed = False
+            by_target: dict[str, list[bool]] = {}
+            for a in own:
+                for target in a.targets:
+                    if target.startswith("self.") and target.count(".") == 1 and target not in names:
+                        by_target.setdefault(target, []).append(a.op is None and not a.unpacked and dotted(a.value) in names)
+            for target, aliases in by_target.items():
+                if all(aliases):
+                    names.add(target)
+                    changed = True
+        return names
 
     def _placement(self, model: TrainingModel, wrap: Call) -> Placement:
         """Where the wrapped module is when it is wrapped."""
@@ -345,6 +488,6 @@ for x in loader:
                 continue
             if model.is_step_event(call) or model.callee(call) in model.step_functions or model.project_steps(call):
                 return not any(
-                    other.qualname in DDP and move.site.order < other.site.order < call.site.order for other in model.calls
+                    other.qualname in DDP and other is not wrap and move.site.order < other.site.order < call.site.order for other in model.calls
                 )
         return any(loop in model.step_containing_loops and loop not in wrap.site.loops for loop in move.site.loops)
