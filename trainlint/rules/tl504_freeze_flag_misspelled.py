@@ -71,7 +71,9 @@ for name, p in model[0].named_parameters():
     p.requires_grad = False
 """
     not_flagged = (
-        "`requires_grad` set on tensors and parameters (correct); `require_grad`/`requires_grads` on receivers the "
+        "`requires_grad` set on tensors and parameters (correct); a misspelled flag on a tensor with no autograd "
+        "history that was not made with `requires_grad=True` (`pe = torch.zeros(...)`, a batch): it needs no gradient, "
+        "so the typo changes nothing; `require_grad`/`requires_grads` on receivers the "
         "analysis cannot tell are tensors, parameters or modules; `module.requires_grad = ...` on a module whose "
         "class is not known (a name like `model` alone is not enough), on a project class (of this module or "
         "another) that assigns, reads or defines that attribute itself or has a base outside its module and "
@@ -84,6 +86,16 @@ for name, p in model[0].named_parameters():
     )
     verification = "`trainlint verify` sets the misspelled flag on a backbone's parameters and steps once: the backbone still trains (the same measurement of what trains as `verify run`'s)."
     valid = (
+        # a positional table made by a factory: it never requires grad, the typo is a no-op
+        """
+import torch
+class PositionalEmbedding(torch.nn.Module):
+    def __init__(self, d_model, max_len=512):
+        super().__init__()
+        pe = torch.zeros(max_len, d_model).float()
+        pe.require_grad = False
+        self.register_buffer("pe", pe)
+""",
         """
 import torch
 model = torch.nn.Linear(4, 2)
@@ -139,6 +151,11 @@ if cfg.require_grad:
 """,
     )
     invalid = (
+        """
+import torch
+w = torch.zeros(3, requires_grad=True)
+w.require_grad = False
+""",
         """
 import torch
 model = torch.nn.Linear(4, 2)
@@ -211,7 +228,7 @@ class Trainer:
             if what is None and attr == "requires_grad_" and _rebinds_the_method(model, target.value, assign.site):
                 what = "tensor or module"
             # a parameter holds no attribute of the project's; anything else may be a flag of its own
-            if what is None or (what != "parameter" and attr in MISSPELLED and _read_elsewhere(model, attr)):
+            if what is None or what == "untracked tensor" or (what != "parameter" and attr in MISSPELLED and _read_elsewhere(model, attr)):
                 continue
             if what == "module":
                 if not _flag_unread_by_class(model, target.value, assign.site, attr):
@@ -275,7 +292,9 @@ def _receiver_kind(model: TrainingModel, receiver: cst.BaseExpression, site: Sit
     value = model.value(receiver, site)
     # a tensor the analysis traced (made by torch, or carrying a graph), not one guessed from a name like `loss`
     if value.kind is Kind.TENSOR and (value.origin or value.graph is not None or value.device != UNKNOWN_DEVICE):
-        return "tensor"
+        # a tensor with no autograd history (made by a factory, data) needs no gradient: a misspelled
+        # freeze of it is a harmless no-op, not a layer that keeps training
+        return "untracked tensor" if value.graph is False and not _made_requiring_grad(model, receiver, site) else "tensor"
     if value.kind is Kind.MODULE and (value.origin or "").rsplit(".", 1)[-1] in NOT_MODULES:
         return "parameter"
     if isinstance(receiver, cst.Attribute) and receiver.attr.value in ("weight", "bias"):
@@ -284,6 +303,22 @@ def _receiver_kind(model: TrainingModel, receiver: cst.BaseExpression, site: Sit
     if _known_module(model, receiver, site) is not None:
         return "module"
     return None
+
+
+def _made_requiring_grad(model: TrainingModel, receiver: cst.BaseExpression, site: Site) -> bool:
+    """A name bound to a call that asks for gradients (`torch.zeros(3, requires_grad=True)`)."""
+    if not isinstance(receiver, cst.Name):
+        return False
+    for binding in model.reaching(site.function, receiver.value, site):
+        call = binding.value
+        while isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and not any(a.keyword for a in call.args):
+            call = call.func.value  # `.float()`, `.cuda()` after the factory
+        if isinstance(call, cst.Call) and any(
+            a.keyword is not None and a.keyword.value == "requires_grad" and not (isinstance(a.value, cst.Name) and a.value.value == "False")
+            for a in call.args
+        ):
+            return True
+    return False
 
 
 def _known_module(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> Value | None:
