@@ -8,6 +8,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from trainlint.model.arguments import argument_for
 from trainlint.model.facts import ClassInfo, Assign, Call, Function, Site
 from trainlint.model.hooks import FRAMEWORK_WORDS, LIBRARY_HOOK_NAMES, library_argument, library_model_parameter, library_step_hook
 from trainlint.model.lattice import Kind, Value, origins
@@ -108,6 +109,9 @@ class CallGraph:
         held = self._held_by(call)  # `step(batch)` after `step = make_step(model, opt)`; `self.loss_fn(x)`
         if held:
             return tuple(held)
+        passed = self.passed_functions(call)  # `timer(train_step)`, where `timer` calls `fn()`
+        if passed:
+            return tuple(passed)
         if isinstance(func, cst.Attribute) and call.receiver_text not in ("self", "cls") and not isinstance(func.value, cst.Call):
             # `obj.m(...)`: a method of the class obj is an instance of (of each it may be)
             found = [m for info in self._instance_classes(func.value, call) if (m := self.inherited_method(info, func.attr.value)) is not None]
@@ -124,6 +128,39 @@ class CallGraph:
             if found:
                 return tuple(found)
         return ()
+
+    def passed_functions(self, call: Call) -> list[Function]:
+        """The functions of this module a call into another project module hands to parameters the
+        callee calls every time (`FunctionSummary.calls_parameters`): `elapsed, out = timer(train_step)`
+        runs `train_step`, and so does `timer(engine)` after `engine = schedule_a if a else schedule_b`
+        (each function the argument may hold)."""
+        if self.project is None or (call.qualname is None and call.method is None) or not call.node.args:
+            return []
+        summary = self.project_call_summary(call)  # type: ignore[attr-defined]
+        out: list[Function] = []
+        for key in summary.calls_parameters if summary is not None else ():
+            given = argument_for(call.node, key)
+            for fn in self.held_functions(self.value(given, call.site)) if given is not None else ():  # type: ignore[attr-defined]
+                if fn not in out:
+                    out.append(fn)
+        return out
+
+    def unbuilt_override(self, fn: Function) -> bool:
+        """A method overriding one of a project base class in another module (whose code calls it:
+        `BasePolicy.update` runs `self._update_with_batch`), of a class the project never builds: no
+        object of it exists to run it."""
+        if self.project is None or not self.path or fn.class_name is None or fn.parent is not None:
+            return False
+        home = getattr(self.project, "method_home", None)
+        info = self.local_class(fn.class_name)  # type: ignore[attr-defined]
+        if home is None or info is None or self.project.built(self.path, fn.class_name):
+            return False
+        here = str(Path(self.path).resolve())
+        for base in info.bases:
+            found = home(self.path, base, fn.name)
+            if found is not None and found.partition("::")[0] != here:
+                return True
+        return False
 
     def _instance_classes(self, expr: cst.BaseExpression, call: Call) -> list[ClassInfo]:
         """The classes of this module that `expr` may be an instance of, known from its value."""

@@ -394,9 +394,21 @@ class StepChains:
                 name = next((n for n in ((method,) if method else ("forward", "__call__")) if n in owner.methods), None)
                 if name is not None:
                     found.append(f"{origin}.{name}")
+                else:  # inherited from a project base class (`policy.update(batch)` with `update` in `BasePolicy`)
+                    found.extend(self._inherited_target(origin, method))
                 found.extend(self._dispatched_to(origin, owner, method if name is None else None))
             if found:
                 return found
+        return []
+
+    def _inherited_target(self, origin: str, method: str | None) -> list[str]:
+        """The method of a project base class an object of class `origin` runs ("file::Base.update"),
+        where the class does not define it itself."""
+        home = getattr(self.project, "method_home", None)
+        for name in (method,) if method else ("forward", "__call__"):
+            found = home(self.path, origin, name) if home is not None and self.path else None
+            if found is not None:
+                return [found]
         return []
 
     def _dispatched_to(self, origin: str, owner: "ClassSummary", method: str | None) -> list[str]:

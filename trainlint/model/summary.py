@@ -67,6 +67,12 @@ class FunctionSummary:
     adds_methods: bool = False
     # a method setting its caller's arguments as attributes of `self` (d2l's `save_hyperparameters`)
     saves_arguments: bool = False
+    # parameters it calls on every call ("0 fn": `timer(fn)` runs `fn()`): what a call passes there
+    # runs whenever the call does (a step handed to a timing or retrying helper)
+    calls_parameters: tuple[str, ...] = ()
+    # methods it calls on `self` on every call, outside loops (`update` runs `self._update_with_batch`):
+    # on an object of a subclass, that subclass's overrides run (the template-method pattern)
+    self_methods: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -187,6 +193,15 @@ class ProjectLookup(Protocol):
         every training step, each with the call chains (from the step loop down) that reach it."""
         ...
 
+    def method_home(self, from_file: str, qualname: str, method: str) -> str | None:
+        """Where an object of project class `qualname` finds `method`: "file::Class.method" of the class
+        or of the nearest project base that defines it; None when none does."""
+        ...
+
+    def built(self, path: str, class_name: str) -> bool:
+        """Whether the project may build an object of class `class_name` of module `path` anywhere."""
+        ...
+
     def differentiates(self, path: str, qualified: str) -> bool:
         """Whether function `qualified` of module `path` may differentiate a value it is given
         (`FunctionSummary.differentiates_arguments`, computed only when a fix asks)."""
@@ -258,6 +273,8 @@ class Summarizer:
         syncs: list[str] = []
         self_calls: list[str] = []
         stepped: list[str] = []
+        called_parameters: list[str] = []
+        self_methods: list[str] = []
         params = set(fn.params) - {"self", "cls"}
         clip_gates: list[str | None] = []  # for each clip: the parameter that gates it, if one does
         for call in fn.calls:
@@ -270,6 +287,10 @@ class Summarizer:
                 self_calls.append(call.method)  # (not a method of the class: an attribute it holds)
             if unlooped and every and call.method == "step" and call.receiver_text in params and len(call.node.args) <= 1:
                 stepped.append(call.receiver_text)
+            if unlooped and every and callee is not None and callee.class_name and call.receiver_text == "self" and fn.class_name:
+                self_methods.append(callee.name)
+            if every and call.name in params and call.qualname is None and not m.reaching(fn, call.name, call.site):
+                called_parameters.append(call.name)  # (`fn()`, the parameter as it came)
             sub = self.function(callee) if callee is not None else m.project_call_summary(call)
             last = (call.qualname or call.method or call.name or "").rsplit(".", 1)[-1]
             if is_clip_name(last) or (sub is not None and sub.clips):
@@ -328,6 +349,8 @@ class Summarizer:
             clips_parameter=_parameter_key(fn, clip_gates[0]) if clip_gates[0:1] != [None] and len(set(clip_gates)) == 1 else None,
             adds_methods=adds_methods(m, fn),
             saves_arguments=fn.class_name is not None and sets_caller_arguments(fn),
+            calls_parameters=tuple(k for n in dict.fromkeys(called_parameters) if (k := _parameter_key(fn, n)) is not None),
+            self_methods=tuple(dict.fromkeys(self_methods)),
         )
 
 

@@ -123,7 +123,8 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
                 exports[alias.asname or alias.name] = full
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name] = FunctionSummary(
-                where=f"`{node.name}`", returns_argument=_returned_parameter(node, False), adds_methods=_adds_methods(node)
+                where=f"`{node.name}`", returns_argument=_returned_parameter(node, False), adds_methods=_adds_methods(node),
+                calls_parameters=_called_parameters(node),
             )
             factories.append((node, ""))
         elif isinstance(node, ast.Assign) and ast.unparse(node.value) == "sys.modules[__name__]":
@@ -311,6 +312,20 @@ def _returned_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool
     if name not in params or name in stores:
         return None
     return f"{params.index(name)} {name}"
+
+
+def _called_parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
+    """The parameters a function calls on every call, never rebinding them (`FunctionSummary.
+    calls_parameters`): `fn(*args)` in a statement of its body, outside any `if`, loop or `try`."""
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    stores = {n.id for node in _own_statements(fn) for t in _targets(node) for n in ast.walk(t) if isinstance(n, ast.Name)}
+    called: list[str] = []
+    for statement in fn.body:
+        if isinstance(statement, (ast.Expr, ast.Assign, ast.Return, ast.AnnAssign)) and statement.value is not None:
+            for node in ast.walk(statement.value):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in params and node.func.id not in stores:
+                    called.append(node.func.id)
+    return tuple(f"{params.index(n)} {n}" for n in dict.fromkeys(called))
 
 
 def _own_statements(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:

@@ -21,6 +21,7 @@ from trainlint.model.torchnames import LIBRARY_CLASS
 from trainlint.project import budget, store
 from trainlint.project.watching import InProgress, note, watching
 from trainlint.project.classes import class_hierarchy, inherited_methods
+from trainlint.project.hierarchy import built
 from trainlint.project.passed_instances import passed_instances
 from trainlint.project.seeds import join_seeds, passed_to
 from trainlint.project.importers import MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, TRAINING_TOKENS, ImportIndex, import_index, module_outline, pending_bytes
@@ -319,6 +320,25 @@ class Project(ModuleFinder):
         if found is None or len(found[1]) != 1:
             return None
         return inherited_methods(found[0], found[1][0], lambda path, name: self._resolve(path, [name], 0, self.depth == MAX_DEPTH), self.outline, self.locate)
+
+    def method_home(self, from_file: str, qualname: str, method: str) -> str | None:
+        """Where an object of project class `qualname` finds `method` (`ProjectLookup.method_home`),
+        read from outlines."""
+        if self.depth > MAX_DEPTH or not from_file or from_file == "-":
+            return None
+        found = self.locate_any(Path(from_file), qualname)
+        if found is None or len(found[1]) != 1:
+            return None
+        path, name = found[0], found[1][0]
+        for where, cls in ((path, name), *class_hierarchy(path, name, self.outline, self.locate)[1]):
+            owner = self.outline(where).classes.get(cls)
+            if owner is not None and method in owner.methods:
+                return f"{_real(where)}::{cls}.{method}"
+        return None
+
+    def built(self, path: str, class_name: str) -> bool:
+        """Whether the project may build an object of class `class_name` of module `path` (`hierarchy.built`)."""
+        return not path or path == "-" or built(self, _real(Path(path)), class_name)
 
     def class_bases(self, from_file: str, class_name: str) -> tuple[str, ...]:
         """Every base of class `class_name` of `from_file`, through its project bases in any module

@@ -51,7 +51,15 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
             receiver = Path(a.callee_path)
             if a.class_path == str(target) and receiver != target and receiver not in callers:
                 callers.append(receiver)
+    direct = set(callers)
     callers.extend(_subclassing(project, target, callers))
+    # and the modules handed instances of classes of its importers (`Trainer(policy)` with a `PGPolicy`
+    # deriving from one of its classes, whose inherited methods run there)
+    for importer in list(callers):
+        for a in project.summary(importer).arguments:
+            receiver = Path(a.callee_path)
+            if a.class_path and Path(a.class_path) in direct and receiver != target and receiver not in callers:
+                callers.append(receiver)
     for importer in callers:
         for call in project.summary(importer, steps=True).step_calls:
             if call.target.startswith(DISPATCH):
@@ -65,7 +73,8 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
     # methods overriding ones that a project base class (in another module) calls on `self` every step,
     # and functions set on such a class or on a class of this module (`@add_to_class(Trainer)`)
     outline = project.outline(target)
-    methods = [(name, [(target, name)], set(cls.methods)) for name, cls in outline.classes.items()]
+    # (a class the project never builds runs none of its overrides)
+    methods = [(name, [(target, name)], set(cls.methods)) for name, cls in outline.classes.items() if project.built(str(target), name)]
     methods.extend(_attached(project, target, outline))
     for name, classes, own in methods:
         bases = [b for path, cls in classes for b in ((path, cls), *class_hierarchy(path, cls, project.outline, project.locate)[1])]

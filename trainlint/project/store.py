@@ -24,7 +24,7 @@ from trainlint.checked_json import (
 )
 from trainlint.reading import State, current_state, digest, read_regular
 
-STORE_FORMAT = 11  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs; 9: the attributes of `self` a method calls; 10: the parameter a function steps; 11: methods set on classes from outside, arguments saved from the caller's frame)
+STORE_FORMAT = 12  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs; 9: the attributes of `self` a method calls; 10: the parameter a function steps; 11: methods set on classes from outside, arguments saved from the caller's frame; 12: the parameters and the methods of `self` a function calls)
 
 if TYPE_CHECKING:
     from trainlint.model.lattice import Value
@@ -93,7 +93,7 @@ def _encode_function(f: FunctionSummary) -> list[object]:
     return [f.where, f.steps, f.backprops, f.trains, f.clears_grads, f.clips, f.scales, f.synchronizes, f.syncs,
             f.reads_arguments, f.no_grad, f.sets_train_mode, f.differentiates_arguments, _encode_value(f.returns),
             list(f.defined), f.returns_argument, list(f.self_calls), f.steps_parameter, f.clips_parameter, f.adds_methods,
-            f.saves_arguments]
+            f.saves_arguments, list(f.calls_parameters), list(f.self_methods)]
 
 
 def _decode_function(v: object) -> FunctionSummary:
@@ -101,14 +101,15 @@ def _decode_function(v: object) -> FunctionSummary:
 
     (where, steps, backprops, trains, clears_grads, clips, scales, synchronizes, syncs, reads_arguments, no_grad,
      sets_train_mode, differentiates, returns, defined, returns_argument, self_calls, steps_parameter, clips_parameter,
-     adds_methods, saves_arguments) = items(v, 21)
+     adds_methods, saves_arguments, calls_parameters, self_methods) = items(v, 23)
     path, qualified = items(defined, 2)
     return FunctionSummary(
         text(where), flag(steps), flag(backprops), flag(trains), flag(clears_grads), flag(clips), flag(scales),
         tuple(text(s) for s in items(synchronizes)), tuple(text(s) for s in items(syncs)), flag(reads_arguments),
         flag(no_grad), flag(sets_train_mode), opt_flag(differentiates), _decode_value(returns), (text(path), text(qualified)),
         opt_text(returns_argument), tuple(text(s) for s in items(self_calls)), opt_text(steps_parameter),
-        opt_text(clips_parameter), flag(adds_methods), flag(saves_arguments),
+        opt_text(clips_parameter), flag(adds_methods), flag(saves_arguments), tuple(text(s) for s in items(calls_parameters)),
+        tuple(text(s) for s in items(self_methods)),
     )
 
 
