@@ -9,6 +9,7 @@ from pathlib import Path
 import libcst as cst
 
 from trainlint.model.arguments import argument_for
+from trainlint.model.candidates import candidate_classes, chosen_note
 from trainlint.model.facts import ClassInfo, Assign, Call, Function, Site
 from trainlint.model.hooks import FRAMEWORK_WORDS, LIBRARY_HOOK_NAMES, library_argument, library_model_parameter, library_step_hook
 from trainlint.model.lattice import Kind, Value, origins
@@ -127,7 +128,42 @@ class CallGraph:
             ]
             if found:
                 return tuple(found)
-        return ()
+        return self._chosen_callees(call)
+
+    def _chosen_callees(self, call: Call) -> tuple[Function, ...]:
+        """The methods of this module's classes that `obj.m(...)` or `obj(...)` may run where the project
+        chooses obj's class at run time (a dict of classes, a registry, a declared base: `candidates`)."""
+        func = call.node.func
+        if isinstance(func, cst.Attribute) and call.receiver_text not in ("self", "cls") and not isinstance(func.value, cst.Call):
+            expr, method = func.value, func.attr.value
+        elif type(func) is cst.Name or (type(func) is cst.Attribute and call.receiver_text == "self"):
+            expr, method = func, None
+        else:
+            return ()
+        if self.value(expr, call.site).origin is not None:
+            return ()
+        here = str(Path(self.path).resolve()) if self.path else ""
+        found: list[Function] = []
+        for origin in candidate_classes(self, expr, call.site, method):  # type: ignore[arg-type]
+            file, _, name = origin.rpartition("::")
+            info = self.local_class(name) if not file or file == here else None  # type: ignore[attr-defined]
+            names = (method,) if method else ("forward", "__call__")
+            run = next((f for n in names if info is not None and (f := self.inherited_method(info, n)) is not None), None)
+            if run is not None:
+                found.append(run)
+                self.chosen[id(call)] = (self.module.code_for_node(expr), tuple(dict.fromkeys((*self.chosen.get(id(call), ("", ()))[1], origin))))
+        return tuple(found)
+
+    @cached_property
+    def chosen(self) -> dict[int, tuple[str, tuple[str, ...]]]:
+        """For calls whose callees class-hierarchy analysis found (by the call's id): the object's text
+        and the classes it may be."""
+        return {}
+
+    @property
+    def chosen_notes(self) -> dict[int, str]:
+        """What the chains say of the calls class-hierarchy analysis resolved (by the call's id)."""
+        return {key: chosen_note(text, classes) for key, (text, classes) in self.chosen.items()}
 
     def passed_functions(self, call: Call) -> list[Function]:
         """The functions of this module a call into another project module hands to parameters the

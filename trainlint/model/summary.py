@@ -202,6 +202,11 @@ class ProjectLookup(Protocol):
         """Whether the project may build an object of class `class_name` of module `path` anywhere."""
         ...
 
+    def class_candidates(self, from_file: str, kind: str, qualname: str) -> tuple[str, ...]:
+        """The project classes ("file::Class") an object may be that module `from_file` builds from
+        `qualname`: a dict of classes ("table"), a registry ("registry"), a declared base ("base")."""
+        ...
+
     def differentiates(self, path: str, qualified: str) -> bool:
         """Whether function `qualified` of module `path` may differentiate a value it is given
         (`FunctionSummary.differentiates_arguments`, computed only when a fix asks)."""

@@ -5,10 +5,12 @@ classes, or declared as a base): the classes that define the called method and c
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainlint.project.classes import class_hierarchy
 from trainlint.project.watching import note
 from trainlint.reading import module_code, read_state
 
@@ -32,3 +34,145 @@ def built(project: "Project", target: Path, name: str) -> bool:
     uses = len(re.findall(rf"(?<![\w.]){re.escape(name)}\b", text))
     definition = re.search(rf"^([ \t]*)((@.*\n\1)*)class {re.escape(name)}\b", text, re.M)
     return definition is None or uses > 1 or bool(definition.group(2))
+
+
+MAX_MODULES = 24  # modules read for the classes registered in a registry or deriving from a base
+
+
+def class_candidates(project: "Project", from_file: Path, kind: str, qualname: str) -> tuple[str, ...]:
+    """The project classes ("file::Class") an object may be when module `from_file` builds it from
+    `qualname` (as it spells it, or "file::NAME"): "table", the classes a dict of classes holds;
+    "registry", those a decorator registers in it (`@LOSSES.register()`); "base", the class and its
+    subclasses that the project builds. Empty when `qualname` is none of these."""
+    where = project.locate_any(from_file, qualname)
+    if where is None or len(where[1]) != 1:
+        return ()
+    path, name = _real(where[0]), where[1][0]
+    if kind == "table":
+        return _table(project, path, name)
+    if kind == "registry":
+        return _registered(project, path, name)
+    if kind == "base" and name in project.outline(path).classes:
+        return _derived(project, path, name)
+    return ()
+
+
+def _real(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path
+
+
+def _tree(path: Path) -> ast.Module | None:
+    """A module's syntax tree (memoised by content), its read noted."""
+    state, data = read_state(str(path))
+    note(state)
+    if data is None:
+        return None
+    known = _TREES.get(path)
+    if known is not None and known[0] == state:
+        return known[1]
+    try:
+        tree = ast.parse(module_code(str(path), data))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = None
+    _TREES[path] = (state, tree)
+    return tree
+
+
+_TREES: dict[Path, tuple[object, "ast.Module | None"]] = {}
+
+
+def _class_of(project: "Project", path: Path, spelled: str) -> str | None:
+    """A class as module `path` names it (its own, or imported): "file::Class"."""
+    if "." not in spelled and spelled in project.outline(path).classes:
+        return f"{path}::{spelled}"
+    exports = project.outline(path).exports
+    head, _, rest = spelled.partition(".")
+    full = ".".join(p for p in (exports.get(head, head), rest) if p)
+    found = project.locate(path, full)
+    if found is None or len(found[1]) != 1:
+        return None
+    home = _real(found[0])
+    return f"{home}::{found[1][0]}" if found[1][0] in project.outline(home).classes else None
+
+
+def _table(project: "Project", path: Path, name: str) -> tuple[str, ...]:
+    tree = _tree(path)
+    out: list[str] = []
+    for node in tree.body if tree is not None else ():
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(node, "target", None)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(target, ast.Name) and target.id == name and isinstance(node.value, ast.Dict):
+            for value in node.value.values:
+                found = _class_of(project, path, ast.unparse(value)) if isinstance(value, (ast.Name, ast.Attribute)) else None
+                if found is not None and found not in out:
+                    out.append(found)
+    return tuple(out)
+
+
+def _modules(project: "Project", path: Path) -> list[Path]:
+    """A module and those that import it (where what it defines is used)."""
+    return [path, *(p for p in project.importers(path) if p.suffix == ".py")][:MAX_MODULES]
+
+
+def _registered(project: "Project", path: Path, name: str) -> tuple[str, ...]:
+    out: list[str] = []
+    for module in _modules(project, path):
+        tree = _tree(module)
+        for node in tree.body if tree is not None else ():
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for decorator in node.decorator_list:
+                func = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if not isinstance(func, ast.Attribute) or not func.attr.startswith("register"):
+                    continue
+                registry = ast.unparse(func.value)
+                if module == path and registry == name or _located(project, module, registry) == (path, name):
+                    out.append(f"{_real(module)}::{node.name}")
+    return tuple(dict.fromkeys(out))
+
+
+def _located(project: "Project", module: Path, spelled: str) -> tuple[Path, str] | None:
+    exports = project.outline(module).exports
+    head, _, rest = spelled.partition(".")
+    found = project.locate(module, ".".join(p for p in (exports.get(head, head), rest) if p))
+    return (_real(found[0]), found[1][0]) if found is not None and len(found[1]) == 1 else None
+
+
+def _derived(project: "Project", path: Path, name: str) -> tuple[str, ...]:
+    """A class and its subclasses in the modules that import its module (what a configuration may
+    name: `criterion: Criterion = instantiate(cfg.criterion)`)."""
+    out = [f"{path}::{name}"]
+    for module in _modules(project, path):
+        for cls in project.outline(module).classes:
+            if (module, cls) == (path, name):
+                continue
+            bases = class_hierarchy(module, cls, project.outline, project.locate)[1]
+            if any((_real(p), n) == (path, name) for p, n in bases):
+                out.append(f"{_real(module)}::{cls}")
+    return tuple(dict.fromkeys(out))
+
+
+def choosing_modules(project: "Project", target: Path) -> list[Path]:
+    """Modules that may build objects of `target`'s classes without importing it, choosing the class at
+    run time: the importers of the registries its classes register in (`@LOSSES.register()`) and of
+    the project bases they derive from (`criterion: Criterion = instantiate(cfg.criterion)`)."""
+    tree = _tree(target)
+    homes: list[Path] = []
+    for node in tree.body if tree is not None else ():
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for decorator in node.decorator_list:
+            func = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if isinstance(func, ast.Attribute) and func.attr.startswith("register"):
+                found = _located(project, target, ast.unparse(func.value))
+                if found is not None and found[0] != target:
+                    homes.append(found[0])
+        for path, _ in class_hierarchy(target, node.name, project.outline, project.locate)[1]:
+            if _real(path) != target:
+                homes.append(_real(path))
+    out: list[Path] = []
+    for home in dict.fromkeys(homes):
+        out.extend(p for p in project.importers(home) if p != target and p not in out)
+    return out

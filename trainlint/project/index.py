@@ -21,7 +21,7 @@ from trainlint.model.torchnames import LIBRARY_CLASS
 from trainlint.project import budget, store
 from trainlint.project.watching import InProgress, note, watching
 from trainlint.project.classes import class_hierarchy, inherited_methods
-from trainlint.project.hierarchy import built
+from trainlint.project.hierarchy import built, class_candidates
 from trainlint.project.passed_instances import passed_instances
 from trainlint.project.seeds import join_seeds, passed_to
 from trainlint.project.importers import MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, TRAINING_TOKENS, ImportIndex, import_index, module_outline, pending_bytes
@@ -339,6 +339,12 @@ class Project(ModuleFinder):
     def built(self, path: str, class_name: str) -> bool:
         """Whether the project may build an object of class `class_name` of module `path` (`hierarchy.built`)."""
         return not path or path == "-" or built(self, _real(Path(path)), class_name)
+
+    def class_candidates(self, from_file: str, kind: str, qualname: str) -> tuple[str, ...]:
+        """The project classes an object built from `qualname` may be (`hierarchy.class_candidates`)."""
+        if self.depth > MAX_DEPTH or not from_file or from_file == "-":
+            return ()
+        return class_candidates(self, Path(from_file), kind, qualname)
 
     def class_bases(self, from_file: str, class_name: str) -> tuple[str, ...]:
         """Every base of class `class_name` of `from_file`, through its project bases in any module

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from trainlint.model.lattice import origins
 from trainlint.model.summary import DISPATCH, FunctionSummary, ModuleSummary, Place, Seed, StepCall
 from trainlint.project.classes import class_hierarchy
+from trainlint.project.hierarchy import choosing_modules
 from trainlint.config import is_test_path
 from trainlint.project.importers import MAX_CHAINS, MAX_IMPORTERS
 from trainlint.project.roots import project_root
@@ -53,6 +54,7 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
                 callers.append(receiver)
     direct = set(callers)
     callers.extend(_subclassing(project, target, callers))
+    callers.extend(p for p in choosing_modules(project, target)[:MAX_IMPORTERS] if p not in callers)
     # and the modules handed instances of classes of its importers (`Trainer(policy)` with a `PGPolicy`
     # deriving from one of its classes, whose inherited methods run there)
     for importer in list(callers):

@@ -82,10 +82,10 @@ def _decode_step_call(v: object) -> Any:
     target, chain, accelerator, when = items(v, 4)
     places = []
     for place in items(chain):
-        path, line, column = items(place, 3)
+        path, line, column, *note = items(place, 4 if type(place) is list and len(place) == 4 else 3)
         if type(line) is not int or type(column) is not int:
             raise BadEntry("not a place")
-        places.append((text(path), line, column))
+        places.append((text(path), line, column, text(note[0])) if note else (text(path), line, column))
     return StepCall(text(target), tuple(places), flag(accelerator), text(when))
 
 
