@@ -13,7 +13,7 @@ from trainlint.model.candidates import candidate_classes, chosen_note
 from trainlint.model.facts import ClassInfo, Assign, Call, Function, Site
 from trainlint.model.hooks import FRAMEWORK_WORDS, LIBRARY_HOOK_NAMES, library_argument, library_model_parameter, library_step_hook
 from trainlint.model.lattice import Kind, Value, origins
-from trainlint.model.names import tokens
+from trainlint.model.names import dotted, tokens
 
 
 class CallGraph:
@@ -140,11 +140,12 @@ class CallGraph:
             expr, method = func, None
         else:
             return ()
-        if self.value(expr, call.site).origin is not None:
-            return ()
-        here = str(Path(self.path).resolve()) if self.path else ""
+        chosen = candidate_classes(self, expr, call.site, method)  # type: ignore[arg-type]
+        if not chosen or self.value(expr, call.site).origin is not None:
+            return ()  # (none, or the value model knows the class)
+        here = self.resolved_path
         found: list[Function] = []
-        for origin in candidate_classes(self, expr, call.site, method):  # type: ignore[arg-type]
+        for origin in chosen:
             file, _, name = origin.rpartition("::")
             info = self.local_class(name) if not file or file == here else None  # type: ignore[attr-defined]
             names = (method,) if method else ("forward", "__call__")
@@ -172,14 +173,45 @@ class CallGraph:
         (each function the argument may hold)."""
         if self.project is None or (call.qualname is None and call.method is None) or not call.node.args:
             return []
+        # (only a call handing over one of this module's functions asks the callee's summary)
+        if not any(self._may_hold_function(a.value, call) and self._held_here(a.value, call) for a in call.node.args):
+            return []
         summary = self.project_call_summary(call)  # type: ignore[attr-defined]
         out: list[Function] = []
         for key in summary.calls_parameters if summary is not None else ():
             given = argument_for(call.node, key)
-            for fn in self.held_functions(self.value(given, call.site)) if given is not None else ():  # type: ignore[attr-defined]
+            for fn in self._held_here(given, call) if given is not None else ():
                 if fn not in out:
                     out.append(fn)
         return out
+
+    def _may_hold_function(self, expr: cst.BaseExpression, call: Call) -> bool:
+        """Whether an argument names one of this module's functions, or a name (or `self` attribute)
+        some assignment binds to an expression naming one (`engine = schedule_a if cfg.a else
+        schedule_b`): only then is its value asked."""
+        if type(expr) is cst.Name:
+            return expr.value in self._function_names or expr.value in self._function_holders
+        if type(expr) is cst.Attribute and dotted(expr.value) == "self":
+            return expr.attr.value in self._by_name or f"self.{expr.attr.value}" in self._function_holders
+        return False
+
+    @cached_property
+    def _function_names(self) -> frozenset[str]:
+        return frozenset(f.name for f in self.functions if f.class_name is None)  # type: ignore[attr-defined]
+
+    @cached_property
+    def _function_holders(self) -> frozenset[str]:
+        """The names and `self` attributes assigned an expression that names a function of this module."""
+        names = self._function_names
+        if not names:
+            return frozenset()
+        return frozenset(t for a in self.assigns if any(n.value in names for n in walk_names(a.value)) for t in a.targets)
+
+    def _held_here(self, expr: cst.BaseExpression, call: Call) -> list[Function]:
+        """The functions of this module an argument may hold (`train_step`, `engine`)."""
+        if type(expr) is cst.Name and not self._shadowed(expr.value, call) and self.visible_function(expr.value, call.site.function) is not None:  # type: ignore[attr-defined]
+            return [self.visible_function(expr.value, call.site.function)]  # type: ignore[attr-defined]
+        return self.held_functions(self.value(expr, call.site))  # type: ignore[attr-defined]
 
     def unbuilt_override(self, fn: Function) -> bool:
         """A method overriding one of a project base class in another module (whose code calls it:
@@ -191,12 +223,17 @@ class CallGraph:
         info = self.local_class(fn.class_name)  # type: ignore[attr-defined]
         if home is None or info is None or self.project.built(self.path, fn.class_name):
             return False
-        here = str(Path(self.path).resolve())
+        here = self.resolved_path
         for base in info.bases:
             found = home(self.path, base, fn.name)
             if found is not None and found.partition("::")[0] != here:
                 return True
         return False
+
+    @cached_property
+    def resolved_path(self) -> str:
+        """This module's path as other modules name it ("file::Class")."""
+        return str(Path(self.path).resolve()) if self.path else ""
 
     def _instance_classes(self, expr: cst.BaseExpression, call: Call) -> list[ClassInfo]:
         """The classes of this module that `expr` may be an instance of, known from its value."""
@@ -204,7 +241,7 @@ class CallGraph:
         for origin in origins(self.value(expr, call.site)):
             if "::" in origin:  # a class of this module, passed in (or returned) by another module
                 file, _, name = origin.partition("::")
-                info = self.local_class(name) if self.path and Path(file) == Path(self.path).resolve() else None
+                info = self.local_class(name) if self.path and Path(file) == Path(self.resolved_path) else None
             else:
                 info = self.local_class(origin)
             if info is not None and info not in out:
@@ -412,6 +449,26 @@ class CallGraph:
     @cached_property
     def _all_bases(self) -> dict[str, tuple[str, ...]]:
         return {}
+
+
+def walk_names(expr: cst.BaseExpression, depth: int = 0) -> list[cst.Name]:
+    """The names an expression may evaluate to a function through: itself, either branch of a
+    conditional or a boolean operation, the callee and arguments of a call (`partial(step, m)`), the
+    elements of a tuple or list (read field by field: libcst's `children` rebuilds every node)."""
+    if depth > 6:
+        return []
+    if type(expr) is cst.Name:
+        return [expr]
+    parts: list[cst.BaseExpression] = []
+    if type(expr) is cst.IfExp:
+        parts = [expr.body, expr.orelse]
+    elif type(expr) is cst.BooleanOperation:
+        parts = [expr.left, expr.right]
+    elif type(expr) is cst.Call:
+        parts = [expr.func, *(a.value for a in expr.args)]
+    elif type(expr) in (cst.Tuple, cst.List):
+        parts = [e.value for e in expr.elements]  # type: ignore[attr-defined]
+    return [n for part in parts for n in walk_names(part, depth + 1)]
 
 
 def _is_super(receiver: cst.BaseExpression | None) -> bool:

@@ -19,8 +19,6 @@ if TYPE_CHECKING:
 
 MAX_CANDIDATES = 3
 MAX_DEPTH = 3  # factories returning what other factories build
-# what a registry's lookup or construction is called (`REGISTRY.get(name)`, `MODELS.build(cfg)`)
-REGISTRY_LOOKUPS = frozenset({"get", "build", "get_class", "get_module", "build_from_cfg", "create", "__getitem__"})
 
 
 def candidate_classes(m: "TrainingModel", expr: cst.BaseExpression, site: "Site", method: str | None) -> tuple[str, ...]:
@@ -66,10 +64,10 @@ def _chosen(m: "TrainingModel", value: cst.BaseExpression, at: "Site", depth: in
     func = value.func
     if isinstance(func, cst.Subscript):  # `CRITERIA[cfg.loss](...)`
         return _table(m, func.value) or _registry(m, func.value)
-    if isinstance(func, cst.Call) and isinstance(func.func, cst.Attribute) and func.func.attr.value in REGISTRY_LOOKUPS:
-        return _registry(m, func.func.value)  # `LOSSES.get(cfg.loss)(cfg)`
-    if isinstance(func, cst.Attribute) and func.attr.value in REGISTRY_LOOKUPS:
-        found = _registry(m, func.value)  # `MODELS.build(cfg.model)`
+    if isinstance(func, cst.Call) and isinstance(func.func, cst.Attribute):
+        return _registry(m, func.func.value)  # `LOSSES.get(cfg.loss)(cfg)`: a class the registry holds
+    if isinstance(func, cst.Attribute):
+        found = _registry(m, func.value)  # `MODELS.build(cfg.model)`: an object of one
         if found is not None:
             return found
     factory = m.called_function(m.call_at(value)) if m.call_at(value) is not None else None  # type: ignore[arg-type]
@@ -93,19 +91,20 @@ def _project_name(m: "TrainingModel", expr: cst.BaseExpression) -> str | None:
     text = dotted(expr)
     if text is None:
         return None
-    if "." not in text and m.reaching(None, text, None) and m.path:
-        return f"{m.path}::{text}"
-    if "." not in text and m.local_class(text) is not None and m.path:
-        return f"{m.path}::{text}"
-    return m.imports.resolve(expr) or (text if m.imports.own_name(expr) is None else None)
+    if "." not in text and (m.reaching(None, text, None) or m.local_class(text) is not None):
+        return f"{m.path}::{text}" if m.path else None
+    return m.imports.resolve(expr)  # (a local variable, an attribute of one: none)
 
 
 def _ask(m: "TrainingModel", kind: str, expr: cst.BaseExpression) -> list[str] | None:
     ask = getattr(m.project, "class_candidates", None)
-    name = _project_name(m, expr)
-    if ask is None or name is None or not m.path:
+    name = _project_name(m, expr) if ask is not None and m.path else None
+    if name is None:
         return None
-    found = ask(m.path, kind, name)
+    memo = m.__dict__.setdefault("_candidates_memo", {})  # (asked of the same name by many calls)
+    found = memo.get((kind, name))
+    if found is None:
+        found = memo[(kind, name)] = tuple(ask(m.path, kind, name))
     return list(found) if found else None
 
 

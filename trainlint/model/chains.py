@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
-from pathlib import Path
-
 from trainlint.model.candidates import candidate_classes, chosen_note
 from trainlint.model.lattice import MAX_ALTERNATIVES, origins
 from trainlint.model.facts import Call, Function
@@ -420,7 +418,7 @@ class StepChains:
         class at run time (`candidates`): each candidate's own or inherited method."""
         from trainlint.model.summary import ClassSummary
 
-        here = str(Path(self.path).resolve()) if self.path else ""
+        here = self.resolved_path  # type: ignore[attr-defined]
         for expr, method in candidates[:1]:
             if self.value(expr, call.site).origin is not None:
                 return []

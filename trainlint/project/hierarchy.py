@@ -22,7 +22,11 @@ def built(project: "Project", target: Path, name: str) -> bool:
     """Whether the project may build an object of class `name` of module `target`: another module
     imports it by name (or a package re-exports it), or its own module names it beyond its `class`
     statement (constructs it, registers it, derives from it), or a decorator registers it. A class
-    named nowhere else is never built (a name may only silence: an unknown use counts as one)."""
+    named nowhere else is never built (a name may only silence: an unknown use counts as one). Asked
+    by the analysis of the module linted; a deeper level (a summary) has no import index of its own
+    to ask and takes every class as built."""
+    if project.depth > 0:
+        return True
     index = project._import_index(target)
     if any(f != target for f in index.by_word.get(name, ())):
         return True
@@ -42,7 +46,7 @@ MAX_MODULES = 24  # modules read for the classes registered in a registry or der
 def class_candidates(project: "Project", from_file: Path, kind: str, qualname: str) -> tuple[str, ...]:
     """The project classes ("file::Class") an object may be when module `from_file` builds it from
     `qualname` (as it spells it, or "file::NAME"): "table", the classes a dict of classes holds;
-    "registry", those a decorator registers in it (`@LOSSES.register()`); "base", the class and its
+    "registry", those a method of it decorates (`@LOSSES.register()`); "base", the class and its
     subclasses that the project builds. Empty when `qualname` is none of these."""
     where = project.locate_any(from_file, qualname)
     if where is None or len(where[1]) != 1:
@@ -82,6 +86,7 @@ def _tree(path: Path) -> ast.Module | None:
 
 
 _TREES: dict[Path, tuple[object, "ast.Module | None"]] = {}
+_DECORATED = re.compile(rb"^[ \t]*@[\w.]+\.\w+", re.M)  # a decorator that is an object's method
 
 
 def _class_of(project: "Project", path: Path, spelled: str) -> str | None:
@@ -116,7 +121,18 @@ def _modules(project: "Project", path: Path) -> list[Path]:
     return [path, *(p for p in project.importers(path) if p.suffix == ".py")][:MAX_MODULES]
 
 
+def _assigned(tree: "ast.Module | None", name: str) -> bool:
+    """Whether a module binds `name` at its top level by an assignment (a registry object, a table)."""
+    for node in tree.body if tree is not None else ():
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return True
+    return False
+
+
 def _registered(project: "Project", path: Path, name: str) -> tuple[str, ...]:
+    if not _assigned(_tree(path), name):
+        return ()
     out: list[str] = []
     for module in _modules(project, path):
         tree = _tree(module)
@@ -125,7 +141,7 @@ def _registered(project: "Project", path: Path, name: str) -> tuple[str, ...]:
                 continue
             for decorator in node.decorator_list:
                 func = decorator.func if isinstance(decorator, ast.Call) else decorator
-                if not isinstance(func, ast.Attribute) or not func.attr.startswith("register"):
+                if not isinstance(func, ast.Attribute):  # (`@LOSSES.register("set")`: a method of the registry)
                     continue
                 registry = ast.unparse(func.value)
                 if module == path and registry == name or _located(project, module, registry) == (path, name):
@@ -158,20 +174,24 @@ def choosing_modules(project: "Project", target: Path) -> list[Path]:
     """Modules that may build objects of `target`'s classes without importing it, choosing the class at
     run time: the importers of the registries its classes register in (`@LOSSES.register()`) and of
     the project bases they derive from (`criterion: Criterion = instantiate(cfg.criterion)`)."""
-    tree = _tree(target)
+    state, data = read_state(str(target))
+    note(state)
+    # (its syntax is read only where a class may be decorated by an object's method: `@LOSSES.register()`)
+    tree = _tree(target) if data is not None and _DECORATED.search(data) else None
     homes: list[Path] = []
+    for name in project.outline(target).classes:
+        for path, _ in class_hierarchy(target, name, project.outline, project.locate)[1]:
+            if _real(path) != target:
+                homes.append(_real(path))
     for node in tree.body if tree is not None else ():
         if not isinstance(node, ast.ClassDef):
             continue
         for decorator in node.decorator_list:
             func = decorator.func if isinstance(decorator, ast.Call) else decorator
-            if isinstance(func, ast.Attribute) and func.attr.startswith("register"):
+            if isinstance(func, ast.Attribute):
                 found = _located(project, target, ast.unparse(func.value))
                 if found is not None and found[0] != target:
                     homes.append(found[0])
-        for path, _ in class_hierarchy(target, node.name, project.outline, project.locate)[1]:
-            if _real(path) != target:
-                homes.append(_real(path))
     out: list[Path] = []
     for home in dict.fromkeys(homes):
         out.extend(p for p in project.importers(home) if p != target and p not in out)
