@@ -31,6 +31,8 @@ TYPE_ONLY_UPWARD = {
     ("trainlint.model.summary", "trainlint.model.training"): "the summarizer is handed the TrainingModel it summarises",
     ("trainlint.model.branches", "trainlint.model.training"): "the branch test reads the calls of the TrainingModel it is handed",
     ("trainlint.project.seeds", "trainlint.project.index"): "the seeds are joined up over the Project that asks for them",
+    ("trainlint.model.candidates", "trainlint.model.training"): "class candidates are found in the TrainingModel being analysed",
+    ("trainlint.project.hierarchy", "trainlint.project.index"): "class candidates are found over the Project that asks for them",
 }
 
 grimp = pytest.importorskip("grimp")

@@ -215,19 +215,19 @@ class CallGraph:
 
     def unbuilt_override(self, fn: Function) -> bool:
         """A method overriding one of a project base class in another module (whose code calls it:
-        `BasePolicy.update` runs `self._update_with_batch`), of a class the project never builds: no
-        object of it exists to run it."""
+        `BasePolicy.update` runs `self._update_with_batch`), of a class the project never builds while
+        it builds others deriving from that base: no object of it exists to run it. (Where the
+        project builds none, its users do: a library's trainers.)"""
         if self.project is None or not self.path or fn.class_name is None or fn.parent is not None:
             return False
         home = getattr(self.project, "method_home", None)
         info = self.local_class(fn.class_name)  # type: ignore[attr-defined]
-        if home is None or info is None or self.project.built(self.path, fn.class_name):
+        if home is None or info is None:
             return False
-        here = self.resolved_path
         for base in info.bases:
             found = home(self.path, base, fn.name)
-            if found is not None and found.partition("::")[0] != here:
-                return True
+            if found is not None and found.partition("::")[0] != self.resolved_path:
+                return self.project.unbuilt(self.path, fn.class_name, found.rpartition(".")[0])
         return False
 
     @cached_property

@@ -109,30 +109,56 @@ def _ask(m: "TrainingModel", kind: str, expr: cst.BaseExpression) -> list[str] |
 
 
 def _table(m: "TrainingModel", expr: cst.BaseExpression) -> list[str] | None:
-    """The project classes a dict of classes holds (`CRITERIA = {"set": SetCriterion, ...}`)."""
-    if isinstance(expr, cst.Name) and m.project is None:  # (a script analysed alone: its own classes)
-        assigns = m.reaching(None, expr.value, None)
-        values = [e.value for a in assigns if isinstance(a.value, cst.Dict) for e in a.value.elements if isinstance(e, cst.DictElement)]
-        names = [dotted(v) for v in values]
-        found = [n for n in names if n is not None and m.local_class(n) is not None]
-        return found or None
+    """The project classes a dict of classes holds (`CRITERIA = {"set": SetCriterion, ...}`): this
+    module's own dict read here, another module's asked of the project."""
+    if isinstance(expr, cst.Name) and m.reaching(None, expr.value, None):
+        values = [e.value for a in m.reaching(None, expr.value, None) if isinstance(a.value, cst.Dict)
+                  for e in a.value.elements if isinstance(e, cst.DictElement)]
+        found = [c for c in (_class_named(m, v) for v in values) if c is not None]
+        return list(dict.fromkeys(found)) or None
     return _ask(m, "table", expr)
 
 
+def _class_named(m: "TrainingModel", expr: cst.BaseExpression) -> str | None:
+    """A class of this module by its name, or a project class it imports as "file::Class"."""
+    name = dotted(expr)
+    if name is not None and "." not in name and m.local_class(name) is not None:
+        return name
+    qual = m.imports.resolve(expr)
+    qualify = getattr(m.project, "qualify", None)
+    if qual is None or qualify is None or not m.path or type(m.project_symbol(qual)).__name__ != "ClassSummary":
+        return None
+    return qualify(m.path, qual)
+
+
 def _registry(m: "TrainingModel", expr: cst.BaseExpression) -> list[str] | None:
-    """The project classes registered in a registry (`@LOSSES.register()` on each)."""
-    return _ask(m, "registry", expr)
+    """The project classes registered in a registry: decorated by one of its methods
+    (`@LOSSES.register("set")`), here and in the modules that import it."""
+    here: list[str] = []
+    if isinstance(expr, cst.Name) and m.reaching(None, expr.value, None):
+        for info in m.classes:
+            for decorator in info.node.decorators:
+                func = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+                if isinstance(func, cst.Attribute) and dotted(func.value) == expr.value:
+                    here.append(info.name)
+    found = here + [c for c in _ask(m, "registry", expr) or () if c.rpartition("::")[0] != m.resolved_path]  # type: ignore[attr-defined]
+    return found or None
 
 
 def _declared(m: "TrainingModel", annotation: cst.BaseExpression) -> list[str] | None:
-    """The project classes an object declared as `Base` may be: `Base` and its subclasses that the
-    project builds."""
+    """The project classes an object declared as `Base` may be: `Base` and its subclasses (a class of
+    this module's, read here, and those of the modules that import its module)."""
     if isinstance(annotation, cst.SimpleString):
         try:
             annotation = cst.parse_expression(annotation.evaluated_value)  # type: ignore[arg-type]
         except Exception:
             return None
-    return _ask(m, "base", annotation)
+    name = dotted(annotation)
+    here: list[str] = []
+    if name is not None and "." not in name and m.local_class(name) is not None:
+        here = [name, *(c.name for c in m.subclasses(name))]
+    found = here + [c for c in _ask(m, "base", annotation) or () if c.rpartition("::")[0] != m.resolved_path]  # type: ignore[attr-defined]
+    return found or None
 
 
 def _defines(m: "TrainingModel", origin: str, method: str) -> bool:

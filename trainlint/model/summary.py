@@ -198,8 +198,9 @@ class ProjectLookup(Protocol):
         or of the nearest project base that defines it; None when none does."""
         ...
 
-    def built(self, path: str, class_name: str) -> bool:
-        """Whether the project may build an object of class `class_name` of module `path` anywhere."""
+    def unbuilt(self, path: str, class_name: str, base: str) -> bool:
+        """Whether the project builds objects of other classes deriving from `base` ("file::Base") but
+        never one of class `class_name` of module `path`."""
         ...
 
     def class_candidates(self, from_file: str, kind: str, qualname: str) -> tuple[str, ...]:

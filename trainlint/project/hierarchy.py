@@ -18,26 +18,48 @@ if TYPE_CHECKING:
     from trainlint.project.index import Project
 
 
+def unbuilt(project: "Project", target: Path, name: str, base: str) -> bool:
+    """Whether the project builds objects of other classes deriving from `base` ("file::Base", or
+    that class itself) but never one of class `name` of module `target`: an application that builds
+    its objects, one of which it never builds (a library whose users build its classes builds none)."""
+    if built(project, target, name):
+        return False
+    base_path, _, base_name = base.rpartition("::")
+    mine = f"{target}::{name}"
+    for sibling in _derived(project, _real(Path(base_path)), base_name):
+        path, _, cls = sibling.rpartition("::")
+        if sibling != mine and built(project, Path(path), cls):
+            return True
+    return False
+
+
 def built(project: "Project", target: Path, name: str) -> bool:
-    """Whether the project may build an object of class `name` of module `target`: another module
-    imports it by name (or a package re-exports it), or its own module names it beyond its `class`
-    statement (constructs it, registers it, derives from it), or a decorator registers it. A class
-    named nowhere else is never built (a name may only silence: an unknown use counts as one). Asked
-    by the analysis of the module linted; a deeper level (a summary) has no import index of its own
-    to ask and takes every class as built."""
+    """Whether the project may build an object of class `name` of module `target`: its module, or one
+    that imports the name, names it other than in an import or a `class` statement (constructs it,
+    registers it, hands it on), or a decorator registers it. A class named nowhere else is never
+    built (a name may only silence: any other use counts as one). Asked by the analysis of the module
+    linted; a deeper level (a summary) has no import index of its own to ask and takes every class as
+    built."""
     if project.depth > 0:
         return True
     index = project._import_index(target)
-    if any(f != target for f in index.by_word.get(name, ())):
-        return True
-    state, data = read_state(str(target))
-    note(state)
-    if data is None:
-        return True
-    text = module_code(str(target), data)
-    uses = len(re.findall(rf"(?<![\w.]){re.escape(name)}\b", text))
-    definition = re.search(rf"^([ \t]*)((@.*\n\1)*)class {re.escape(name)}\b", text, re.M)
-    return definition is None or uses > 1 or bool(definition.group(2))
+    modules = [target, *(f for f in index.by_word.get(name, ()) if f != target)]
+    word = re.compile(rf"(?<![\w.]){re.escape(name)}\b")
+    for module in modules[:MAX_MODULES]:
+        state, data = read_state(str(module))
+        note(state)
+        if data is None:
+            return True
+        text = _IMPORTS.sub("", module_code(str(module), data))
+        for line in text.splitlines():
+            if word.search(line) and not line.lstrip().startswith(("class ", "import ", "from ", "def ")):
+                return True
+        if module == target and re.search(rf"^[ \t]*@.*\n(?:[ \t]*@.*\n)*[ \t]*class {re.escape(name)}\b", text, re.M):
+            return True
+    return False
+
+
+_IMPORTS = re.compile(r"^[ \t]*from[ \t]+[\w.]+[ \t]+import[ \t]*\([^)]*\)", re.M)  # (multi-line imports)
 
 
 MAX_MODULES = 24  # modules read for the classes registered in a registry or deriving from a base
@@ -47,7 +69,7 @@ def class_candidates(project: "Project", from_file: Path, kind: str, qualname: s
     """The project classes ("file::Class") an object may be when module `from_file` builds it from
     `qualname` (as it spells it, or "file::NAME"): "table", the classes a dict of classes holds;
     "registry", those a method of it decorates (`@LOSSES.register()`); "base", the class and its
-    subclasses that the project builds. Empty when `qualname` is none of these."""
+    subclasses in the modules importing its module. Empty when `qualname` is none of these."""
     where = project.locate_any(from_file, qualname)
     if where is None or len(where[1]) != 1:
         return ()

@@ -21,7 +21,7 @@ from trainlint.model.torchnames import LIBRARY_CLASS
 from trainlint.project import budget, store
 from trainlint.project.watching import InProgress, note, watching
 from trainlint.project.classes import class_hierarchy, inherited_methods
-from trainlint.project.hierarchy import built, class_candidates
+from trainlint.project.hierarchy import class_candidates, unbuilt
 from trainlint.project.passed_instances import passed_instances
 from trainlint.project.seeds import join_seeds, passed_to
 from trainlint.project.importers import MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, TRAINING_TOKENS, ImportIndex, import_index, module_outline, pending_bytes
@@ -336,9 +336,10 @@ class Project(ModuleFinder):
                 return f"{_real(where)}::{cls}.{method}"
         return None
 
-    def built(self, path: str, class_name: str) -> bool:
-        """Whether the project may build an object of class `class_name` of module `path` (`hierarchy.built`)."""
-        return not path or path == "-" or built(self, _real(Path(path)), class_name)
+    def unbuilt(self, path: str, class_name: str, base: str) -> bool:
+        """Whether the project builds objects of other classes deriving from `base` ("file::Base") but
+        never one of class `class_name` of module `path` (`hierarchy.unbuilt`)."""
+        return bool(path) and path != "-" and unbuilt(self, _real(Path(path)), class_name, base)
 
     def class_candidates(self, from_file: str, kind: str, qualname: str) -> tuple[str, ...]:
         """The project classes an object built from `qualname` may be (`hierarchy.class_candidates`)."""

@@ -75,8 +75,7 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
     # methods overriding ones that a project base class (in another module) calls on `self` every step,
     # and functions set on such a class or on a class of this module (`@add_to_class(Trainer)`)
     outline = project.outline(target)
-    # (a class the project never builds runs none of its overrides)
-    methods = [(name, [(target, name)], set(cls.methods)) for name, cls in outline.classes.items() if project.built(str(target), name)]
+    methods = [(name, [(target, name)], set(cls.methods)) for name, cls in outline.classes.items()]
     methods.extend(_attached(project, target, outline))
     for name, classes, own in methods:
         bases = [b for path, cls in classes for b in ((path, cls), *class_hierarchy(path, cls, project.outline, project.locate)[1])]
@@ -86,6 +85,8 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
             for call in project.summary(base_path, steps=True).step_calls:
                 owner, _, method = call.target.removeprefix(DISPATCH).partition(".")
                 if call.target.startswith(DISPATCH) and owner == base and method in own:
+                    if project.unbuilt(str(target), name, f"{base_path}::{base}"):
+                        break  # (the project builds its siblings, never it: none of its overrides runs)
                     add(base_path, call, f"{name}.{method}")
     return {name: Seed(tuple(chains), name in accelerator) for name, chains in found.items() if chains}
 
