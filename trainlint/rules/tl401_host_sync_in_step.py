@@ -114,7 +114,18 @@ for step, (x, y) in enumerate(loader):
         "findings. A sync in a project helper is reported once: in the helper, with the call chains "
         "that run it every step, when the helper reads a value it computes (its own `loss.item()`); at "
         "each call site, where the value is known, when the helper only reads what it is passed "
-        "(`metric_logger.update(loss=loss)`, whose `update` calls `v.item()`)."
+        "(`metric_logger.update(loss=loss)`, whose `update` calls `v.item()`). "
+        "The step reaches code indirectly too, and a sync there is flagged: a function handed to a helper that "
+        "calls it (`timer(train_step)`, each function `engine = schedule_a if cfg.a else schedule_b` may hold); "
+        "the method a project base class's per-step code runs on `self` in a subclass of another module "
+        "(`BasePolicy.update` calling `self._update_with_batch(batch)`, whose override returns "
+        "`Stats(loss=loss.item())`); and the methods of an object whose class the project chooses at run time "
+        "(`CRITERIA[cfg.loss]()`, `LOSSES.get(cfg.loss)()`, `criterion: Criterion = instantiate(cfg.criterion)`): "
+        "the project classes that define the called method and could be built there (in the dict, registered in "
+        "the registry, deriving from the declared base), whose chains say so (\"`criterion` may be `SetCriterion`, "
+        "built from the configuration\"). Not flagged: such an object with more than three candidate classes, a "
+        "class the dict, the registry or the base does not hold, and the override of a subclass the project never "
+        "builds while it builds others of that base (named nowhere but in imports and `class` statements)."
     )
     verification = (
         "`trainlint verify` times a step with and without `.item()` on CUDA. `trainlint verify run` records "
@@ -199,6 +210,25 @@ class MixedPrecisionOptimizer:
 """,
     )
     invalid = (
+        # a loss class chosen from a dict of classes by a configuration string: each candidate's `forward` runs
+        """
+import torch.nn as nn
+class SetCriterion(nn.Module):
+    def forward(self, outputs, targets):
+        loss = (outputs - targets).abs().mean()
+        return loss / max(loss.detach().item(), 1.0)
+class FocalCriterion(nn.Module):
+    def forward(self, outputs, targets):
+        return ((1 - outputs.sigmoid()) ** 2 * (outputs - targets).abs()).mean()
+CRITERIA = {"set": SetCriterion, "focal": FocalCriterion}
+def train(cfg, model, loader, optimizer):
+    criterion = CRITERIA[cfg.loss]()
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+""",
         # the main process logs every step: that rank pays the sync, the others wait for it
         """
 import torch
