@@ -18,6 +18,7 @@ from trainlint.model.hooks import LIBRARY_HOOK_ATTRIBUTES, library_step_hook
 from trainlint.model.summary import DISPATCH, FunctionSummary
 from trainlint.model.torchnames import LIBRARY_CLASS, LIBRARY_LOSS_SCALERS
 
+
 def _noted(place: "Place", note: str | None) -> "Place":
     """A place with what the analysis took its call to run, where that is no certainty."""
     return (*place[:3], note) if note else place[:3]  # type: ignore[return-value]
@@ -436,12 +437,12 @@ class StepChains:
                     self.chosen[id(call)] = (self.module.code_for_node(expr), tuple(dict.fromkeys((*classes, origin))))  # type: ignore[attr-defined]
                     self._chosen_targets_of.update((t, origin) for t in targets)
             return found
+        return []
 
     @cached_property
     def _chosen_targets_of(self) -> dict[str, str]:
         """The class each target that class-hierarchy analysis found is a method of (or inherited by)."""
         return {}
-        return []
 
     def _inherited_target(self, origin: str, method: str | None) -> list[str]:
         """The method of a project base class an object of class `origin` runs ("file::Base.update"),
