@@ -194,17 +194,19 @@ def _derived(project: "Project", path: Path, name: str) -> tuple[str, ...]:
 
 def choosing_modules(project: "Project", target: Path) -> list[Path]:
     """Modules that may build objects of `target`'s classes without importing it, choosing the class at
-    run time: the importers of the registries its classes register in (`@LOSSES.register()`) and of
-    the project bases they derive from (`criterion: Criterion = instantiate(cfg.criterion)`)."""
+    run time: the importers of the registries its classes register in (`@LOSSES.register()`), and
+    those of the project bases they derive from that declare an object as one
+    (`criterion: Criterion = instantiate(cfg.criterion)`, `-> Criterion`)."""
     state, data = read_state(str(target))
     note(state)
     # (its syntax is read only where a class may be decorated by an object's method: `@LOSSES.register()`)
     tree = _tree(target) if data is not None and _DECORATED.search(data) else None
-    homes: list[Path] = []
+    homes: dict[Path, set[str]] = {}  # module -> the bases of it declared (none: a registry's module)
     for name in project.outline(target).classes:
-        for path, _ in class_hierarchy(target, name, project.outline, project.locate)[1]:
+        for path, base in class_hierarchy(target, name, project.outline, project.locate)[1]:
             if _real(path) != target:
-                homes.append(_real(path))
+                homes.setdefault(_real(path), set()).add(base)
+    registries: set[Path] = set()
     for node in tree.body if tree is not None else ():
         if not isinstance(node, ast.ClassDef):
             continue
@@ -213,8 +215,18 @@ def choosing_modules(project: "Project", target: Path) -> list[Path]:
             if isinstance(func, ast.Attribute):
                 found = _located(project, target, ast.unparse(func.value))
                 if found is not None and found[0] != target:
-                    homes.append(found[0])
+                    registries.add(found[0])
     out: list[Path] = []
-    for home in dict.fromkeys(homes):
-        out.extend(p for p in project.importers(home) if p != target and p not in out)
+    for home in [*registries, *(h for h in homes if h not in registries)]:
+        bases = homes.get(home, set()) if home not in registries else set()
+        declared = re.compile(rb"[:>][ \t]*[\"']?(?:[\w.]+\.)?(?:" + b"|".join(re.escape(b.encode()) for b in sorted(bases)) + rb")\b") if bases else None
+        for module in project.importers(home):
+            if module == target or module in out:
+                continue
+            if declared is not None:  # (an importer of a base module that declares no object as one chooses none)
+                module_state, text = read_state(str(module))
+                note(module_state)
+                if text is None or not declared.search(text):
+                    continue
+            out.append(module)
     return out
