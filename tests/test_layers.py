@@ -29,7 +29,7 @@ TYPE_ONLY_UPWARD = {
     ("trainlint.model.environments", "trainlint.model.training"): "environments are read in the TrainingModel being analysed",
     ("trainlint.model.training", "trainlint.model.summary"): "the project lookup the model is given answers with summaries",
     ("trainlint.model.fix_safety", "trainlint.model.training"): "fix safety reads the TrainingModel it is handed (the summarizer asks it)",
-    ("trainlint.model.summary", "trainlint.model.training"): "the summarizer is handed the TrainingModel it summarises",
+    ("trainlint.model.summarizer", "trainlint.model.training"): "the summarizer is handed the TrainingModel it summarises",
     ("trainlint.model.branches", "trainlint.model.training"): "the branch test reads the calls of the TrainingModel it is handed",
     ("trainlint.model.layer_swaps", "trainlint.model.training"): "replaced layers are read in the TrainingModel being summarised",
     ("trainlint.model.activations", "trainlint.model.training"): "returned probabilities are read in the TrainingModel being analysed",
@@ -38,6 +38,8 @@ TYPE_ONLY_UPWARD = {
     ("trainlint.model.parameter_uses", "trainlint.model.summary"): "a function's parameter facts build on the summaries of its calls",
     ("trainlint.model.parameter_facts", "trainlint.model.summary"): "parameter facts are read from the summaries that hold them",
     ("trainlint.project.seeds", "trainlint.project.index"): "the seeds are joined up over the Project that asks for them",
+    ("trainlint.model.candidates", "trainlint.model.training"): "class candidates are found in the TrainingModel being analysed",
+    ("trainlint.project.hierarchy", "trainlint.project.index"): "class candidates are found over the Project that asks for them",
 }
 
 grimp = pytest.importorskip("grimp")

@@ -23,7 +23,7 @@ def _diagnostic(**changes: object) -> Diagnostic:
         path="nb/\udce9.ipynb", line=3, column=5, end_line=3, end_column=16, hint="log every N steps", fix=fix,
         facts={"kind": "value read", "lr": 1e-3, "n": 3, "fp16": True, "none": None, "inf": float("inf")},
         cell=2, file_span=(10, 4, 10, 15),
-        chains=((Location("train.py", 12, 5), Location("engine.py", 40, 9)), (Location("/abs/\udce9.py", 3, 1),)),
+        chains=((Location("train.py", 12, 5), Location("engine.py", 40, 9, "`criterion` may be `SetCriterion`, built from the configuration")), (Location("/abs/\udce9.py", 3, 1),)),
     )
     base.update(changes)
     return Diagnostic(**base)  # type: ignore[arg-type]
@@ -45,7 +45,7 @@ def test_a_summary_comes_back_with_every_field_of_every_stored_type():
     full = FunctionSummary("`f` in u.py", True, True, True, True, True, True, ("torch.cuda.synchronize()",),
                            ("t.item()",), True, True, True, False, nested, ("/p/u.py", "f"), "0 model", ("vae_layer",),
                            "1 optimizer", "2 clip_grad", True, True, ("self.head", "0 model.fc"), ("0 model",), "softmax",
-                           ("evaluates 0 model", "epochs 1 loader"))
+                           ("evaluates 0 model", "epochs 1 loader"), ("0 fn",), ("_update_with_batch",))
     assert all(getattr(full, f.name) != f.default for f in fields(FunctionSummary))  # a new field must be stored too
     assert [f.name for f in fields(Value)] == ["kind", "device", "graph", "dtype", "origin", "enabled", "element", "items"]
     assert [f.name for f in fields(ClassSummary)] == ["kind", "methods", "bases", "registered", "attributes", "lacks"]
@@ -53,7 +53,7 @@ def test_a_summary_comes_back_with_every_field_of_every_stored_type():
     assert [f.name for f in fields(Argument)] == ["callee_path", "callee", "key", "class_path", "class_name"]
     passed = Argument("/p/trainer.py", "Trainer", "model", "/p/models.py", "Net")
     assert [f.name for f in fields(StepCall)] == ["target", "chain", "accelerator", "when"]
-    step = StepCall("models.loss.Criterion.forward", (("train.py", 12, 5), ("engine.py", 40, 9)), True, "Trainer.fit")
+    step = StepCall("models.loss.Criterion.forward", (("train.py", 12, 5), ("engine.py", 40, 9, "`criterion` may be `Criterion`, built from the configuration")), True, "Trainer.fit")
     summary = ModuleSummary({"f": full, "g": replace(full, differentiates_arguments=None)}, {"Scaler": ClassSummary(Kind.SCALER, {"__call__": full}, ("torch.amp.GradScaler", ".base.Base"), ("FSDP2Backend", "loss_fn"), {"lstm": Value(Kind.MODULE, origin="/p/m.py::Lstm")}, ("require_grad",))}, {"x": ".engine.x"}, (step,), (passed,), True, (("book.add_to_class", "book.Trainer", "book.Trainer.clip"),))
     depends = {("u.py", 12, "cd" * 32), ("pkg/__init__.py", -1, "")}
     assert decode_summary(encode_summary(summary, depends, 2), 2) == (summary, depends)

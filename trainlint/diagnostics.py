@@ -66,9 +66,12 @@ class Location:
     path: str
     line: int
     column: int
+    # what the analysis took the call to run, where it is no certainty: "`criterion` may be
+    # `SetCriterion` (built from the configuration)"
+    note: str = ""
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}"
+        return f"{self.path}:{self.line}" + (f" ({self.note})" if self.note else "")
 
 
 Chain = tuple[Location, ...]
@@ -76,7 +79,7 @@ Chain = tuple[Location, ...]
 
 def chain_text(chain: Chain, here: str | None = None) -> str:
     """`train.py:182 → trainer.py:240`: a chain's calls, the file name left out where it is `here`."""
-    return " → ".join(str(loc) if loc.path != here else f"line {loc.line}" for loc in chain)
+    return " → ".join(str(loc) if loc.path != here else f"line {loc.line}" + (f" ({loc.note})" if loc.note else "") for loc in chain)
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,7 @@ class Diagnostic:
         """A chain as JSON: the message a reader sees and each call's location."""
         return {
             "message": f"runs every step: {chain_text(chain)}",
-            "locations": [{"path": loc.path, "line": loc.line, "column": loc.column} for loc in chain],
+            "locations": [{"path": loc.path, "line": loc.line, "column": loc.column, **({"note": loc.note} if loc.note else {})} for loc in chain],
         }
 
     def every_step_via(self) -> str:

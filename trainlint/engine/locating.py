@@ -4,6 +4,7 @@ step, and fixes' edits in lines and columns."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from trainlint.diagnostics import Chain, Diagnostic, Edit, Fix, Location
@@ -51,7 +52,7 @@ def located_diagnostics(
             continue
         chains: tuple[Chain, ...] = ()
         if rule.per_step and chained:
-            chains = _chains_of(span, chained, lines_of, positions, name)
+            chains = _chains_of(span, chained, lines_of, positions, name, model.chosen_notes)
             kept = tuple(
                 c for c in chains if not any(loc.path == name and suppressions.names(rule.code, loc.line) for loc in c)
             )
@@ -91,7 +92,7 @@ def step_scope(model: TrainingModel, source: str, name: str) -> list[StepScope]:
     wanted = [node for node, _, _ in scope] + [c.node for _, _, chain in scope for c in chain if not isinstance(c, tuple)]
     positions = positions_of(model.module, source, wanted)
     out = [
-        StepScope(_located(node, positions, name), what, tuple(_place(c, positions, name) for c in chain))
+        StepScope(_located(node, positions, name), what, tuple(_place(c, positions, name, model.chosen_notes) for c in chain))
         for node, what, chain in scope
     ]
     return sorted(out, key=lambda s: (s.where.line, s.where.column))
@@ -102,11 +103,12 @@ def _located(node: Any, positions: Any, name: str) -> Location:
     return Location(name, start.line, start.column + 1)
 
 
-def _place(call: Call | Place, positions: Any, name: str) -> Location:
-    """A call of a chain: one of this file (located), or a place in another file (as shown)."""
+def _place(call: Call | Place, positions: Any, name: str, notes: dict[int, str] | None = None) -> Location:
+    """A call of a chain: one of this file (located), or a place in another file (as shown); with
+    what the analysis took it to run where that is no certainty (`notes`, by the call's id)."""
     if isinstance(call, tuple):
-        return Location(_shown(call[0], name), call[1], call[2])
-    return _located(call.node, positions, name)
+        return Location(_shown(call[0], name), call[1], call[2], call[3] if len(call) > 3 else "")  # type: ignore[misc]
+    return replace(_located(call.node, positions, name), note=(notes or {}).get(id(call), ""))
 
 
 def _shown(path: str, name: str) -> str:
@@ -119,7 +121,8 @@ def _shown(path: str, name: str) -> str:
 
 
 def _chains_of(
-    span: Any, chained: dict[Function, list[tuple[Call | Place, ...]]], lines_of: dict[Any, tuple[int, int]], positions: Any, name: str
+    span: Any, chained: dict[Function, list[tuple[Call | Place, ...]]], lines_of: dict[Any, tuple[int, int]], positions: Any, name: str,
+    notes: dict[int, str] | None = None,
 ) -> tuple[Chain, ...]:
     """The call chains of the innermost chained function that holds `span` (by the functions' first
     and last lines: a nested one starts on a later line), as locations."""
@@ -129,7 +132,7 @@ def _chains_of(
     inner = max(holders, key=lambda fn: lines_of[fn.node][0])
     return tuple(
         tuple(
-            _place(c, positions, name)
+            _place(c, positions, name, notes)
             for c in chain
         )
         for chain in chained[inner]

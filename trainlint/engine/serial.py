@@ -61,7 +61,7 @@ def _encode_diagnostic(d: Diagnostic) -> list[object]:
     encoded_fix = None if fix is None else [fix.description, fix.applicability.value, [
         [e.line, e.column, e.end_line, e.end_column, e.content, e.cell] for e in fix.edits
     ]]
-    chains = [[[loc.path, loc.line, loc.column] for loc in chain] for chain in d.chains]
+    chains = [[[loc.path, loc.line, loc.column, *([loc.note] if loc.note else [])] for loc in chain] for chain in d.chains]
     return [d.code, d.name, d.message, d.severity.value, d.path, d.line, d.column, d.end_line, d.end_column,
             d.hint, encoded_fix, d.facts, d.cell, d.file_span, chains]
 
@@ -92,10 +92,10 @@ def _decode_chains(v: object) -> tuple[tuple[Location, ...], ...]:
     for chain in items(v):
         places = []
         for place in items(chain):
-            path, line, column = items(place, 3)
+            path, line, column, *note = items(place, 4 if type(place) is list and len(place) == 4 else 3)
             if type(line) is not int or type(column) is not int or line < 0 or column < 0:
                 raise BadEntry("not a place")
-            places.append(Location(text(path), line, column))
+            places.append(Location(text(path), line, column, text(note[0]) if note else ""))
         out.append(tuple(places))
     return tuple(out)
 

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import libcst as cst
 
+from trainlint.model.arguments import argument_for
+from trainlint.model.candidates import candidate_classes, chosen_note
 from trainlint.model.facts import ClassInfo, Assign, Call, Function, Site
 from trainlint.model.hooks import FRAMEWORK_WORDS, LIBRARY_HOOK_NAMES, library_argument, library_model_parameter, library_step_hook
 from trainlint.model.lattice import Kind, Value, origins
-from trainlint.model.names import tokens
+from trainlint.model.names import dotted, tokens, walk_names
 
 
 # the base classes of custom autograd functions (`class Fn(torch.autograd.Function)`)
@@ -117,6 +119,9 @@ class CallGraph:
         held = self._held_by(call)  # `step(batch)` after `step = make_step(model, opt)`; `self.loss_fn(x)`
         if held:
             return tuple(held)
+        passed = self.passed_functions(call)  # `timer(train_step)`, where `timer` calls `fn()`
+        if passed:
+            return tuple(passed)
         if isinstance(func, cst.Attribute) and call.receiver_text not in ("self", "cls") and not isinstance(func.value, cst.Call):
             # `obj.m(...)`: a method of the class obj is an instance of (of each it may be)
             found = [m for info in self._instance_classes(func.value, call) if (m := self.inherited_method(info, func.attr.value)) is not None]
@@ -132,7 +137,112 @@ class CallGraph:
             ]
             if found:
                 return tuple(found)
-        return ()
+        return self._chosen_callees(call)
+
+    def _chosen_callees(self, call: Call) -> tuple[Function, ...]:
+        """The methods of this module's classes that `obj.m(...)` or `obj(...)` may run where the project
+        chooses obj's class at run time (a dict of classes, a registry, a declared base: `candidates`)."""
+        func = call.node.func
+        if isinstance(func, cst.Attribute) and call.receiver_text not in ("self", "cls") and not isinstance(func.value, cst.Call):
+            expr, method = func.value, func.attr.value
+        elif type(func) is cst.Name or (type(func) is cst.Attribute and call.receiver_text == "self"):
+            expr, method = func, None
+        else:
+            return ()
+        chosen = candidate_classes(self, expr, call.site, method)  # type: ignore[arg-type]
+        if not chosen or self.value(expr, call.site).origin is not None:
+            return ()  # (none, or the value model knows the class)
+        here = self.resolved_path
+        found: list[Function] = []
+        for origin in chosen:
+            file, _, name = origin.rpartition("::")
+            info = self.local_class(name) if not file or file == here else None  # type: ignore[attr-defined]
+            names = (method,) if method else ("forward", "__call__")
+            run = next((f for n in names if info is not None and (f := self.inherited_method(info, n)) is not None), None)
+            if run is not None:
+                found.append(run)
+                self.chosen[id(call)] = (self.module.code_for_node(expr), tuple(dict.fromkeys((*self.chosen.get(id(call), ("", ()))[1], origin))))
+        return tuple(found)
+
+    @cached_property
+    def chosen(self) -> dict[int, tuple[str, tuple[str, ...]]]:
+        """For calls whose callees class-hierarchy analysis found (by the call's id): the object's text
+        and the classes it may be."""
+        return {}
+
+    @property
+    def chosen_notes(self) -> dict[int, str]:
+        """What the chains say of the calls class-hierarchy analysis resolved (by the call's id)."""
+        return {key: chosen_note(text, classes) for key, (text, classes) in self.chosen.items()}
+
+    def passed_functions(self, call: Call) -> list[Function]:
+        """The functions of this module a call into another project module hands to parameters the
+        callee calls every time (`FunctionSummary.calls_parameters`): `elapsed, out = timer(train_step)`
+        runs `train_step`, and so does `timer(engine)` after `engine = schedule_a if a else schedule_b`
+        (each function the argument may hold)."""
+        if self.project is None or (call.qualname is None and call.method is None) or not call.node.args:
+            return []
+        # (only a call handing over one of this module's functions asks the callee's summary)
+        if not any(self._may_hold_function(a.value, call) and self._held_here(a.value, call) for a in call.node.args):
+            return []
+        summary = self.project_call_summary(call)  # type: ignore[attr-defined]
+        out: list[Function] = []
+        for key in summary.calls_parameters if summary is not None else ():
+            given = argument_for(call.node, key)
+            for fn in self._held_here(given, call) if given is not None else ():
+                if fn not in out:
+                    out.append(fn)
+        return out
+
+    def _may_hold_function(self, expr: cst.BaseExpression, call: Call) -> bool:
+        """Whether an argument names one of this module's functions, or a name (or `self` attribute)
+        some assignment binds to an expression naming one (`engine = schedule_a if cfg.a else
+        schedule_b`): only then is its value asked."""
+        if type(expr) is cst.Name:
+            return expr.value in self._function_names or expr.value in self._function_holders
+        if type(expr) is cst.Attribute and dotted(expr.value) == "self":
+            return expr.attr.value in self._by_name or f"self.{expr.attr.value}" in self._function_holders
+        return False
+
+    @cached_property
+    def _function_names(self) -> frozenset[str]:
+        return frozenset(f.name for f in self.functions if f.class_name is None)  # type: ignore[attr-defined]
+
+    @cached_property
+    def _function_holders(self) -> frozenset[str]:
+        """The names and `self` attributes assigned an expression that names a function of this module."""
+        names = self._function_names
+        if not names:
+            return frozenset()
+        return frozenset(t for a in self.assigns if any(n.value in names for n in walk_names(a.value)) for t in a.targets)
+
+    def _held_here(self, expr: cst.BaseExpression, call: Call) -> list[Function]:
+        """The functions of this module an argument may hold (`train_step`, `engine`)."""
+        if type(expr) is cst.Name and not self._shadowed(expr.value, call) and self.visible_function(expr.value, call.site.function) is not None:  # type: ignore[attr-defined]
+            return [self.visible_function(expr.value, call.site.function)]  # type: ignore[attr-defined]
+        return self.held_functions(self.value(expr, call.site))  # type: ignore[attr-defined]
+
+    def unbuilt_override(self, fn: Function) -> bool:
+        """A method overriding one of a project base class in another module (whose code calls it:
+        `BasePolicy.update` runs `self._update_with_batch`), of a class the project never builds while
+        it builds others deriving from that base: no object of it exists to run it. (Where the
+        project builds none, its users do: a library's trainers.)"""
+        if self.project is None or not self.path or fn.class_name is None or fn.parent is not None:
+            return False
+        home = getattr(self.project, "method_home", None)
+        info = self.local_class(fn.class_name)  # type: ignore[attr-defined]
+        if home is None or info is None:
+            return False
+        for base in info.bases:
+            found = home(self.path, base, fn.name)
+            if found is not None and found.partition("::")[0] != self.resolved_path:
+                return self.project.unbuilt(self.path, fn.class_name, found.rpartition(".")[0])
+        return False
+
+    @cached_property
+    def resolved_path(self) -> str:
+        """This module's path as other modules name it ("file::Class")."""
+        return str(Path(self.path).resolve()) if self.path else ""
 
     def autograd_function(self, call: Call) -> ClassInfo | None:
         """The class of this module, a `torch.autograd.Function`, whose `apply` a call is (`Fn.apply(x)`)."""
@@ -162,7 +272,7 @@ class CallGraph:
         for origin in origins(self.value(expr, call.site)):
             if "::" in origin:  # a class of this module, passed in (or returned) by another module
                 file, _, name = origin.partition("::")
-                info = self.local_class(name) if self.path and Path(file) == Path(self.path).resolve() else None
+                info = self.local_class(name) if self.path and Path(file) == Path(self.resolved_path) else None
             else:
                 info = self.local_class(origin)
             if info is not None and info not in out:

@@ -11,11 +11,18 @@ from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
+from trainlint.model.candidates import candidate_classes, chosen_note
 from trainlint.model.lattice import MAX_ALTERNATIVES, origins
 from trainlint.model.facts import Call, Function
 from trainlint.model.hooks import LIBRARY_HOOK_ATTRIBUTES, library_step_hook
 from trainlint.model.summary import DISPATCH, FunctionSummary
 from trainlint.model.torchnames import LIBRARY_CLASS, LIBRARY_LOGITS_LOSSES, LIBRARY_LOSS_SCALERS
+
+
+def _noted(place: "Place", note: str | None) -> "Place":
+    """A place with what the analysis took its call to run, where that is no certainty."""
+    return (*place[:3], note) if note else place[:3]  # type: ignore[return-value]
+
 
 @dataclass(frozen=True, eq=False)
 class Bound:
@@ -242,10 +249,16 @@ class StepChains:
         for target, chain, when in found:
             self._stepping_targets.setdefault(chain[-1], []).append((target, when))  # type: ignore[index]
         places = place([c for _, chain, _ in found for c in chain if not isinstance(c, tuple)]) if found else {}
-        return [
-            StepCall(target, tuple(c if isinstance(c, tuple) else places.get(c, (self.path, 0, 0)) for c in chain), self.uses_accelerator, when)
-            for target, chain, when in found
-        ]
+        notes = self.chosen_notes  # type: ignore[attr-defined]
+        out = []
+        for target, chain, when in found:
+            placed = [c if isinstance(c, tuple) else _noted(places.get(c, (self.path, 0, 0)), notes.get(id(c))) for c in chain]
+            last = chain[-1]
+            if target in self._chosen_targets_of and not isinstance(last, tuple) and id(last) in self.chosen:  # type: ignore[attr-defined]
+                # (the class this target is of, where the call may run several)
+                placed[-1] = _noted(placed[-1], chosen_note(self.chosen[id(last)][0], [self._chosen_targets_of[target]]))  # type: ignore[attr-defined]
+            out.append(StepCall(target, tuple(placed), self.uses_accelerator, when))
+        return out
 
     def _hook_attribute_bindings(self) -> "list[tuple[str, tuple[Bound], str]]":
         """`self.compute_loss_func = dft_loss_func` in a subclass of a library trainer that calls that
@@ -401,9 +414,51 @@ class StepChains:
                 name = next((n for n in ((method,) if method else ("forward", "__call__")) if n in owner.methods), None)
                 if name is not None:
                     found.append(f"{origin}.{name}")
+                else:  # inherited from a project base class (`policy.update(batch)` with `update` in `BasePolicy`)
+                    found.extend(self._inherited_target(origin, method))
                 found.extend(self._dispatched_to(origin, owner, method if name is None else None))
             if found:
                 return found
+        return self._chosen_targets(call, candidates)
+
+    def _chosen_targets(self, call: Call, candidates: "list[tuple[cst.BaseExpression, str | None]]") -> list[str]:
+        """The methods of other modules' classes a call may run where the project chooses the object's
+        class at run time (`candidates`): each candidate's own or inherited method."""
+        from trainlint.model.summary import ClassSummary
+
+        here = self.resolved_path  # type: ignore[attr-defined]
+        for expr, method in candidates[:1]:
+            if self.value(expr, call.site).origin is not None:
+                return []
+            found: list[str] = []
+            for origin in candidate_classes(self, expr, call.site, method):  # type: ignore[arg-type]
+                file, _, name = origin.rpartition("::")
+                owner = self.project_symbol(origin) if file and file != here else None
+                if not isinstance(owner, ClassSummary):
+                    continue
+                own = next((n for n in ((method,) if method else ("forward", "__call__")) if n in owner.methods), None)
+                targets = [f"{origin}.{own}"] if own is not None else self._inherited_target(origin, method)
+                if targets:
+                    found.extend(targets)
+                    text, classes = self.chosen.get(id(call), ("", ()))  # type: ignore[attr-defined]
+                    self.chosen[id(call)] = (self.module.code_for_node(expr), tuple(dict.fromkeys((*classes, origin))))  # type: ignore[attr-defined]
+                    self._chosen_targets_of.update((t, origin) for t in targets)
+            return found
+        return []
+
+    @cached_property
+    def _chosen_targets_of(self) -> dict[str, str]:
+        """The class each target that class-hierarchy analysis found is a method of (or inherited by)."""
+        return {}
+
+    def _inherited_target(self, origin: str, method: str | None) -> list[str]:
+        """The method of a project base class an object of class `origin` runs ("file::Base.update"),
+        where the class does not define it itself."""
+        home = getattr(self.project, "method_home", None)
+        for name in (method,) if method else ("forward", "__call__"):
+            found = home(self.path, origin, name) if home is not None and self.path else None
+            if found is not None:
+                return [found]
         return []
 
     def _dispatched_to(self, origin: str, owner: "ClassSummary", method: str | None) -> list[str]:

@@ -1,6 +1,7 @@
 """What reads a tensor's value on the host, beyond `.item()`: Python's builtins ordering tensors,
 %-formatting, a chain of host copies, a count argument given as a tensor, a lambda that copies to the
-host. Facts of values that TL401 asks about each call of a per-step line."""
+host; metric loggers, the header a call sits in, and the reads of passed values reported at the callers.
+Facts of values that TL401 asks about each call of a per-step line."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from trainlint.model.extract import calls_in
 from trainlint.model.facts import Call, Site
 from trainlint.model.lattice import HOST, Kind, Value
+from trainlint.model.summarizer import reads_passed_value
+from trainlint.model.summary import VALUE_READS
 
 if TYPE_CHECKING:
     from trainlint.model.training import TrainingModel
@@ -89,3 +93,39 @@ def copies_to_host(model: TrainingModel, expr: cst.BaseExpression, site: Site) -
         return False
     receiver = model.value(expr.func.value, site)
     return receiver.is_tensor and not receiver.on_host
+
+METRIC_LOGGERS = frozenset({"wandb.log", "mlflow.log_metric", "mlflow.log_metrics"})
+METRIC_METHODS = frozenset({"add_scalar", "add_scalars"})
+
+
+def header_calls(model: TrainingModel, nodes: list[cst.CSTNode]) -> dict[int, int]:
+    """For the calls among `nodes` in a compound statement's header (an `if`/`while` test, a `for`'s
+    iterable), which have no statement line: the header they are in."""
+    wanted = {id(n) for n in nodes}
+    out: dict[int, int] = {}
+    headers = [cond.node for cond in model.conditions] + [loop.node.iter for loop in model.loops if isinstance(loop.node, cst.For)]
+    for header in headers:
+        for call in calls_in(header):
+            if id(call) in wanted:
+                out.setdefault(id(call), id(header))
+    return out
+
+
+def reported_at_callers(model: TrainingModel, call: Call) -> bool:
+    """A read of a value the caller passed (`v.item()` of a parameter), in a function that runs every
+    step because project code calls it: the callers that pass a device tensor are reported, where the
+    value is known (`metric_logger.update(loss=loss)`), and the read is not reported again here (one
+    finding per defect). A step hook's parameters come from the framework: its reads stay its own."""
+    fn = call.site.function
+    if fn is None or call.method not in VALUE_READS or fn.parent is not None:
+        return False
+    if model._outermost_step_loop(call.site) is not None or model._is_hook(fn) or not model.step_chains(fn):
+        return False
+    # the callers report a passed tensor they know is on the accelerator; a value the helper only
+    # guesses is one (`.item()` of an unknown) stays reported here, where the callers are silent
+    return device_tensor(model.value(call.receiver, call.site)) and reads_passed_value(model, fn, call)  # type: ignore[arg-type]
+
+
+def is_metric_log(model: TrainingModel, call: Call) -> bool:
+    """`wandb.log({...})`, `writer.add_scalar(tag, value, step)`: loggers convert tensors on the host."""
+    return call.qualname in METRIC_LOGGERS or (call.method in METRIC_METHODS and call.qualname is None)

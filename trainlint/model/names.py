@@ -144,3 +144,23 @@ def target_names(target: cst.BaseExpression) -> set[str]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return set().union(*(target_names(e.value) for e in target.elements))
     return set()
+
+
+def walk_names(expr: cst.BaseExpression, depth: int = 0) -> list[cst.Name]:
+    """The names an expression may evaluate to a function through: itself, either branch of a
+    conditional or a boolean operation, the callee and arguments of a call (`partial(step, m)`), the
+    elements of a tuple or list (read field by field: libcst's `children` rebuilds every node)."""
+    if depth > 6:
+        return []
+    if type(expr) is cst.Name:
+        return [expr]
+    parts: list[cst.BaseExpression] = []
+    if type(expr) is cst.IfExp:
+        parts = [expr.body, expr.orelse]
+    elif type(expr) is cst.BooleanOperation:
+        parts = [expr.left, expr.right]
+    elif type(expr) is cst.Call:
+        parts = [expr.func, *(a.value for a in expr.args)]
+    elif type(expr) in (cst.Tuple, cst.List):
+        parts = [e.value for e in expr.elements]  # type: ignore[attr-defined]
+    return [n for part in parts for n in walk_names(part, depth + 1)]

@@ -9,22 +9,10 @@ and can be cached by content hash.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass, field
+from typing import Protocol
 
-from trainlint.model.names import tokens
-from trainlint.model.torchnames import GRAD_SCALER, is_clip_name
-from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value, origins
-from trainlint.model.function_values import portable
-from trainlint.model.added_methods import adds_methods
-from trainlint.model.saved_arguments import sets_caller_arguments
-from trainlint.model.layer_swaps import optimized_modules, replaced_layers
-from trainlint.model.activations import mentions_activation, returned_activation
-
-if TYPE_CHECKING:
-    from trainlint.model.facts import Call, ClassInfo, Function
-    from trainlint.model.training import TrainingModel
+from trainlint.model.lattice import UNKNOWN, Kind, Value
 
 SYNCHRONIZE = frozenset(
     {"torch.cuda.synchronize", "torch.xpu.synchronize", "torch.mps.synchronize", "torch.accelerator.synchronize"}
@@ -79,6 +67,12 @@ class FunctionSummary:
     # what it does with the values it is given, each fact about one parameter ("evaluates 0 model",
     # "epochs 1 loader": `parameter_facts`)
     parameter_facts: tuple[str, ...] = ()
+    # parameters it calls on every call ("0 fn": `timer(fn)` runs `fn()`): what a call passes there
+    # runs whenever the call does (a step handed to a timing or retrying helper)
+    calls_parameters: tuple[str, ...] = ()
+    # methods it calls on `self` on every call, outside loops (`update` runs `self._update_with_batch`):
+    # on an object of a subclass, that subclass's overrides run (the template-method pattern)
+    self_methods: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -204,291 +198,22 @@ class ProjectLookup(Protocol):
         every training step, each with the call chains (from the step loop down) that reach it."""
         ...
 
+    def method_home(self, from_file: str, qualname: str, method: str) -> str | None:
+        """Where an object of project class `qualname` finds `method`: "file::Class.method" of the class
+        or of the nearest project base that defines it; None when none does."""
+        ...
+
+    def unbuilt(self, path: str, class_name: str, base: str) -> bool:
+        """Whether the project builds objects of other classes deriving from `base` ("file::Base") but
+        never one of class `class_name` of module `path`."""
+        ...
+
+    def class_candidates(self, from_file: str, kind: str, qualname: str) -> tuple[str, ...]:
+        """The project classes ("file::Class") an object may be that module `from_file` builds from
+        `qualname`: a dict of classes ("table"), a registry ("registry"), a declared base ("base")."""
+        ...
+
     def differentiates(self, path: str, qualified: str) -> bool:
         """Whether function `qualified` of module `path` may differentiate a value it is given
         (`FunctionSummary.differentiates_arguments`, computed only when a fix asks)."""
         ...
-
-
-class Summarizer:
-    """Builds the summaries of one module's functions from its training-code model."""
-
-    def __init__(self, model: "TrainingModel", label: str) -> None:
-        self.model = model
-        self.label = label
-        self._memo: dict[int, FunctionSummary] = {}
-        self._active: set[int] = set()
-        from trainlint.model.manual_updates import updated_by_hand  # (libcst's side: not for outlines)
-
-        from trainlint.model.parameter_uses import ParameterUses
-
-        self._by_hand = updated_by_hand(model)  # weights updated through their `.grad`, by hand
-        self._activations = mentions_activation(model)  # (else no function here returns probabilities)
-        self._uses = ParameterUses(model)
-
-    def module(self) -> ModuleSummary:
-        m = self.model
-        functions = {fn.name: self.function(fn) for fn in m.functions if fn.class_name is None and _top_level(fn)}
-        registered: dict[str, list[str]] = {}
-        for statement in m.module.body:  # (top-level definitions)
-            for decorator in getattr(statement, "decorators", ()):
-                root = registry_root(decorator.decorator)
-                if root is not None and m.local_class(root) is not None:
-                    registered.setdefault(root, []).append(statement.name.value)  # type: ignore[attr-defined]
-        classes = {
-            c.name: replace(self.cls(c), registered=tuple(registered.get(c.name, ())), attributes=self._attributes(c))
-            for c in m.classes
-        }
-        return ModuleSummary(functions, classes, {k: v for k, v in m.imports.names.items() if v.split(".", 1)[0] != "torch"})
-
-    def cls(self, info: "ClassInfo") -> ClassSummary:
-        methods = {name: self.function(fn) for name, fn in info.methods.items()}
-        return ClassSummary(class_kind(info, methods, self.model.is_module_class(info)), methods)
-
-    def _attributes(self, info: "ClassInfo") -> dict[str, Value]:
-        """The instances of classes (of this module, another project module or `torch.nn`) that the
-        class's methods assign to `self` attributes."""
-        m = self.model
-        names = {t[5:] for a in m.assigns for t in a.targets if t.startswith("self.") and t.count(".") == 1
-                 and a.site.function is not None and a.site.function.class_name == info.name}
-        out = {}
-        for name in sorted(names):
-            value = _qualified(m.values.instance_attribute(info.name, name), m)
-            if value.kind not in (Kind.MODULE, Kind.OBJECT, Kind.SCALER) or not value.origin:
-                continue
-            # a class of this module ("file::Lstm"), one of another project module as the imports spell it
-            # (`.parts.OutConv`, renamed where it is read), or a torch layer (`self.outc = nn.Conv2d(...)`)
-            if "::" in value.origin or all(o.startswith("torch.nn.") or m.project_symbol(o) is not None for o in origins(value)):
-                out[name] = value
-        return out
-
-    def function(self, fn: "Function") -> FunctionSummary:
-        key = id(fn)
-        if key in self._memo:
-            return self._memo[key]
-        if key in self._active:
-            return FunctionSummary()
-        self._active.add(key)
-        try:
-            summary = self._summarize(fn)
-        finally:
-            self._active.discard(key)
-        self._memo[key] = summary
-        return summary
-
-    def _summarize(self, fn: "Function") -> FunctionSummary:
-        m = self.model
-        steps = backprops = trains = clears = clips = scales = reads = train_mode = False
-        synchronizes: list[str] = []
-        syncs: list[str] = []
-        self_calls: list[str] = []
-        stepped: list[str] = []
-        params = set(fn.params) - {"self", "cls"}
-        clip_gates: list[str | None] = []  # for each clip: the parameter that gates it, if one does
-        subs: dict[int, FunctionSummary] = {}  # the summaries of the calls of `fn` that run project code
-        for call in fn.calls:
-            own = call.site.function is fn
-            unlooped = own and not call.site.loops
-            # every call of the function runs it (inside a loop of its own: several times per call)
-            every = own and not call.site.in_except and not any(d >= 0 for d in call.site.gate_depths)
-            callee = m.called_function(call)
-            if every and callee is None and call.receiver_text == "self" and call.method and fn.class_name:
-                self_calls.append(call.method)  # (not a method of the class: an attribute it holds)
-            if unlooped and every and call.method == "step" and call.receiver_text in params and len(call.node.args) <= 1:
-                stepped.append(call.receiver_text)
-            sub = self.function(callee) if callee is not None else m.project_call_summary(call)
-            if sub is not None and own:
-                subs[id(call)] = sub
-            last = (call.qualname or call.method or call.name or "").rsplit(".", 1)[-1]
-            if is_clip_name(last) or (sub is not None and sub.clips):
-                clips = True
-                clip_gates.append(_gating_parameter(call, params) if own else None)
-            if call.method == "zero_grad" or (sub is not None and sub.clears_grads):
-                clears = True
-            if (call.method == "train" and len(call.node.args) <= 1) or (sub is not None and sub.sets_train_mode):
-                train_mode = True
-            if call.method == "scale" or (call.qualname or "") in GRAD_SCALER or (sub is not None and sub.scales):
-                scales = True
-            if not own:
-                continue
-            if any(loop.is_step for loop in call.site.loops) or (sub is not None and sub.trains):
-                trains = True
-            if unlooped and (m.is_optimizer_step(call) or (sub is not None and sub.steps)):
-                steps = True
-            if unlooped and (m.is_backward(call) or (sub is not None and sub.backprops)):
-                backprops = True
-            if every and (held := [n for n in m.called_names(call) if n in SYNCHRONIZE]):
-                synchronizes.append(f"{held[0]}()")
-            elif every and sub is not None and sub.synchronizes:
-                synchronizes.extend(sub.synchronizes)
-            if every and call.method in VALUE_READS and call.receiver is not None:
-                value = m.value(call.receiver, call.site)
-                if value.is_tensor and value.device != HOST:
-                    syncs.append(m.module.code_for_node(call.node))
-            elif every and sub is not None and sub.syncs:
-                syncs.extend(sub.syncs)
-            if every and call.method in VALUE_READS and call.receiver is not None and params:
-                if reads_passed_value(m, fn, call):
-                    reads = True
-        if any(c.method == "step" and ENV_WORDS & set(tokens(c.receiver_text or "")) for c in fn.calls):
-            syncs = []  # acting in a host environment: the action must reach the host every step
-        no_grad = any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators)
-        returns = portable(_qualified(m.values.returns(fn) if fn.return_facts else UNKNOWN, m))
-        return FunctionSummary(
-            where=f"`{fn.qualified}` in {self.label}",
-            steps=steps or fn in self._by_hand,
-            backprops=backprops,
-            trains=trains,
-            clears_grads=clears,
-            clips=clips,
-            scales=scales,
-            synchronizes=tuple(dict.fromkeys(synchronizes)),
-            syncs=tuple(dict.fromkeys(syncs)),
-            reads_arguments=reads,
-            no_grad=no_grad,
-            sets_train_mode=train_mode,
-            differentiates_arguments=None,
-            returns=returns if returns.kind is not Kind.UNKNOWN else UNKNOWN,
-            defined=(m.path or "", fn.qualified),
-            returns_argument=_returned_parameter(fn, m),
-            self_calls=tuple(dict.fromkeys(self_calls)),
-            steps_parameter=_parameter_key(fn, stepped[0]) if stepped and not steps else None,
-            clips_parameter=_parameter_key(fn, clip_gates[0]) if clip_gates[0:1] != [None] and len(set(clip_gates)) == 1 else None,
-            adds_methods=adds_methods(m, fn),
-            saves_arguments=fn.class_name is not None and sets_caller_arguments(fn),
-            replaces_layers=replaced_layers(m, fn, lambda callee: self.function(callee).replaces_layers),
-            optimizes=optimized_modules(m, fn),
-            returns_activation=self._returned_activation(fn),
-            parameter_facts=self._uses.facts(fn, subs),
-        )
-
-    def _returned_activation(self, fn: "Function") -> str | None:
-        return returned_activation(self.model, fn) if self._activations else None
-
-
-def _qualified(value: Value, m: "TrainingModel") -> Value:
-    """A returned object of a class of this module, named as other modules can find it ("file::Name")."""
-    if value.kind not in (Kind.MODULE, Kind.OBJECT) or not value.origin or not m.path:
-        return value
-    here = str(Path(m.path).resolve())
-    named = [f"{here}::{o}" if m.local_class(o) is not None else o for o in origins(value)]
-    return replace(value, origin="|".join(named))
-
-
-def _returned_parameter(fn: "Function", m: "TrainingModel") -> str | None:
-    """"0 model" when every `return` of `fn` gives back its parameter `model` unchanged."""
-    import libcst as cst
-
-    names = {r.value.value for r in fn.return_facts if isinstance(r.value, cst.Name)}
-    if len(names) != 1 or len(fn.return_facts) != len([r for r in fn.return_facts if isinstance(r.value, cst.Name)]):
-        return None
-    name = names.pop()
-    if any(m.reaching(fn, name, r.site) for r in fn.return_facts):
-        return None
-    return _parameter_key(fn, name)
-
-
-def _parameter_key(fn: "Function", name: str) -> str | None:
-    """"0 model": a parameter's position among the explicit ones, and its name."""
-    positional = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
-    return f"{positional.index(name)} {name}" if name in positional else None
-
-
-def _gating_parameter(call: "Call", params: set[str]) -> str | None:
-    """The parameter whose being given gates a call: `if clip_grad is not None:` or `if clip_grad:`
-    around it (the innermost such test of the function's `if`s around the call)."""
-    import libcst as cst
-
-    for node in reversed(call.site.gate_nodes):
-        test = getattr(node, "test", None)
-        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-            test = test.left  # `if clip_grad is not None and clip_grad > 0:`
-        if isinstance(test, cst.Name) and test.value in params:
-            return test.value
-        if (
-            isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and test.left.value in params
-            and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.IsNot)
-            and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None"
-        ):
-            return test.left.value
-    return None
-
-
-def _top_level(fn: "Function") -> bool:
-    return fn.class_name is None
-
-
-# methods that hand back the value they are called on, as far as reading it goes: `v.detach().item()`
-# reads what the caller passed; `v.mean().item()`, `torch.max(lengths).item()` read a value the
-# helper computes (one finding in the helper, not one per call site)
-PASS_THROUGH_METHODS = frozenset({"detach", "float", "double", "half", "clone", "contiguous", "squeeze", "flatten", "view", "reshape"})
-
-
-def reads_passed_value(m: "TrainingModel", fn: "Function", call: "Call") -> bool:
-    """Whether a read (`v.item()`) in `fn` reads a value its caller passed, as it was passed: a
-    parameter, a name its loops bind over one (`for k, v in kwargs.items()`), an element or attribute
-    of one, through local names and value-keeping methods (`v.detach()`). A value the function
-    computes from its arguments (`model(batch)`, `torch.max(lengths)`, `a - b`) is its own: its read is
-    reported where the function's code is, not at its call sites (one finding per defect)."""
-    import libcst as cst
-
-    params = set(fn.params) - {"self", "cls"}
-    # a module's `forward` runs through `model(x)`, whose call sites the analysis does not always
-    # resolve to it: its reads stay where its code is
-    if call.receiver is None or not params or fn.name in ("forward", "__call__"):
-        return False
-    passed = params | _loop_names_over(fn, call, params, m)
-    stack: list[tuple[cst.BaseExpression, object]] = [(call.receiver, call.site)]
-    seen = 0
-    while stack:
-        expr, site = stack.pop()
-        seen += 1
-        if seen > 16:
-            return False
-        if isinstance(expr, cst.Name):
-            # (the assignment that holds the read binds after it: `v = v.item()` reads the old `v`)
-            assigns = [a for a in m.reaching(fn, expr.value, site) if a.site.statement is None or a.site.statement is not site.statement]  # type: ignore[arg-type, attr-defined]
-            if expr.value in passed and expr.value not in params:
-                # a loop's name over a parameter is bound afresh at each iteration: what a later
-                # statement of the body assigns reaches only through the back-edge, overwritten
-                assigns = [a for a in assigns if a.site.order < site.order]  # type: ignore[attr-defined]
-            if not assigns and expr.value in passed:
-                return True
-            if len(assigns) != 1 or assigns[0].op is not None or assigns[0].unpacked:
-                return False  # rebound on some paths only, or updated: a value the function makes
-            stack.append((assigns[0].value, assigns[0].site))
-        elif isinstance(expr, (cst.Attribute, cst.Subscript)):
-            stack.append((expr.value, site))
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in PASS_THROUGH_METHODS:
-            stack.append((expr.func.value, site))
-    return False
-
-
-def _loop_names_over(fn: "Function", call: "Call", params: set[str], m: "TrainingModel") -> set[str]:
-    """Names bound by the loops around `call` that iterate over a parameter (`for k, v in kwargs.items()`)."""
-    import libcst as cst
-
-    from trainlint.model.names import target_names
-
-    out: set[str] = set()
-    for loop in call.site.loops:
-        node = loop.node
-        if isinstance(node, cst.For) and m.roots_of(node.iter, fn) & params:
-            out |= target_names(node.target)
-    return out
-
-
-def class_kind(info: "ClassInfo", methods: dict[str, FunctionSummary], module: bool = False) -> Kind:
-    """What an instance of a class is, from its bases and what its methods do (`module`: an
-    `nn.Module` through its bases, as the module's analysis resolves them)."""
-    bases = " ".join(info.bases)
-    if "Optimizer" in bases:
-        return Kind.OPTIMIZER
-    if module or any(b.endswith(("Module", "Model", "PreTrainedModel", "LightningModule")) for b in info.bases) or "torch.nn" in bases:
-        return Kind.MODULE
-    call = methods.get("__call__")
-    if call is not None and call.scales and (call.steps or call.backprops):
-        return Kind.SCALER
-    if any(s.scales for s in methods.values()) and "GradScaler" in bases:
-        return Kind.SCALER
-    return Kind.OBJECT

@@ -21,7 +21,8 @@ from trainlint.model.function_values import local_function_index, local_function
 from trainlint.model.values import ValueModel
 
 if TYPE_CHECKING:
-    from trainlint.model.summary import FunctionSummary, Summarizer
+    from trainlint.model.summary import FunctionSummary
+    from trainlint.model.summarizer import Summarizer
 
 
 def _identity(thing: object | None) -> int | None:
@@ -49,7 +50,7 @@ class SymbolQueries:
 
     @cached_property
     def summarizer(self) -> "Summarizer":
-        from trainlint.model.summary import Summarizer
+        from trainlint.model.summarizer import Summarizer
 
         return Summarizer(self, PurePath(self.path).name if self.path else "<module>")
 
@@ -352,11 +353,11 @@ class SymbolQueries:
         if call.method is not None and call.receiver is not None and call.receiver_text not in ("self", "cls"):
             base = self.values.of(call.receiver, fn, call.site)
             if base.origin is not None and "|" in base.origin:  # an object of one of several classes
-                found = [(self.class_methods(o) or {}).get(call.method) for o in origins(base)]
+                found = [dispatched((self.class_methods(o) or {}).get(call.method), self.class_methods(o) or {}) for o in origins(base)]
                 return common_summary([f for f in found if f is not None]) if all(found) else None
             methods = self.class_methods(base.origin)
             if methods is not None:
-                return methods.get(call.method)
+                return dispatched(methods.get(call.method), methods)
         elif call.name is not None or (call.method is None):
             callee = self.values.of(call.node.func, fn, call.site)
             methods = self.class_methods(callee.origin)
@@ -376,6 +377,24 @@ class SymbolQueries:
         if callee is not None:
             return self._given_optimizer(call, self.summarizer.function(callee))
         return self.project_call_summary(call)
+
+
+def dispatched(summary: "FunctionSummary | None", methods: "dict[str, FunctionSummary]") -> "FunctionSummary | None":
+    """What a method does on an object of a class (`methods`, its own and inherited): an inherited
+    `update` that calls `self._update_with_batch(batch)` runs the class's override, which steps."""
+    from dataclasses import replace
+
+    for name in summary.self_methods if summary is not None else ():
+        over = methods.get(name)
+        if over is None or over is summary or summary is None:
+            continue
+        summary = replace(
+            summary, steps=summary.steps or over.steps, backprops=summary.backprops or over.backprops,
+            clears_grads=summary.clears_grads or over.clears_grads, clips=summary.clips or over.clips,
+            scales=summary.scales or over.scales, synchronizes=tuple(dict.fromkeys((*summary.synchronizes, *over.synchronizes))),
+            syncs=tuple(dict.fromkeys((*summary.syncs, *over.syncs))),
+        )
+    return summary
 
 
 def common_summary(summaries: "list[FunctionSummary]") -> "FunctionSummary":

@@ -339,7 +339,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         # and that nothing here calls (a framework, a caller elsewhere, the user), is one training step
         # (`def train_step(batch)`), whatever its name
         called = {id(f) for c in self.calls for f in self.callees(c)} if updating else set()
-        per_step |= {fn for fn in updating if id(fn) not in called and not fn.runs_once}
+        per_step |= {fn for fn in updating if id(fn) not in called and not fn.runs_once and not self.unbuilt_override(fn)}
         # functions other project modules call on every step (`trainer.py` runs `model(x)`, whose
         # class's `forward` is here): per step, with the chains that reach them from the other files
         seeds = self.project.step_seeds(self.path) if self.project is not None and self.path else {}
@@ -374,8 +374,10 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         """Whether a call may run one of these functions of this module: `f()`, `self.f()`, or a
         method of an object whose class is here, known by its value (`tokenizer.train_step(x)`)."""
         direct = self.callee(call)
-        if direct is not None or call.qualname is not None:
+        if direct is not None:
             return direct in functions
+        if call.qualname is not None:  # (a function of this module handed to another's: `timer(train_step)`)
+            return any(f in functions for f in self.passed_functions(call))
         if call.method is not None and call.receiver_text != "self" and not any(f.name == call.method for f in functions):
             return False
         return any(f in functions for f in self.callees(call))  # (a function value too: `step = make_step(...)`)

@@ -18,6 +18,7 @@ from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, Module
 from trainlint.project.outline_effects import add_effects, bound_targets as _targets, own_statements as _own_statements
 from trainlint.project.outline_effects import own_statements_from as _own_statements_from
 from trainlint.project.roots import IMPORT_TEXT
+from trainlint.project.watching import note
 from trainlint.reading import MAX_MODULE_BYTES, MAX_PROJECT_MODULES, State, module_code, project_modules, project_state, read_regular, read_state
 
 MAX_IMPORTERS = 40
@@ -130,7 +131,8 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
                 exports[alias.asname or alias.name] = full
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name] = FunctionSummary(
-                where=f"`{node.name}`", returns_argument=_returned_parameter(node, False), adds_methods=_adds_methods(node)
+                where=f"`{node.name}`", returns_argument=_returned_parameter(node, False), adds_methods=_adds_methods(node),
+                calls_parameters=_called_parameters(node),
             )
             factories.append((node, ""))
         elif isinstance(node, ast.Assign) and ast.unparse(node.value) == "sys.modules[__name__]":
@@ -362,6 +364,20 @@ def _returned_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool
     return f"{params.index(name)} {name}"
 
 
+def _called_parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
+    """The parameters a function calls on every call, never rebinding them (`FunctionSummary.
+    calls_parameters`): `fn(*args)` in a statement of its body, outside any `if`, loop or `try`."""
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    stores = {n.id for node in _own_statements(fn) for t in _targets(node) for n in ast.walk(t) if isinstance(n, ast.Name)}
+    called: list[str] = []
+    for statement in fn.body:
+        if isinstance(statement, (ast.Expr, ast.Assign, ast.Return, ast.AnnAssign)) and statement.value is not None:
+            for node in ast.walk(statement.value):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in params and node.func.id not in stores:
+                    called.append(node.func.id)
+    return tuple(f"{params.index(n)} {n}" for n in dict.fromkeys(called))
+
+
 def pending_bytes(
     locate: Callable[[Path, str], "tuple[Path, list[str]] | None"], held: Callable[[Path], bool], importer: Path, source: str
 ) -> int:
@@ -389,3 +405,23 @@ def pending_bytes(
         if data is not None and any(token.encode() in data for token in SUMMARISED_TOKENS):
             total += len(data)
     return total
+
+
+def importers_in(index: ImportIndex, target: Path, outline: Callable[[Path], ModuleSummary]) -> tuple[list[Path], frozenset[Path]]:
+    """The files of `index` whose imports may name module `target` (`Project.importers`), training
+    code first, and those among them with training code."""
+    out = [f for f in index.by_word.get(target.parent.name if target.name == "__init__.py" else target.stem, ()) if f != target]
+    # those with training code first (they may call it every step), notebooks after modules
+    out.sort(key=lambda f: (f not in index.training, f.suffix == ".ipynb"))
+    if target.name != "__init__.py" and (target.parent / "__init__.py").is_file():
+        # `from pkg import Class` through the package's __init__; a package's name is a common word
+        # (`utils`): such an importer must also name something the module defines
+        names = [n.encode() for n in (*outline(target).functions, *outline(target).classes)]
+        for importer in index.by_word.get(target.parent.name, ()):
+            if importer == target or importer in out or len(out) >= MAX_IMPORTERS + MAX_OUTLINED_IMPORTERS:
+                continue
+            state, data = read_state(str(importer))
+            note(state)
+            if data is not None and (b"import *" in data or any(name in data for name in names)):
+                out.append(importer)
+    return out, frozenset(f for f in out if f in index.training)

@@ -26,14 +26,14 @@ from pathlib import Path
 from dataclasses import replace
 from typing import Any
 
-from trainlint.model.torchnames import LIBRARY_CLASS
 from trainlint.project import budget, store
 from trainlint.project.components import Components
 from trainlint.project.watching import InProgress, note, watching
 from trainlint.project.classes import class_hierarchy, inherited_methods
-from trainlint.project.passed_instances import passed_instances
+from trainlint.project.hierarchy import class_candidates, unbuilt
+from trainlint.project.passed_instances import passed_instances, resolved_arguments
 from trainlint.project.seeds import join_seeds, passed_to
-from trainlint.project.importers import MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, SUMMARISED_TOKENS, TRAINING_TOKENS, ImportIndex, import_index, module_outline, pending_bytes
+from trainlint.project.importers import MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, SUMMARISED_TOKENS, TRAINING_TOKENS, ImportIndex, import_index, importers_in, module_outline, pending_bytes
 from trainlint.project import roots as import_roots
 from trainlint.project.finding import ModuleFinder
 from trainlint.project.outline_effects import with_outline_facts
@@ -184,25 +184,7 @@ class Project(ModuleFinder):
 
     def _arguments(self, path: Path, passed: list[tuple[str, str, str]]) -> tuple[Argument, ...]:
         """The instances a module passes to other project modules, resolved to the defining files."""
-        out: list[Argument] = []
-        for callee, key, origin in passed:
-            where = self.locate_any(path, callee)
-            final = self.defined_in(where[0], where[1], hops=0) if where is not None else None
-            if final is None or len(final[1]) not in (1, 2):
-                continue
-            library = origin.startswith(f"{LIBRARY_CLASS}::")
-            if origin.startswith("=") or library:  # what a call passes (a fact), or a library's class
-                out.append(Argument(str(final[0]), ".".join(final[1]), key, LIBRARY_CLASS if library else "", origin.split("::")[-1]))
-                continue
-            cls: tuple[Path, list[str]] | None = (_real(path), [origin[2:]])
-            if not origin.startswith("::"):
-                found = self.locate(path, origin)
-                cls = self.defined_in(found[0], found[1], hops=0) if found is not None else None
-                if cls is not None and cls[1][-1] not in self.outline(cls[0]).classes:
-                    continue  # (a function called, not a class built)
-            if cls is not None and len(cls[1]) == 1:
-                out.append(Argument(str(final[0]), ".".join(final[1]), key, str(cls[0]), cls[1][0]))
-        return tuple(out)
+        return resolved_arguments(self, _real(path), path, passed)
 
     def defined_in(self, path: Path, rest: list[str], hops: int) -> tuple[Path, list[str]] | None:
         """Where a name a module offers is defined: followed through re-exports (`from .m import f`)."""
@@ -248,22 +230,7 @@ class Project(ModuleFinder):
         return index
 
     def _importers_of(self, target: Path) -> tuple[list[Path], frozenset[Path]]:
-        index = self._import_index(target)
-        out = [f for f in index.by_word.get(target.parent.name if target.name == "__init__.py" else target.stem, ()) if f != target]
-        # those with training code first (they may call it every step), notebooks after modules
-        out.sort(key=lambda f: (f not in index.training, f.suffix == ".ipynb"))
-        if target.name != "__init__.py" and (target.parent / "__init__.py").is_file():
-            # `from pkg import Class` through the package's __init__; a package's name is a common word
-            # (`utils`): such an importer must also name something the module defines
-            names = [n.encode() for n in (*self.outline(target).functions, *self.outline(target).classes)]
-            for importer in index.by_word.get(target.parent.name, ()):
-                if importer == target or importer in out or len(out) >= MAX_IMPORTERS + MAX_OUTLINED_IMPORTERS:
-                    continue
-                state, data = read_state(str(importer))
-                note(state)
-                if data is not None and (b"import *" in data or any(name in data for name in names)):
-                    out.append(importer)
-        return out, frozenset(f for f in out if f in index.training)
+        return importers_in(self._import_index(target), target, self.outline)
 
     def rescan(self) -> None:
         """Forget which files exist (remembered for a run's speed). A long-lived process, the
@@ -359,6 +326,32 @@ class Project(ModuleFinder):
             return None
         summaries, asker = self._summariser(), self._asker(from_file)
         return inherited_methods(found[0], found[1][0], lambda path, name: summaries._resolve(path, [name], 0, asker), self.outline, self.locate)
+
+    def method_home(self, from_file: str, qualname: str, method: str) -> str | None:
+        """Where an object of project class `qualname` finds `method` (`ProjectLookup.method_home`),
+        read from outlines."""
+        if not from_file or from_file == "-":
+            return None
+        found = self.locate_any(Path(from_file), qualname)
+        if found is None or len(found[1]) != 1:
+            return None
+        path, name = found[0], found[1][0]
+        for where, cls in ((path, name), *class_hierarchy(path, name, self.outline, self.locate)[1]):
+            owner = self.outline(where).classes.get(cls)
+            if owner is not None and method in owner.methods:
+                return f"{_real(where)}::{cls}.{method}"
+        return None
+
+    def unbuilt(self, path: str, class_name: str, base: str) -> bool:
+        """Whether the project builds objects of other classes deriving from `base` ("file::Base") but
+        never one of class `class_name` of module `path` (`hierarchy.unbuilt`)."""
+        return bool(path) and path != "-" and unbuilt(self, _real(Path(path)), class_name, base)
+
+    def class_candidates(self, from_file: str, kind: str, qualname: str) -> tuple[str, ...]:
+        """The project classes an object built from `qualname` may be (`hierarchy.class_candidates`)."""
+        if not from_file or from_file == "-":
+            return ()
+        return class_candidates(self, Path(from_file), kind, qualname)
 
     def class_bases(self, from_file: str, class_name: str) -> tuple[str, ...]:
         """Every base of class `class_name` of `from_file`, through its project bases in any module
@@ -463,7 +456,7 @@ class Project(ModuleFinder):
     def _compute(self, path: Path, data: bytes) -> ModuleSummary:
         try:
             from trainlint.model.positions import call_placer
-            from trainlint.model.summary import Summarizer
+            from trainlint.model.summarizer import Summarizer
 
             model = self._model(path, data)
             if model is None:

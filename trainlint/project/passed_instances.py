@@ -5,10 +5,22 @@ to `RNNLMScratch`'s `rnn`, though all its training happens in the library's `Tra
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+from typing import Iterator, Protocol
+
+from trainlint.model.summary import Argument, ModuleSummary
+from trainlint.model.torchnames import LIBRARY_CLASS
 from trainlint.project.python_trees import python_tree
 
-import ast
-from typing import Iterator
+
+class Finder(Protocol):
+    """What resolving passed instances asks of the project phase (`index.Project`)."""
+
+    def locate(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None: ...
+    def locate_any(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None: ...
+    def defined_in(self, path: Path, rest: list[str], hops: int) -> tuple[Path, list[str]] | None: ...
+    def outline(self, path: Path, unknown_if_training: bool = False) -> ModuleSummary: ...
 
 
 def passed_instances(source: str) -> list[tuple[str, str, str]]:
@@ -57,12 +69,12 @@ def passed_instances(source: str) -> list[tuple[str, str, str]]:
             top = isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
             for node in _own_nodes(statement):
                 for target in _bound_names(node):
-                    made = _made(node.value, classes, imported) if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+                    made = _made_any(node.value, classes, imported) if isinstance(node, ast.Assign) and len(node.targets) == 1 else set()
                     if top and node is statement:
-                        bound[target] = {made} if made else None
+                        bound[target] = made or None
                     else:
                         earlier = bound.get(target, set())
-                        bound[target] = earlier | {made} if made and earlier is not None else None
+                        bound[target] = earlier | made if made and earlier is not None else None
     return list(dict.fromkeys(out))
 
 
@@ -124,5 +136,38 @@ def _made(value: ast.expr, classes: set[str], imported: dict[str, str]) -> str |
 def _built(arg: ast.expr, bound: dict[str, set[str] | None], classes: set[str], imported: dict[str, str]) -> set[str]:
     if isinstance(arg, ast.Name):
         return bound.get(arg.id) or set()
-    made = _made(arg, classes, imported)
+    return _made_any(arg, classes, imported)
+
+
+def _made_any(value: ast.expr, classes: set[str], imported: dict[str, str]) -> set[str]:
+    """The classes an expression makes an object of: one call, or either branch of a conditional
+    (`PGPolicy(net) if discrete else A2CPolicy(net)`) where both make one."""
+    if isinstance(value, ast.IfExp):
+        body, orelse = _made_any(value.body, classes, imported), _made_any(value.orelse, classes, imported)
+        return body | orelse if body and orelse else set()
+    made = _made(value, classes, imported)
     return {made} if made else set()
+
+
+def resolved_arguments(project: Finder, real: Path, path: Path, passed: list[tuple[str, str, str]]) -> tuple[Argument, ...]:
+    """The instances module `path` (resolved: `real`) passes to other project modules (`passed_instances`),
+    resolved to the files that define the callee and the class; `project` finds names and outlines."""
+    out: list[Argument] = []
+    for callee, key, origin in passed:
+        where = project.locate_any(path, callee)
+        final = project.defined_in(where[0], where[1], hops=0) if where is not None else None
+        if final is None or len(final[1]) not in (1, 2):
+            continue
+        library = origin.startswith(f"{LIBRARY_CLASS}::")
+        if origin.startswith("=") or library:  # what a call passes (a fact), or a library's class
+            out.append(Argument(str(final[0]), ".".join(final[1]), key, LIBRARY_CLASS if library else "", origin.split("::")[-1]))
+            continue
+        cls: tuple[Path, list[str]] | None = (real, [origin[2:]])
+        if not origin.startswith("::"):
+            found = project.locate(path, origin)
+            cls = project.defined_in(found[0], found[1], hops=0) if found is not None else None
+            if cls is not None and cls[1][-1] not in project.outline(cls[0]).classes:
+                continue  # (a function called, not a class built)
+        if cls is not None and len(cls[1]) == 1:
+            out.append(Argument(str(final[0]), ".".join(final[1]), key, str(cls[0]), cls[1][0]))
+    return tuple(out)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from trainlint.model.lattice import origins
 from trainlint.model.summary import DISPATCH, FunctionSummary, ModuleSummary, Place, Seed, StepCall
 from trainlint.project.classes import class_hierarchy
+from trainlint.project.hierarchy import choosing_modules
 from trainlint.config import is_test_path
 from trainlint.project.importers import MAX_CHAINS, MAX_IMPORTERS
 from trainlint.project.roots import project_root
@@ -51,7 +52,16 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
             receiver = Path(a.callee_path)
             if a.class_path == str(target) and receiver != target and receiver not in callers:
                 callers.append(receiver)
+    direct = set(callers)
     callers.extend(_subclassing(project, target, callers))
+    callers.extend(p for p in choosing_modules(project, target)[:MAX_IMPORTERS] if p not in callers)
+    # and the modules handed instances of classes of its importers (`Trainer(policy)` with a `PGPolicy`
+    # deriving from one of its classes, whose inherited methods run there)
+    for importer in list(callers):
+        for a in project.summary(importer).arguments:
+            receiver = Path(a.callee_path)
+            if a.class_path and Path(a.class_path) in direct and receiver != target and receiver not in callers:
+                callers.append(receiver)
     for importer in callers:
         for call in project.summary(importer, steps=True).step_calls:
             if call.target.startswith(DISPATCH):
@@ -75,6 +85,8 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
             for call in project.summary(base_path, steps=True).step_calls:
                 owner, _, method = call.target.removeprefix(DISPATCH).partition(".")
                 if call.target.startswith(DISPATCH) and owner == base and method in own:
+                    if project.unbuilt(str(target), name, f"{base_path}::{base}"):
+                        break  # (the project builds its siblings, never it: none of its overrides runs)
                     add(base_path, call, f"{name}.{method}")
     return {name: Seed(tuple(chains), name in accelerator) for name, chains in found.items() if chains}
 

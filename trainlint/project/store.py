@@ -25,7 +25,7 @@ from trainlint.checked_json import (
 )
 from trainlint.reading import State, current_state, digest, read_regular
 
-STORE_FORMAT = 15  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs; 9: the attributes of `self` a method calls; 10: the parameter a function steps; 11: methods set on classes from outside, arguments saved from the caller's frame; 12: layers a function replaces, the modules a returned optimizer holds, returned probabilities, library losses passed; 13: what a function does with its parameters; 14: one summary per module content, no variants; 15: torch layers and other modules' classes a class holds, the gradient flags it lacks)
+STORE_FORMAT = 16  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs; 9: the attributes of `self` a method calls; 10: the parameter a function steps; 11: methods set on classes from outside, arguments saved from the caller's frame; 12: layers a function replaces, the modules a returned optimizer holds, returned probabilities, library losses passed; 13: what a function does with its parameters; 14: one summary per module content, no variants; 15: torch layers and other modules' classes a class holds, the gradient flags it lacks; 16: the parameters a function calls, the methods it calls on self)
 
 if TYPE_CHECKING:
     from trainlint.model.lattice import Value
@@ -83,10 +83,10 @@ def _decode_step_call(v: object) -> Any:
     target, chain, accelerator, when = items(v, 4)
     places = []
     for place in items(chain):
-        path, line, column = items(place, 3)
+        path, line, column, *note = items(place, 4 if type(place) is list and len(place) == 4 else 3)
         if type(line) is not int or type(column) is not int:
             raise BadEntry("not a place")
-        places.append((text(path), line, column))
+        places.append((text(path), line, column, text(note[0])) if note else (text(path), line, column))
     return StepCall(text(target), tuple(places), flag(accelerator), text(when))
 
 
@@ -95,7 +95,7 @@ def _encode_function(f: FunctionSummary) -> list[object]:
             f.reads_arguments, f.no_grad, f.sets_train_mode, f.differentiates_arguments, _encode_value(f.returns),
             list(f.defined), f.returns_argument, list(f.self_calls), f.steps_parameter, f.clips_parameter, f.adds_methods,
             f.saves_arguments, list(f.replaces_layers), list(f.optimizes), f.returns_activation,
-            list(f.parameter_facts)]
+            list(f.parameter_facts), list(f.calls_parameters), list(f.self_methods)]
 
 
 def _decode_function(v: object) -> FunctionSummary:
@@ -103,7 +103,7 @@ def _decode_function(v: object) -> FunctionSummary:
 
     (where, steps, backprops, trains, clears_grads, clips, scales, synchronizes, syncs, reads_arguments, no_grad,
      sets_train_mode, differentiates, returns, defined, returns_argument, self_calls, steps_parameter, clips_parameter,
-     adds_methods, saves_arguments, replaces_layers, optimizes, returns_activation, parameter_facts) = items(v, 25)
+     adds_methods, saves_arguments, replaces_layers, optimizes, returns_activation, parameter_facts, calls_parameters, self_methods) = items(v, 27)
     path, qualified = items(defined, 2)
     return FunctionSummary(
         text(where), flag(steps), flag(backprops), flag(trains), flag(clears_grads), flag(clips), flag(scales),
@@ -112,7 +112,8 @@ def _decode_function(v: object) -> FunctionSummary:
         opt_text(returns_argument), tuple(text(s) for s in items(self_calls)), opt_text(steps_parameter),
         opt_text(clips_parameter), flag(adds_methods), flag(saves_arguments),
         tuple(text(s) for s in items(replaces_layers)), tuple(text(s) for s in items(optimizes)), opt_text(returns_activation),
-        tuple(text(s) for s in items(parameter_facts)),
+        tuple(text(s) for s in items(parameter_facts)), tuple(text(s) for s in items(calls_parameters)),
+        tuple(text(s) for s in items(self_methods)),
     )
 
 

@@ -12,12 +12,12 @@ from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.environments import feeds_batch_source, feeds_environment
 from trainlint.model.extract import calls_in
 from trainlint.model.host_reads import (
+    header_calls as _header_calls, is_metric_log as _is_metric_log, reported_at_callers as _reported_at_callers,
     GIVEN_A_TENSOR, SYNC_METHODS, chain_base as _chain_base, copies_to_host as _copies_to_host,
     count_argument as _count_argument, device_tensor as _device_tensor, formats_tensor as _formats_tensor, orders_tensors as _orders_tensors,
 )
 from trainlint.model.names import tokens
 from trainlint.model.lattice import Kind
-from trainlint.model.summary import VALUE_READS, reads_passed_value
 from trainlint.rules.rule import Finding, Rule, shorten
 
 HOST_COPIES = frozenset({"cpu", "numpy", "to"})
@@ -123,7 +123,18 @@ for step, (x, y) in enumerate(loader):
         "findings. A sync in a project helper is reported once: in the helper, with the call chains "
         "that run it every step, when the helper reads a value it computes (its own `loss.item()`); at "
         "each call site, where the value is known, when the helper only reads what it is passed "
-        "(`metric_logger.update(loss=loss)`, whose `update` calls `v.item()`)."
+        "(`metric_logger.update(loss=loss)`, whose `update` calls `v.item()`). "
+        "The step reaches code indirectly too, and a sync there is flagged: a function handed to a helper that "
+        "calls it (`timer(train_step)`, each function `engine = schedule_a if cfg.a else schedule_b` may hold); "
+        "the method a project base class's per-step code runs on `self` in a subclass of another module "
+        "(`BasePolicy.update` calling `self._update_with_batch(batch)`, whose override returns "
+        "`Stats(loss=loss.item())`); and the methods of an object whose class the project chooses at run time "
+        "(`CRITERIA[cfg.loss]()`, `LOSSES.get(cfg.loss)()`, `criterion: Criterion = instantiate(cfg.criterion)`): "
+        "the project classes that define the called method and could be built there (in the dict, registered in "
+        "the registry, deriving from the declared base), whose chains say so (\"`criterion` may be `SetCriterion`, "
+        "built from the configuration\"). Not flagged: such an object with more than three candidate classes, a "
+        "class the dict, the registry or the base does not hold, and the override of a subclass the project never "
+        "builds while it builds others of that base (named nowhere but in imports and `class` statements)."
     )
     verification = (
         "`trainlint verify` times a step with and without `.item()` on CUDA. `trainlint verify run` records "
@@ -230,6 +241,25 @@ for x, y in loader:
     optimizer.step()
     for t, l in zip(t_batch, losses.detach()):
         loss_by_t[int(t * 10)] += l
+""",
+        # a loss class chosen from a dict of classes by a configuration string: each candidate's `forward` runs
+        """
+import torch.nn as nn
+class SetCriterion(nn.Module):
+    def forward(self, outputs, targets):
+        loss = (outputs - targets).abs().mean()
+        return loss / max(loss.detach().item(), 1.0)
+class FocalCriterion(nn.Module):
+    def forward(self, outputs, targets):
+        return ((1 - outputs.sigmoid()) ** 2 * (outputs - targets).abs()).mean()
+CRITERIA = {"set": SetCriterion, "focal": FocalCriterion}
+def train(cfg, model, loader, optimizer):
+    criterion = CRITERIA[cfg.loss]()
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
 """,
         # the main process logs every step: that rank pays the sync, the others wait for it
         """
@@ -417,8 +447,6 @@ for x, y in loader:
 
 # values that are not device tensors even when their methods share a tensor's names
 NOT_DEVICE_DATA = frozenset({Kind.MODULE, Kind.OPTIMIZER, Kind.SCALER, Kind.SCHEDULER, Kind.DATALOADER, Kind.OBJECT})
-METRIC_LOGGERS = frozenset({"wandb.log", "mlflow.log_metric", "mlflow.log_metrics"})
-METRIC_METHODS = frozenset({"add_scalar", "add_scalars"})
 
 
 @dataclass(frozen=True)
@@ -429,19 +457,6 @@ class _Sync:
     node: cst.CSTNode
     described: str
     kind: str
-
-
-def _header_calls(model: TrainingModel, nodes: list[cst.CSTNode]) -> dict[int, int]:
-    """For the calls among `nodes` in a compound statement's header (an `if`/`while` test, a `for`'s
-    iterable), which have no statement line: the header they are in."""
-    wanted = {id(n) for n in nodes}
-    out: dict[int, int] = {}
-    headers = [cond.node for cond in model.conditions] + [loop.node.iter for loop in model.loops if isinstance(loop.node, cst.For)]
-    for header in headers:
-        for call in calls_in(header):
-            if id(call) in wanted:
-                out.setdefault(id(call), id(header))
-    return out
 
 
 def _one_per_statement(model: TrainingModel, syncs: list[_Sync], headers: dict[int, int]) -> Iterator[Finding]:
@@ -468,21 +483,6 @@ def _one_per_statement(model: TrainingModel, syncs: list[_Sync], headers: dict[i
         )
 
 
-def _reported_at_callers(model: TrainingModel, call: Call) -> bool:
-    """A read of a value the caller passed (`v.item()` of a parameter), in a function that runs every
-    step because project code calls it: the callers that pass a device tensor are reported, where the
-    value is known (`metric_logger.update(loss=loss)`), and the read is not reported again here (one
-    finding per defect). A step hook's parameters come from the framework: its reads stay its own."""
-    fn = call.site.function
-    if fn is None or call.method not in VALUE_READS or fn.parent is not None:
-        return False
-    if model._outermost_step_loop(call.site) is not None or model._is_hook(fn) or not model.step_chains(fn):
-        return False
-    # the callers report a passed tensor they know is on the accelerator; a value the helper only
-    # guesses is one (`.item()` of an unknown) stays reported here, where the callers are silent
-    return _device_tensor(model.value(call.receiver, call.site)) and reads_passed_value(model, fn, call)  # type: ignore[arg-type]
-
-
 def _logged_call(text: str) -> str:
     """`wandb.log({...})`: a logging call as its finding names it, its arguments elided when long."""
     if len(text) <= 40 or "(" not in text:
@@ -491,10 +491,3 @@ def _logged_call(text: str) -> str:
     inner = text[opened + 1 : -1].strip()
     elided = "{...}" if inner.startswith("{") else "..."
     return f"{text[:opened]}({elided})"
-
-
-def _is_metric_log(model: TrainingModel, call: Call) -> bool:
-    """`wandb.log({...})`, `writer.add_scalar(tag, value, step)`: loggers convert tensors on the host."""
-    return call.qualname in METRIC_LOGGERS or (call.method in METRIC_METHODS and call.qualname is None)
-
-

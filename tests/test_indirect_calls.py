@@ -1,0 +1,457 @@
+"""Calls the step makes indirectly (DESIGN.md, "The whole program"): a function handed to another
+that calls it, a method of an object whose class the project chooses at run time (a dict of
+classes, a registry, a declared base: class-hierarchy analysis over the project's own classes),
+and an in-project framework whose base class dispatches to a subclass's override."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.helpers import lint
+from tests.test_whole_program import findings, write
+
+# -- 1. a function handed to another and called there ----------------------------------------------
+
+TIMING = """
+    import time
+
+    import torch
+
+
+    def timer(fn, *args):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        out = fn(*args)
+        torch.cuda.synchronize()
+        return time.perf_counter() - start, out
+
+
+    def every(fn, step, interval=100):
+        if step % interval == 0:
+            fn()
+"""
+
+TIMED_TRAIN = """
+    import functools
+
+    import torch
+    import torch.nn.functional as F
+
+    from utils.timing import every, timer
+
+
+    def train_step(model, optimizer, batch):
+        x, y = batch
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+
+    def plain_step(model, optimizer, batch):
+        return train_step(model, optimizer, batch)
+
+
+    def logged_step(model, optimizer, batch):
+        loss = train_step(model, optimizer, batch)
+        print(f"loss {loss.item():.4f}")
+        return loss
+
+
+    def report(model):
+        print(f"weight norm {model.weight.norm().item():.3f}")
+
+
+    def main(cfg, model, loader):
+        model = model.cuda()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+        engine = logged_step if cfg.verbose else plain_step
+        for step, (x, y) in enumerate(loader):
+            batch = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+            elapsed, loss = timer(engine, model, optimizer, batch)
+            every(functools.partial(report, model), step)
+"""
+
+
+def test_a_step_handed_to_a_timer_of_another_module_runs_every_step_and_so_do_its_syncs(tmp_path: Path) -> None:
+    write(tmp_path, {"utils/__init__.py": "", "utils/timing.py": TIMING, "train.py": TIMED_TRAIN})
+    found = findings(tmp_path, ["train.py", "utils/timing.py"], "TL40")
+    # the timer's two synchronisations, reached from the step loop's `timer(...)` call
+    assert found["utils/timing.py:8:TL402"] == [[("train.py", 39)]]
+    assert found["utils/timing.py:11:TL402"] == [[("train.py", 39)]]
+    # both functions `engine` may hold run every step: the logging one's read is reported
+    assert found["train.py:25:TL401"] == [[("train.py", 39)]]
+
+
+def test_a_function_a_helper_calls_only_on_log_steps_is_not_per_step(tmp_path: Path) -> None:
+    write(tmp_path, {"utils/__init__.py": "", "utils/timing.py": TIMING, "train.py": TIMED_TRAIN})
+    found = findings(tmp_path, ["train.py", "utils/timing.py"], "TL40")
+    # `every(fn, step)` calls `fn` under `if step % interval == 0`: `report` is no per-step code
+    assert not any(key.startswith("train.py:30:") for key in found)
+    assert "train.py:40:TL401" not in found  # (nor is the call handing it a function a read)
+
+
+def test_a_function_value_chosen_by_an_option_and_called_in_the_loop_runs_each_candidate() -> None:
+    code = """
+    import torch
+
+    model = torch.nn.Linear(8, 2).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+    def schedule_a(x, y):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        return loss
+
+
+    def schedule_b(x, y):
+        loss = torch.nn.functional.l1_loss(model(x), y)
+        loss.backward()
+        print(loss.item())
+        return loss
+
+
+    def unused(x, y):
+        print(model(x).sum().item())
+
+
+    def train(cfg, loader):
+        engine = schedule_a if cfg.a else schedule_b
+        for x, y in loader:
+            engine(x.cuda(), y.cuda())
+            opt.step()
+            opt.zero_grad()
+    """
+    found = {d.line: [[loc.line for loc in c] for c in d.chains] for d in lint(code, "TL401")}
+    assert found == {17: [[28]]}
+
+
+# -- 2. an object whose class the project chooses at run time --------------------------------------
+
+CRITERIA = """
+    import torch
+    import torch.nn as nn
+
+
+    class Criterion(nn.Module):
+        def forward(self, outputs, targets):
+            raise NotImplementedError
+
+
+    class SetCriterion(Criterion):
+        def forward(self, outputs, targets):
+            loss = (outputs - targets).abs().mean()
+            num_boxes = loss.detach().item()
+            return loss / max(num_boxes, 1.0)
+
+
+    class FocalCriterion(Criterion):
+        def forward(self, outputs, targets):
+            p = outputs.sigmoid()
+            return ((1 - p) ** 2 * (p - targets).abs()).mean()
+
+
+    class HungarianMatcher(nn.Module):
+        def forward(self, outputs, targets):
+            cost = torch.cdist(outputs, targets)
+            return cost.argmin(-1).tolist()
+
+
+    CRITERIA = {"set": SetCriterion, "focal": FocalCriterion}
+"""
+
+CHOSEN_TRAIN = """
+    import argparse
+
+    import torch
+
+    from models.criterion import CRITERIA
+
+
+    def main():
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--loss", default="set")
+        cfg = parser.parse_args()
+        model = torch.nn.Linear(16, 4).cuda()
+        criterion = CRITERIA[cfg.loss]()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        for x, y in torch.utils.data.DataLoader(cfg.dataset, batch_size=8):
+            x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+            loss = criterion(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def _chosen_project(tmp_path: Path, criteria: str = CRITERIA, train: str = CHOSEN_TRAIN) -> dict[str, list]:
+    write(tmp_path, {"models/__init__.py": "", "models/criterion.py": criteria, "train.py": train})
+    return findings(tmp_path, ["train.py", "models/criterion.py"], "TL401")
+
+
+def test_a_loss_built_from_a_dict_of_classes_runs_each_candidate_s_forward(tmp_path: Path) -> None:
+    found = _chosen_project(tmp_path)
+    assert found == {"models/criterion.py:14:TL401": [[("train.py", 18)]]}
+
+
+def test_the_chain_says_which_class_the_object_may_be(tmp_path: Path) -> None:
+    write(tmp_path, {"models/__init__.py": "", "models/criterion.py": CRITERIA, "train.py": CHOSEN_TRAIN})
+    settings_path = tmp_path / "models" / "criterion.py"
+    from trainlint.config import Settings
+    from trainlint.engine.lint import lint_paths
+
+    [result] = lint_paths([(settings_path, Settings(select=("TL401",), root=tmp_path))], jobs=1)
+    [diagnostic] = result.diagnostics
+    [[place]] = diagnostic.chains
+    assert place.note == "`criterion` may be `SetCriterion`, built from the configuration"
+    assert "(`criterion` may be `SetCriterion`, built from the configuration)" in diagnostic.chain_dict(diagnostic.chains[0])["message"]
+
+
+def test_a_class_that_is_not_in_the_dict_is_no_candidate(tmp_path: Path) -> None:
+    # `HungarianMatcher.forward` reads on the host too, but the dict cannot build it
+    found = _chosen_project(tmp_path, CRITERIA.replace(".tolist()", ".item()"))
+    assert list(found) == ["models/criterion.py:14:TL401"]
+
+
+def test_more_than_three_candidates_say_nothing(tmp_path: Path) -> None:
+    more = CRITERIA.replace(
+        'CRITERIA = {"set": SetCriterion, "focal": FocalCriterion}',
+        """class DiceCriterion(Criterion):
+        def forward(self, outputs, targets):
+            return 1 - (2 * (outputs * targets).sum() + 1) / (outputs.sum() + targets.sum() + 1)
+
+
+    class L1Criterion(Criterion):
+        def forward(self, outputs, targets):
+            return (outputs - targets).abs().mean()
+
+
+    CRITERIA = {"set": SetCriterion, "focal": FocalCriterion, "dice": DiceCriterion, "l1": L1Criterion}""",
+    )
+    assert _chosen_project(tmp_path, more) == {}
+
+
+REGISTRY = """
+    class Registry:
+        def __init__(self, name):
+            self.name = name
+            self._classes = {}
+
+        def register(self, name=None):
+            def wrap(cls):
+                self._classes[name or cls.__name__] = cls
+                return cls
+            return wrap
+
+        def get(self, name):
+            return self._classes[name]
+
+
+    LOSSES = Registry("losses")
+"""
+
+REGISTERED = """
+    import torch
+    import torch.nn as nn
+
+    from models.registry import LOSSES
+
+
+    @LOSSES.register("set")
+    class SetCriterion(nn.Module):
+        def forward(self, outputs, targets):
+            loss = (outputs - targets).abs().mean()
+            num_boxes = loss.detach().item()
+            return loss / max(num_boxes, 1.0)
+
+
+    class HungarianMatcher(nn.Module):
+        def forward(self, outputs, targets):
+            cost = torch.cdist(outputs, targets)
+            return cost.argmin(-1).item()
+"""
+
+REGISTRY_TRAIN = """
+    import torch
+
+    from models.registry import LOSSES
+
+
+    def train(cfg, model, loader):
+        model.cuda()
+        criterion = LOSSES.get(cfg.loss)()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        for x, y in loader:
+            x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+            loss = criterion(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_a_loss_a_registry_builds_from_a_configuration_string_runs_the_registered_classes(tmp_path: Path) -> None:
+    # registered in a module the training script never imports; the unregistered matcher is no candidate
+    files = {"models/__init__.py": "", "models/registry.py": REGISTRY, "models/losses.py": REGISTERED, "train.py": REGISTRY_TRAIN}
+    write(tmp_path, files)
+    found = findings(tmp_path, ["train.py", "models/losses.py"], "TL401")
+    assert found == {"models/losses.py:12:TL401": [[("train.py", 13)]]}
+
+
+DECLARED_TRAIN = """
+    import torch
+    from hydra.utils import instantiate
+
+    from models.criterion import Criterion
+
+
+    def train(cfg, model, loader):
+        model.cuda()
+        criterion: Criterion = instantiate(cfg.criterion)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        for x, y in loader:
+            x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+            loss = criterion(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_an_object_declared_as_a_project_base_may_be_any_of_its_subclasses_but_no_other(tmp_path: Path) -> None:
+    # `HungarianMatcher` defines `forward` too, but it is no `Criterion`
+    found = _chosen_project(tmp_path, CRITERIA.replace(".tolist()", ".item()"), DECLARED_TRAIN)
+    assert found == {"models/criterion.py:14:TL401": [[("train.py", 14)]]}
+
+
+# -- 3. an in-project framework: a base class's loop, a subclass's override -------------------------
+
+POLICY_BASE = """
+    from dataclasses import dataclass
+
+    import torch
+
+
+    @dataclass
+    class Stats:
+        loss: float
+        grad_norm: float
+
+
+    class BasePolicy(torch.nn.Module):
+        def __init__(self, net, optim):
+            super().__init__()
+            self.net = net
+            self.optim = optim
+
+        def update(self, batch):
+            self.train()
+            return self._update_with_batch(batch)
+
+        def _update_with_batch(self, batch):
+            raise NotImplementedError
+"""
+
+POLICY_PG = """
+    import torch
+
+    from rl.policy.base import BasePolicy, Stats
+
+
+    class PGPolicy(BasePolicy):
+        def _update_with_batch(self, batch):
+            obs, act, ret = batch
+            dist = torch.distributions.Categorical(logits=self.net(obs))
+            loss = -(dist.log_prob(act) * ret).mean()
+            self.optim.zero_grad()
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
+            self.optim.step()
+            return Stats(loss=loss.item(), grad_norm=norm.item())
+
+
+    class A2CPolicy(BasePolicy):
+        def _update_with_batch(self, batch):
+            obs, act, ret = batch
+            loss = (self.net(obs).squeeze(-1) - ret).pow(2).mean()
+            self.optim.zero_grad()
+            loss.backward()
+            self.optim.step()
+            return Stats(loss=loss.item(), grad_norm=0.0)
+"""
+
+TRAINER = """
+    class Trainer:
+        def __init__(self, policy, collector, max_epoch, device="cuda"):
+            self.policy = policy
+            self.collector = collector
+            self.max_epoch = max_epoch
+            self.device = device
+
+        def run(self):
+            for epoch in range(self.max_epoch):
+                for batch in self.collector.collect():
+                    batch = [b.to(self.device) for b in batch]
+                    stats = self.policy.update(batch)
+                    self.log(stats)
+
+        def log(self, stats):
+            print(stats)
+"""
+
+RL_MAIN = """
+    import torch
+
+    from rl.collector import Collector
+    from rl.policy.pg import PGPolicy
+    from rl.trainer.base import Trainer
+
+
+    def main():
+        net = torch.nn.Linear(4, 2).cuda()
+        optim = torch.optim.Adam(net.parameters(), lr=1e-3)
+        policy = PGPolicy(net, optim)
+        Trainer(policy, Collector(), max_epoch=10).run()
+
+
+    if __name__ == "__main__":
+        main()
+"""
+
+COLLECTOR = """
+    class Collector:
+        def __init__(self, env=None):
+            self.env = env
+
+        def collect(self):
+            yield from self.env.rollouts()
+"""
+
+
+def _framework(tmp_path: Path, main: str = RL_MAIN) -> dict[str, list]:
+    files = {
+        "rl/__init__.py": "", "rl/policy/__init__.py": "", "rl/trainer/__init__.py": "",
+        "rl/policy/base.py": POLICY_BASE, "rl/policy/pg.py": POLICY_PG, "rl/trainer/base.py": TRAINER,
+        "rl/collector.py": COLLECTOR, "main.py": main,
+    }
+    write(tmp_path, files)
+    return findings(tmp_path, ["rl/policy/pg.py", "rl/policy/base.py"], "TL401")
+
+
+def test_a_trainer_base_s_loop_runs_the_override_its_policy_dispatches_to(tmp_path: Path) -> None:
+    # `Trainer.run` → `BasePolicy.update` (inherited by the `PGPolicy` main.py hands it) →
+    # `self._update_with_batch`, `PGPolicy`'s: its `loss.item()` in the returned stats is a per-step sync
+    found = _framework(tmp_path)
+    assert found == {"rl/policy/pg.py:16:TL401": [[("base.py", 13), ("base.py", 21)]]}
+
+
+def test_a_subclass_the_project_never_builds_runs_no_override(tmp_path: Path) -> None:
+    # `A2CPolicy` overrides `_update_with_batch` too, but nothing builds one
+    found = _framework(tmp_path)
+    assert not any(key.startswith("rl/policy/pg.py:26:") for key in found)
+    # built by the script, it runs as well
+    built = _framework(tmp_path, RL_MAIN.replace("from rl.policy.pg import PGPolicy", "from rl.policy.pg import A2CPolicy, PGPolicy")
+                       .replace("policy = PGPolicy(net, optim)", "policy = PGPolicy(net, optim) if net.out_features > 1 else A2CPolicy(net, optim)"))
+    assert "rl/policy/pg.py:26:TL401" in built

@@ -1,0 +1,177 @@
+"""Class-hierarchy analysis for objects whose class the project chooses at run time: `criterion =
+CRITERIA[cfg.loss]()`, `LOSSES.get(cfg.loss)(cfg)`, `criterion: Criterion = build_criterion(cfg)`.
+The value model cannot know which class is built, but the project's own definitions bound it: the
+classes of the dict, those registered in the registry, the subclasses of the declared base that the
+project builds. Those that define the called method are the candidates, as any call-graph builder
+takes them; more than `MAX_CANDIDATES` says nothing (DESIGN.md: "The whole program")."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from trainlint.model.names import dotted
+
+if TYPE_CHECKING:
+    from trainlint.model.facts import Site
+    from trainlint.model.training import TrainingModel
+
+MAX_CANDIDATES = 3
+MAX_DEPTH = 3  # factories returning what other factories build
+
+
+def candidate_classes(m: "TrainingModel", expr: cst.BaseExpression, site: "Site", method: str | None) -> tuple[str, ...]:
+    """The classes (a class of this module by name, another module's as "file::Class") an object
+    `expr` may be an instance of, as the project chooses its class at run time, that define `method`
+    (None: the object is called, its `forward` or `__call__`); none where there are more than
+    `MAX_CANDIDATES` or where a binding of it is not such a choice."""
+    bindings = _bindings(m, expr, site)
+    found: list[str] = []
+    for value, annotation, at in bindings:
+        chosen = _declared(m, annotation) if annotation is not None else None
+        if chosen is None:
+            chosen = _chosen(m, value, at, 0)
+        if chosen is None:
+            return ()
+        found.extend(c for c in chosen if c not in found)
+    names = (method,) if method else ("forward", "__call__")
+    defining = [c for c in found if any(_defines(m, c, n) for n in names)]
+    return tuple(defining) if len(defining) <= MAX_CANDIDATES else ()
+
+
+def _bindings(m: "TrainingModel", expr: cst.BaseExpression, site: "Site") -> list[tuple[cst.BaseExpression, "cst.BaseExpression | None", "Site"]]:
+    """The values `expr` is bound to where it is used (a local name, or an attribute of `self`), each
+    with its declared type if any."""
+    fn = site.function
+    if isinstance(expr, cst.Name):
+        assigns = m.reaching(fn, expr.value, site) or (m.reaching(None, expr.value, None) if fn is None else [])
+    elif isinstance(expr, cst.Attribute) and dotted(expr.value) == "self" and fn is not None and fn.class_name:
+        assigns = m.attribute_assigns(fn.class_name, f"self.{expr.attr.value}")
+    else:
+        return []
+    if not assigns or any(a.op is not None or a.unpacked for a in assigns):
+        return []
+    return [(a.value, a.node.annotation.annotation if isinstance(a.node, cst.AnnAssign) else None, a.site) for a in assigns]
+
+
+def _chosen(m: "TrainingModel", value: cst.BaseExpression, at: "Site", depth: int) -> list[str] | None:
+    """The classes a construction may build: `TABLE[key](...)`, `REGISTRY.get(key)(...)`,
+    `REGISTRY.build(cfg)`, or a factory of this module returning one (its declared return type, or
+    what each of its `return`s builds)."""
+    if not isinstance(value, cst.Call) or depth > MAX_DEPTH:
+        return None
+    func = value.func
+    if isinstance(func, cst.Subscript):  # `CRITERIA[cfg.loss](...)`
+        return _table(m, func.value) or _registry(m, func.value)
+    if isinstance(func, cst.Call) and isinstance(func.func, cst.Attribute):
+        return _registry(m, func.func.value)  # `LOSSES.get(cfg.loss)(cfg)`: a class the registry holds
+    if isinstance(func, cst.Attribute):
+        found = _registry(m, func.value)  # `MODELS.build(cfg.model)`: an object of one
+        if found is not None:
+            return found
+    factory = m.called_function(m.call_at(value)) if m.call_at(value) is not None else None  # type: ignore[arg-type]
+    if factory is None or factory.class_name is not None:
+        return None
+    declared = _declared(m, factory.node.returns.annotation) if factory.node.returns is not None else None
+    if declared is not None:
+        return declared
+    out: list[str] = []
+    for ret in factory.return_facts:
+        chosen = _chosen(m, ret.value, ret.site, depth + 1)
+        if chosen is None:
+            return None
+        out.extend(c for c in chosen if c not in out)
+    return out or None
+
+
+def _project_name(m: "TrainingModel", expr: cst.BaseExpression) -> str | None:
+    """A module-level name as any module finds it: "file::NAME" for this module's, else as the
+    imports spell it."""
+    text = dotted(expr)
+    if text is None:
+        return None
+    if "." not in text and (m.reaching(None, text, None) or m.local_class(text) is not None):
+        return f"{m.path}::{text}" if m.path else None
+    return m.imports.resolve(expr)  # (a local variable, an attribute of one: none)
+
+
+def _ask(m: "TrainingModel", kind: str, expr: cst.BaseExpression) -> list[str] | None:
+    ask = getattr(m.project, "class_candidates", None)
+    name = _project_name(m, expr) if ask is not None and m.path else None
+    if name is None:
+        return None
+    memo = m.__dict__.setdefault("_candidates_memo", {})  # (asked of the same name by many calls)
+    found = memo.get((kind, name))
+    if found is None:
+        found = memo[(kind, name)] = tuple(ask(m.path, kind, name))
+    return list(found) if found else None
+
+
+def _table(m: "TrainingModel", expr: cst.BaseExpression) -> list[str] | None:
+    """The project classes a dict of classes holds (`CRITERIA = {"set": SetCriterion, ...}`): this
+    module's own dict read here, another module's asked of the project."""
+    if isinstance(expr, cst.Name) and m.reaching(None, expr.value, None):
+        values = [e.value for a in m.reaching(None, expr.value, None) if isinstance(a.value, cst.Dict)
+                  for e in a.value.elements if isinstance(e, cst.DictElement)]
+        found = [c for c in (_class_named(m, v) for v in values) if c is not None]
+        return list(dict.fromkeys(found)) or None
+    return _ask(m, "table", expr)
+
+
+def _class_named(m: "TrainingModel", expr: cst.BaseExpression) -> str | None:
+    """A class of this module by its name, or a project class it imports as "file::Class"."""
+    name = dotted(expr)
+    if name is not None and "." not in name and m.local_class(name) is not None:
+        return name
+    qual = m.imports.resolve(expr)
+    qualify = getattr(m.project, "qualify", None)
+    if qual is None or qualify is None or not m.path or type(m.project_symbol(qual)).__name__ != "ClassSummary":
+        return None
+    return qualify(m.path, qual)
+
+
+def _registry(m: "TrainingModel", expr: cst.BaseExpression) -> list[str] | None:
+    """The project classes registered in a registry: decorated by one of its methods
+    (`@LOSSES.register("set")`), here and in the modules that import it."""
+    here: list[str] = []
+    if isinstance(expr, cst.Name) and m.reaching(None, expr.value, None):
+        for info in m.classes:
+            for decorator in info.node.decorators:
+                func = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+                if isinstance(func, cst.Attribute) and dotted(func.value) == expr.value:
+                    here.append(info.name)
+    found = here + [c for c in _ask(m, "registry", expr) or () if c.rpartition("::")[0] != m.resolved_path]  # type: ignore[attr-defined]
+    return found or None
+
+
+def _declared(m: "TrainingModel", annotation: cst.BaseExpression) -> list[str] | None:
+    """The project classes an object declared as `Base` may be: `Base` and its subclasses (a class of
+    this module's, read here, and those of the modules that import its module)."""
+    if isinstance(annotation, cst.SimpleString):
+        try:
+            annotation = cst.parse_expression(annotation.evaluated_value)  # type: ignore[arg-type]
+        except Exception:
+            return None
+    name = dotted(annotation)
+    here: list[str] = []
+    if name is not None and "." not in name and m.local_class(name) is not None:
+        here = [name, *(c.name for c in m.subclasses(name))]
+    found = here + [c for c in _ask(m, "base", annotation) or () if c.rpartition("::")[0] != m.resolved_path]  # type: ignore[attr-defined]
+    return found or None
+
+
+def _defines(m: "TrainingModel", origin: str, method: str) -> bool:
+    """Whether an object of class `origin` has `method` of its own or from a project base."""
+    if "::" not in origin:
+        info = m.local_class(origin)
+        return info is not None and m.inherited_method(info, method) is not None
+    methods = m.class_methods(origin)
+    return methods is not None and method in methods
+
+
+def chosen_note(expr: str, origins: "list[str] | tuple[str, ...]") -> str:
+    """What a chain says of a call resolved by class-hierarchy analysis: "`criterion` may be
+    `SetCriterion`, built from the configuration"."""
+    names = " or ".join(f"`{o.rpartition('::')[2]}`" for o in dict.fromkeys(origins))
+    return f"`{expr}` may be {names}, built from the configuration"

@@ -1,0 +1,232 @@
+"""Class-hierarchy analysis over the project's own definitions: which classes the project can build
+(an override of a class nobody builds never runs), and which project classes an object may be when
+the value model cannot tell (built from a configuration string through a registry or a dict of
+classes, or declared as a base): the classes that define the called method and could be built there."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trainlint.project.classes import class_hierarchy
+from trainlint.project.watching import note
+from trainlint.reading import module_code, read_state
+
+if TYPE_CHECKING:
+    from trainlint.project.index import Project
+
+
+def unbuilt(project: "Project", target: Path, name: str, base: str) -> bool:
+    """Whether the project builds objects of other classes deriving from `base` ("file::Base", or
+    that class itself) but never one of class `name` of module `target`: an application that builds
+    its objects, one of which it never builds (a library whose users build its classes builds none)."""
+    if built(project, target, name):
+        return False
+    base_path, _, base_name = base.rpartition("::")
+    mine = f"{target}::{name}"
+    for sibling in _derived(project, _real(Path(base_path)), base_name):
+        path, _, cls = sibling.rpartition("::")
+        if sibling != mine and built(project, Path(path), cls):
+            return True
+    return False
+
+
+def built(project: "Project", target: Path, name: str) -> bool:
+    """Whether the project may build an object of class `name` of module `target`: its module, or one
+    that imports the name, names it other than in an import or a `class` statement (constructs it,
+    registers it, hands it on), or a decorator registers it. A class named nowhere else is never
+    built (a name may only silence: any other use counts as one). Asked by the analysis of the module
+    linted; a deeper level (a summary) has no import index of its own to ask and takes every class as
+    built."""
+    if project.depth > 0:
+        return True
+    index = project._import_index(target)
+    modules = [target, *(f for f in index.by_word.get(name, ()) if f != target)]
+    word = re.compile(rf"(?<![\w.]){re.escape(name)}\b")
+    for module in modules[:MAX_MODULES]:
+        state, data = read_state(str(module))
+        note(state)
+        if data is None:
+            return True
+        text = _IMPORTS.sub("", module_code(str(module), data))
+        for line in text.splitlines():
+            if word.search(line) and not line.lstrip().startswith(("class ", "import ", "from ", "def ")):
+                return True
+        if module == target and re.search(rf"^[ \t]*@.*\n(?:[ \t]*@.*\n)*[ \t]*class {re.escape(name)}\b", text, re.M):
+            return True
+    return False
+
+
+_IMPORTS = re.compile(r"^[ \t]*from[ \t]+[\w.]+[ \t]+import[ \t]*\([^)]*\)", re.M)  # (multi-line imports)
+
+
+MAX_MODULES = 24  # modules read for the classes registered in a registry or deriving from a base
+
+
+def class_candidates(project: "Project", from_file: Path, kind: str, qualname: str) -> tuple[str, ...]:
+    """The project classes ("file::Class") an object may be when module `from_file` builds it from
+    `qualname` (as it spells it, or "file::NAME"): "table", the classes a dict of classes holds;
+    "registry", those a method of it decorates (`@LOSSES.register()`); "base", the class and its
+    subclasses in the modules importing its module. Empty when `qualname` is none of these."""
+    where = project.locate_any(from_file, qualname)
+    if where is None or len(where[1]) != 1:
+        return ()
+    path, name = _real(where[0]), where[1][0]
+    if kind == "table":
+        return _table(project, path, name)
+    if kind == "registry":
+        return _registered(project, path, name)
+    if kind == "base" and name in project.outline(path).classes:
+        return _derived(project, path, name)
+    return ()
+
+
+def _real(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path
+
+
+def _tree(path: Path) -> ast.Module | None:
+    """A module's syntax tree (memoised by content), its read noted."""
+    state, data = read_state(str(path))
+    note(state)
+    if data is None:
+        return None
+    known = _TREES.get(path)
+    if known is not None and known[0] == state:
+        return known[1]
+    try:
+        tree = ast.parse(module_code(str(path), data))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = None
+    _TREES[path] = (state, tree)
+    return tree
+
+
+_TREES: dict[Path, tuple[object, "ast.Module | None"]] = {}
+_DECORATED = re.compile(rb"^[ \t]*@[\w.]+\.\w+", re.M)  # a decorator that is an object's method
+
+
+def _class_of(project: "Project", path: Path, spelled: str) -> str | None:
+    """A class as module `path` names it (its own, or imported): "file::Class"."""
+    if "." not in spelled and spelled in project.outline(path).classes:
+        return f"{path}::{spelled}"
+    exports = project.outline(path).exports
+    head, _, rest = spelled.partition(".")
+    full = ".".join(p for p in (exports.get(head, head), rest) if p)
+    found = project.locate(path, full)
+    if found is None or len(found[1]) != 1:
+        return None
+    home = _real(found[0])
+    return f"{home}::{found[1][0]}" if found[1][0] in project.outline(home).classes else None
+
+
+def _table(project: "Project", path: Path, name: str) -> tuple[str, ...]:
+    tree = _tree(path)
+    out: list[str] = []
+    for node in tree.body if tree is not None else ():
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(node, "target", None)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(target, ast.Name) and target.id == name and isinstance(node.value, ast.Dict):
+            for value in node.value.values:
+                found = _class_of(project, path, ast.unparse(value)) if isinstance(value, (ast.Name, ast.Attribute)) else None
+                if found is not None and found not in out:
+                    out.append(found)
+    return tuple(out)
+
+
+def _modules(project: "Project", path: Path) -> list[Path]:
+    """A module and those that import it (where what it defines is used)."""
+    return [path, *(p for p in project.importers(path) if p.suffix == ".py")][:MAX_MODULES]
+
+
+def _assigned(tree: "ast.Module | None", name: str) -> bool:
+    """Whether a module binds `name` at its top level by an assignment (a registry object, a table)."""
+    for node in tree.body if tree is not None else ():
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return True
+    return False
+
+
+def _registered(project: "Project", path: Path, name: str) -> tuple[str, ...]:
+    if not _assigned(_tree(path), name):
+        return ()
+    out: list[str] = []
+    for module in _modules(project, path):
+        tree = _tree(module)
+        for node in tree.body if tree is not None else ():
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for decorator in node.decorator_list:
+                func = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if not isinstance(func, ast.Attribute):  # (`@LOSSES.register("set")`: a method of the registry)
+                    continue
+                registry = ast.unparse(func.value)
+                if module == path and registry == name or _located(project, module, registry) == (path, name):
+                    out.append(f"{_real(module)}::{node.name}")
+    return tuple(dict.fromkeys(out))
+
+
+def _located(project: "Project", module: Path, spelled: str) -> tuple[Path, str] | None:
+    exports = project.outline(module).exports
+    head, _, rest = spelled.partition(".")
+    found = project.locate(module, ".".join(p for p in (exports.get(head, head), rest) if p))
+    return (_real(found[0]), found[1][0]) if found is not None and len(found[1]) == 1 else None
+
+
+def _derived(project: "Project", path: Path, name: str) -> tuple[str, ...]:
+    """A class and its subclasses in the modules that import its module (what a configuration may
+    name: `criterion: Criterion = instantiate(cfg.criterion)`)."""
+    out = [f"{path}::{name}"]
+    for module in _modules(project, path):
+        for cls in project.outline(module).classes:
+            if (module, cls) == (path, name):
+                continue
+            bases = class_hierarchy(module, cls, project.outline, project.locate)[1]
+            if any((_real(p), n) == (path, name) for p, n in bases):
+                out.append(f"{_real(module)}::{cls}")
+    return tuple(dict.fromkeys(out))
+
+
+def choosing_modules(project: "Project", target: Path) -> list[Path]:
+    """Modules that may build objects of `target`'s classes without importing it, choosing the class at
+    run time: the importers of the registries its classes register in (`@LOSSES.register()`), and
+    those of the project bases they derive from that declare an object as one
+    (`criterion: Criterion = instantiate(cfg.criterion)`, `-> Criterion`)."""
+    state, data = read_state(str(target))
+    note(state)
+    # (its syntax is read only where a class may be decorated by an object's method: `@LOSSES.register()`)
+    tree = _tree(target) if data is not None and _DECORATED.search(data) else None
+    homes: dict[Path, set[str]] = {}  # module -> the bases of it declared (none: a registry's module)
+    for name in project.outline(target).classes:
+        for path, base in class_hierarchy(target, name, project.outline, project.locate)[1]:
+            if _real(path) != target:
+                homes.setdefault(_real(path), set()).add(base)
+    registries: set[Path] = set()
+    for node in tree.body if tree is not None else ():
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for decorator in node.decorator_list:
+            func = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if isinstance(func, ast.Attribute):
+                found = _located(project, target, ast.unparse(func.value))
+                if found is not None and found[0] != target:
+                    registries.add(found[0])
+    out: list[Path] = []
+    for home in [*registries, *(h for h in homes if h not in registries)]:
+        bases = homes.get(home, set()) if home not in registries else set()
+        declared = re.compile(rb"[:>][ \t]*[\"']?(?:[\w.]+\.)?(?:" + b"|".join(re.escape(b.encode()) for b in sorted(bases)) + rb")\b") if bases else None
+        for module in project.importers(home):
+            if module == target or module in out:
+                continue
+            if declared is not None:  # (an importer of a base module that declares no object as one chooses none)
+                module_state, text = read_state(str(module))
+                note(module_state)
+                if text is None or not declared.search(text):
+                    continue
+            out.append(module)
+    return out
