@@ -146,3 +146,15 @@ def test_the_same_findings_whichever_file_a_run_starts_from(tmp_path: Path) -> N
     assert _editor(root, tmp_path, files[::-1]) == whole
     # the step loops' helpers are analysed across modules: the chain's `.item()` and the cycle's sync
     assert any(f[2].startswith("TL4") for f in whole), whole
+
+
+def test_imports_inside_functions_are_no_edges_of_the_import_graph() -> None:
+    # a module imported inside a function runs when the function is called, not on import (the usual
+    # way to break a cycle: an experiment's `get_trainer` importing the trainer that imports it), so it
+    # makes no import cycle; a class body runs on import, and its imports are edges
+    from trainlint.project.components import imported_modules
+
+    source = "import a\nfrom .b import c\nclass K:\n    import d\ndef get_trainer():\n    from e import f\n    import g\n"
+    named = {module for alternatives in imported_modules(source) for module, _ in alternatives}
+    assert {"a", "b.c", "b", "d"} <= named
+    assert not named & {"e", "e.f", "g"}

@@ -7,9 +7,10 @@ Such a module (one of its import cycle, or an importer handing it objects of its
 by its outline, always, whichever module a run happens to ask for first, so that a summary is a
 function of its module's content and of its dependencies' summaries only (index.py).
 
-The graph's edges are read with Python's own parser from every import statement of a module (those
-inside functions too) and found as the interpreter finds them (`ModuleFinder`); what that read is
-noted, so that a result depending on it is invalidated when a module on the way may import others.
+The graph's edges are read with Python's own parser from the import statements a module runs when it
+is imported (not those inside its functions, which run when called: a common way to break a cycle),
+and found as the interpreter finds them (`ModuleFinder`); what that read is noted, so that a result
+depending on it is invalidated when a module on the way may import others.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def imported_modules(source: str) -> Imports:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     out: dict[tuple[tuple[str, int], ...], None] = {}
-    for node in ast.walk(tree):
+    for node in _executed_on_import(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 out[((alias.name, 0),)] = None
@@ -48,6 +49,18 @@ def imported_modules(source: str) -> Imports:
                 else:
                     out[((f"{module}.{alias.name}" if module else alias.name, node.level), (module, node.level))] = None
     return list(out)
+
+
+def _executed_on_import(tree: ast.Module) -> list[ast.AST]:
+    """The nodes that run when the module is imported: not the bodies of its functions, whose imports
+    run when they are called (where code often puts an import to break a cycle)."""
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+    return out
 
 
 class Components:
