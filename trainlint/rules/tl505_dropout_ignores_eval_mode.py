@@ -84,7 +84,8 @@ class Classifier(nn.Module):
         return self.fc2(x)
 """
     not_flagged = (
-        "A `training` argument given in any form: by keyword or third positional argument, `training=True` "
+        "A call in the body of an `if` testing `self.training` (alone or in an `and`: it runs only in training); "
+        "a `training` argument given in any form: by keyword or third positional argument, `training=True` "
         "(Monte Carlo dropout, on purpose), any expression (`training=self.training and self.use_dropout`), "
         "or hidden in `*args`/`**kwargs`; a literal `p` of 0; functional dropout outside the methods of an "
         "`nn.Module` subclass (a plain function has no `self.training` to pass), in static or class "
@@ -99,6 +100,20 @@ class Classifier(nn.Module):
     )
     verification = "`trainlint verify` runs two eval-mode forwards of one batch through `F.dropout(x, p)`: they differ (the same determinism check as `verify run`'s); `verify run` also names the call on the user's own run."
     valid = (
+        # run only in training mode: the test does what `training=self.training` would
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+class Head(nn.Module):
+    def __init__(self, rate):
+        super().__init__()
+        self.rate = rate
+        self.fc = nn.Linear(8, 2)
+    def forward(self, x):
+        if self.training and self.rate > 0:
+            x = F.dropout(x, p=self.rate)
+        return self.fc(x)
+""",
         """
 import torch.nn as nn
 import torch.nn.functional as F
@@ -144,6 +159,20 @@ class Augment:
 """,
     )
     invalid = (
+        # a flag of the model's own is not its mode: this drops in evaluation too
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+class Head(nn.Module):
+    def __init__(self, use_dropout):
+        super().__init__()
+        self.use_dropout = use_dropout
+        self.fc = nn.Linear(8, 2)
+    def forward(self, x):
+        if self.use_dropout:
+            x = F.dropout(x, p=0.2)
+        return self.fc(x)
+""",
         """
 import torch
 from torch import nn
@@ -208,8 +237,10 @@ class Encoder(Base):
         p = call.arg(1, "p")
         if isinstance(p, (cst.Integer, cst.Float)) and p.evaluated_value == 0:
             return None
-        name = model.module.code_for_node(call.node.func)
         this = owner[1].params[0]
+        if drops_by_default and _under_training_test(owner[1].node, call.node, this):
+            return None  # `if self.training and rate > 0: F.dropout(...)`: it runs in training only
+        name = model.module.code_for_node(call.node.func)
         if drops_by_default:
             message = (
                 f"`{name}(...)` has no `training=` argument, and its default is True: it keeps dropping "
@@ -261,3 +292,36 @@ def _evaluated_method(model: TrainingModel, call: Call) -> tuple[ClassInfo, Func
 def _called_directly(model: TrainingModel, call: Call) -> bool:
     """`nn.Dropout(p)(x)`: the constructed layer is called at once."""
     return any(other.node.func is call.node for other in (call.site.function.calls if call.site.function else model.calls))
+
+
+def _tests_training(test: cst.BaseExpression, this: str) -> bool:
+    """`self.training`, alone or as a term of an `and`."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _tests_training(test.left, this) or _tests_training(test.right, this)
+    return (
+        isinstance(test, cst.Attribute) and test.attr.value == "training"
+        and isinstance(test.value, cst.Name) and test.value.value == this
+    )
+
+
+def _contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    stack: list[cst.CSTNode] = [root]
+    while stack:
+        current = stack.pop()
+        if current is node:
+            return True
+        stack.extend(current.children)
+    return False
+
+
+def _under_training_test(fn_node: cst.CSTNode, call: cst.Call, this: str) -> bool:
+    """Whether the call sits in the body of an `if` that tests `self.training` (as an `and` term): the
+    dropout then runs only in training mode, as `training=self.training` would have it."""
+    stack: list[cst.CSTNode] = [fn_node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.If) and _tests_training(current.test, this) and _contains(current.body, call):
+            return True
+        if isinstance(current, (cst.FunctionDef, cst.If, cst.IndentedBlock, cst.Else, cst.For, cst.While, cst.With, cst.Try)) or current is fn_node:
+            stack.extend(c for c in current.children if isinstance(c, (cst.BaseSuite, cst.BaseCompoundStatement, cst.Else)))
+    return False
