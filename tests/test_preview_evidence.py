@@ -1,7 +1,9 @@
 """A rule leaves preview only on evidence: at least 10 reviewed findings on public code, 95% of them right.
 
-The evidence is the real-code set's labels (`benchmarks/realworld/labels/`): a `tp` or `fp` label is a
-finding somebody reviewed; `fn` labels are misses and do not count. A rule out of preview says on its page
+The evidence is the real-code set's labels (`benchmarks/realworld/labels/`) of the findings its last
+recorded run reported (`last_run.json`): a `tp` or `fp` label on one of them is a finding somebody
+reviewed; `fn` labels are misses, and the label of a finding no longer reported (a fixed false one)
+no longer counts. A rule out of preview says on its page
 what showed it precise (`Rule.evidence`), and the counts it gives must be the labels' own.
 """
 
@@ -16,7 +18,8 @@ import pytest
 
 from trainlint.rules import ALL_RULES
 
-LABELS = Path(__file__).resolve().parents[1] / "benchmarks" / "realworld" / "labels"
+REALWORLD = Path(__file__).resolve().parents[1] / "benchmarks" / "realworld"
+LABELS = REALWORLD / "labels"
 # the rules that were introduced in preview: each stays there until its labels show it precise
 INTRODUCED_IN_PREVIEW = ("TL205", "TL504", "TL505", "TL506", "TL507", "TL508", "TL509", "TL510", "TL511")
 MIN_FINDINGS = 10
@@ -24,13 +27,15 @@ MIN_PRECISION = 0.95
 
 
 def reviewed(code: str) -> Counter[str]:
-    """The `tp` and `fp` labels of one rule over the whole real-code set."""
+    """The `tp` and `fp` labels of one rule's findings in the last recorded run of the real-code set."""
+    recorded = json.loads((REALWORLD / "last_run.json").read_text(encoding="utf-8"))["findings"]
+    reported = {(repo.replace("/", "__", 1), f[0], f[1]) for repo, found in recorded.items() for f in found if f[2] == code}
     counts: Counter[str] = Counter()
     for path in LABELS.glob("*.jsonl"):
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 label = json.loads(line)
-                if label["code"] == code and label["verdict"] in ("tp", "fp"):
+                if label["code"] == code and label["verdict"] in ("tp", "fp") and (path.stem, label["path"], label["line"]) in reported:
                     counts[label["verdict"]] += 1
     return counts
 

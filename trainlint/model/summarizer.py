@@ -152,7 +152,7 @@ class Summarizer:
                 if reads_passed_value(m, fn, call):
                     reads = True
         if any(c.method == "step" and ENV_WORDS & set(tokens(c.receiver_text or "")) for c in fn.calls):
-            syncs = []  # acting in a host environment: the action must reach the host every step
+            syncs, reads = [], False  # acting in a host environment: the action must reach the host every step
         no_grad = any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators)
         returns = portable(_qualified(m.values.returns(fn) if fn.return_facts else UNKNOWN, m))
         return FunctionSummary(

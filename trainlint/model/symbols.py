@@ -386,8 +386,8 @@ def dispatched(summary: "FunctionSummary | None", methods: "dict[str, FunctionSu
 
     for name in summary.self_methods if summary is not None else ():
         over = methods.get(name)
-        if over is None or over is summary or summary is None:
-            continue
+        if over is None or over is summary or summary is None or _owner(over.where) == _owner(summary.where):
+            continue  # (a method of the summary's own class: its summary already read it)
         summary = replace(
             summary, steps=summary.steps or over.steps, backprops=summary.backprops or over.backprops,
             clears_grads=summary.clears_grads or over.clears_grads, clips=summary.clips or over.clips,
@@ -395,6 +395,12 @@ def dispatched(summary: "FunctionSummary | None", methods: "dict[str, FunctionSu
             syncs=tuple(dict.fromkeys((*summary.syncs, *over.syncs))),
         )
     return summary
+
+
+def _owner(where: str) -> str:
+    """The class of a method as a summary's `where` names it ("`Agent.play_step` in rl.py": "Agent in rl.py")."""
+    name, _, module = where.partition(" in ")
+    return f"{name.strip('`').rpartition('.')[0]} in {module}"
 
 
 def common_summary(summaries: "list[FunctionSummary]") -> "FunctionSummary":
