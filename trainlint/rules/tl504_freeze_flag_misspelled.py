@@ -71,9 +71,9 @@ for name, p in model[0].named_parameters():
     p.requires_grad = False
 """
     not_flagged = (
-        "`requires_grad` set on tensors and parameters (correct); a misspelled flag on a tensor with no autograd "
+        "`requires_grad` set on tensors and parameters (correct); a misspelled `= False` on a tensor with no autograd "
         "history that was not made with `requires_grad=True` (`pe = torch.zeros(...)`, a batch): it needs no gradient, "
-        "so the typo changes nothing; `require_grad`/`requires_grads` on receivers the "
+        "so the typo changes nothing (a misspelled `= True` on one is flagged: the gradient it asks for never comes); `require_grad`/`requires_grads` on receivers the "
         "analysis cannot tell are tensors, parameters or modules; `module.requires_grad = ...` on a module whose "
         "class is not known (a name like `model` alone is not enough), on a project class (of this module or "
         "another) that assigns, reads or defines that attribute itself or has a base outside its module and "
@@ -228,7 +228,9 @@ class Trainer:
             if what is None and attr == "requires_grad_" and _rebinds_the_method(model, target.value, assign.site):
                 what = "tensor or module"
             # a parameter holds no attribute of the project's; anything else may be a flag of its own
-            if what is None or what == "untracked tensor" or (what != "parameter" and attr in MISSPELLED and _read_elsewhere(model, attr)):
+            if what == "untracked tensor":  # needs no gradient: only a misspelled request for one matters
+                what = "tensor" if isinstance(assign.value, cst.Name) and assign.value.value == "True" else None
+            if what is None or (what != "parameter" and attr in MISSPELLED and _read_elsewhere(model, attr)):
                 continue
             if what == "module":
                 if not _flag_unread_by_class(model, target.value, assign.site, attr):
