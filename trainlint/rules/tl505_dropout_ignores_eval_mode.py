@@ -11,6 +11,7 @@ from trainlint.model import Call, Function, TrainingModel
 from trainlint.model.facts import ClassInfo
 from trainlint.model.hooks import library_step_hook
 from trainlint.model.module_classes import method_class
+from trainlint.model.walk import iter_nodes
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule
 
 # functional dropout -> its `training` default: True drops in eval mode too, False never drops
@@ -304,23 +305,13 @@ def _tests_training(test: cst.BaseExpression, this: str) -> bool:
     )
 
 
-def _contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:
-    stack: list[cst.CSTNode] = [root]
-    while stack:
-        current = stack.pop()
-        if current is node:
-            return True
-        stack.extend(current.children)
-    return False
-
-
 def _under_training_test(fn_node: cst.CSTNode, call: cst.Call, this: str) -> bool:
     """Whether the call sits in the body of an `if` that tests `self.training` (as an `and` term): the
     dropout then runs only in training mode, as `training=self.training` would have it."""
     stack: list[cst.CSTNode] = [fn_node]
     while stack:
         current = stack.pop()
-        if isinstance(current, cst.If) and _tests_training(current.test, this) and _contains(current.body, call):
+        if isinstance(current, cst.If) and _tests_training(current.test, this) and any(n is call for n in iter_nodes(current.body)):
             return True
         if isinstance(current, (cst.FunctionDef, cst.If, cst.IndentedBlock, cst.Else, cst.For, cst.While, cst.With, cst.Try)) or current is fn_node:
             stack.extend(c for c in current.children if isinstance(c, (cst.BaseSuite, cst.BaseCompoundStatement, cst.Else)))
