@@ -94,7 +94,10 @@ def test_a_parser_crash_or_hang_costs_only_its_file(tmp_path):
     messages = {name: got[name][0][2] for name in DEEP}
     # 10,000 `and` operands are deep but valid: the workers' stack and recursion limit follow them
     assert [code for code, _, _ in got["and_operands.py"]] == ["TL501"]
-    assert all(got[name][0][0] == "TL000" for name in DEEP if name != "and_operands.py")
+    # a chain of 10,000 `elif`s is valid too: analysed in about 2.5 s of CPU time, so at this limit it is
+    # found (TL501) or reported for its time, as fast as the machine goes
+    assert got["elif_chain.py"][0][0] == "TL501" or "(--file-timeout)" in messages["elif_chain.py"], messages
+    assert all(got[name][0][0] == "TL000" for name in DEEP if name not in ("and_operands.py", "elif_chain.py"))
     # libcst's native parser recurses on the main stack (256 MB now): it crashes, or reaches the memory
     # cap or the time limit first, as fast as the machine goes; a TL000 of this file alone, whichever
     assert any(why in messages["nested_dicts.py"] for why in PARSER_LIMITS), messages["nested_dicts.py"]

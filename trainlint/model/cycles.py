@@ -5,6 +5,8 @@ evaluation that was under way finishes."""
 
 from __future__ import annotations
 
+from typing import Callable, Hashable
+
 from trainlint.model.lattice import CYCLE, Kind, Value
 
 SETTLED = 1 << 30  # no evaluation under way was met again
@@ -62,3 +64,19 @@ class CycleMemo:
         memo[key] = value
         if low != SETTLED and (value.kind is Kind.UNKNOWN or (value.origin is None and value.kind in _CLASSED)):
             self._provisional.setdefault(low, []).append((memo, key))
+
+    def _memoised(self, memo: dict, key: Hashable, compute: Callable[[], Value]) -> Value:  # type: ignore[type-arg]
+        """`memo[key]`, else `compute()` remembered as `_remember` says; `CYCLE` if `key` is under way."""
+        cached = memo.get(key)
+        if cached is not None:
+            return cached
+        if key in self._in_progress:
+            return self._cycle(key)
+        saved = self._enter(key)
+        try:
+            value = compute()
+        finally:
+            low = self._leave(key, saved)
+        if value is not CYCLE:
+            self._remember(memo, key, value, low)
+        return value

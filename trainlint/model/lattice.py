@@ -133,6 +133,13 @@ TENSOR = Value(Kind.TENSOR)
 # information, dropped from joins and never memoised, so the other definitions decide
 CYCLE = Value(Kind.UNKNOWN, origin="<cycle>")
 
+# what a parameter's annotation says by its last name (`x: torch.Tensor`, `n: int`)
+ANNOTATED = {
+    "int": NUMBER, "float": NUMBER, "complex": NUMBER, "bool": BOOL, "str": STRING, "Tensor": TENSOR, "ndarray": HOST_DATA,
+    "Module": Value(Kind.MODULE), "DistributedDataParallel": Value(Kind.MODULE), "PreTrainedModel": Value(Kind.MODULE),
+    "Optimizer": Value(Kind.OPTIMIZER),
+}
+
 
 def join(values: Iterable[Value]) -> Value:
     out: Value | None = None

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.lattice import (
-    ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NONE, NUMBER, STRING, TENSOR, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join, join_graph,
+    ANNOTATED, BOOL, CYCLE, HOST, HOST_DATA, NONE, NUMBER, STRING, TENSOR, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join,
 )
 from trainlint.model.arguments import argument_for, refinable, refines
 from trainlint.model.class_attributes import torch_layer_parameter
 from trainlint.model.function_values import library_function
 from trainlint.model.containers import comprehension_bindings, element_of, is_empty_list, unpacked_element
 from trainlint.model.names import dotted, target_names
-from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES
+from trainlint.model.arithmetic import arithmetic, built_on_host
 from trainlint.model.cycles import CycleMemo
 from trainlint.model.saved_arguments import saving_constructor
 from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, TENSOR_VALUED_ATTRIBUTES, CallValues
@@ -33,9 +33,6 @@ if TYPE_CHECKING:
     from trainlint.model.training import TrainingModel
 
 
-# the factories whose tensors are built where the default device is, from no data (`torch.normal` with
-# `size=`), and `torch.from_numpy` of an array NumPy's factories made here (its origin says so)
-HOST_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_CONSTRUCTORS | {"normal", "from_numpy"}
 
 
 class ValueModel(CallValues, CycleMemo):
@@ -48,23 +45,13 @@ class ValueModel(CallValues, CycleMemo):
         self._attr_memo: dict[tuple[str | None, str], Value] = {}
         self._returns_memo: dict[int, Value] = {}
         self._joins_memo: dict[tuple[object, ...], Value] = {}
+        self._parameters_memo: dict[tuple[str, int, str], Value] = {}
 
     # -- entry point -----------------------------------------------------------------------------
     def of(self, expr: cst.BaseExpression, function: "Function | None", at: "Site | None" = None) -> Value:
         key = (id(expr), at.order if at is not None else -1)
-        cached = self._memo.get(key)
-        if cached is not None:
-            return cached
-        if key in self._in_progress:
-            return self._cycle(key)
-        saved = self._enter(key)
-        try:
-            value = self._evaluate(expr, function, at)
-        finally:
-            low = self._leave(key, saved)
-        if value is not CYCLE:
-            self._remember(self._memo, key, value, low)
-        return value
+        cached = self._memo.get(key)  # (the hit, the common case, without making the closure)
+        return cached if cached is not None else self._memoised(self._memo, key, lambda: self._evaluate(expr, function, at))
 
     # -- expressions -------------------------------------------------------------------------------
     def _evaluate(self, expr: cst.BaseExpression, fn: "Function | None", at: "Site | None") -> Value:
@@ -131,33 +118,7 @@ class ValueModel(CallValues, CycleMemo):
             return self.of(expr.expression, fn, at)
         return UNKNOWN
 
-    @staticmethod
-    def _arithmetic(sides: list[Value]) -> Value:
-        sides = on_device_operands(sides)
-        tensors = [s for s in sides if s.kind is Kind.TENSOR]
-        if tensors:
-            out = tensors[0]
-            for t in tensors[1:]:
-                out = Value(
-                    Kind.TENSOR,
-                    out.device if out.device == t.device else (ACCEL if ACCEL in (out.device, t.device) else UNKNOWN_DEVICE),
-                    join_graph(out.graph, t.graph),
-                    out.dtype if out.dtype == t.dtype else None,
-                )
-            if any(s.kind is Kind.UNKNOWN for s in sides):
-                out = replace(out, graph=True if out.graph else None)
-            # `(hi - lo) * torch.rand(n) + lo` and `torch.arange(n) == torch.arange(n)[:, None]` are
-            # still built on the host by factories; mixed with data they are not
-            built = all(built_on_host(t) for t in tensors)
-            mixed = not built or any(s.kind not in (Kind.TENSOR, Kind.NUMBER) for s in sides)
-            return replace(out, origin=None if mixed else tensors[0].origin)
-        if sides and all(s.kind is Kind.NUMBER for s in sides):
-            return NUMBER
-        if any(s.kind is Kind.HOST_ARRAY for s in sides) and all(s.on_host for s in sides):
-            return HOST_DATA
-        if any(s.kind is Kind.STRING for s in sides):
-            return STRING
-        return UNKNOWN
+    _arithmetic = staticmethod(arithmetic)
 
     # -- names ---------------------------------------------------------------------------------
     @cached_property
@@ -305,7 +266,14 @@ class ValueModel(CallValues, CycleMemo):
         return self.of(args[assign.targets.index(name)].value, assign.site.function, assign.site)
 
     def _parameter(self, fn: "Function", name: str) -> Value:
-        """A parameter: its annotation, else what this module's calls of the function pass, else its default."""
+        """A parameter: its annotation, else what this module's calls of the function pass, else its default.
+        One answer per parameter: asked again while its callers' arguments are evaluated (a recursive
+        `dfg(node, states)`), it gives no information, instead of joining every call site again at every
+        level of the recursion (exponential in the number of sites)."""
+        key = ("parameter", id(fn.node), name)
+        return self._memoised(self._parameters_memo, key, lambda: self._parameter_value(fn, name))
+
+    def _parameter_value(self, fn: "Function", name: str) -> Value:
         library = self.model.library_argument(fn, name)
         if library is not None and library.kind is not Kind.UNKNOWN:
             return library  # what the library's API passes, whatever the annotation says (coqui's `criterion: nn.Module` is a list)
@@ -357,20 +325,8 @@ class ValueModel(CallValues, CycleMemo):
 
     def _annotation(self, text: str) -> Value | None:
         last = text.rsplit(".", 1)[-1]
-        if last in ("int", "float", "complex"):
-            return NUMBER
-        if last == "bool":
-            return BOOL
-        if last == "str":
-            return STRING
-        if last == "Tensor":
-            return TENSOR
-        if last in ("Module", "DistributedDataParallel", "PreTrainedModel"):
-            return Value(Kind.MODULE)
-        if last in ("Optimizer",):
-            return Value(Kind.OPTIMIZER)
-        if last == "ndarray":
-            return HOST_DATA
+        if last in ANNOTATED:
+            return ANNOTATED[last]
         project = self.model.project_value(text)  # `model: E2TTS`, `exp: Exp`: a class of the project
         if project is not None and project.kind in (Kind.MODULE, Kind.OBJECT) and project.origin == text:
             return project
@@ -492,9 +448,3 @@ class ValueModel(CallValues, CycleMemo):
         if value is not CYCLE:
             self._remember(self._returns_memo, key, value, low)
         return value
-
-
-def built_on_host(value: Value) -> bool:
-    """A tensor a torch factory built on the host (`torch.arange(n)`), or one computed from such tensors
-    and numbers only: nothing in it came from data."""
-    return value.kind is Kind.TENSOR and value.device == HOST and (value.origin or "").removeprefix("torch.") in HOST_FACTORIES

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,24 +91,50 @@ def _real(path: Path) -> Path:
         return path
 
 
-def _tree(path: Path) -> ast.Module | None:
-    """A module's syntax tree (memoised by content), its read noted."""
+@dataclass(frozen=True)
+class _TopLevel:
+    """What the class-hierarchy questions read of a module's top level, kept instead of its tree
+    (a tree per module of the project would be most of a worker's memory)."""
+
+    assigned: frozenset[str]  # names bound by a top-level assignment (a registry object, a table)
+    tables: dict[str, tuple[str | None, ...]]  # `NAME = {...}`: each value's text (a name or attribute), else None
+    registrations: tuple[tuple[str, str], ...]  # (class, registry) of `@REGISTRY.method(...) class C`
+
+
+def _top_level(path: Path) -> _TopLevel | None:
+    """A module's `_TopLevel` (memoised by content), its read noted."""
     state, data = read_state(str(path))
     note(state)
     if data is None:
         return None
-    known = _TREES.get(path)
+    known = _TOP_LEVELS.get(path)
     if known is not None and known[0] == state:
         return known[1]
     try:
         tree = ast.parse(module_code(str(path), data))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        tree = None
-    _TREES[path] = (state, tree)
-    return tree
+        facts = None
+    else:
+        assigned: set[str] = set()
+        tables: dict[str, tuple[str | None, ...]] = {}
+        registrations: list[tuple[str, str]] = []
+        for node in tree.body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+            assigned.update(t.id for t in targets if isinstance(t, ast.Name))
+            if len(targets) == 1 and isinstance(targets[0], ast.Name) and isinstance(node.value, ast.Dict):  # type: ignore[union-attr]
+                values = node.value.values  # type: ignore[union-attr]
+                tables[targets[0].id] = tuple(ast.unparse(v) if isinstance(v, (ast.Name, ast.Attribute)) else None for v in values)
+            if isinstance(node, ast.ClassDef):
+                for decorator in node.decorator_list:
+                    func = decorator.func if isinstance(decorator, ast.Call) else decorator
+                    if isinstance(func, ast.Attribute):  # (`@LOSSES.register("set")`: a method of the registry)
+                        registrations.append((node.name, ast.unparse(func.value)))
+        facts = _TopLevel(frozenset(assigned), tables, tuple(registrations))
+    _TOP_LEVELS[path] = (state, facts)
+    return facts
 
 
-_TREES: dict[Path, tuple[object, "ast.Module | None"]] = {}
+_TOP_LEVELS: dict[Path, tuple[object, "_TopLevel | None"]] = {}
 _DECORATED = re.compile(rb"^[ \t]*@[\w.]+\.\w+", re.M)  # a decorator that is an object's method
 
 
@@ -126,15 +153,12 @@ def _class_of(project: "Project", path: Path, spelled: str) -> str | None:
 
 
 def _table(project: "Project", path: Path, name: str) -> tuple[str, ...]:
-    tree = _tree(path)
+    facts = _top_level(path)
     out: list[str] = []
-    for node in tree.body if tree is not None else ():
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(node, "target", None)
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(target, ast.Name) and target.id == name and isinstance(node.value, ast.Dict):
-            for value in node.value.values:
-                found = _class_of(project, path, ast.unparse(value)) if isinstance(value, (ast.Name, ast.Attribute)) else None
-                if found is not None and found not in out:
-                    out.append(found)
+    for text in facts.tables.get(name, ()) if facts is not None else ():
+        found = _class_of(project, path, text) if text is not None else None
+        if found is not None and found not in out:
+            out.append(found)
     return tuple(out)
 
 
@@ -143,31 +167,16 @@ def _modules(project: "Project", path: Path) -> list[Path]:
     return [path, *(p for p in project.importers(path) if p.suffix == ".py")][:MAX_MODULES]
 
 
-def _assigned(tree: "ast.Module | None", name: str) -> bool:
-    """Whether a module binds `name` at its top level by an assignment (a registry object, a table)."""
-    for node in tree.body if tree is not None else ():
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-            return True
-    return False
-
-
 def _registered(project: "Project", path: Path, name: str) -> tuple[str, ...]:
-    if not _assigned(_tree(path), name):
+    facts = _top_level(path)
+    if facts is None or name not in facts.assigned:
         return ()
     out: list[str] = []
     for module in _modules(project, path):
-        tree = _tree(module)
-        for node in tree.body if tree is not None else ():
-            if not isinstance(node, ast.ClassDef):
-                continue
-            for decorator in node.decorator_list:
-                func = decorator.func if isinstance(decorator, ast.Call) else decorator
-                if not isinstance(func, ast.Attribute):  # (`@LOSSES.register("set")`: a method of the registry)
-                    continue
-                registry = ast.unparse(func.value)
-                if module == path and registry == name or _located(project, module, registry) == (path, name):
-                    out.append(f"{_real(module)}::{node.name}")
+        registered = _top_level(module)
+        for cls, registry in registered.registrations if registered is not None else ():
+            if module == path and registry == name or _located(project, module, registry) == (path, name):
+                out.append(f"{_real(module)}::{cls}")
     return tuple(dict.fromkeys(out))
 
 
@@ -200,22 +209,17 @@ def choosing_modules(project: "Project", target: Path) -> list[Path]:
     state, data = read_state(str(target))
     note(state)
     # (its syntax is read only where a class may be decorated by an object's method: `@LOSSES.register()`)
-    tree = _tree(target) if data is not None and _DECORATED.search(data) else None
+    facts = _top_level(target) if data is not None and _DECORATED.search(data) else None
     homes: dict[Path, set[str]] = {}  # module -> the bases of it declared (none: a registry's module)
     for name in project.outline(target).classes:
         for path, base in class_hierarchy(target, name, project.outline, project.locate)[1]:
             if _real(path) != target:
                 homes.setdefault(_real(path), set()).add(base)
     registries: set[Path] = set()
-    for node in tree.body if tree is not None else ():
-        if not isinstance(node, ast.ClassDef):
-            continue
-        for decorator in node.decorator_list:
-            func = decorator.func if isinstance(decorator, ast.Call) else decorator
-            if isinstance(func, ast.Attribute):
-                found = _located(project, target, ast.unparse(func.value))
-                if found is not None and found[0] != target:
-                    registries.add(found[0])
+    for _, registry in facts.registrations if facts is not None else ():
+        found = _located(project, target, registry)
+        if found is not None and found[0] != target:
+            registries.add(found[0])
     out: list[Path] = []
     for home in [*registries, *(h for h in homes if h not in registries)]:
         bases = homes.get(home, set()) if home not in registries else set()

@@ -7,7 +7,7 @@ import ast
 from functools import lru_cache
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=8)  # (its readers ask one after another; a tree is ~10x its source)
 def python_tree(source: str) -> ast.Module:
     """`ast.parse(source)` (raises as it does), shared: the tree must not be changed."""
     return ast.parse(source)

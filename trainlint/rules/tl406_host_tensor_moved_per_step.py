@@ -14,7 +14,7 @@ from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC,
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import literal_string
 from trainlint.model.lattice import HOST, Kind, Value
-from trainlint.model.values import built_on_host
+from trainlint.model.arithmetic import built_on_host
 from trainlint.model.walk import child_nodes, iter_nodes
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, shorten
 

@@ -1,0 +1,70 @@
+"""Values that lean on themselves: a recursive function passing on what its own calls returned
+(a tree walker threading `states` through every branch) is evaluated in time linear in its call
+sites (the nested asks joined every site again: quadratic, and exponential where such walkers
+call each other), and what it computes is unchanged."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import lint
+from trainlint.model.values import ValueModel
+
+BRANCHES = 12
+
+
+def _tree_walker(branches: int) -> str:
+    """A recursive walker with `branches` call sites, each passing on the `states` the last returned
+    (the shape of GraphCodeBERT's data-flow extractors)."""
+    lines = ["import torch", "", "def walk(node, index, states):", "    states = states.copy()", "    found = []"]
+    for i in range(branches):
+        lines += [
+            f"    if node.kind == {i}:",
+            f"        temp, states = walk(node.children[{i}], index, states)",
+            "        found += temp",
+        ]
+    lines += [
+        "    return found, states",
+        "",
+        "model = torch.nn.Linear(4, 1).cuda()",
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)",
+        "for batch in loader:",
+        "    loss = model(batch.x.cuda()).sum()",
+        "    flow, _ = walk(batch.tree, {}, {})",
+        "    loss.backward()",
+        "    optimizer.step()",
+        "    print(loss.item())",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def counted_parameters(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times a parameter's value is worked out from its call sites (each call counted)."""
+    calls = [0]
+    original = ValueModel._arguments
+
+    def counting(self: ValueModel, fn: object, name: str) -> object:
+        calls[0] += 1
+        if calls[0] > 10_000:  # the exponential walk: stop it rather than wait for it
+            raise AssertionError("a parameter's call sites were joined over 10,000 times")
+        return original(self, fn, name)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ValueModel, "_arguments", counting)
+    return calls
+
+
+def test_recursive_walker_is_evaluated_once_per_parameter(counted_parameters: list[int]) -> None:
+    found = [(d.line, d.code) for d in lint(_tree_walker(BRANCHES), "TL401")]
+    # the per-step `.item()` is still found; each of the walker's three parameters is joined at most
+    # once (each nested ask, once per call site, joined them all again: 103 joins for 12 sites)
+    assert [code for _, code in found] == ["TL401"]
+    assert counted_parameters[0] <= 3
+
+
+def test_walker_evaluation_does_not_grow_with_more_branches(counted_parameters: list[int]) -> None:
+    lint(_tree_walker(4), "TL401")
+    small = counted_parameters[0]
+    counted_parameters[0] = 0
+    lint(_tree_walker(16), "TL401")
+    assert counted_parameters[0] <= 4 * max(small, 1) + 16  # linear in the sites, not exponential

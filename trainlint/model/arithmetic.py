@@ -1,0 +1,49 @@
+"""The values of arithmetic: how operands combine (a tensor on the accelerator with one on the host,
+numbers with numbers), and which tensors were built on the host from no data."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from trainlint.model.device_arguments import on_device_operands
+from trainlint.model.lattice import ACCEL, HOST, HOST_DATA, NUMBER, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join_graph
+from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES
+
+# the factories whose tensors are built where the default device is, from no data (`torch.normal` with
+# `size=`), and `torch.from_numpy` of an array NumPy's factories made here (its origin says so)
+HOST_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_CONSTRUCTORS | {"normal", "from_numpy"}
+
+
+def arithmetic(sides: list[Value]) -> Value:
+    """The value of an arithmetic expression (or a torch function combining tensors) from its operands'."""
+    sides = on_device_operands(sides)
+    tensors = [s for s in sides if s.kind is Kind.TENSOR]
+    if tensors:
+        out = tensors[0]
+        for t in tensors[1:]:
+            out = Value(
+                Kind.TENSOR,
+                out.device if out.device == t.device else (ACCEL if ACCEL in (out.device, t.device) else UNKNOWN_DEVICE),
+                join_graph(out.graph, t.graph),
+                out.dtype if out.dtype == t.dtype else None,
+            )
+        if any(s.kind is Kind.UNKNOWN for s in sides):
+            out = replace(out, graph=True if out.graph else None)
+        # `(hi - lo) * torch.rand(n) + lo` and `torch.arange(n) == torch.arange(n)[:, None]` are
+        # still built on the host by factories; mixed with data they are not
+        built = all(built_on_host(t) for t in tensors)
+        mixed = not built or any(s.kind not in (Kind.TENSOR, Kind.NUMBER) for s in sides)
+        return replace(out, origin=None if mixed else tensors[0].origin)
+    if sides and all(s.kind is Kind.NUMBER for s in sides):
+        return NUMBER
+    if any(s.kind is Kind.HOST_ARRAY for s in sides) and all(s.on_host for s in sides):
+        return HOST_DATA
+    if any(s.kind is Kind.STRING for s in sides):
+        return STRING
+    return UNKNOWN
+
+
+def built_on_host(value: Value) -> bool:
+    """A tensor a torch factory built on the host (`torch.arange(n)`), or one computed from such tensors
+    and numbers only: nothing in it came from data."""
+    return value.kind is Kind.TENSOR and value.device == HOST and (value.origin or "").removeprefix("torch.") in HOST_FACTORIES
