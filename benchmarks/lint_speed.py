@@ -14,7 +14,9 @@
 - scaling: that file concatenated to 1k, 10k and 50k lines, analysed in-process (parse, and the rest);
 - peak memory: the largest resident size of the cold command's whole process tree (sampled);
 - `--torchfix`: `torchfix --select ALL PATH` in the same run (`--torchfix-bin` names the executable;
-  TorchFix pins an older libcst, so install it in its own virtual environment).
+  TorchFix pins an older libcst, so install it in its own virtual environment);
+- `--baseline SRC`: the cold command again with another checkout's package on PYTHONPATH (the last
+  release: `git worktree add /tmp/release a3d15c3`), alternating with this one, with its ratio.
 """
 
 from __future__ import annotations
@@ -97,13 +99,13 @@ def _cpu_children() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _command(args: list[str], env: dict[str, str] | None = None, sample: bool = False) -> tuple[float, float, str]:
-    """Wall seconds, peak tree memory (MB, when sampled) and stdout of a command."""
+def _command(args: list[str], env: dict[str, str] | None = None, sample: bool = False, src: Path = ROOT) -> tuple[float, float, str]:
+    """Wall seconds, peak tree memory (MB, when sampled) and stdout of a command (trainlint from `src`)."""
     global LAST_CPU
     cpu = _cpu_children()
     start = time.perf_counter()
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+                            env={**os.environ, "PYTHONPATH": str(src), **(env or {})})
     peak = [0.0]
     if sample and os.path.isdir("/proc"):
         def watch() -> None:
@@ -146,17 +148,27 @@ def vs_parse(args: argparse.Namespace, files: list[Path], lines: int) -> None:
     print(f"lines            {lines:,}")
     print(f"jobs             {jobs}")
     # the parse and the cold run alternate, `--repeat` times; the medians are compared
-    parses, colds = [], []
+    parses, colds, baselines = [], [], []
+    cold_args = _trainlint(str(args.path), "--no-cache", "-j", str(jobs), "--format", "json")
     for _ in range(args.repeat):
         parses.append(_parse_all(files, jobs))
-        cold, peak, out = _command(_trainlint(str(args.path), "--no-cache", "-j", str(jobs), "--format", "json"), sample=True)
+        cold, peak, out = _command(cold_args, sample=True)
         colds.append((cold, LAST_CPU))
+        if args.baseline:
+            base_wall, base_peak, _ = _command(cold_args, sample=True, src=args.baseline)
+            baselines.append((base_wall, LAST_CPU, base_peak))
     parse, parse_cpu = (statistics.median(p[i] for p in parses) for i in (0, 1))
     cold, cold_cpu = (statistics.median(c[i] for c in colds) for i in (0, 1))
     each = f" (median of {args.repeat}; ratios run by run: " + ", ".join(f"{c[1] / p[1]:.2f}" for p, c in zip(parses, colds)) + ")" if args.repeat > 1 else ""
     print(f"parse (libcst)   {parse:.2f} s wall, {parse_cpu:.1f} CPU-s  ({lines / parse:,.0f} lines/s)")
     print(f"cold             {cold:.2f} s wall, {cold_cpu:.1f} CPU-s  = {cold / parse:.2f} x parse (wall), {cold_cpu / parse_cpu:.2f} x (CPU){each}")
     print(f"peak memory      {peak:.0f} MB (whole process tree, cold, -j {jobs})")
+    if baselines:
+        base, base_cpu, base_peak = (statistics.median(b[i] for b in baselines) for i in (0, 1, 2))
+        print(f"baseline cold    {base:.2f} s wall, {base_cpu:.1f} CPU-s, peak {base_peak:.0f} MB ({args.baseline}) = "
+              f"{base / parse:.2f} x parse (wall); this checkout {cold / base:.2f} x the baseline (wall), {cold_cpu / base_cpu:.2f} x (CPU)")
+    if args.cold_only:
+        return
     with tempfile.TemporaryDirectory() as cache:
         env = {"TRAINLINT_CACHE_DIR": cache}
         _command(_trainlint(str(args.path), "-j", str(jobs), "--format", "json"), env)
@@ -225,12 +237,14 @@ def vs_parse(args: argparse.Namespace, files: list[Path], lines: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("path", type=Path)
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--vs-parse", action="store_true", help="compare with libcst's parse, warm runs, one file, scaling")
     parser.add_argument("--one-file", type=Path, default=None)
     parser.add_argument("--repeat", type=int, default=1, help="run the parse and the cold lint this many times; report medians")
     parser.add_argument("--torchfix", action="store_true", help="time TorchFix --select ALL on the same files")
     parser.add_argument("--torchfix-bin", default=None)
+    parser.add_argument("--baseline", type=Path, default=None, help="another checkout's root: its cold run beside this one's")
+    parser.add_argument("--cold-only", action="store_true", help="stop after the cold runs (no warm runs, one file or scaling)")
     args = parser.parse_args()
     settings = Settings()
     files = [t.path for t in discover([args.path], settings.root)]

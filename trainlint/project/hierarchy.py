@@ -223,14 +223,32 @@ def choosing_modules(project: "Project", target: Path) -> list[Path]:
     out: list[Path] = []
     for home in [*registries, *(h for h in homes if h not in registries)]:
         bases = homes.get(home, set()) if home not in registries else set()
-        declared = re.compile(rb"[:>][ \t]*[\"']?(?:[\w.]+\.)?(?:" + b"|".join(re.escape(b.encode()) for b in sorted(bases)) + rb")\b") if bases else None
         for module in project.importers(home):
             if module == target or module in out:
                 continue
-            if declared is not None:  # (an importer of a base module that declares no object as one chooses none)
-                module_state, text = read_state(str(module))
-                note(module_state)
-                if text is None or not declared.search(text):
-                    continue
+            # (an importer of a base module that declares no object as one chooses none)
+            if bases and bases.isdisjoint(_declared(module)):
+                continue
             out.append(module)
     return out
+
+
+# a name in an annotation or a return type: `criterion: Criterion`, `-> "losses.Criterion"`
+_DECLARATION = re.compile(rb"[:>][ \t]*[\"']?([\w.]+)")
+
+
+def _declared(path: Path) -> frozenset[str]:
+    """Each name a module's text declares something as (each part of `: a.Criterion`), memoised by
+    content: asked for every module that may build a base's classes, by every module linted."""
+    state, data = read_state(str(path))
+    note(state)
+    if data is None:
+        return frozenset()
+    known = _DECLARED.get(path)
+    if known is None or known[0] != state:
+        names = frozenset(part.decode() for token in _DECLARATION.findall(data) for part in token.split(b".") if part)
+        known = _DECLARED[path] = (state, names)
+    return known[1]
+
+
+_DECLARED: dict[Path, tuple[object, frozenset[str]]] = {}
