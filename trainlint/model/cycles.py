@@ -65,8 +65,9 @@ class CycleMemo:
         if low != SETTLED and (value.kind is Kind.UNKNOWN or (value.origin is None and value.kind in _CLASSED)):
             self._provisional.setdefault(low, []).append((memo, key))
 
-    def _memoised(self, memo: dict, key: Hashable, compute: Callable[[], Value]) -> Value:  # type: ignore[type-arg]
-        """`memo[key]`, else `compute()` remembered as `_remember` says; `CYCLE` if `key` is under way."""
+    def _memoised(self, memo: dict, key: Hashable, compute: Callable[[], Value], settled_only: bool = False) -> Value:  # type: ignore[type-arg]
+        """`memo[key]`, else `compute()` remembered as `_remember` says (`settled_only`: only if it leans
+        on no evaluation under way); `CYCLE` if `key` is under way."""
         cached = memo.get(key)
         if cached is not None:
             return cached
@@ -77,6 +78,6 @@ class CycleMemo:
             value = compute()
         finally:
             low = self._leave(key, saved)
-        if value is not CYCLE:
+        if value is not CYCLE and not (settled_only and low != SETTLED):
             self._remember(memo, key, value, low)
         return value

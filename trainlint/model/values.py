@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 
 
 
+# how many asks of one parameter may be under way at once (the second joins the call sites not
+# under way; a third gets no information)
+PARAMETER_ASKS = 2
+
 class ValueModel(CallValues, CycleMemo):
     """Evaluates expressions of one module to Values, memoised per node and use site."""
 
@@ -45,7 +49,8 @@ class ValueModel(CallValues, CycleMemo):
         self._attr_memo: dict[tuple[str | None, str], Value] = {}
         self._returns_memo: dict[int, Value] = {}
         self._joins_memo: dict[tuple[object, ...], Value] = {}
-        self._parameters_memo: dict[tuple[str, int, str], Value] = {}
+        self._parameters_memo: dict[tuple[tuple[str, int, str], int], Value] = {}
+        self._open_asks: dict[tuple[str, int, str], int] = {}  # parameter -> its asks under way
 
     # -- entry point -----------------------------------------------------------------------------
     def of(self, expr: cst.BaseExpression, function: "Function | None", at: "Site | None" = None) -> Value:
@@ -267,11 +272,23 @@ class ValueModel(CallValues, CycleMemo):
 
     def _parameter(self, fn: "Function", name: str) -> Value:
         """A parameter: its annotation, else what this module's calls of the function pass, else its default.
-        One answer per parameter: asked again while its callers' arguments are evaluated (a recursive
-        `dfg(node, states)`), it gives no information, instead of joining every call site again at every
-        level of the recursion (exponential in the number of sites)."""
+        Asked again while its callers' arguments are evaluated, it is worked out once more (what the
+        call sites not under way pass), but not a third time: a recursive `dfg(node, states)` would join
+        every call site again at every level of the recursion (exponential in the number of sites)."""
         key = ("parameter", id(fn.node), name)
-        return self._memoised(self._parameters_memo, key, lambda: self._parameter_value(fn, name))
+        final = self._parameters_memo.get((key, 0))
+        if final is not None:
+            return final
+        level = self._open_asks.get(key, 0)
+        if level >= PARAMETER_ASKS:
+            return self._cycle((key, level - 1))
+        self._open_asks[key] = level + 1
+        try:  # (each level its own question: the outermost ask's answer is the one kept for good)
+            # (an answer that leaned on a question still open is not kept: a parameter is asked from
+            # everywhere, and later asks may see more once that question is answered)
+            return self._memoised(self._parameters_memo, (key, level), lambda: self._parameter_value(fn, name), settled_only=True)
+        finally:
+            self._open_asks[key] = level
 
     def _parameter_value(self, fn: "Function", name: str) -> Value:
         library = self.model.library_argument(fn, name)
