@@ -33,11 +33,10 @@ if TYPE_CHECKING:
     from trainlint.model.training import TrainingModel
 
 
-
-
 # how many asks of one parameter may be under way at once (the second joins the call sites not
 # under way; a third gets no information)
 PARAMETER_ASKS = 2
+
 
 class ValueModel(CallValues, CycleMemo):
     """Evaluates expressions of one module to Values, memoised per node and use site."""
