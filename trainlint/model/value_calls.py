@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from trainlint.model.arithmetic import arithmetic
 from trainlint.model.lattice import ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NUMBER, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join
 from trainlint.model.arguments import LambdaCalls, argument_for
 from trainlint.model.containers import element_of
@@ -131,7 +132,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
                     elements = [v.element if v.kind is Kind.COLLECTION and v.element is not None else v for v in inner]
                     tensors = [e for e in elements if e.kind is Kind.TENSOR]
                     if tensors:
-                        return self._arithmetic(tensors)
+                        return arithmetic(tensors)
                 if name in NUMBER_BUILTINS:
                     return NUMBER if name != "bool" else BOOL
                 if name in ("str", "repr", "format"):
@@ -333,7 +334,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         tensors = [e for e in elements if e.kind is Kind.TENSOR]
         if not tensors:
             return Value(Kind.TENSOR, UNKNOWN_DEVICE, None, dtype)
-        out = self._arithmetic(tensors)
+        out = arithmetic(tensors)
         if any(e.kind not in (Kind.TENSOR, Kind.NUMBER) for e in elements):
             out = replace(out, origin=None)  # `torch.cat([torch.ones(b, 1), data])`: not host-built only
         return replace(out, dtype=dtype or out.dtype)

@@ -86,7 +86,7 @@ class ValueModel(CallValues, CycleMemo):
                 return HOST_DATA
             return base if moved_to_device(base) else UNKNOWN  # (`batch.to(device)["labels"]`: there too)
         if kind is cst.BinaryOperation:
-            return self._arithmetic([self.of(expr.left, fn, at), self.of(expr.right, fn, at)])
+            return arithmetic([self.of(expr.left, fn, at), self.of(expr.right, fn, at)])
         if kind is cst.UnaryOperation:
             inner = self.of(expr.expression, fn, at)
             if isinstance(expr.operator, cst.Not):
@@ -121,8 +121,6 @@ class ValueModel(CallValues, CycleMemo):
         if kind is cst.Await:
             return self.of(expr.expression, fn, at)
         return UNKNOWN
-
-    _arithmetic = staticmethod(arithmetic)
 
     # -- names ---------------------------------------------------------------------------------
     @cached_property
@@ -194,7 +192,7 @@ class ValueModel(CallValues, CycleMemo):
                 before = self._name(name, assign.site.function, assign.site) if "." not in name else self._set_before(assign, name)
             finally:
                 self._leave(key, saved)
-            combined = self._arithmetic([before, value])
+            combined = arithmetic([before, value])
             if before.kind is Kind.TENSOR and before.device == HOST:
                 # `count += (labels != pad).sum()` updates the host tensor in place: torch writes
                 # no device result into it, so it stays where it is

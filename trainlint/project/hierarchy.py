@@ -9,9 +9,10 @@ import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from trainlint.project.classes import class_hierarchy
+from trainlint.project.python_trees import python_tree
 from trainlint.project.watching import note
 from trainlint.reading import module_code, read_state
 
@@ -102,36 +103,46 @@ class _TopLevel:
 
 
 def _top_level(path: Path) -> _TopLevel | None:
-    """A module's `_TopLevel` (memoised by content), its read noted."""
+    """A module's `_TopLevel` (memoised by content), its read noted; None if it cannot be read or parsed."""
+    return _per_content(_TOP_LEVELS, path, _read_top_level, None)
+
+
+def _read_top_level(data: bytes, path: Path) -> _TopLevel | None:
+    try:
+        tree = python_tree(module_code(str(path), data))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    assigned: set[str] = set()
+    tables: dict[str, tuple[str | None, ...]] = {}
+    registrations: list[tuple[str, str]] = []
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        assigned.update(t.id for t in targets if isinstance(t, ast.Name))
+        if len(targets) == 1 and isinstance(targets[0], ast.Name) and isinstance(node.value, ast.Dict):  # type: ignore[union-attr]
+            values = node.value.values  # type: ignore[union-attr]
+            tables[targets[0].id] = tuple(ast.unparse(v) if isinstance(v, (ast.Name, ast.Attribute)) else None for v in values)
+        if isinstance(node, ast.ClassDef):
+            for decorator in node.decorator_list:
+                func = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if isinstance(func, ast.Attribute):  # (`@LOSSES.register("set")`: a method of the registry)
+                    registrations.append((node.name, ast.unparse(func.value)))
+    return _TopLevel(frozenset(assigned), tables, tuple(registrations))
+
+
+T = TypeVar("T")
+
+
+def _per_content(memo: dict[Path, tuple[object, T]], path: Path, read: Callable[[bytes, Path], T], missing: T) -> T:
+    """`read(data, path)` of a module's content, memoised by its state (read again once it changes);
+    the read noted; `missing` for a module that cannot be read."""
     state, data = read_state(str(path))
     note(state)
     if data is None:
-        return None
-    known = _TOP_LEVELS.get(path)
-    if known is not None and known[0] == state:
-        return known[1]
-    try:
-        tree = ast.parse(module_code(str(path), data))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        facts = None
-    else:
-        assigned: set[str] = set()
-        tables: dict[str, tuple[str | None, ...]] = {}
-        registrations: list[tuple[str, str]] = []
-        for node in tree.body:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-            assigned.update(t.id for t in targets if isinstance(t, ast.Name))
-            if len(targets) == 1 and isinstance(targets[0], ast.Name) and isinstance(node.value, ast.Dict):  # type: ignore[union-attr]
-                values = node.value.values  # type: ignore[union-attr]
-                tables[targets[0].id] = tuple(ast.unparse(v) if isinstance(v, (ast.Name, ast.Attribute)) else None for v in values)
-            if isinstance(node, ast.ClassDef):
-                for decorator in node.decorator_list:
-                    func = decorator.func if isinstance(decorator, ast.Call) else decorator
-                    if isinstance(func, ast.Attribute):  # (`@LOSSES.register("set")`: a method of the registry)
-                        registrations.append((node.name, ast.unparse(func.value)))
-        facts = _TopLevel(frozenset(assigned), tables, tuple(registrations))
-    _TOP_LEVELS[path] = (state, facts)
-    return facts
+        return missing
+    known = memo.get(path)
+    if known is None or known[0] != state:
+        known = memo[path] = (state, read(data, path))
+    return known[1]
 
 
 _TOP_LEVELS: dict[Path, tuple[object, "_TopLevel | None"]] = {}
@@ -240,15 +251,9 @@ _DECLARATION = re.compile(rb"[:>][ \t]*[\"']?([\w.]+)")
 def _declared(path: Path) -> frozenset[str]:
     """Each name a module's text declares something as (each part of `: a.Criterion`), memoised by
     content: asked for every module that may build a base's classes, by every module linted."""
-    state, data = read_state(str(path))
-    note(state)
-    if data is None:
-        return frozenset()
-    known = _DECLARED.get(path)
-    if known is None or known[0] != state:
-        names = frozenset(part.decode() for token in _DECLARATION.findall(data) for part in token.split(b".") if part)
-        known = _DECLARED[path] = (state, names)
-    return known[1]
+    return _per_content(_DECLARED, path, lambda data, _: frozenset(
+        part.decode() for token in _DECLARATION.findall(data) for part in token.split(b".") if part
+    ), frozenset())
 
 
 _DECLARED: dict[Path, tuple[object, frozenset[str]]] = {}
