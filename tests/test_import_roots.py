@@ -201,3 +201,37 @@ def test_folders_appearing_beside_a_project_without_a_marker_keep_its_cached_res
                            cwd=alone, capture_output=True, text=True, env=env)
     assert again.stdout == first.stdout
     assert "| libcst\n" not in again.stderr  # read from the cache: nothing was parsed
+
+
+def test_an_installed_package_is_a_project_of_its_own(tmp_path: Path) -> None:
+    """A package in site-packages, linted in place: its callers are its own modules, not the other
+    distributions beside it (thousands of modules), nor the project whose virtual environment holds
+    it; another distribution's modules are libraries to its absolute imports."""
+    (tmp_path / ".git").mkdir()  # the user's project, around its virtual environment
+    site = tmp_path / "venv/lib/python3.11/site-packages"
+    write(site, {
+        "mypkg/__init__.py": "", "mypkg/losses.py": HELPER, "mypkg/train.py": script("from mypkg.losses import weigh"),
+        "otherdist/__init__.py": "", "otherdist/fit.py": script("from mypkg.losses import weigh"),
+        "otherdist/helpers.py": HELPER,
+        "mypkg/uses_other.py": "from otherdist.helpers import weigh\nfrom . import losses\n",
+    })
+    found = roots(site / "mypkg/losses.py")
+    assert (found.root, found.marked) == (site / "mypkg", False)
+    assert tl401(site / "mypkg", "losses.py") == [("losses.py", 6, ["train.py:11"])]
+    done = trainlint(site / "mypkg", "--show-imports", "uses_other.py")
+    assert "1: from otherdist.helpers import weigh -> not local" in done.stdout.splitlines(), done.stdout
+    assert "2: from . import losses -> losses.py" in done.stdout.splitlines(), done.stdout
+
+
+def test_a_module_importing_a_namesake_is_no_importer_of_it(tmp_path: Path) -> None:
+    """The project's import index finds candidates by the words their imports name; a candidate
+    whose imports find another module of that name (the interpreter's way) imports not this one."""
+    from trainlint.project.index import Project
+
+    project = write(tmp_path / "proj", {
+        "pkg/__init__.py": "", "pkg/a/__init__.py": "", "pkg/a/helpers.py": HELPER, "pkg/b/__init__.py": "", "pkg/b/helpers.py": HELPER,
+        "train_a.py": script("from pkg.a.helpers import weigh"), "train_b.py": script("from pkg.b.helpers import weigh"),
+        "train_ab.py": script("from pkg.a import (\n    helpers,\n)\nfrom pkg.b.helpers import weigh"),
+    })
+    importers = Project().importers((project / "pkg/a/helpers.py").resolve())
+    assert sorted(p.name for p in importers) == ["train_a.py", "train_ab.py"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from trainlint.project.roots import LIBRARY_ROOTS, roots
+from trainlint.project.roots import LIBRARY_ROOTS, installed_elsewhere, roots
 from trainlint.project.watching import note, watching
 from trainlint.reading import EXISTS, State, probe_state
 
@@ -52,7 +52,7 @@ class ModuleFinder:
             # the longest prefix that is a module file; the rest are names inside it
             for cut in range(len(parts) - 1, 0, -1):
                 path = self._module_file(base, tuple(parts[:cut]))
-                if path is not None and not _same(path, importer):  # `import te.pytorch` in te.py is the library
+                if path is not None and not _same(path, importer) and not self._library(path, importer, level):  # `import te.pytorch` in te.py is the library
                     return path, parts[cut:]
         return None
 
@@ -66,6 +66,7 @@ class ModuleFinder:
             for _ in range(level - 1):
                 base = base.parent
             if not parts:  # `from . import x`: the package itself
+                base = base if base.name else Path(os.path.abspath(base))  # (`.` has no name)
                 return self._module_file(base.parent, (base.name,))
             bases = [base]
         elif not parts or parts[0] in LIBRARY_ROOTS:
@@ -74,9 +75,46 @@ class ModuleFinder:
             bases = self._search_dirs(importer)
         for base in bases:
             path = self._module_file(base, parts)
-            if path is not None and not _same(path, importer):
+            if path is not None and not _same(path, importer) and not self._library(path, importer, level):
                 return path
         return None
+
+    @staticmethod
+    def _library(path: Path, importer: Path, level: int) -> bool:
+        """An absolute import found in another installed distribution is that library's, not the project's."""
+        return not level and installed_elsewhere(path, roots(importer).root)
+
+    def named_modules(self, importer: Path, named: tuple[tuple[str, int], ...]) -> frozenset[Path]:
+        """The real paths of the local modules the imports `named` of `importer` name (each a dotted
+        module and its leading dots, `ImportIndex.imports`); "*" where a statement's names are not all
+        known (a continued line): it may name any module."""
+        out: set[Path] = set()
+        for module, level in named:
+            if module.endswith("*"):  # (`from pkg import \` with the names below: pkg must be local)
+                package = module[:-1].rstrip(".")
+                if not package or self.imported_file(importer, package, level) is not None:
+                    out.add(Path("*"))
+                continue
+            found = self.imported_file(importer, module, level)
+            if found is not None:
+                out.add(Path(os.path.realpath(found)))
+        return frozenset(out)
+
+    @staticmethod
+    def _library(path: Path, importer: Path, level: int) -> bool:
+        """An absolute import found in another installed distribution is that library's, not the project's."""
+        return not level and installed_elsewhere(path, roots(importer).root)
+
+    def names_module(self, importer: Path, module: str, level: int, target: Path) -> bool:
+        """Whether `import module` (`level` leading dots) in `importer` names the module whose real
+        path is `target`; names the text does not show ("*": any, "pkg.*": a local package's) may."""
+        if module == "*" and not level:
+            return True
+        if module.endswith("*"):  # (`from pkg import \` with the names below: pkg must be local)
+            package = module[:-1].rstrip(".")
+            return not package or self.imported_file(importer, package, level) is not None
+        found = self.imported_file(importer, module, level)
+        return found is not None and Path(os.path.realpath(found)) == target
 
     def _search_dirs(self, importer: Path) -> list[Path]:
         """The folders the importer's absolute imports are looked for in (`Roots.search`: its

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -18,7 +19,7 @@ from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, Module
 from trainlint.project.outline_effects import add_effects, bound_targets as _targets, own_statements as _own_statements
 from trainlint.project.outline_effects import own_statements_from as _own_statements_from
 from trainlint.project.roots import IMPORT_TEXT
-from trainlint.project.watching import note
+from trainlint.project.watching import note, unwatched
 from trainlint.reading import MAX_MODULE_BYTES, MAX_PROJECT_MODULES, State, module_code, project_modules, project_state, read_regular, read_state
 
 MAX_IMPORTERS = 40
@@ -45,6 +46,9 @@ class ImportIndex:
     # the names in the project's folders, as one state: a module added or removed anywhere
     # invalidates what used the index
     listings: list[State] = field(default_factory=list)
+    # each file's imports as (dotted module, leading dots), every module each statement may name
+    imports: dict[Path, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    named: dict[Path, frozenset[Path]] = field(default_factory=dict)  # the local modules they name, once asked
     modules: int = 0  # how many modules were read
     read: dict[Path, tuple[int, ...]] = field(default_factory=dict)  # each module's times, size and inode as read
 
@@ -88,15 +92,30 @@ def import_index(root: Path) -> ImportIndex:
                 continue
             text = module_code(name, data)
             words: set[str] = set()
+            named: dict[tuple[str, int], None] = {}
             for match in IMPORT_TEXT.finditer(text):
-                module, names = match.group(2, 3)
+                dots, module, names = match.group(1, 2, 3)
                 words.update(w for w in (module or "").split(".") if w)
                 for part in (names or "").split(","):
-                    words.update(w for w in part.split(" as ")[0].strip().split(".") if w.isidentifier())
+                    dotted = part.split(" as ")[0].strip()
+                    words.update(w for w in dotted.split(".") if w.isidentifier())
+                    parts = dotted.split(".")
+                    named.update(dict.fromkeys((".".join(parts[:n]), 0) for n in range(len(parts), 0, -1) if dotted))
                 if module is not None:  # `from pkg import mod`: the names imported may be modules
                     line_end = text.find("\n", match.end())
                     rest = text[match.end(): line_end if line_end >= 0 else len(text)]
-                    words.update(w.strip("() ").split(" as ")[0] for w in rest.split(",") if w.strip("() ").split(" as ")[0].isidentifier())
+                    imported = [w.strip("() ").split(" as ")[0] for w in rest.split(",")]
+                    words.update(w for w in imported if w.isidentifier())
+                    level = len(dots or "")
+                    named[(module, level)] = None
+                    if rest.lstrip().startswith("("):  # `from pkg import (a,\n b)`: the names below too
+                        start = text.find("(", match.end())
+                        listed = re.sub(r"#[^\n]*", "", text[start + 1: text.find(")", start)])
+                        imported = [w.strip().split(" as ")[0].strip() for w in listed.split(",")]
+                    named.update(dict.fromkeys((f"{module}.{w}" if module else w, level) for w in imported if w.isidentifier()))
+                    if "\\" in rest:  # (names on the lines below: any module of that package)
+                        named[(f"{module}.*" if module else "*", level)] = None
+            index.imports[file] = tuple(named)
             for word in words:
                 index.by_word.setdefault(word, []).append(file)
             if any(token in text for token in TRAINING_TOKENS):
@@ -407,10 +426,25 @@ def pending_bytes(
     return total
 
 
-def importers_in(index: ImportIndex, target: Path, outline: Callable[[Path], ModuleSummary]) -> tuple[list[Path], frozenset[Path]]:
-    """The files of `index` whose imports may name module `target` (`Project.importers`), training
-    code first, and those among them with training code."""
-    out = [f for f in index.by_word.get(target.parent.name if target.name == "__init__.py" else target.stem, ()) if f != target]
+def importers_in(
+    index: ImportIndex,
+    target: Path,
+    outline: Callable[[Path], ModuleSummary],
+    resolve: Callable[[Path, tuple[tuple[str, int], ...]], frozenset[Path]],
+) -> tuple[list[Path], frozenset[Path]]:
+    """The files of `index` whose imports name module `target` (`Project.importers`): those whose
+    import statements name a word of it and one of which `resolve`s to it as the file's interpreter finds
+    modules (`torch.distributed` in a file of the torch package is the library's, not the local
+    `distributed/`); training code first, and those among them with training code."""
+    word = target.parent.name if target.name == "__init__.py" else target.stem
+    def imports(importer: Path, module: Path) -> bool:
+        named = index.named.get(importer)
+        if named is None:
+            with unwatched():  # (the project's listing, noted with the index, covers the paths probed)
+                named = index.named[importer] = resolve(importer, index.imports.get(importer, (("*", 0),)))
+        return module in named or Path("*") in named
+
+    out = [f for f in index.by_word.get(word, ()) if f != target and imports(f, target)]
     # those with training code first (they may call it every step), notebooks after modules
     out.sort(key=lambda f: (f not in index.training, f.suffix == ".ipynb"))
     if target.name != "__init__.py" and (target.parent / "__init__.py").is_file():
@@ -419,6 +453,8 @@ def importers_in(index: ImportIndex, target: Path, outline: Callable[[Path], Mod
         names = [n.encode() for n in (*outline(target).functions, *outline(target).classes)]
         for importer in index.by_word.get(target.parent.name, ()):
             if importer == target or importer in out or len(out) >= MAX_IMPORTERS + MAX_OUTLINED_IMPORTERS:
+                continue
+            if not imports(importer, target.parent / "__init__.py"):
                 continue
             state, data = read_state(str(importer))
             note(state)

@@ -230,7 +230,7 @@ class Project(ModuleFinder):
         return index
 
     def _importers_of(self, target: Path) -> tuple[list[Path], frozenset[Path]]:
-        return importers_in(self._import_index(target), target, self.outline)
+        return importers_in(self._import_index(target), target, self.outline, self.named_modules)
 
     def rescan(self) -> None:
         """Forget which files exist (remembered for a run's speed). A long-lived process, the

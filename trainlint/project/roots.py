@@ -42,6 +42,8 @@ PATH_EDITS = ("insert", "append", "extend")
 CALLER_LEVELS = 2  # folders above a module in no package looked in for a script importing it by its path
 MAX_FOLDER_MODULES = 64  # modules of such a folder read at most
 MAX_NAME_HOPS = 8  # `ROOT = FILE.parents[1]` through other names: this many at most
+# folders of installed distributions: each package in one is a project of its own, whatever is around
+INSTALLED_FOLDERS = frozenset({"site-packages", "dist-packages"})
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,8 @@ def marker_root(folder: Path) -> tuple[Path | None, tuple[State, ...]]:
         looked: list[State] = []
         found: Path | None = None
         for here in (folder, *list(folder.parents)[:MARKER_LEVELS]):
+            if here.name in INSTALLED_FOLDERS:
+                break  # (a virtual environment's marker above it is its user's project, not the package's)
             for marker in ROOT_MARKERS:
                 looked.append(_probe(here / marker))
                 if looked[-1][1] in (EXISTS, FOLDER):
@@ -177,6 +181,7 @@ def _find_roots(path: Path) -> Roots:
         root, why = min(needed, key=lambda n: len(n[0].parts))
         if root.name == "src" and root != here:  # a src layout: the scripts and tests beside src/ import it
             root, why = root.parent, f"the folder above src/ ({why})"
+        root, why = _installed_package(path, root, why)
     # a src layout's packages are installed: found from anywhere beside or below the folder holding src/
     sources: list[Path] = []
     for folder in dict.fromkeys((here, *list(here.parents)[:PARENT_LEVELS], root)):
@@ -184,6 +189,27 @@ def _find_roots(path: Path) -> Roots:
         if looked[-1][1] == FOLDER and folder / "src" not in (here, *here.parents):
             sources.append(folder / "src")
     return Roots(root, why, inserted, appended, marker is not None, top, tuple(sources), tuple(dict.fromkeys(looked)))
+
+
+def installed_elsewhere(module: Path, root: Path) -> bool:
+    """Whether a module an import was found as is another installed distribution's: inside a folder of
+    installed packages, outside the project `root` (a library then, as `import torch` is)."""
+    absolute = Path(os.path.abspath(module))
+    if not any(p.name in INSTALLED_FOLDERS for p in absolute.parents):
+        return False
+    return Path(os.path.abspath(root)) not in absolute.parents
+
+
+def _installed_package(path: Path, root: Path, why: str) -> tuple[Path, str]:
+    """`root`, or the installed package holding `path` where `root` is a folder of installed packages
+    or above one: the other distributions there (thousands of modules) are no callers of its functions."""
+    installed = next((p for p in path.parents if p.name in INSTALLED_FOLDERS), None)
+    if installed is None or not (root == installed or root in installed.parents):
+        return root, why
+    inner = path.relative_to(installed).parts
+    if len(inner) < 2:  # (a module installed on its own: its folder is the only one there is)
+        return root, why
+    return installed / inner[0], f"the installed package {inner[0]}/ (a folder of installed packages is no project)"
 
 
 def _importing_folder(path: Path, root: Path, looked: list[State]) -> tuple[Path, str] | None:

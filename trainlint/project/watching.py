@@ -38,6 +38,16 @@ def watching() -> Iterator[set[State]]:
                 break
 
 
+@contextmanager
+def unwatched() -> Iterator[None]:
+    """Read without noting: for questions whose answer the states already noted cover (which files
+    of a project import a module, where the project's listing is noted with the import index)."""
+    _WATCHING.append(set())
+    try:
+        yield
+    finally:
+        _WATCHING.pop()
+
 
 K = TypeVar("K", bound=Hashable)
 
