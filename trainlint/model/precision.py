@@ -121,6 +121,7 @@ def parameter_casts(model: TrainingModel) -> list[Cast]:
         value = model.value(a.value, a.site)
         if value.kind is Kind.MODULE and value.dtype in ("float16", "bfloat16"):
             casts.append(Cast(call, value.dtype, frozenset(a.targets), a.site.function))
+    casts.extend(_layer_casts(model, casts))
     # `model = build(cfg)` where build returns a cast model
     by_returning = {c.function.name: c for c in casts if c.function is not None and c.function.name in returning}
     for call in model.calls:
@@ -130,6 +131,50 @@ def parameter_casts(model: TrainingModel) -> list[Cast]:
                 origin = by_returning[call.name]
                 casts.append(Cast(origin.call, origin.dtype, frozenset(targets), call.site.function))
     return casts
+
+
+def _layer_casts(model: TrainingModel, casts: list[Cast]) -> list[Cast]:
+    """A layer a class of this module builds cast (`self.embed = nn.Embedding(v, d).bfloat16()` in
+    `__init__`), as the names holding an instance see it: `model.embed` (an optimizer group of its
+    parameters) and `model.parameters` (all of them), for each `model = GPT(...)` of the module. Only
+    torch layers built in place (not buffers or tensors), and never a layer the module sets back to
+    fp32 or freezes."""
+    layers: dict[str, list[tuple[str, Cast]]] = {}  # class -> (attribute, its cast)
+    for cast in casts:
+        fn = cast.function
+        if fn is None or fn.class_name is None or not isinstance(cast.call.receiver, cst.Call):
+            continue
+        built = model.call_at(cast.call.receiver)
+        if built is None or not (built.qualname or "").startswith("torch.nn.") or not (built.qualname or "").rsplit(".", 1)[-1][:1].isupper():
+            continue
+        for target in cast.targets:
+            if target.startswith("self.") and target.count(".") == 1:
+                layers.setdefault(fn.class_name, []).append((target[5:], cast))
+    out: list[Cast] = []
+    if not layers:
+        return out
+    for call in model.calls:
+        if call.name not in layers or call.receiver is not None:
+            continue
+        for instance in assigned_targets(model, call):
+            for attribute, cast in layers[call.name]:
+                held = f"{instance}.{attribute}"
+                if not _restored(model, (instance, held, f"self.{attribute}")):
+                    out.append(Cast(cast.call, cast.dtype, frozenset({held, f"{instance}.parameters"}), call.site.function))
+    return out
+
+
+def _restored(model: TrainingModel, names: tuple[str, ...]) -> bool:
+    """Whether the module sets one of `names` back to fp32 (`.float()`, `.to(torch.float32)`) or
+    freezes it (`.requires_grad_(False)`)."""
+    for call in model.calls:
+        if call.receiver is None or dotted(call.receiver) not in names:
+            continue
+        if call.method == "float" or call.method == "requires_grad_":
+            return True
+        if call.method == "to" and any(dtype_name(a.value, model.imports) == "float32" for a in call.node.args):
+            return True
+    return False
 
 
 def on_training_path(model: TrainingModel, call: Call) -> bool:

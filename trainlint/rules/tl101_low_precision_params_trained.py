@@ -97,7 +97,12 @@ for x, y in loader:
         "rounding AdamW, DeepSpeed engines with fp32 master weights); a cast of a different module than the "
         "one optimized (a bf16 teacher with an fp32 student). The fast-CIFAR recipe (a network cast to fp16 "
         "with its BatchNorm layers set back to fp32) keeps the norm gains moving, and the finding says so: "
-        "only its fp16 convolutions and linear layers lose small updates."
+        "only its fp16 convolutions and linear layers lose small updates. A layer that a model class builds "
+        "cast (`self.embed = nn.Embedding(v, d).bfloat16()` in `__init__`) is followed to the instances of the "
+        "class in the same module: it is flagged when an optimizer takes that layer's parameters "
+        "(`model.embed.weight`) or all of the model's (`model.parameters()`), not when it takes other layers "
+        "only (`model.blocks.parameters()`), when the module sets the layer back to fp32 or freezes it, or when "
+        "the cast value is a tensor (a bf16 buffer) rather than a torch layer."
     )
     verification = (
         "`trainlint verify` predicts from the dtype's spacing (`torch.nextafter`) which fraction of parameter "
@@ -129,8 +134,45 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
 with torch.autocast("cuda", dtype=torch.bfloat16):
     loss = model(x)
 """,
+        # a layer built in bf16 by the class, but the optimizer trains the blocks only
+        """
+import torch
+import torch.nn as nn
+class GPT(nn.Module):
+    def __init__(self, vocab, dim):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim).bfloat16()
+        self.blocks = nn.ModuleList([nn.Linear(dim, dim) for _ in range(4)])
+        self.rotary = torch.randn(64, dim).bfloat16()
+model = GPT(50304, 768).cuda()
+optimizer = torch.optim.AdamW(model.blocks.parameters(), lr=3e-4)
+""",
+        # the bf16 layer is set back to fp32 before training
+        """
+import torch
+import torch.nn as nn
+class GPT(nn.Module):
+    def __init__(self, vocab, dim):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim).bfloat16()
+model = GPT(50304, 768)
+model.embed.float()
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+""",
     )
     invalid = (
+        # modded-nanogpt: a layer its class builds in bf16, trained by Adam through the instance
+        """
+import torch
+import torch.nn as nn
+class GPT(nn.Module):
+    def __init__(self, vocab, dim):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim).bfloat16()
+        self.blocks = nn.ModuleList([nn.Linear(dim, dim) for _ in range(4)])
+model = GPT(50304, 768).cuda()
+optimizer1 = torch.optim.AdamW([dict(params=[model.embed.weight], lr=0.3)], betas=(0.8, 0.95))
+""",
         # the fast-CIFAR recipe: BatchNorm back in fp32, the convolution weights still fp16
         """
 import torch
