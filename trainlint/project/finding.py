@@ -100,22 +100,6 @@ class ModuleFinder:
                 out.add(Path(os.path.realpath(found)))
         return frozenset(out)
 
-    @staticmethod
-    def _library(path: Path, importer: Path, level: int) -> bool:
-        """An absolute import found in another installed distribution is that library's, not the project's."""
-        return not level and installed_elsewhere(path, roots(importer).root)
-
-    def names_module(self, importer: Path, module: str, level: int, target: Path) -> bool:
-        """Whether `import module` (`level` leading dots) in `importer` names the module whose real
-        path is `target`; names the text does not show ("*": any, "pkg.*": a local package's) may."""
-        if module == "*" and not level:
-            return True
-        if module.endswith("*"):  # (`from pkg import \` with the names below: pkg must be local)
-            package = module[:-1].rstrip(".")
-            return not package or self.imported_file(importer, package, level) is not None
-        found = self.imported_file(importer, module, level)
-        return found is not None and Path(os.path.realpath(found)) == target
-
     def _search_dirs(self, importer: Path) -> list[Path]:
         """The folders the importer's absolute imports are looked for in (`Roots.search`: its
         `sys.path` edits, its folder and parents, its package's base, the project root and `src/`)."""

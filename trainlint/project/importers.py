@@ -437,6 +437,7 @@ def importers_in(
     modules (`torch.distributed` in a file of the torch package is the library's, not the local
     `distributed/`); training code first, and those among them with training code."""
     word = target.parent.name if target.name == "__init__.py" else target.stem
+
     def imports(importer: Path, module: Path) -> bool:
         named = index.named.get(importer)
         if named is None:
