@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 
 from trainlint.project.classes import class_hierarchy
 from trainlint.project.python_trees import python_tree
-from trainlint.project.watching import note
+from trainlint.project.watching import note, watching
 from trainlint.reading import module_code, read_state
 
 if TYPE_CHECKING:
+    from trainlint.project.importers import ImportIndex
     from trainlint.project.index import Project
 
 
@@ -45,6 +46,18 @@ def built(project: "Project", target: Path, name: str) -> bool:
     if project.depth > 0:
         return True
     index = project._import_index(target)
+    known = index.built.get((target, name))
+    if known is not None and any(read_state(state[0])[0] != state for state in known[1]):
+        known = None  # (an editor's buffer of one of the modules read changed: the disk's index did not)
+    if known is None:  # (asked for every override of every base a step dispatches to: read once per index)
+        with watching() as read:
+            answer = _built(index, target, name)
+        known = index.built[(target, name)] = (answer, tuple(read))
+    note(*known[1])
+    return known[0]
+
+
+def _built(index: "ImportIndex", target: Path, name: str) -> bool:
     modules = [target, *(f for f in index.by_word.get(name, ()) if f != target)]
     word = re.compile(rf"(?<![\w.]){re.escape(name)}\b")
     for module in modules[:MAX_MODULES]:

@@ -49,6 +49,8 @@ class ImportIndex:
     # each file's imports as (dotted module, leading dots), every module each statement may name
     imports: dict[Path, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     named: dict[Path, frozenset[Path]] = field(default_factory=dict)  # the local modules they name, once asked
+    # (module, class) -> whether the project may build it (`hierarchy.built`), and the states read
+    built: dict[tuple[Path, str], tuple[bool, tuple[State, ...]]] = field(default_factory=dict)
     modules: int = 0  # how many modules were read
     read: dict[Path, tuple[int, ...]] = field(default_factory=dict)  # each module's times, size and inode as read
 
