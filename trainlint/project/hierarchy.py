@@ -46,10 +46,10 @@ def built(project: "Project", target: Path, name: str) -> bool:
     if project.depth > 0:
         return True
     index = project._import_index(target)
+    # asked for every override of every base a step dispatches to: read once per index, which is
+    # dropped when a module on disk changes (`ImportIndex.current`), as are the answers it keeps
     known = index.built.get((target, name))
-    if known is not None and any(read_state(state[0])[0] != state for state in known[1]):
-        known = None  # (an editor's buffer of one of the modules read changed: the disk's index did not)
-    if known is None:  # (asked for every override of every base a step dispatches to: read once per index)
+    if known is None:
         with watching() as read:
             answer = _built(index, target, name)
         known = index.built[(target, name)] = (answer, tuple(read))
