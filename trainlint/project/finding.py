@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from trainlint.project.roots import LIBRARY_ROOTS, installed_elsewhere, roots
+from trainlint.project.roots import LIBRARY_ROOTS, installed_elsewhere, real_path, roots
 from trainlint.project.watching import note, watching
 from trainlint.reading import EXISTS, State, probe_state
 
@@ -97,7 +97,7 @@ class ModuleFinder:
                 continue
             found = self.imported_file(importer, module, level)
             if found is not None:
-                out.add(Path(os.path.realpath(found)))
+                out.add(real_path(found))
         return frozenset(out)
 
     def _search_dirs(self, importer: Path) -> list[Path]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 
 from trainlint.project.classes import class_hierarchy
 from trainlint.project.python_trees import python_tree
+from trainlint.project.roots import real_path
 from trainlint.project.watching import note, watching
 from trainlint.reading import module_code, read_state
 
@@ -98,11 +99,7 @@ def class_candidates(project: "Project", from_file: Path, kind: str, qualname: s
     return ()
 
 
-def _real(path: Path) -> Path:
-    try:
-        return path.resolve()
-    except (OSError, RuntimeError):
-        return path
+_real = real_path
 
 
 @dataclass(frozen=True)

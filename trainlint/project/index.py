@@ -28,7 +28,7 @@ from typing import Any
 
 from trainlint.project import budget, store
 from trainlint.project.components import Components
-from trainlint.project.watching import InProgress, note, watching
+from trainlint.project.watching import CycleFixpoint, InProgress, note, watching
 from trainlint.project.classes import class_hierarchy, inherited_methods
 from trainlint.project.hierarchy import class_candidates, unbuilt
 from trainlint.project.passed_instances import passed_instances, resolved_arguments
@@ -46,11 +46,7 @@ Symbol = FunctionSummary | ClassSummary
 # for both views: outlines (names; names without what is unknown), `resolve()`s until `rescan`
 # and whether the module has anything a summary says beyond its outline (SUMMARISED_TOKENS)
 _OUTLINES: dict[Path, tuple[State, ModuleSummary, ModuleSummary, bool]] = {}
-_REAL: dict[Path, Path] = {}
-
-
-def _real(path: Path) -> Path:
-    return _REAL.get(path) or _REAL.setdefault(path, path.resolve())
+_real = import_roots.real_path
 
 
 def _absolute(path: Path) -> Path:
@@ -84,8 +80,7 @@ class Project(ModuleFinder):
         self._index: dict[Path, ImportIndex] = {}  # per project root: which files import which names
         self._rescanned: dict[Path, ImportIndex] = {}  # those `rescan` set aside: reused while current
         self._computing: InProgress[Path] = InProgress()  # summaries being computed (imports may form cycles)
-        self._seeds: dict[Path, tuple[dict[str, Seed], tuple[State, ...]]] = {}  # with what they read
-        self._seeding: InProgress[Path] = InProgress()  # modules whose seeds are being joined up
+        self._seeds: CycleFixpoint[Path, dict[str, Seed]] = CycleFixpoint({})  # callers may call each other
         self._importers: dict[Path, tuple[tuple[list[Path], frozenset[Path]], tuple[State, ...]]] = {}  # with what they read
         # what fixes asked: (path, qualified name) -> the content it was asked of, the answer, what it read
         self._differentiates: dict[tuple[Path, str], tuple[State, bool, tuple[State, ...]]] = {}
@@ -136,19 +131,7 @@ class Project(ModuleFinder):
         Only the analysis of the module being linted asks: summaries are free of seeds."""
         if self.depth > 0 or not path or path == "-":
             return {}
-        target = _real(Path(path))
-        known = self._seeds.get(target)
-        if known is not None:  # asked by the prefilter, then by the analysis: computed once
-            note(*known[1])
-            return known[0]
-        if target in self._seeding:  # callers that call each other: the inner ask sees none
-            self._seeding.cycle(target)
-            return {}
-        with self._seeding.working(target), watching() as read:  # (what it reads is noted around too)
-            seeds = self._step_seeds(target)
-        if self._seeding.keep(target):
-            self._seeds[target] = (seeds, tuple(read))
-        return seeds
+        return self._seeds.ask(_real(Path(path)), self._step_seeds)
 
     def _step_seeds(self, target: Path) -> dict[str, Seed]:
         return {} if self.alone(target) else join_seeds(self, target)
@@ -246,7 +229,6 @@ class Project(ModuleFinder):
         self._current.clear()
         self._current_outlines.clear()
         store.forget_states()
-        _REAL.clear()
         import_roots.forget()
         self._components.forget()
         if self._deeper is not None and self._deeper is not self:

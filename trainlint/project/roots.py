@@ -85,8 +85,24 @@ _FOLDER_IMPORTS: dict[Path, tuple[dict[str, str], tuple[State, ...]]] = {}
 _PROJECTS: dict[Path, tuple[Path, str, tuple[State, ...]]] = {}
 
 
+_REAL: dict[Path, Path] = {}
+
+
+def real_path(path: Path) -> Path:
+    """`path` with its links resolved, memoised until `forget` (asked for every module named, often)."""
+    known = _REAL.get(path)
+    if known is None:
+        try:
+            known = path.resolve()
+        except (OSError, RuntimeError):  # a loop of links: the path as written
+            known = path
+        _REAL[path] = known
+    return known
+
+
 def forget() -> None:
     """Forget what was found (a long-lived process asks again before each lint)."""
+    _REAL.clear()
     _ROOTS.clear()
     _MARKERS.clear()
     _PROBES.clear()

@@ -9,7 +9,7 @@ nothing, and the answers worked out between the two asks saw that nothing, so th
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Generic, Hashable, Iterator, TypeVar
+from typing import Callable, Generic, Hashable, Iterator, TypeVar
 
 from trainlint.reading import State
 
@@ -80,3 +80,87 @@ class InProgress(Generic[K]):
         tainted = key in self._tainted
         self._tainted.discard(key)
         return not tainted
+
+
+V = TypeVar("V")
+
+MAX_ROUNDS = 8  # rounds of a cycle's fixpoint (answers only grow; a bound against a chain's churn)
+
+
+class CycleFixpoint(Generic[K, V]):
+    """Answers to questions that ask each other (a module's step seeds need its callers' seeds,
+    whose callers may call it back), each worked out once however the asks go round.
+
+    A question asked again while open, or one answered provisionally in this round, answers its
+    provisional value (`empty` at first), and every open question but the outermost is then
+    provisional too. The outermost works its answer out again, the provisional answers kept and each
+    question worked out once a round, until no answer changes (answers only grow as callers' seeds
+    do: the least fixpoint); then every answer is kept. Without cycles each answer is kept as soon as
+    it is made. Answers are kept with the states of the files they read (`watching`)."""
+
+    def __init__(self, empty: V) -> None:
+        self._empty = empty
+        self._open: dict[K, None] = {}
+        self._kept: dict[K, tuple[V, tuple[State, ...]]] = {}
+        self._provisional: dict[K, tuple[V, tuple[State, ...]]] = {}
+        self._this_round: set[K] = set()
+        self._tainted: set[K] = set()
+        self._changed = False
+        self._cycled = False  # a question was asked again while open, or read provisionally
+
+    def clear(self) -> None:
+        self._kept.clear()
+
+    def ask(self, key: K, work_out: Callable[[K], V]) -> V:
+        kept = self._kept.get(key)
+        if kept is not None:
+            note(*kept[1])
+            return kept[0]
+        if key in self._open or key in self._this_round:
+            self._tainted.update(list(self._open)[1:])  # (the outermost works the cycle out)
+            self._cycled = True
+            known = self._provisional.get(key)
+            if known is None:
+                return self._empty
+            note(*known[1])
+            return known[0]
+        outermost = not self._open
+        try:
+            return self._work_out(key, work_out, outermost)
+        except BaseException:
+            if outermost:  # (a budget ran out: nothing provisional outlives the question)
+                self._settle({})
+            raise
+
+    def _work_out(self, key: K, work_out: Callable[[K], V], outermost: bool) -> V:
+        for _ in range(MAX_ROUNDS):
+            self._open[key] = None
+            try:
+                with watching() as read:
+                    value = work_out(key)
+            finally:
+                del self._open[key]
+            if key not in self._tainted and not (outermost and self._cycled):
+                break  # (it met no cycle)
+            self._tainted.discard(key)
+            old = self._provisional.get(key)
+            self._changed |= old is None or old[0] != value
+            self._provisional[key] = (value, tuple(read))
+            if not outermost:  # provisional until the outermost settles
+                self._this_round.add(key)
+                return value
+            if not self._changed:
+                break
+            self._changed = False
+            self._this_round.clear()
+        if outermost:  # settled: the cycle's answers are final
+            self._settle(self._provisional)
+        self._kept[key] = (value, tuple(read))
+        return value
+
+    def _settle(self, answers: dict[K, tuple[V, tuple[State, ...]]]) -> None:
+        self._kept.update(answers)
+        self._provisional = {}
+        self._this_round.clear()
+        self._tainted.clear()
+        self._changed = self._cycled = False
