@@ -656,3 +656,71 @@ def test_a_loop_over_a_loader_around_a_counted_step_loop_runs_once_per_step():
     # a loop over a list of settings named like data runs a whole training for each: not per step
     sweep = code.replace("prompts = DataLoader(dataset, batch_size=8)", "data = [0.1, 0.2]").replace("for batch in prompts:", "for batch in data:")
     assert lines(sweep, "TL304") == []
+
+
+def test_loop_stepping_each_optimizer_is_one_step_of_the_loop_around_it():
+    # `for opt in optimizers: opt.step()` updates each optimizer once per step: the loop around it
+    # is the training loop, so its NaN guard and its logging read the loss every step
+    code = """
+    import torch
+    optimizers = [torch.optim.AdamW(model.parameters()), torch.optim.SGD(head.parameters())]
+    for step in range(train_steps):
+        inputs, targets = next(train_loader)
+        for i in range(len(inputs) // mbs):
+            loss = model(inputs[i], targets[i])
+            if not torch.isfinite(loss).all():
+                raise RuntimeError(f"non-finite loss {loss.item()}")
+            loss.backward()
+        for opt in optimizers:
+            opt.step()
+        model.zero_grad(set_to_none=True)
+        print(f"step {step} loss {loss.item():.4f}")
+        if step % 100 == 0:
+            print(loss.item())
+    print(loss.item())
+    """
+    assert sorted(sync_lines(code)) == [8, 14]
+
+
+def test_loop_of_optimizers_that_backpropagates_each_round_is_its_own_step():
+    # each round trains another network (a GAN's alternation): every round is a step, not the loop around
+    code = """
+    import torch
+    for epoch in range(epochs):
+        lr = schedule(epoch)
+        print(lr.item())
+        for opt, net in ((opt_d, disc), (opt_g, gen)):
+            loss = net(batch).mean()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    """
+    assert sync_lines(code) == [10]
+
+
+def test_early_exit_unless_one_step_leaves_the_rest_to_that_step():
+    # `if step != CAPTURE_STEP: return` runs the rest on one step; `if n_items != 4: return` tests no
+    # step counter, and the rest runs on every step where the batch has four items (reported at the
+    # call: the helper only reads what it is passed)
+    code = """
+    import torch
+    CAPTURE_STEP = 500
+
+    def maybe_capture(model, step):
+        if CAPTURE_STEP <= 0 or step != CAPTURE_STEP:
+            return
+        return {n: p.detach().cpu().clone() for n, p in model.named_parameters()}
+
+    def log_sizes(n_items, loss):
+        if n_items != 4:
+            return
+        print(loss.item())
+
+    for step, x in enumerate(loader):
+        loss = model(x)
+        loss.backward()
+        optimizer.step()
+        maybe_capture(model, step)
+        log_sizes(len(x), loss)
+    """
+    assert sync_lines(code) == [20]

@@ -18,7 +18,7 @@ from trainlint.model.facts import (
     Site,
     WithItem,
 )
-from trainlint.model.gates import child_nodes, has_modulo, is_gate_test, is_inference_only_test, is_lazy_init_test, mostly_true_modulo
+from trainlint.model.gates import child_nodes, has_modulo, is_gate_test, is_inference_only_test, is_lazy_init_test, mostly_true
 from trainlint.model.names import ImportMap, dotted
 from trainlint.model.hooks import pass_indexes
 from trainlint.model.torchnames import AUTOCAST, NO_GRAD, autocast_dtype, is_false
@@ -61,7 +61,8 @@ def is_early_exit(node: cst.If) -> bool:
 
 
 EXIT_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
-NON_FINITE_WORDS = frozenset({"nan", "inf", "finite", "isnan", "isinf", "isfinite", "overflow", "found_inf"})
+# a test for a non-finite loss, or for a batch that ran out of memory (`if found_cuda_oom: ...; continue`)
+NON_FINITE_WORDS = frozenset({"nan", "inf", "finite", "isnan", "isinf", "isfinite", "overflow", "found_inf", "oom"})
 
 
 def _last_statement(node: cst.If) -> cst.BaseSmallStatement | cst.BaseStatement | None:
@@ -77,7 +78,8 @@ def _last_statement(node: cst.If) -> cst.BaseSmallStatement | cst.BaseStatement 
 
 
 def is_error_branch(node: cst.If) -> bool:
-    """A branch that ends the run or skips a broken batch: `if not isfinite(loss): print(...); sys.exit(1)`.
+    """A branch that ends the run or skips a broken batch: `if not isfinite(loss): print(...); sys.exit(1)`,
+    `if found_oom: shrink_microbatch(); continue`.
 
     What it does runs only when something went wrong, like an `except` handler.
     """
@@ -305,7 +307,7 @@ class Extractor(cst.CSTVisitor):
             self._else_of.append(original_node)  # `if not reverse: ...; return`: the rest runs when the test fails
             self._block_else[-1] += 1
         # `if step % 10 != 0: return` (true on most steps) leaves the rest to one step in ten
-        if self._block_gates and is_early_exit(original_node) and (self._is_gate(original_node.test) or mostly_true_modulo(original_node.test)):
+        if self._block_gates and is_early_exit(original_node) and (self._is_gate(original_node.test) or mostly_true(original_node.test)):
             self._gates.append(len(self._loop_stack))
             self._gate_nodes.append(original_node)
             self._block_gates[-1] += 1

@@ -159,19 +159,32 @@ def _presence_test(test: cst.BaseExpression) -> bool:
     return _compares_with_none(test, cst.IsNot)
 
 
-def mostly_true_modulo(test: cst.BaseExpression) -> bool:
-    """`if step % 100:` or `if step % 100 != 0:`: true on 99 steps in 100, the opposite of a gate."""
+def mostly_true(test: cst.BaseExpression) -> bool:
+    """`if step % 100:`, `if step % 100 != 0:`, `if step != capture_step:` (a step counter unequal to
+    one value), or an `or` holding one: true on all steps but a few, the opposite of a gate (an early
+    exit on it leaves the rest to those few)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return mostly_true(test.left) or mostly_true(test.right)
     if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
         return True
-    return (
-        isinstance(test, cst.Comparison)
-        and len(test.comparisons) == 1
-        and isinstance(test.comparisons[0].operator, cst.NotEqual)
-        and isinstance(test.left, cst.BinaryOperation)
-        and isinstance(test.left.operator, cst.Modulo)
-        and isinstance(test.comparisons[0].comparator, cst.Integer)
-        and test.comparisons[0].comparator.value == "0"
-    )
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.NotEqual):
+        return False
+    left, right = test.left, test.comparisons[0].comparator
+    if isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo):
+        return isinstance(right, cst.Integer) and right.value == "0"
+    return any(_is_counter(a) and not has_modulo(b) for a, b in ((left, right), (right, left)))
+
+
+# the counters of training steps (not of items within one: `batch`, `idx`, `n`)
+STEP_COUNTER_WORDS = frozenset("step steps iter iters iteration iterations it epoch".split())
+
+
+def _is_counter(expr: cst.BaseExpression) -> bool:
+    """`step`, `self.global_step`: a name whose words say it counts training steps (not ranks)."""
+    if not isinstance(expr, (cst.Name, cst.Attribute)):
+        return False
+    words = set(tokens(_identifiers(expr)[0]))
+    return bool(STEP_COUNTER_WORDS & words) and not RANK_WORDS & words
 
 
 def is_gate_test(
@@ -179,7 +192,7 @@ def is_gate_test(
 ) -> bool:
     """Whether `if <test>:` runs its body only on some steps (periodically, once, or at a boundary);
     `not_counters`: names that index something within a step (a library hook's `optimizer_idx`)."""
-    if _presence_test(test) or mostly_true_modulo(test):
+    if _presence_test(test) or mostly_true(test):
         return False
     if has_modulo(test):
         return True

@@ -3,7 +3,8 @@
 Tutorials and fast-training scripts update weights without `torch.optim` (`param -= lr * param.grad`,
 `w.data.add_(w.grad, alpha=-lr)`, `p.data = p.data - lr * p.grad`, d2l's `sgd(params, lr, batch_size)`):
 a function doing so updates the weights each time it runs, as an optimizer's `step()` does, even
-inside its own loop over the parameters.
+inside its own loop over the parameters. And the updates of one step spread over a loop: `for opt in
+optimizers: opt.step()` steps another optimizer each round, so the loop around it is the training loop.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from trainlint.model.names import dotted, target_names
 from trainlint.model.walk import child_nodes
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Call, Function, Site
+    from trainlint.model.facts import Call, Function, Loop, Site
     from trainlint.model.training import TrainingModel
 
 # in-place tensor arithmetic that applies an update to its receiver
@@ -96,3 +97,22 @@ def updates_once(model: "TrainingModel", update: "Call", known: dict[int, bool])
         if not answer:
             return False
     return True
+
+
+def steps_its_items(model: "TrainingModel", loop: "Loop") -> bool:
+    """A loop that steps what it iterates (`for opt in optimizers: opt.step()`, `scaler.step(opt)`)
+    and backpropagates nothing: each round is another optimizer's update in the same step."""
+    node = loop.node
+    if not isinstance(node, cst.For) or not isinstance(node.target, cst.Name):
+        return False
+    item = node.target.value
+    stepped = False
+    for c in loop.direct_calls:
+        if model.is_backward(c) or model.project_backprops(c):
+            return False
+        if model.is_optimizer_step(c):
+            args = [a.value for a in c.node.args if a.keyword is None]
+            if not any(isinstance(e, cst.Name) and e.value == item for e in (c.receiver, *args[:1])):
+                return False
+            stepped = True
+    return stepped

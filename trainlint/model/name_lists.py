@@ -25,10 +25,11 @@ class NameList:
 NAME_LISTS: tuple[NameList, ...] = (
     NameList("model.gates.GATE_WORDS", "flags that gate periodic work (`if do_log:`): code under them is not every step", PER_STEP),
     NameList("model.gates.COUNTER_WORDS", "step counters, so that `if it % n == 0` is read as a gate", PER_STEP),
+    NameList("model.gates.STEP_COUNTER_WORDS", "step counters, so that an early `if step != capture_step: return` leaves the rest to one step", PER_STEP),
     # (it narrows the silence of the other lists: a rank test's name keeps `last` in `pp_is_last_stage`
     # from reading as a gate word; emptied, that name silences again, as before the list was read)
     NameList("model.gates.RANK_WORDS", "process ranks and pipeline stages: a test of which process runs the code (`if rank == 0:`, `if is_main_process():`, `if pgm.pp_is_last_stage:`) holds on every step of that rank, so it is no gate, and no counter (`if world_size == 1:`)", PER_STEP),
-    NameList("model.extract.NON_FINITE_WORDS", "tests for a non-finite loss: the branch is an error path", PER_STEP),
+    NameList("model.extract.NON_FINITE_WORDS", "tests for a non-finite loss or an out-of-memory batch: the branch is an error path", PER_STEP),
     NameList("model.summary.ENV_WORDS", "host environments, whose actions must reach the host every step", ("TL401",)),
     NameList("model.training.NOT_OPTIMIZER_WORDS", "schedulers and simulators, whose `.step()` updates no weights", (*PER_STEP, "TL501", "TL502")),
     NameList("model.hooks.FRAMEWORK_WORDS", "a framework's own classes, which implement steps for their users' loops", ("TL102", "TL202", "TL501", *PER_STEP)),

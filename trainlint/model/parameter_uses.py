@@ -44,6 +44,24 @@ def single_target(model: "TrainingModel", call: Call) -> "Assign | None":
     return None
 
 
+def chosen_target(model: "TrainingModel", call: Call) -> "Assign | None":
+    """`single_target`, or the assignment that binds a call's value to one name on one branch of a
+    conditional expression (`sampler = RandomSampler(d) if rank == -1 else DistributedSampler(d)`)."""
+    for a in model.assigns_in(call.site.statement):
+        if len(a.targets) == 1 and a.op is None and not a.unpacked and chooses(a.value, call.node):
+            return a
+    return None
+
+
+def chooses(value: cst.BaseExpression | None, node: cst.CSTNode) -> bool:
+    """Whether `value` is `node`, or a conditional expression one of whose branches chooses it."""
+    while isinstance(value, cst.IfExp) and value is not node:
+        if chooses(value.body, node):
+            return True
+        value = value.orelse
+    return value is node
+
+
 def loop_trains(model: "TrainingModel", loop: Loop) -> bool:
     """A loop that trains: a step loop, one around a step loop, or one calling a function of this module
     that runs a step loop (a function that is merely called every step, a forward helper, is not enough)."""
@@ -103,7 +121,7 @@ def fed_by(model: "TrainingModel", loader: Call, sampler: Call, names: set[str])
     # one of the bindings that reach the loader is the sampler (`RandomSampler` on one branch, the
     # distributed one on the other: the finding is about the distributed run)
     return any(
-        a.value is sampler.node for name in names & names_in(given) for a in model.reaching(loader.site.function, name, loader.site)
+        chooses(a.value, sampler.node) for name in names & names_in(given) for a in model.reaching(loader.site.function, name, loader.site)
     )
 
 
@@ -236,7 +254,7 @@ class ParameterUses:
             shuffle = sampler_shuffle(m, sampler) if sampler.site.function is fn else None
             if shuffle is None or shuffle is False:
                 continue
-            holder = single_target(m, sampler)
+            holder = chosen_target(m, sampler)
             if not fed_by(m, loader, sampler, {holder.targets[0]} if holder is not None else set()):
                 continue
             if shuffle is True:

@@ -33,7 +33,7 @@ from trainlint.model.facts import (
 from trainlint.model.hooks import LIBRARY_HOOK_NAMES, LIBRARY_STEP_METHODS, library_step_hook
 from trainlint.model.lattice import Kind
 from trainlint.model.added_methods import attach_added_methods
-from trainlint.model.manual_updates import updated_by_hand, updates_once
+from trainlint.model.manual_updates import steps_its_items, updated_by_hand, updates_once
 from trainlint.model.names import ImportMap, dotted, tokens
 from trainlint.model.reaching import ReachingDefinitions
 from trainlint.model.symbols import SymbolQueries
@@ -57,7 +57,6 @@ _STEP_WORDS = ("backward", "scaler", *sorted(LIBRARY_HOOK_NAMES))  # looked for 
 LOOP_TEXT = re.compile(r"^[ \t\f]*(?:async[ \t]+)?(?:for|while)\b", re.MULTILINE)  # a loop statement
 STEP_CALL_TEXT = re.compile(r"\.[\s\\]*step\b")  # a `.step` attribute, as a call `opt.step()` has it
 NOT_OPTIMIZER_WORDS = frozenset({"scheduler", "sched", "lr", "env", "envs", "environment", "sim", "ema"})
-
 
 if TYPE_CHECKING:
     from trainlint.model.summary import Place, ProjectLookup
@@ -315,6 +314,11 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
                 for c in loop.direct_calls
             )
             loop.is_step = updates or (backprops and (loop.uses_grad or not updates_visible))
+        # `for opt in optimizers: opt.step()` inside a loop: one step's updates; the loop around it trains
+        for loop in self.loops:
+            if loop.is_step and loop.parent is not None and steps_its_items(self, loop):
+                loop.is_step = False
+                loop.parent.is_step = True
         for loop in self.loops:  # parents come before their children
             if not loop.is_step and loop.parent is not None and loop.parent.is_step:
                 loop.is_step = any(self.is_backward(c) or self._runs_any(c, backpropagating) for c in loop.direct_calls)

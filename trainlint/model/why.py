@@ -24,7 +24,7 @@ from trainlint.model.gates import (
     is_inference_only_test,
     is_lazy_init_test,
     is_rank_name,
-    mostly_true_modulo,
+    mostly_true,
 )
 from trainlint.model.lattice import ACCEL, HOST, Kind, Value
 from trainlint.model.names import tokens
@@ -61,7 +61,7 @@ def gate_reason(model: TrainingModel, test: cst.BaseExpression, line_of: LineOf)
         return "it builds what is missing (`... is None`): its body runs once, not every step"
     if is_inference_only_test(test):
         return "`not self.training` is a module's inference path, which training steps do not take"
-    if has_modulo(test) and not mostly_true_modulo(test) and not _presence_test(test):
+    if has_modulo(test) and not mostly_true(test) and not _presence_test(test):
         return "a periodic test (`%`): its body runs on some steps only"
     local = _local_gate_names(model)
     stack: list[cst.CSTNode] = [test]
