@@ -149,3 +149,55 @@ TOKENS = """
 def test_a_host_tensor_updated_in_place_stays_on_the_host() -> None:
     # `local_valid_tokens += ...` cannot move the host tensor; the one built on the device is read
     assert _lines(TOKENS, "TL401") == [15]
+
+
+LOADER = """
+    import numpy as np
+    import torch
+
+    def _load_data_shard(path):
+        header = torch.from_file(path, False, 256, dtype=torch.int32)
+        assert header[0] == 20240520, "magic number mismatch"
+        num_tokens = int(header[2])
+        tokens = torch.empty(num_tokens, dtype=torch.uint16, pin_memory=True)
+        return tokens
+
+    class DataLoaderLite:
+        def __init__(self, files, B, T):
+            self.files, self.B, self.T = files, B, T
+            self.tokens = np.load(files[0])
+            self.pinned = _load_data_shard(files[0])
+            self.pos = 0
+            self.means = [0.5, 0.5]
+
+        def next_batch(self):
+            if self.pos + self.B * self.T >= len(self.pinned):
+                self.pinned, self.pos = _load_data_shard(self.files[1]), 0
+            buf = self.tokens[self.pos : self.pos + self.B * self.T + 1]
+            buf = torch.tensor(buf.astype(np.int32), dtype=torch.long)
+            x = buf[:-1].view(self.B, self.T)
+            staged = self.pinned[self.pos : self.pos + self.B * self.T]
+            self.pos += self.B * self.T
+            return x.cuda(), staged.to("cuda", non_blocking=True), torch.tensor(self.means).cuda()
+
+    def train(model, files, optimizer):
+        model.cuda()
+        loader = DataLoaderLite(files, 4, 64)
+        for step in range(1000):
+            x, y, means = loader.next_batch()
+            loss = model(x, y, means)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def test_a_batch_cut_from_the_data_a_loader_holds_is_data() -> None:
+    # the tokens cut at the loader's position, and a pinned buffer made for copies, are the batch;
+    # a tensor of constants the loader keeps (`self.means`) could be built on the device
+    assert _lines(LOADER, "TL406") == [28]
+
+
+def test_a_header_read_from_a_file_is_on_the_host() -> None:
+    # `torch.from_file` reads into host memory: its elements are compared without a sync
+    assert _lines(LOADER, "TL401") == []

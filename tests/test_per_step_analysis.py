@@ -671,15 +671,16 @@ def test_loop_stepping_each_optimizer_is_one_step_of_the_loop_around_it():
             if not torch.isfinite(loss).all():
                 raise RuntimeError(f"non-finite loss {loss.item()}")
             loss.backward()
-        for opt in optimizers:
+        for opt, sched in zip(optimizers, schedulers):
             opt.step()
+            sched.step()
         model.zero_grad(set_to_none=True)
         print(f"step {step} loss {loss.item():.4f}")
         if step % 100 == 0:
             print(loss.item())
     print(loss.item())
     """
-    assert sorted(sync_lines(code)) == [8, 14]
+    assert sorted(sync_lines(code)) == [8, 15]
 
 
 def test_loop_of_optimizers_that_backpropagates_each_round_is_its_own_step():

@@ -100,19 +100,20 @@ def updates_once(model: "TrainingModel", update: "Call", known: dict[int, bool])
 
 
 def steps_its_items(model: "TrainingModel", loop: "Loop") -> bool:
-    """A loop that steps what it iterates (`for opt in optimizers: opt.step()`, `scaler.step(opt)`)
+    """A loop that steps what it iterates (`for opt in optimizers: opt.step()`, `scaler.step(opt)`,
+    `for opt, sched in zip(optimizers, schedulers): opt.step(); sched.step()`)
     and backpropagates nothing: each round is another optimizer's update in the same step."""
     node = loop.node
-    if not isinstance(node, cst.For) or not isinstance(node.target, cst.Name):
+    if not isinstance(node, cst.For):
         return False
-    item = node.target.value
+    items = target_names(node.target)  # (`for opt, sched in zip(optimizers, schedulers):`)
     stepped = False
     for c in loop.direct_calls:
         if model.is_backward(c) or model.project_backprops(c):
             return False
         if model.is_optimizer_step(c):
             args = [a.value for a in c.node.args if a.keyword is None]
-            if not any(isinstance(e, cst.Name) and e.value == item for e in (c.receiver, *args[:1])):
+            if not any(isinstance(e, cst.Name) and e.value in items for e in (c.receiver, *args[:1])):
                 return False
             stepped = True
     return stepped

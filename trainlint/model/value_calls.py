@@ -17,6 +17,7 @@ from trainlint.model.arguments import LambdaCalls, argument_for
 from trainlint.model.containers import element_of
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
 from trainlint.model.device_arguments import DeviceArguments, moved_to_device
+from trainlint.model.data_sources import drawn
 from trainlint.model.environments import observed
 from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import (
@@ -297,6 +298,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
                 return Value(Kind.TENSOR, source.device, source.graph if name == "as_tensor" else False, dtype or source.dtype)
         if name in ("tensor", "as_tensor", "from_numpy") and call.args and (
             self._iterated(call.args[0].value, fn, at) or observed(self.model, call.args[0].value, fn, at)
+            or drawn(self.model, call.args[0].value, fn, at)
         ):
             # `for x, y in zip(xs, ys): torch.tensor(x).to("cuda")`: the batch the loop draws, as a
             # data loader's is, or an environment's observation, on the host by nature (not a
@@ -308,6 +310,8 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             # is built there; one it receives (a batch, an environment's observation) is data
             built = bool(call.args) and self._numpy_built(call.args[0].value, fn, at)
             return Value(Kind.TENSOR, HOST, False, dtype, origin="torch.from_numpy" if built else None)
+        if name == "from_file" or is_true(_kwarg(call, "pin_memory")):  # data read from disk; a buffer made for copies
+            return Value(Kind.TENSOR, HOST if name == "from_file" else self.default_device, False, dtype)
         if name in DETERMINISTIC_FACTORIES | RANDOM_FACTORIES or sized_draw or name in ("from_numpy", "as_strided", "zeros_like"):
             if name.endswith("_like") and call.args:
                 source = self.of(call.args[0].value, fn, at)
