@@ -315,3 +315,25 @@ def test_batches_drawn_from_a_list_of_host_tensors_are_data_not_built_every_step
     fit(model, optimizer, [(torch.randn(4, 16), torch.randn(4, 16)) for _ in range(20)], "cuda")
     """
     assert found(code, "TL406") == []
+
+
+def test_a_cast_to_the_default_dtype_moves_nothing() -> None:
+    # `.to(torch.get_default_dtype())` converts where the table is; `.cuda()` of it at the call moves it
+    code = """
+    import math
+    import torch
+
+    def get_embedding(num_embeddings, embedding_dim):
+        emb = torch.exp(torch.arange(embedding_dim // 2).float() * -math.log(10000))
+        emb = torch.arange(num_embeddings).float().unsqueeze(1) * emb.unsqueeze(0)
+        return emb.to(torch.get_default_dtype())
+
+    def train(model, loader, optimizer):
+        model.cuda()
+        for x in loader:
+            loss = model(x.cuda(), get_embedding(64, 32).cuda())
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+    assert found(code, "TL406") == [13]

@@ -725,3 +725,45 @@ def test_early_exit_unless_one_step_leaves_the_rest_to_that_step():
         log_sizes(len(x), loss)
     """
     assert sync_lines(code) == [20]
+
+
+def test_the_else_of_a_test_that_reads_a_tensor_is_not_reported_again():
+    # a GAN's turn chosen by a counter kept on the device: the test syncs (reported); either turn
+    # runs after it, when the data says so; a read after the `if` runs every step
+    code = """
+    import torch
+    for x in loader:
+        if update_count.item() % 2 == 0:
+            d_loss = disc(x).mean()
+            d_loss.backward()
+            d_opt.step()
+            out = {"d": d_loss.item()}
+        else:
+            g_loss = gen(x).mean()
+            g_loss.backward()
+            g_opt.step()
+            out = {"g": g_loss.item()}
+        update_count += 1
+        print(x.sum().item())
+    """
+    assert sync_lines(code) == [4, 15]
+
+
+def test_a_buffer_filled_when_empty_is_filled_once():
+    # `if not len(self.q): self.q = ...` fills an empty buffer on the first step; a test of the
+    # batch's length is no such thing
+    code = """
+    import torch
+    class GroupDRO:
+        def update(self, minibatches):
+            if not len(self.q):
+                self.q = torch.ones(len(minibatches)).cuda()
+                print(self.q.sum().item())
+            if not len(minibatches):
+                print(self.q.sum().item())
+            loss = self.net(minibatches).mean()
+            loss.backward()
+            self.optimizer.step()
+            return {"loss": loss.item()}
+    """
+    assert sync_lines(code) == [9, 13]

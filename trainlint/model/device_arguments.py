@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from trainlint.model.training import TrainingModel
 
 
+# torch's functions that return a dtype: `.to(torch.get_default_dtype())` converts
+DTYPE_CALLS = frozenset({"torch.get_default_dtype", "torch.promote_types", "torch.result_type"})
+
+
 class DeviceArguments:
     """Where `.to()` sends a value, read from its arguments."""
 
@@ -58,6 +62,8 @@ class DeviceArguments:
         """A torch dtype: `torch.float16`, or a name every definition of which is one (a parameter
         whose default is, and that no assignment rebinds)."""
         m = self.model
+        if isinstance(expr, cst.Call):  # `torch.get_default_dtype()`, `x.dtype` read through a call of torch's
+            return m.imports.resolve(expr.func) in DTYPE_CALLS
         if not isinstance(expr, cst.Name):
             return dtype_name(expr, m.imports) in TORCH_DTYPES
         assigns = m.reaching(fn, expr.value, at)

@@ -142,7 +142,27 @@ def is_lazy_init_test(test: cst.BaseExpression) -> bool:
     (`if self.J is None or n > self.J.shape[-1]:` too: built again only when it is outgrown)."""
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
         return is_lazy_init_test(test.left)
-    return _compares_with_none(test, cst.Is) and isinstance(test.left, cst.Attribute)  # type: ignore[union-attr]
+    return (_compares_with_none(test, cst.Is) and isinstance(test.left, cst.Attribute)) or _empty_test(test)  # type: ignore[union-attr]
+
+
+def _empty_test(test: cst.BaseExpression) -> bool:
+    """`if not len(self.q):`, `if self.q.numel() == 0:`: an object's buffer, empty until the body fills it."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        size = test.expression
+    elif isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal):
+        zero = test.comparisons[0].comparator
+        size = test.left if isinstance(zero, cst.Integer) and zero.value == "0" else None
+    else:
+        return False
+    if not isinstance(size, cst.Call) or len(size.args) > 1:
+        return False
+    if isinstance(size.func, cst.Name) and size.func.value == "len" and size.args:
+        held = size.args[0].value
+    elif isinstance(size.func, cst.Attribute) and size.func.attr.value == "numel" and not size.args:
+        held = size.func.value
+    else:
+        return False
+    return isinstance(held, cst.Attribute) and isinstance(held.value, cst.Name) and held.value.value == "self"
 
 
 def is_inference_only_test(test: cst.BaseExpression) -> bool:

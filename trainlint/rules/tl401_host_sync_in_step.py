@@ -95,7 +95,7 @@ for step, (x, y) in enumerate(loader):
         running_loss.zero_()
 """
     not_flagged = (
-        "Syncs under a gate (`if step % n == 0`, `if do_log:`, `if step == 0`, `if self.graph is None:`, a "
+        "Syncs under a gate (`if step % n == 0`, `if do_log:`, `if step == 0`, `if self.graph is None:`, `if not len(self.q):`, an early `if step != capture_step: return`, a "
         "module's inference-only branch `if not self.training:`, an early "
         "`return` when not logging), on the error path (`except` handlers, `raise`, an assert's message, a "
         "branch that exits or skips a non-finite batch), after the training loop, in epoch-level code outside "
@@ -111,7 +111,7 @@ for step, (x, y) in enumerate(loader):
         "(`envs.step(actions.cpu().numpy())`, also when a helper returns the action to the loop that steps the "
         "environment) or priorities handed back to the replay buffer that gave the batch "
         "(`rb.update_priorities(data.indices, td_error.cpu().numpy())`), which the algorithm needs. Under an `if` whose test reads a "
-        "tensor (`if loss.item() > 1.0: print(loss.item())`), only the test is reported: the body runs when the "
+        "tensor (`if loss.item() > 1.0: print(loss.item())`), only the test is reported: the body (and the `else`) runs when the "
         "data says so, after the test's sync. `float(x)`/`print(x)`/f-strings only "
         "when `x` is known to be a tensor at that point: a name rebound to `loss.item()` is a number. The "
         "optimizer-step branch is no gate: code under `if (i + 1) % accum == 0:` (with the step) or "
@@ -327,8 +327,8 @@ for x, y in loader:
             if cond.kind == "if" and id(cond.node) not in synced_tests and any(id(c) in read_nodes for c in calls_in(cond.node))
         )
 
-        def after_sync(site: Site) -> bool:
-            return any(n is not None and id(n.test) in synced_tests for n in site.gate_nodes)
+        def after_sync(site: Site) -> bool:  # (in the body of such an `if`, or in its `else`)
+            return any(n is not None and id(n.test) in synced_tests for n in (*site.gate_nodes, *site.else_of))
 
         syncs: list[_Sync] = []
         for call, described in reads:

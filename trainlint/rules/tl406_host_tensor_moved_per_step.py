@@ -10,6 +10,7 @@ import libcst as cst
 
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Call, Site, TrainingModel
+from trainlint.model.device_arguments import DTYPE_CALLS
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES as RANDOM
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import literal_string
@@ -36,7 +37,10 @@ _COMPUTED = frozenset({"linspace"})
 
 
 def _is_dtype(model: TrainingModel, expr: cst.BaseExpression, site: Site, depth: int = 0) -> bool:
-    """`torch.long`, an alias of it, `x.dtype`, `dtype`, or a name bound only to those."""
+    """`torch.long`, an alias of it, `x.dtype`, `dtype`, `torch.get_default_dtype()`, or a name bound
+    only to those."""
+    if isinstance(expr, cst.Call):
+        return model.imports.resolve(expr.func) in DTYPE_CALLS
     qual = model.imports.resolve(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
     if qual is not None and qual.startswith("torch.") and qual.removeprefix("torch.") in DTYPE_NAMES:
         return True
