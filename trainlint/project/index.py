@@ -131,7 +131,19 @@ class Project(ModuleFinder):
         Only the analysis of the module being linted asks: summaries are free of seeds."""
         if self.depth > 0 or not path or path == "-":
             return {}
-        return self._seeds.ask(_real(Path(path)), self._step_seeds)
+        target = _real(Path(path))
+        label = f"{target} (its callers)"
+        if self._seeds.asking or target in self._seeds:  # (inside the budget of the module first asked about)
+            seeds = self._seeds.ask(target, self._step_seeds)
+        else:
+            try:  # joining up the callers is work of its own: over its budget, they are unknown, not the file
+                with budget.own_budget(label):
+                    seeds = self._seeds.ask(target, self._step_seeds)
+            except budget.OverBudget:
+                self._seeds.keep(target, {})
+                seeds = {}
+        budget.used(label)
+        return seeds
 
     def _step_seeds(self, target: Path) -> dict[str, Seed]:
         return {} if self.alone(target) else join_seeds(self, target)

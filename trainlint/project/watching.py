@@ -111,6 +111,18 @@ class CycleFixpoint(Generic[K, V]):
     def clear(self) -> None:
         self._kept.clear()
 
+    def __contains__(self, key: K) -> bool:
+        return key in self._kept
+
+    @property
+    def asking(self) -> bool:
+        """Whether a question is being worked out (the one asked now is asked inside it)."""
+        return bool(self._open)
+
+    def keep(self, key: K, value: V) -> None:
+        """Keep an answer worked out otherwise (unknown, once its budget ran out)."""
+        self._kept[key] = (value, ())
+
     def ask(self, key: K, work_out: Callable[[K], V]) -> V:
         kept = self._kept.get(key)
         if kept is not None:
