@@ -95,11 +95,7 @@ def _is_counter_equality(expr: cst.CSTNode, not_counters: frozenset[str] = froze
     if not any(isinstance(s, cst.Integer) for s in sides):
         return False
     return any(
-        isinstance(s, (cst.Name, cst.Attribute))
-        and not (isinstance(s, cst.Name) and s.value in not_counters)
-        and COUNTER_WORDS & set(tokens(_identifiers(s)[0]))
-        and not RANK_WORDS & set(tokens(_identifiers(s)[0]))
-        for s in sides
+        _is_counter(s, COUNTER_WORDS) and not (isinstance(s, cst.Name) and s.value in not_counters) for s in sides
     )
 
 
@@ -199,12 +195,12 @@ def mostly_true(test: cst.BaseExpression) -> bool:
 STEP_COUNTER_WORDS = frozenset("step steps iter iters iteration iterations it epoch".split())
 
 
-def _is_counter(expr: cst.BaseExpression) -> bool:
-    """`step`, `self.global_step`: a name whose words say it counts training steps (not ranks)."""
+def _is_counter(expr: cst.BaseExpression, counters: frozenset[str] = STEP_COUNTER_WORDS) -> bool:
+    """`step`, `self.global_step`: a name whose words say it is one of `counters` (not a rank)."""
     if not isinstance(expr, (cst.Name, cst.Attribute)):
         return False
     words = set(tokens(_identifiers(expr)[0]))
-    return bool(STEP_COUNTER_WORDS & words) and not RANK_WORDS & words
+    return bool(counters & words) and not RANK_WORDS & words
 
 
 def is_gate_test(
