@@ -455,3 +455,70 @@ def test_a_subclass_the_project_never_builds_runs_no_override(tmp_path: Path) ->
     built = _framework(tmp_path, RL_MAIN.replace("from rl.policy.pg import PGPolicy", "from rl.policy.pg import A2CPolicy, PGPolicy")
                        .replace("policy = PGPolicy(net, optim)", "policy = PGPolicy(net, optim) if net.out_features > 1 else A2CPolicy(net, optim)"))
     assert "rl/policy/pg.py:26:TL401" in built
+
+
+# -- 4. an object built under the script guard and handed to the step's module ---------------------
+
+# a YOLO-style project: train.py builds the loss under `if __name__ == "__main__":` and hands it to
+# the epoch function of another module, whose step loop calls it; the loss moves host tensors
+GUARDED = {
+    "nets/__init__.py": "",
+    "nets/loss.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class YOLOLoss(nn.Module):
+            def __init__(self, cuda=True):
+                super().__init__()
+                self.cuda = cuda
+
+            def forward(self, x, targets):
+                y_true = torch.zeros(4, 5)
+                if self.cuda:
+                    y_true = y_true.type_as(x)
+                return ((x - y_true) ** 2).sum()
+    """,
+    "utils/__init__.py": "",
+    "utils/fit.py": """
+        def fit_one_epoch(model, yolo_loss, optimizer, batches):
+            for images, targets in batches:
+                optimizer.zero_grad()
+                outputs = model(images)
+                loss = 0
+                for level in range(len(outputs)):
+                    loss += yolo_loss(outputs[level], targets)
+                loss.backward()
+                optimizer.step()
+    """,
+    "train.py": """
+        import torch
+        from nets.loss import YOLOLoss
+        from utils.fit import fit_one_epoch
+
+        if __name__ == "__main__":
+            model = torch.nn.Linear(4, 5).cuda()
+            yolo_loss = YOLOLoss(True)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for epoch in range(10):
+                fit_one_epoch(model, yolo_loss, optimizer, [])
+    """,
+}
+
+
+def test_an_object_built_under_the_script_guard_and_handed_on_runs_every_step(tmp_path: Path) -> None:
+    write(tmp_path, GUARDED)
+    assert findings(tmp_path, ["nets/loss.py"], "TL406") == {"nets/loss.py:14:TL406": [[("fit.py", 8)]]}
+
+
+def test_a_name_rebound_after_the_call_hands_on_only_what_reached_it(tmp_path: Path) -> None:
+    # the loss is handed on before it is built (`yolo_loss` is still a string there): no step runs it
+    files = dict(GUARDED)
+    files["train.py"] = GUARDED["train.py"].replace(
+        "            yolo_loss = YOLOLoss(True)\n", "            yolo_loss = 'mse'\n"
+    ).replace(
+        "                fit_one_epoch(model, yolo_loss, optimizer, [])",
+        "                fit_one_epoch(model, yolo_loss, optimizer, [])\n            yolo_loss = YOLOLoss(True)",
+    )
+    write(tmp_path, files)
+    assert findings(tmp_path, ["nets/loss.py"], "TL406") == {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Iterator, Protocol
+from typing import Callable, Iterator, Protocol
 
 from trainlint.model.summary import Argument, ModuleSummary
 from trainlint.model.torchnames import LIBRARY_CLASS
@@ -46,36 +46,118 @@ def passed_instances(source: str) -> list[tuple[str, str, str]]:
         elif isinstance(node, ast.ClassDef):
             classes.add(node.name)
     out: list[tuple[str, str, str]] = []
-    scopes: list[list[ast.stmt]] = [tree.body]
-    scopes.extend(n.body for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
-    for body in scopes:
-        bound: dict[str, set[str] | None] = {}
-        for statement in body:
-            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            for call in _calls(statement):
-                callee = _spelled(call.func, imported)
-                if callee is None:
-                    continue
-                keyed: list[tuple[str, ast.expr]] = []
-                for index, arg in enumerate(call.args):
-                    if isinstance(arg, ast.Starred):
-                        break  # (positions after `*args` are not known)
-                    keyed.append((str(index), arg))
-                keyed.extend((k.arg, k.value) for k in call.keywords if k.arg is not None)
-                for key, arg in keyed:
-                    for built in _built(arg, bound, classes, imported):
-                        out.append((callee, key, built))
-            top = isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
-            for node in _own_nodes(statement):
-                for target in _bound_names(node):
-                    made = _made_any(node.value, classes, imported) if isinstance(node, ast.Assign) and len(node.targets) == 1 else set()
-                    if top and node is statement:
-                        bound[target] = made or None
-                    else:
-                        earlier = bound.get(target, set())
-                        bound[target] = earlier | made if made and earlier is not None else None
+
+    def emit(call: ast.Call, bound: Bound) -> None:
+        callee = _spelled(call.func, imported)
+        if callee is None:
+            return
+        keyed: list[tuple[str, ast.expr]] = []
+        for index, arg in enumerate(call.args):
+            if isinstance(arg, ast.Starred):
+                break  # (positions after `*args` are not known)
+            keyed.append((str(index), arg))
+        keyed.extend((k.arg, k.value) for k in call.keywords if k.arg is not None)
+        for key, arg in keyed:
+            for built in _built(arg, bound, classes, imported):
+                out.append((callee, key, built))
+
+    _walk(tree.body, {}, True, emit, classes, imported)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            _walk(node.body, {}, True, emit, classes, imported)
     return list(dict.fromkeys(out))
+
+
+Bound = dict[str, "set[str] | None"]
+
+
+def _walk(body: list[ast.stmt], bound: Bound, top: bool, emit: "Callable[[ast.Call, Bound], None] | None", classes: set[str], imported: dict[str, str]) -> None:
+    """The statements of `body` in the order they run: each call sees the bindings that can reach it.
+    At the top (a module's or function's own statements, or under `if __name__ == "__main__":`) a
+    binding replaces the earlier ones; in a branch it joins them, the branches of an `if` or a `try`
+    each start from what came before, and a loop's body is read twice (its later bindings reach its
+    earlier calls on the next round)."""
+    for statement in body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        branches = _branches(statement)
+        if branches is None:  # a simple statement: its calls, then what it binds
+            if emit is not None:
+                for call in _calls(statement):
+                    emit(call, bound)
+            _bind(statement, bound, top, classes, imported)
+            continue
+        for header in _headers(statement):
+            if emit is not None:
+                for call in _calls(header):
+                    emit(call, bound)
+        _bind_header(statement, bound)
+        main = top and _is_main_guard(statement)
+        if isinstance(statement, (ast.For, ast.AsyncFor, ast.While)):
+            for part in branches:
+                _walk(part, bound, False, None, classes, imported)
+            for part in branches:
+                _walk(part, bound, False, emit, classes, imported)
+            continue
+        before = dict(bound)
+        after: list[Bound] = []
+        for part in branches:
+            state = bound if main and part is statement.body else dict(before)  # type: ignore[attr-defined]
+            _walk(part, state, main and part is statement.body, emit, classes, imported)  # type: ignore[attr-defined]
+            after.append(state)
+        if main:
+            continue
+        for name in {n for state in after for n in state}:
+            values = [state.get(name, before.get(name, set())) for state in after]
+            bound[name] = None if any(v is None for v in values) else set().union(*values)  # type: ignore[arg-type]
+
+
+def _branches(statement: ast.stmt) -> list[list[ast.stmt]] | None:
+    """The bodies a compound statement runs, or None for a simple statement."""
+    if isinstance(statement, (ast.If, ast.For, ast.AsyncFor, ast.While)):
+        return [statement.body, statement.orelse]
+    if isinstance(statement, (ast.With, ast.AsyncWith)):
+        return [statement.body]
+    if isinstance(statement, ast.Try):
+        return [statement.body, *(h.body for h in statement.handlers), statement.orelse, statement.finalbody]
+    return None
+
+
+def _headers(statement: ast.stmt) -> list[ast.AST]:
+    """The expressions a compound statement evaluates itself (its test, iterable, context managers)."""
+    if isinstance(statement, (ast.If, ast.While)):
+        return [statement.test]
+    if isinstance(statement, (ast.For, ast.AsyncFor)):
+        return [statement.iter]
+    if isinstance(statement, (ast.With, ast.AsyncWith)):
+        return [i.context_expr for i in statement.items]
+    return []
+
+
+def _bind_header(statement: ast.stmt, bound: Bound) -> None:
+    """A loop variable or a `with ... as` name is no object this module built."""
+    for target in _bound_names(statement):
+        bound[target] = None
+
+
+def _bind(statement: ast.stmt, bound: Bound, top: bool, classes: set[str], imported: dict[str, str]) -> None:
+    for node in _own_nodes(statement):
+        for target in _bound_names(node):
+            made = _made_any(node.value, classes, imported) if isinstance(node, ast.Assign) and len(node.targets) == 1 else set()
+            if top and isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                bound[target] = made or None
+            else:
+                earlier = bound.get(target, set())
+                bound[target] = earlier | made if made and earlier is not None else None
+
+
+def _is_main_guard(statement: ast.stmt) -> bool:
+    """`if __name__ == "__main__":`, whose body runs in order whenever the script does."""
+    test = statement.test if isinstance(statement, ast.If) else None
+    return (
+        isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+        and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == "__main__"
+    )
 
 
 def _calls(statement: ast.stmt) -> Iterator[ast.Call]:
