@@ -522,3 +522,59 @@ def test_a_name_rebound_after_the_call_hands_on_only_what_reached_it(tmp_path: P
     )
     write(tmp_path, files)
     assert findings(tmp_path, ["nets/loss.py"], "TL406") == {}
+
+
+# -- 5. `super().m(...)` running a base class's method of another module ----------------------------
+
+SPACED = {
+    "diffusion/__init__.py": "",
+    "diffusion/gaussian.py": """
+        import torch
+
+
+        class GaussianDiffusion:
+            def training_losses(self, model, x, t):
+                scale = torch.exp(torch.arange(0, 8, dtype=torch.float32)).to(x.device)
+                noise = torch.randn_like(x)
+                return ((model(x * scale + noise, t) - noise) ** 2).mean()
+
+            def sample(self, model, x, t):
+                table = torch.arange(0, 8, dtype=torch.float32).to(x.device)
+                return model(x * table, t)
+    """,
+    "diffusion/respace.py": """
+        from .gaussian import GaussianDiffusion
+
+
+        class SpacedDiffusion(GaussianDiffusion):
+            def training_losses(self, model, *args, **kwargs):
+                return super().training_losses(model, *args, **kwargs)
+
+            def sample(self, model, *args, **kwargs):
+                return super().sample(model, *args, **kwargs)
+    """,
+    "train.py": """
+        import torch
+        from diffusion.respace import SpacedDiffusion
+
+
+        def main(loader):
+            model = torch.nn.Linear(8, 8).cuda()
+            diffusion = SpacedDiffusion()
+            opt = torch.optim.AdamW(model.parameters())
+            for x, t in loader:
+                loss = diffusion.training_losses(model, x.cuda(), t)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    """,
+}
+
+
+def test_super_runs_the_base_method_of_another_module_every_step(tmp_path: Path) -> None:
+    # the subclass's override runs every step and hands on to its base's through `super()`; the
+    # base's `sample`, reached only through the override nobody calls in the loop, is not per step
+    write(tmp_path, SPACED)
+    assert findings(tmp_path, ["diffusion/gaussian.py"], "TL406") == {
+        "diffusion/gaussian.py:7:TL406": [[("train.py", 11), ("respace.py", 7)]]
+    }

@@ -44,7 +44,7 @@ class CallGraph:
                 if caller is not None and fn.class_name == caller.class_name:
                     return fn
             return candidates[0] if len(candidates) == 1 else None
-        if call.method is not None and _is_super(call.receiver):
+        if call.method is not None and is_super(call.receiver):
             return self._base_method(call)
         return None
 
@@ -482,6 +482,6 @@ class CallGraph:
         return {}
 
 
-def _is_super(receiver: cst.BaseExpression | None) -> bool:
+def is_super(receiver: cst.BaseExpression | None) -> bool:
     """`super()` (or `super(Cls, self)`) as a call's receiver."""
     return type(receiver) is cst.Call and type(receiver.func) is cst.Name and receiver.func.value == "super"  # type: ignore[union-attr]

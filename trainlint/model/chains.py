@@ -5,13 +5,14 @@ A mixin of `TrainingModel`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
 from trainlint.model.candidates import candidate_classes, chosen_note
+from trainlint.model.inherited_targets import InheritedTargets
 from trainlint.model.lattice import MAX_ALTERNATIVES, origins
 from trainlint.model.facts import Call, Function
 from trainlint.model.hooks import LIBRARY_HOOK_ATTRIBUTES, library_step_hook
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from trainlint.model.summary import Place, StepCall
 
 
-class StepChains:
+class StepChains(InheritedTargets):
     """The per-step call chains of one module's functions, and its every-step calls out of it."""
 
     def step_chains(self, fn: Function) -> list[tuple[Call | Place, ...]]:
@@ -336,34 +337,10 @@ class StepChains:
     def _targets(self, call: Call) -> list[str]:
         """What a call runs in other modules: functions of project modules, else an override of a
         method called on `self` (`_dispatched`)."""
-        targets = self.project_targets(call)
+        targets = self.project_targets(call) or self._super_targets(call)
         dispatched = self._dispatched(call) if not targets else None
         held = self._held_by_self(call) if call.receiver_text == "self" and self.callee(call) is None else []
         return [dispatched, *held] if dispatched is not None else [*targets, *held]
-
-    def _held_by_self(self, call: Call) -> list[str]:
-        """`self.compute_vae_embedding(x)`, a method inherited from a base in another module that calls
-        `self.vae_layer(...)` every time: what this module's class holds there runs too
-        (`self.vae_layer = CapacitronVAE(...)` in the subclass's `__init__`), its `forward`."""
-        fn = call.site.function
-        summary = None
-        for base in self.class_bases(fn) if fn is not None and fn.class_name else ():  # type: ignore[attr-defined]
-            methods = self.class_methods(base)  # type: ignore[attr-defined]
-            if methods and call.method in methods:
-                summary = methods[call.method]
-                break
-        if summary is None or not summary.self_calls:
-            return []
-        out: list[str] = []
-        for attr in summary.self_calls:
-            # (kept for the model's life: values are memoised by node identity)
-            held = self._held_calls.setdefault((id(call), attr), cst.Call(func=cst.Attribute(value=cst.Name("self"), attr=cst.Name(attr))))
-            out.extend(self.project_targets(replace(call, node=held, method=attr, receiver=held.func.value, qualname=None)))  # type: ignore[attr-defined]
-        return out
-
-    @cached_property
-    def _held_calls(self) -> dict[tuple[int, str], cst.Call]:
-        return {}
 
     def _dispatched(self, call: Call) -> str | None:
         """`self.compute_loss(batch)` in a method of class `Base`: "self::Base.compute_loss", which runs
@@ -450,16 +427,6 @@ class StepChains:
     def _chosen_targets_of(self) -> dict[str, str]:
         """The class each target that class-hierarchy analysis found is a method of (or inherited by)."""
         return {}
-
-    def _inherited_target(self, origin: str, method: str | None) -> list[str]:
-        """The method of a project base class an object of class `origin` runs ("file::Base.update"),
-        where the class does not define it itself."""
-        home = getattr(self.project, "method_home", None)
-        for name in (method,) if method else ("forward", "__call__"):
-            found = home(self.path, origin, name) if home is not None and self.path else None
-            if found is not None:
-                return [found]
-        return []
 
     def _dispatched_to(self, origin: str, owner: "ClassSummary", method: str | None) -> list[str]:
         """What an instance of a registry class runs by name (`Plugin(name).clip(...)`, `Plugin(name)(x)`):
