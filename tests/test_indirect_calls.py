@@ -578,3 +578,117 @@ def test_super_runs_the_base_method_of_another_module_every_step(tmp_path: Path)
     assert findings(tmp_path, ["diffusion/gaussian.py"], "TL406") == {
         "diffusion/gaussian.py:7:TL406": [[("train.py", 11), ("respace.py", 7)]]
     }
+
+
+# -- 6. a model handed to a method of another module's object ---------------------------------------
+
+HANDED_TO_METHOD = {
+    "models.py": """
+        import math
+
+        import torch
+        import torch.nn as nn
+
+
+        class DiT(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(8, 8)
+
+            def forward(self, x, t):
+                half = 4
+                freqs = torch.exp(-math.log(10000) * torch.arange(half, dtype=torch.float32) / half).to(t.device)
+                return self.lin(x) + (t[:, None] * freqs[None]).sum()
+    """,
+    "diffusion/__init__.py": "",
+    "diffusion/gaussian.py": """
+        import torch
+
+
+        class GaussianDiffusion:
+            def training_losses(self, model, x, t):
+                noise = torch.randn_like(x)
+                return ((model(x + noise, t) - noise) ** 2).mean()
+
+            def sample(self, model, x, t):
+                return model(x, t)
+    """,
+    "train.py": """
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        from diffusion.gaussian import GaussianDiffusion
+        from models import DiT
+
+
+        def main(loader):
+            device = torch.device("cuda")
+            model = DDP(DiT().to(device), device_ids=[0])
+            diffusion = GaussianDiffusion()
+            opt = torch.optim.AdamW(model.parameters())
+            for step, (x, t) in enumerate(loader):
+                loss = diffusion.training_losses(model, x.to(device), t.to(device))
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    """,
+}
+
+
+def test_a_model_handed_to_a_method_of_an_object_runs_its_forward_every_step(tmp_path: Path) -> None:
+    write(tmp_path, HANDED_TO_METHOD)
+    expected = {"models.py:15:TL406": [[("train.py", 15), ("gaussian.py", 8)]]}
+    assert findings(tmp_path, ["models.py"], "TL406") == expected
+    # read as the summaries of a whole run read it (the object's module analysed for another file)
+    assert findings(tmp_path, ["models.py", "diffusion/gaussian.py", "train.py"], "TL406") == expected
+
+
+def test_a_model_handed_only_to_a_gated_sampling_method_is_not_run_every_step(tmp_path: Path) -> None:
+    files = dict(HANDED_TO_METHOD)
+    files["train.py"] = HANDED_TO_METHOD["train.py"].replace(
+        "                loss = diffusion.training_losses(model, x.to(device), t.to(device))",
+        "                loss = ((model.module.lin(x.to(device))) ** 2).mean()\n"
+        "                if step % 1000 == 0:\n"
+        "                    diffusion.sample(model, x.to(device), t.to(device))",
+    )
+    write(tmp_path, files)
+    assert findings(tmp_path, ["models.py"], "TL406") == {}
+
+
+def test_a_model_a_dict_of_factories_builds_is_each_factory_s_class(tmp_path: Path) -> None:
+    # `DiT_models[args.model]()`: a dict of functions each returning a `DiT`, then wrapped in DDP
+    files = dict(HANDED_TO_METHOD)
+    files["models.py"] = HANDED_TO_METHOD["models.py"] + """
+
+        def DiT_S(**kwargs):
+            return DiT(**kwargs)
+
+
+        def DiT_B(**kwargs):
+            return DiT(**kwargs)
+
+
+        DiT_models = {"DiT-S": DiT_S, "DiT-B": DiT_B}
+    """
+    files["train.py"] = HANDED_TO_METHOD["train.py"].replace("from models import DiT", "from models import DiT_models").replace(
+        "model = DDP(DiT().to(device), device_ids=[0])", "model = DiT_models[name]()\n            model = DDP(model.to(device), device_ids=[0])"
+    ).replace("def main(loader):", "def main(loader, name):")
+    write(tmp_path, files)
+    assert list(findings(tmp_path, ["models.py"], "TL406")) == ["models.py:15:TL406"]
+
+
+def test_a_dict_holding_a_factory_of_something_else_names_no_class(tmp_path: Path) -> None:
+    files = dict(HANDED_TO_METHOD)
+    files["models.py"] = HANDED_TO_METHOD["models.py"] + """
+
+        def DiT_S(**kwargs):
+            return DiT(**kwargs) if kwargs else None
+
+
+        DiT_models = {"DiT-S": DiT_S}
+    """
+    files["train.py"] = HANDED_TO_METHOD["train.py"].replace("from models import DiT", "from models import DiT_models").replace(
+        "model = DDP(DiT().to(device), device_ids=[0])", "model = DDP(DiT_models[name]().to(device), device_ids=[0])"
+    ).replace("def main(loader):", "def main(loader, name):")
+    write(tmp_path, files)
+    assert findings(tmp_path, ["models.py"], "TL406") == {}

@@ -61,6 +61,18 @@ def _chosen(m: "TrainingModel", value: cst.BaseExpression, at: "Site", depth: in
     what each of its `return`s builds)."""
     if not isinstance(value, cst.Call) or depth > MAX_DEPTH:
         return None
+    inner = _unwrapped(m, value)
+    if inner is not value:  # `DDP(model.to(device))`: the object inside, as it was chosen
+        if not isinstance(inner, cst.Name):
+            return _chosen(m, inner, at, depth + 1)
+        out: list[str] = []
+        for bound, annotation, where in _bindings(m, inner, at) or [(None, None, at)]:
+            chosen = _declared(m, annotation) if annotation is not None else None
+            chosen = chosen if chosen is not None else _chosen(m, bound, where, depth + 1) if bound is not None else None
+            if chosen is None:
+                return None
+            out.extend(c for c in chosen if c not in out)
+        return out or None
     func = value.func
     if isinstance(func, cst.Subscript):  # `CRITERIA[cfg.loss](...)`
         return _table(m, func.value) or _registry(m, func.value)
@@ -83,6 +95,25 @@ def _chosen(m: "TrainingModel", value: cst.BaseExpression, at: "Site", depth: in
             return None
         out.extend(c for c in chosen if c not in out)
     return out or None
+
+
+# what returns the module it is given, moved or cast, or a wrapper that runs its `forward`
+SAME_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "train", "float", "half", "bfloat16"})
+WRAPPERS = frozenset({
+    "torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel", "torch.compile",
+    "torch.distributed.fsdp.FullyShardedDataParallel",
+})
+
+
+def _unwrapped(m: "TrainingModel", value: cst.Call) -> cst.BaseExpression:
+    """`model.to(device)`, `DDP(model, ...)`, `torch.compile(model)`: the module inside; else `value`."""
+    func = value.func
+    if isinstance(func, cst.Attribute) and func.attr.value in SAME_MODULE_METHODS:
+        return func.value
+    if value.args and value.args[0].keyword is None and m.imports.resolve(func) in WRAPPERS:
+        return value.args[0].value
+    return value
 
 
 def _project_name(m: "TrainingModel", expr: cst.BaseExpression) -> str | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import libcst as cst
 
@@ -150,6 +150,9 @@ class StepChains(InheritedTargets):
             else:  # an object's method or `forward`, called every step (`self.decoder(y, y_mask)`)
                 stepping = self._stepping_targets.get(call, [])
                 callees, when = [t for t, _ in stepping], stepping[0][1] if stepping else ""
+                for callee in dict.fromkeys(c for c in callees if not c.startswith(DISPATCH)):  # (its objects too)
+                    for position, arg in enumerate(a for a in call.node.args if a.keyword is None and not a.star):
+                        self._passed(call, str(position), arg.value, out, ClassSummary, callee)
             if not callees or any(a.star for a in call.node.args):
                 continue
             facts = [(a.keyword.value if a.keyword is not None else str(i), self._fact(a.value, call)) for i, a in enumerate(call.node.args)]
@@ -174,14 +177,21 @@ class StepChains(InheritedTargets):
         receiver = self.imports.resolve(call.receiver)
         return receiver is not None and not isinstance(self.project_symbol(receiver), ClassSummary)
 
-    def _passed(self, call: Call, key: str, expr: cst.BaseExpression, out: list, class_summary: type) -> None:
-        for origin in origins(self.value(expr, call.site)):
+    def _passed(self, call: Call, key: str, expr: cst.BaseExpression, out: list, class_summary: type, callee: str | None = None) -> None:
+        callee = callee or call.qualname or ""
+        before = len(out)
+        self._record_passed(callee, key, origins(self.value(expr, call.site)), out, class_summary)
+        if len(out) == before:  # an object whose class the project chooses at run time: each candidate, as at a call
+            self._record_passed(callee, key, candidate_classes(self, expr, call.site, None), out, class_summary)  # type: ignore[arg-type]
+
+    def _record_passed(self, callee: str, key: str, found: "Iterable[str]", out: list, class_summary: type) -> None:
+        for origin in found:
             if self.local_class(origin) is not None:
-                out.append((call.qualname or "", key, f"::{origin}"))
+                out.append((callee, key, f"::{origin}"))
             elif isinstance(self.project_symbol(origin), class_summary):
-                out.append((call.qualname or "", key, origin))
+                out.append((callee, key, origin))
             elif origin in LIBRARY_LOSS_SCALERS or origin in LIBRARY_LOGITS_LOSSES:  # (a library class whose calls are known)
-                out.append((call.qualname or "", key, f"{LIBRARY_CLASS}::{origin}"))
+                out.append((callee, key, f"{LIBRARY_CLASS}::{origin}"))
 
     @cached_property
     def _stepping_targets(self) -> "dict[Call, list[tuple[str, str]]]":

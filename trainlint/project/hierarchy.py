@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypeVar
 
@@ -110,6 +110,8 @@ class _TopLevel:
     assigned: frozenset[str]  # names bound by a top-level assignment (a registry object, a table)
     tables: dict[str, tuple[str | None, ...]]  # `NAME = {...}`: each value's text (a name or attribute), else None
     registrations: tuple[tuple[str, str], ...]  # (class, registry) of `@REGISTRY.method(...) class C`
+    # `def DiT_S_2(**kw): return DiT(depth=12, **kw)`: a top-level function whose every `return` calls one name
+    factories: dict[str, str] = field(default_factory=dict)
 
 
 def _top_level(path: Path) -> _TopLevel | None:
@@ -125,6 +127,7 @@ def _read_top_level(data: bytes, path: Path) -> _TopLevel | None:
     assigned: set[str] = set()
     tables: dict[str, tuple[str | None, ...]] = {}
     registrations: list[tuple[str, str]] = []
+    factories: dict[str, str] = {}
     for node in tree.body:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
         assigned.update(t.id for t in targets if isinstance(t, ast.Name))
@@ -136,7 +139,12 @@ def _read_top_level(data: bytes, path: Path) -> _TopLevel | None:
                 func = decorator.func if isinstance(decorator, ast.Call) else decorator
                 if isinstance(func, ast.Attribute):  # (`@LOSSES.register("set")`: a method of the registry)
                     registrations.append((node.name, ast.unparse(func.value)))
-    return _TopLevel(frozenset(assigned), tables, tuple(registrations))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            made = {ast.unparse(r.value.func) if isinstance(r.value, ast.Call) and isinstance(r.value.func, (ast.Name, ast.Attribute)) else None
+                    for r in ast.walk(node) if isinstance(r, ast.Return)}
+            if len(made) == 1 and None not in made:
+                factories[node.name] = made.pop()  # type: ignore[assignment]
+    return _TopLevel(frozenset(assigned), tables, tuple(registrations), factories)
 
 
 T = TypeVar("T")
@@ -177,6 +185,8 @@ def _table(project: "Project", path: Path, name: str) -> tuple[str, ...]:
     facts = _top_level(path)
     out: list[str] = []
     for text in facts.tables.get(name, ()) if facts is not None else ():
+        # (a factory of this module in the table: the class it builds)
+        text = facts.factories.get(text, text) if text is not None else None  # type: ignore[union-attr]
         found = _class_of(project, path, text) if text is not None else None
         if found is not None and found not in out:
             out.append(found)

@@ -21,6 +21,10 @@ class Finder(Protocol):
     def locate_any(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None: ...
     def defined_in(self, path: Path, rest: list[str], hops: int) -> tuple[Path, list[str]] | None: ...
     def outline(self, path: Path, unknown_if_training: bool = False) -> ModuleSummary: ...
+    def class_candidates(self, from_file: str, kind: str, qualname: str) -> tuple[str, ...]: ...
+
+
+MAX_TABLE_CLASSES = 3  # (as for the objects a step calls: more say nothing)
 
 
 def passed_instances(source: str) -> list[tuple[str, str, str]]:
@@ -48,7 +52,7 @@ def passed_instances(source: str) -> list[tuple[str, str, str]]:
     out: list[tuple[str, str, str]] = []
 
     def emit(call: ast.Call, bound: Bound) -> None:
-        callee = _spelled(call.func, imported)
+        callee = _spelled(call.func, imported) or _method_of_bound(call.func, bound)
         if callee is None:
             return
         keyed: list[tuple[str, ast.expr]] = []
@@ -143,7 +147,7 @@ def _bind_header(statement: ast.stmt, bound: Bound) -> None:
 def _bind(statement: ast.stmt, bound: Bound, top: bool, classes: set[str], imported: dict[str, str]) -> None:
     for node in _own_nodes(statement):
         for target in _bound_names(node):
-            made = _made_any(node.value, classes, imported) if isinstance(node, ast.Assign) and len(node.targets) == 1 else set()
+            made = _made_any(node.value, classes, imported, bound) if isinstance(node, ast.Assign) and len(node.targets) == 1 else set()
             if top and isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 bound[target] = made or None
             else:
@@ -205,11 +209,18 @@ def _spelled(func: ast.expr, imported: dict[str, str]) -> str | None:
     return ".".join((imported[func.id], *reversed(parts)))
 
 
+TABLE = "[]"  # what `MODELS[cfg.name](...)` builds: a class (or a factory's) of an imported dict, `[]models.MODELS`
+
+
 def _made(value: ast.expr, classes: set[str], imported: dict[str, str]) -> str | None:
     """What an expression calls to make an object: a class of this module ("::Name"), or an imported
-    name (`d2l.GRU(...)`), which the project phase keeps only where it is a class; else None."""
+    name (`d2l.GRU(...)`), which the project phase keeps only where it is a class, or an entry of an
+    imported dict of classes (`TABLE`); else None."""
     if not isinstance(value, ast.Call):
         return None
+    if isinstance(value.func, ast.Subscript):
+        table = _spelled(value.func.value, imported)
+        return f"{TABLE}{table}" if table is not None else None
     if isinstance(value.func, ast.Name) and value.func.id in classes:
         return f"::{value.func.id}"
     return _spelled(value.func, imported)
@@ -218,17 +229,54 @@ def _made(value: ast.expr, classes: set[str], imported: dict[str, str]) -> str |
 def _built(arg: ast.expr, bound: dict[str, set[str] | None], classes: set[str], imported: dict[str, str]) -> set[str]:
     if isinstance(arg, ast.Name):
         return bound.get(arg.id) or set()
-    return _made_any(arg, classes, imported)
+    return _made_any(arg, classes, imported, bound)
 
 
-def _made_any(value: ast.expr, classes: set[str], imported: dict[str, str]) -> set[str]:
+def _made_any(value: ast.expr, classes: set[str], imported: dict[str, str], bound: Bound | None = None) -> set[str]:
     """The classes an expression makes an object of: one call, or either branch of a conditional
-    (`PGPolicy(net) if discrete else A2CPolicy(net)`) where both make one."""
+    (`PGPolicy(net) if discrete else A2CPolicy(net)`) where both make one; with `bound`, also an
+    object already made, moved or wrapped (`model.to(device)`, `DDP(model)`, `torch.compile(model)`)."""
     if isinstance(value, ast.IfExp):
-        body, orelse = _made_any(value.body, classes, imported), _made_any(value.orelse, classes, imported)
+        body, orelse = _made_any(value.body, classes, imported, bound), _made_any(value.orelse, classes, imported, bound)
         return body | orelse if body and orelse else set()
+    if bound is not None:
+        value = _wrapped(value, imported)
+        if isinstance(value, ast.Name):
+            return bound.get(value.id) or set()
     made = _made(value, classes, imported)
     return {made} if made else set()
+
+
+# what returns the object it is given (moved or cast in place) or a wrapper running its `forward`
+_SAME_OBJECT_METHODS = frozenset({"to", "cuda", "cpu", "train", "float", "half", "bfloat16", "double"})
+_WRAPPERS = frozenset({"DistributedDataParallel", "DataParallel", "FullyShardedDataParallel", "compile"})
+
+
+def _wrapped(value: ast.expr, imported: dict[str, str]) -> ast.expr:
+    """`model.to(device)`, `DDP(model, ...)`, `torch.compile(model)`: the object inside."""
+    for _ in range(4):
+        if not isinstance(value, ast.Call):
+            break
+        func = value.func
+        if isinstance(func, ast.Attribute) and func.attr in _SAME_OBJECT_METHODS:
+            value = func.value
+        elif value.args and (_spelled(func, imported) or "").rpartition(".")[2] in _WRAPPERS:
+            value = value.args[0]
+        else:
+            break
+    return value
+
+
+def _method_of_bound(func: ast.expr, bound: Bound) -> str | None:
+    """`diffusion.training_losses(...)` with `diffusion` bound only to an object of one imported
+    class: that class's method, as the imports spell it."""
+    if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
+        return None
+    made = bound.get(func.value.id)
+    if not made or len(made) != 1:
+        return None
+    (cls,) = made
+    return None if cls.startswith("::") else f"{cls}.{func.attr}"
 
 
 def resolved_arguments(project: Finder, real: Path, path: Path, passed: list[tuple[str, str, str]]) -> tuple[Argument, ...]:
@@ -244,9 +292,15 @@ def resolved_arguments(project: Finder, real: Path, path: Path, passed: list[tup
         if origin.startswith("=") or library:  # what a call passes (a fact), or a library's class
             out.append(Argument(str(final[0]), ".".join(final[1]), key, LIBRARY_CLASS if library else "", origin.split("::")[-1]))
             continue
+        if origin.startswith(TABLE):  # each class the dict may give, where they are few
+            chosen = project.class_candidates(str(path), "table", origin[len(TABLE):])
+            for found in chosen if len(chosen) <= MAX_TABLE_CLASSES else ():
+                file, _, name = found.rpartition("::")
+                out.append(Argument(str(final[0]), ".".join(final[1]), key, file, name))
+            continue
         cls: tuple[Path, list[str]] | None = (real, [origin[2:]])
         if not origin.startswith("::"):
-            found = project.locate(path, origin)
+            found = project.locate_any(path, origin)
             cls = project.defined_in(found[0], found[1], hops=0) if found is not None else None
             if cls is not None and cls[1][-1] not in project.outline(cls[0]).classes:
                 continue  # (a function called, not a class built)
