@@ -201,3 +201,39 @@ def test_a_batch_cut_from_the_data_a_loader_holds_is_data() -> None:
 def test_a_header_read_from_a_file_is_on_the_host() -> None:
     # `torch.from_file` reads into host memory: its elements are compared without a sync
     assert _lines(LOADER, "TL401") == []
+
+
+# a character-level language model's script: the text encoded once into a tensor, batches stacked
+# from it at random positions every step (the batch, data), beside a tensor of numbers (a constant)
+ENCODED = """
+    import torch
+
+    text = open("input.txt").read()
+    stoi = {ch: i for i, ch in enumerate(sorted(set(text)))}
+    encode = lambda s: [stoi[c] for c in s]
+    data = torch.tensor(encode(text), dtype=torch.long)
+
+
+    def get_batch(block_size, batch_size):
+        ix = torch.randint(len(data) - block_size, (batch_size,))
+        x = torch.stack([data[i:i + block_size] for i in ix])
+        scale = torch.tensor([0.5, 2.0])
+        x = x.to("cuda")
+        scale = scale.to("cuda")
+        return x, scale
+
+
+    def train(model, optimizer):
+        for step in range(1000):
+            x, scale = get_batch(8, 4)
+            loss = model(x, scale)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_batches_stacked_from_a_text_encoded_into_a_tensor_are_data() -> None:
+    # `torch.tensor(encode(text))` holds what a function made of the data it read; the tensor of
+    # numbers beside it could be built on the device
+    assert _lines(ENCODED, "TL406") == [15]  # (the batch's move, line 14, is not)

@@ -767,3 +767,42 @@ def test_a_buffer_filled_when_empty_is_filled_once():
             return {"loss": loss.item()}
     """
     assert sync_lines(code) == [9, 13]
+
+
+NAN_CHECK = """
+    import torch
+
+    DEBUG = False
+
+
+    def render(model, rays):
+        out = model(rays)
+        if {test}:
+            print("non-finite output")
+        return out
+
+
+    def main(loader):
+        model = torch.nn.Linear(3, 3).cuda()
+        opt = torch.optim.Adam(model.parameters())
+        for rays in loader:
+            loss = render(model, rays.cuda()).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+"""
+
+
+def test_a_tensor_test_before_a_debug_flag_is_read_every_step():
+    # Python truth-tests the left operand first: `and DEBUG` decides nothing until both reads are done
+    test = "(torch.isnan(out).any() or torch.isinf(out).any()) and DEBUG"
+    assert lines(NAN_CHECK.format(test=test), "TL401") == [9]
+
+
+def test_a_tensor_test_after_a_debug_flag_is_gated_by_it():
+    assert lines(NAN_CHECK.format(test="DEBUG and torch.isnan(out).any()"), "TL401") == []
+
+
+def test_a_tensor_test_after_a_flag_that_stays_set_is_gated_by_it():
+    # `if use_the_queue or not torch.all(...)`: once the flag is set, the tensor is never read again
+    assert lines(NAN_CHECK.format(test="DEBUG or not torch.all(out == 0)"), "TL401") == []

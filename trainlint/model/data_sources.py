@@ -10,10 +10,15 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from trainlint.model.lattice import Kind
+from trainlint.model.names import dotted
 from trainlint.model.walk import iter_nodes
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from trainlint.model.facts import Function, Site
+    from trainlint.model.lattice import Value
     from trainlint.model.reaching import ReachingDefinitions
 
 # conversions that keep what was read: methods of it (`buf.astype(np.int32)`), functions of it (`np.array(buf)`)
@@ -41,3 +46,17 @@ def drawn(model: "ReachingDefinitions", expr: cst.BaseExpression, fn: "Function 
         bound = model.reaching(fn, expr.value, at)
         return bool(bound) and all(a.value is not None and drawn(model, a.value, fn, a.site, depth + 1) for a in bound)
     return False
+
+
+def read_data(model: "ReachingDefinitions", value_of: "Callable[..., Value]", expr: cst.BaseExpression, fn: "Function | None", at: "Site | None") -> bool:
+    """`torch.tensor(encode(text))`: what a function made of the data it read (a call, not torch's,
+    NumPy's or a builtin's, whose result the value model does not know, or a list of such), not
+    numbers known here (`torch.tensor([0.5, 0.5])`, `torch.tensor(pad)`)."""
+    if not isinstance(expr, cst.Call):
+        return False
+    qual = model.imports.resolve(expr.func) or ""  # type: ignore[attr-defined]
+    if qual.startswith(("torch.", "numpy.", "math.")) or dotted(expr.func) in ("list", "tuple", "range", "sorted", "len"):
+        return False
+    value = value_of(expr, fn, at)
+    element = value.element if value.kind is Kind.COLLECTION else None
+    return value.kind is Kind.UNKNOWN or (element is not None and element.kind is Kind.UNKNOWN)

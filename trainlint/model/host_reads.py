@@ -129,3 +129,16 @@ def reported_at_callers(model: TrainingModel, call: Call) -> bool:
 def is_metric_log(model: TrainingModel, call: Call) -> bool:
     """`wandb.log({...})`, `writer.add_scalar(tag, value, step)`: loggers convert tensors on the host."""
     return call.qualname in METRIC_LOGGERS or (call.method in METRIC_METHODS and call.qualname is None)
+
+
+def truth_tested(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The test and the operands Python truth-tests first, whatever the others hold: the left operand
+    of an `and` or an `or` (`if (t.isnan().any() or t.isinf().any()) and DEBUG:` reads a tensor every
+    time); a right operand runs only as its left one decides (`if DEBUG and t.isnan().any():`,
+    `if queue_full or not torch.all(q == 0):` are gated by the flag)."""
+    out = [test]
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    if isinstance(test, cst.BooleanOperation):
+        out.extend(truth_tested(test.left))
+    return out

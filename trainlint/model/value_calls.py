@@ -17,7 +17,7 @@ from trainlint.model.arguments import LambdaCalls, argument_for
 from trainlint.model.containers import element_of
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
 from trainlint.model.device_arguments import DeviceArguments, moved_to_device
-from trainlint.model.data_sources import drawn
+from trainlint.model.data_sources import drawn, read_data
 from trainlint.model.environments import observed
 from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import (
@@ -298,7 +298,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
                 return Value(Kind.TENSOR, source.device, source.graph if name == "as_tensor" else False, dtype or source.dtype)
         if name in ("tensor", "as_tensor", "from_numpy") and call.args and (
             self._iterated(call.args[0].value, fn, at) or observed(self.model, call.args[0].value, fn, at)
-            or drawn(self.model, call.args[0].value, fn, at)
+            or drawn(self.model, call.args[0].value, fn, at) or (name != "from_numpy" and read_data(self.model, self.of, call.args[0].value, fn, at))
         ):
             # `for x, y in zip(xs, ys): torch.tensor(x).to("cuda")`: the batch the loop draws, as a
             # data loader's is, or an environment's observation, on the host by nature (not a

@@ -12,7 +12,7 @@ from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.environments import feeds_batch_source, feeds_environment
 from trainlint.model.extract import calls_in
 from trainlint.model.host_reads import (
-    header_calls as _header_calls, is_metric_log as _is_metric_log, reported_at_callers as _reported_at_callers,
+    header_calls as _header_calls, is_metric_log as _is_metric_log, truth_tested as _truth_tested, reported_at_callers as _reported_at_callers,
     GIVEN_A_TENSOR, SYNC_METHODS, chain_base as _chain_base, copies_to_host as _copies_to_host,
     count_argument as _count_argument, device_tensor as _device_tensor, formats_tensor as _formats_tensor, orders_tensors as _orders_tensors,
 )
@@ -112,7 +112,9 @@ for step, (x, y) in enumerate(loader):
         "environment) or priorities handed back to the replay buffer that gave the batch "
         "(`rb.update_priorities(data.indices, td_error.cpu().numpy())`), which the algorithm needs. Under an `if` whose test reads a "
         "tensor (`if loss.item() > 1.0: print(loss.item())`), only the test is reported: the body (and the `else`) runs when the "
-        "data says so, after the test's sync. `float(x)`/`print(x)`/f-strings only "
+        "data says so, after the test's sync. A test's operands are read in Python's order: a flag after a tensor test gates nothing "
+        "(`if (t.isnan().any() or t.isinf().any()) and DEBUG:` reads a tensor every step), a flag before it does "
+        "(`if DEBUG and t.isnan().any():`, `if queue_full or not torch.all(q == 0):`). `float(x)`/`print(x)`/f-strings only "
         "when `x` is known to be a tensor at that point: a name rebound to `loss.item()` is a number. The "
         "optimizer-step branch is no gate: code under `if (i + 1) % accum == 0:` (with the step) or "
         "`if accelerator.sync_gradients:` runs on every training step and is flagged. Nor is a rank test "
@@ -313,7 +315,8 @@ for x, y in loader:
 
         synced = [
             cond for cond in model.conditions
-            if cond.kind != "while" and per_step(cond.site) and _device_tensor(model.value(cond.node, cond.site))
+            if cond.kind != "while" and per_step(cond.site)
+            and any(_device_tensor(model.value(test, cond.site)) for test in _truth_tested(cond.node))
         ]
         reads = [
             (call, described) for call in model.calls
