@@ -692,3 +692,37 @@ def test_a_dict_holding_a_factory_of_something_else_names_no_class(tmp_path: Pat
     ).replace("def main(loader):", "def main(loader, name):")
     write(tmp_path, files)
     assert findings(tmp_path, ["models.py"], "TL406") == {}
+
+
+def test_a_model_a_module_s_own_names_pick_is_each_factory_s_class(tmp_path: Path) -> None:
+    # `models.__dict__[args.model](...)` (MAE's, MAR's): the module's factories, each binding then
+    # returning a `DiT`, handed to the epoch function of another module
+    files = dict(HANDED_TO_METHOD)
+    files["models.py"] = HANDED_TO_METHOD["models.py"] + """
+
+        def dit_small(**kwargs):
+            model = DiT(**kwargs)
+            return model
+    """
+    files["train.py"] = HANDED_TO_METHOD["train.py"].replace("from models import DiT", "import models").replace(
+        "model = DDP(DiT().to(device), device_ids=[0])", "model = models.__dict__[name]()\n            model = DDP(model.to(device), device_ids=[0])"
+    ).replace("def main(loader):", "def main(loader, name):")
+    write(tmp_path, files)
+    assert list(findings(tmp_path, ["models.py"], "TL406")) == ["models.py:15:TL406"]
+
+
+def test_a_factory_returning_different_things_names_no_class_from_a_module_s_names(tmp_path: Path) -> None:
+    files = dict(HANDED_TO_METHOD)
+    files["models.py"] = HANDED_TO_METHOD["models.py"] + """
+
+        def dit_small(pretrained=False):
+            model = DiT()
+            if pretrained:
+                model = load(model)
+            return model
+    """
+    files["train.py"] = HANDED_TO_METHOD["train.py"].replace("from models import DiT", "import models").replace(
+        "model = DDP(DiT().to(device), device_ids=[0])", "model = DDP(models.__dict__[name]().to(device), device_ids=[0])"
+    ).replace("def main(loader):", "def main(loader, name):")
+    write(tmp_path, files)
+    assert findings(tmp_path, ["models.py"], "TL406") == {}

@@ -140,11 +140,25 @@ def _read_top_level(data: bytes, path: Path) -> _TopLevel | None:
                 if isinstance(func, ast.Attribute):  # (`@LOSSES.register("set")`: a method of the registry)
                     registrations.append((node.name, ast.unparse(func.value)))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            made = {ast.unparse(r.value.func) if isinstance(r.value, ast.Call) and isinstance(r.value.func, (ast.Name, ast.Attribute)) else None
-                    for r in ast.walk(node) if isinstance(r, ast.Return)}
-            if len(made) == 1 and None not in made:
-                factories[node.name] = made.pop()  # type: ignore[assignment]
+            made = _factory_of(node)
+            if made is not None:
+                factories[node.name] = made
     return _TopLevel(frozenset(assigned), tables, tuple(registrations), factories)
+
+
+def _factory_of(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """The one name every `return` of a function calls (`return DiT(depth=28, **kw)`, or `model =
+    MAR(...)` then `return model`), as written; None when the returns build anything else."""
+    made: set[str | None] = set()
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Return):
+            continue
+        values: list[ast.expr | None] = [node.value]
+        if isinstance(node.value, ast.Name):  # a name bound only to calls (`model = MAR(...)`)
+            values = [a.value for a in ast.walk(function) if isinstance(a, ast.Assign)
+                      and any(isinstance(t, ast.Name) and t.id == node.value.id for t in a.targets)] or [None]
+        made.update(ast.unparse(v.func) if isinstance(v, ast.Call) and isinstance(v.func, (ast.Name, ast.Attribute)) else None for v in values)
+    return made.pop() if len(made) == 1 and None not in made else None
 
 
 T = TypeVar("T")
@@ -184,7 +198,10 @@ def _class_of(project: "Project", path: Path, spelled: str) -> str | None:
 def _table(project: "Project", path: Path, name: str) -> tuple[str, ...]:
     facts = _top_level(path)
     out: list[str] = []
-    for text in facts.tables.get(name, ()) if facts is not None else ():
+    # `models_mae.__dict__[args.model](...)`: a module's own names looked up as a table, where what
+    # is meant to be picked are its factories (`mae_vit_base_patch16`), each returning a class
+    texts = tuple(facts.factories) if facts is not None and name == "__dict__" else facts.tables.get(name, ()) if facts is not None else ()
+    for text in texts:
         # (a factory of this module in the table: the class it builds)
         text = facts.factories.get(text, text) if text is not None else None  # type: ignore[union-attr]
         found = _class_of(project, path, text) if text is not None else None

@@ -133,7 +133,7 @@ for step, (x, y) in enumerate(loader):
         "`Stats(loss=loss.item())`); and the methods of an object whose class the project chooses at run time "
         "(`CRITERIA[cfg.loss]()`, `LOSSES.get(cfg.loss)()`, `criterion: Criterion = instantiate(cfg.criterion)`): "
         "the project classes that define the called method and could be built there (in the dict, registered in "
-        "the registry, deriving from the declared base; a dict of factories, `DiT_models[args.model]()`, holds the "
+        "the registry, deriving from the declared base; a dict of factories, `DiT_models[args.model]()`, or a module's own names, `models_mae.__dict__[args.model]()`, holds the "
         "class each factory returns), whose chains say so (\"`criterion` may be `SetCriterion`, "
         "built from the configuration\"). Such an object handed to another module is followed there too: "
         "`diffusion.training_losses(model, x, t)` runs the `forward` of `model` (also once moved or wrapped: "
