@@ -806,3 +806,33 @@ def test_a_tensor_test_after_a_debug_flag_is_gated_by_it():
 def test_a_tensor_test_after_a_flag_that_stays_set_is_gated_by_it():
     # `if use_the_queue or not torch.all(...)`: once the flag is set, the tensor is never read again
     assert lines(NAN_CHECK.format(test="DEBUG or not torch.all(out == 0)"), "TL401") == []
+
+
+EMA_LOG = """
+    import torch
+
+
+    def train(model, optimizer, loader):
+        for epoch in range(10):
+            loss_ema = None
+            for x in loader:
+                loss = model(x.cuda()).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                if loss_ema is None:
+                    loss_ema = loss.item()
+                else:
+                    loss_ema = 0.9 * loss_ema + 0.1 * loss.item()
+{reset}
+"""
+
+
+def test_a_name_s_first_value_is_given_on_the_first_step_only():
+    # the `if loss_ema is None:` body runs on the first step of each epoch; the `else`, on every other
+    assert lines(EMA_LOG.format(reset=""), "TL401") == [16]
+
+
+def test_a_name_set_back_to_none_every_step_is_read_every_step():
+    reset = "                loss_ema = None"
+    assert lines(EMA_LOG.format(reset=reset), "TL401") == [14, 16]

@@ -7,7 +7,7 @@ import dataclasses
 import libcst as cst
 
 from trainlint.model.names import dotted, tokens
-from trainlint.model.walk import is_node
+from trainlint.model.walk import is_node, iter_nodes
 
 # words of a condition that make it periodic or a one-off (`log_interval`, `do_eval`, `print_freq`)
 GATE_WORDS = frozenset(
@@ -139,6 +139,24 @@ def is_lazy_init_test(test: cst.BaseExpression) -> bool:
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
         return is_lazy_init_test(test.left)
     return (_compares_with_none(test, cst.Is) and isinstance(test.left, cst.Attribute)) or _empty_test(test)  # type: ignore[union-attr]
+
+
+def is_first_value_test(node: cst.If, loop: cst.CSTNode | None) -> bool:
+    """`if loss_ema is None: loss_ema = loss.item()` in a loop: the body gives the name its first value,
+    so it runs on the loop's first round only (unless the loop sets the name back to None)."""
+    test = node.test
+    if loop is None or not _compares_with_none(test, cst.Is) or not isinstance(test.left, cst.Name):  # type: ignore[union-attr]
+        return False
+    name = test.left.value  # type: ignore[union-attr]
+
+    def assigned(root: cst.CSTNode, to_none: bool) -> bool:
+        return any(
+            isinstance(n, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name for t in n.targets)
+            and (not to_none or (isinstance(n.value, cst.Name) and n.value.value == "None"))
+            for n in iter_nodes(root)
+        )
+
+    return assigned(node.body, False) and not assigned(loop, True)
 
 
 def _empty_test(test: cst.BaseExpression) -> bool:
