@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.names import dotted
+from trainlint.model.torchnames import MODULE_MOVES, MODULE_WRAPPERS
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Site
@@ -97,21 +98,12 @@ def _chosen(m: "TrainingModel", value: cst.BaseExpression, at: "Site", depth: in
     return out or None
 
 
-# what returns the module it is given, moved or cast, or a wrapper that runs its `forward`
-SAME_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "train", "float", "half", "bfloat16"})
-WRAPPERS = frozenset({
-    "torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
-    "torch.nn.parallel.distributed.DistributedDataParallel", "torch.compile",
-    "torch.distributed.fsdp.FullyShardedDataParallel",
-})
-
-
 def _unwrapped(m: "TrainingModel", value: cst.Call) -> cst.BaseExpression:
     """`model.to(device)`, `DDP(model, ...)`, `torch.compile(model)`: the module inside; else `value`."""
     func = value.func
-    if isinstance(func, cst.Attribute) and func.attr.value in SAME_MODULE_METHODS:
+    if isinstance(func, cst.Attribute) and func.attr.value in MODULE_MOVES:
         return func.value
-    if value.args and value.args[0].keyword is None and m.imports.resolve(func) in WRAPPERS:
+    if value.args and value.args[0].keyword is None and m.imports.resolve(func) in MODULE_WRAPPERS:
         return value.args[0].value
     return value
 

@@ -46,6 +46,13 @@ RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "rand_like
 LEGACY_CONSTRUCTORS = frozenset(
     f"{kind}Tensor" for kind in ("Float", "Double", "Half", "BFloat16", "Byte", "Char", "Short", "Int", "Long", "Bool")
 )
+# what returns the module it is given, moved or cast in place, and the wrappers that run its `forward`
+MODULE_MOVES = frozenset({"to", "cuda", "cpu", "train", "float", "half", "bfloat16", "double"})
+MODULE_WRAPPERS = frozenset({
+    "torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel", "torch.compile",
+    "torch.distributed.fsdp.FullyShardedDataParallel",
+})
 FP16 = frozenset({"torch.float16", "torch.half"})
 BF16 = frozenset({"torch.bfloat16"})
 LOW_PRECISION = FP16 | BF16

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Protocol
 
 from trainlint.model.summary import Argument, ModuleSummary
-from trainlint.model.torchnames import LIBRARY_CLASS
+from trainlint.model.torchnames import LIBRARY_CLASS, MODULE_MOVES, MODULE_WRAPPERS
 from trainlint.project.python_trees import python_tree
 
 
@@ -247,9 +247,7 @@ def _made_any(value: ast.expr, classes: set[str], imported: dict[str, str], boun
     return {made} if made else set()
 
 
-# what returns the object it is given (moved or cast in place) or a wrapper running its `forward`
-_SAME_OBJECT_METHODS = frozenset({"to", "cuda", "cpu", "train", "float", "half", "bfloat16", "double"})
-_WRAPPERS = frozenset({"DistributedDataParallel", "DataParallel", "FullyShardedDataParallel", "compile"})
+_WRAPPER_NAMES = frozenset(w.rpartition(".")[2] for w in MODULE_WRAPPERS)  # (as an import may spell them)
 
 
 def _wrapped(value: ast.expr, imported: dict[str, str]) -> ast.expr:
@@ -258,9 +256,9 @@ def _wrapped(value: ast.expr, imported: dict[str, str]) -> ast.expr:
         if not isinstance(value, ast.Call):
             break
         func = value.func
-        if isinstance(func, ast.Attribute) and func.attr in _SAME_OBJECT_METHODS:
+        if isinstance(func, ast.Attribute) and func.attr in MODULE_MOVES:
             value = func.value
-        elif value.args and (_spelled(func, imported) or "").rpartition(".")[2] in _WRAPPERS:
+        elif value.args and (_spelled(func, imported) or "").rpartition(".")[2] in _WRAPPER_NAMES:
             value = value.args[0]
         else:
             break
