@@ -337,3 +337,83 @@ def test_a_cast_to_the_default_dtype_moves_nothing() -> None:
             optimizer.zero_grad()
     """
     assert found(code, "TL406") == [13]
+
+
+# -- a buffer moves with its module; a plain tensor attribute stays where it was built -------------
+ANNEALED = """
+import torch
+import torch.nn as nn
+
+
+class Algorithm(nn.Module):
+    def __init__(self, net, anneal_iters):
+        super().__init__()
+        self.net = net
+        self.anneal_iters = anneal_iters
+        self.optimizer = torch.optim.Adam(self.net.parameters())
+        {counter}
+
+    def update(self, x, y, step):
+        weight = 10.0 if {test} else 1.0
+        loss = ((self.net(x) - y) ** 2).mean() * weight
+        if {test}:
+            self.optimizer = torch.optim.Adam(self.net.parameters())
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        self.update_count += 1
+
+
+def main(loader):
+    algorithm = Algorithm(nn.Linear(4, 1), 100)
+    algorithm.to("cuda")
+    for step, (x, y) in enumerate(loader):
+        algorithm.update(x.to("cuda"), y.to("cuda"), step)
+"""
+BUFFER = 'self.register_buffer("update_count", torch.tensor([0]))'
+
+
+def test_a_buffer_counter_tested_every_step_is_read_on_the_device() -> None:
+    # (the conditional expression's test is read as the `if`'s is)
+    assert found(ANNEALED.format(counter=BUFFER, test="self.update_count >= self.anneal_iters"), "TL401") == [15, 17]
+
+
+def test_a_tensor_attribute_that_is_no_buffer_or_a_buffer_tested_at_a_gate_is_not() -> None:
+    plain = ANNEALED.format(counter="self.update_count = torch.tensor([0])", test="self.update_count >= self.anneal_iters")
+    assert found(plain, "TL401") == []  # `.to()` moves parameters and buffers, not other attributes
+    gated = ANNEALED.format(counter=BUFFER, test="step % 100 == 0 and self.update_count >= self.anneal_iters")
+    assert found(gated, "TL401") == []
+    on_the_cpu = ANNEALED.format(counter=BUFFER, test="self.update_count >= self.anneal_iters").replace('"cuda"', '"cpu"')
+    assert found(on_the_cpu, "TL401") == []
+
+
+# -- a `for` binds its target afresh on every round -------------------------------------------------
+MOVED_IN_THE_LOOP = """
+import torch
+
+
+def train(model, loader, optimizer):
+    model = model.cuda()
+    {before}
+    for x, mask in {batches}:
+        {move}
+        if mask.sum() > 3:
+            x = x * mask
+        keep = mask if 0 in mask else None
+        loss = model(x, keep).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+def test_a_loop_variable_moved_in_the_loop_is_a_device_tensor_there() -> None:
+    # (`x = x.cuda()` read the previous round's binding, which the loop's header overwrites: nothing)
+    for move in ("x, mask = x.cuda(), mask.cuda()", "mask = mask.cuda()", "mask = mask.to('cuda', non_blocking=True)"):
+        code = MOVED_IN_THE_LOOP.format(before="", batches="loader", move=move)
+        assert found(code, "TL401") == [10, 12], move  # (`0 in mask` reads `(mask == 0).any()`)
+
+
+def test_a_value_bound_before_the_loop_does_not_reach_a_body_whose_header_rebinds_it() -> None:
+    code = MOVED_IN_THE_LOOP.format(before="mask = torch.ones(3).cuda()", batches="host_batches", move="x = x.float()")
+    assert found(code.replace("def train(model, loader, optimizer):", "def train(model, loader, optimizer):\n    host_batches = [(torch.ones(3), torch.ones(3)) for _ in range(4)]"), "TL401") == []

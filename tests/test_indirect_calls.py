@@ -726,3 +726,91 @@ def test_a_factory_returning_different_things_names_no_class_from_a_module_s_nam
     ).replace("def main(loader):", "def main(loader, name):")
     write(tmp_path, files)
     assert findings(tmp_path, ["models.py"], "TL406") == {}
+
+
+# -- a dict of functions, picked by a configuration string and called in the step -------------------
+LOSS_TABLE = {
+    "models.py": HANDED_TO_METHOD["models.py"],
+    "losses.py": """
+        def noise_loss(model, x, t):
+            return ((model(x, t.float()) - x) ** 2).mean()
+
+
+        def l1_loss(model, x, t):
+            return (model(x, t.float()) - x).abs().mean()
+
+
+        loss_registry = {"simple": noise_loss, "l1": l1_loss}
+    """,
+    "runner.py": """
+        import torch
+
+        from losses import loss_registry
+        from models import DiT
+
+
+        class Runner:
+            def __init__(self, config):
+                self.config = config
+
+            def train(self, loader):
+                model = DiT().to("cuda")
+                model = torch.nn.DataParallel(model)
+                optimizer = torch.optim.Adam(model.parameters())
+                for x, t in loader:
+                    loss = loss_registry[self.config.loss](model, x.to("cuda"), t.to("cuda"))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+    """,
+}
+
+
+def test_a_function_a_dict_of_another_module_holds_runs_every_step_with_the_model_handed_to_it(tmp_path: Path) -> None:
+    # ddim's `loss_registry[config.model.type](model, x, t, e, b)`, in a method of its runner
+    write(tmp_path, LOSS_TABLE)
+    assert list(findings(tmp_path, ["models.py"], "TL406")) == ["models.py:15:TL406"]
+    assert findings(tmp_path, ["models.py", "losses.py", "runner.py"], "TL406") == findings(tmp_path, ["models.py"], "TL406")
+
+
+def test_a_dict_of_many_functions_or_of_other_things_runs_none_of_them(tmp_path: Path) -> None:
+    many = dict(LOSS_TABLE)
+    many["losses.py"] = LOSS_TABLE["losses.py"].replace(
+        'loss_registry = {"simple": noise_loss, "l1": l1_loss}',
+        'def l2_loss(model, x, t):\n            return l1_loss(model, x, t) ** 2\n\n\n'
+        '        def huber_loss(model, x, t):\n            return l1_loss(model, x, t)\n\n\n'
+        '        loss_registry = {"a": noise_loss, "b": l1_loss, "c": l2_loss, "d": huber_loss}',
+    )
+    write(tmp_path, many)
+    compile((tmp_path / "losses.py").read_text(), "losses.py", "exec")
+    assert findings(tmp_path, ["models.py"], "TL406") == {}
+    mixed = dict(LOSS_TABLE)
+    mixed["losses.py"] = LOSS_TABLE["losses.py"].replace('"l1": l1_loss}', '"l1": l1_loss, "mse": torch.nn.MSELoss}')
+    write(tmp_path, mixed)
+    assert findings(tmp_path, ["models.py"], "TL406") == {}
+
+
+def test_a_local_dict_of_functions_called_in_the_loop_runs_what_it_holds() -> None:
+    code = """
+        import torch
+
+
+        def noise_loss(model, x):
+            offsets = torch.arange(8).to(x.device)
+            return (model(x) + offsets).mean()
+
+
+        LOSSES = {"simple": noise_loss}
+
+
+        def main(config, model, loader, optimizer):
+            model = model.cuda()
+            for x in loader:
+                loss = LOSSES[config.loss](model, x.cuda())
+                loss.backward()
+                optimizer.step()
+    """
+    import textwrap
+
+    assert [d.line for d in lint(textwrap.dedent(code), "TL406")] == [6]
+    assert lint(textwrap.dedent(code).replace("LOSSES[config.loss](model, x.cuda())", "(model(x.cuda())).mean()"), "TL406") == []

@@ -74,7 +74,8 @@ class CallGraph:
     def _held_by(self, call: Call) -> list[Function]:
         """The functions of this module that the name or `self` attribute a call calls may hold."""
         func = call.node.func
-        if type(func) is cst.Name or (type(func) is cst.Attribute and call.receiver_text == "self"):  # (final classes)
+        # (`LOSSES[cfg.loss](x)`: a dict of functions picks one of them)
+        if type(func) in (cst.Name, cst.Subscript) or (type(func) is cst.Attribute and call.receiver_text == "self"):  # (final classes)
             return self.held_functions(self.value(func, call.site))  # type: ignore[attr-defined]
         return []
 

@@ -32,6 +32,7 @@ class Bound:
     node: cst.BaseExpression
 
 
+MAX_TABLE_FUNCTIONS = 3  # a dict of more functions may run any of them: none is followed
 MAX_WHENEVER = 48  # calls recorded per function run from elsewhere (a model's `forward` and what it runs)
 
 if TYPE_CHECKING:
@@ -385,6 +386,10 @@ class StepChains(InheritedTargets):
                 # `forward` now and its `backward` when the graph is backpropagated
                 return [f"{call.qualname.rpartition('.')[0]}.{m}" for m in ("forward", "backward")]
         func = call.node.func
+        table = self.imports.resolve(func.value) if isinstance(func, cst.Subscript) and self.project is not None and self.path else None
+        if table is not None:  # `loss_registry[cfg.loss](model, x)`: a dict of another module's functions
+            chosen = self.project.class_candidates(self.path, "functions", table)  # type: ignore[union-attr]
+            return list(chosen) if len(chosen) <= MAX_TABLE_FUNCTIONS else []
         candidates: list[tuple[cst.BaseExpression, str | None]] = []
         if isinstance(func, cst.Attribute):
             # `obj.m(...)`, `Interface().m(...)` (a singleton built where it is used): a method of its class
@@ -397,6 +402,8 @@ class StepChains(InheritedTargets):
             for origin in origins(self.value(expr, call.site)):
                 owner = self.project_symbol(origin)
                 if not isinstance(owner, class_summary):
+                    if owner is not None and method is None and expr is func:
+                        found.append(origin)  # a project function the value holds (`fn = losses.l1; fn(x)`)
                     continue
                 name = next((n for n in ((method,) if method else ("forward", "__call__")) if n in owner.methods), None)
                 if name is not None:

@@ -1,5 +1,6 @@
 """What an instance of a class holds without the class saying so: the Parameters a `torch.nn` layer it
-derives from creates (`self.weight` in a subclass of `nn.Linear`), and whether the class gives a
+derives from creates (`self.weight` in a subclass of `nn.Linear`), the buffers its methods register
+(`self.register_buffer("steps", torch.tensor(0))`), and whether the class gives a
 gradient-flag name an attribute of its own (for other modules' classes, their summary's `lacks` says)."""
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import libcst as cst
+
     from trainlint.model.facts import ClassInfo
     from trainlint.model.training import TrainingModel
 
@@ -41,6 +44,20 @@ def torch_layer_parameter(model: "TrainingModel", class_name: str, attr: str, _s
         if "." not in base and torch_layer_parameter(model, base, attr, _seen | {class_name}):
             return True
     return False
+
+
+def registered_buffers(model: "TrainingModel", class_name: str | None, attr: str) -> "list[tuple[cst.BaseExpression, object]]":
+    """The tensors the methods of class `class_name` register as buffer `attr`
+    (`self.register_buffer("update_count", torch.tensor([0]))`), each with the call's site."""
+    out = []
+    for call in model.calls:
+        fn = call.site.function
+        if call.method != "register_buffer" or call.receiver_text != "self" or fn is None or fn.class_name != class_name:
+            continue
+        name, tensor = call.positional(0), call.positional(1) or call.kwarg("tensor")
+        if tensor is not None and name is not None and getattr(name, "evaluated_value", None) == attr:
+            out.append((tensor, call.site))
+    return out
 
 
 def class_mentions(model: "TrainingModel", info: "ClassInfo", attr: str, seen: set[str]) -> bool:

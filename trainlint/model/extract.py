@@ -312,6 +312,9 @@ class Extractor(cst.CSTVisitor):
             self._gate_nodes.append(original_node)
             self._block_gates[-1] += 1
 
+    def visit_IfExp(self, node: cst.IfExp) -> None:  # (`w = a if t > 0 else b` tests `t` too)
+        self.conditions.append(Condition(node.test, "ifexp", self.site()))
+
     def visit_Assert(self, node: cst.Assert) -> None:
         self.conditions.append(Condition(node.test, "assert", self.site()))
 

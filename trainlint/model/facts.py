@@ -162,7 +162,7 @@ class Condition:
     """The test of an `if`, `while` or `assert`: Python control flow on its value."""
 
     node: cst.BaseExpression
-    kind: str  # "if", "while", "assert"
+    kind: str  # "if", "while", "assert", "ifexp" (`a if t else b`)
     site: Site
 
 

@@ -12,7 +12,7 @@ import libcst as cst
 from trainlint.model.extract import calls_in
 from trainlint.model.facts import Call, Site
 from trainlint.model.lattice import HOST, Kind, Value
-from trainlint.model.summarizer import reads_passed_value
+from trainlint.model.summarizer import loop_names_over, reads_passed_value
 from trainlint.model.summary import VALUE_READS
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def header_calls(model: TrainingModel, nodes: list[cst.CSTNode]) -> dict[int, in
     iterable), which have no statement line: the header they are in."""
     wanted = {id(n) for n in nodes}
     out: dict[int, int] = {}
-    headers = [cond.node for cond in model.conditions] + [loop.node.iter for loop in model.loops if isinstance(loop.node, cst.For)]
+    headers = [cond.node for cond in model.conditions if cond.kind != "ifexp"] + [loop.node.iter for loop in model.loops if isinstance(loop.node, cst.For)]
     for header in headers:
         for call in calls_in(header):
             if id(call) in wanted:
@@ -123,7 +123,17 @@ def reported_at_callers(model: TrainingModel, call: Call) -> bool:
         return False
     # the callers report a passed tensor they know is on the accelerator; a value the helper only
     # guesses is one (`.item()` of an unknown) stays reported here, where the callers are silent
-    return device_tensor(model.value(call.receiver, call.site)) and reads_passed_value(model, fn, call)  # type: ignore[arg-type]
+    value = model.value(call.receiver, call.site)  # type: ignore[arg-type]
+    # (an element of a collection passed whole, `for k, v in kwargs.items(): v.item()`, is what each
+    # caller passed there: they report the device tensors among them)
+    element = value.kind is Kind.UNKNOWN and _root(call.receiver) in loop_names_over(fn, call, set(fn.params) - {"self", "cls"}, model)
+    return (device_tensor(value) or element) and reads_passed_value(model, fn, call)  # type: ignore[arg-type]
+
+
+def _root(expr: cst.BaseExpression | None) -> str | None:
+    while isinstance(expr, (cst.Attribute, cst.Subscript)) or (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
+        expr = expr.value if not isinstance(expr, cst.Call) else expr.func.value  # type: ignore[union-attr]
+    return expr.value if isinstance(expr, cst.Name) else None
 
 
 def is_metric_log(model: TrainingModel, call: Call) -> bool:

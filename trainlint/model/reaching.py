@@ -10,7 +10,7 @@ import libcst as cst
 
 from trainlint.model.facts import Assign, Function, Site
 from trainlint.model.gates import child_nodes
-from trainlint.model.names import dotted, root_name
+from trainlint.model.names import dotted, root_name, target_names
 
 
 class ReachingDefinitions:
@@ -39,8 +39,23 @@ class ReachingDefinitions:
         A cheap reaching-definitions approximation over source order: the last plain assignment
         before the use, in the use's loops and under no `if` branch the use is not in, hides the earlier
         ones; later assignments reach the use only through a loop back-edge, from a loop that
-        encloses the use and lies inside that hiding assignment's loops.
+        encloses the use and lies inside that hiding assignment's loops; a `for` whose target is the
+        name binds it afresh on every round.
         """
+        found = self._reaching(function, name, at)
+        binding = self.binding_loop(name, at) if found else None
+        if binding is None:
+            return found
+        # `for x in loader: x = x.cuda()`: the loop's header binds `x` on every round, so what was
+        # assigned before the loop, or on the previous round of it, never reaches its body
+        inner, deeper = at.loops[binding], at.loops[binding + 1:]  # type: ignore[union-attr]
+        return [
+            a for a in found if inner in a.site.loops
+            and ((a.site.statement is not at.statement and a.site.order < at.order) or any(loop in a.site.loops for loop in deeper))  # type: ignore[union-attr]
+        ]
+
+    def _reaching(self, function: Function | None, name: str, at: Site | None) -> list[Assign]:
+        """`reaching` over source order alone, before a `for` that binds the name is heeded."""
         assigns = self._assigns_by_name.get((function, name), [])
         if at is None or not assigns:
             return assigns
@@ -82,6 +97,28 @@ class ReachingDefinitions:
             return []  # read before any rebinding: the parameter's value
         rest = [a for a in assigns if statement is None or a.site.statement is not statement] if own else assigns
         return before + later or rest
+
+    def binding_loop(self, name: str, at: Site | None) -> int | None:
+        """The index among the use's loops of the innermost `for` whose target binds `name`."""
+        for index in range(len(at.loops) - 1, -1, -1) if at is not None else ():
+            node = at.loops[index].node
+            if isinstance(node, cst.For) and name in target_names(node.target):
+                return index
+        return None
+
+    def loop_binding_reaches(self, name: str, at: Site, assigns: list[Assign]) -> bool:
+        """Whether the binding of `name` by an enclosing `for` reaches the use beside `assigns`: no
+        plain assignment of the loop's body before it, outside any `if` the use is not in, hides it."""
+        binding = self.binding_loop(name, at)
+        if binding is None:
+            return False
+        inner = at.loops[binding]
+        return not any(
+            a.op is None and inner in a.site.loops and a.site.order < at.order and a.site.statement is not at.statement
+            and a.site.loops == at.loops[: len(a.site.loops)] and len(a.site.gate_nodes) <= len(at.gate_nodes)
+            and all(n is not None and n is u for n, u in zip(a.site.gate_nodes, at.gate_nodes))
+            for a in assigns
+        )
 
     def roots_of(self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0) -> frozenset[str]:
         """Names an expression draws on, through local assignments: `[p for p in model.parameters()]` -> {model}.

@@ -260,7 +260,7 @@ def reads_passed_value(m: "TrainingModel", fn: "Function", call: "Call") -> bool
     # resolve to it: its reads stay where its code is
     if call.receiver is None or not params or fn.name in ("forward", "__call__"):
         return False
-    passed = params | _loop_names_over(fn, call, params, m)
+    passed = params | loop_names_over(fn, call, params, m)
     stack: list[tuple[cst.BaseExpression, object]] = [(call.receiver, call.site)]
     seen = 0
     while stack:
@@ -287,7 +287,7 @@ def reads_passed_value(m: "TrainingModel", fn: "Function", call: "Call") -> bool
     return False
 
 
-def _loop_names_over(fn: "Function", call: "Call", params: set[str], m: "TrainingModel") -> set[str]:
+def loop_names_over(fn: "Function", call: "Call", params: set[str], m: "TrainingModel") -> set[str]:
     """Names bound by the loops around `call` that iterate over a parameter (`for k, v in kwargs.items()`)."""
     import libcst as cst
 

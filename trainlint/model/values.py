@@ -18,7 +18,7 @@ from trainlint.model.lattice import (
     ANNOTATED, BOOL, CYCLE, HOST, HOST_DATA, NONE, NUMBER, STRING, TENSOR, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join,
 )
 from trainlint.model.arguments import argument_for, refinable, refines
-from trainlint.model.class_attributes import torch_layer_parameter
+from trainlint.model.class_attributes import registered_buffers, torch_layer_parameter
 from trainlint.model.function_values import library_function
 from trainlint.model.containers import comprehension_bindings, element_of, is_empty_list, unpacked_element
 from trainlint.model.names import dotted, target_names
@@ -95,7 +95,10 @@ class ValueModel(CallValues, CycleMemo):
         if kind is cst.Comparison:
             sides = on_device_operands([self.of(expr.left, fn, at), *(self.of(c.comparator, fn, at) for c in expr.comparisons)])
             if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons):
-                return BOOL
+                # (`0 in mask`: a tensor's `__contains__` reads `(mask == 0).any()` on the host)
+                # (a string is never looked for in a tensor: `"logits" in out` tests a dict's keys)
+                held = sides[1] if len(sides) == 2 and isinstance(expr.comparisons[0].operator, (cst.In, cst.NotIn)) and sides[0].kind in (Kind.NUMBER, Kind.TENSOR) else None
+                return replace(held, graph=False, dtype="bool", origin=None) if held is not None and held.kind is Kind.TENSOR else BOOL
             tensors = [s for s in sides if s.kind is Kind.TENSOR]
             if tensors:
                 built = all(built_on_host(t) for t in tensors) and all(s.kind in (Kind.TENSOR, Kind.NUMBER) for s in sides)
@@ -135,7 +138,10 @@ class ValueModel(CallValues, CycleMemo):
             return NONE
         assigns = m.reaching(fn, name, at)
         if assigns:
-            return self._bindings(name, assigns)
+            value = self._bindings(name, assigns)
+            if at is not None and m.loop_binding_reaches(name, at, assigns):  # (`if gpu: x = x.cuda()` in `for x in xs:`)
+                value = join([value, self._loop_variable(fn, name, at) or CYCLE])
+            return value
         if fn is not None and name in fn.params:
             return self._parameter(fn, name)
         loop_value = self._loop_variable(fn, name, at)  # (a script's loops too)
@@ -420,6 +426,8 @@ class ValueModel(CallValues, CycleMemo):
         saved = self._enter(key)
         try:
             values = [self._assigned(a, text) for a in self.model.attribute_assigns(cls, text)]
+            # a buffer moves with its module (`model.to(device)`): on the host only if the module stays
+            values.extend(self._buffer(self.of(tensor, site.function, site)) for tensor, site in registered_buffers(self.model, cls, text[5:]))
             init = saving_constructor(self.model, cls, text[5:]) if cls is not None else None
             if init is not None:  # `self.save_hyperparameters()`: the argument of that name
                 values.append(self._parameter(init, text[5:]))
@@ -431,6 +439,10 @@ class ValueModel(CallValues, CycleMemo):
         if value is not CYCLE:
             self._remember(self._attr_memo, key, value, low)
         return value
+
+    @staticmethod
+    def _buffer(value: Value) -> Value:
+        return replace(value, device=UNKNOWN_DEVICE, graph=False) if value.kind is Kind.TENSOR else Value(Kind.TENSOR, UNKNOWN_DEVICE, False)
 
     def _inherited_attribute(self, fn: "Function", name: str) -> list[Value]:
         """What a project class of another module, among the bases of `fn`'s class (or the class a

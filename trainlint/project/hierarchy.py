@@ -85,13 +85,16 @@ def class_candidates(project: "Project", from_file: Path, kind: str, qualname: s
     """The project classes ("file::Class") an object may be when module `from_file` builds it from
     `qualname` (as it spells it, or "file::NAME"): "table", the classes a dict of classes holds;
     "registry", those a method of it decorates (`@LOSSES.register()`); "base", the class and its
-    subclasses in the modules importing its module. Empty when `qualname` is none of these."""
+    subclasses in the modules importing its module; "functions", the functions ("file::f") a dict of
+    functions holds (`loss_registry = {"simple": noise_estimation_loss}`), when it holds only those. Empty when `qualname` is none of these."""
     where = project.locate_any(from_file, qualname)
     if where is None or len(where[1]) != 1:
         return ()
     path, name = _real(where[0]), where[1][0]
     if kind == "table":
         return _table(project, path, name)
+    if kind == "functions":
+        return _function_table(project, path, name)
     if kind == "registry":
         return _registered(project, path, name)
     if kind == "base" and name in project.outline(path).classes:
@@ -208,6 +211,18 @@ def _table(project: "Project", path: Path, name: str) -> tuple[str, ...]:
         if found is not None and found not in out:
             out.append(found)
     return tuple(out)
+
+
+def _function_table(project: "Project", path: Path, name: str) -> tuple[str, ...]:
+    facts = _top_level(path)
+    out: list[str] = []
+    for text in facts.tables.get(name, ()) if facts is not None else ():
+        own = text is not None and text in project.outline(path).functions
+        found = (path, text) if own else _located(project, path, text) if text is not None else None
+        if found is None or found[1] not in project.outline(found[0]).functions:
+            return ()  # (anything else in it: not a table of functions)
+        out.append(f"{found[0]}::{found[1]}")
+    return tuple(dict.fromkeys(out))
 
 
 def _modules(project: "Project", path: Path) -> list[Path]:

@@ -28,9 +28,9 @@ MAX_TABLE_CLASSES = 3  # (as for the objects a step calls: more say nothing)
 
 
 def passed_instances(source: str) -> list[tuple[str, str, str]]:
-    """(callee, parameter key, class) for each call of an imported name that passes an object of a
-    class: the callee and an imported class as the imports spell them in full ("d2l.torch.RNNLM"), a
-    class of this module as "::Name"; the key is the position ("0") or the keyword. A name is an
+    """(callee, parameter key, class) for each call of an imported name (or of an imported dict of
+    functions, `[]losses.loss_registry`) that passes an object of a class: the callee and an imported
+    class as the imports spell them in full ("d2l.torch.RNNLM"), a class of this module as "::Name"; the key is the position ("0") or the keyword. A name is an
     object of a class where every binding of it that can reach the call builds one; top-level
     statements rebind in order, a binding inside a compound statement joins the earlier ones."""
     try:
@@ -53,6 +53,9 @@ def passed_instances(source: str) -> list[tuple[str, str, str]]:
 
     def emit(call: ast.Call, bound: Bound) -> None:
         callee = _spelled(call.func, imported) or _method_of_bound(call.func, bound)
+        if callee is None and isinstance(call.func, ast.Subscript):  # `loss_registry[cfg.loss](model, x)`
+            table = _spelled(call.func.value, imported)
+            callee = f"{TABLE}{table}" if table is not None else None
         if callee is None:
             return
         keyed: list[tuple[str, ast.expr]] = []
@@ -67,8 +70,10 @@ def passed_instances(source: str) -> list[tuple[str, str, str]]:
 
     _walk(tree.body, {}, True, emit, classes, imported)
     for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            _walk(node.body, {}, True, emit, classes, imported)
+        # (each function's own statements, and each method's: `Runner.train` building the model it passes)
+        for function in [node] if not isinstance(node, ast.ClassDef) else node.body:
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                _walk(function.body, {}, True, emit, classes, imported)
     return list(dict.fromkeys(out))
 
 
@@ -281,27 +286,39 @@ def resolved_arguments(project: Finder, real: Path, path: Path, passed: list[tup
     """The instances module `path` (resolved: `real`) passes to other project modules (`passed_instances`),
     resolved to the files that define the callee and the class; `project` finds names and outlines."""
     out: list[Argument] = []
-    for callee, key, origin in passed:
-        where = project.locate_any(path, callee)
-        final = project.defined_in(where[0], where[1], hops=0) if where is not None else None
-        if final is None or len(final[1]) not in (1, 2):
-            continue
-        library = origin.startswith(f"{LIBRARY_CLASS}::")
-        if origin.startswith("=") or library:  # what a call passes (a fact), or a library's class
-            out.append(Argument(str(final[0]), ".".join(final[1]), key, LIBRARY_CLASS if library else "", origin.split("::")[-1]))
-            continue
-        if origin.startswith(TABLE):  # each class the dict may give, where they are few
-            chosen = project.class_candidates(str(path), "table", origin[len(TABLE):])
-            for found in chosen if len(chosen) <= MAX_TABLE_CLASSES else ():
-                file, _, name = found.rpartition("::")
-                out.append(Argument(str(final[0]), ".".join(final[1]), key, file, name))
-            continue
-        cls: tuple[Path, list[str]] | None = (real, [origin[2:]])
-        if not origin.startswith("::"):
-            found = project.locate_any(path, origin)
-            cls = project.defined_in(found[0], found[1], hops=0) if found is not None else None
-            if cls is not None and cls[1][-1] not in project.outline(cls[0]).classes:
-                continue  # (a function called, not a class built)
-        if cls is not None and len(cls[1]) == 1:
-            out.append(Argument(str(final[0]), ".".join(final[1]), key, str(cls[0]), cls[1][0]))
+    for spelled, key, origin in passed:
+        # (a dict of functions called: each function it holds, where they are few)
+        table = project.class_candidates(str(path), "functions", spelled[len(TABLE):]) if spelled.startswith(TABLE) else ()
+        for callee in table if len(table) <= MAX_TABLE_CLASSES else ():
+            out.extend(_resolved_argument(project, real, path, callee, key, origin))
+        if not spelled.startswith(TABLE):
+            out.extend(_resolved_argument(project, real, path, spelled, key, origin))
     return tuple(out)
+
+
+def _resolved_argument(project: Finder, real: Path, path: Path, callee: str, key: str, origin: str) -> list[Argument]:
+    """One instance passed to `callee` (as module `path` spells it, or "file::name"), resolved."""
+    out: list[Argument] = []
+    where = project.locate_any(path, callee)
+    final = project.defined_in(where[0], where[1], hops=0) if where is not None else None
+    if final is None or len(final[1]) not in (1, 2):
+        return out
+    library = origin.startswith(f"{LIBRARY_CLASS}::")
+    if origin.startswith("=") or library:  # what a call passes (a fact), or a library's class
+        out.append(Argument(str(final[0]), ".".join(final[1]), key, LIBRARY_CLASS if library else "", origin.split("::")[-1]))
+        return out
+    if origin.startswith(TABLE):  # each class the dict may give, where they are few
+        chosen = project.class_candidates(str(path), "table", origin[len(TABLE):])
+        for found in chosen if len(chosen) <= MAX_TABLE_CLASSES else ():
+            file, _, name = found.rpartition("::")
+            out.append(Argument(str(final[0]), ".".join(final[1]), key, file, name))
+        return out
+    cls: tuple[Path, list[str]] | None = (real, [origin[2:]])
+    if not origin.startswith("::"):
+        found = project.locate_any(path, origin)
+        cls = project.defined_in(found[0], found[1], hops=0) if found is not None else None
+        if cls is not None and cls[1][-1] not in project.outline(cls[0]).classes:
+            return out  # (a function called, not a class built)
+    if cls is not None and len(cls[1]) == 1:
+        out.append(Argument(str(final[0]), ".".join(final[1]), key, str(cls[0]), cls[1][0]))
+    return out

@@ -60,7 +60,7 @@ class HostSyncInStep(Rule):
         "known by its value as it flows: a counter that adds a device reduction (`self.tokens += (y >= 0).sum()` "
         "with `y` a batch moved to the device) is a device tensor afterwards, so `if self.tokens < limit:` "
         "reads it; iterating a device tensor (`for t, l in zip(t_batch, losses):`) gives device tensors, so "
-        "`int(t * 10)` reads one per element (one finding for the statement); and the `forward` of a custom "
+        "`int(t * 10)` reads one per element (one finding for the statement); a buffer moves with its module (`self.register_buffer(\"update_count\", torch.tensor([0]))`, then `model.to(device)`), so `if self.update_count >= warmup:` and `w = a if self.update_count >= warmup else b` read it, while a tensor merely assigned to an attribute stays where it was built; and the `forward` of a custom "
         "`torch.autograd.Function` applied in a module's forward (`Fn.apply(x)`) runs every step, as its "
         "`backward` does on the backward pass."
     )
@@ -127,7 +127,7 @@ for step, (x, y) in enumerate(loader):
         "each call site, where the value is known, when the helper only reads what it is passed "
         "(`metric_logger.update(loss=loss)`, whose `update` calls `v.item()`). "
         "The step reaches code indirectly too, and a sync there is flagged: a function handed to a helper that "
-        "calls it (`timer(train_step)`, each function `engine = schedule_a if cfg.a else schedule_b` may hold); "
+        "calls it (`timer(train_step)`, each function `engine = schedule_a if cfg.a else schedule_b` may hold), each function a dict of at most three functions holds, called with a key (`loss_registry[config.loss](model, x, t)`, the dict in this module or another, and the model handed on to it); "
         "the method a project base class's per-step code runs on `self` in a subclass of another module "
         "(`BasePolicy.update` calling `self._update_with_batch(batch)`, whose override returns "
         "`Stats(loss=loss.item())`); and the methods of an object whose class the project chooses at run time "
@@ -346,7 +346,7 @@ for x, y in loader:
                 syncs.append(_Sync(call.site, anchor or call.node, described, kind))
         for cond in synced:
             if not after_sync(cond.site):
-                syncs.append(_Sync(cond.site, cond.node, f"`{cond.kind}` on a tensor's value", "value read"))
+                syncs.append(_Sync(cond.site, cond.node, f"`{'if' if cond.kind == 'ifexp' else cond.kind}` on a tensor's value", "value read"))
         for fv in model.formatted:
             if per_step(fv.site) and not after_sync(fv.site) and _device_tensor(model.value(fv.node.expression, fv.site)):
                 text = model.module.code_for_node(fv.node.expression)
