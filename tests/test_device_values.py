@@ -417,3 +417,38 @@ def test_a_loop_variable_moved_in_the_loop_is_a_device_tensor_there() -> None:
 def test_a_value_bound_before_the_loop_does_not_reach_a_body_whose_header_rebinds_it() -> None:
     code = MOVED_IN_THE_LOOP.format(before="mask = torch.ones(3).cuda()", batches="host_batches", move="x = x.float()")
     assert found(code.replace("def train(model, loader, optimizer):", "def train(model, loader, optimizer):\n    host_batches = [(torch.ones(3), torch.ones(3)) for _ in range(4)]"), "TL401") == []
+
+
+# -- a factory's tensor scaled by a factor of unknown kind is still built on the host --------------
+EMBEDDING = """
+import math
+
+import torch
+
+
+def timestep_embedding(timesteps, dim):
+    half = dim // 2
+    scale = math.log(10000) / (half - 1)
+    freqs = torch.exp(torch.arange(half, dtype=torch.float32) * -scale)
+    freqs = freqs.to(device=timesteps.device)
+    return timesteps[:, None] * freqs[None, :]
+
+
+def train(model, loader, optimizer, dim):
+    for x, t, labels in loader:
+        x, t = x.cuda(), t.cuda()
+        {count}
+        loss = model(x, timestep_embedding(t, dim)).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+def test_a_frequency_table_scaled_by_a_parameter_s_factor_is_built_on_the_host_every_step() -> None:
+    assert found(EMBEDDING.format(count="pass"), "TL406") == [11]
+
+
+def test_a_count_of_batch_data_added_to_a_host_tensor_carries_data() -> None:
+    count = "tokens = torch.tensor(0)\n        tokens += (labels != -100).sum()\n        tokens = tokens.cuda()"
+    assert found(EMBEDDING.format(count=count).replace("* -scale", "* -1.0"), "TL406") == [11]

@@ -14,8 +14,9 @@ from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCT
 HOST_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_CONSTRUCTORS | {"normal", "from_numpy"}
 
 
-def arithmetic(sides: list[Value]) -> Value:
-    """The value of an arithmetic expression (or a torch function combining tensors) from its operands'."""
+def arithmetic(sides: list[Value], scaling: bool = False) -> Value:
+    """The value of an arithmetic expression (or a torch function combining tensors) from its operands'
+    (`scaling`: a product or quotient, `torch.arange(half) * -scale`)."""
     sides = on_device_operands(sides)
     tensors = [s for s in sides if s.kind is Kind.TENSOR]
     if tensors:
@@ -30,9 +31,12 @@ def arithmetic(sides: list[Value]) -> Value:
         if any(s.kind is Kind.UNKNOWN for s in sides):
             out = replace(out, graph=True if out.graph else None)
         # `(hi - lo) * torch.rand(n) + lo` and `torch.arange(n) == torch.arange(n)[:, None]` are
-        # still built on the host by factories; mixed with data they are not
+        # still built on the host by factories, as is `torch.arange(half) * -scale` scaled by a factor
+        # of unknown kind (`scale = math.log(10000) / (dim // 2 - 1)`, `dim` a parameter); mixed with
+        # data they are not (an array, a list, a count added: `tokens += (labels != pad).sum()`)
         built = all(built_on_host(t) for t in tensors)
-        mixed = not built or any(s.kind not in (Kind.TENSOR, Kind.NUMBER) for s in sides)
+        plain = (Kind.TENSOR, Kind.NUMBER, Kind.UNKNOWN) if scaling else (Kind.TENSOR, Kind.NUMBER)
+        mixed = not built or any(s.kind not in plain for s in sides)
         return replace(out, origin=None if mixed else tensors[0].origin)
     if sides and all(s.kind is Kind.NUMBER for s in sides):
         return NUMBER

@@ -86,7 +86,8 @@ class ValueModel(CallValues, CycleMemo):
                 return HOST_DATA
             return base if moved_to_device(base) else UNKNOWN  # (`batch.to(device)["labels"]`: there too)
         if kind is cst.BinaryOperation:
-            return arithmetic([self.of(expr.left, fn, at), self.of(expr.right, fn, at)])
+            scaling = type(expr.operator) in (cst.Multiply, cst.Divide)
+            return arithmetic([self.of(expr.left, fn, at), self.of(expr.right, fn, at)], scaling)
         if kind is cst.UnaryOperation:
             inner = self.of(expr.expression, fn, at)
             if isinstance(expr.operator, cst.Not):

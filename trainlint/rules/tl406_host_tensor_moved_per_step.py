@@ -232,7 +232,7 @@ for x in loader:
     optimizer.step()
 """
     not_flagged = (
-        "Moving the batch from the DataLoader (`x.to(device)`: use `pin_memory=True` and `non_blocking=True`), or "
+        "Moving the batch from the DataLoader (`x.to(device)`: use `pin_memory=True` and `non_blocking=True`), a host tensor a count of the batch's data is added to (`tokens += (labels != pad).sum()`; a factory's tensor scaled by a factor, `torch.arange(half) * -scale`, is still the factory's and is flagged), or "
         "the batch a loop draws from in-memory data (`torch.tensor(x).to(device)` for `x` of `zip(xs, ys)`; a "
         "`torch.from_numpy` of an array NumPy's factories built in the step, `np.zeros_like(v)` filled on the host, "
         "is flagged), a batch a loader cuts from the data it holds at a position it computes "
