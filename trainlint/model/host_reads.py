@@ -12,6 +12,7 @@ import libcst as cst
 from trainlint.model.extract import calls_in
 from trainlint.model.facts import Call, Site
 from trainlint.model.lattice import HOST, Kind, Value
+from trainlint.model.names import root_name
 from trainlint.model.summarizer import loop_names_over, reads_passed_value
 from trainlint.model.summary import VALUE_READS
 
@@ -126,14 +127,8 @@ def reported_at_callers(model: TrainingModel, call: Call) -> bool:
     value = model.value(call.receiver, call.site)  # type: ignore[arg-type]
     # (an element of a collection passed whole, `for k, v in kwargs.items(): v.item()`, is what each
     # caller passed there: they report the device tensors among them)
-    element = value.kind is Kind.UNKNOWN and _root(call.receiver) in loop_names_over(fn, call, set(fn.params) - {"self", "cls"}, model)
+    element = value.kind is Kind.UNKNOWN and root_name(call.receiver) in loop_names_over(fn, call, set(fn.params) - {"self", "cls"}, model)
     return (device_tensor(value) or element) and reads_passed_value(model, fn, call)  # type: ignore[arg-type]
-
-
-def _root(expr: cst.BaseExpression | None) -> str | None:
-    while isinstance(expr, (cst.Attribute, cst.Subscript)) or (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
-        expr = expr.value if not isinstance(expr, cst.Call) else expr.func.value  # type: ignore[union-attr]
-    return expr.value if isinstance(expr, cst.Name) else None
 
 
 def is_metric_log(model: TrainingModel, call: Call) -> bool:
