@@ -13,6 +13,16 @@ from trainlint.model.gates import child_nodes
 from trainlint.model.names import dotted, root_name, target_names
 
 
+def _hides(assign: Assign, at: Site) -> bool:
+    """A plain assignment before a use that hides the earlier bindings from it: in the use's loops,
+    and inside the use's own `if`s, not in a branch the use is not in (an `else:`, whose block has no
+    node here, never hides)."""
+    loops, ifs = assign.site.loops, assign.site.gate_nodes
+    return assign.op is None and loops == at.loops[: len(loops)] and len(ifs) <= len(at.gate_nodes) and all(
+        n is not None and n is u for n, u in zip(ifs, at.gate_nodes)
+    )
+
+
 class ReachingDefinitions:
     """The bindings of names in one module and which of them reach a use."""
 
@@ -75,13 +85,8 @@ class ReachingDefinitions:
             a = assigns[i]
             if statement is not None and a.site.statement is statement:
                 continue
-            loops, ifs = a.site.loops, a.site.gate_nodes
-            # it hides only from inside the use's own `if`s: not from a branch the use is not in
-            # (an `else:`, whose block has no node here, never hides)
-            if a.op is None and loops == at.loops[: len(loops)] and len(ifs) <= len(at.gate_nodes) and all(
-                n is not None and n is u for n, u in zip(ifs, at.gate_nodes)
-            ):
-                start, depth = bisect_left(orders, a.site.order), len(loops)
+            if _hides(a, at):
+                start, depth = bisect_left(orders, a.site.order), len(a.site.loops)
                 break
         before = [a for a in assigns[start:split] if statement is None or a.site.statement is not statement]
         around = at.loops[depth:]
@@ -113,12 +118,7 @@ class ReachingDefinitions:
         if binding is None:
             return False
         inner = at.loops[binding]
-        return not any(
-            a.op is None and inner in a.site.loops and a.site.order < at.order and a.site.statement is not at.statement
-            and a.site.loops == at.loops[: len(a.site.loops)] and len(a.site.gate_nodes) <= len(at.gate_nodes)
-            and all(n is not None and n is u for n, u in zip(a.site.gate_nodes, at.gate_nodes))
-            for a in assigns
-        )
+        return not any(inner in a.site.loops and a.site.order < at.order and a.site.statement is not at.statement and _hides(a, at) for a in assigns)
 
     def roots_of(self, expr: cst.BaseExpression, function: Function | None, _depth: int = 0) -> frozenset[str]:
         """Names an expression draws on, through local assignments: `[p for p in model.parameters()]` -> {model}.
