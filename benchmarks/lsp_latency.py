@@ -12,6 +12,8 @@
   a typist's), clocked from `didChange` sent to the diagnostics of that version.
 - `--project`: the same file inside a generated 200-module project that it imports from, with the
   project's summaries cached by one run beforehand.
+- `--in-place FILE`: FILE of a real project opened where it is (the server's folder is the project's):
+  first each server with an empty cache, then with the cache one `trainlint check` of the project filled.
 
 The server is this checkout's (`python -m trainlint lsp`), with a cache folder of its own.
 """
@@ -172,11 +174,13 @@ def summary(values: list[float]) -> str:
     return f"median {statistics.median(values) * 1000:6.0f} ms  (min {min(values) * 1000:.0f}, max {max(values) * 1000:.0f}, n={len(values)})"
 
 
-def measure(label: str, path: Path, text: str, runs: int, keystrokes: int, cwd: Path, cache: Path) -> None:
-    env = {**os.environ, "TRAINLINT_CACHE_DIR": str(cache), "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+def measure(label: str, path: Path, text: str, runs: int, keystrokes: int, cwd: Path, cache: Path, fresh: bool = False) -> None:
+    """Time `runs` fresh servers on the buffer; with `fresh`, each with an empty cache folder of its own."""
     starts, firsts, spawned, typed = [], [], [], []
     findings = 0
-    for _ in range(runs):
+    for run in range(runs):
+        folder = cache / f"run{run}" if fresh else cache
+        env = {**os.environ, "TRAINLINT_CACHE_DIR": str(folder), "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         start, first, whole, keys, findings = one_server(path, text, keystrokes, env, cwd)
         starts.append(start)
         firsts.append(first)
@@ -190,13 +194,42 @@ def measure(label: str, path: Path, text: str, runs: int, keystrokes: int, cwd: 
         print(f"  keystroke (didChange):        {summary(typed)}")
 
 
+def project_root(path: Path) -> Path:
+    """The nearest folder above `path` with a project marker (the folder an editor opens)."""
+    for folder in path.parents:
+        if any((folder / marker).exists() for marker in (".git", "pyproject.toml", "setup.py", "setup.cfg")):
+            return folder
+    return path.parent
+
+
+def in_place(path: Path, runs: int, keystrokes: int) -> None:
+    """A file of a real project opened where it is, as an editor opens it: each server with an empty
+    cache, then with the cache one `trainlint check` of the project filled."""
+    root = project_root(path)
+    lines = sum(p.read_bytes().count(b"\n") for p in root.rglob("*.py") if p.is_file())
+    work = Path(tempfile.mkdtemp(prefix="trainlint-lsp-latency-"))
+    try:
+        text = path.read_text()
+        measure(f"{path.relative_to(root)} in {root.name} ({lines} lines), empty cache", path, text, runs, keystrokes, root, work, fresh=True)
+        env = {**os.environ, "TRAINLINT_CACHE_DIR": str(work / "warm"), "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        subprocess.run([sys.executable, "-m", "trainlint", str(root), "--exit-zero", "-q"], env=env, cwd=root, check=False, stdout=subprocess.DEVNULL)
+        measure(f"{path.relative_to(root)} in {root.name}, warm cache", path, text, runs, keystrokes, root, work / "warm")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="fresh servers (default 5)")
     parser.add_argument("--keystrokes", type=int, default=6, help="edits timed per server (default 6)")
     parser.add_argument("--file", type=Path, action="append", help="the buffer (default: two fixtures, 300 lines)")
     parser.add_argument("--project", action="store_true", help="also time the file inside a 200-module project")
+    parser.add_argument("--in-place", type=Path, action="append", default=[], help="a file of a real project, opened where it is: empty cache, then warm")
     args = parser.parse_args()
+    if args.in_place:
+        for path in args.in_place:
+            in_place(path.resolve(), args.runs, args.keystrokes)
+        return
     text = training_script(args.file or [SCRIPTS / name for name in DEFAULT_FILES])
     work = Path(tempfile.mkdtemp(prefix="trainlint-lsp-latency-"))
     try:

@@ -388,3 +388,68 @@ def test_a_file_published_before_the_server_loaded_is_its_state_before_the_next_
     (answer,) = [r for r in replies if r.get("id") == 7]
     assert answer["result"]["contents"]["value"].startswith("**TL302 ")
     assert not [r for r in replies if r.get("id") == 1 or r.get("method") == "textDocument/publishDiagnostics"]
+
+
+EARLY_ONLY = """
+import io, json, sys
+from trainlint.lsp.framing import FrameReader, Inbox
+from trainlint.lsp.launch import start
+out = []
+early = start(Inbox(FrameReader(io.BytesIO(sys.stdin.buffer.read()).read)), out.append, lambda: False)
+early.contained.close()
+print(json.dumps({"written": [w.decode() for w in out], "libcst": "libcst" in sys.modules}))
+"""
+
+
+def _early_publications(folder: Path, path: Path, text: str, cache: Path) -> tuple[list[list[dict[str, Any]]], bool]:
+    """The diagnostics the early server publishes for `path` opened with `text` (run in a fresh
+    interpreter with the result cache `cache`), and whether that interpreter loaded libcst."""
+    item = {"uri": path.as_uri(), "languageId": "python", "version": 1, "text": text}
+    sent = (
+        frame(initialize_message({}, rootUri=folder.as_uri()))
+        + frame({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        + frame({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}})
+    )
+    env = {**os.environ, "TRAINLINT_CACHE_DIR": str(cache), "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", EARLY_ONLY], input=sent, capture_output=True, env=env, timeout=TIMEOUT, cwd=folder)
+    assert done.returncode == 0, done.stderr.decode()
+    found = json.loads(done.stdout)
+    published = [json.loads(w.split("\r\n\r\n")[1])["params"]["diagnostics"] for w in found["written"][1:]]
+    return published, found["libcst"]
+
+
+def _check_into(folder: Path, cache: Path) -> None:
+    """`trainlint check .` in `folder` (files named relative to it), results kept in `cache`."""
+    env = {**os.environ, "TRAINLINT_CACHE_DIR": str(cache), "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "trainlint", "check", ".", "--exit-zero", "-q"], capture_output=True, env=env, cwd=folder, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr.decode()
+
+
+def test_a_file_opened_as_check_left_it_shows_checks_findings_from_the_cache_at_once(tmp_path: Path):
+    # `trainlint check .` named the file `train.py`; the editor opens it by its full path: the
+    # cached result is published once, complete (TL402 needs the imported module's summary, which
+    # the file alone lacks), without the analysis (libcst never loaded in the front process)
+    folder = tmp_path / "project"
+    folder.mkdir()
+    path = large_project(folder)
+    _check_into(folder, tmp_path / "cache")
+    published, parsed = _early_publications(folder, path, LOOP, tmp_path / "cache")
+    assert [by_position(p) for p in published] == [by_position(lsp_diagnostics_of_the_cli(path))]
+    assert "TL402" in {d["code"] for d in published[0]}
+    assert not parsed
+
+
+def test_a_cached_result_is_not_used_once_a_module_it_read_changed_or_the_buffer_differs(tmp_path: Path):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    path = large_project(folder)
+    _check_into(folder, tmp_path / "cache")
+    # a buffer edited before saving: analysed (alone first, as a file just opened in a large project)
+    published, parsed = _early_publications(folder, path, LOOP + "# edited\n", tmp_path / "cache")
+    assert len(published) == 2 and "TL402" not in {d["code"] for d in published[0]}
+    # the imported module changed since (it trains no more): the cached result no longer holds
+    engine = folder / "engine.py"
+    engine.write_text(engine.read_text().replace(ENGINE, "def fit_batch(model, opt, batch):\n    return model(batch)\n", 1))
+    published, parsed = _early_publications(folder, path, LOOP, tmp_path / "cache")
+    assert "TL402" not in {d["code"] for d in published[-1]}
+    assert by_position(published[-1]) == by_position(lsp_diagnostics_of_the_cli(path))

@@ -200,6 +200,11 @@ class Cache:
                 return False
         return private_subfolder(self.directory)
 
+    def refresh(self) -> None:
+        """Check recorded dependencies afresh from now on (a long-lived process: files change)."""
+        self._states.clear()
+        self._groups.clear()
+
     def lookup(self, path: str, settings: Settings) -> tuple[FileResult | None, str | None, bytes | None]:
         """The cached result of linting `path` now, else the key to store a fresh result under and
         the bytes it was computed from (analyse those, not what the file holds a moment later)."""
@@ -209,20 +214,28 @@ class Cache:
         data = read_regular(path, settings.max_file_size)
         if data is None:
             return None, None, None
+        hit, key = self.lookup_data(path, data, settings)
+        return (hit, key, None) if hit is not None else (None, key, data)
+
+    def lookup_data(self, path: str, data: bytes, settings: Settings) -> tuple[FileResult | None, str | None]:
+        """The cached result of linting `data` as `path` (an editor's buffer), else the key to store a
+        fresh result under."""
+        if not self.enabled or not self._usable():
+            return None, None
         key = self.key(path, data, settings)
         raw = read_regular(str(self._entry(key)), MAX_ENTRY_BYTES, follow=False)
         content = opened(self._signing_key, key, raw) if raw is not None else None
         if content is None:  # none, or not one this key signed: a miss
-            return None, key, data
+            return None, key
         from trainlint.engine.serial import decode_result
 
         try:
             result, group = decode_result(content, FORMAT, len(data))
         except Exception:  # damaged, of another format: a miss (decoding runs no code)
-            return None, key, data
+            return None, key
         if result.path != path or not self._group_holds(group):
-            return None, key, data  # a local module it used changed (or appeared, or went)
-        return result, key, None
+            return None, key  # a local module it used changed (or appeared, or went)
+        return result, key
 
     def _group_holds(self, group: str) -> bool:
         """Whether every dependency of a group entry is as recorded (read and checked once a run)."""

@@ -7,13 +7,14 @@ Module-level functions, so that they can be named across the pipe (see `trainlin
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, ContextManager
+from typing import ContextManager
 
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic
 from trainlint.engine.results import FileResult
 from trainlint.engine.lint import lint_alone, lint_python, lint_source
 from trainlint.fixes import applicable, checked, first_batch
+from trainlint.lsp.cached_results import cached_result, keep_result, result_cache
 from trainlint.lsp.notebooks import CellText
 from trainlint.engine.notebook import Notebook, join_cells, map_diagnostic
 from trainlint.project.index import shared
@@ -22,35 +23,25 @@ from trainlint.report.baseline import BaselineError, new_findings, read_baseline
 from trainlint.report.render import python_lines
 from trainlint.report.text import SourceLines
 
-if TYPE_CHECKING:
-    from trainlint.engine.cache import Cache
-
 
 def lint_buffer(source: str, name: str, settings: Settings) -> FileResult:
     """Lint an editor buffer as a file is linted (the engine's pre-check refuses what the parser must
-    not see), with the project's summaries that `trainlint check` kept in the result cache."""
+    not see), with the project's summaries that `trainlint check` kept in the result cache; a buffer
+    as its file is on disk is `check`'s result for the file, from the cache where it holds it."""
     shared().rescan()  # this process outlives many edits: the project's modules may have changed
-    with _keeping_summaries():
-        result = lint_source(source, name, settings)
+    result = cached_result(source, name, settings)
+    if result is None:
+        with _keeping_summaries():
+            result = lint_source(source, name, settings)
+        keep_result(source, name, settings, result)
     return _without_baseline(result, settings, {(name, None): python_lines(source)})
-
-
-_CACHE: list[Cache | None] = []
 
 
 def _keeping_summaries() -> ContextManager[None]:
     """The project's summaries read from (and kept in) the user's result cache, as `check` keeps them:
     the first lint of a buffer in a large project need not summarise it again."""
-    if not _CACHE:
-        from trainlint.engine.cache import Cache
-        from trainlint.engine.cache_folder import CacheKeyError, default_directory, load_key
-
-        try:
-            _CACHE.append(Cache(default_directory(), key=load_key()))
-        except CacheKeyError:  # no key: no cache (the command line says why)
-            _CACHE.append(None)
-    cache = _CACHE[0]
-    if cache is None or not cache.enabled:
+    cache = result_cache()
+    if cache is None:
         return nullcontext()
     from trainlint.engine.cache import code_key
 
@@ -69,6 +60,9 @@ def lint_opened(source: str, name: str, settings: Settings) -> tuple[FileResult,
     first (`lint_alone`), quickly, and the caller asks for the full result (`lint_buffer`) next."""
     project = shared()
     project.rescan()
+    cached = cached_result(source, name, settings)
+    if cached is not None:
+        return _without_baseline(cached, settings, {(name, None): python_lines(source)}), False
     if name.endswith(".py") and project.unsummarised(name, source) > ALONE_FIRST_BYTES:
         result = _without_baseline(lint_alone(source, name, settings), settings, {(name, None): python_lines(source)})
         return result, True

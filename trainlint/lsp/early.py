@@ -32,6 +32,7 @@ from trainlint.engine.workers import ResidentWorker, WorkerFailure
 from trainlint.lsp import contained as analysis
 from trainlint.lsp.documents import DocumentState, clean_text
 from trainlint.lsp.framing import FrameReader, Inbox, Item, parse
+from trainlint.lsp.cached_results import cached_result
 from trainlint.lsp.contained import ANALYSIS
 from trainlint.lsp.options import EditorOptions, parse_options
 from trainlint.report.lsp import to_lsp
@@ -64,9 +65,15 @@ class EarlyServer:
 
     POLL_S = 0.02  # how often the server's import is checked while no message comes
 
-    def __init__(self, inbox: Inbox, write: Callable[[bytes], None], initialize: dict[str, Any], answer: dict[str, Any]) -> None:
-        """`initialize`: the request that `launch.py` answered (with `answer`), through `write`."""
+    def __init__(
+        self, inbox: Inbox, write: Callable[[bytes], None], initialize: dict[str, Any], answer: dict[str, Any],
+        release: Callable[[], None] = lambda: None,
+    ) -> None:
+        """`initialize`: the request that `launch.py` answered (with `answer`), through `write`.
+        `release`: lets the server's import begin (held until the first cached results are out, or
+        nothing is waiting: the two would share one interpreter lock)."""
         self.early = EarlyStart(inbox, initialize=initialize, answer=answer)
+        self._release = release
         self._inbox = inbox
         self._write_raw = write
         self._write_lock = threading.Lock()
@@ -82,10 +89,13 @@ class EarlyServer:
             try:
                 item = self._inbox.get(self.POLL_S)
             except queue.Empty:
+                if not any(lint.is_alive() for lint in self._lints):
+                    self._release()
                 continue
             if not self._take(item):
                 self.early.pending.append(item)
                 break
+        self._release()
         for lint in self._lints:
             lint.join()
         return self.early
@@ -151,6 +161,12 @@ class EarlyServer:
         if settings is None or len(source.encode("utf-8")) > settings.max_file_size or self.early.contained is None:
             return  # (the server says why, or lints it itself)
         state = DocumentState()
+        cached = cached_result(source, str(path), settings) if settings.baseline is None else None
+        if cached is not None:  # (as `check` left it: no need to wait for the worker)
+            self._publish(uri, state, version, source, cached)
+            self.early.linted[uri] = (version, text, cached)
+            return
+        self._release()
         try:
             result, alone = self.early.contained.call(analysis.lint_opened, source, str(path), settings)
             if alone:  # the file's findings alone first, then with the project's summaries

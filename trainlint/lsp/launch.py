@@ -53,16 +53,28 @@ def start_fork_server() -> None:
 
 
 class ServerImport:
-    """The server's module, imported on a thread from the moment this is made."""
+    """The server's module, imported on a thread from the moment this is made, or once `release`d
+    when made with `held` (at most `HOLD_S` later): the first diagnostics may come from the result
+    cache in a few milliseconds of this process's time, which the import would share."""
 
-    def __init__(self, module: str = SERVER_MODULE) -> None:
+    HOLD_S = 0.3
+
+    def __init__(self, module: str = SERVER_MODULE, held: bool = False) -> None:
         self._module = module
         self._loaded: Any = None
         self._error: BaseException | None = None
+        self._go = threading.Event()
+        if not held:
+            self._go.set()
         self._thread = threading.Thread(target=self._load, name="trainlint-lsp-import", daemon=True)
         self._thread.start()
 
+    def release(self) -> None:
+        """Let the import begin."""
+        self._go.set()
+
     def _load(self) -> None:
+        self._go.wait(self.HOLD_S)
         try:
             self._loaded = __import__(self._module, fromlist=["main"])  # (as `import` does: `-X importtime` shows it)
         except BaseException as exc:  # re-raised where the server is wanted
@@ -99,22 +111,24 @@ def load_server() -> Callable[[], None]:
     if missing:
         raise ImportError(f"No module named {missing[0]!r}")
     start_fork_server()
-    loading = ServerImport()
+    loading = ServerImport(held=True)
 
     def serve() -> None:
-        early = start(Inbox(stdin_frames(sys.stdin.buffer)), _write_stdout, loading.done)
+        early = start(Inbox(stdin_frames(sys.stdin.buffer)), _write_stdout, loading.done, loading.release)
         loading.module().main(early)
 
     return serve
 
 
-def start(inbox: Inbox, write: Callable[[bytes], None], loaded: Callable[[], bool]) -> Any:
+def start(inbox: Inbox, write: Callable[[bytes], None], loaded: Callable[[], bool], release: Callable[[], None] = lambda: None) -> Any:
     """Serve what can be served before the server is loaded (until `loaded()`): `initialize`, when
     it comes first, is answered at once through `write`, then `early.EarlyServer` lints the files
-    opened meanwhile. What was read and said, for the server (an `early.EarlyStart`)."""
+    opened meanwhile (`release` lets the server's import begin, see `ServerImport`). What was read
+    and said, for the server (an `early.EarlyStart`)."""
     first = inbox.next()
     message = parse(first)
     if not answerable(message):
+        release()
         from trainlint.lsp.early import EarlyStart
 
         return EarlyStart(inbox, pending=[first])
@@ -124,7 +138,7 @@ def start(inbox: Inbox, write: Callable[[bytes], None], loaded: Callable[[], boo
     # this waits for it where it must, never the other way round, the import graph having no cycles)
     from trainlint.lsp.early import EarlyServer
 
-    return EarlyServer(inbox, write, message, answer).run(loaded)
+    return EarlyServer(inbox, write, message, answer, release).run(loaded)
 
 
 def run_command() -> None:
