@@ -219,9 +219,27 @@ def _adds_methods(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 def _saves_arguments(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """A method reading its caller's frame and `setattr(self, ...)`ing what it finds (`saves_arguments`)."""
-    calls = [ast.unparse(n.func) for n in ast.walk(method) if isinstance(n, ast.Call)]
-    sets = any(isinstance(n, ast.Call) and ast.unparse(n.func) == "setattr" and n.args and ast.unparse(n.args[0]) == "self" for n in ast.walk(method))
-    return sets and any(c in FRAME_READERS for c in calls)
+    sets = reads = False
+    for node in ast.walk(method):  # (one walk, names read without `ast.unparse`: a module has thousands of calls)
+        if isinstance(node, ast.Call):
+            called = _dotted_name(node.func)
+            if called == "setattr" and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "self":
+                sets = True
+            elif called in FRAME_READERS:
+                reads = True
+    return sets and reads
+
+
+def _dotted_name(node: ast.expr) -> str | None:
+    """`a.b.c` as written, for a name or attributes of one; None for anything else."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
 
 
 def _held_instances(
