@@ -1640,3 +1640,55 @@ def test_a_standalone_script_s_hooks_through_its_own_base_classes(tmp_path: Path
     assert list(findings(tmp_path, ["train.py"], "TL401")) == ["train.py:14:TL401"]
     write(tmp_path, {"train.py": STANDALONE_HOOKS.format(base="object")})
     assert findings(tmp_path, ["train.py"], "TL401") == {}
+
+
+# An RL layout: the algorithm's module trains (its minibatch loop steps the optimizer) but names no
+# device; the script that imports it moves the policy to the GPU and calls `agent.update` per rollout.
+PPO_ALGO = """
+import torch
+
+
+class PPO:
+    def __init__(self, actor_critic, epochs):
+        self.actor_critic = actor_critic
+        self.epochs = epochs
+        self.optimizer = torch.optim.Adam(actor_critic.parameters(), lr=3e-4)
+
+    def update(self, rollouts):
+        value_loss_epoch = 0
+        for e in range(self.epochs):
+            for obs_batch, return_batch in rollouts.minibatches():
+                values = self.actor_critic(obs_batch)
+                value_loss = (return_batch - values).pow(2).mean()
+                self.optimizer.zero_grad()
+                value_loss.backward()
+                self.optimizer.step()
+                value_loss_epoch += value_loss.item()
+        return value_loss_epoch / self.epochs
+"""
+PPO_MAIN = """
+import torch
+from algo import PPO
+from policy import Policy
+
+device = torch.device("{device}")
+actor_critic = Policy()
+actor_critic.to(device)
+agent = PPO(actor_critic, 4)
+for j in range(1000):
+    rollouts = collect(envs, actor_critic)
+    print(agent.update(rollouts))
+"""
+
+
+def test_a_training_loop_runs_where_the_module_importing_it_puts_the_work(tmp_path: Path) -> None:
+    write(tmp_path, {"algo.py": PPO_ALGO, "main.py": PPO_MAIN.format(device="cuda"), "policy.py": "class Policy: ...\n"})
+    assert "algo.py:20:TL401" in findings(tmp_path, ["algo.py"], "TL401")
+
+
+def test_a_training_loop_imported_only_by_cpu_code_reads_nothing_from_a_device(tmp_path: Path) -> None:
+    # the same algorithm run by a script whose only device is the CPU, and by one that names none
+    write(tmp_path, {"algo.py": PPO_ALGO, "main.py": PPO_MAIN.format(device="cpu"), "policy.py": "class Policy: ...\n"})
+    assert not findings(tmp_path, ["algo.py"], "TL401")
+    write(tmp_path, {"main.py": PPO_MAIN.replace("actor_critic.to(device)\n", "").replace('device = torch.device("{device}")\n', "")})
+    assert not findings(tmp_path, ["algo.py"], "TL401")

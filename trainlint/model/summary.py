@@ -167,6 +167,7 @@ class ModuleSummary:
     # (outlines only) `@book.add_to_class(book.Trainer)` on a top-level `def f`: the decorator, the
     # class (each as the imports spell it in full) and "f"
     attached: tuple[tuple[str, str, str], ...] = ()
+    uses_accelerator: bool = False  # its own code puts work on a device (`TrainingModel.uses_accelerator`)
 
 
 EMPTY = ModuleSummary()
@@ -191,6 +192,11 @@ class ProjectLookup(Protocol):
         """For the functions and classes of module `path`: (name, parameter key) -> the classes whose
         instances other project modules pass there, each as "file::Class"; with `facts`, what each
         call they make every step passes ("=file#N:tensor", (name, "") -> "=file#N" for each call)."""
+        ...
+
+    def callers_use_accelerator(self, path: str) -> bool:
+        """Whether a project module importing module `path` puts work on a device (the modules it runs
+        the training loops of there work where it does)."""
         ...
 
     def step_seeds(self, path: str) -> dict[str, Seed]:

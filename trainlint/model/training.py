@@ -168,8 +168,9 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         """Whether this module puts work on a device (`.cuda()`, `.to(device)`, `device=`, a launcher).
 
         A script with no sign of a device runs on the CPU, where reading a tensor waits for nothing. A
-        module other modules run every step puts work where their steps do, and so does one whose steps
-        a training library runs (its trainer places the model on the accelerator there is).
+        module other modules run every step puts work where their steps do, one whose steps a training
+        library runs (its trainer places the model on the accelerator there is), and one whose training
+        loops another module of the project runs, where that module does.
         """
         if self._stepped_on_accelerator or any(self.imports.imports_module(m) for m in ACCELERATOR_LIBRARIES):
             return True
@@ -194,6 +195,10 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
             for a in call.node.args:
                 if a.keyword is not None and a.keyword.value in ("device", "device_map") and not self._cpu_device(a.value, call.site):
                     return True
+        # a training loop of a module that names no device (`PPO.update`) runs where the module
+        # importing it puts the work (`agent.update(rollouts)` in a script that moves the policy)
+        if not cpu_only and self.project is not None and self.path and any(loop.is_step for loop in self.loops):
+            return self.project.callers_use_accelerator(self.path)
         return False
 
     def _cpu_device(self, expr: cst.BaseExpression, site: Site, depth: int = 0) -> bool:

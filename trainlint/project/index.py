@@ -148,6 +148,16 @@ class Project(ModuleFinder):
     def _step_seeds(self, target: Path) -> dict[str, Seed]:
         return {} if self.alone(target) else join_seeds(self, target)
 
+    def callers_use_accelerator(self, path: str) -> bool:
+        """Whether a module importing module `path` puts work on a device, by its summary
+        (`ProjectLookup.callers_use_accelerator`): asked by the module linted only (a summary is free
+        of its callers)."""
+        if self.depth > 0 or not path or path == "-":
+            return False
+        target = _real(Path(path))
+        # (analysed even without training code: a script that only moves the model and calls the loop)
+        return any(self.summary(importer, steps=True).uses_accelerator for importer in self.importers(target) if importer != target)
+
     def differentiates(self, path: str, qualified: str) -> bool:
         """Whether a function of a project module may differentiate a value it is given
         (`ProjectLookup.differentiates`): the module analysed again as for its summary, which leaves
@@ -458,7 +468,7 @@ class Project(ModuleFinder):
             summary = with_outline_facts(Summarizer(model, path.name).module(), self.outline(path))
             calls = model.step_calls(call_placer(model.module, module_code(str(path), data), str(path)))
             arguments = self._arguments(path, model.project_arguments())
-            return replace(summary, step_calls=tuple(calls), arguments=arguments) if calls or arguments else summary
+            return replace(summary, step_calls=tuple(calls), arguments=arguments, uses_accelerator=model.uses_accelerator)
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
             return self.outline(path)
 
