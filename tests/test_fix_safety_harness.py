@@ -127,6 +127,8 @@ MOVES = [
     move("requires-grad", "t = torch.ones(3, requires_grad=True).to(device)", False),
     move("random", "t = torch.randn(3).to(device)", False),
     move("linspace", "t = torch.linspace(0, 1, 5).to(device)", False),
+    move("signal-window", "t = torch.hann_window(8).to(device)", False),
+    move("tril-indices", "t = torch.tril_indices(3, 3).to(device)", True),
     move("float-arange", "t = torch.arange(0, 1, 0.25).to(device)", False),
     move("device-and-dtype", "t = torch.ones(3).to(device, torch.float64)", False),
     move("comment-in-the-move", """

@@ -39,6 +39,8 @@ def is_clip_name(name: str) -> bool:
 # torch factories that build a tensor on the host unless given `device=`
 DETERMINISTIC_FACTORIES = frozenset(
     {"tensor", "zeros", "ones", "full", "arange", "eye", "empty", "linspace", "as_tensor", "zeros_like", "ones_like", "full_like", "empty_like"}
+) | frozenset({"logspace", "tril_indices", "triu_indices"}) | frozenset(
+    f"{window}_window" for window in ("hann", "hamming", "bartlett", "blackman", "kaiser")  # (signal windows: sizes only)
 )
 RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like"})
 # the legacy typed constructors: `torch.LongTensor(n)` is a CPU tensor whatever the default type

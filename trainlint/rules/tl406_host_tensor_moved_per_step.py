@@ -33,7 +33,7 @@ _FALSE_KEYWORDS = frozenset({"requires_grad", "pin_memory"})
 # `.to()`/`.cuda()` keywords that only say how to copy: dropping them leaves the same values
 _COPY_KEYWORDS = frozenset({"non_blocking", "copy"})
 # computed on the device, these may differ from the host's result in the last bits
-_COMPUTED = frozenset({"linspace"})
+_COMPUTED = frozenset({"linspace", "logspace", "hann_window", "hamming_window", "bartlett_window", "blackman_window", "kaiser_window"})
 
 
 def _is_dtype(model: TrainingModel, expr: cst.BaseExpression, site: Site, depth: int = 0) -> bool:
@@ -308,6 +308,15 @@ import torch
 for x in loader:
     noise = torch.randn(x.shape).cuda()
     model(x + noise).backward()
+    optimizer.step()
+""",
+        # a signal window is a factory of sizes too (`torch.stft(..., window=torch.hann_window(n, device=...))`)
+        """
+import torch
+for audio in loader:
+    audio = audio.cuda()
+    window = torch.hann_window(400).to(audio.device)
+    model(torch.stft(audio, 400, window=window, return_complex=True).abs()).backward()
     optimizer.step()
 """,
         """
