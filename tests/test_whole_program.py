@@ -1692,3 +1692,87 @@ def test_a_training_loop_imported_only_by_cpu_code_reads_nothing_from_a_device(t
     assert not findings(tmp_path, ["algo.py"], "TL401")
     write(tmp_path, {"main.py": PPO_MAIN.replace("actor_critic.to(device)\n", "").replace('device = torch.device("{device}")\n', "")})
     assert not findings(tmp_path, ["algo.py"], "TL401")
+
+
+# A logger object the step loop calls with host copies (`log(model, loss.cpu(), correct.cpu())`), whose
+# `__call__` hands them on to a method that sums and reads them.
+LOGGER = """
+class Log:
+    def __init__(self):
+        self.total = 0.0
+        self.is_train = True
+
+    def __call__(self, model, loss, accuracy):
+        if self.is_train:
+            self._train_step(loss, accuracy)
+
+    def _train_step(self, loss, accuracy):
+        self.total += loss.sum().item()
+        self.total += accuracy.sum().item()
+"""
+LOGGED_LOOP = """
+import torch
+from log import Log
+
+log = Log()
+model = Net().cuda()
+for x, y in loader:
+    x, y = x.cuda(), y.cuda()
+    predictions = model(x)
+    loss = criterion(predictions, y)
+    loss.mean().backward()
+    optimizer.step()
+    correct = torch.argmax(predictions, 1) == y
+    log(model, {loss}, {correct})
+"""
+
+
+def test_a_host_copy_handed_through_a_logger_is_read_on_the_host(tmp_path: Path) -> None:
+    # the copies are the syncs (one finding, at the call); the logger's reads of them wait for nothing
+    write(tmp_path, {"log.py": LOGGER, "train.py": LOGGED_LOOP.format(loss="loss.cpu()", correct="correct.cpu()")})
+    found = findings(tmp_path, ["log.py", "train.py"], "TL401")
+    assert list(found) == ["train.py:14:TL401"]
+
+
+def test_a_device_tensor_handed_through_a_logger_is_read_there(tmp_path: Path) -> None:
+    # the near miss: the device tensor itself handed on, read by the method `__call__` passes it to
+    write(tmp_path, {"log.py": LOGGER, "train.py": LOGGED_LOOP.format(loss="loss.cpu()", correct="correct")})
+    found = findings(tmp_path, ["log.py", "train.py"], "TL401")
+    assert "log.py:13:TL401" in found and "log.py:12:TL401" not in found
+
+
+def test_a_counter_method_named_for_periodic_work_gates_in_its_ing_form() -> None:
+    # `iter_counter.needs_displaying()` (SPADE's): the -ing form of a word of periodic work is a gate;
+    # a word that only ends like one (`padding`) is not
+    source = """
+import torch
+for data in loader:
+    loss = model(data.cuda()).mean()
+    loss.backward()
+    optimizer.step()
+    if iter_counter.needs_displaying():
+        print(loss.item())
+    if self.padding:
+        print(loss.item())
+"""
+    assert [d.line for d in lint(source, select="TL401")] == [10]
+
+
+def test_type_as_moves_a_tensor_to_the_other_tensors_device() -> None:
+    # `t.type_as(x)` takes x's dtype and device: a host-built tensor made like a device tensor is read
+    # there; made like a host tensor, it stays on the host
+    source = """
+import torch
+for x, y in loader:
+    out = model(x.cuda()) + torch.randn(x.shape[0], device="cuda")
+    scale = torch.ones(out.shape[0]).type_as(out)
+    if scale.sum() > 0:
+        print("scaled")
+    weights = torch.ones(3).type_as(torch.zeros(3))
+    if weights.sum() > 0:
+        print("weighted")
+    loss = (out * scale).mean()
+    loss.backward()
+    optimizer.step()
+"""
+    assert [d.line for d in lint(source, select="TL401")] == [6]

@@ -134,7 +134,7 @@ class StepChains(InheritedTargets):
         instance of a project class, or of a class of this module: what other modules' parameters hold.
         The callee and the project class are spelled as this module's imports spell them; a class of
         this module as `::Name`. And what each call of a project function, class or object (`self.
-        decoder(y, y_mask)`) passes, as facts: "=N" marks call N, "=N:tensor", "=N:none", "=N:True",
+        decoder(y, y_mask)`) passes, as facts: "=N" marks call N, "=N:tensor", "=N:host" (a host tensor), "=N:none", "=N:True",
         "=N:value" (anything but None), "=N:?" (not known) say what it passes for a parameter."""
         from trainlint.model.summary import ClassSummary
 
@@ -201,13 +201,15 @@ class StepChains(InheritedTargets):
         return {}
 
     def _fact(self, expr: cst.BaseExpression, call: Call) -> str:
-        """What an argument is, for the callee's branches: "True"/"False" (literals), "none", "tensor",
-        "value" (surely not None), "?"."""
-        from trainlint.model.lattice import Kind
+        """What an argument is, for the callee's branches and values: "True"/"False" (literals), "none",
+        "host" (a tensor on the host: `log(loss.cpu())`), "tensor", "value" (surely not None), "?"."""
+        from trainlint.model.lattice import HOST, Kind
 
         if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
             return "none" if expr.value == "None" else expr.value
         value = self.value(expr, call.site)
+        if value.kind in (Kind.TENSOR, Kind.UNKNOWN) and value.device == HOST:
+            return "host"  # (`x.cpu()` of a value the analysis cannot see is on the host all the same)
         if value.kind is Kind.TENSOR:
             return "tensor"
         if value.kind is Kind.NONE:

@@ -32,6 +32,19 @@ _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 _SKIPPED = ("whitespace", "lpar", "rpar", "comma", "dot", "semicolon", "colon", "equal", "star", "operator", "lbracket", "rbracket", "lbrace", "rbrace")
 
 
+def gate_words(ident: str) -> list[str]:
+    """The words of `GATE_WORDS` a name holds, as written or in their -ing form (`needs_displaying`,
+    `is_plotting`, `validating`)."""
+    found = []
+    for token in tokens(ident):
+        stem = token[:-3] if token.endswith("ing") else ""
+        for word in (token, stem, stem + "e", stem[:-1] if stem[-2:-1] == stem[-1:] else ""):
+            if word in GATE_WORDS:
+                found.append(word)
+                break
+    return found
+
+
 def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     """A node's children read from its fields (libcst's `.children` runs a visitor, far slower)."""
     names = _CHILD_FIELDS.get(type(node))
@@ -241,7 +254,7 @@ def is_gate_test(
             idents = _identifiers(node)
             if any(ident in gate_names or ident in extra_gates or ident in BOUNDARY_NAMES for ident in idents):
                 return True
-            if not is_rank_name(idents[0]) and any(GATE_WORDS.intersection(tokens(ident)) for ident in idents):
+            if not is_rank_name(idents[0]) and any(gate_words(ident) for ident in idents):
                 return True
             continue
         stack.extend(child_nodes(node))

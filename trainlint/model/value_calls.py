@@ -384,6 +384,9 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
                 return replace(base, graph=False)
             if method == "to":
                 return self._moved(base, call, fn, at)
+            if method == "type_as" and call.args:  # `t.type_as(x)`: x's dtype, on x's device
+                other = self.of(call.args[0].value, fn, at)
+                return replace(base, device=other.device, dtype=other.dtype) if other.kind is Kind.TENSOR else base
             if method == "type":  # `x.type(torch.long)` converts; `x.type()` names the type
                 return base if call.args else STRING
             if method in TENSOR_METHODS or method.endswith("_"):
@@ -455,6 +458,11 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         if moved_to_device(base) and method in TENSOR_METHODS and method not in MODULE_API_METHODS:
             # `(y >= 0).sum()` of a batch moved with `y.to(device)`: only a tensor computes there
             return Value(Kind.TENSOR, base.device)
+        if method == "type_as" and call.args:
+            # `y_true.type_as(x)` of a value the analysis cannot see: a tensor, where x is
+            other = self.of(call.args[0].value, fn, at)
+            if other.kind is Kind.TENSOR:
+                return Value(Kind.TENSOR, other.device, None, other.dtype)
         if method == "cuda" or (method == "to" and call.args):
             # `y.to(device)` of a batch the analysis cannot see: a tensor, a module or a batch object
             # moved; what is computed from it says which (`moved_to_device`)

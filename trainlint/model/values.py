@@ -312,8 +312,9 @@ class ValueModel(CallValues, CycleMemo):
                 return passed
         if declared is not None:
             return declared
-        if not self.model.calls_of(fn) and set(self.model.passed_facts(fn, name) or ("?",)) == {"tensor"}:
-            return TENSOR  # every call (all in other modules) passes a tensor
+        passed = set(self.model.passed_facts(fn, name) or ("?",)) if not self.model.calls_of(fn) else set()
+        if passed and passed <= {"tensor", "host"}:  # every call (all in other modules) passes a tensor
+            return Value(Kind.TENSOR, HOST, False) if passed == {"host"} else TENSOR
         default = fn.defaults.get(name)
         if default is not None and not (isinstance(default, cst.Name) and default.value == "None"):
             value = self.of(default, None, None)

@@ -14,12 +14,12 @@ import libcst as cst
 from trainlint.model.branches import branch_not_taken
 from trainlint.model.gates import (
     BOUNDARY_NAMES,
-    GATE_WORDS,
     _identifiers,
     _is_counter_equality,
     _is_threshold,
     _presence_test,
     child_nodes,
+    gate_words,
     has_modulo,
     is_inference_only_test,
     is_lazy_init_test,
@@ -27,7 +27,6 @@ from trainlint.model.gates import (
     mostly_true,
 )
 from trainlint.model.lattice import ACCEL, HOST, Kind, Value
-from trainlint.model.names import tokens
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Function, Loop, Site
@@ -80,7 +79,7 @@ def gate_reason(model: TrainingModel, test: cst.BaseExpression, line_of: LineOf)
                     return f"`{ident}` is named in the `gate-names` setting"
                 if ident in BOUNDARY_NAMES:
                     return f"`{ident}` marks an accumulation boundary: its body runs once per optimizer step"
-                words = sorted(GATE_WORDS.intersection(tokens(ident)))
+                words = sorted(gate_words(ident))
                 if words and not is_rank_name(idents[0]):  # (a rank test is no gate: `gates.is_rank_name`)
                     return f"`{ident}` holds `{words[0]}`, a word of " + name_list("model.gates.GATE_WORDS") + ": a flag of periodic work"
             continue

@@ -60,7 +60,7 @@ class HostSyncInStep(Rule):
         "known by its value as it flows: a counter that adds a device reduction (`self.tokens += (y >= 0).sum()` "
         "with `y` a batch moved to the device) is a device tensor afterwards, so `if self.tokens < limit:` "
         "reads it; iterating a device tensor (`for t, l in zip(t_batch, losses):`) gives device tensors, so "
-        "`int(t * 10)` reads one per element (one finding for the statement); a buffer moves with its module (`self.register_buffer(\"update_count\", torch.tensor([0]))`, then `model.to(device)`), so `if self.update_count >= warmup:` and `w = a if self.update_count >= warmup else b` read it, while a tensor merely assigned to an attribute stays where it was built; and the `forward` of a custom "
+        "`int(t * 10)` reads one per element (one finding for the statement); `t.type_as(x)` lives where `x` does (`torch.ones(n).type_as(out)` is on `out`'s device); a buffer moves with its module (`self.register_buffer(\"update_count\", torch.tensor([0]))`, then `model.to(device)`), so `if self.update_count >= warmup:` and `w = a if self.update_count >= warmup else b` read it, while a tensor merely assigned to an attribute stays where it was built; and the `forward` of a custom "
         "`torch.autograd.Function` applied in a module's forward (`Fn.apply(x)`) runs every step, as its "
         "`backward` does on the backward pass."
     )
@@ -105,7 +105,8 @@ for step, (x, y) in enumerate(loader):
         "runs it where the modules importing it put their work: `PPO.update`'s minibatch loop, called as "
         "`agent.update(rollouts)` by a script that moves the policy with `.to(device)`, is flagged); inside optimizer and loss-scaler classes, "
         "whose step must read an overflow flag on the host (torch's `GradScaler.step` does too); reads of values "
-        "known to live on the host (a `.cpu()` copy, numbers, numpy arrays, a tokenizer's output, host-built "
+        "known to live on the host (a `.cpu()` copy, also where a helper is handed one: `log(model, loss.cpu(), "
+        "correct.cpu())`, whose `__call__` passes them on to the method that reads them; numbers, numpy arrays, a tokenizer's output, host-built "
         "tensors: `torch.Tensor([1, 2])` or `torch.tensor(pad)` built from numbers and never moved, a counter "
         "of numbers (`self.seen += len(y)`), a host tensor a device count is added into in place); the elements "
         "of a host list iterated (`for t, l in losses.tolist():`, where only the `tolist()` is reported); a "
