@@ -166,12 +166,10 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
     @cached_property
     def uses_accelerator(self) -> bool:
         """Whether this module puts work on a device (`.cuda()`, `.to(device)`, `device=`, a launcher).
-
         A script with no sign of a device runs on the CPU, where reading a tensor waits for nothing. A
-        module other modules run every step puts work where their steps do, one whose steps a training
-        library runs (its trainer places the model on the accelerator there is), and one whose training
-        loops another module of the project runs, where that module does.
-        """
+        module other modules run every step puts work where their steps do, one whose steps a library
+        runs (its trainer places the model on the accelerator there is), and one whose training loops
+        another module runs, where that module does."""
         if self._stepped_on_accelerator or any(self.imports.imports_module(m) for m in ACCELERATOR_LIBRARIES):
             return True
         if any(fn.name not in self.settings.step_functions and self._is_hook(fn) for fn in self.functions):
@@ -195,8 +193,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
             for a in call.node.args:
                 if a.keyword is not None and a.keyword.value in ("device", "device_map") and not self._cpu_device(a.value, call.site):
                     return True
-        # a training loop of a module that names no device (`PPO.update`) runs where the module
-        # importing it puts the work (`agent.update(rollouts)` in a script that moves the policy)
+        # (`PPO.update`'s loop runs where `agent.update(rollouts)`'s script moves the policy)
         if not cpu_only and self.project is not None and self.path and any(loop.is_step for loop in self.loops):
             return self.project.callers_use_accelerator(self.path)
         return False
@@ -301,10 +298,8 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         )
         # A loop that only backpropagates trains when weights are updated in it (by hand through `.grad`)
         # or around it (gradient accumulation), or when this module updates weights nowhere visible (a
-        # library does it; a framework's hooks do not count as hidden). Reading `.grad` alone is an
-        # optimizer's own loop over parameters. A loop
-        # that calls a gradient helper (`get_grads(f, x)` for a plot) among code that has its own
-        # optimizer steps elsewhere is not a training loop.
+        # library does; a framework's hooks are not hidden). Reading `.grad` alone is an optimizer's own
+        # loop; a gradient helper's (`get_grads(f, x)` for a plot) among code that steps elsewhere too.
         updates_visible = (
             any(self.is_optimizer_step(c) or self.project_steps(c) for c in self.calls)
             or any(loop.uses_grad for loop in self.loops)

@@ -252,8 +252,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             if wrapped.kind is Kind.FUNCTION:
                 return wrapped
         if qual in ("copy.deepcopy", "copy.copy", "torch.autograd.Variable") or last in ("convert_sync_batchnorm", "convert_syncbn_model"):
-            # (torch's and apex's sync-BatchNorm conversions give back the module they are given; the
-            # legacy `Variable(t)`, the tensor)
+            # (sync-BatchNorm conversions give back the module they are given; `Variable(t)`, the tensor)
             return self.of(call.args[0].value, fn, at) if call.args else UNKNOWN
         if qual.startswith(("numpy.", "math.", "random.", "time.", "os.", "json.", "pickle.")):
             return NUMBER if qual.startswith(("math.", "time.", "random.")) else HOST_DATA
@@ -300,9 +299,8 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             self._iterated(call.args[0].value, fn, at) or observed(self.model, call.args[0].value, fn, at)
             or drawn(self.model, call.args[0].value, fn, at) or (name != "from_numpy" and read_data(self.model, self.of, call.args[0].value, fn, at))
         ):
-            # `for x, y in zip(xs, ys): torch.tensor(x).to("cuda")`: the batch the loop draws, as a
-            # data loader's is, or an environment's observation, on the host by nature (not a
-            # constant that could be built on the device)
+            # `for x, y in zip(xs, ys): torch.tensor(x).to("cuda")`: the batch the loop draws (as a loader's)
+            # or an environment's observation, on the host by nature (no constant built on the device)
             device = device_of_argument(device_arg) if device_arg is not None else self.default_device
             return Value(Kind.TENSOR, device, False, dtype)
         if name == "from_numpy":
@@ -371,6 +369,10 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         base = self.of(receiver, fn, at)
         if base is CYCLE and method in MODULE_METHODS | TENSOR_METHODS:
             return CYCLE
+        if method == "type_as" and call.args and base.kind in (Kind.TENSOR, Kind.UNKNOWN):  # x's dtype, on x's device
+            other = self.of(call.args[0].value, fn, at)  # (`y_true.type_as(x)` of an unseen value: a tensor there)
+            if other.kind is Kind.TENSOR:
+                return replace(base, kind=Kind.TENSOR, device=other.device, dtype=other.dtype)
         if base.kind is Kind.TENSOR:
             if method in NUMBER_METHODS:
                 return NUMBER if method != "tolist" else Value(Kind.COLLECTION, HOST, element=NUMBER)
@@ -384,9 +386,6 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
                 return replace(base, graph=False)
             if method == "to":
                 return self._moved(base, call, fn, at)
-            if method == "type_as" and call.args:  # `t.type_as(x)`: x's dtype, on x's device
-                other = self.of(call.args[0].value, fn, at)
-                return replace(base, device=other.device, dtype=other.dtype) if other.kind is Kind.TENSOR else base
             if method == "type":  # `x.type(torch.long)` converts; `x.type()` names the type
                 return base if call.args else STRING
             if method in TENSOR_METHODS or method.endswith("_"):
@@ -458,14 +457,8 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         if moved_to_device(base) and method in TENSOR_METHODS and method not in MODULE_API_METHODS:
             # `(y >= 0).sum()` of a batch moved with `y.to(device)`: only a tensor computes there
             return Value(Kind.TENSOR, base.device)
-        if method == "type_as" and call.args:
-            # `y_true.type_as(x)` of a value the analysis cannot see: a tensor, where x is
-            other = self.of(call.args[0].value, fn, at)
-            if other.kind is Kind.TENSOR:
-                return Value(Kind.TENSOR, other.device, None, other.dtype)
         if method == "cuda" or (method == "to" and call.args):
-            # `y.to(device)` of a batch the analysis cannot see: a tensor, a module or a batch object
-            # moved; what is computed from it says which (`moved_to_device`)
+            # `y.to(device)` of an unseen batch: a tensor, module or batch object moved (`moved_to_device`)
             moved = self._moved(base, call, fn, at) if method == "to" else replace(base, device=ACCEL)
             return Value(Kind.UNKNOWN, moved.device) if moved.device == ACCEL else UNKNOWN
         if method in ("item",):
