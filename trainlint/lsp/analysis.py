@@ -29,7 +29,12 @@ def lint_buffer(source: str, name: str, settings: Settings) -> FileResult:
     not see), with the project's summaries that `trainlint check` kept in the result cache; a buffer
     as its file is on disk is `check`'s result for the file, from the cache where it holds it."""
     shared().rescan()  # this process outlives many edits: the project's modules may have changed
-    result = cached_result(source, name, settings)
+    return _cached_or_linted(source, name, settings)
+
+
+def _cached_or_linted(source: str, name: str, settings: Settings, looked_up: bool = False) -> FileResult:
+    """The buffer's cached result (unless `looked_up` already missed), else its analysis, kept."""
+    result = None if looked_up else cached_result(source, name, settings)
     if result is None:
         with _keeping_summaries():
             result = lint_source(source, name, settings)
@@ -66,7 +71,7 @@ def lint_opened(source: str, name: str, settings: Settings) -> tuple[FileResult,
     if name.endswith(".py") and project.unsummarised(name, source) > ALONE_FIRST_BYTES:
         result = _without_baseline(lint_alone(source, name, settings), settings, {(name, None): python_lines(source)})
         return result, True
-    return lint_buffer(source, name, settings), False
+    return _cached_or_linted(source, name, settings, looked_up=True), False
 
 
 def _without_baseline(result: FileResult, settings: Settings, sources: SourceLines) -> FileResult:
