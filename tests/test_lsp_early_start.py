@@ -453,3 +453,22 @@ def test_a_cached_result_is_not_used_once_a_module_it_read_changed_or_the_buffer
     published, parsed = _early_publications(folder, path, LOOP, tmp_path / "cache")
     assert "TL402" not in {d["code"] for d in published[-1]}
     assert by_position(published[-1]) == by_position(lsp_diagnostics_of_the_cli(path))
+
+
+def test_a_buffer_equal_to_its_file_keeps_its_result_and_an_edited_one_does_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from trainlint.config import Settings
+    from trainlint.lsp import cached_results
+    from trainlint.lsp.analysis import lint_buffer
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    path = folder / "train.py"
+    path.write_text(BAD)
+    monkeypatch.setenv("TRAINLINT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(cached_results, "_CACHE", [])
+    edited = BAD + "# edited\n"
+    lint_buffer(edited, str(path), Settings())
+    assert cached_results.cached_result(edited, str(path), Settings()) is None
+    found = lint_buffer(BAD, str(path), Settings())
+    kept = cached_results.cached_result(BAD, str(path), Settings())
+    assert kept is not None and [d.code for d in kept.diagnostics] == [d.code for d in found.diagnostics]

@@ -67,8 +67,6 @@ def keep_result(source: str, name: str, settings: Settings, result: FileResult) 
     if cache is None or not name.endswith(".py") or not result.cacheable or result.internal_error:
         return
     data = source.encode("utf-8", "surrogatepass")
-    if read_regular(name, settings.max_file_size) == data:
-        _, key = cache.lookup_data(name, data, settings)
-        if key is not None:
-            cache.store(key, result)
+    if read_regular(name, settings.max_file_size) == data:  # (the lookup just missed: no second read of the entry)
+        cache.store(cache.key(name, data, settings), result)
     result.dependencies = ()  # (the cache's only)
