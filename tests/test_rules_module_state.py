@@ -245,6 +245,84 @@ def test_near_misses_are_not_flagged():
     assert lines(code, "TL506") == []
 
 
+def test_blocks_that_hold_no_state_and_layers_a_helper_registers_are_not_flagged():
+    # a moving-average block around an `AvgPool1d` (Time-Series-Library's decomposition), and layers
+    # whose parameters a method of the class registers one by one (pytorch_RVAE's `_add_to_parameters`)
+    code = """\
+    import torch
+    import torch.nn as nn
+
+    class MovingAverage(nn.Module):
+        def __init__(self, kernel_size, stride):
+            super(MovingAverage, self).__init__()
+            self.kernel_size = kernel_size
+            self.avg = nn.AvgPool1d(kernel_size=kernel_size, stride=stride, padding=0)
+
+        def forward(self, x):
+            front = x[:, 0:1, :].repeat(1, (self.kernel_size - 1) // 2, 1)
+            return self.avg(torch.cat([front, x], dim=1).permute(0, 2, 1)).permute(0, 2, 1)
+
+    class Decomposition(nn.Module):
+        def __init__(self, kernel_size):
+            super(Decomposition, self).__init__()
+            self.moving_avg = MovingAverage(kernel_size, stride=1)
+
+    class MultiDecomposition(nn.Module):
+        def __init__(self, kernel_size):
+            super(MultiDecomposition, self).__init__()
+            self.decompositions = [Decomposition(kernel) for kernel in kernel_size]
+
+    class Highway(nn.Module):
+        def __init__(self, size, num_layers):
+            super(Highway, self).__init__()
+            self.gate = [nn.Linear(size, size) for _ in range(num_layers)]
+            for i, module in enumerate(self.gate):
+                self._add_to_parameters(module.parameters(), "gate_module_{}".format(i))
+
+        def _add_to_parameters(self, parameters, name):
+            for i, parameter in enumerate(parameters):
+                self.register_parameter(name="{}-{}".format(name, i), param=parameter)
+    """
+    assert lines(code, "TL506") == []
+
+
+def test_blocks_with_state_or_a_module_argument_and_helpers_that_register_nothing_are_flagged():
+    code = """\
+    import torch.nn as nn
+
+    class Pooled(nn.Module):
+        def __init__(self, kernel_size, act):
+            super().__init__()
+            self.pool = nn.AvgPool1d(kernel_size)
+            self.act = act                                     # a module handed in: may have parameters
+
+        def forward(self, x):
+            return self.act(self.pool(x))
+
+    class Dropped(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.drop = nn.Dropout(0.1)                        # switched by train()/eval()
+
+    class Derived(Dropped):
+        pass
+
+    class Multi(nn.Module):
+        def __init__(self, sizes):
+            super().__init__()
+            self.pools = [Pooled(k, nn.PReLU()) for k in sizes]
+            self.drops = [Dropped() for _ in sizes]
+            self.derived = [Derived() for _ in sizes]
+            self.gates = [nn.Linear(4, 4) for _ in sizes]
+            for gate in self.gates:
+                self._note(gate)
+
+        def _note(self, layer):
+            print(layer)
+    """
+    assert lines(code, "TL506") == [23, 24, 25, 26]
+
+
 def test_hand_managed_parameters_are_not_flagged_but_a_device_override_is():
     code = """\
     import torch.nn as nn

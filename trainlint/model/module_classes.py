@@ -98,11 +98,61 @@ def built_by(model: TrainingModel, expr: cst.BaseExpression) -> Built | None:
         return "stateless" if qual.rpartition(".")[2] in STATELESS_LAYERS or qual.endswith("Loss") else "layer"
     if isinstance(expr.func, cst.Name):
         local = model.local_class(expr.func.value)
+        if local is not None and is_module_class(model, local):
+            return "stateless" if _stateless_class(model, local) else "layer"
         if local is not None:
-            return "layer" if is_module_class(model, local) else None
+            return None
     if qual is not None and _project_module_class(model, qual):
         return "layer"
     return None
+
+
+_REGISTERING = frozenset({"add_module", "register_module", "register_parameter", "register_buffer", "setattr", "__setattr__"})
+
+
+def _stateless_class(model: TrainingModel, info: ClassInfo) -> bool:
+    """A module class of this module that holds nothing a module tree would carry: derived from
+    `nn.Module` itself, building only stateless layers (or such classes of this module), registering
+    nothing, and binding on `self` only those layers, literals, or arguments that it uses as plain
+    values (never called, handed on or asked for a method: `self.kernel_size = kernel_size` read in
+    arithmetic). Leaving one out of the module tree loses no parameter, buffer or train/eval switch."""
+    known: dict[str, bool] = model.__dict__.setdefault("_stateless_classes", {})
+    if info.name not in known:
+        known[info.name] = False  # (classes building each other: not known stateless)
+        known[info.name] = _holds_nothing(model, info)
+    return known[info.name]
+
+
+def _holds_nothing(model: TrainingModel, info: ClassInfo) -> bool:
+    if not info.bases or any(base not in ("torch.nn.Module", "torch.nn.modules.module.Module") for base in info.bases):
+        return False
+    methods = [fn for fn in model.functions if fn.class_name == info.name and fn.parent is None]
+    own = {id(fn) for fn in methods}
+    arguments: set[str] = set()
+    for assign in model.assigns:
+        fn = assign.site.function
+        if fn is None or id(fn) not in own:
+            continue
+        for target in assign.targets:
+            if not target.startswith("self."):
+                continue
+            value = assign.value
+            if isinstance(value, cst.Name) and value.value in fn.params:
+                arguments.add(target)
+            elif not isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)) and not (
+                isinstance(value, cst.Name) and value.value in ("None", "True", "False")
+            ) and built_by(model, value) != "stateless":
+                return False
+    for fn in methods:
+        for call in fn.calls:
+            if call.method in _REGISTERING or call.name in _REGISTERING or built_by(model, call.node) in ("layer", "parameter"):
+                return False
+            used = [call.node.func, *(a.value for a in call.node.args)]
+            if isinstance(call.node.func, cst.Attribute):
+                used.append(call.node.func.value)
+            if any(dotted(e) in arguments for e in used):
+                return False  # an argument called, handed on or asked for a method: it may be a module
+    return True
 
 
 def mentions(node: cst.CSTNode, text: str) -> bool:

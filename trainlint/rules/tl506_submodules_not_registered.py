@@ -94,10 +94,13 @@ class MLP(nn.Module):
         "Containers whose elements are not built there as layers or parameters (a list of numbers, strings, "
         "tensors, existing attributes `[self.a, self.b]` or objects of unknown class); one-element literals "
         "(`self.teacher = [teacher]`, the idiom that keeps a frozen teacher or EMA copy out of the module tree); "
-        "lists of only stateless layers (activations, pooling, padding, `Identity`, `Flatten`, losses); "
+        "lists of only stateless layers (activations, pooling, padding, `Identity`, `Flatten`, losses), or of "
+        "this module's own `nn.Module` classes that hold only such layers, literals and arguments read as plain "
+        "values (a moving-average block around an `AvgPool1d`); "
         "attributes bound again to anything else in the class (`self.blocks = nn.ModuleList(self.blocks)`), "
         "passed to a `torch.nn` container or a module class (`nn.Sequential(*self.blocks)`), registered with "
-        "`add_module`/`register_module`/`register_parameter`/`setattr` (or in a loop over the container), or "
+        "`add_module`/`register_module`/`register_parameter`/`setattr` (or in a loop over the container, or "
+        "by a method of the class that does: `self._add_to_parameters(layer.parameters(), name)`), or "
         "read by an override of `parameters`, `named_parameters`, `children`, `modules` (or their `named_` forms), `state_dict` or `load_state_dict`; values stored with "
         "`object.__setattr__`; classes that are not `nn.Module` subclasses (a Dataset, a plain object)."
     )
@@ -156,6 +159,44 @@ class Stack(nn.Module):
         self.layers = [nn.Linear(4, 4), nn.Linear(4, 4)]
         self.net = nn.Sequential(*self.layers)
 """,
+        """
+import torch
+import torch.nn as nn
+
+class MovingAverage(nn.Module):
+    def __init__(self, kernel_size):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.avg = nn.AvgPool1d(kernel_size, stride=1)
+
+    def forward(self, x):
+        pad = x[:, :1].repeat(1, (self.kernel_size - 1) // 2, 1)
+        return self.avg(torch.cat([pad, x], dim=1))
+
+class Decomposition(nn.Module):
+    def __init__(self, kernel_size):
+        super().__init__()
+        self.moving_avg = MovingAverage(kernel_size)
+
+class MultiDecomposition(nn.Module):
+    def __init__(self, sizes):
+        super().__init__()
+        self.blocks = [Decomposition(k) for k in sizes]
+""",
+        """
+import torch.nn as nn
+
+class Highway(nn.Module):
+    def __init__(self, size, n):
+        super().__init__()
+        self.gates = [nn.Linear(size, size) for _ in range(n)]
+        for i, gate in enumerate(self.gates):
+            self._add_to_parameters(gate.parameters(), f"gate{i}")
+
+    def _add_to_parameters(self, parameters, name):
+        for i, parameter in enumerate(parameters):
+            self.register_parameter(f"{name}-{i}", parameter)
+""",
     )
     invalid = (
         """
@@ -173,7 +214,9 @@ class TextCNN(nn.Module):
 import torch.nn as nn
 
 class Block(nn.Module):
-    pass
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
 
 class Encoder(nn.Module):
     def __init__(self, n):
@@ -198,6 +241,29 @@ class Tower(nn.Module):
     def __init__(self):
         super().__init__()
         self.drops = (nn.Dropout(0.1), nn.Dropout(0.2))
+""",
+        """
+import torch.nn as nn
+
+class Pooled(nn.Module):
+    def __init__(self, kernel_size, act):
+        super().__init__()
+        self.pool = nn.AvgPool1d(kernel_size)
+        self.act = act
+
+    def forward(self, x):
+        return self.act(self.pool(x))
+
+class Dropped(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.1)
+
+class Multi(nn.Module):
+    def __init__(self, sizes):
+        super().__init__()
+        self.pools = [Pooled(k, nn.PReLU()) for k in sizes]
+        self.drops = [Dropped() for _ in sizes]
 """,
     )
 
@@ -322,11 +388,13 @@ def _registered_elsewhere(model: TrainingModel, info: ClassInfo, methods: list[F
         if assign.op is not None or isinstance(assign.value, PLAIN_CONTAINERS):
             continue
         return True  # bound again: `self.blocks = nn.ModuleList(self.blocks)`, `= None`, ...
+    # methods of the class that register what they are given (`self._add_to_parameters(m.parameters(), name)`)
+    registering = {fn.name for fn in methods if any(c.method in REGISTERING_METHODS or c.name == "setattr" for c in fn.calls)}
     for fn in methods:
         if fn.name in HAND_MANAGED and mentions(fn.node, attribute):
             return True
         for call in fn.calls:
-            registers = call.method in REGISTERING_METHODS or call.name == "setattr"
+            registers = call.method in REGISTERING_METHODS or call.name == "setattr" or (call.receiver_text == fn.params[0] and call.method in registering)
             if registers and (
                 any(mentions(a.value, attribute) for a in call.node.args)
                 or any(isinstance(loop.node, cst.For) and mentions(loop.node.iter, attribute) for loop in call.site.loops)
