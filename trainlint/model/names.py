@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
+
+if TYPE_CHECKING:
+    from trainlint.model.summary import ProjectLookup
 
 
 _NAME, _ATTRIBUTE = cst.Name, cst.Attribute
@@ -69,8 +73,10 @@ def tokens(identifier: str) -> tuple[str, ...]:
 class ImportMap:
     """Local name -> dotted path, built from imports and module-level aliases."""
 
-    def __init__(self) -> None:
+    def __init__(self, star: Callable[[str], dict[str, str]] | None = None) -> None:
         self._names: dict[str, str] = {}
+        # what `from m import *` binds, as the project reads module `m` ({} for a library's)
+        self._star = star
         # `d2l = sys.modules[__name__]`: names bound to this very module (`d2l.f()` calls its own `f`)
         self.own_module: set[str] = set()
 
@@ -94,12 +100,14 @@ class ImportMap:
 
     def add_import_from(self, node: cst.ImportFrom) -> None:
         """`from a.b import c as d`: d -> "a.b.c"; relative imports keep their dots (`.utils.c`)."""
-        if isinstance(node.names, cst.ImportStar):
-            return
         dots = "." * len(node.relative)
         if node.module is None and not dots:
             return
         module = module_path(node.module) if node.module is not None else ""
+        if isinstance(node.names, cst.ImportStar):
+            if self._star is not None and module:
+                self._names.update(self._star(dots + module))
+            return
         # `from .utils import x` -> ".utils.x"; `from . import x` -> ".x"; `from .. import x` -> "..x"
         base = dots + module if module else dots[:-1]
         for alias in node.names:
@@ -164,3 +172,32 @@ def walk_names(expr: cst.BaseExpression, depth: int = 0) -> list[cst.Name]:
     elif type(expr) in (cst.Tuple, cst.List):
         parts = [e.value for e in expr.elements]  # type: ignore[attr-defined]
     return [n for part in parts for n in walk_names(part, depth + 1)]
+
+
+def top_level_names(module: cst.Module) -> set[str]:
+    """The names a module binds at its top level by `def`, `class` or a plain assignment."""
+    out: set[str] = set()
+    for statement in module.body:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            out.add(statement.name.value)
+        elif isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign):
+                    out.update(t.target.value for t in small.targets if isinstance(t.target, cst.Name))
+                elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                    out.add(small.target.value)
+    return out
+
+
+def star_reader(module: cst.Module, path: str, project: "ProjectLookup") -> Callable[[str], dict[str, str]]:
+    """What a `from m import *` of this module binds, as the project reads `m`, less the names the
+    module binds itself at its top level (its own function, not the imported one, is what it calls)."""
+
+    def read(imported: str) -> dict[str, str]:
+        names = project.star_names(path, imported)
+        if names:
+            own = top_level_names(module)
+            names = {k: v for k, v in names.items() if k not in own}
+        return names
+
+    return read

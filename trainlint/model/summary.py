@@ -194,6 +194,11 @@ class ProjectLookup(Protocol):
         call they make every step passes ("=file#N:tensor", (name, "") -> "=file#N" for each call)."""
         ...
 
+    def star_names(self, from_file: str, module: str) -> dict[str, str]:
+        """What `from module import *` binds in module `from_file` when `module` is the project's: each
+        name as that module's imports would spell it ({} for a library's module)."""
+        ...
+
     def callers_use_accelerator(self, path: str) -> bool:
         """Whether a project module importing module `path` puts work on a device (the modules it runs
         the training loops of there work where it does)."""

@@ -34,7 +34,7 @@ from trainlint.model.hooks import LIBRARY_HOOK_NAMES, LIBRARY_STEP_METHODS, libr
 from trainlint.model.lattice import Kind
 from trainlint.model.added_methods import attach_added_methods
 from trainlint.model.manual_updates import steps_its_items, updated_by_hand, updates_once
-from trainlint.model.names import ImportMap, dotted, tokens
+from trainlint.model.names import ImportMap, dotted, star_reader, tokens
 from trainlint.model.reaching import ReachingDefinitions
 from trainlint.model.symbols import SymbolQueries
 from trainlint.model.torchnames import literal_string
@@ -117,7 +117,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         `project` supplies the summaries of the local modules it imports.
         """
         settings = settings or AnalysisSettings()
-        imports = ImportMap()
+        imports = ImportMap(star_reader(module, path, project) if project is not None and path else None)
         extractor = Extractor(imports, settings.gate_names)
         walk(module, extractor)  # libcst's visit would rebuild every node
         model = cls(

@@ -7,8 +7,11 @@ import os
 from pathlib import Path
 
 from trainlint.project.roots import LIBRARY_ROOTS, installed_elsewhere, real_path, roots
+from trainlint.project.star_imports import public_names
 from trainlint.project.watching import note, watching
-from trainlint.reading import EXISTS, State, probe_state
+from trainlint.reading import EXISTS, State, module_code, probe_state, read_state
+
+MAX_STAR_DEPTH = 3  # `from .a import *` in a module that star-imports another, and so on
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -55,6 +58,28 @@ class ModuleFinder:
                 if path is not None and not _same(path, importer) and not self._library(path, importer, level):  # `import te.pytorch` in te.py is the library
                     return path, parts[cut:]
         return None
+
+    def star_names(self, from_file: str, module: str, depth: int = 0) -> dict[str, str]:
+        """What `from module import *` (`module` with its leading dots) binds in module `from_file`, when
+        `module` is a file of the project: each name as the importer's imports would spell it
+        (`torch` -> "torch", `box_iou` -> "utils.box_iou"); {} for a library's module."""
+        level = len(module) - len(module.lstrip("."))
+        path = self.imported_file(Path(from_file), module.lstrip("."), level) if from_file and from_file != "-" else None
+        if path is None or depth >= MAX_STAR_DEPTH:
+            return {}
+        state, data = read_state(str(path))
+        note(state)
+        out: dict[str, str] = {}
+        for name, spelled in public_names(module_code(str(path), data) if data is not None else "").items():
+            if name.startswith("*"):  # its own star import: what that binds, spelled from here
+                for k, v in self.star_names(str(path), spelled, depth + 1).items():
+                    if v.startswith(".") and not v.startswith(".."):  # (relative to the module's package)
+                        v = f"{module}{v}" if path.name == "__init__.py" else v if _same(Path(from_file).parent, path.parent) else ""
+                    if v and not v.startswith("..") and k not in out:
+                        out[k] = v
+            else:
+                out[name] = f"{module}{spelled}" if spelled.startswith(".") else spelled
+        return out
 
     def imported_file(self, importer: Path, module: str, level: int = 0) -> Path | None:
         """The local file that `import module` (with `level` leading dots: `from ..module import`) in

@@ -1,0 +1,74 @@
+"""`from utils import *` binds what the interpreter binds: the names `utils` lists in `__all__`, else
+every public name it defines or imports (`torch`, `nn`, its helpers). A training script that gets
+`torch` that way has its torch calls known, and calls the star-imported helpers with their chains; a
+function the script defines itself is the one it calls, and a library's star import binds nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_import_roots import trainlint, write
+import json
+
+UTILS = """\
+import torch
+import torch.nn as nn
+
+__version__ = "1"
+
+
+def sync_all():
+    torch.cuda.synchronize()
+
+
+def _private():
+    pass
+"""
+
+
+def step(body: str, head: str = "from utils import *") -> str:
+    """A training script whose loop runs `body` every step."""
+    return "\n".join([
+        head, "", "", "def fit(model, loader, opt):", "    for x in loader:", "        loss = model(x.cuda()).mean()",
+        f"        {body}", "        loss.backward()", "        opt.step()", "        opt.zero_grad()",
+    ]) + "\n"
+
+
+def findings(cwd: Path, *args: str) -> list[tuple[str, int, str, list[str]]]:
+    done = trainlint(cwd, ".", "--select", "TL402,TL406", "--output-format", "json", "--no-cache", *args)
+    assert done.returncode in (0, 1), done.stderr
+    return sorted(
+        (Path(d["path"]).name, d["line"], d["code"], [f"{Path(loc['path']).name}:{loc['line']}" for r in d.get("related", []) for loc in r["locations"]])
+        for d in json.loads(done.stdout)
+    )
+
+
+def test_torch_bound_by_a_star_import_is_torch(tmp_path: Path) -> None:
+    # sgrvinod's SSD tutorial: `from utils import *` is the only way `model.py` gets `torch`
+    project = write(tmp_path / "p", {"utils.py": UTILS, "train.py": step('mask = torch.zeros(8).to("cuda")')})
+    assert findings(project) == [("train.py", 7, "TL406", [])]
+
+
+def test_a_helper_bound_by_a_star_import_is_called_with_its_chain(tmp_path: Path) -> None:
+    project = write(tmp_path / "p", {"utils.py": UTILS, "train.py": step("sync_all()")})
+    assert findings(project) == [("utils.py", 8, "TL402", ["train.py:7"])]
+    # through a package's `__init__` that star-imports its module, and a relative star import
+    project = write(tmp_path / "q", {
+        "lib/__init__.py": "from .utils import *\n", "lib/utils.py": UTILS, "train.py": step("sync_all()", "from lib import *"),
+    })
+    assert findings(project) == [("utils.py", 8, "TL402", ["train.py:7"])]
+
+
+def test_names_the_script_binds_itself_or_the_module_keeps_back_are_not_the_star_imports(tmp_path: Path) -> None:
+    # near misses: the script's own `sync_all` is the one it calls; `__all__` leaves `torch` out (the
+    # script imports torch itself, under another name); a library's star import binds nothing here
+    own = step("sync_all()") + "\n\ndef sync_all():\n    pass\n"
+    listed = "__all__ = ['helper']\n" + UTILS + "\n\ndef helper():\n    pass\n"
+    project = write(tmp_path / "p", {"utils.py": UTILS, "train.py": own})
+    assert findings(project) == []
+    project = write(tmp_path / "q", {
+        "utils.py": listed, "train.py": step("mask = torch.zeros(8).to('cuda')\n        sync_all()", "import numpy as torch\nfrom utils import *"),
+    })
+    assert findings(project) == []
+    project = write(tmp_path / "r", {"train.py": step("mask = Tensor(8).cuda()", "from torch import *")})
+    assert findings(project) == []
