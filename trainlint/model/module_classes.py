@@ -107,7 +107,8 @@ def built_by(model: TrainingModel, expr: cst.BaseExpression) -> Built | None:
     return None
 
 
-_REGISTERING = frozenset({"add_module", "register_module", "register_parameter", "register_buffer", "setattr", "__setattr__"})
+# `nn.Module` methods that put a layer or parameter into the module tree (beside `setattr(self, ...)`)
+REGISTERING_METHODS = frozenset({"add_module", "register_module", "register_parameter", "register_buffer"})
 
 
 def _stateless_class(model: TrainingModel, info: ClassInfo) -> bool:
@@ -145,7 +146,7 @@ def _holds_nothing(model: TrainingModel, info: ClassInfo) -> bool:
                 return False
     for fn in methods:
         for call in fn.calls:
-            if call.method in _REGISTERING or call.name in _REGISTERING or built_by(model, call.node) in ("layer", "parameter"):
+            if call.method in REGISTERING_METHODS or call.name == "setattr" or built_by(model, call.node) in ("layer", "parameter"):
                 return False
             used = [call.node.func, *(a.value for a in call.node.args)]
             if isinstance(call.node.func, cst.Attribute):

@@ -11,6 +11,7 @@ from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Assign, Call, Function, TrainingModel
 from trainlint.model.facts import ClassInfo
 from trainlint.model.module_classes import (
+    REGISTERING_METHODS,
     Built,
     built_by,
     is_module_class,
@@ -19,7 +20,6 @@ from trainlint.model.module_classes import (
 )
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule
 
-REGISTERING_METHODS = frozenset({"add_module", "register_module", "register_parameter", "register_buffer"})
 # overrides through which a class hands its own containers' parameters to the optimizer and checkpoints
 # (an override of `cuda` or `to` that only moves them still leaves them out of `parameters()`)
 HAND_MANAGED = frozenset({
