@@ -120,6 +120,39 @@ def test_a_model_without_dropout_or_batch_norm_is_not_flagged():
     assert _lines(code.replace("nn.Dropout(0.0)", "nn.BatchNorm1d(16, track_running_stats=False)")) == []
 
 
+def test_a_class_defined_twice_is_the_one_defined_before_the_model_is_built():
+    # a notebook's first cells define `Classifier` without dropout and train it; a later cell defines
+    # it again with dropout (udacity's "Inference and Validation"): the first loop's model has none
+    template = """\
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 2)
+
+        {first}
+
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 2)
+                self.drop = nn.Dropout(0.2)
+
+        {second}
+        """
+    loop = """model = Classifier()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(3):
+            for x, y in train_loader:
+                opt.zero_grad()
+                model(x).sum().backward()
+                opt.step()
+            with torch.no_grad():
+                for x, y in val_loader:
+                    out = model(x)"""
+    assert _lines(template.format(first=loop, second="")) == []
+    assert _lines(template.format(first="", second=loop)) == [36]
+
+
 def test_dropout_through_functional_call_tied_to_training_flag():
     code = """\
         import torch.nn.functional as F

@@ -105,7 +105,7 @@ class ModeLayers:
             args = [a.value for a in expr.args if a.keyword is None]
             return self.of_construction(args[0], fn, site, depth + 1) if args else None
         if isinstance(func, cst.Name) and not qual:
-            info = m.local_class(func.value)
+            info = self._class_at(func.value, site)
             if info is not None:
                 return self.of_class(info)
             local = m.local_function(func.value)
@@ -113,6 +113,24 @@ class ModeLayers:
                 return self.of_function(local)
         call = m.call_at(expr)
         return self.of_layer_call(call, fn) if call is not None else None
+
+    def _class_at(self, name: str, site: "Site | None") -> ClassInfo | None:
+        """The class `name` is where it is built: of a name a notebook or script defines twice, the
+        last definition before `site` (`Classifier` of cell 4, not the one cell 19 redefines)."""
+        m = self.model
+        found = m.local_class(name)
+        defined = [c for c in m.classes if c.name == name]
+        if site is None or len(defined) < 2:
+            return found
+        before = [c for c in defined if (first := self._first_order(c)) is not None and first < site.order]
+        return before[-1] if before else found
+
+    def _first_order(self, info: ClassInfo) -> int | None:
+        """Where a class stands among the module's facts: the first fact inside its methods."""
+        methods = {id(statement) for statement in info.node.body.body if isinstance(statement, cst.FunctionDef)}
+        orders = [c.site.order for c in self.model.calls if c.site.function is not None and id(c.site.function.node) in methods]
+        orders += [a.site.order for a in self.model.assigns if a.site.function is not None and id(a.site.function.node) in methods]
+        return min(orders) if orders else None
 
     def of_layer_call(self, call: Call, fn: Function | None) -> str | None:
         """A call that is itself a mode-dependent layer, or a container or torchvision model holding one."""

@@ -76,7 +76,8 @@ for epoch in range(10):
     not_flagged = (
         "A model not known to hold dropout with a probability above zero (a literal, or a parameter's literal "
         "default) or batch norm that tracks running statistics: a class of this module that builds them "
-        "(through its methods, local base classes and the local classes and functions they call), a "
+        "(through its methods, local base classes and the local classes and functions they call; of a class "
+        "defined twice, as a notebook's later cell may redefine it, the definition before the model is built), a "
         "`torch.nn` container of them, a `torch.nn.Transformer*` layer, a torchvision classification or "
         "segmentation model; a class defined in another module, a timm model and a `from_pretrained` model "
         "(which loads in eval mode) prove nothing. A model whose mode the analysis cannot follow: "
