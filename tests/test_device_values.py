@@ -452,3 +452,33 @@ def test_a_frequency_table_scaled_by_a_parameter_s_factor_is_built_on_the_host_e
 def test_a_count_of_batch_data_added_to_a_host_tensor_carries_data() -> None:
     count = "tokens = torch.tensor(0)\n        tokens += (labels != -100).sum()\n        tokens = tokens.cuda()"
     assert found(EMBEDDING.format(count=count).replace("* -scale", "* -1.0"), "TL406") == [11]
+
+
+# -- `.numpy()` with no copy before it: torch refuses a device tensor, so the tensor is on the host --
+NUMPY_READS = """
+    import numpy as np
+    import torch
+
+    def nms(dets):
+        dets = dets.numpy()
+        return np.argsort(dets[:, 4])
+
+    def fit(model, loader, opt):
+        for x, y in loader:
+            out = model(x.cuda())
+            keep = nms(out.detach())
+            labels = y.float().numpy()
+            loss = out.sum()
+            loss.backward()
+            opt.step()
+            print(loss.detach().cpu().numpy())
+            print(out.detach().numpy())
+            print((out + 1).numpy().tolist())
+"""
+
+
+def test_numpy_of_a_tensor_not_copied_first_is_no_sync_but_the_copy_before_it_is() -> None:
+    # faster-rcnn.pytorch's CPU NMS and deeplab's label resizing: `.numpy()` of a device tensor raises
+    # (TypeError) instead of copying, so where it runs the tensor is on the host; `.cpu().numpy()`
+    # copies, and its `.cpu()` is the sync
+    assert found(NUMPY_READS, "TL401") == [17]

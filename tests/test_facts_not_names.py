@@ -208,6 +208,79 @@ def test_an_array_numpy_builds_in_the_step_is_host_built_and_an_observation_is_d
     assert _lines(code, "TL406") == [10]
 
 
+def test_arrays_numpy_builds_from_numbers_through_grids_stacks_and_draws_are_host_built() -> None:
+    # faster-rcnn.pytorch's anchor shifts (a meshgrid of two aranges, raveled, stacked, transposed) and
+    # its NumPy draws of a count, wrapped and moved by `type_as` every step; near misses: a shuffle of
+    # the batch's own array and a stack of loaded arrays are data
+    code = """
+        import numpy as np
+        import torch
+
+        def targets(scores, boxes, stride, n, batch_x, batch_y):
+            sx = np.arange(0, scores.size(3)) * stride
+            sy = np.arange(0, scores.size(2)) * stride
+            sx, sy = np.meshgrid(sx, sy)
+            shifts = torch.from_numpy(np.vstack((sx.ravel(), sy.ravel())).transpose())
+            shifts = shifts.contiguous().type_as(scores).float()
+            order = torch.from_numpy(np.random.permutation(boxes.size(0))).type_as(boxes).long()
+            draws = np.floor(np.random.rand(n) * 4)
+            draws = torch.from_numpy(draws).type_as(boxes)
+            mixed = torch.from_numpy(np.random.permutation(batch_x)).type_as(boxes)
+            stacked = torch.from_numpy(np.vstack((batch_x, batch_y))).type_as(boxes)
+            return shifts, order, draws, mixed, stacked
+
+        for x, y in loader:
+            out = model(x.cuda())
+            targets(out, y.cuda(), 16, 8, x.numpy(), y.numpy())
+            out.sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+    assert _lines(code, "TL406") == [10, 11, 13]
+
+
+def test_a_table_the_object_keeps_passed_to_a_helper_that_moves_it_is_copied_every_step() -> None:
+    # improved-diffusion's `_extract_into_tensor(self.sqrt_alphas_cumprod, t, shape)`, copied from
+    # NumPy to the device at every call; near misses: the same helper given fresh data per step, and
+    # given the table only outside the step
+    code = """
+        import numpy as np
+        import torch as th
+
+        def _extract_into_tensor(arr, timesteps, broadcast_shape):
+            res = th.from_numpy(arr).to(device=timesteps.device)[timesteps].float()
+            return res.expand(broadcast_shape)
+
+        def _moved(arr, like):
+            return th.from_numpy(arr).to(like.device)
+
+        class Diffusion:
+            def __init__(self, betas):
+                self.betas = np.array(betas, dtype=np.float64)
+                self.sqrt_alphas_cumprod = np.sqrt(np.cumprod(1.0 - self.betas))
+                self.first = _moved(self.betas, th.zeros(1))
+
+            def q_sample(self, x_start, t, noise):
+                scale = _extract_into_tensor(self.sqrt_alphas_cumprod, t, x_start.shape)
+                shift = _extract_into_tensor(1.0 - self.sqrt_alphas_cumprod, t, x_start.shape)
+                return scale * x_start + shift * noise
+
+        def fit(model, loader, optimizer, diffusion):
+            for x, y in loader:
+                x = x.cuda()
+                t = th.randint(0, 1000, (x.shape[0],), device=x.device)
+                x_t = diffusion.q_sample(x, t, th.randn_like(x))
+                w = _moved(y.numpy(), x)
+                loss = (model(x_t, t) * w).mean()
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+
+        fit(net, data, opt, Diffusion(np.linspace(1e-4, 0.02, 1000)))
+    """
+    assert _lines(code, "TL406") == [6]
+
+
 def test_a_helper_that_steps_what_it_is_given_updates_where_it_is_given_an_optimizer(tmp_path) -> None:
     from tests.helpers import lint as lint_file
 

@@ -12,7 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from trainlint.project.roots import path_edits, project as project_of, roots
+from trainlint.project.path_edits import path_edits
+from trainlint.project.roots import project as project_of, roots
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -160,6 +161,40 @@ def test_sys_path_edits_are_read_from_file_relative_expressions(tmp_path: Path) 
     inserted, appended = path_edits(file, text)
     assert inserted == (tmp_path,)
     assert appended == (tmp_path / "a" / "lib", tmp_path / "a" / "b" / "vendor")
+
+
+INIT_PATHS = """
+    import os.path as osp
+    import sys
+
+
+    def add_path(path):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+
+
+    this_dir = osp.dirname(__file__)
+    add_path(osp.join(this_dir, "lib"))
+"""
+
+
+def test_a_module_imported_for_its_sys_path_edits_makes_them_for_the_script(tmp_path: Path) -> None:
+    # faster-rcnn.pytorch (a clone, with its marker): `import _init_paths` runs its `add_path(...)`,
+    # which puts lib/ first, so `from model.losses import weigh` is lib/model/losses.py
+    files = {"_init_paths.py": INIT_PATHS, "lib/model/__init__.py": "", "lib/model/losses.py": HELPER, "pyproject.toml": ""}
+    project = write(tmp_path / "proj", {**files, "train.py": script("from model.losses import weigh", head="import _init_paths\n")})
+    assert tl401(project, "lib/model/losses.py") == [("losses.py", 6, ["train.py:12"])]
+    assert roots(project / "train.py").inserted == (project / "lib",)
+
+
+def test_a_script_that_does_not_import_the_path_module_finds_nothing_there(tmp_path: Path) -> None:
+    # near misses: the script never imports `_init_paths`; a helper given what is not a path
+    files = {"_init_paths.py": INIT_PATHS, "lib/model/__init__.py": "", "lib/model/losses.py": HELPER, "pyproject.toml": ""}
+    project = write(tmp_path / "proj", {**files, "train.py": script("from model.losses import weigh")})
+    assert tl401(project, "lib/model/losses.py") == []
+    assert roots(project / "train.py").inserted == ()
+    text = INIT_PATHS.replace('add_path(osp.join(this_dir, "lib"))', "add_path(find_lib())")
+    assert path_edits(tmp_path / "_init_paths.py", textwrap.dedent(text)) == ((), ())
 
 
 def test_show_imports_says_where_each_local_import_resolved(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Tensors made from data, not constants: what a data loader cuts from the data it holds.
+"""Tensors made from data, not constants: what a data loader cuts from the data it holds; and the
+NumPy arrays a function builds from numbers alone, which are constants made on the host.
 
 `torch.tensor(self.tokens[pos:pos + n].astype(np.int32))` builds a batch from a slice of a stored
 array at a position the code computes: data, copied to the device because it comes from the host,
@@ -60,3 +61,59 @@ def read_data(model: "ReachingDefinitions", value_of: "Callable[..., Value]", ex
     value = value_of(expr, fn, at)
     element = value.element if value.kind is Kind.COLLECTION else None
     return value.kind is Kind.UNKNOWN or (element is not None and element.kind is Kind.UNKNOWN)
+
+
+NUMPY_FACTORIES = frozenset({"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "empty", "empty_like", "arange", "eye", "linspace"})
+# draws from a count or a shape (`np.random.permutation(n)`; `permutation(array)` shuffles data)
+NUMPY_DRAWS = frozenset({"rand", "randn", "randint", "random", "random_sample", "uniform", "normal", "permutation", "choice"})
+# functions whose result is built from numbers when each array given is (`np.vstack((x.ravel(), y.ravel()))`)
+NUMPY_COMBINING = frozenset(
+    "vstack hstack stack concatenate column_stack dstack meshgrid floor ceil round abs exp log sqrt clip tile repeat transpose cumsum".split()
+)
+MAX_ARRAY_STEPS = 12  # expressions and names followed back from the array a tensor wraps
+ARRAY_METHODS = frozenset({"astype", "copy", "reshape", "ravel", "flatten", "transpose", "squeeze"})
+
+
+def numpy_built(
+    model: "ReachingDefinitions", resolve: "Callable[[cst.BaseExpression], str | None]", value_of: "Callable[..., Value]",
+    expr: cst.BaseExpression, fn: "Function | None", at: "Site | None", depth: int = 0,
+) -> bool:
+    """An array made here by NumPy from numbers (`np.zeros(...)`, `np.arange(n) * stride`, a draw
+    `np.random.permutation(n)`), possibly cast, reshaped or combined with others of its kind
+    (`np.vstack((sx.ravel(), sy.ravel())).transpose()` of a `np.meshgrid` of two such), or a name
+    bound only to such: nothing in it came from data. `resolve` gives a call's qualified name."""
+
+    def built(e: cst.BaseExpression, f: "Function | None" = fn, site: "Site | None" = at) -> bool:
+        return numpy_built(model, resolve, value_of, e, f, site, depth + 1)
+
+    if depth > MAX_ARRAY_STEPS:
+        return False
+    if isinstance(expr, cst.BinaryOperation):
+        return built(expr.left) or built(expr.right)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ARRAY_METHODS:
+        if not (isinstance(expr.func.value, cst.Name) and expr.func.value.value in ("np", "numpy")):
+            return built(expr.func.value)
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "T":
+        return built(expr.value)
+    if isinstance(expr, cst.Call):
+        name = (resolve(expr.func) or "").removeprefix("numpy.")
+        args = [a.value for a in expr.args if a.keyword is None and not a.star]
+        if name in NUMPY_FACTORIES or (name.startswith("random.") and name[7:] in NUMPY_DRAWS - {"permutation", "choice"}):
+            return True
+        if name in ("random.permutation", "random.choice"):  # of a count, not of an array (which shuffles data)
+            return bool(args) and (_a_count(args[0]) or value_of(args[0], fn, at).kind is Kind.NUMBER)
+        if name in NUMPY_COMBINING and args:
+            return all(built(e.value) for a in args for e in (a.elements if isinstance(a, (cst.Tuple, cst.List)) else [cst.Element(a)]))
+        return False
+    if isinstance(expr, cst.Name):
+        assigns = model.reaching(fn, expr.value, at)
+        return bool(assigns) and all(a.op is None and built(a.value, a.site.function, a.site) for a in assigns)
+    return False
+
+
+def _a_count(expr: cst.BaseExpression) -> bool:
+    """`t.size(0)`, `t.numel()`, `len(x)`, `t.shape[0]`: a number, whatever `t` is."""
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        return (isinstance(func, cst.Attribute) and func.attr.value in ("size", "numel")) or (isinstance(func, cst.Name) and func.value == "len")
+    return isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape"

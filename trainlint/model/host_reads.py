@@ -57,6 +57,17 @@ def chain_base(expr: cst.BaseExpression) -> cst.BaseExpression:
     return expr
 
 
+def bare_numpy(call: Call) -> bool:
+    """A chain of host copies whose first is `.numpy()` (`t.detach().numpy()`, `t.numpy().tolist()`):
+    torch raises on a device tensor rather than copy it, so where this runs the tensor is on the host
+    and nothing waits."""
+    expr: cst.BaseExpression = call.node
+    first = ""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in SYNC_METHODS and not expr.args:
+        first, expr = expr.func.attr.value, expr.func.value
+    return first == "numpy"
+
+
 # torch functions whose count is a Python int (the parameter, its place after the input): given a
 # tensor, torch reads its value on the host (`torch.topk(cost, k=dynamic_ks[i])`)
 COUNT_PARAMETERS = {"topk": ("k", 1), "kthvalue": ("k", 1), "multinomial": ("num_samples", 1)}

@@ -17,7 +17,7 @@ from trainlint.model.arguments import LambdaCalls, argument_for
 from trainlint.model.containers import element_of
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
 from trainlint.model.device_arguments import DeviceArguments, moved_to_device
-from trainlint.model.data_sources import drawn, read_data
+from trainlint.model.data_sources import drawn, numpy_built, read_data
 from trainlint.model.environments import observed
 from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import (
@@ -69,7 +69,6 @@ MODULE_API_METHODS = MODULE_METHODS | frozenset(
 CONFIG_NAMES = frozenset({"args", "cfg", "config", "opt", "opts", "hparams", "hp", "flags", "FLAGS", "conf"})
 PREDICATE_PREFIXES = ("is_", "has_", "should_", "can_", "use_")
 HOST_CALL_WORDS = frozenset({"tokenizer", "tokenize", "encode", "decode", "processor", "feature", "extractor", "json", "yaml", "open", "read"})
-NUMPY_FACTORIES = frozenset({"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "empty", "empty_like", "arange", "eye"})
 COLLECTION_BUILTINS = frozenset({"list", "tuple", "dict", "set", "sorted", "zip", "enumerate", "range", "map", "filter", "reversed"})
 NUMBER_BUILTINS = frozenset({"float", "int", "len", "round", "abs", "sum", "min", "max", "bool", "hash", "ord"})
 
@@ -306,7 +305,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         if name == "from_numpy":
             # an array the code fills on the host (`path = np.zeros_like(v)`, then a search writes it)
             # is built there; one it receives (a batch, an environment's observation) is data
-            built = bool(call.args) and self._numpy_built(call.args[0].value, fn, at)
+            built = bool(call.args) and numpy_built(self.model, self.model.imports.resolve, self.of, call.args[0].value, fn, at)
             return Value(Kind.TENSOR, HOST, False, dtype, origin="torch.from_numpy" if built else None)
         if name == "from_file" or is_true(_kwarg(call, "pin_memory")):  # data read from disk; a buffer made for copies
             return Value(Kind.TENSOR, HOST if name == "from_file" else self.default_device, False, dtype)
@@ -340,23 +339,6 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         if any(e.kind not in (Kind.TENSOR, Kind.NUMBER) for e in elements):
             out = replace(out, origin=None)  # `torch.cat([torch.ones(b, 1), data])`: not host-built only
         return replace(out, dtype=dtype or out.dtype)
-
-    def _numpy_built(self, expr: cst.BaseExpression, fn: "Function | None", at: "Site | None", depth: int = 0) -> bool:
-        """An array made here by NumPy's factories (`np.zeros(...)`, `np.arange(n)`), possibly cast or
-        combined with others (`path * mask.astype(np.float32)`), or a name bound only to such."""
-        if depth > 4:
-            return False
-        if isinstance(expr, cst.BinaryOperation):
-            return self._numpy_built(expr.left, fn, at, depth + 1) or self._numpy_built(expr.right, fn, at, depth + 1)
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("astype", "copy", "reshape"):
-            return self._numpy_built(expr.func.value, fn, at, depth + 1)
-        if isinstance(expr, cst.Call):
-            qual = self.model.imports.resolve(expr.func) or ""
-            return qual.startswith("numpy.") and qual.removeprefix("numpy.") in NUMPY_FACTORIES
-        if isinstance(expr, cst.Name):
-            assigns = self.model.reaching(fn, expr.value, at)
-            return bool(assigns) and all(a.op is None and self._numpy_built(a.value, a.site.function, a.site, depth + 1) for a in assigns)
-        return False
 
     def _iterated(self, expr: cst.BaseExpression, fn: "Function | None", at: "Site | None") -> bool:
         """A name bound by an enclosing `for` loop's target (and not reassigned since)."""

@@ -17,13 +17,12 @@ the answer, for the analyses using it to note (cache.py checks them).
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainlint.project.python_trees import python_tree
+from trainlint.project.path_edits import path_edits
 from trainlint.reading import EXISTS, FOLDER, MAX_MODULE_BYTES, SKIPPED_FOLDERS, State, listing_state, module_code, probe_state, read_state
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
@@ -38,10 +37,8 @@ LIBRARY_ROOTS = frozenset(
 )
 # `from .x import`, `from pkg.mod import`, `import a.b as c, d` (also after `;` and indented)
 IMPORT_TEXT = re.compile(r"(?:^|;)[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import\b|import[ \t]+([^\n;#]+))", re.MULTILINE)
-PATH_EDITS = ("insert", "append", "extend")
 CALLER_LEVELS = 2  # folders above a module in no package looked in for a script importing it by its path
 MAX_FOLDER_MODULES = 64  # modules of such a folder read at most
-MAX_NAME_HOPS = 8  # `ROOT = FILE.parents[1]` through other names: this many at most
 # folders of installed distributions: each package in one is a project of its own, whatever is around
 INSTALLED_FOLDERS = frozenset({"site-packages", "dist-packages"})
 
@@ -179,6 +176,9 @@ def _find_roots(path: Path) -> Roots:
     looked.append(state)
     text = module_code(str(path), data) if data is not None else ""
     inserted, appended = path_edits(path, text) if "sys.path" in text else ((), ())
+    if "import " in text:
+        first, last = imported_path_edits(path, text, looked)
+        inserted, appended = tuple(dict.fromkeys((*first, *inserted))), tuple(dict.fromkeys((*appended, *last)))
     top, chain = _package_top(here)
     looked.extend(chain)
     if marker is not None:
@@ -356,108 +356,26 @@ def _import_bases(path: Path, text: str, looked: list[State]) -> list[tuple[Path
     return out
 
 
-def path_edits(path: Path, text: str) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
-    """The folders the module's text puts on `sys.path` (`sys.path.insert(0, X)`; `.append(X)`,
-    `.extend([X])` after the others), where X is worked out from `__file__`, the working folder (taken
-    as the file's: scripts are mostly run from theirs) and names bound to such paths."""
-    try:
-        tree = python_tree(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return (), ()
-    names: dict[str, ast.expr] = {}
-    for node in ast.walk(tree):  # module-level or not: one binding of each name is followed
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            names.setdefault(node.targets[0].id, node.value)
+SIDE_EFFECT_IMPORT = re.compile(r"^import[ \t]+(\w+)[ \t]*(?:#.*)?$", re.MULTILINE)
+
+
+def imported_path_edits(path: Path, text: str, looked: list[State]) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """The `sys.path` edits of the modules beside the file that it imports for their effect alone
+    (`import _init_paths`, a name used nowhere else): importing runs them, as the interpreter
+    would, before the imports after it. The modules read are added to `looked`."""
     inserted: list[Path] = []
     appended: list[Path] = []
-    for node in ast.walk(tree):
-        func = node.func if isinstance(node, ast.Call) else None
-        if not (isinstance(func, ast.Attribute) and func.attr in PATH_EDITS and _dotted(func.value) == "sys.path"):
+    for name in dict.fromkeys(SIDE_EFFECT_IMPORT.findall(text)):
+        if name in LIBRARY_ROOTS or len(re.findall(rf"\b{name}\b", text)) != 1:
             continue
-        args = node.args  # type: ignore[union-attr]
-        if func.attr == "insert" and len(args) == 2:
-            targets, into = [args[1]], inserted
-        elif func.attr == "append" and len(args) == 1:
-            targets, into = [args[0]], appended
-        elif func.attr == "extend" and len(args) == 1 and isinstance(args[0], (ast.List, ast.Tuple)):
-            targets, into = list(args[0].elts), appended
-        else:
+        module = path.parent / f"{name}.py"
+        if module == path or _probe(module)[1] != EXISTS:
             continue
-        for target in targets:
-            found = _path_value(target, path, names, 0)
-            if found is not None:
-                into.append(Path(os.path.normpath(found)))
-    return tuple(dict.fromkeys(inserted)), tuple(dict.fromkeys(appended))
-
-
-def _dotted(node: ast.expr) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        head = _dotted(node.value)
-        return f"{head}.{node.attr}" if head else ""
-    return ""
-
-
-UNCHANGED = frozenset({"abspath", "realpath", "normpath", "str", "Path", "PurePath", "fspath", "resolve", "absolute", "expanduser"})
-
-
-def _path_value(node: ast.expr, path: Path, names: dict[str, ast.expr], hops: int) -> str | None:
-    """The path an expression builds from `__file__` (see `path_edits`), or None."""
-    if hops > MAX_NAME_HOPS:
-        return None
-    here = str(path.parent)
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value if os.path.isabs(node.value) else os.path.join(here, node.value)
-    if isinstance(node, ast.Name):
-        if node.id == "__file__":
-            return str(path)
-        bound = names.get(node.id)
-        return _path_value(bound, path, names, hops + 1) if bound is not None else None
-    if isinstance(node, ast.Attribute) and node.attr == "parent":
-        inner = _path_value(node.value, path, names, hops + 1)
-        return os.path.dirname(os.path.normpath(inner)) if inner is not None else None
-    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "parents":
-        inner = _path_value(node.value.value, path, names, hops + 1)
-        index = node.slice
-        if inner is None or not (isinstance(index, ast.Constant) and isinstance(index.value, int) and 0 <= index.value < 16):
-            return None
-        out = os.path.normpath(inner)
-        for _ in range(index.value + 1):
-            out = os.path.dirname(out)
-        return out
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Div)):
-        left = _path_value(node.left, path, names, hops + 1)
-        right = node.right.value if isinstance(node.right, ast.Constant) and isinstance(node.right.value, str) else None
-        if left is None or right is None:
-            return None
-        return left + right if isinstance(node.op, ast.Add) else os.path.join(left, right)
-    if isinstance(node, ast.JoinedStr):
-        parts: list[str] = []
-        for value in node.values:
-            if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                parts.append(value.value)
-            elif isinstance(value, ast.FormattedValue) and (inner := _path_value(value.value, path, names, hops + 1)) is not None:
-                parts.append(inner)
-            else:
-                return None
-        return "".join(parts)
-    if isinstance(node, ast.Call):
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        if name in ("getcwd", "cwd") and not node.args:
-            return here
-        if isinstance(func, ast.Attribute) and name in ("resolve", "absolute", "expanduser") and not node.args:
-            return _path_value(func.value, path, names, hops + 1)
-        if name == "dirname" and len(node.args) == 1:
-            inner = _path_value(node.args[0], path, names, hops + 1)
-            return os.path.dirname(os.path.normpath(inner)) if inner is not None else None
-        if name in UNCHANGED and len(node.args) == 1:
-            return _path_value(node.args[0], path, names, hops + 1)
-        if name == "join" and node.args:
-            head = _path_value(node.args[0], path, names, hops + 1)
-            rest = [a.value for a in node.args[1:] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-            if head is None or len(rest) != len(node.args) - 1:
-                return None
-            return os.path.join(head, *rest)
-    return None
+        state, data = read_state(str(module))
+        looked.append(state)
+        other = module_code(str(module), data) if data is not None else ""
+        if "sys.path" in other:
+            first, last = path_edits(module, other)
+            inserted.extend(first)
+            appended.extend(last)
+    return tuple(inserted), tuple(appended)

@@ -13,7 +13,7 @@ from trainlint.model.environments import feeds_batch_source, feeds_environment
 from trainlint.model.extract import calls_in
 from trainlint.model.host_reads import (
     header_calls as _header_calls, is_metric_log as _is_metric_log, truth_tested as _truth_tested, reported_at_callers as _reported_at_callers,
-    GIVEN_A_TENSOR, SYNC_METHODS, chain_base as _chain_base, copies_to_host as _copies_to_host,
+    GIVEN_A_TENSOR, SYNC_METHODS, bare_numpy as _bare_numpy, chain_base as _chain_base, copies_to_host as _copies_to_host,
     count_argument as _count_argument, device_tensor as _device_tensor, formats_tensor as _formats_tensor, orders_tensors as _orders_tensors,
 )
 from trainlint.model.names import tokens
@@ -26,9 +26,7 @@ MATH_TESTS = frozenset({"math.isfinite", "math.isnan", "math.isinf"})
 ORDERING_BUILTINS = frozenset({"max", "min", "sorted"})
 MODULE_RECEIVER_WORDS = frozenset({"model", "net", "module", "network", "self"})
 # nn.Module's own API, which no tensor has: what they are called on is a module
-MODULE_ONLY_METHODS = frozenset(
-    "parameters named_parameters state_dict buffers named_buffers modules named_modules children named_children".split()
-)
+MODULE_ONLY_METHODS = frozenset("parameters named_parameters state_dict buffers named_buffers modules named_modules children named_children".split())
 
 
 def _in_optimizer_class(site: Site) -> bool:
@@ -105,7 +103,7 @@ for step, (x, y) in enumerate(loader):
         "`agent.update(rollouts)` by a script that moves the policy with `.to(device)`, is flagged); inside optimizer and loss-scaler classes, "
         "whose step must read an overflow flag on the host (torch's `GradScaler.step` does too); reads of values "
         "known to live on the host (a `.cpu()` copy, also where a helper is handed one: `log(model, loss.cpu(), correct.cpu())`, whose `__call__` passes them on to the method that reads them; numbers, numpy arrays, a tokenizer's output, host-built "
-        "tensors: `torch.Tensor([1, 2])` or `torch.tensor(pad)` built from numbers and never moved, a counter of numbers (`self.seen += len(y)`), a host tensor a device count is added into in place); the elements "
+        "tensors: `torch.Tensor([1, 2])` or `torch.tensor(pad)` built from numbers and never moved, a counter of numbers (`self.seen += len(y)`), a host tensor a device count is added into in place; `t.numpy()` with no copy before it, which torch refuses on a device tensor rather than copy it); the elements "
         "of a host list iterated (`for t, l in losses.tolist():`, where only the `tolist()` is reported); a "
         "custom autograd function applied only in evaluation; modules moved or offloaded (`vae.cpu()`); and actions copied to a host environment "
         "(`envs.step(actions.cpu().numpy())`, also when a helper returns the action to the loop that steps the "
@@ -366,6 +364,8 @@ for x, y in loader:
             return f"{shown} is in `{fn.class_name if fn else ''}`, an optimizer or loss-scaler class, whose step must read flags on the host"
         if call.method in SYNC_METHODS and not call.node.args and call.receiver is not None:
             base = _chain_base(call.receiver)
+            if _bare_numpy(call):
+                return f"{shown} converts without a copy: torch refuses `.numpy()` of a device tensor (TypeError), so where it runs the tensor is on the host"
             if base is not call.receiver:
                 return f"{shown} continues a chain judged at its first copy (`{shorten(code(base), 40)}.{call.receiver.func.attr.value}()`)"  # type: ignore[attr-defined]
             value = model.value(base, call.site)
@@ -394,7 +394,7 @@ for x, y in loader:
         if shim is not None:
             # d2l's `to = lambda x, *args: x.to(*args)`: `d2l.to(loss, d2l.cpu())` is `loss.to(d2l.cpu())`
             return f"`{shorten(code(call.node), 60)}`" if _copies_to_host(model, shim, site) else None
-        if call.method in SYNC_METHODS and id(call.node) not in chained and not call.node.args and call.receiver is not None:
+        if call.method in SYNC_METHODS and id(call.node) not in chained and not call.node.args and call.receiver is not None and not _bare_numpy(call):
             receiver = model.value(_chain_base(call.receiver), site)
             if receiver.on_host or receiver.kind in NOT_DEVICE_DATA:
                 return None

@@ -12,9 +12,10 @@ from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.device_arguments import DTYPE_CALLS
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES as RANDOM
+from trainlint.model.kept_tensors import kept_array_passed, kept_on_host
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import literal_string
-from trainlint.model.lattice import HOST, Kind, Value
+from trainlint.model.lattice import HOST, Kind
 from trainlint.model.arithmetic import built_on_host
 from trainlint.model.walk import child_nodes, iter_nodes
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, shorten
@@ -210,7 +211,10 @@ class HostTensorMovedPerStep(Rule):
         "Building a tensor on the CPU and copying it fills host memory, then issues a pageable "
         "host-to-device copy that blocks the host - every step. The tuning guide: \"Instead of calling "
         "torch.rand(size).cuda() ... produce the output directly on the target device\"; the profiler's "
-        "ExtraCUDACopyPattern reports exactly this."
+        "ExtraCUDACopyPattern reports exactly this. A table an object keeps on the host (a NumPy schedule "
+        "built in `__init__`) crosses again at every call that moves it, also through a helper it is "
+        "passed to (`_extract_into_tensor(self.sqrt_alphas_cumprod, t, shape)`, whose "
+        "`th.from_numpy(arr).to(device=t.device)` is reported with the attribute): register it as a buffer."
     )
     story = "NVIDIA/TransformerEngine #1941 (`torch.tensor([0])` copies \"causing a lot of CPU syncs\"); mmsegmentation #3231 (`torch.rand(...).to(device)` vs `device=`)."
     example = """\
@@ -234,8 +238,9 @@ for x in loader:
     not_flagged = (
         "Moving the batch from the DataLoader (`x.to(device)`: use `pin_memory=True` and `non_blocking=True`), a host tensor a count of the batch's data is added to (`tokens += (labels != pad).sum()`; a factory's tensor scaled by a factor, `torch.arange(half) * -scale`, is still the factory's and is flagged), or "
         "the batch a loop draws from in-memory data (`torch.tensor(x).to(device)` for `x` of `zip(xs, ys)`; a "
-        "`torch.from_numpy` of an array NumPy's factories built in the step, `np.zeros_like(v)` filled on the host, "
-        "is flagged), a batch a loader cuts from the data it holds at a position it computes "
+        "`torch.from_numpy` of an array NumPy built in the step from numbers, `np.zeros_like(v)` filled on the host, "
+        "a `np.meshgrid` of `np.arange`s raveled, stacked and transposed, a draw of a count `np.random.permutation(n)`, "
+        "is flagged, while a shuffle or a stack of the batch's own arrays is data), a batch a loader cuts from the data it holds at a position it computes "
         "(`torch.tensor(self.tokens[pos:pos + n].astype(np.int32)).cuda()`), a tensor made from what a function "
         "read and the batches cut from it (`data = torch.tensor(encode(text))`, then "
         "`torch.stack([data[i:i + n] for i in ix]).to(device)`), a pinned buffer (`pin_memory=True`, "
@@ -343,9 +348,13 @@ for x, targets in loader:
                 if _minibatch(call.receiver) or _moved_once(model, call):
                     continue
                 value = model.value(call.receiver, call.site)
-                kept = _kept_on_host(model, call, value)
+                kept = kept_on_host(model, call, value)
                 if kept is not None:
                     yield Finding(call.node, f"`{kept}` is a host tensor the object keeps (built once, not a buffer), copied to the device every step")
+                    continue
+                passed = kept_array_passed(model, call)
+                if passed is not None:
+                    yield Finding(call.node, f"`{passed[0]}`, passed as `{passed[1]}`, is a host array the object keeps (built once, not a buffer), copied to the device every step")
                     continue
                 built = (value.origin or "").removeprefix("torch.")
                 if built_on_host(value) and not built.endswith("_like"):
@@ -367,26 +376,6 @@ for x, targets in loader:
                 continue  # the module made the device the default: the factory builds there
             fix = _fix(model, call, name) if name not in LEGACY_CONSTRUCTORS else None  # (no `device=` there)
             yield Finding(call.node, f"`torch.{name}(...)` is built on the host and copied to the device every step{_legacy(name)}", fix=fix)
-
-
-def _kept_on_host(model: TrainingModel, call: Call, value: Value) -> str | None:
-    """`self.mel_basis.to(x)` where `self.mel_basis` is a host tensor the object builds once (in
-    `__init__` or a builder no step runs) and never replaces with the copy: the same data crosses to
-    the device every step, where a registered buffer would move once with the module. The
-    attribute's text, or None."""
-    receiver = call.receiver
-    while isinstance(receiver, cst.Subscript):
-        receiver = receiver.value  # (`self.P[:, :n]`: slices of it)
-    text = dotted(receiver) if isinstance(receiver, cst.Attribute) else None
-    fn = call.site.function
-    if not text or text.count(".") != 1 or not text.startswith("self.") or fn is None or fn.class_name is None:
-        return None
-    if not value.is_tensor or value.device != HOST:
-        return None
-    assigns = model.attribute_assigns(fn.class_name, text)
-    if not assigns or any(a.site.function in model.step_functions or a.site.loops for a in assigns):
-        return None  # (rebuilt every step, or in a loop: not one kept tensor)
-    return text
 
 
 def _minibatch(receiver: cst.BaseExpression) -> bool:
