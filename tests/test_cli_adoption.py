@@ -142,6 +142,17 @@ def test_test_code_is_counted_marked_and_can_be_linted(project: Path):
     assert code == 1 and "TL406" in out
 
 
+def test_a_script_named_like_a_test_that_defines_no_test_is_training_code(project: Path):
+    # TCN's `adding_problem/add_test.py` trains (its `def test():` evaluates); a `*_test.py` with a
+    # `def test_...` or a `class Test...`, as pytest collects, stays test code
+    (project / "add_test.py").write_text(TRAIN + "\n\ndef test(loader):\n    return sum(model(x).sum() for x in loader)\n")
+    (project / "step_test.py").write_text(TRAIN + "\n\ndef test_step():\n    train([])\n")
+    (project / "loop_test.py").write_text(TRAIN + "\n\nclass TestLoop:\n    pass\n")
+    code, out = run(project, "add_test.py", "step_test.py", "loop_test.py", "--output-format", "concise")
+    assert code == 1 and "add_test.py:10:17: TL406" in out and "step_test.py" not in out and "loop_test.py" not in out
+    assert "2 files linted as test code" in out
+
+
 def test_mistyped_command_and_command_line_selector_errors(project: Path):
     result = CliRunner().invoke(main, ["chek", "."])
     assert result.exit_code == 2 and "'chek' is neither a command nor a path: did you mean 'check'?" in result.output

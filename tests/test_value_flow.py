@@ -796,3 +796,32 @@ def test_a_device_the_code_spells_through_torch_device_or_a_helper() -> None:
 def test_a_device_named_by_a_helper_that_returns_the_accelerator_is_a_move_there() -> None:
     moved = CPU_DEVICE.replace('torch.device("cpu")', 'torch.device("cuda")')
     assert [(d.line, d.code) for d in lint(moved, "TL4")] == [(16, "TL406")]
+
+
+APEX_FP16 = """
+import torch
+import torch.optim as optim
+
+model = Net().cuda()
+if args.fp16:
+    model = model.half()
+if args.optim == "adam":
+    optimizer = optim.Adam(model.parameters(), lr=args.lr)
+else:
+    optimizer = optim.SGD(model.parameters(), lr=args.lr)
+if args.fp16:
+    from apex.fp16_utils import FP16_Optimizer
+    optimizer = FP16_Optimizer(optimizer, dynamic_loss_scale=True)
+for x, y in loader:
+    loss = model(x.cuda()).mean()
+    optimizer.backward(loss)
+    optimizer.step()
+"""
+
+
+def test_an_optimizer_handed_to_apex_fp16_optimizer_keeps_fp32_master_weights() -> None:
+    # transformer-xl's `--fp16`: `model.half()`, then `FP16_Optimizer(optimizer, ...)`, which steps
+    # fp32 master copies with fp32 state; the same cast without the wrapper loses small updates
+    assert found(APEX_FP16, "TL101") == [] and found(APEX_FP16, "TL104") == []
+    plain = APEX_FP16.replace("optimizer = FP16_Optimizer(optimizer, dynamic_loss_scale=True)", "pass")
+    assert found(plain, "TL101") == [7] and found(plain, "TL104") == [9]

@@ -213,3 +213,24 @@ def factory_scaler(model: TrainingModel, call: Call) -> Value | None:
     if not found or any(model.value(a.value, call.site).kind is Kind.SCALER for a in call.node.args):
         return None
     return found[0]
+
+
+# wrappers that keep fp32 master copies of the low-precision parameters of the optimizer they wrap,
+# and the optimizer's state in fp32 (apex's legacy mixed-precision API)
+MASTER_WEIGHT_WRAPPERS = frozenset({
+    "apex.fp16_utils.FP16_Optimizer", "apex.fp16_utils.fp16_optimizer.FP16_Optimizer", "apex.optimizers.FP16_Optimizer",
+    "apex.contrib.optimizers.FP16_Optimizer",
+})
+
+
+def master_weights_kept(model: TrainingModel, opt: Call) -> bool:
+    """Whether the optimizer `opt` builds is handed to a wrapper that keeps fp32 master weights
+    (`optimizer = FP16_Optimizer(optimizer, ...)`): the name it is bound to reaches the wrapper's call."""
+    for call in model.calls:
+        if call.qualname not in MASTER_WEIGHT_WRAPPERS or not call.node.args or not isinstance(call.node.args[0].value, cst.Name):
+            continue
+        name = call.node.args[0].value.value
+        reaching = model.reaching(call.site.function, name, call.site) or model.reaching(None, name, None)
+        if any(a.value is opt.node for a in reaching):
+            return True
+    return False

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.facts import Call, ClassInfo, Function, Site
-from trainlint.config import is_test_path
+from trainlint.config import is_test_name, is_test_path
 from trainlint.model.lattice import Kind, Value, join, origins
 from trainlint.model.module_classes import is_module_class
 from trainlint.model.names import dotted
@@ -56,9 +56,12 @@ class SymbolQueries:
 
     @cached_property
     def is_test_code(self) -> bool:
-        """Test code by its path (`tests/`, `test_*.py`): per-step rules skip it, unless the
-        configuration says to check it as training code (`lint-test-code`)."""
-        return bool(self.path) and not self.settings.lint_test_code and is_test_path(self.path)  # type: ignore[attr-defined]
+        """Test code by its path (`tests/`, a `test_*.py` that defines a test): per-step rules skip it,
+        unless the configuration says to check it as training code (`lint-test-code`)."""
+        if not self.path or self.settings.lint_test_code:  # type: ignore[attr-defined]
+            return False
+        functions, classes = self.functions, self.classes  # type: ignore[attr-defined]
+        return is_test_path(self.path, lambda: any(is_test_name(f.name) for f in functions) or any(is_test_name(c.name, True) for c in classes))
 
     # -- what an unknown name is, by what the module does with it ---------------------------------
     @cached_property

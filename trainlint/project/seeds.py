@@ -11,7 +11,7 @@ from trainlint.model.lattice import origins
 from trainlint.model.summary import DISPATCH, FunctionSummary, ModuleSummary, Place, Seed, StepCall
 from trainlint.project.classes import class_hierarchy
 from trainlint.project.hierarchy import choosing_modules
-from trainlint.config import is_test_path
+from trainlint.config import is_test_name, is_test_path
 from trainlint.project.importers import MAX_CHAINS, MAX_IMPORTERS
 from trainlint.project.roots import project_root
 
@@ -130,15 +130,18 @@ def passed_to(project: "Project", target: Path, facts: bool = False, outlined: b
     return {key: tuple(sorted(origins)) for key, origins in found.items()}
 
 
-def _no_step_source(module: Path, root: Path) -> bool:
+def _no_step_source(project: "Project", module: Path, root: Path) -> bool:
     """A module that can make nothing of another per step: test code (whose loops are not training
     steps), or a notebook (which no module imports, so it hands its objects to none)."""
     if module.suffix == ".ipynb":
         return True
     try:
-        return is_test_path(module.relative_to(root).as_posix())
+        relative = module.relative_to(root).as_posix()
     except ValueError:
         return False
+    outline = project.outline(module)
+    names = lambda: [*outline.functions, *(m for cls in outline.classes.values() for m in cls.methods)]  # noqa: E731
+    return is_test_path(relative, lambda: any(is_test_name(f) for f in names()) or any(is_test_name(c, True) for c in outline.classes))
 
 
 MAX_CARRIER_DEPTH = 4  # modules between the one defining a class and the one running its objects
@@ -161,7 +164,7 @@ def _subclassing(project: "Project", target: Path, callers: list[Path]) -> list[
         next_frontier: list[Path] = []
         for carrier in frontier:
             for module in project.importers(carrier):
-                if module == target or _no_step_source(module, root) or len(callers) + len(out) >= MAX_IMPORTERS * 2:
+                if module == target or _no_step_source(project, module, root) or len(callers) + len(out) >= MAX_IMPORTERS * 2:
                     continue
                 outline = project.outline(module)
                 names = _carries(outline, carried[carrier])

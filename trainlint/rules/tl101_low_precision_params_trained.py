@@ -9,7 +9,7 @@ import libcst as cst
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, TrainingModel
 from trainlint.model.names import dotted
-from trainlint.model.precision import Cast, parameter_casts, reaches, dotted_root
+from trainlint.model.precision import Cast, dotted_root, master_weights_kept, parameter_casts, reaches
 from trainlint.model.torchnames import LOW_PRECISION_STRINGS, is_false
 from trainlint.model.lattice import Kind
 from trainlint.rules.rule import Finding, Rule
@@ -94,7 +94,8 @@ for x, y in loader:
         "Inference-only code (no optimizer over the cast model); a frozen low-precision base "
         "(`requires_grad_(False)`, PEFT/LoRA adapters) whose trainable adapters are fp32; optimizers that "
         "handle low-precision weights (anything outside `torch.optim`: optimi, torchao's bf16 stochastic "
-        "rounding AdamW, DeepSpeed engines with fp32 master weights); a cast of a different module than the "
+        "rounding AdamW, DeepSpeed engines with fp32 master weights, a `torch.optim` optimizer handed to apex's "
+        "`FP16_Optimizer(optimizer, ...)`, which steps fp32 master copies); a cast of a different module than the "
         "one optimized (a bf16 teacher with an fp32 student). The fast-CIFAR recipe (a network cast to fp16 "
         "with its BatchNorm layers set back to fp32) keeps the norm gains moving, and the finding says so: "
         "only its fp16 convolutions and linear layers lose small updates. A layer that a model class builds "
@@ -214,7 +215,7 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         casts = parameter_casts(model)
         if not casts:  # rare; finding a built optimizer asks for the value of every method call
             return
-        optimizers = [c for c in model.calls if self._is_plain_optimizer(c) or _builds_optimizer(model, c)]
+        optimizers = [c for c in model.calls if (self._is_plain_optimizer(c) or _builds_optimizer(model, c)) and not master_weights_kept(model, c)]
         if not optimizers:
             return
         default_cast = next((c for c in casts if not c.targets and c.function is None), None)

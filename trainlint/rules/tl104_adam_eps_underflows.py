@@ -8,7 +8,7 @@ import libcst as cst
 
 from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
-from trainlint.model.precision import parameter_casts, reaches
+from trainlint.model.precision import master_weights_kept, parameter_casts, reaches
 from trainlint.rules.rule import Finding, Rule
 
 ADAM_FAMILY = {"Adam": 1e-8, "AdamW": 1e-8, "NAdam": 1e-8, "RAdam": 1e-8, "Adamax": 1e-8, "SparseAdam": 1e-8}
@@ -48,7 +48,7 @@ import torch
 model = Net()                       # fp32 parameters and Adam state
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 """
-    not_flagged = "bf16 parameters (bf16 has fp32's range: 1e-8 is representable), fp32 parameters, `eps` of 6e-8 or more, and non-Adam optimizers."
+    not_flagged = "bf16 parameters (bf16 has fp32's range: 1e-8 is representable), fp32 parameters, `eps` of 6e-8 or more, non-Adam optimizers, and an optimizer handed to apex's `FP16_Optimizer`, which steps fp32 master copies with fp32 state."
     verification = (
         "`trainlint verify` shows `torch.tensor(eps, dtype=torch.float16) == 0` and a zero-gradient element "
         "turning NaN after one step. `trainlint verify run` reports non-finite parameters after the steps."
@@ -85,7 +85,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-8)
         for opt in model.calls:
             qual = opt.qualname or ""
             name = qual.rsplit(".", 1)[-1]
-            if not qual.startswith("torch.optim.") or name not in ADAM_FAMILY:
+            if not qual.startswith("torch.optim.") or name not in ADAM_FAMILY or master_weights_kept(model, opt):
                 continue
             eps_expr = opt.kwarg("eps")
             if eps_expr is None:
