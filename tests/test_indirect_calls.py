@@ -814,3 +814,47 @@ def test_a_local_dict_of_functions_called_in_the_loop_runs_what_it_holds() -> No
 
     assert [d.line for d in lint(textwrap.dedent(code), "TL406")] == [6]
     assert lint(textwrap.dedent(code).replace("LOSSES[config.loss](model, x.cuda())", "(model(x.cuda())).mean()"), "TL406") == []
+
+
+# -- a `functools.partial` of a method, called every step --------------------------------------------
+
+DIFFUSION = """
+    import torch
+
+
+    class Diffusion:
+        def training_losses(self, model, x):
+            torch.cuda.synchronize()
+            return model(x).mean()
+"""
+
+PARTIAL_TRAIN = """
+    import functools
+
+    from diffusion import Diffusion
+
+    diffusion = Diffusion()
+
+
+    def fit(model, loader, opt):
+        for x in loader:
+            compute = functools.partial(diffusion.training_losses, model, x.cuda())
+            loss = compute()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+"""
+
+
+def test_a_partial_of_a_method_called_every_step_runs_the_method_every_step(tmp_path: Path) -> None:
+    # guided-diffusion's `compute_losses = functools.partial(self.diffusion.training_losses, model, x)`,
+    # then `compute_losses()`; near miss: the partial is only built in the loop, and called after it
+    files = ["diffusion.py", "train.py"]
+    for folder in ("p", "q"):
+        (tmp_path / folder).mkdir()
+    write(tmp_path / "p", {"diffusion.py": DIFFUSION, "train.py": PARTIAL_TRAIN})
+    assert findings(tmp_path / "p", files, "TL402") == {"diffusion.py:7:TL402": [[("train.py", 12)]]}
+    after = PARTIAL_TRAIN.replace("loss = compute()", "loss = model(x.cuda()).mean()") + "        compute()\n"
+    write(tmp_path / "q", {"diffusion.py": DIFFUSION, "train.py": after})
+    assert findings(tmp_path / "q", files, "TL402") == {}
+

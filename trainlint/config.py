@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Callable, Sequence
 
 import re
@@ -148,37 +148,6 @@ class Settings:
 def _rule_selectors(selectors: tuple[str, ...] | list[str]) -> list[str]:
     """Selectors without those naming only TL001 (a code of the suppression layer, not a rule class)."""
     return [s for s in selectors if s == "ALL" or not UNUSED_NOQA_CODE.startswith(s) or any(c.startswith(s) for c in rule_codes_on_disk())]
-
-
-TEST_DIRS = frozenset({"tests", "test", "testing", "test_utils", "unittests"})
-
-
-# a test function or class as pytest and unittest name them (`def test_step():`, `def testStep`,
-# `class TestLoop:`); a training script's own `def test(model, loader):` evaluates, it tests nothing
-TEST_DEFINITION = re.compile(r"^[ \t]*(?:(?:async[ \t]+)?def[ \t]+test[_A-Z]|class[ \t]+Test)", re.MULTILINE)
-
-
-def is_test_name(name: str, is_class: bool = False) -> bool:
-    """A function or class named as a test (`TEST_DEFINITION`)."""
-    return name.startswith("Test") if is_class else name.startswith("test") and name[4:5] in ("_", *map(chr, range(65, 91)))
-
-
-def is_test_path(path: str, has_tests: "Callable[[], bool] | None" = None) -> bool:
-    """`tests/...`, `conftest.py`, and `test_*.py`, `*_test.py` that define a test: test code, not a
-    training script. A file named so that defines none (`has_tests()` says; unasked, it is taken
-    to) is no test module: pytest collects nothing from it, and TCN's `add_test.py` trains."""
-    parts = PurePath(path).parts
-    name = parts[-1] if parts else ""
-    if name == "conftest.py" or any(p in TEST_DIRS for p in parts[:-1]):
-        return True
-    if not (name.startswith("test_") or name.endswith("_test.py")):
-        return False
-    return has_tests() if has_tests is not None else True
-
-
-def defines_tests(text: str) -> bool:
-    """Whether a module's text defines a test function or class (`TEST_DEFINITION`)."""
-    return TEST_DEFINITION.search(text) is not None
 
 
 def _is_file(path: Path) -> bool:

@@ -375,15 +375,9 @@ def _excluded_by_own(target: Target, own: Settings, anchor: Settings, force_excl
 
 def _test_code(path: str, settings: Settings) -> bool:
     """Whether the per-step rules skip this file as test code (as `TrainingModel.is_test_code` decides)."""
-    from trainlint.config import defines_tests, is_test_path
+    from trainlint.test_code import is_test_file
 
-    def has_tests() -> bool:
-        try:
-            return defines_tests(Path(path).read_text(encoding="utf-8", errors="replace"))
-        except OSError:
-            return True
-
-    return not settings.lint_test_code and path != "-" and is_test_path(path, has_tests)
+    return not settings.lint_test_code and path != "-" and is_test_file(path)
 
 
 def _apply_baseline(results: Sequence[FileResult], file: Path | None) -> int:

@@ -15,6 +15,7 @@ from trainlint.model.candidates import candidate_classes, chosen_note
 from trainlint.model.inherited_targets import InheritedTargets
 from trainlint.model.lattice import MAX_ALTERNATIVES, origins
 from trainlint.model.facts import Call, Function
+from trainlint.model.function_values import partial_function
 from trainlint.model.hooks import LIBRARY_HOOK_ATTRIBUTES, library_step_hook
 from trainlint.model.summary import DISPATCH, FunctionSummary
 from trainlint.model.torchnames import LIBRARY_CLASS, LIBRARY_LOGITS_LOSSES, LIBRARY_LOSS_SCALERS
@@ -392,6 +393,7 @@ class StepChains(InheritedTargets):
         if table is not None:  # `loss_registry[cfg.loss](model, x)`: a dict of another module's functions
             chosen = self.project.class_candidates(self.path, "functions", table)  # type: ignore[union-attr]
             return list(chosen) if len(chosen) <= MAX_TABLE_FUNCTIONS else []
+        func = partial_function(self, call) or func  # (`compute_losses()`, a `functools.partial` of a method)
         candidates: list[tuple[cst.BaseExpression, str | None]] = []
         if isinstance(func, cst.Attribute):
             # `obj.m(...)`, `Interface().m(...)` (a singleton built where it is used): a method of its class

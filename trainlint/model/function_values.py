@@ -13,7 +13,7 @@ from trainlint.model.lattice import LOCAL_FUNCTION, UNKNOWN, Kind, Value, join, 
 from trainlint.model.torchnames import TORCH_DTYPES
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Function, Site
+    from trainlint.model.facts import Call, Function, Site
     from trainlint.model.training import TrainingModel
 
 # torch's modules (a dotted name ending in one names a module, not a function)
@@ -118,3 +118,18 @@ def _only_raises(function: "Function") -> bool:
     if isinstance(last, cst.SimpleStatementLine):
         return any(isinstance(s, cst.Raise) for s in last.body)
     return isinstance(last, cst.SimpleStatementSuite) and any(isinstance(s, cst.Raise) for s in last.body)
+
+
+def partial_function(model: "TrainingModel", call: "Call") -> cst.BaseExpression | None:
+    """What a name bound to `functools.partial(f, ...)` runs when called: `f`, as written
+    (`compute_losses()` after `compute_losses = functools.partial(self.diffusion.training_losses,
+    self.model, x)` runs `self.diffusion.training_losses`); None for anything else."""
+    func = call.node.func
+    if not isinstance(func, cst.Name) or call.qualname is not None:
+        return None
+    bound = model.reaching(call.site.function, func.value, call.site)
+    wrapped = [a.value.args[0].value for a in bound if a.op is None and not a.unpacked and isinstance(a.value, cst.Call)
+               and model.imports.resolve(a.value.func) == "functools.partial" and a.value.args and a.value.args[0].keyword is None]
+    if not bound or len(wrapped) != len(bound) or any(not w.deep_equals(wrapped[0]) for w in wrapped):
+        return None
+    return wrapped[0]

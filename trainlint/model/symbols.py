@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.facts import Call, ClassInfo, Function, Site
-from trainlint.config import is_test_name, is_test_path
+from trainlint.test_code import is_test_name, is_test_path
 from trainlint.model.lattice import Kind, Value, join, origins
 from trainlint.model.module_classes import is_module_class
 from trainlint.model.names import dotted

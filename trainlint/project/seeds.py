@@ -11,7 +11,7 @@ from trainlint.model.lattice import origins
 from trainlint.model.summary import DISPATCH, FunctionSummary, ModuleSummary, Place, Seed, StepCall
 from trainlint.project.classes import class_hierarchy
 from trainlint.project.hierarchy import choosing_modules
-from trainlint.config import is_test_name, is_test_path
+from trainlint.test_code import is_test_name, is_test_path
 from trainlint.project.importers import MAX_CHAINS, MAX_IMPORTERS
 from trainlint.project.roots import project_root
 

@@ -125,7 +125,7 @@ for step, (x, y) in enumerate(loader):
         "each call site, where the value is known, when the helper only reads what it is passed "
         "(`metric_logger.update(loss=loss)`, whose `update` calls `v.item()`). "
         "The step reaches code indirectly too, and a sync there is flagged: a function handed to a helper that "
-        "calls it (`timer(train_step)`, each function `engine = schedule_a if cfg.a else schedule_b` may hold), each function a dict of at most three functions holds, called with a key (`loss_registry[config.loss](model, x, t)`, the dict in this module or another, and the model handed on to it); "
+        "calls it (`timer(train_step)`, each function `engine = schedule_a if cfg.a else schedule_b` may hold, the method a `functools.partial` wraps: `compute = partial(diffusion.training_losses, model, x)`, then `compute()`), each function a dict of at most three functions holds, called with a key (`loss_registry[config.loss](model, x, t)`, the dict in this module or another, and the model handed on to it); "
         "the method a project base class's per-step code runs on `self` in a subclass of another module "
         "(`BasePolicy.update` calling `self._update_with_batch(batch)`, whose override returns "
         "`Stats(loss=loss.item())`); and the methods of an object whose class the project chooses at run time "
