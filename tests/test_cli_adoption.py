@@ -153,6 +153,17 @@ def test_a_script_named_like_a_test_that_defines_no_test_is_training_code(projec
     assert "2 files linted as test code" in out
 
 
+def test_a_notebook_named_like_a_test_is_test_code_only_if_a_cell_defines_one(tmp_path: Path):
+    from trainlint.test_code import is_test_file
+
+    def notebook(source: str) -> str:
+        return json.dumps({"cells": [{"cell_type": "code", "source": source.splitlines(keepends=True)}], "nbformat": 4}, indent=1)
+
+    (tmp_path / "test_cells.ipynb").write_text(notebook("import torch\n\ndef test_step():\n    assert True\n"))
+    (tmp_path / "test_eval.ipynb").write_text(notebook("import torch\n\ndef test(model):\n    return model(x)\n"))
+    assert is_test_file(str(tmp_path / "test_cells.ipynb")) and not is_test_file(str(tmp_path / "test_eval.ipynb"))
+
+
 def test_mistyped_command_and_command_line_selector_errors(project: Path):
     result = CliRunner().invoke(main, ["chek", "."])
     assert result.exit_code == 2 and "'chek' is neither a command nor a path: did you mean 'check'?" in result.output

@@ -12,7 +12,8 @@ TEST_DIRS = frozenset({"tests", "test", "testing", "test_utils", "unittests"})
 
 # a test function or class as pytest and unittest name them (`def test_step():`, `def testStep`,
 # `class TestLoop:`); a training script's own `def test(model, loader):` evaluates, it tests nothing
-TEST_DEFINITION = re.compile(r"^[ \t]*(?:(?:async[ \t]+)?def[ \t]+test[_A-Z]|class[ \t]+Test)", re.MULTILINE)
+# (a notebook's cell source is a JSON string: its lines start with a quote)
+TEST_DEFINITION = re.compile(r"^[ \t]*\"?(?:(?:async[ \t]+)?def[ \t]+test[_A-Z]|class[ \t]+Test)", re.MULTILINE)
 
 
 def is_test_name(name: str, is_class: bool = False) -> bool:
