@@ -269,3 +269,98 @@ def test_a_tensor_only_method_makes_a_tensor_and_numpy_s_function_does_not() -> 
                 opt.step()
     """
     assert lines(source, "TL401") == [7]
+
+
+# improved-diffusion's `create_model_and_diffusion(...)`: a module with no training code whose factory
+# calls two factories of its own and returns both objects as a tuple, which the script unpacks
+PAIR = {
+    "diff/__init__.py": "",
+    "diff/nets.py": """
+        import torch.nn as nn
+
+
+        class Net(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.fc = nn.Linear(width, width)
+
+            def forward(self, x):
+                return self.fc(x)
+
+
+        class Schedule:
+            def __init__(self, steps):
+                self.steps = steps
+
+            def losses(self, model, x):
+                out = model(x)
+                peak = out.max().item()
+                return {"loss": out.mean() / peak}
+    """,
+    "diff/factory.py": """
+        from .nets import Net, Schedule
+
+
+        def build_net(width):
+            return Net(width)
+
+
+        def build_schedule(steps, rescale=False):
+            if rescale:
+                steps = steps * 2
+            return Schedule(steps)
+
+
+        def build_both(width, steps):
+            net = build_net(width)
+            schedule = build_schedule(steps)
+            return net, schedule
+    """,
+    "train.py": """
+        import torch
+        from diff.factory import build_both
+
+
+        def main():
+            model, schedule = build_both(8, 100)
+            model.cuda()
+            opt = torch.optim.Adam(model.parameters())
+            for step in range(1000):
+                x = torch.randn(4, 8, device="cuda")
+                loss = schedule.losses(model, x)["loss"]
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    """,
+}
+
+
+def test_objects_a_factory_returns_as_a_tuple_from_its_own_factories_keep_their_classes(tmp_path: Path) -> None:
+    assert lint_tree(tmp_path, PAIR) == ["diff/nets.py:20:TL401"]
+    # a place no factory fills (a number) is unknown; the other place still names its class
+    files = dict(PAIR)
+    files["diff/factory.py"] = PAIR["diff/factory.py"].replace("return net, schedule", "return net, schedule, steps")
+    files["train.py"] = PAIR["train.py"].replace("model, schedule = ", "model, schedule, _ = ")
+    assert lint_tree(tmp_path, files) == ["diff/nets.py:20:TL401"]
+
+
+def test_a_tuple_of_this_module_s_classes_from_a_module_with_training_code_keeps_their_classes(tmp_path: Path) -> None:
+    # the factory's module is analysed (it names an optimizer): its own classes in the tuple's places
+    # are named as other modules find them
+    files = {k: v for k, v in PAIR.items() if k != "diff/factory.py"}
+    files["diff/nets.py"] = PAIR["diff/nets.py"] + """
+
+        def build_both(width, steps):
+            optim_name = "adam"
+            return Net(width), Schedule(steps)
+    """
+    files["train.py"] = PAIR["train.py"].replace("from diff.factory import", "from diff.nets import")
+    assert lint_tree(tmp_path, files) == ["diff/nets.py:20:TL401"]
+
+
+def test_a_factory_returning_tuples_of_different_lengths_names_no_class(tmp_path: Path) -> None:
+    files = dict(PAIR)
+    files["diff/factory.py"] = PAIR["diff/factory.py"].replace(
+        "            return net, schedule", "            if steps > 10:\n                return net, schedule, steps\n            return net, schedule"
+    )
+    assert lint_tree(tmp_path, files) == []

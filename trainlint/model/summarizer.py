@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from trainlint.model.names import tokens
 from trainlint.model.torchnames import GRAD_SCALER, is_clip_name
-from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value, origins
+from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value, join, origins
 from trainlint.model.function_values import portable
 from trainlint.model.added_methods import adds_methods
 from trainlint.model.saved_arguments import sets_caller_arguments
@@ -190,7 +190,11 @@ class Summarizer:
 
 
 def _qualified(value: Value, m: "TrainingModel") -> Value:
-    """A returned object of a class of this module, named as other modules can find it ("file::Name")."""
+    """A returned object of a class of this module, named as other modules can find it ("file::Name"),
+    also in the places of a returned tuple."""
+    if value.kind is Kind.COLLECTION and value.items is not None:
+        items = tuple(_qualified(i, m) for i in value.items)
+        return replace(value, element=join(items), items=items) if items != value.items else value
     if value.kind not in (Kind.MODULE, Kind.OBJECT) or not value.origin or not m.path:
         return value
     here = str(Path(m.path).resolve())

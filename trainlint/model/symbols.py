@@ -228,6 +228,9 @@ class SymbolQueries:
         """A value another module returns, its classes named as that module's imports spell them
         (`.models.lstm.LSTMEncoder`), renamed so this module finds them ("file::LSTMEncoder"), and of
         the kind those classes are."""
+        if value.kind is Kind.COLLECTION and value.items is not None and defined_in and self.project is not None:
+            items = tuple(self._requalified(i, defined_in) for i in value.items)  # (`model, diffusion = create(...)`)
+            return replace(value, element=join(items), items=items) if items != value.items else value
         if value.kind not in (Kind.MODULE, Kind.OBJECT) or not value.origin or not defined_in or self.project is None:
             return value
         key = (value, defined_in)

@@ -13,11 +13,11 @@ from typing import Callable
 
 from trainlint.model.class_attributes import FLAG_ATTRIBUTES
 from trainlint.project.python_trees import python_tree
-from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, Kind, Value
+from trainlint.model.lattice import HOST, Kind, Value
 from trainlint.model.saved_arguments import FRAME_READERS
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, registry_root
 from trainlint.project.outline_effects import add_effects, bound_targets as _targets, own_statements as _own_statements
-from trainlint.project.outline_effects import own_statements_from as _own_statements_from
+from trainlint.project.outline_returns import ReturnedClasses
 from trainlint.project.roots import IMPORT_TEXT
 from trainlint.project.watching import note, unwatched
 from trainlint.reading import MAX_MODULE_BYTES, MAX_PROJECT_MODULES, State, module_code, project_modules, project_state, read_regular, read_state
@@ -193,8 +193,9 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
         if isinstance(d, ast.Call) and len(d.args) == 1 and not d.keywords and _dotted(ast.unparse(d.func)) and _dotted(ast.unparse(d.args[0]))
     )
     torch_names = {name for name, full in imported.items() if full == "torch"}
+    returns = ReturnedClasses(factories, classes, exports, path)
     for node, owner in factories if path else ():
-        returned = _returned_classes(node, classes, exports, path) or _returned_host_tensor(node, torch_names)
+        returned = returns.of(node, owner) or _returned_host_tensor(node, torch_names)
         if returned is None:
             continue
         qualified = f"{owner}.{node.name}" if owner else node.name
@@ -296,41 +297,6 @@ def _lacked_flags(name: str, classes: dict[str, ClassSummary], owned: dict[str, 
         elif not base.startswith("torch.nn."):
             return ()
     return tuple(lacking)
-
-
-def _returned_classes(fn: ast.FunctionDef | ast.AsyncFunctionDef, classes: dict[str, ClassSummary], exports: dict[str, str], path: str) -> Value | None:
-    """A factory of project classes (`init_attn(kind)`, `setup_model(config)`): every `return` builds
-    an instance of a class, or gives back a name only ever bound to such instances; the object is one
-    of them ("file::A|file::B" for this module's classes, as the imports spell the others, which the
-    module using the result names in full)."""
-    bound: dict[str, list[ast.expr]] = {}  # every binding of each name
-    last: dict[str, list[ast.expr]] = {}  # the bindings that reach the current top-level statement
-    returned: list[tuple[ast.expr, dict[str, list[ast.expr]]]] = []
-    for statement in fn.body:
-        # a top-level `x = B(x)` hides the earlier bindings of x from the statements after it
-        top = isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
-        for node in _own_statements_from(statement):
-            if isinstance(node, ast.Return):
-                value = node.value if node.value is not None else ast.Constant(None)
-                returned.append((value, dict(last) if node is statement else bound))
-            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                bound.setdefault(node.targets[0].id, []).append(node.value)
-                last[node.targets[0].id] = [node.value] if top else [*last.get(node.targets[0].id, ()), node.value]
-            else:
-                for target in _targets(node):
-                    name = getattr(target, "id", "")
-                    bound.setdefault(name, []).append(ast.Constant(None))
-                    last.setdefault(name, []).append(ast.Constant(None))
-    built: set[str] = set()
-    for value, reaching in returned:
-        for call in reaching.get(value.id, [ast.Constant(None)]) if isinstance(value, ast.Name) else [value]:
-            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and (call.func.id in classes or call.func.id in exports)):
-                return None
-            built.add(call.func.id)
-    kinds = {classes[name].kind if name in classes else Kind.OBJECT for name in built}
-    if not built or len(built) > MAX_ALTERNATIVES or len(kinds) != 1:
-        return None
-    return Value(kinds.pop(), origin="|".join(f"{path}::{name}" if name in classes else exports[name] for name in sorted(built)))
 
 
 def _returned_host_tensor(fn: ast.FunctionDef | ast.AsyncFunctionDef, torch_names: set[str]) -> Value | None:

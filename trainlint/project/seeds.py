@@ -183,8 +183,9 @@ def _carries(outline: "ModuleSummary", names: set[str]) -> set[str]:
     with a method returning one, and its functions returning one (as its imports spell them, the
     last name is the class's)."""
 
-    def returns_one(summary: "FunctionSummary") -> bool:
-        return bool(summary.returns.origin) and any(o.rsplit(".", 1)[-1].rsplit("::", 1)[-1] in names for o in origins(summary.returns))
+    def returns_one(summary: "FunctionSummary") -> bool:  # (or a tuple holding one: `return model, diffusion`)
+        returned = [summary.returns, *(summary.returns.items or ())]
+        return any(o.rsplit(".", 1)[-1].rsplit("::", 1)[-1] in names for value in returned for o in origins(value))
 
     out = {f for f, summary in outline.functions.items() if returns_one(summary)}
     for name, cls in outline.classes.items():

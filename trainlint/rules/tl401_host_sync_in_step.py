@@ -133,7 +133,7 @@ for step, (x, y) in enumerate(loader):
         "the project classes that define the called method and could be built there (in the dict, registered in "
         "the registry, deriving from the declared base; a dict of factories, `DiT_models[args.model]()`, or a module's own names, `models_mae.__dict__[args.model]()`, holds the "
         "class each factory returns), whose chains say so (\"`criterion` may be `SetCriterion`, "
-        "built from the configuration\"). Such an object handed to another module is followed there too: "
+        "built from the configuration\"). Such an object handed to another module is followed there too, also one a factory of another module returns in a tuple (`model, diffusion = create_model_and_diffusion(...)`, each place the class its own factory builds): "
         "`diffusion.training_losses(model, x, t)` runs the `forward` of `model` (also once moved or wrapped: "
         "`DDP(model.to(device))`) wherever `training_losses` calls it, and `super().training_losses(...)` runs the "
         "base class's method in its own module. Not flagged: such an object with more than three candidate classes, a "

@@ -1,0 +1,113 @@
+"""What the factories of a module with no training code return, read from Python's own tree: the
+project classes they build (`setup_model(config)` returning a `UNet`), directly, through another
+factory of the module (`return build_unet(config)`), or as the places of a tuple
+(`return model, diffusion`, unpacked by the caller as `model, diffusion = create_both(...)`)."""
+
+from __future__ import annotations
+
+import ast
+
+from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, UNKNOWN, Kind, Value, join, origins
+from trainlint.model.summary import ClassSummary
+from trainlint.project.outline_effects import bound_targets, own_statements_from
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+Bindings = dict[str, list[ast.expr]]
+
+
+class ReturnedClasses:
+    """The returns of a module's factories, each read once (a factory may call another)."""
+
+    def __init__(self, factories: list[tuple[Function, str]], classes: dict[str, ClassSummary], exports: dict[str, str], path: str) -> None:
+        self._classes = classes
+        self._exports = exports
+        self._path = path
+        self._functions = {node.name: node for node, owner in factories if not owner}  # (called by bare name)
+        self._known: dict[int, Value | None] = {}
+        self._reading: set[int] = set()
+
+    def of(self, fn: Function, owner: str = "") -> Value | None:
+        """What every `return` of `fn` gives: an instance of one of at most `MAX_ALTERNATIVES` classes
+        of one kind ("file::A|file::B" for this module's classes, as the imports spell the others,
+        which the module using the result names in full), or a tuple of such places (a place no
+        factory fills is unknown; one at least is known); None when a `return` gives anything else."""
+        key = id(fn)
+        if key not in self._known:
+            if key in self._reading:  # (factories calling each other: no answer from the cycle)
+                return None
+            self._reading.add(key)
+            try:
+                self._known[key] = self._returned(fn)
+            finally:
+                self._reading.discard(key)
+        return self._known[key]
+
+    def _returned(self, fn: Function) -> Value | None:
+        returned = _returns(fn)
+        if returned and all(isinstance(value, ast.Tuple) for value, _ in returned):
+            return self._tuple(returned)
+        found = [self._built(value, reaching) for value, reaching in returned]
+        return _one_of(found) if returned and all(found) else None  # type: ignore[arg-type]
+
+    def _tuple(self, returned: list[tuple[ast.expr, Bindings]]) -> Value | None:
+        places = {len(value.elts) for value, _ in returned}  # type: ignore[attr-defined]
+        if len(places) != 1 or any(isinstance(e, ast.Starred) for value, _ in returned for e in value.elts):  # type: ignore[attr-defined]
+            return None
+        items: list[Value] = []
+        for index in range(places.pop()):
+            found = [self._built(value.elts[index], reaching) for value, reaching in returned]  # type: ignore[attr-defined]
+            items.append((_one_of(found) if all(found) else None) or UNKNOWN)  # type: ignore[arg-type]
+        if all(item is UNKNOWN for item in items):
+            return None
+        return Value(Kind.COLLECTION, HOST, element=join(items), items=tuple(items))
+
+    def _built(self, value: ast.expr, reaching: Bindings) -> list[tuple[str, Value]] | None:
+        """The objects `value` may be, each with the name it is sorted by; None when one is unknown."""
+        out: list[tuple[str, Value]] = []
+        for call in reaching.get(value.id, [ast.Constant(None)]) if isinstance(value, ast.Name) else [value]:
+            name = call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else None
+            if name is not None and name in self._classes:
+                out.append((name, Value(self._classes[name].kind, origin=f"{self._path}::{name}")))
+            elif name is not None and name in self._exports:
+                out.append((name, Value(Kind.OBJECT, origin=self._exports[name])))
+            elif name is not None and name in self._functions:  # another factory of this module
+                made = self.of(self._functions[name])
+                if made is None or made.kind not in (Kind.MODULE, Kind.OBJECT):
+                    return None
+                out.extend((origin, Value(made.kind, origin=origin)) for origin in origins(made))
+            else:
+                return None
+        return out
+
+
+def _one_of(found: list[list[tuple[str, Value]]]) -> Value | None:
+    """An object of one of the classes found, when they are few and of one kind."""
+    by_name = dict(pair for pairs in found for pair in pairs)
+    kinds = {v.kind for v in by_name.values()}
+    if not by_name or len(by_name) > MAX_ALTERNATIVES or len(kinds) != 1:
+        return None
+    return Value(kinds.pop(), origin="|".join(dict.fromkeys(by_name[name].origin or "" for name in sorted(by_name))))
+
+
+def _returns(fn: Function) -> list[tuple[ast.expr, Bindings]]:
+    """Each `return`'s value with the bindings of each name that may reach it: a top-level `x = B(x)`
+    hides the earlier bindings of `x` from the statements after it; a `return` inside a compound
+    statement sees every binding of the function; a name bound otherwise is bound to nothing known."""
+    bound: Bindings = {}  # every binding of each name
+    last: Bindings = {}  # the bindings that reach the current top-level statement
+    returned: list[tuple[ast.expr, Bindings]] = []
+    for statement in fn.body:
+        top = isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
+        for node in own_statements_from(statement):
+            if isinstance(node, ast.Return):
+                value = node.value if node.value is not None else ast.Constant(None)
+                returned.append((value, dict(last) if node is statement else bound))
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                bound.setdefault(node.targets[0].id, []).append(node.value)
+                last[node.targets[0].id] = [node.value] if top else [*last.get(node.targets[0].id, ()), node.value]
+            else:
+                for target in bound_targets(node):
+                    name = getattr(target, "id", "")
+                    bound.setdefault(name, []).append(ast.Constant(None))
+                    last.setdefault(name, []).append(ast.Constant(None))
+    return returned
