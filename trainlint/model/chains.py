@@ -353,8 +353,10 @@ class StepChains(InheritedTargets):
         method called on `self` (`_dispatched`)."""
         targets = self.project_targets(call) or self._super_targets(call)
         dispatched = self._dispatched(call) if not targets else None
-        held = self._held_by_self(call) if call.receiver_text == "self" and self.callee(call) is None else []
-        return [dispatched, *held] if dispatched is not None else [*targets, *held]
+        own = call.receiver_text == "self" and self.callee(call) is None  # (a method this module does not define)
+        held = self._held_by_self(call) if own else []
+        inherited = self._inherited_by_self(call) if own and dispatched is not None else []
+        return [*inherited, dispatched, *held] if dispatched is not None else [*targets, *held]
 
     def _dispatched(self, call: Call) -> str | None:
         """`self.compute_loss(batch)` in a method of class `Base`: "self::Base.compute_loss", which runs
@@ -365,8 +367,9 @@ class StepChains(InheritedTargets):
         return f"{DISPATCH}{fn.class_name}.{call.method}"
 
     def project_target(self, call: Call) -> str | None:
-        """The first of `project_targets`, or None."""
-        targets = self.project_targets(call)
+        """The first of `project_targets` (or the method of a project base in another module that a
+        call on `self` runs), or None."""
+        targets = self.project_targets(call) or (self._inherited_by_self(call) if call.receiver_text == "self" and self.callee(call) is None else [])
         return targets[0] if targets else None
 
     def project_targets(self, call: Call) -> list[str]:

@@ -139,7 +139,11 @@ def reported_at_callers(model: TrainingModel, call: Call) -> bool:
     # (an element of a collection passed whole, `for k, v in kwargs.items(): v.item()`, is what each
     # caller passed there: they report the device tensors among them)
     element = value.kind is Kind.UNKNOWN and root_name(call.receiver) in loop_names_over(fn, call, set(fn.params) - {"self", "cls"}, model)
-    return (device_tensor(value) or element) and reads_passed_value(model, fn, call)  # type: ignore[arg-type]
+    # (a parameter some callers pass a device tensor for and others something unknown: those callers
+    # report it, where the tensor is known)
+    name = root_name(call.receiver)  # type: ignore[arg-type]
+    given = value.kind is Kind.UNKNOWN and name in fn.params and "tensor" in (model.passed_facts(fn, name) or ())
+    return (device_tensor(value) or element or given) and reads_passed_value(model, fn, call)  # type: ignore[arg-type]
 
 
 def is_metric_log(model: TrainingModel, call: Call) -> bool:

@@ -11,6 +11,8 @@ import libcst as cst
 
 from trainlint.model.call_graph import is_super
 from trainlint.model.facts import Call
+from trainlint.model.summary import FunctionSummary
+from trainlint.model.symbols import trains_or_reads
 
 
 class InheritedTargets:
@@ -29,6 +31,20 @@ class InheritedTargets:
             found = self._inherited_target(base, call.method)
             if found:
                 return found
+        return []
+
+    def _inherited_by_self(self, call: Call) -> list[str]:
+        """`self.take_optimisation_step(opt, net, loss)` in a method of a class that inherits it from a
+        project base in another module: that base's method ("file::Base_Agent.take_optimisation_step"),
+        when it trains or reads device values (`trains_or_reads`), as the call's summary says."""
+        fn = call.site.function
+        info = self.local_class(fn.class_name) if fn is not None and fn.class_name else None  # type: ignore[attr-defined]
+        here = f"{self.resolved_path}::"  # type: ignore[attr-defined]
+        for base in info.bases if info is not None else ():
+            found = self._inherited_target(base, call.method)
+            if found:  # (this module's own: its analysis runs it; one that neither trains nor reads: nothing to follow)
+                summary = self.project_symbol(found[0]) if not found[0].startswith(here) else None  # type: ignore[attr-defined]
+                return found if isinstance(summary, FunctionSummary) and trains_or_reads(summary) else []
         return []
 
     def _held_by_self(self, call: Call) -> list[str]:

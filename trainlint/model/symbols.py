@@ -356,7 +356,9 @@ class SymbolQueries:
             if isinstance(symbol, ClassSummary):
                 return None  # constructing an object
         fn = call.site.function
-        if call.method is not None and call.receiver is not None and call.receiver_text not in ("self", "cls"):
+        if call.method is not None and call.receiver_text == "self":
+            return self._inherited_summary(call)
+        if call.method is not None and call.receiver is not None and call.receiver_text != "cls":
             base = self.values.of(call.receiver, fn, call.site)
             if base.origin is not None and "|" in base.origin:  # an object of one of several classes
                 found = [dispatched((self.class_methods(o) or {}).get(call.method), self.class_methods(o) or {}) for o in origins(base)]
@@ -375,6 +377,28 @@ class SymbolQueries:
             if callee.origin in LIBRARY_LOSS_SCALERS and len(call.node.args) >= 2:
                 clips = call.kwarg("clip_grad") is not None or call.kwarg("clip_value") is not None
                 return FunctionSummary(where=name, steps=True, backprops=True, scales=True, clips=clips)
+        return None
+
+    def _inherited_summary(self, call: Call) -> "FunctionSummary | None":
+        """`self.take_optimisation_step(opt, net, loss)` in a method of a class whose project base in
+        another module defines it (nothing of this module does): the base's method, as an object of
+        the class runs it."""
+        from trainlint.model.summary import FunctionSummary
+
+        method = call.site.function
+        while method is not None and method.class_name is None:  # (a closure in a method: the method's class)
+            method = method.parent
+        if method is None or self.local_class(method.class_name) is None or self.callee(call) is not None:  # type: ignore[attr-defined]
+            return None  # (a function set on another module's class, `@add_to_class(Trainer)`, is not inheriting)
+        home = getattr(self.project, "method_home", None)
+        for base in self.class_bases(method) if home is not None and self.path else ():  # type: ignore[attr-defined]
+            where = home(self.path, base, call.method)  # (read from outlines: which class defines it)
+            if where is None:
+                continue
+            if where.partition("::")[0] == self.resolved_path:  # type: ignore[attr-defined]
+                return None  # (this module's own: its analysis runs it)
+            found = self.project_symbol(where)
+            return found if isinstance(found, FunctionSummary) and trains_or_reads(found) else None
         return None
 
     def call_summary(self, call: Call) -> "FunctionSummary | None":
@@ -425,3 +449,10 @@ def common_summary(summaries: "list[FunctionSummary]") -> "FunctionSummary":
         optimizes=first.optimizes if all(s.optimizes == first.optimizes for s in summaries) else (),
         returns_activation=first.returns_activation if all(s.returns_activation == first.returns_activation for s in summaries) else None,
     )
+
+
+def trains_or_reads(summary: "FunctionSummary") -> bool:
+    """A function that does something of a training step: updates, backpropagates, clips, scales or reads
+    device values on the host (an inherited `save_hyperparameters()` is none of these)."""
+    return summary.steps or summary.backprops or summary.clips or summary.scales or summary.clears_grads or bool(
+        summary.syncs or summary.synchronizes) or summary.reads_arguments

@@ -123,7 +123,7 @@ for step, (x, y) in enumerate(loader):
         "findings. A sync in a project helper is reported once: in the helper, with the call chains "
         "that run it every step, when the helper reads a value it computes (its own `loss.item()`); at "
         "each call site, where the value is known, when the helper only reads what it is passed "
-        "(`metric_logger.update(loss=loss)`, whose `update` calls `v.item()`). "
+        "(`metric_logger.update(loss=loss)`, whose `update` calls `v.item()`; `self.take_optimisation_step(opt, net, loss)`, a step helper the class inherits from a project base in another module, logging `loss.item()`), also where other calls pass what the analysis cannot see. "
         "The step reaches code indirectly too, and a sync there is flagged: a function handed to a helper that "
         "calls it (`timer(train_step)`, each function `engine = schedule_a if cfg.a else schedule_b` may hold, the method a `functools.partial` wraps: `compute = partial(diffusion.training_losses, model, x)`, then `compute()`), each function a dict of at most three functions holds, called with a key (`loss_registry[config.loss](model, x, t)`, the dict in this module or another, and the model handed on to it); "
         "the method a project base class's per-step code runs on `self` in a subclass of another module "
