@@ -79,3 +79,21 @@ def test_a_long_chain_of_calls_is_analysed_not_too_deep(tmp_path: Path) -> None:
     found = json.loads(done.stdout)
     assert [d["code"] for d in found if d["code"] == "TL000"] == [], found
     assert any(d["code"] == "TL501" for d in found), found  # and the analysis went on to its findings
+
+
+def test_a_long_chain_of_calls_is_explained_and_read_from_stdin_not_too_deep(tmp_path: Path) -> None:
+    """The commands that analyse in their own process (`explain FILE:LINE`, stdin) follow deep but
+    valid code as the workers do."""
+    lines = ["import torch", "", "def f0(x):", "    return x + 1", ""]
+    for i in range(1, 700):
+        lines += [f"def f{i}(x):", f"    return f{i - 1}(x) + 1", ""]
+    lines += ["def main(model, loader, optimizer):", "    for x in loader:", "        loss = model(x)", "        loss.backward()",
+              "        optimizer.step()", "        print(loss.item())", "        f699(loss)", ""]
+    (tmp_path / "chain.py").write_text("\n".join(lines))
+    read = lines.index("        print(loss.item())") + 1
+    done = subprocess.run([sys.executable, "-m", "trainlint", "explain", f"chain.py:{read}"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert "nesting too deep" not in done.stdout + done.stderr, done.stdout + done.stderr
+    assert "Runs every training step: yes" in done.stdout, done.stdout
+    done = subprocess.run([sys.executable, "-m", "trainlint", "--output-format", "json", "-"], cwd=tmp_path, input="\n".join(lines),
+                          capture_output=True, text=True, timeout=600)
+    assert [d["code"] for d in json.loads(done.stdout) if d["code"] == "TL000"] == [], done.stdout

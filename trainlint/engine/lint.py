@@ -141,6 +141,7 @@ def lint_python(source: str, name: str, settings: Settings, alone: bool = False)
     `alone`: see `lint_alone`."""
     from trainlint.project import budget
 
+    _allow_deep_recursion()
     result = FileResult(name, source=source)
     budget.configure(settings.file_timeout)
     budget.forget()
@@ -158,6 +159,19 @@ def lint_python(source: str, name: str, settings: Settings, alone: bool = False)
             result.unknown_summaries = tuple(sorted(budget.exceeded()))
             result.cacheable = False
     return result
+
+
+_DEEP: list[bool] = []
+
+
+def _allow_deep_recursion() -> None:
+    """Room for deep but valid code in this process too, once (a worker makes it for itself; the
+    language server, `--fix`, stdin and `explain` analyse in the process that runs them)."""
+    if not _DEEP:
+        from trainlint.engine.worker_process import allow_deep_recursion
+
+        allow_deep_recursion()
+        _DEEP.append(True)
 
 
 def _lint_python(source: str, name: str, settings: Settings, result: FileResult, alone: bool = False) -> None:
