@@ -17,6 +17,7 @@ from trainlint.model.summarizer import loop_names_over, reads_passed_value
 from trainlint.model.summary import VALUE_READS
 
 if TYPE_CHECKING:
+    from trainlint.model.facts import Function
     from trainlint.model.training import TrainingModel
 
 SYNC_METHODS = frozenset({"item", "cpu", "tolist", "numpy"})
@@ -140,10 +141,19 @@ def reported_at_callers(model: TrainingModel, call: Call) -> bool:
     # caller passed there: they report the device tensors among them)
     element = value.kind is Kind.UNKNOWN and root_name(call.receiver) in loop_names_over(fn, call, set(fn.params) - {"self", "cls"}, model)
     # (a parameter some callers pass a device tensor for and others something unknown: those callers
-    # report it, where the tensor is known)
+    # report it, where the tensor is known, when the function's summary tells them that it reads it)
     name = root_name(call.receiver)  # type: ignore[arg-type]
-    given = value.kind is Kind.UNKNOWN and name in fn.params and "tensor" in (model.passed_facts(fn, name) or ())
+    given = value.kind is Kind.UNKNOWN and name in fn.params and "tensor" in (model.passed_facts(fn, name) or ()) and _seen_reading(model, fn)
     return (device_tensor(value) or element or given) and reads_passed_value(model, fn, call)  # type: ignore[arg-type]
+
+
+def _seen_reading(model: TrainingModel, fn: Function) -> bool:
+    """Whether other modules see `fn` (through this module's summary) reading what they pass it: only
+    then do their calls report the read (a module of an import cycle may be known by its names only)."""
+    from trainlint.model.summary import FunctionSummary
+
+    seen = model.project_symbol(f"{model.resolved_path}::{fn.qualified}") if model.path else None
+    return isinstance(seen, FunctionSummary) and seen.reads_arguments
 
 
 def is_metric_log(model: TrainingModel, call: Call) -> bool:
