@@ -355,7 +355,7 @@ class StepChains(InheritedTargets):
         dispatched = self._dispatched(call) if not targets else None
         own = call.receiver_text == "self" and self.callee(call) is None  # (a method this module does not define)
         held = self._held_by_self(call) if own else []
-        inherited = self._inherited_by_self(call) if own and dispatched is not None else []
+        inherited = self._inherited_by_self(call) if dispatched is not None else []
         return [*inherited, dispatched, *held] if dispatched is not None else [*targets, *held]
 
     def _dispatched(self, call: Call) -> str | None:
@@ -369,7 +369,7 @@ class StepChains(InheritedTargets):
     def project_target(self, call: Call) -> str | None:
         """The first of `project_targets` (or the method of a project base in another module that a
         call on `self` runs), or None."""
-        targets = self.project_targets(call) or (self._inherited_by_self(call) if call.receiver_text == "self" and self.callee(call) is None else [])
+        targets = self.project_targets(call) or self._inherited_by_self(call)
         return targets[0] if targets else None
 
     def project_targets(self, call: Call) -> list[str]:

@@ -37,10 +37,14 @@ class InheritedTargets:
         """`self.take_optimisation_step(opt, net, loss)` in a method of a class that inherits it from a
         project base in another module: that base's method ("file::Base_Agent.take_optimisation_step"),
         when it trains or reads device values (`trains_or_reads`), as the call's summary says."""
-        fn = call.site.function
-        info = self.local_class(fn.class_name) if fn is not None and fn.class_name else None  # type: ignore[attr-defined]
+        method = call.site.function
+        while method is not None and method.class_name is None:  # (a closure in a method: the method's class)
+            method = method.parent
+        info = self.local_class(method.class_name) if method is not None else None  # type: ignore[attr-defined]
+        if info is None or call.receiver_text != "self" or self.callee(call) is not None:  # type: ignore[attr-defined]
+            return []  # (a function set on another module's class, `@add_to_class(Trainer)`, is not inheriting)
         here = f"{self.resolved_path}::"  # type: ignore[attr-defined]
-        for base in info.bases if info is not None else ():
+        for base in info.bases:
             found = self._inherited_target(base, call.method)
             if found:  # (this module's own: its analysis runs it; one that neither trains nor reads: nothing to follow)
                 summary = self.project_symbol(found[0]) if not found[0].startswith(here) else None  # type: ignore[attr-defined]

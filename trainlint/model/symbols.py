@@ -382,24 +382,12 @@ class SymbolQueries:
     def _inherited_summary(self, call: Call) -> "FunctionSummary | None":
         """`self.take_optimisation_step(opt, net, loss)` in a method of a class whose project base in
         another module defines it (nothing of this module does): the base's method, as an object of
-        the class runs it."""
+        the class runs it (`InheritedTargets._inherited_by_self`)."""
         from trainlint.model.summary import FunctionSummary
 
-        method = call.site.function
-        while method is not None and method.class_name is None:  # (a closure in a method: the method's class)
-            method = method.parent
-        if method is None or self.local_class(method.class_name) is None or self.callee(call) is not None:  # type: ignore[attr-defined]
-            return None  # (a function set on another module's class, `@add_to_class(Trainer)`, is not inheriting)
-        home = getattr(self.project, "method_home", None)
-        for base in self.class_bases(method) if home is not None and self.path else ():  # type: ignore[attr-defined]
-            where = home(self.path, base, call.method)  # (read from outlines: which class defines it)
-            if where is None:
-                continue
-            if where.partition("::")[0] == self.resolved_path:  # type: ignore[attr-defined]
-                return None  # (this module's own: its analysis runs it)
-            found = self.project_symbol(where)
-            return found if isinstance(found, FunctionSummary) and trains_or_reads(found) else None
-        return None
+        found = self._inherited_by_self(call)  # type: ignore[attr-defined]
+        symbol = self.project_symbol(found[0]) if found else None
+        return symbol if isinstance(symbol, FunctionSummary) else None
 
     def call_summary(self, call: Call) -> "FunctionSummary | None":
         """What a call does: a function of this module, or of the project."""
