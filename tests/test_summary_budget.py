@@ -67,13 +67,19 @@ def test_an_outcome_of_the_time_limit_is_not_cached(tmp_path: Path) -> None:
         assert "could not be summarised" in done.stdout, done.stdout
 
 
-def test_a_long_chain_of_calls_is_analysed_not_too_deep(tmp_path: Path) -> None:
-    """700 functions each calling the previous one: valid code, deeper than the old recursion limit."""
+def _chain_lines() -> list[str]:
+    """700 functions each calling the previous one, and a step loop calling the last."""
     lines = ["import torch", "", "def f0(x):", "    return x + 1", ""]
     for i in range(1, 700):
         lines += [f"def f{i}(x):", f"    return f{i - 1}(x) + 1", ""]
     lines += ["def main(model, loader, optimizer):", "    for x in loader:", "        loss = model(x)", "        loss.backward()",
               "        optimizer.step()", "        print(loss.item())", "        f699(loss)", ""]
+    return lines
+
+
+def test_a_long_chain_of_calls_is_analysed_not_too_deep(tmp_path: Path) -> None:
+    """700 functions each calling the previous one: valid code, deeper than the old recursion limit."""
+    lines = _chain_lines()
     (tmp_path / "chain.py").write_text("\n".join(lines))
     done = _check(tmp_path, "chain.py", "--output-format", "json", "--file-timeout", "120")
     found = json.loads(done.stdout)
@@ -84,11 +90,7 @@ def test_a_long_chain_of_calls_is_analysed_not_too_deep(tmp_path: Path) -> None:
 def test_a_long_chain_of_calls_is_explained_and_read_from_stdin_not_too_deep(tmp_path: Path) -> None:
     """The commands that analyse in their own process (`explain FILE:LINE`, stdin) follow deep but
     valid code as the workers do."""
-    lines = ["import torch", "", "def f0(x):", "    return x + 1", ""]
-    for i in range(1, 700):
-        lines += [f"def f{i}(x):", f"    return f{i - 1}(x) + 1", ""]
-    lines += ["def main(model, loader, optimizer):", "    for x in loader:", "        loss = model(x)", "        loss.backward()",
-              "        optimizer.step()", "        print(loss.item())", "        f699(loss)", ""]
+    lines = _chain_lines()
     (tmp_path / "chain.py").write_text("\n".join(lines))
     read = lines.index("        print(loss.item())") + 1
     done = subprocess.run([sys.executable, "-m", "trainlint", "explain", f"chain.py:{read}"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
