@@ -85,7 +85,7 @@ def evaluate(model, loader):
     not_flagged = (
         "Evaluation under `no_grad`/`inference_mode` (a `with` block, a decorator, or every call site inside "
         "one), loops that backpropagate (meta-learning, adversarial evaluation, fine-tuning with batch-norm "
-        "statistics frozen by `eval()`), modules frozen with `requires_grad_(False)`, a module switched back "
+        "statistics frozen by `eval()`), modules frozen with `requires_grad_(False)` or by a loop setting `requires_grad = False` on each of their parameters (`for k, v in model.named_parameters(): v.requires_grad = False`; a loop that freezes some, under an `if`, freezes none), a module switched back "
         "with `.train()`, a library's evaluation hooks, which it runs without grad (`validation_step` of a "
         "`LightningModule`, `evaluate`/`prediction_step` of an HF or trl `Trainer`: known from the class's bases, "
         "not the method's name), and test code (`tests/`, `test_*.py`). Evaluation is found by what the code does: a module switched to eval "
@@ -168,8 +168,33 @@ def compute_metric(sampler, batches):
     sampler.eval().requires_grad_(False)
     return [sampler(c) for c in batches]
 """,
+        # every parameter frozen by a loop over them (a test script's idiom): no graph is recorded
+        """
+import torch
+def denoise(model, images, device):
+    model.eval()
+    for k, v in model.named_parameters():
+        v.requires_grad = False
+    model = model.to(device)
+    for img in images:
+        out = model(img.to(device))
+        save(out.cpu().numpy())
+""",
     )
     invalid = (
+        # some parameters frozen (under an `if`): the others still record a graph
+        """
+import torch
+def denoise(model, images, device):
+    model.eval()
+    for k, v in model.named_parameters():
+        if "backbone" in k:
+            v.requires_grad = False
+    model = model.to(device)
+    for img in images:
+        out = model(img.to(device))
+        save(out.cpu().numpy())
+""",
         # a notebook's test-set loop keeping only labels
         """
 import torch
@@ -363,7 +388,47 @@ def _frozen(model: TrainingModel) -> set[str]:
         text = dotted(base) if base is not None else None
         if text:
             out.add(text)
+    for loop in model.loops:
+        text = _freezes_every_parameter(loop.node)
+        if text:
+            out.add(text)
     return out
+
+
+def _freezes_every_parameter(loop: cst.For | cst.While) -> str | None:
+    """`for k, v in model.named_parameters(): v.requires_grad = False` (or `v.requires_grad_(False)`,
+    or over `model.parameters()`), unconditionally in the loop's body: the module whose every
+    parameter is frozen (its text), which then records no graph. A loop that freezes some (under an
+    `if`) freezes none for this purpose."""
+    if not isinstance(loop, cst.For) or not isinstance(loop.iter, cst.Call) or not isinstance(loop.iter.func, cst.Attribute):
+        return None
+    if loop.iter.func.attr.value not in ("parameters", "named_parameters") or loop.iter.args:
+        return None
+    target = loop.target
+    if isinstance(target, cst.Tuple) and target.elements:
+        target = target.elements[-1].value
+    if not isinstance(target, cst.Name) or not isinstance(loop.body, cst.IndentedBlock):
+        return None
+    for statement in loop.body.body:
+        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+            if _freezes(small, target.value):
+                return dotted(loop.iter.func.value)
+    return None
+
+
+def _freezes(statement: cst.BaseSmallStatement, name: str) -> bool:
+    """`name.requires_grad = False` or `name.requires_grad_(False)`."""
+    if isinstance(statement, cst.Assign) and isinstance(statement.value, cst.Name) and statement.value.value == "False":
+        return any(dotted(t.target) == f"{name}.requires_grad" for t in statement.targets)
+    if isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call):
+        call = statement.value
+        return (
+            dotted(call.func) == f"{name}.requires_grad_"
+            and len(call.args) == 1
+            and isinstance(call.args[0].value, cst.Name)
+            and call.args[0].value.value == "False"
+        )
+    return False
 
 
 def _last_mode(receiver: str, call: Call, switches: list[Call]) -> bool | None:
