@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.model.names import ImportMap
+from trainlint.model.names import ImportMap, dotted
 
 AUTOCAST = frozenset(
     {
@@ -163,3 +163,27 @@ LIBRARY_LOSS_SCALERS = frozenset(
 LIBRARY_LOGITS_LOSSES = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.BCEWithLogitsLoss"})
 # how a summary names a library class whose instances a module passes to another (`Argument.class_path`)
 LIBRARY_CLASS = "<library>"
+
+
+# reductions that return `(values, indices)`: along a dimension for max/min/median, always for the others
+_VALUES_INDICES = frozenset({"max", "min", "median", "mode", "sort", "topk", "kthvalue", "cummax", "cummin"})
+_ALONG_A_DIMENSION = frozenset({"max", "min", "median"})
+
+
+def returns_indices(expr: cst.BaseExpression) -> bool:
+    """`x.max(1)`, `torch.sort(x)`, `x.topk(k)`: a call returning `(values, indices)`, whose indices
+    (integers) never carry an autograd graph. `x.max()` and `torch.max(a, b)` return one tensor."""
+    if not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Attribute):
+        return False
+    name = expr.func.attr.value
+    if name not in _VALUES_INDICES:
+        return False
+    if name not in _ALONG_A_DIMENSION:
+        return True
+    if any(a.keyword is not None and a.keyword.value == "dim" for a in expr.args):
+        return True
+    # a dimension given by position: `x.max(1)`, `torch.max(x, -1)` (`x.max(y)`, `torch.max(a, b)`
+    # of two tensors are elementwise, one tensor)
+    positional = [a.value for a in expr.args if a.keyword is None]
+    place = 1 if dotted(expr.func.value) == "torch" else 0
+    return len(positional) == place + 1 and isinstance(positional[place], (cst.Integer, cst.UnaryOperation))

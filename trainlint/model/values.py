@@ -25,6 +25,7 @@ from trainlint.model.names import dotted, target_names
 from trainlint.model.arithmetic import arithmetic, built_on_host
 from trainlint.model.cycles import CycleMemo
 from trainlint.model.saved_arguments import saving_constructor
+from trainlint.model.torchnames import returns_indices
 from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, TENSOR_VALUED_ATTRIBUTES, CallValues
 from trainlint.model.device_arguments import moved_to_device, on_device_operands
 
@@ -220,6 +221,8 @@ class ValueModel(CallValues, CycleMemo):
             if value.kind is Kind.COLLECTION and value.element is not None:
                 return value.element
             if value.kind is Kind.TENSOR:
+                if len(assign.targets) == 2 and assign.targets[1] == name and returns_indices(assign.value):
+                    return replace(value, graph=False)  # `_, idx = x.max(1)`: integer indices carry no graph
                 return value  # `loss, logits = model(x)`: outputs of a forward pass
             return UNKNOWN
         return value

@@ -13,6 +13,28 @@ from trainlint.model.lattice import Kind, Value, origins
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule
 
 
+# a codebook keeping what a reduction along a dimension gives, step after step (for the examples)
+_KEPT_CODES = """
+import torch
+from torch import nn
+
+class Quantize(nn.Module):
+    def __init__(self, dim, n_embed):
+        super().__init__()
+        self.proj = nn.Linear(dim, n_embed)
+        self.codes = None
+
+    def forward(self, x):
+        {unpack} = self.proj(x).max(1)
+        self.codes = {kept} if self.codes is None else torch.cat([self.codes, {kept}])
+        return self.proj(x)
+
+model = Quantize(4, 8)
+for x in loader:
+    model(x).mean().backward()
+    optimizer.step()
+"""
+
 class AutogradHistoryAccumulated(Rule):
     code = "TL302"
     name = "autograd-history-accumulated"
@@ -61,7 +83,7 @@ for x, y in loader:
         "values computed under `torch.no_grad()` or detached upstream (two lines above, or in a callee), "
         "state on `self` that a method rebuilds from nothing (`torch.zeros(...)`) before each pass or on "
         "every step, even when another module calls it (a decoder calling `attention.init_states(x)`), "
-        "values the analysis does not know to carry a graph, a last output kept on `self` (its saved "
+        "values the analysis does not know to carry a graph (the indices of a reduction along a dimension, `_, idx = x.max(1)`, `x.topk(k)`, `x.sort()`, are integers and carry none), a last output kept on `self` (its saved "
         "tensors were freed by backward; nothing grows), test code, and code outside training steps. The "
         "`.detach()` fix is safe (applied by `--fix`) only when every later use of the total is proven to "
         "end in a number (`.item()`, `float()`, `print`) or in a callee that leaves it alone (torch, logging, "
@@ -132,8 +154,12 @@ def forward_backward(model, batches, optimizer):
         out.backward()
     optimizer.step()
 """,
+        # the indices of a reduction along a dimension (`_, idx = x.max(1)`) are integers: no graph
+        _KEPT_CODES.format(unpack="_, codes", kept="codes"),
     )
     invalid = (
+        # the values of the same reduction keep the graph
+        _KEPT_CODES.format(unpack="best, _", kept="best"),
         """
 losses = []
 for x, y in loader:

@@ -168,6 +168,29 @@ def compute_metric(sampler, batches):
     sampler.eval().requires_grad_(False)
     return [sampler(c) for c in batches]
 """,
+        # a helper of a module's own forward pass (ranking answers when not training): the forward's
+        # callers decide whether a graph is recorded
+        """
+import torch
+from torch import nn
+class VQA(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.decoder = nn.Linear(8, 8)
+
+    def forward(self, x, train=True):
+        if train:
+            return self.decoder(x).mean()
+        return self.rank_answer(x)
+
+    def rank_answer(self, x):
+        scores = self.decoder(x)
+        _, ids = scores.topk(3, dim=1)
+        return ids
+
+model = VQA().cuda()
+model.eval()
+""",
         # every parameter frozen by a loop over them (a test script's idiom): no graph is recorded
         """
 import torch
@@ -291,7 +314,7 @@ def train(model, ema, loader, valid_batches, optimizer):
             here, by_callers = _evaluated_here(fn, switches), _evaluated_by_callers(fn, sites.get(fn, ()), switches)
             if not here and not by_callers:
                 forward = _prediction_forward(model, fn, storing)
-                if forward is not None:
+                if forward is not None and not _inside_forward(model, fn):
                     yield Finding(forward.node, f"forward pass in `{fn.name}` records an autograd graph: it returns only predictions, which no backward can reach")
                     continue
                 forward = decoding_forward(model, fn)
@@ -364,6 +387,16 @@ def _prediction_forward(model: TrainingModel, fn: Function, storing: set[Functio
     if fn in storing:
         return None  # `self.cache = out`: kept beyond the call
     return first_forward(model, fn)
+
+
+def _inside_forward(model: TrainingModel, fn: Function) -> bool:
+    """A method that only its class's `forward` calls: part of that module's forward pass (BLIP's
+    `rank_answer` for `model(..., train=False)`), run where the forward runs. Whether it records a
+    graph is its callers' matter (an evaluation under `no_grad`, often in another module)."""
+    if fn.class_name is None:
+        return False
+    callers = [c.site.function for c in model.calls if fn in model.callees(c)]
+    return bool(callers) and all(f is not None and f.class_name == fn.class_name and f.name == "forward" for f in callers)
 
 
 def _stores(fn: Function, call: Call) -> bool:
