@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from trainlint.model.names import tokens
@@ -59,6 +60,14 @@ class Summarizer:
     def cls(self, info: "ClassInfo") -> ClassSummary:
         methods = {name: self.function(fn) for name, fn in info.methods.items()}
         return ClassSummary(class_kind(info, methods, self.model.is_module_class(info)), methods)
+
+    def kind(self, info: "ClassInfo") -> Kind:
+        """`cls(info).kind`, summarising only the methods `class_kind` reads (none for a module)."""
+        return class_kind(info, self.methods(info), self.model.is_module_class(info))
+
+    def methods(self, info: "ClassInfo") -> "Mapping[str, FunctionSummary]":
+        """The summaries of a class's methods, each made when it is first read."""
+        return _Methods(self, info)
 
     def _attributes(self, info: "ClassInfo") -> dict[str, Value]:
         """The instances of classes (of this module, another project module or `torch.nn`) that the
@@ -305,7 +314,23 @@ def loop_names_over(fn: "Function", call: "Call", params: set[str], m: "Training
     return out
 
 
-def class_kind(info: "ClassInfo", methods: dict[str, FunctionSummary], module: bool = False) -> Kind:
+class _Methods(Mapping[str, FunctionSummary]):
+    """A class's method summaries, each summarised when first read (a call reads one method of many)."""
+
+    def __init__(self, summarizer: Summarizer, info: "ClassInfo") -> None:
+        self._summarizer, self._info = summarizer, info
+
+    def __getitem__(self, name: str) -> FunctionSummary:
+        return self._summarizer.function(self._info.methods[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._info.methods)
+
+    def __len__(self) -> int:
+        return len(self._info.methods)
+
+
+def class_kind(info: "ClassInfo", methods: Mapping[str, FunctionSummary], module: bool = False) -> Kind:
     """What an instance of a class is, from its bases and what its methods do (`module`: an
     `nn.Module` through its bases, as the module's analysis resolves them)."""
     bases = " ".join(info.bases)

@@ -189,7 +189,7 @@ class SymbolQueries:
 
     def instance_of_local_class(self, name: str) -> Value:
         info = self._classes_by_name[name]
-        return Value(self.summarizer.cls(info).kind, origin=name)
+        return Value(self.summarizer.kind(info), origin=name)
 
     def is_project_function(self, qualname: str) -> bool:
         """Whether a name this module imports is a function of a local module."""
@@ -278,7 +278,7 @@ class SymbolQueries:
             return None
         info = self._classes_by_name.get(origin)
         if info is not None:
-            return {name: self.summarizer.function(fn) for name, fn in info.methods.items()}
+            return self.summarizer.methods(info)  # type: ignore[return-value]
         if self.project is None or not isinstance(self.project_symbol(origin), ClassSummary):
             return None
         try:
