@@ -836,3 +836,37 @@ def test_a_name_s_first_value_is_given_on_the_first_step_only():
 def test_a_name_set_back_to_none_every_step_is_read_every_step():
     reset = "                loss_ema = None"
     assert lines(EMA_LOG.format(reset=reset), "TL401") == [14, 16]
+
+
+GAN_STEP = """
+import torch
+
+
+class GAN:
+    def optimize_parameters(self, step, x):
+        self.G_optimizer.zero_grad()
+        fake = self.netG(x.cuda())
+        if step % self.D_update_ratio == 0:
+            G_loss = -self.netD(fake).mean()
+            G_loss.backward()
+            self.G_optimizer.step()
+        self.D_optimizer.zero_grad()
+        D_loss = self.netD(fake.detach()).mean() - self.netD(x.cuda()).mean()
+        D_loss.backward()
+        self.D_optimizer.step()
+        {rebinding}if step % self.D_update_ratio == 0:
+            self.log_dict["G_loss"] = G_loss.item()
+        if step % 100 == 0:
+            self.log_dict["D_loss"] = D_loss.item()
+"""
+
+
+def test_an_if_testing_what_the_step_branch_tests_runs_as_often_as_that_step():
+    # the generator's losses logged under the test that holds the generator's step: every step it
+    # takes; the discriminator's under a periodic test stay gated
+    assert sync_lines(GAN_STEP.format(rebinding="")) == [18]
+
+
+def test_the_same_test_after_its_name_is_rebound_is_a_gate_again():
+    rebound = GAN_STEP.format(rebinding="step = step // 2\n        ")
+    assert sync_lines(rebound) == []

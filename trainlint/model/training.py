@@ -39,6 +39,7 @@ from trainlint.model.reaching import ReachingDefinitions
 from trainlint.model.symbols import SymbolQueries
 from trainlint.model.torchnames import literal_string
 from trainlint.model.branches import branch_not_taken
+from trainlint.model.gates import boundary_branches
 from trainlint.model.walk import walk
 
 # Libraries that place training on a device by themselves.
@@ -334,9 +335,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         for call in self.calls:
             if self.is_optimizer_step(call) or self._runs_any(call, updating) or self.project_steps(call):
                 self._step_branches.update(id(n) for n in call.site.gate_nodes if n is not None)
-            for node in call.site.gate_nodes:  # `if accelerator.sync_gradients:`: once per optimizer step
-                if node is not None and "sync_gradients" in (dotted(node.test) or ""):
-                    self._step_branches.add(id(node))
+        self._step_branches |= boundary_branches(self, self._step_branches)
         # per-step functions: hooks, functions other modules run every step, and callees of ungated per-step code
         per_step = {fn for fn in self.functions if self._is_hook(fn)}
         # a function that updates the weights once per call (an optimizer step outside its own loops),

@@ -115,7 +115,7 @@ for step, (x, y) in enumerate(loader):
         "(`if DEBUG and t.isnan().any():`, `if queue_full or not torch.all(q == 0):`). `float(x)`/`print(x)`/f-strings only "
         "when `x` is known to be a tensor at that point: a name rebound to `loss.item()` is a number. The "
         "optimizer-step branch is no gate: code under `if (i + 1) % accum == 0:` (with the step) or "
-        "`if accelerator.sync_gradients:` runs on every training step and is flagged. Nor is a rank test "
+        "`if accelerator.sync_gradients:` runs on every training step and is flagged, as does a later `if` of the function testing exactly what the branch with the step tests, none of its names rebound (`if step % d_ratio == 0:` holding the generator's step, then another logging `G_loss.item()`). Nor is a rank test "
         "(`if rank == 0:`, `if is_main_process():`, `if pgm.pp_is_last_stage:`): it holds on every step of "
         "that rank, which pays the sync every step while the others wait for it at the next collective. "
         "One finding per statement: the syncs of one statement (a log call formatting four losses) are "
