@@ -293,3 +293,61 @@ def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
     if tree is node:
         return True
     return any(_contains(child, node) for child in tree.children)
+
+
+def frozen_modules(model: "TrainingModel") -> set[str]:
+    """Modules frozen by a `requires_grad_(False)` anywhere in a chain on them
+    (`sampler.eval().requires_grad_(False).to(device)`): their forward passes record no graph."""
+    out: set[str] = set()
+    for call in model.calls:
+        if call.method != "requires_grad_" or not isinstance(call.arg(0, "requires_grad"), cst.Name):
+            continue
+        if call.arg(0, "requires_grad").value != "False":  # type: ignore[union-attr]
+            continue
+        base = call.receiver
+        while isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute):
+            base = base.func.value
+        text = dotted(base) if base is not None else None
+        if text:
+            out.add(text)
+    for loop in model.loops:
+        text = _freezes_every_parameter(loop.node)
+        if text:
+            out.add(text)
+    return out
+
+
+def _freezes_every_parameter(loop: cst.For | cst.While) -> str | None:
+    """`for k, v in model.named_parameters(): v.requires_grad = False` (or `v.requires_grad_(False)`,
+    or over `model.parameters()`), unconditionally in the loop's body: the module whose every
+    parameter is frozen (its text), which then records no graph. A loop that freezes some (under an
+    `if`) freezes none for this purpose."""
+    if not isinstance(loop, cst.For) or not isinstance(loop.iter, cst.Call) or not isinstance(loop.iter.func, cst.Attribute):
+        return None
+    if loop.iter.func.attr.value not in ("parameters", "named_parameters") or loop.iter.args:
+        return None
+    target = loop.target
+    if isinstance(target, cst.Tuple) and target.elements:
+        target = target.elements[-1].value
+    if not isinstance(target, cst.Name) or not isinstance(loop.body, cst.IndentedBlock):
+        return None
+    for statement in loop.body.body:
+        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+            if _freezes(small, target.value):
+                return dotted(loop.iter.func.value)
+    return None
+
+
+def _freezes(statement: cst.BaseSmallStatement, name: str) -> bool:
+    """`name.requires_grad = False` or `name.requires_grad_(False)`."""
+    if isinstance(statement, cst.Assign) and isinstance(statement.value, cst.Name) and statement.value.value == "False":
+        return any(dotted(t.target) == f"{name}.requires_grad" for t in statement.targets)
+    if isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call):
+        call = statement.value
+        return (
+            dotted(call.func) == f"{name}.requires_grad_"
+            and len(call.args) == 1
+            and isinstance(call.args[0].value, cst.Name)
+            and call.args[0].value.value == "False"
+        )
+    return False

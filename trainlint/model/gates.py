@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 import libcst as cst
 
 from trainlint.model.names import dotted, tokens
+from trainlint.model.facts import Assign, Call
 from trainlint.model.walk import is_node, iter_nodes
-
-if TYPE_CHECKING:
-    from trainlint.model.training import TrainingModel
 
 # words of a condition that make it periodic or a one-off (`log_interval`, `do_eval`, `print_freq`)
 GATE_WORDS = frozenset(
@@ -265,22 +263,22 @@ def is_gate_test(
     return False
 
 
-def boundary_branches(model: "TrainingModel", branches: set[int]) -> set[int]:
+def boundary_branches(module: cst.Module, calls: Sequence[Call], assigns: Sequence[Assign], branches: set[int]) -> set[int]:
     """The `if`s that run once per optimizer step as the step branches (`branches`, the `if`s holding
     the step) do: an accumulation boundary (`if accelerator.sync_gradients:`), and an `if` testing
     exactly what a step branch of its function tests, none of the test's names rebound there (`if step
     % ratio == 0:` holding the generator's step, and a later one logging its losses: KAIR's GAN)."""
     nodes: list[tuple[cst.If, int]] = []
     seen: set[int] = set()
-    for call in model.calls:
+    for call in calls:
         for node in call.site.gate_nodes:
             if node is not None and id(node) not in seen:
                 seen.add(id(node))
                 nodes.append((node, id(call.site.function)))
     out = {id(node) for node, _ in nodes if "sync_gradients" in (dotted(node.test) or "")}
-    code = model.module.code_for_node
+    code = module.code_for_node
     stepped = {(fn, code(node.test).strip()) for node, fn in nodes if id(node) in branches}
-    rebound = {(id(a.site.function), t) for a in model.assigns for t in a.targets} if stepped else set()
+    rebound = {(id(a.site.function), t) for a in assigns for t in a.targets} if stepped else set()
     for node, fn in nodes:
         if id(node) in branches or (fn, code(node.test).strip()) not in stepped:
             continue

@@ -335,7 +335,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         for call in self.calls:
             if self.is_optimizer_step(call) or self._runs_any(call, updating) or self.project_steps(call):
                 self._step_branches.update(id(n) for n in call.site.gate_nodes if n is not None)
-        self._step_branches |= boundary_branches(self, self._step_branches)
+        self._step_branches |= boundary_branches(self.module, self.calls, self.assigns, self._step_branches)
         # per-step functions: hooks, functions other modules run every step, and callees of ungated per-step code
         per_step = {fn for fn in self.functions if self._is_hook(fn)}
         # a function that updates the weights once per call (an optimizer step outside its own loops),
