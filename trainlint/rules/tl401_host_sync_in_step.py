@@ -439,7 +439,7 @@ for x, y in loader:
                 more = f" (and {len(tensors) - 1} more)" if len(tensors) > 1 else ""
                 return f"`{shorten(code(tensors[0]), 40)}`{more} in `{_logged_call(code(call.node))}` is a tensor on the accelerator; logging it"
         summary = model.project_call_summary(call) if call.qualname is None or call.qualname.split(".", 1)[0] != "torch" else None
-        if summary is not None and summary.syncs and model.project_target(call) is None:
+        if summary is not None and summary.syncs and model.project_target(call) is None and not model.callees(call):
             return f"`{shorten(code(call.node), 60)}`, which reads a device tensor on the host (`{shorten(summary.syncs[0], 40)}` in {summary.where}),"
         if summary is None and call.qualname is None:
             # a function of this module: its callers' arguments are read where they are passed
