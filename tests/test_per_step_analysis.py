@@ -870,3 +870,34 @@ def test_an_if_testing_what_the_step_branch_tests_runs_as_often_as_that_step():
 def test_the_same_test_after_its_name_is_rebound_is_a_gate_again():
     rebound = GAN_STEP.format(rebinding="step = step // 2\n        ")
     assert sync_lines(rebound) == []
+
+
+def test_a_device_tensor_as_a_slice_bound_is_read_on_the_host():
+    # `x[:, :t]` turns a 0-dim tensor into an int with `__index__`: a host read; sizes, lengths kept
+    # on the host and index tensors (`x[idx]`, gathered on the device) are not
+    code = """
+    import torch
+    from torch import nn
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("r", torch.tensor(2))
+            self.proj = nn.Linear(8, 8)
+
+        def forward(self, mels, idx):
+            n = mels.size(1)
+            kept = mels[:, :n] + mels[idx]
+            clipped = mels[:, : self.r]
+            return self.proj(kept + clipped.sum())
+
+    model = Decoder().cuda()
+    for mels in loader:
+        mels = mels.cuda()
+        cutoff = torch.randint(1, mels.shape[1], (), device=mels.device)
+        idx = torch.arange(4, device=mels.device)
+        loss = model(mels[:, cutoff:], idx).mean()
+        loss.backward()
+        optimizer.step()
+    """
+    assert sorted(sync_lines(code)) == [14, 22]

@@ -5,16 +5,17 @@ Facts of values that TL401 asks about each call of a per-step line."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import libcst as cst
 
 from trainlint.model.extract import calls_in
 from trainlint.model.facts import Call, Site
 from trainlint.model.lattice import HOST, Kind, Value
-from trainlint.model.names import root_name
+from trainlint.model.names import root_name, tokens
 from trainlint.model.summarizer import loop_names_over, reads_passed_value
 from trainlint.model.summary import VALUE_READS
+from trainlint.model.walk import iter_nodes
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Function
@@ -172,3 +173,33 @@ def truth_tested(test: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(test, cst.BooleanOperation):
         out.extend(truth_tested(test.left))
     return out
+
+
+def in_optimizer_class(site: Site) -> bool:
+    """Code of an optimizer or loss-scaler class: its step must read flags on the host (torch's own
+    `GradScaler.step` calls `.item()`), so the sync is the implementation's, not the training loop's."""
+    fn = site.function
+    if fn is None or fn.class_name is None:
+        return False
+    words = set(tokens(fn.class_name)).union(*(tokens(b) for b in fn.class_bases))
+    return bool(words & {"optimizer", "scaler"})
+
+
+def slice_bounds(model: TrainingModel, judged: Callable[[Site], bool]) -> Iterator[tuple[Site, cst.BaseExpression]]:
+    """The bounds of slices (`x[:, :max_len]`, `ws[:, cutoff:]`) that are tensors on the accelerator,
+    in the statements of the sites `judged` accepts: Python turns a bound into an int with `__index__`,
+    which reads a 0-dim tensor's value on the host (as `.item()` does). An index tensor (`x[idx]`) is
+    no bound: the device gathers with it."""
+    sites = [c.site for c in model.calls] + [a.site for a in model.assigns]
+    sites.extend(r.site for fn in model.functions for r in fn.return_facts)
+    seen: set[int] = set()
+    for site in sites:
+        statement = site.statement
+        if statement is None or id(statement) in seen or not judged(site):
+            continue
+        seen.add(id(statement))
+        for node in iter_nodes(statement):
+            if isinstance(node, cst.Slice):
+                for bound in (node.lower, node.upper, node.step):
+                    if bound is not None and device_tensor(model.value(bound, site)):
+                        yield site, bound

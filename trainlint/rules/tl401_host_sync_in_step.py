@@ -15,9 +15,10 @@ from trainlint.model.host_reads import (
     header_calls as _header_calls, is_metric_log as _is_metric_log, truth_tested as _truth_tested, reported_at_callers as _reported_at_callers,
     GIVEN_A_TENSOR, SYNC_METHODS, bare_numpy as _bare_numpy, chain_base as _chain_base, copies_to_host as _copies_to_host,
     count_argument as _count_argument, device_tensor as _device_tensor, formats_tensor as _formats_tensor, orders_tensors as _orders_tensors,
+    in_optimizer_class as _in_optimizer_class, slice_bounds as _slice_bounds,
 )
-from trainlint.model.names import tokens
 from trainlint.model.lattice import Kind
+from trainlint.model.names import tokens
 from trainlint.rules.rule import Finding, Rule, shorten
 
 HOST_COPIES = frozenset({"cpu", "numpy", "to"})
@@ -27,16 +28,6 @@ ORDERING_BUILTINS = frozenset({"max", "min", "sorted"})
 MODULE_RECEIVER_WORDS = frozenset({"model", "net", "module", "network", "self"})
 # nn.Module's own API, which no tensor has: what they are called on is a module
 MODULE_ONLY_METHODS = frozenset("parameters named_parameters state_dict buffers named_buffers modules named_modules children named_children".split())
-
-
-def _in_optimizer_class(site: Site) -> bool:
-    """Code of an optimizer or loss-scaler class: its step must read flags on the host (torch's own
-    `GradScaler.step` calls `.item()`), so the sync is the implementation's, not the training loop's."""
-    fn = site.function
-    if fn is None or fn.class_name is None:
-        return False
-    words = set(tokens(fn.class_name)).union(*(tokens(b) for b in fn.class_bases))
-    return bool(words & {"optimizer", "scaler"})
 
 
 class HostSyncInStep(Rule):
@@ -51,7 +42,7 @@ class HostSyncInStep(Rule):
     per_step = True
     why = (
         "CUDA kernels run asynchronously: the host queues work and races ahead. Reading a tensor's value on "
-        "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`, `if t:`, Python's `max()`/`min()` over a tensor or a list of tensors, a tensor given for a count such as `torch.topk`'s `k`, printing or "
+        "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`, `if t:`, a slice bound (`x[:, :max_len]` with `max_len` a 0-dim device tensor, turned into an int by `__index__`), Python's `max()`/`min()` over a tensor or a list of tensors, a tensor given for a count such as `torch.topk`'s `k`, printing or "
         "formatting it, or a module's lambda shim doing one of these, as d2l's `d2l.to(x, d2l.cpu())`) makes the host wait until every queued kernel has finished, so the GPU idles while "
         "the next step is prepared. Once per step this costs a few to tens of milliseconds; torchtune "
         "measured 40-50 ms of `cudaStreamSynchronize` per step from one `loss.item()`. What is read is "
@@ -349,6 +340,9 @@ for x, y in loader:
             if per_step(fv.site) and not after_sync(fv.site) and _device_tensor(model.value(fv.node.expression, fv.site)):
                 text = model.module.code_for_node(fv.node.expression)
                 syncs.append(_Sync(fv.site, fv.node, f"formatting tensor `{text}` in an f-string", "value read"))
+        for site, bound in _slice_bounds(model, lambda site: per_step(site) and not after_sync(site)):
+            text = shorten(model.module.code_for_node(bound), 40)
+            syncs.append(_Sync(site, bound, f"slicing by tensor `{text}` (a slice bound is read as a Python int)", "value read"))
         yield from _one_per_statement(model, syncs, _header_calls(model, [s.node for s in syncs]))
 
     def explain_call(self, model: TrainingModel, call: Call, line_of: Callable[[Any], int]) -> str | None:
