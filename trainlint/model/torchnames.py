@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from trainlint.model.names import ImportMap, dotted
+
+if TYPE_CHECKING:
+    from trainlint.model.facts import Call, Function
 
 AUTOCAST = frozenset(
     {
@@ -187,3 +193,19 @@ def returns_indices(expr: cst.BaseExpression) -> bool:
     positional = [a.value for a in expr.args if a.keyword is None]
     place = 1 if dotted(expr.func.value) == "torch" else 0
     return len(positional) == place + 1 and isinstance(positional[place], (cst.Integer, cst.UnaryOperation))
+
+
+def wraps_under_no_grad(fn: "Function", functions: Sequence["Function"], calls: Sequence["Call"]) -> bool:
+    """`@nograd` on `fn`, where the module defines the decorator as a wrapper that calls what it wraps
+    inside `with torch.no_grad():` (`def nograd(f): def new_f(*args, **kwargs): with t.no_grad(): return
+    f(*args, **kwargs); return new_f`): `fn` runs without grad."""
+    for name in fn.decorators:
+        wrapper = next((f for f in functions if f.name == name and f.parent is None and f.class_name is None), None)
+        if wrapper is None or len(wrapper.params) != 1:
+            continue
+        wrapped = wrapper.params[0]
+        for call in calls:
+            inner = call.site.function
+            if inner is not None and inner.parent is wrapper and call.name == wrapped and any(w.kind == "no_grad" for w in call.site.withs):
+                return True
+    return False

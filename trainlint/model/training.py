@@ -37,7 +37,7 @@ from trainlint.model.manual_updates import steps_its_items, updated_by_hand, upd
 from trainlint.model.names import ImportMap, dotted, star_reader, tokens
 from trainlint.model.reaching import ReachingDefinitions
 from trainlint.model.symbols import SymbolQueries
-from trainlint.model.torchnames import literal_string
+from trainlint.model.torchnames import literal_string, wraps_under_no_grad
 from trainlint.model.branches import branch_not_taken
 from trainlint.model.gates import boundary_branches
 from trainlint.model.walk import walk
@@ -493,7 +493,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
 
     def under_no_grad_everywhere(self, fn: Function) -> bool:
         """Whether a function runs without grad: decorated, or every call site of it is under no_grad."""
-        if any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators):
+        if any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators) or wraps_under_no_grad(fn, self.functions, self.calls):
             return True
         sites = self._calls_by_callee.get(id(fn), [])
         return bool(sites) and all(self.under(c.site, "no_grad") for c in sites)

@@ -36,6 +36,27 @@ _EVAL_CALL = re.compile(r"\.[\s\\]*eval[\s\\]*\(|\.[\s\\]*train[\s\\]*\([\s\\]*(
 _DEF = re.compile(r"\bdef[ \t\\]+(\w+)")
 
 
+# a module decorating its prediction helper with a wrapper of its own (for the examples)
+_WRAPPED_PREDICT = """
+import torch as t
+from torch import nn
+
+def {name}(f):
+    def new_f(*args, **kwargs):
+{body}
+    return new_f
+
+class Detector(nn.Module):
+    def forward(self, x):
+        return self.head(x)
+
+    @{name}
+    def predict(self, imgs):
+        self.eval()
+        return [self(img).argmax(1) for img in imgs]
+"""
+
+
 class EvalForwardWithGrad(Rule):
     code = "TL303"
     name = "eval-forward-with-grad"
@@ -192,6 +213,8 @@ class VQA(nn.Module):
 model = VQA().cuda()
 model.eval()
 """,
+        # the module's own decorator runs what it wraps under no_grad
+        _WRAPPED_PREDICT.format(name="nograd", body="        with t.no_grad():\n            return f(*args, **kwargs)"),
         # every parameter frozen by a loop over them (a test script's idiom): no graph is recorded
         """
 import torch
@@ -206,6 +229,8 @@ def denoise(model, images, device):
 """,
     )
     invalid = (
+        # a decorator of the module that does not turn autograd off
+        _WRAPPED_PREDICT.format(name="logged", body="        print(f.__name__)\n        return f(*args, **kwargs)"),
         # some parameters frozen (under an `if`): the others still record a graph
         """
 import torch
