@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import cached_property
 from pathlib import PurePath
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -269,7 +270,7 @@ class SymbolQueries:
         value = self._requalified(replace(value, kind=Kind.OBJECT), where.partition("::")[0])
         return value if all("::" in o for o in origins(value)) else None  # (a library's class: nothing known)
 
-    def class_methods(self, origin: str | None) -> "dict[str, FunctionSummary] | None":
+    def class_methods(self, origin: str | None) -> "Mapping[str, FunctionSummary] | None":
         """Method summaries of the class that made a value (a local class, or a project one); None for an
         object of one of several classes ("A|B"), whose methods may do different things."""
         from trainlint.model.summary import ClassSummary
@@ -278,7 +279,7 @@ class SymbolQueries:
             return None
         info = self._classes_by_name.get(origin)
         if info is not None:
-            return self.summarizer.methods(info)  # type: ignore[return-value]
+            return self.summarizer.methods(info)
         if self.project is None or not isinstance(self.project_symbol(origin), ClassSummary):
             return None
         try:
