@@ -351,3 +351,37 @@ def _freezes(statement: cst.BaseSmallStatement, name: str) -> bool:
             and call.args[0].value.value == "False"
         )
     return False
+
+
+def prediction_forward(model: "TrainingModel", fn: Function, storing: set[Function | None]) -> Call | None:
+    """A function that runs a module and gives back only what no backward can reach (`argmax`
+    labels, strings, numbers): a prediction helper (`predict_sentiment`, a greedy decoder). Its
+    first forward pass outside no_grad, or None. The module is one by its value; the function
+    stores nothing on objects and fills no argument, so its graphs die unused (`storing`: the
+    functions that assign to an attribute or an item)."""
+    if not fn.return_facts or any(_stores(fn, c) for c in fn.calls):
+        return None
+    for ret in fn.return_facts:
+        value = model.value(ret.value, ret.site) if ret.value is not None else None
+        if value is not None and not (value.graph is False or value.kind in NOT_DIFFERENTIABLE):
+            return None
+    if fn in storing:
+        return None  # `self.cache = out`: kept beyond the call
+    return first_forward(model, fn)
+
+
+def inside_forward(model: "TrainingModel", fn: Function) -> bool:
+    """A method that only its class's `forward` calls: part of that module's forward pass (BLIP's
+    `rank_answer` for `model(..., train=False)`), run where the forward runs. Whether it records a
+    graph is its callers' matter (an evaluation under `no_grad`, often in another module)."""
+    if fn.class_name is None:
+        return False
+    callers = [c.site.function for c in model.calls if fn in model.callees(c)]
+    return bool(callers) and all(f is not None and f.class_name == fn.class_name and f.name == "forward" for f in callers)
+
+
+def _stores(fn: Function, call: Call) -> bool:
+    """`outputs.append(y)` on a parameter or an attribute: what is put there outlives the call."""
+    if call.method not in ("append", "extend", "insert", "update", "add", "put") or call.site.function is not fn:
+        return False
+    return "." in (call.receiver_text or ".") or (call.receiver_text or "") in fn.params

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from trainlint.model.names import ImportMap, dotted
+from trainlint.model.names import ImportMap
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Call, Function
@@ -176,9 +176,10 @@ _VALUES_INDICES = frozenset({"max", "min", "median", "mode", "sort", "topk", "kt
 _ALONG_A_DIMENSION = frozenset({"max", "min", "median"})
 
 
-def returns_indices(expr: cst.BaseExpression) -> bool:
+def returns_indices(expr: cst.BaseExpression, imports: ImportMap) -> bool:
     """`x.max(1)`, `torch.sort(x)`, `x.topk(k)`: a call returning `(values, indices)`, whose indices
-    (integers) never carry an autograd graph. `x.max()` and `torch.max(a, b)` return one tensor."""
+    (integers) never carry an autograd graph. `x.max()` and `torch.max(a, b)` return one tensor
+    (`torch` as the module's imports name it: `import torch as t; t.max(x, 1)`)."""
     if not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Attribute):
         return False
     name = expr.func.attr.value
@@ -191,7 +192,7 @@ def returns_indices(expr: cst.BaseExpression) -> bool:
     # a dimension given by position: `x.max(1)`, `torch.max(x, -1)` (`x.max(y)`, `torch.max(a, b)`
     # of two tensors are elementwise, one tensor)
     positional = [a.value for a in expr.args if a.keyword is None]
-    place = 1 if dotted(expr.func.value) == "torch" else 0
+    place = 1 if imports.resolve(expr.func.value) == "torch" else 0
     return len(positional) == place + 1 and isinstance(positional[place], (cst.Integer, cst.UnaryOperation))
 
 

@@ -20,16 +20,7 @@ from trainlint.config import AnalysisSettings
 from trainlint.model.call_graph import CallGraph
 from trainlint.model.chains import StepChains
 from trainlint.model.extract import Extractor
-from trainlint.model.facts import (
-    Assign,
-    Call,
-    ClassInfo,
-    Condition,
-    FormattedValue,
-    Function,
-    Loop,
-    Site,
-)
+from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Site
 from trainlint.model.hooks import LIBRARY_HOOK_NAMES, LIBRARY_STEP_METHODS, library_step_hook
 from trainlint.model.lattice import Kind
 from trainlint.model.added_methods import attach_added_methods
@@ -491,9 +482,12 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
     def under(self, site: Site, kind: str) -> bool:
         return any(w.kind == kind for w in site.withs)
 
-    def under_no_grad_everywhere(self, fn: Function) -> bool:
-        """Whether a function runs without grad: decorated, or every call site of it is under no_grad."""
+    def under_no_grad_everywhere(self, fn: Function, seen: frozenset[int] = frozenset()) -> bool:
+        """Whether a function runs without grad: decorated, or every call site of it is under no_grad or
+        in a function of this module that runs without grad (`with torch.no_grad(): test(...)`, whose
+        `test` calls `run_clip(...)` that runs the forward)."""
         if any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators) or wraps_under_no_grad(fn, self.functions, self.calls):
             return True
-        sites = self._calls_by_callee.get(id(fn), [])
-        return bool(sites) and all(self.under(c.site, "no_grad") for c in sites)
+        sites, seen = self._calls_by_callee.get(id(fn), []), seen | {id(fn)}
+        return bool(sites) and all(self.under(c.site, "no_grad") or (c.site.function is not None and id(c.site.function) not in seen
+                                                                     and self.under_no_grad_everywhere(c.site.function, seen)) for c in sites)

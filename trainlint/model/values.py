@@ -221,7 +221,7 @@ class ValueModel(CallValues, CycleMemo):
             if value.kind is Kind.COLLECTION and value.element is not None:
                 return value.element
             if value.kind is Kind.TENSOR:
-                if len(assign.targets) == 2 and assign.targets[1] == name and returns_indices(assign.value):
+                if len(assign.targets) == 2 and assign.targets[1] == name and returns_indices(assign.value, self.model.imports):
                     return replace(value, graph=False)  # `_, idx = x.max(1)`: integer indices carry no graph
                 return value  # `loss, logits = model(x)`: outputs of a forward pass
             return UNKNOWN

@@ -156,6 +156,8 @@ def forward_backward(model, batches, optimizer):
 """,
         # the indices of a reduction along a dimension (`_, idx = x.max(1)`) are integers: no graph
         _KEPT_CODES.format(unpack="_, codes", kept="codes"),
+        # the same through `torch` imported under another name, the dimension given by position
+        _KEPT_CODES.replace("import torch\n", "import torch\nimport torch as t\n").replace("self.proj(x).max(1)", "t.max(self.proj(x), 1)").format(unpack="_, codes", kept="codes"),
     )
     invalid = (
         # the values of the same reduction keep the graph

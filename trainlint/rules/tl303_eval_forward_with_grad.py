@@ -11,8 +11,8 @@ from trainlint.diagnostics import Severity
 from trainlint.model import Call, Function, TrainingModel
 from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
 from trainlint.model.evaluation import (
-    NOT_DIFFERENTIABLE, decoding_forward, discarded_by_callers, first_forward, frozen_modules, grad_disabled, prediction_loop_forwards,
-    step_list_evaluations,
+    decoding_forward, discarded_by_callers, frozen_modules, grad_disabled, inside_forward, prediction_forward,
+    prediction_loop_forwards, step_list_evaluations,
 )
 from trainlint.model.modes import call_trains as _callee_trains
 from trainlint.model.modes import loop_ancestors
@@ -55,6 +55,25 @@ class Detector(nn.Module):
         self.eval()
         return [self(img).argmax(1) for img in imgs]
 """
+
+
+# a forward two calls below the evaluation loop's `with torch.no_grad():` (for the examples)
+_TILED = """
+import torch
+def run_tiles(lq, model):
+    outs = []
+    for tile in lq.split(64, dim=-1):
+        outs.append(model(tile).detach().cpu())
+    return torch.cat(outs, -1)
+def run_clip(lq, model):
+    return run_tiles(lq, model)
+def main(model, loader, first, device):
+    model.eval()
+    for lq in loader:
+        with torch.no_grad():
+            out = run_clip(lq.to(device), model)
+        save(out.numpy())
+{last}"""
 
 
 class EvalForwardWithGrad(Rule):
@@ -106,7 +125,7 @@ def evaluate(model, loader):
 """
     not_flagged = (
         "Evaluation under `no_grad`/`inference_mode` (a `with` block, a decorator, or every call site inside "
-        "one), loops that backpropagate (meta-learning, adversarial evaluation, fine-tuning with batch-norm "
+        "one, or in a function of the module whose every call site is: `with torch.no_grad(): run_clip(...)`, whose `run_clip` runs the forward through `run_tiles`), loops that backpropagate (meta-learning, adversarial evaluation, fine-tuning with batch-norm "
         "statistics frozen by `eval()`), modules frozen with `requires_grad_(False)` or by a loop setting `requires_grad = False` on each of their parameters (`for k, v in model.named_parameters(): v.requires_grad = False`; a loop that freezes some, under an `if`, freezes none), a module switched back "
         "with `.train()`, a library's evaluation hooks, which it runs without grad (`validation_step` of a "
         "`LightningModule`, `evaluate`/`prediction_step` of an HF or trl `Trainer`: known from the class's bases, "
@@ -227,6 +246,8 @@ def denoise(model, images, device):
         out = model(img.to(device))
         save(out.cpu().numpy())
 """,
+        # the forward two calls below a `with torch.no_grad():`: every call of each helper is inside it
+        _TILED.format(last=""),
     )
     invalid = (
         # a decorator of the module that does not turn autograd off
@@ -304,6 +325,8 @@ def train(model, ema, loader, valid_batches, optimizer):
             ema.train(False)
             correct = (ema(x).argmax(1) == y).sum()
 """,
+        # the same helpers, one of whose calls runs outside no_grad: that call records the graph
+        _TILED.format(last="    save(run_clip(first.to(device), model).numpy())\n"),
     )
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
@@ -339,8 +362,8 @@ def train(model, ema, loader, valid_batches, optimizer):
                 continue
             here, by_callers = _evaluated_here(fn, switches), _evaluated_by_callers(fn, sites.get(fn, ()), switches)
             if not here and not by_callers:
-                forward = _prediction_forward(model, fn, storing)
-                if forward is not None and not _inside_forward(model, fn):
+                forward = prediction_forward(model, fn, storing)
+                if forward is not None and not inside_forward(model, fn):
                     yield Finding(forward.node, f"forward pass in `{fn.name}` records an autograd graph: it returns only predictions, which no backward can reach")
                     continue
                 forward = decoding_forward(model, fn)
@@ -396,40 +419,6 @@ def train(model, ema, loader, valid_batches, optimizer):
                 yield Finding(call.node, f"forward pass in an evaluation loop of `{fn.name}` records an autograd graph: evaluation holds activations it never backpropagates")
                 sources.add(call.site.statement)
                 outputs |= {t for a in model.assigns_in(call.site.statement) for t in a.targets}
-
-
-def _prediction_forward(model: TrainingModel, fn: Function, storing: set[Function | None]) -> Call | None:
-    """A function that runs a module and gives back only what no backward can reach (`argmax`
-    labels, strings, numbers): a prediction helper (`predict_sentiment`, a greedy decoder). Its
-    first forward pass outside no_grad, or None. The module is one by its value; the function
-    stores nothing on objects and fills no argument, so its graphs die unused (`storing`: the
-    functions that assign to an attribute or an item)."""
-    if not fn.return_facts or any(_stores(fn, c) for c in fn.calls):
-        return None
-    for ret in fn.return_facts:
-        value = model.value(ret.value, ret.site) if ret.value is not None else None
-        if value is not None and not (value.graph is False or value.kind in NOT_DIFFERENTIABLE):
-            return None
-    if fn in storing:
-        return None  # `self.cache = out`: kept beyond the call
-    return first_forward(model, fn)
-
-
-def _inside_forward(model: TrainingModel, fn: Function) -> bool:
-    """A method that only its class's `forward` calls: part of that module's forward pass (BLIP's
-    `rank_answer` for `model(..., train=False)`), run where the forward runs. Whether it records a
-    graph is its callers' matter (an evaluation under `no_grad`, often in another module)."""
-    if fn.class_name is None:
-        return False
-    callers = [c.site.function for c in model.calls if fn in model.callees(c)]
-    return bool(callers) and all(f is not None and f.class_name == fn.class_name and f.name == "forward" for f in callers)
-
-
-def _stores(fn: Function, call: Call) -> bool:
-    """`outputs.append(y)` on a parameter or an attribute: what is put there outlives the call."""
-    if call.method not in ("append", "extend", "insert", "update", "add", "put") or call.site.function is not fn:
-        return False
-    return "." in (call.receiver_text or ".") or (call.receiver_text or "") in fn.params
 
 
 def _last_mode(receiver: str, call: Call, switches: list[Call]) -> bool | None:
