@@ -901,3 +901,40 @@ def test_a_device_tensor_as_a_slice_bound_is_read_on_the_host():
         optimizer.step()
     """
     assert sorted(sync_lines(code)) == [14, 22]
+
+
+def test_code_past_a_continue_of_its_block_never_runs():
+    # a branch switched off by a `continue` above the code kept for later (a Darknet `region` layer)
+    code = """
+    import torch
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        for kind in kinds:
+            if kind == "region":
+                continue
+                aux = aux_loss(x)
+                if aux.item() > 0:
+                    loss = loss + aux
+            elif kind == "yolo":
+                loss = loss + yolo_loss(x)
+        loss.backward()
+        optimizer.step()
+        print(loss.item())
+        continue
+        total += loss.item()
+    """
+    assert sync_lines(code) == [15]
+
+
+def test_code_past_a_conditional_continue_still_runs():
+    code = """
+    import torch
+    for x, y in loader:
+        if y is None:
+            continue
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+    """
+    assert sync_lines(code) == [9]

@@ -130,10 +130,10 @@ class CallGraph:
                 return tuple(found)
         if call.name is not None and (call.qualname is not None or self.local_class(call.name) is not None):
             return ()  # a library callable, or a class of this module being constructed
-        if type(func) is cst.Name or type(func) is cst.Attribute:
-            # `model(x)`, `self.criterion(a, b)`: an instance called runs its `forward` (or `__call__`)
+        if type(func) in (cst.Name, cst.Attribute, cst.Subscript):
+            # `model(x)`, `self.criterion(a, b)`, `self.layers[i](x)`: an instance called runs its `forward` (or `__call__`)
             found = [
-                m for info in self._instance_classes(func, call)
+                m for info in self._instance_classes(func, call, ran=True)
                 if (m := self.inherited_method(info, "forward") or self.inherited_method(info, "__call__")) is not None
             ]
             if found:
@@ -267,10 +267,12 @@ class CallGraph:
                     pending.append(parent)
         return None
 
-    def _instance_classes(self, expr: cst.BaseExpression, call: Call) -> list[ClassInfo]:
-        """The classes of this module that `expr` may be an instance of, known from its value."""
+    def _instance_classes(self, expr: cst.BaseExpression, call: Call, ran: bool = False) -> list[ClassInfo]:
+        """The classes of this module that `expr` may be an instance of, known from its value; of the
+        modules it holds where it is an `nn.Sequential` that is `ran` (called: each runs in turn)."""
         out: list[ClassInfo] = []
-        for origin in origins(self.value(expr, call.site)):
+        value = self.value(expr, call.site)
+        for origin in origins(value.element if ran and value.origin == "torch.nn.Sequential" and value.element else value):
             if "::" in origin:  # a class of this module, passed in (or returned) by another module
                 file, _, name = origin.partition("::")
                 info = self.local_class(name) if self.path and Path(file) == Path(self.resolved_path) else None

@@ -406,7 +406,10 @@ class StepChains(InheritedTargets):
             candidates.append((func, None))
         for expr, method in candidates:
             found = []
-            for origin in origins(self.value(expr, call.site)):
+            value = self.value(expr, call.site)
+            if method is None and value.origin == "torch.nn.Sequential" and value.element is not None:
+                value = value.element  # `self.body(x)` of `nn.Sequential(*stages)`: each stage's forward runs
+            for origin in origins(value):
                 owner = self.project_symbol(origin)
                 if not isinstance(owner, class_summary):
                     if owner is not None and method is None and expr is func:

@@ -1,6 +1,6 @@
 """Where the code says what a collection holds: a list that starts empty (then filled by `append` and
-`extend`, which the value model reads), and the variables of a comprehension, each an element of what
-its clause iterates."""
+`extend`, which the value model reads), the variables of a comprehension, each an element of what
+its clause iterates, and the modules a container of modules holds (`nn.ModuleList`, `nn.Sequential`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import libcst as cst
 
 from trainlint.model.gates import child_nodes
-from trainlint.model.lattice import UNKNOWN, Kind, Value
+from trainlint.model.lattice import UNKNOWN, Kind, Value, join
 from trainlint.model.names import dotted, target_names
 
 
@@ -57,9 +57,25 @@ def _comprehension_targets(clause: cst.CompFor) -> dict[str, cst.BaseExpression]
     return {}
 
 
+# torch's containers of modules: iterated and indexed for their modules, and `Sequential` runs each in turn
+MODULE_CONTAINERS = frozenset({"ModuleList", "Sequential"})
+
+
+def held_modules(container: str, args: list[tuple[Value, bool]]) -> Value | None:
+    """The modules a container is built with (each argument's value, and whether it is starred): the
+    list given to `nn.ModuleList([Block(c) for _ in range(n)])`, each module of `nn.Sequential(a, b)`
+    or of `nn.Sequential(*layers)`. None when not all of them are known to be modules."""
+    if container == "ModuleList":
+        given = [element_of(v) for v, _ in args] if len(args) == 1 else []
+    else:  # (an OrderedDict of named modules is not read)
+        given = [element_of(v) if starred else v for v, starred in args]
+    return join(given) if given and all(g.kind is Kind.MODULE for g in given) else None
+
+
 def element_of(iterable: Value) -> Value:
-    """What iterating over a value gives: a collection's element, a tensor's rows (same device)."""
-    if iterable.kind is Kind.COLLECTION and iterable.element is not None:
+    """What iterating over a value gives: a collection's element, a tensor's rows (same device), a
+    container's modules."""
+    if iterable.kind in (Kind.COLLECTION, Kind.MODULE) and iterable.element is not None:
         return iterable.element
     if iterable.kind is Kind.TENSOR:
         return iterable

@@ -6,18 +6,7 @@ from typing import Sequence
 
 import libcst as cst
 
-from trainlint.model.facts import (
-    Assign,
-    Call,
-    ClassInfo,
-    Condition,
-    FormattedValue,
-    Function,
-    Loop,
-    Return,
-    Site,
-    WithItem,
-)
+from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Return, Site, WithItem
 from trainlint.model.gates import child_nodes, has_modulo, is_first_value_test, is_gate_test, is_inference_only_test, is_lazy_init_test, mostly_true
 from trainlint.model.names import ImportMap, dotted
 from trainlint.model.hooks import pass_indexes
@@ -140,6 +129,7 @@ class Extractor(cst.CSTVisitor):
         self._frames: list[tuple[Function | None, list[Loop], list[int], int, list[WithItem], list[cst.If | None], list[cst.If]]] = []
         self._block_gates: list[int] = []
         self._block_else: list[int] = []  # per block: the `if`s above whose early exit the rest is the else of
+        self._block_dead: list[bool] = []  # per block: past a `return`, `raise`, `continue` or `break` of its own
         self._class_infos: list[ClassInfo | None] = []
         self._order = 0
         self._statement: cst.SimpleStatementLine | None = None
@@ -262,9 +252,11 @@ class Extractor(cst.CSTVisitor):
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self._block_gates.append(0)
         self._block_else.append(0)
+        self._block_dead.append(False)
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
         count, after = self._block_gates.pop(), self._block_else.pop()
+        self._excepts -= self._block_dead.pop()
         if after:
             del self._else_of[-after:]
         if count:
@@ -382,6 +374,9 @@ class Extractor(cst.CSTVisitor):
 
     def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine) -> None:
         self._statement = None
+        if self._block_dead and not self._block_dead[-1] and isinstance(original_node.body[-1], (cst.Return, cst.Raise, cst.Continue, cst.Break)):
+            self._block_dead[-1] = True  # what follows in its block never runs (`continue` above code kept for later)
+            self._excepts += 1
 
     def visit_Assign(self, node: cst.Assign) -> None:
         targets: list[str] = []

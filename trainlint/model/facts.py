@@ -93,7 +93,7 @@ class Site:
     function: Function | None
     loops: tuple[Loop, ...]
     gate_depths: tuple[int, ...]
-    in_except: bool  # in an `except` handler, a `raise` or an assert's message: the error path
+    in_except: bool  # in an `except` handler, a `raise` or an assert's message (the error path), or past a `return`, `raise`, `continue` or `break` of its block (never runs)
     withs: tuple[WithItem, ...]
     order: int
     statement: cst.SimpleStatementLine | None = None  # the statement line, for fixes that insert beside it

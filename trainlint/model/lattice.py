@@ -84,11 +84,14 @@ class Value:
 
 
 MAX_ALTERNATIVES = 4  # classes an object may be one of (`init_attn(kind)` returning one of several)
+# the origin of a module of more classes than that (a list of every layer kind a config may name):
+# none of them is followed, and a join with a module of unknown class leaves it so
+MANY_CLASSES = "*"
 
 
 def origins(value: Value) -> tuple[str, ...]:
     """The classes (or library names) a value may be an instance of: "A|B" is one of A and B."""
-    return tuple(value.origin.split("|")) if value.origin else ()
+    return tuple(value.origin.split("|")) if value.origin and value.origin != MANY_CLASSES else ()
 
 
 # the origin of a function of the module being analysed: "def:<its index in the module's functions>"
@@ -106,10 +109,17 @@ def _join_items(a: "tuple[Value, ...] | None", b: "tuple[Value, ...] | None") ->
 def _either(a: Value, b: Value) -> str | None:
     """The origin of the join of two objects of different known classes (or two functions): one of
     them ("A|B")."""
+    module = a.kind is Kind.MODULE
+    if module and MANY_CLASSES in (a.origin, b.origin):
+        return MANY_CLASSES
+    if module and (a.origin or b.origin) and not (a.origin and b.origin):
+        # a model of a project class on one path, one of unknown class on the other (`torch.load(f)`
+        # of a checkpoint, often the same class): its `forward` may run
+        return a.origin or b.origin
     if a.kind not in (Kind.MODULE, Kind.OBJECT, Kind.FUNCTION) or not a.origin or not b.origin:
         return None
     union = sorted({*origins(a), *origins(b)})
-    return "|".join(union) if len(union) <= MAX_ALTERNATIVES else None
+    return "|".join(union) if len(union) <= MAX_ALTERNATIVES else MANY_CLASSES if module else None
 
 
 def join_graph(a: bool | None, b: bool | None) -> bool | None:

@@ -14,7 +14,7 @@ import libcst as cst
 from trainlint.model.arithmetic import arithmetic
 from trainlint.model.lattice import ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NUMBER, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join
 from trainlint.model.arguments import LambdaCalls, argument_for
-from trainlint.model.containers import element_of
+from trainlint.model.containers import MODULE_CONTAINERS, element_of, held_modules
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
 from trainlint.model.device_arguments import DeviceArguments, moved_to_device
 from trainlint.model.data_sources import drawn, numpy_built, read_data
@@ -267,6 +267,9 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             inner = self.of(call.args[0].value, fn, at) if call.args and call.args[0].keyword is None else UNKNOWN
             return inner if inner.kind is Kind.MODULE and inner.origin else Value(Kind.MODULE, origin=qual)
         if namespace.startswith("torch.nn") and last[:1].isupper() and not namespace.startswith("torch.nn.utils"):
+            if last in MODULE_CONTAINERS:  # `nn.ModuleList([Block(c) for _ in range(n)])`: what it holds
+                given = [(self.of(a.value, fn, at), bool(a.star)) for a in call.args if a.keyword is None]
+                return Value(Kind.MODULE, origin=qual, element=held_modules(last, given))
             return Value(Kind.MODULE, origin=qual)
         if qual in ("torch.compile",) and call.args:
             return self.of(call.args[0].value, fn, at)

@@ -81,8 +81,8 @@ class ValueModel(CallValues, CycleMemo):
             base = self.of(expr.value, fn, at)
             if base.kind is Kind.TENSOR:
                 return base
-            if base.kind is Kind.COLLECTION and base.element is not None:
-                return base.element
+            if base.kind in (Kind.COLLECTION, Kind.MODULE) and base.element is not None:
+                return base.element  # (`self.layers[i]`: a module the container holds)
             if base.kind is Kind.HOST_ARRAY:
                 return HOST_DATA
             return base if moved_to_device(base) else UNKNOWN  # (`batch.to(device)["labels"]`: there too)
@@ -208,6 +208,9 @@ class ValueModel(CallValues, CycleMemo):
             return combined
         if is_empty_list(assign, name):  # `xs = []` (or `xs, ys = [], []`), filled by appends
             return self._filled(assign, name, Value(Kind.COLLECTION, HOST))
+        container = self.model.imports.resolve(assign.value.func) if isinstance(assign.value, cst.Call) and not assign.value.args else None
+        if container in ("torch.nn.ModuleList", "torch.nn.Sequential") and len(assign.targets) == 1:
+            return self._filled(assign, name, Value(Kind.MODULE, origin=container))  # `self.layers.append(Block())`
         if len(assign.targets) > 1 or assign.unpacked:
             prepared = self._prepared(assign, name)
             if prepared is not None:
@@ -256,7 +259,7 @@ class ValueModel(CallValues, CycleMemo):
                 put.append(added)
         finally:
             self._leave(key, saved)
-        return Value(Kind.COLLECTION, empty.device, element=join(put)) if put else empty
+        return replace(empty, element=join(put)) if put else empty
 
     def _prepared(self, assign, name: str) -> Value | None:  # type: ignore[no-untyped-def]
         """`model, opt = accelerator.prepare(model, opt)`: Accelerate's `prepare` returns what it is

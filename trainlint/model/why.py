@@ -116,7 +116,7 @@ def step_verdict(model: TrainingModel, site: Site, line_of: LineOf) -> tuple[boo
         assert fn is not None  # (in a step with no step loop: a per-step function)
         reasons.append(_why_per_step(model, fn, line_of))
     if site.in_except:
-        return False, [*reasons, "not every step: on the error path (an `except` handler, a `raise`, or an assert's message), which runs only when something failed"]
+        return False, [*reasons, "not every step: on the error path (an `except` handler, a `raise`, or an assert's message), which runs only when something failed, or past a `return`, `raise`, `continue` or `break` of its block, which never runs"]
     if branch_not_taken(model, site):
         return False, [*reasons, "not every step: in a branch the steps never take (every call of the function passes another value)"]
     branches = getattr(model, "_step_branches", set())

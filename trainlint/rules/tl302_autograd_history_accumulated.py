@@ -202,8 +202,8 @@ for i, (x, y) in enumerate(loader):
         backpropagated = self._backpropagated(model)
         stores = _Stores(model)
         for a in model.assigns:
-            if not model.in_step(a.site) or model.under(a.site, "no_grad"):
-                continue
+            if not model.in_step(a.site) or model.under(a.site, "no_grad") or a.site.in_except:
+                continue  # (an error path, or code past a `continue`, runs in no step)
             if model.value(a.value, a.site).graph is not True:
                 continue
             for target in a.targets:
@@ -218,7 +218,7 @@ for i, (x, y) in enumerate(loader):
             if a.op == "AddAssign" and self._outlives_step(model, stores, a, target):
                 yield Finding(a.node, f"`{target} += ...` accumulates a tensor with its autograd graph: every step's graph stays alive", fix=_detach_fix(model, a.value, target, a.site))
         for call in model.calls:
-            if call.method != "append" or len(call.node.args) != 1 or not model.in_step(call.site) or model.under(call.site, "no_grad"):
+            if call.method != "append" or len(call.node.args) != 1 or not model.in_step(call.site) or model.under(call.site, "no_grad") or call.site.in_except:
                 continue
             value = call.node.args[0].value
             if call.receiver_text and call.receiver_text not in backpropagated and self._outlives_step(model, stores, call, call.receiver_text):

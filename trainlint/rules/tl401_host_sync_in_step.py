@@ -127,7 +127,12 @@ for step, (x, y) in enumerate(loader):
         "built from the configuration\"). Such an object handed to another module is followed there too, also one a factory of another module returns in a tuple (`model, diffusion = create_model_and_diffusion(...)`, each place the class its own factory builds): "
         "`diffusion.training_losses(model, x, t)` runs the `forward` of `model` (also once moved or wrapped: "
         "`DDP(model.to(device))`) wherever `training_losses` calls it, and `super().training_losses(...)` runs the "
-        "base class's method in its own module. Not flagged: such an object with more than three candidate classes, a "
+        "base class's method in its own module. The blocks of a container of modules run where it runs: "
+        "`for block in self.blocks: x = block(x)` and `self.layers[i](x)` over an `nn.ModuleList` (built from a list, or "
+        "appended to), `self.body(x)` of an `nn.Sequential(*stages)`; a model restored with `torch.load` on one path and "
+        "built from a project class on another runs that class's `forward`. Code past a `return`, `raise`, `continue` or "
+        "`break` of its block never runs and is not flagged. Not flagged: such an object with more than three candidate classes, a "
+        "container holding more than four classes of module, a "
         "class the dict, the registry or the base does not hold, and the override of a subclass the project never "
         "builds while it builds others of that base (named nowhere but in imports and `class` statements)."
     )

@@ -248,7 +248,7 @@ for x in loader:
         "`env.step(action)` returned), "
         "a tensor an object keeps and replaces with its copy (`self.window = self.window.to(x)`), "
         "casts (`.to(torch.long)`, `.to(dtype)`, `.to(dtype=...)`), moves to the host (`.to(\"cpu\")`), factories that "
-        "already pass `device=` (or in a module that sets a CUDA default with `torch.set_default_device`), and code outside training steps. The fix is safe (applied by `--fix`) only when "
+        "already pass `device=` (or in a module that sets a CUDA default with `torch.set_default_device`), and code outside training steps (the `forward` of each block of an `nn.ModuleList` or `nn.Sequential` the step's model runs is inside them, as TL401's page says; code past a `continue` or `return` of its block is not). The fix is safe (applied by `--fix`) only when "
         "the argument is surely a device (`\"cuda:0\"`, `torch.device(...)`, a tensor's `.device`, or a name bound "
         "only to those) and the factory's values cannot change with it (no `**kwargs`, `requires_grad=True`, "
         "random draw, `linspace` or fractional `arange`); otherwise it is offered as unsafe, or not at all."
