@@ -79,6 +79,7 @@ class ImportMap:
         self._star = star
         # `d2l = sys.modules[__name__]`: names bound to this very module (`d2l.f()` calls its own `f`)
         self.own_module: set[str] = set()
+        self._aliased: dict[str, str] = {}  # module-level aliases seen so far ("" once given two values)
 
     def own_name(self, func: cst.BaseExpression) -> str | None:
         """The name of this module that a callee spells: `f` for `f` and for `d2l.f` when `d2l` is
@@ -124,8 +125,15 @@ class ImportMap:
         return self._names
 
     def add_alias(self, local: str, target: str) -> None:
-        """`ptdtype = torch.bfloat16` makes `ptdtype` resolve to torch.bfloat16."""
-        self._names[local] = target
+        """`ptdtype = torch.bfloat16` makes `ptdtype` resolve to torch.bfloat16. A name given two values
+        (`dtype16 = torch.float16` on one branch and `torch.bfloat16` on another, or in the two arms of
+        a conditional expression) is either, so it resolves to neither."""
+        known = self._aliased.get(local)
+        self._aliased[local] = target if known in (None, target) else ""
+        if self._aliased[local]:
+            self._names[local] = target
+        else:
+            self._names.pop(local, None)
 
     def forget(self, local: str) -> None:
         self._names.pop(local, None)

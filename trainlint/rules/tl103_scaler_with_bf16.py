@@ -51,7 +51,7 @@ for x in loader:
 """
     not_flagged = (
         "Scalers with `enabled=` an expression or False (nanoGPT's `enabled=(dtype == 'float16')`), and modules with any "
-        "fp16 or unknown-dtype autocast. A scaler a project function builds and returns (`model, optimizer, scaler = "
+        "fp16 or unknown-dtype autocast (a dtype one of two by an option: `dtype16 = torch.float16` on one branch, `torch.bfloat16` on another). A scaler a project function builds and returns (`model, optimizer, scaler = "
         "init_opt(cfg)`) is reported at that call; one it may return as None (`GradScaler() if use_amp else None`) "
         "is like `enabled=use_amp`, the caller's choice, and is not."
     )
@@ -71,6 +71,18 @@ scaler.scale(loss).backward()
 import torch
 scaler = torch.cuda.amp.GradScaler()
 with torch.autocast("cuda", dtype=torch.float16):
+    loss = model(x)
+scaler.scale(loss).backward()
+""",
+        # the dtype is one of two, chosen by an option: fp16 needs the scaler
+        """
+import torch
+if opt.fp16:
+    dtype16 = torch.float16
+elif opt.bf16:
+    dtype16 = torch.bfloat16
+scaler = torch.cuda.amp.GradScaler()
+with torch.autocast("cuda", dtype=dtype16):
     loss = model(x)
 scaler.scale(loss).backward()
 """,
