@@ -12,6 +12,7 @@ from trainlint.model.arguments import argument_for
 from trainlint.model.candidates import candidate_classes, chosen_note
 from trainlint.model.facts import ClassInfo, Assign, Call, Function, Site
 from trainlint.model.hooks import FRAMEWORK_WORDS, LIBRARY_HOOK_NAMES, library_argument, library_model_parameter, library_step_hook
+from trainlint.model.containers import what_a_call_runs
 from trainlint.model.lattice import Kind, Value, origins
 from trainlint.model.names import dotted, tokens, walk_names
 
@@ -272,7 +273,7 @@ class CallGraph:
         modules it holds where it is an `nn.Sequential` that is `ran` (called: each runs in turn)."""
         out: list[ClassInfo] = []
         value = self.value(expr, call.site)
-        for origin in origins(value.element if ran and value.origin == "torch.nn.Sequential" and value.element else value):
+        for origin in origins(what_a_call_runs(value) if ran else value):
             if "::" in origin:  # a class of this module, passed in (or returned) by another module
                 file, _, name = origin.partition("::")
                 info = self.local_class(name) if self.path and Path(file) == Path(self.resolved_path) else None

@@ -13,6 +13,7 @@ import libcst as cst
 
 from trainlint.model.candidates import candidate_classes, chosen_note
 from trainlint.model.inherited_targets import InheritedTargets
+from trainlint.model.containers import what_a_call_runs
 from trainlint.model.lattice import MAX_ALTERNATIVES, origins
 from trainlint.model.facts import Call, Function
 from trainlint.model.function_values import partial_function
@@ -407,9 +408,7 @@ class StepChains(InheritedTargets):
         for expr, method in candidates:
             found = []
             value = self.value(expr, call.site)
-            if method is None and value.origin == "torch.nn.Sequential" and value.element is not None:
-                value = value.element  # `self.body(x)` of `nn.Sequential(*stages)`: each stage's forward runs
-            for origin in origins(value):
+            for origin in origins(what_a_call_runs(value) if method is None else value):  # (`self.body(x)` of a Sequential)
                 owner = self.project_symbol(origin)
                 if not isinstance(owner, class_summary):
                     if owner is not None and method is None and expr is func:

@@ -72,6 +72,14 @@ def held_modules(container: str, args: list[tuple[Value, bool]]) -> Value | None
     return join(given) if given and all(g.kind is Kind.MODULE for g in given) else None
 
 
+def what_a_call_runs(module: Value) -> Value:
+    """The modules whose `forward` calling `module` runs: each one an `nn.Sequential` holds (it runs
+    them in turn), else the module itself."""
+    if module.origin == "torch.nn.Sequential" and module.element is not None:
+        return module.element
+    return module
+
+
 def element_of(iterable: Value) -> Value:
     """What iterating over a value gives: a collection's element, a tensor's rows (same device), a
     container's modules."""

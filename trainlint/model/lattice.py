@@ -107,8 +107,9 @@ def _join_items(a: "tuple[Value, ...] | None", b: "tuple[Value, ...] | None") ->
 
 
 def _either(a: Value, b: Value) -> str | None:
-    """The origin of the join of two objects of different known classes (or two functions): one of
-    them ("A|B")."""
+    """The origin of the join of two objects of different classes (or two functions): one of them
+    ("A|B"). For modules, also the known class where the other's is unknown, and `MANY_CLASSES` past
+    `MAX_ALTERNATIVES`."""
     module = a.kind is Kind.MODULE
     if module and MANY_CLASSES in (a.origin, b.origin):
         return MANY_CLASSES
