@@ -84,7 +84,7 @@ def _model(source: str, name: str, settings: Settings) -> TrainingModel | None:
 
     from trainlint.model import TrainingModel
     from trainlint.model.parse import parse_file
-    from trainlint.project.index import shared
+    from trainlint.project.shared import shared
 
     try:
         module = parse_file(source, name)

@@ -71,6 +71,13 @@ def lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
     raise AssertionError("unreachable: a worker run yields one result per task")
 
 
+def _forget_projects() -> None:
+    """A worker's: forget the projects read so far (it moves on to another)."""
+    from trainlint.project.shared import forget_projects
+
+    forget_projects()
+
+
 def _lint_task(name: str, settings: Settings, data: bytes | None) -> FileResult:
     """A worker's job: the bytes already read (keyed in the cache) under their name, else the file."""
     return lint_file(name, settings) if data is None else _lint_bytes(data, name, settings)
@@ -225,7 +232,8 @@ def _prefilter(source: str, name: str, settings: Settings, alone: bool = False) 
     if not rules and not (per_step and "def " in source) and not handed:
         return rules, ()
     from trainlint.model.training import could_step
-    from trainlint.project.index import shared, watching
+    from trainlint.project.index import watching
+    from trainlint.project.shared import shared
 
     known: list[bool] = []
 
@@ -272,7 +280,8 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
         result.diagnostics.append(_lone_surrogate(source, name))
         return
     try:
-        from trainlint.project.index import shared, watching
+        from trainlint.project.index import watching
+        from trainlint.project.shared import shared
 
         with watching() as depends:
             # (no project: the model asks no other module, `alone`)
@@ -375,7 +384,7 @@ def lint_paths(
 
         _preload()
         with _keeping(cache), sharing_summaries() if len(misses) > 1 else nullcontext():  # (a recycled worker finds them there too)
-            for j, result in workers.run(misses, jobs, _lint_task, _file_timeout, _file_memory):
+            for j, result in workers.run(misses, jobs, _lint_task, _file_timeout, _file_memory, forget=_forget_projects):
                 results[miss_index[j]] = result
                 key = keys[j]
                 if cache is not None and key is not None and result.cacheable and not result.internal_error:

@@ -17,7 +17,9 @@ the signal it died of, the CPU time or the memory it needed, or the wall-clock b
 Memory is bounded per worker with an address-space limit (`RLIMIT_AS`, its size at start plus the
 cap); a worker that has grown by RECYCLE_GROWTH_MB (or past half its cap) ends after its reply, so
 neither fragmentation nor the summaries it remembers accumulate (a fresh one is forked in a few
-milliseconds, and the workers of a run share summaries through files).
+milliseconds, and the workers of a run share summaries through files). A worker keeps to one
+project while it has files (`scheduling.py`) and forgets it when it moves on to another, and gives
+the memory its C allocator holds free back after each file.
 
 The time limit counts the CPU time a worker spends on a task (`ITIMER_PROF`: the kernel ends the
 worker with SIGPROF, even inside the native parser), so a busy machine does not cost a valid file
@@ -50,19 +52,18 @@ import signal
 import tempfile
 import threading
 import time
-from collections import deque
 from multiprocessing import reduction
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Iterator, Sequence
 
 from trainlint.config import Settings
 from trainlint.engine.results import FileResult, could_not_analyse
+from trainlint.engine.scheduling import FolderQueue, Task, project_units
 from trainlint.engine.worker_process import (
     CPU_TIMER, SUPERVISOR_ENDS, allow_deep_recursion, arm_cpu_limit, close_inherited, end_with_parent, limit_memory, load_prctl,
-    rss_mb, signal_name, wall_clock_limit,
+    release_freed_memory, rss_mb, signal_name, wall_clock_limit,
 )
 
-Task = tuple[int, str, Settings, bytes | None]  # index, name, settings, the bytes when already read
 LIMIT_OPTIONS = ("--file-timeout", "--file-memory")  # what sets the pool's limits, named in its messages
 
 
@@ -74,6 +75,9 @@ class WorkerFailure(Exception):
 # project (each module's outline and summary): on a 60k-line project, recycling at 96 MB made a run
 # 2.6 times slower. A worker's growth levels off once it knows the project (LLaMA-Factory: 200 MB).
 RECYCLE_GROWTH_MB = 256
+# A worker moving on to another project forgets what it knew of the last one once it has grown by
+# this much: a run over many projects then holds one project's knowledge per worker, not all of them.
+FORGET_GROWTH_MB = 48
 
 
 class _Descriptor:
@@ -130,7 +134,7 @@ def _serve(conn: Connection, cap_mb: int, output: _Descriptor | None, die_with_p
             faulthandler.enable(file=2)
     limit_memory(cap_mb)
     allow_deep_recursion()
-    start = rss_mb()
+    start = _STARTED_MB[0] = rss_mb()
     while True:
         try:
             task = conn.recv_bytes()
@@ -162,6 +166,7 @@ def _serve(conn: Connection, cap_mb: int, output: _Descriptor | None, die_with_p
         # the task's garbage is all young (collection is paused while a file is analysed): a
         # young collection frees it; a full one per task would cost more than half the analysis
         gc.collect(0)
+        release_freed_memory()
         try:
             conn.send((*reply, recycle))
         except MemoryError:
@@ -311,44 +316,35 @@ class Worker:
         self.output.close()
 
 
-class _Queue:
-    """The files still to analyse, grouped by folder in order. A worker keeps to one folder while it
-    has files, so the local modules they import are summarised by one worker rather than by all;
-    a worker whose folder is done starts a folder nobody has, else helps with the largest left."""
-
-    def __init__(self, tasks: list[Task]) -> None:
-        self.groups: dict[str, deque[Task]] = {}
-        for task in tasks:
-            self.groups.setdefault(os.path.dirname(task[1]), deque()).append(task)
-        self.unclaimed: deque[str] = deque(self.groups)
-        self.size = len(tasks)
-
-    def __len__(self) -> int:
-        return self.size
-
-    def take(self, folder: str | None) -> Task:
-        if folder not in self.groups:
-            while self.unclaimed and self.unclaimed[0] not in self.groups:
-                self.unclaimed.popleft()
-            folder = self.unclaimed.popleft() if self.unclaimed else max(self.groups, key=lambda f: len(self.groups[f]))
-        group = self.groups[folder]
-        task = group.popleft()
-        if not group:
-            del self.groups[folder]
-        self.size -= 1
-        return task
-
-
 def _fork_context() -> multiprocessing.context.BaseContext:
     # fork starts a worker in milliseconds with libcst and the rules already imported
     methods = multiprocessing.get_all_start_methods()
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
+# the unit (`project_units`) of the last file a pool worker analysed, and its size when it started
+_LAST_UNIT: list[str] = [""]
+_STARTED_MB: list[float] = [0.0]
+
+
 def _analyse_file(
-    lint: Callable[[str, Settings, bytes | None], FileResult], keep_source: bool, path: str, settings: Settings, data: bytes | None
+    lint: Callable[[str, Settings, bytes | None], FileResult],
+    keep_source: bool,
+    path: str,
+    settings: Settings,
+    data: bytes | None,
+    unit: str = "",
+    forget: Callable[[], None] | None = None,
 ) -> FileResult:
-    """A pool worker's task: one file's result, without its source unless the supervisor needs it."""
+    """A pool worker's task: one file's result, without its source unless the supervisor needs it.
+    A worker moving on to another unit (project) that has grown by FORGET_GROWTH_MB first `forget`s
+    what it knew of the last one: no file of it is left to need it."""
+    if forget is not None and unit != _LAST_UNIT[0]:
+        if _LAST_UNIT[0] and rss_mb() - _STARTED_MB[0] > FORGET_GROWTH_MB:
+            forget()
+            gc.collect()
+            release_freed_memory()
+        _LAST_UNIT[0] = unit
     result = lint(path, settings, data)
     if not keep_source:
         result.source = None  # keep the traffic small; --fix re-reads the file
@@ -375,11 +371,15 @@ def run(
     timeout: Callable[[Settings], float],
     cap_mb: Callable[[Settings], int],
     keep_source: bool = False,
+    forget: Callable[[], None] | None = None,
 ) -> Iterator[tuple[int, FileResult]]:
     """Analyse `tasks` in up to `jobs` forked workers (`lint` module-level, as a task names it);
-    yields (task index, result) as files finish."""
+    yields (task index, result) as files finish. `forget` (module-level): drop what a worker knows
+    of the project it is leaving (see `_analyse_file`)."""
     context = _fork_context()
-    pending = _Queue([(i, path, s, data) for i, (path, s, data) in enumerate(tasks)])
+    numbered = [(i, path, s, data) for i, (path, s, data) in enumerate(tasks)]
+    folders_of_tasks = list(dict.fromkeys(os.path.dirname(path) for path, _, _ in tasks))
+    pending = FolderQueue(numbered, project_units(folders_of_tasks) if len(folders_of_tasks) > 1 else None)
     cap = max((cap_mb(s) for _, s, _ in tasks), default=1024)
     workers: list[Worker] = []
     in_hand: dict[Worker, Task] = {}
@@ -400,10 +400,12 @@ def run(
                 workers.append(Worker(context, cap))
             for worker in workers:
                 if worker not in in_hand and pending:
-                    task = in_hand[worker] = pending.take(folders.get(worker))
+                    elsewhere = {pending.unit_of(folders[w]) for w in in_hand if w in folders}
+                    task = in_hand[worker] = pending.take(folders.get(worker), elsewhere)
                     index, path, settings, data = task
-                    folders[worker] = os.path.dirname(path)
-                    worker.send(index, _analyse_file, (lint, keep_source, path, settings, data), timeout(settings))
+                    folder = folders[worker] = os.path.dirname(path)
+                    unit = pending.unit_of(folder)
+                    worker.send(index, _analyse_file, (lint, keep_source, path, settings, data, unit, forget), timeout(settings))
             busy = list(in_hand)
             ready = wait([w.conn for w in busy], timeout=max(0.0, min(w.deadline for w in busy) - time.monotonic()))
             for worker in busy:

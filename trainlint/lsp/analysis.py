@@ -17,7 +17,7 @@ from trainlint.fixes import applicable, checked, first_batch
 from trainlint.lsp.cached_results import cached_result, keep_result, result_cache
 from trainlint.lsp.notebooks import CellText
 from trainlint.engine.notebook import Notebook, join_cells, map_diagnostic
-from trainlint.project.index import shared
+from trainlint.project.shared import shared
 from trainlint.project.store import keeping_summaries
 from trainlint.report.baseline import BaselineError, new_findings, read_baseline
 from trainlint.report.render import python_lines

@@ -34,6 +34,11 @@ def parse_module(source: str) -> cst.Module:
         cst.CSTNode.__post_init__ = checked  # type: ignore[method-assign]
 
 
+def forget_trees() -> None:
+    """Drop the trees kept for the next parse of the same file."""
+    _RECENT.clear()
+
+
 def parse_file(source: str, path: str) -> cst.Module:
     """`parse_module` of a file's text, reusing the tree of the last parse of the same text of that file.
 

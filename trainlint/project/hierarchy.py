@@ -309,3 +309,9 @@ def _declared(path: Path) -> frozenset[str]:
 
 
 _DECLARED: dict[Path, tuple[object, frozenset[str]]] = {}
+
+
+def forget_hierarchy() -> None:
+    """Forget the modules read (`project.index.forget_projects`)."""
+    _TOP_LEVELS.clear()
+    _DECLARED.clear()

@@ -484,14 +484,6 @@ class Project(ModuleFinder):
             return None
 
 
-_SHARED: dict[Path | None, Project] = {}
-
-
-def shared(root: Path | None = None) -> Project:
-    """One project per process and root, so that each imported module is summarised once."""
-    key = root.resolve() if root is not None else None
-    project = _SHARED.get(key)
-    if project is None:
-        project = _SHARED[key] = Project(root)
-    return project
-
+def forget_outlines() -> None:
+    """Forget the outlines read, of every project (`shared.forget_projects`)."""
+    _OUTLINES.clear()
