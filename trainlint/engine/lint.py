@@ -281,11 +281,14 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
         return
     try:
         from trainlint.project.index import watching
+        from trainlint.project.kept_models import kept_model
         from trainlint.project.shared import shared
 
         with watching() as depends:
-            # (no project: the model asks no other module, `alone`)
-            model = TrainingModel.build(module, settings.analysis(), path=name, project=None if alone else shared())
+            # (no project: the model asks no other module, `alone`); the model its summary built, when
+            # this view answers what that one asked alike
+            analysis, project = settings.analysis(), None if alone else shared()
+            model = (project is not None and kept_model(name, source, analysis, project)) or TrainingModel.build(module, analysis, path=name, project=project)
             findings: list[tuple[Rule, Finding]] = []
             for rule in rules if not model.other_framework else ():
                 findings.extend((rule, f) for f in rule.check(model))

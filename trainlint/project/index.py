@@ -26,7 +26,7 @@ from pathlib import Path
 from dataclasses import replace
 from typing import Any
 
-from trainlint.project import budget, store
+from trainlint.project import budget, kept_models, store
 from trainlint.project.components import Components
 from trainlint.project.watching import CycleFixpoint, InProgress, note, watching
 from trainlint.project.classes import class_hierarchy, inherited_methods
@@ -462,24 +462,28 @@ class Project(ModuleFinder):
             from trainlint.model.positions import call_placer
             from trainlint.model.summarizer import Summarizer
 
-            model = self._model(path, data)
+            source = module_code(str(path), data)
+            lookup = kept_models.RecordingLookup(self._summariser())
+            model = self._model(path, data, lookup)
             if model is None:
                 return self.outline(path)
             summary = with_outline_facts(Summarizer(model, path.name).module(), self.outline(path))
-            calls = model.step_calls(call_placer(model.module, module_code(str(path), data), str(path)))
+            calls = model.step_calls(call_placer(model.module, source, str(path)))
             arguments = self._arguments(path, model.project_arguments())
+            kept_models.keep(str(path), source, model, lookup)  # (complete: no answer was cut short)
             return replace(summary, step_calls=tuple(calls), arguments=arguments, uses_accelerator=model.uses_accelerator)
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
             return self.outline(path)
 
-    def _model(self, path: Path, data: bytes) -> Any:
-        """The training model of a module, as its summary sees it (through the summaries' project)."""
+    def _model(self, path: Path, data: bytes, lookup: Any = None) -> Any:
+        """The training model of a module, as its summary sees it (through the summaries' project, or
+        `lookup` forwarding to it)."""
         from trainlint.model.parse import parse_file
         from trainlint.model.training import TrainingModel
 
         source = module_code(str(path), data)
         try:
-            return TrainingModel.build(parse_file(source, str(path)), path=str(path), project=self._summariser())
+            return TrainingModel.build(parse_file(source, str(path)), path=str(path), project=lookup or self._summariser())
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
             return None
 

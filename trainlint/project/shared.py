@@ -9,6 +9,7 @@ from pathlib import Path
 from trainlint.project import roots as import_roots
 from trainlint.project.hierarchy import forget_hierarchy
 from trainlint.project.index import Project, forget_outlines
+from trainlint.project.kept_models import forget_models
 from trainlint.project.python_trees import python_tree
 
 _SHARED: dict[Path | None, Project] = {}
@@ -34,3 +35,4 @@ def forget_projects() -> None:
     forget_hierarchy()
     python_tree.cache_clear()
     forget_trees()
+    forget_models()
