@@ -4,6 +4,7 @@ file into a TL000; deep but valid code does not hit Python's recursion limit. Th
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -99,3 +100,46 @@ def test_a_long_chain_of_calls_is_explained_and_read_from_stdin_not_too_deep(tmp
     done = subprocess.run([sys.executable, "-m", "trainlint", "--output-format", "json", "-"], cwd=tmp_path, input="\n".join(lines),
                           capture_output=True, text=True, timeout=600)
     assert [d["code"] for d in json.loads(done.stdout) if d["code"] == "TL000"] == [], done.stdout
+
+
+def test_a_summary_another_worker_ran_out_of_budget_on_is_not_computed_again(tmp_path: Path) -> None:
+    """The run's workers share what ran out: a second worker reads the module as unknown, named, at
+    once, instead of spending the budget on it again (the installed torch package has dozens)."""
+    from trainlint.project import budget, store
+    from trainlint.project.index import Project
+    from trainlint.reading import read_state
+
+    (tmp_path / "pyproject.toml").write_text("")
+    helpers = tmp_path / "helpers.py"
+    helpers.write_text(_expensive_module(3))
+    computed: list[str] = []
+    original = store.log_computation
+    store.log_computation = lambda path, state: computed.append(str(path))  # type: ignore[assignment]
+    try:
+        with store.sharing_summaries():
+            store.mark_over_budget(store.shared_entry(helpers, read_state(str(helpers))[0]))
+            budget.forget()
+            summary = Project(tmp_path, 1).summary(helpers)
+            assert computed == []
+            assert budget.exceeded() == {str(helpers)}
+            assert summary.classes["Chain"].methods == {} and summary.functions == {}  # (names only: unknown)
+        budget.forget()
+        assert Project(tmp_path, 1).summary(helpers).functions  # (no run's mark: computed, in full)
+        assert computed == [str(helpers)]
+    finally:
+        store.log_computation = original  # type: ignore[assignment]
+        budget.forget()
+
+
+def test_two_workers_spend_the_budget_on_a_module_once(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "helpers.py").write_text(_expensive_module(1500))
+    for i in range(4):
+        (tmp_path / f"train{i}.py").write_text(TRAIN)
+    log = tmp_path / "summaries.log"
+    done = subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", ".", "--file-timeout", "3", "-j", "2"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "TRAINLINT_SUMMARY_LOG": str(log)})
+    assert done.stdout.count("could not be summarised") == 1, done.stdout
+    assert "TL000" not in done.stdout
+    helpers = [line for line in log.read_text().splitlines() if line.split("\t")[0].endswith("helpers.py")]
+    assert len(helpers) == 1, log.read_text()  # (both workers needed it: the second read the first's mark)

@@ -59,6 +59,12 @@ def used(module: str) -> None:
         _EXCEEDED.add(module)
 
 
+def ran_out_elsewhere(module: str) -> None:
+    """Another worker's summary of `module` ran out of budget: unknown here too, and named."""
+    _EXCEEDED.add(module)
+    _UNKNOWN.add(module)
+
+
 def forget() -> None:
     """Start a new file: no summary has run out of budget yet."""
     _EXCEEDED.clear()

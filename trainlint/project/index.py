@@ -443,6 +443,10 @@ class Project(ModuleFinder):
             stored = store.load_shared(shared_entry)
         if stored is not None:
             return (*stored, True)
+        if store.over_budget(shared_entry):  # another worker spent the budget on it: unknown here too
+            store.release(shared_entry)
+            budget.ran_out_elsewhere(str(path))
+            return self.outline(path, unknown_if_training=True), set(), True
         key = _absolute(path)
         try:
             store.log_computation(path, state)
@@ -452,6 +456,7 @@ class Project(ModuleFinder):
             if kept:  # (shared before the claim is released: a worker waiting for it finds it)
                 store.store_shared(shared_entry, summary, depends)
         except budget.OverBudget:  # unknown, not nothing: its names and class kinds only; never shared
+            store.mark_over_budget(shared_entry)  # (before the claim is released: a waiting worker sees it)
             return self.outline(path, unknown_if_training=True), depends, self._computing.keep(key)
         finally:
             store.release(shared_entry)

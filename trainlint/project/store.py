@@ -331,6 +331,23 @@ def claim(entry: str | None, patience: float) -> bool:
         pause = min(pause * 2, 0.05)
 
 
+def mark_over_budget(entry: str | None) -> None:
+    """Tell the other workers of this run that summary `entry` ran out of its budget here: they read
+    it as unknown too rather than spend the budget again (not kept between runs: another run may
+    have the time)."""
+    if entry is None or _SHARED_FOLDER is None:
+        return
+    try:
+        os.close(os.open(os.path.join(_SHARED_FOLDER, f".over-{entry}"), os.O_WRONLY | os.O_CREAT, 0o600))
+    except OSError:
+        pass
+
+
+def over_budget(entry: str | None) -> bool:
+    """Whether a worker of this run ran out of budget on summary `entry` (`mark_over_budget`)."""
+    return entry is not None and _SHARED_FOLDER is not None and os.path.exists(os.path.join(_SHARED_FOLDER, f".over-{entry}"))
+
+
 def _alive(claim_file: str) -> bool:
     """Whether the process holding a claim still runs (a worker ended for its time or memory leaves it)."""
     try:
