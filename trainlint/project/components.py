@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from trainlint.project.python_trees import python_tree
-from trainlint.project.watching import note, watching
+from trainlint.project.watching import note_all, watching
 from trainlint.reading import State, module_code, read_state
 
 # a module's imports, each as the (dotted module, level) it names, the first of them that is a file:
@@ -96,7 +96,7 @@ class Components:
                                 break
             found.pop(module, None)
             known = self._edges[module] = (state, tuple(found), tuple(probed))
-        note(known[0], *known[2])
+        note_all(known[2], known[0])
         return known[1]
 
     def reaches(self, source: Path, target: Path) -> bool:
@@ -107,7 +107,7 @@ class Components:
             with watching() as read:
                 found = self._reach(source)
             known = self._reached[source] = (found, tuple(read))
-        note(*known[1])
+        note_all(known[1])
         return target in known[0]
 
     def _reach(self, module: Path) -> frozenset[Path]:

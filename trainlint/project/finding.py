@@ -8,7 +8,7 @@ from pathlib import Path
 
 from trainlint.project.roots import LIBRARY_ROOTS, installed_elsewhere, real_path, roots
 from trainlint.project.star_imports import public_names
-from trainlint.project.watching import note, watching
+from trainlint.project.watching import note, note_all, watching
 from trainlint.reading import EXISTS, State, module_code, probe_state, read_state
 
 MAX_STAR_DEPTH = 3  # `from .a import *` in a module that star-imports another, and so on
@@ -34,7 +34,7 @@ class ModuleFinder:
             with watching() as probed:
                 found = self._find(importer, qualname)
             hit = self._located[key] = (found, tuple(probed))
-        note(*hit[1])
+        note_all(hit[1])
         return hit[0]
 
     def _find(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
@@ -144,5 +144,5 @@ class ModuleFinder:
                     found = candidate
                     break
             known = self._files[key] = (found, tuple(looked))
-        note(*known[1])
+        note_all(known[1])
         return known[0]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 from trainlint.project.classes import class_hierarchy
 from trainlint.project.python_trees import python_tree
 from trainlint.project.roots import real_path
-from trainlint.project.watching import note, watching
+from trainlint.project.watching import note, note_all, watching
 from trainlint.reading import module_code, read_state
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def built(project: "Project", target: Path, name: str) -> bool:
         with watching() as read:
             answer = _built(index, target, name)
         known = index.built[(target, name)] = (answer, tuple(read))
-    note(*known[1])
+    note_all(known[1])
     return known[0]
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from trainlint.project import budget, kept_models, store
 from trainlint.project.components import Components
-from trainlint.project.watching import CycleFixpoint, InProgress, note, watching
+from trainlint.project.watching import CycleFixpoint, InProgress, note, note_all, watching
 from trainlint.project.classes import class_hierarchy, inherited_methods
 from trainlint.project.hierarchy import class_candidates, unbuilt
 from trainlint.project.passed_instances import passed_instances, resolved_arguments
@@ -176,7 +176,7 @@ class Project(ModuleFinder):
 
                         answer = local_differentiates(model, qualified)
             known = self._differentiates[key] = (state, answer, tuple(read))
-        note(known[0], *known[2])
+        note_all(known[2], known[0])
         return known[1]
 
     def passed_arguments(self, path: str, facts: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:
@@ -213,7 +213,7 @@ class Project(ModuleFinder):
             with watching() as read:
                 found = self._importers_of(target)
             known = self._importers[target] = (found, tuple(read))
-        note(*known[1])
+        note_all(known[1])
         found, training = known[0]
         outlined = [f for f in found[MAX_IMPORTERS:] if f not in training][:MAX_OUTLINED_IMPORTERS] if passing else []
         return [*found[:MAX_IMPORTERS], *outlined]
@@ -408,12 +408,12 @@ class Project(ModuleFinder):
             if known is None or known[0] != state:
                 summary, depends, kept = self._summarise(path, state, data)
                 if not kept:
-                    note(state, *depends)
+                    note_all(depends, state)
                     return summary
                 known = self._summaries[key] = (state, summary, depends)
             self._current.add((key, True))
         state, summary, depends = known
-        note(state, *depends)
+        note_all(depends, state)
         budget.used(str(path))
         return summary
 
@@ -429,7 +429,7 @@ class Project(ModuleFinder):
                     summary = replace(self.outline(path), arguments=self._arguments(path, passed_instances(source))) if data is not None else EMPTY
                 known = self._plain[path] = (state, summary, depends)
             self._current.add((path, False))
-        note(known[0], *known[2])
+        note_all(known[2], known[0])
         return known[1]
 
     def _summarise(self, path: Path, state: State, data: bytes | None) -> tuple[ModuleSummary, set[State], bool]:

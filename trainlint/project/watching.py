@@ -9,16 +9,30 @@ nothing, and the answers worked out between the two asks saw that nothing, so th
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Callable, Generic, Hashable, Iterator, TypeVar
+from typing import Callable, Collection, Generic, Hashable, Iterator, TypeVar
 
 from trainlint.reading import State
 
 # The states of the files an analysis depended on (modules read, paths probed), recorded while `watching()` is active (cache.py)
 _WATCHING: list[set[State]] = []
+# per watcher, the memoised collections of states already added whole, by identity (held, so that an
+# id is not reused): a project's answers are asked thousands of times, each with what it depended on
+_ADDED: list[dict[int, Collection[State]]] = []
 
 
 def note(*states: State) -> None:
     if _WATCHING:  # the innermost watcher; each passes what it saw to the one around it when it ends
+        _WATCHING[-1].update(states)
+
+
+def note_all(states: Collection[State], *more: State) -> None:
+    """`note(*more, *states)`, with `states` a memo's collection, which is never changed: added to a
+    watcher once."""
+    if not _WATCHING:
+        return
+    _WATCHING[-1].update(more)
+    if id(states) not in _ADDED[-1]:
+        _ADDED[-1][id(states)] = states
         _WATCHING[-1].update(states)
 
 
@@ -27,14 +41,17 @@ def watching() -> Iterator[set[State]]:
     """Collect the states of the files the analysis inside the block depends on, as it found them."""
     watched: set[State] = set()
     _WATCHING.append(watched)
+    _ADDED.append({})
     try:
         yield watched
     finally:
         for i in range(len(_WATCHING) - 1, -1, -1):  # by identity: two watchers' sets may be equal
             if _WATCHING[i] is watched:
                 del _WATCHING[i]
+                added = _ADDED.pop(i)
                 if i:
                     _WATCHING[i - 1].update(watched)
+                    _ADDED[i - 1].update(added)
                 break
 
 
@@ -43,10 +60,12 @@ def unwatched() -> Iterator[None]:
     """Read without noting: for questions whose answer the states already noted cover (which files
     of a project import a module, where the project's listing is noted with the import index)."""
     _WATCHING.append(set())
+    _ADDED.append({})
     try:
         yield
     finally:
         _WATCHING.pop()
+        _ADDED.pop()
 
 
 K = TypeVar("K", bound=Hashable)
@@ -126,7 +145,7 @@ class CycleFixpoint(Generic[K, V]):
     def ask(self, key: K, work_out: Callable[[K], V]) -> V:
         kept = self._kept.get(key)
         if kept is not None:
-            note(*kept[1])
+            note_all(kept[1])
             return kept[0]
         if key in self._open or key in self._this_round:
             self._tainted.update(list(self._open)[1:])  # (the outermost works the cycle out)
@@ -134,7 +153,7 @@ class CycleFixpoint(Generic[K, V]):
             known = self._provisional.get(key)
             if known is None:
                 return self._empty
-            note(*known[1])
+            note_all(known[1])
             return known[0]
         outermost = not self._open
         try:
