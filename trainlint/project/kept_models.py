@@ -29,8 +29,8 @@ _KEPT_BYTES = 500_000
 
 
 class RecordingLookup:
-    """A `ProjectLookup` that forwards every call and notes it with its answer, until `answer_for`
-    hands the model on; then it forwards to the new view, noting nothing."""
+    """A `ProjectLookup` that forwards every call and notes it with its answer, until `kept_model`
+    hands the model to the lint (`hand_to`); then it forwards to the lint's view, noting nothing."""
 
     def __init__(self, inner: "ProjectLookup") -> None:
         self._inner = inner
