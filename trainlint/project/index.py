@@ -170,7 +170,7 @@ class Project(ModuleFinder):
             answer = True
             with watching() as read:
                 if data is not None:
-                    model = self._model(target, data)
+                    model = self._model(target, module_code(str(target), data))
                     if model is not None:
                         from trainlint.model.fix_safety import local_differentiates
 
@@ -469,7 +469,7 @@ class Project(ModuleFinder):
 
             source = module_code(str(path), data)
             lookup = kept_models.RecordingLookup(self._summariser())
-            model = self._model(path, data, lookup)
+            model = self._model(path, source, lookup)
             if model is None:
                 return self.outline(path)
             summary = with_outline_facts(Summarizer(model, path.name).module(), self.outline(path))
@@ -480,13 +480,12 @@ class Project(ModuleFinder):
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
             return self.outline(path)
 
-    def _model(self, path: Path, data: bytes, lookup: Any = None) -> Any:
-        """The training model of a module, as its summary sees it (through the summaries' project, or
-        `lookup` forwarding to it)."""
+    def _model(self, path: Path, source: str, lookup: Any = None) -> Any:
+        """The training model of a module's source, as its summary sees it (through the summaries'
+        project, or `lookup` forwarding to it)."""
         from trainlint.model.parse import parse_file
         from trainlint.model.training import TrainingModel
 
-        source = module_code(str(path), data)
         try:
             return TrainingModel.build(parse_file(source, str(path)), path=str(path), project=lookup or self._summariser())
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
