@@ -12,7 +12,8 @@ from trainlint.engine.lint import FileResult
 from trainlint.model.summary import Argument, StepCall, ClassSummary, FunctionSummary, ModuleSummary
 from trainlint.model.values import CYCLE, Kind, Value
 from trainlint.checked_json import BadEntry
-from trainlint.engine.serial import decode_dependencies, decode_result, encode_dependencies, encode_result
+from trainlint.checked_json import is_state
+from trainlint.engine.serial import decode_result, dependency_items, encode_dependencies, encode_result
 from trainlint.project.store import decode_summary, encode_summary
 
 
@@ -32,9 +33,11 @@ def _diagnostic(**changes: object) -> Diagnostic:
 def test_a_result_comes_back_field_for_field():
     result = FileResult("nb/\udce9.ipynb", [_diagnostic(), _diagnostic(fix=None, facts={}, cell=None, file_span=None)],
                         dependencies=(("utils.py", 85, "ab" * 32), ("lib", -2, "")))
-    back, group = decode_result(encode_result(result, 2, "cd" * 32), 2, 100)
-    assert back.path == result.path and group == "cd" * 32
-    assert decode_dependencies(encode_dependencies(result.dependencies, 2), 2) == result.dependencies
+    back, groups = decode_result(encode_result(result, 2, ["cd" * 32, "ef" * 32]), 2, 100)
+    assert back.path == result.path and groups == ["cd" * 32, "ef" * 32]
+    states = [tuple(item) for item in dependency_items(encode_dependencies(result.dependencies, 2), 2)]
+    assert states == list(result.dependencies) and all(is_state(state) for state in states)
+    assert not is_state(("utils.py", "85", "ab")) and not is_state(("utils.py", 85))
     assert back.diagnostics == result.diagnostics
     assert [(d.facts, d.file_span, d.chains) for d in back.diagnostics] == [(d.facts, d.file_span, d.chains) for d in result.diagnostics]
 
@@ -81,7 +84,7 @@ def test_a_summary_comes_back_with_every_field_of_every_stored_type():
     lambda e: e.update(dependencies={"u.py": 1}),
 ])
 def test_anything_but_what_was_written_is_refused(change):
-    entry = json.loads(encode_result(FileResult("t.py", [_diagnostic()]), 2, "cd" * 32))
+    entry = json.loads(encode_result(FileResult("t.py", [_diagnostic()]), 2, ["cd" * 32]))
     change(entry)
     with pytest.raises(ValueError):
         decode_result(json.dumps(entry).encode(), 2, 100)
@@ -92,7 +95,7 @@ def test_malformed_bytes_are_refused(raw):
     with pytest.raises((ValueError, RecursionError)):
         decode_result(raw, 2, 100)
     with pytest.raises((ValueError, RecursionError)):
-        decode_dependencies(raw, 2)
+        dependency_items(raw, 2)
     with pytest.raises((ValueError, RecursionError)):
         decode_summary(raw, 2)
 

@@ -61,6 +61,11 @@ def header(raw: bytes, version: int, keys: frozenset[str]) -> dict[str, Any]:
 
 
 
+def is_state(value: tuple[object, ...]) -> bool:
+    """Whether a decoded item is a dependency state: [path, size or code, hex digest or ""]."""
+    return len(value) == 3 and type(value[0]) is str and type(value[1]) is int and type(value[2]) is str
+
+
 def decode_states(data: object) -> tuple[State, ...]:
     """Dependency states (see cache.py): [path, size or code, hex digest or ""]."""
     out = []

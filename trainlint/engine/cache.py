@@ -20,11 +20,14 @@ The folder named (or the user cache directory) keeps its mode: the entries live 
 sub-folder `v<FORMAT>` that a marker at the root names, and only what is provably the cache's is
 ever removed (see `cache_folder.py`). Entries of earlier formats are deleted so, never read.
 
-A result's dependencies are stored as an entry of their own, named by its hash, that every result
-with the same dependencies names (the files of a project share most of theirs): a warm run reads and
-checks each group once. A group is plain JSON: its name, the hash of its content, is covered by the
-MAC of each result that names it, so a group planted or edited in its place is a miss without a MAC
-of its own.
+A result's dependencies, sorted by path, are stored in groups, each an entry of its own named by its
+hash, that every result holding the same run of dependencies names. The files of a project share most
+of theirs, but each differs somewhere (its own callers, its own imports): a group ends after a path
+chosen by the path's own hash (content-defined chunking, as rsync and backup tools split files), so a
+difference changes only the group that holds it and the others stay shared. A warm run reads and
+checks each group once, not each file's thousand dependencies. A group is plain JSON: its name, the
+hash of its content, is covered by the MAC of each result that names it, so a group planted or edited
+in its place is a miss without a MAC of its own.
 
 Files with findings are cached like clean ones. What depends on the machine rather than the file (a
 crash, the time or memory limit, an internal error) is never stored. Entries are written to a
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import os
 import sys
+import zlib
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,6 +56,7 @@ from trainlint.engine.cache_folder import (
     user_folder,
     write_marker,
 )
+from trainlint.checked_json import is_state
 from trainlint.reading import State, current_state, digest, read_regular
 
 if TYPE_CHECKING:
@@ -63,7 +68,7 @@ try:  # constant-time comparison without `hmac`, which loads OpenSSL (millisecon
 except ImportError:  # pragma: no cover - another Python implementation
     from hmac import compare_digest as _compare_digest
 
-FORMAT = 4  # bump when the layout of an entry changes (4: authenticated); entries of earlier formats are deleted
+FORMAT = 5  # bump when the layout of an entry changes (4: authenticated; 5: dependencies in shared groups); entries of earlier formats are deleted
 MAX_ENTRY_BYTES = 32 << 20
 _TAG = 64  # a result's entry: the hex MAC of its name and content, a newline, the content
 
@@ -73,6 +78,28 @@ def _named(data: bytes) -> str:
     hashed = digest()
     hashed.update(data)
     return hashed.hexdigest()
+
+
+GROUP_EVERY = 16  # a group ends after one path in this many, on average
+_ENDS_GROUP: dict[str, bool] = {}  # whether a path ends a group, by path
+
+
+def grouped(states: tuple[State, ...]) -> list[tuple[State, ...]]:
+    """Sorted dependency states split into runs, each ending after a path whose CRC-32 is a multiple of
+    `GROUP_EVERY`: where a run ends depends on its own paths only, so results that share a run of
+    dependencies share its group whatever else each of them depends on."""
+    groups: list[tuple[State, ...]] = []
+    start = 0
+    for index, state in enumerate(states):
+        ends = _ENDS_GROUP.get(state[0])
+        if ends is None:  # (a run stores a project's thousand paths for each of its files)
+            ends = _ENDS_GROUP[state[0]] = zlib.crc32(state[0].encode("utf-8", "surrogatepass")) % GROUP_EVERY == 0
+        if ends:
+            groups.append(states[start:index + 1])
+            start = index + 1
+    if start < len(states):
+        groups.append(states[start:])
+    return groups
 
 
 @lru_cache(maxsize=1)
@@ -147,6 +174,7 @@ class Cache:
     def __init__(self, directory: Path, max_entries: int = 50_000, key: bytes | None = None) -> None:
         self.root = Path(directory)
         self.directory = self.root / f"v{FORMAT}"
+        self._folder = str(self.directory)
         self.max_entries = max_entries
         self.stored = 0
         self.enabled = True
@@ -165,8 +193,10 @@ class Cache:
         hashed.update(data)
         return hashed.hexdigest()
 
-    def _entry(self, key: str) -> Path:
-        return self.directory / key[:2] / key
+    def _entry(self, key: str) -> str:
+        """The path of entry `key`, in the shard of its first two digits (joined as text: a warm run
+        names thousands)."""
+        return os.path.join(self._folder, key[:2], key)
 
     @property
     def _signing_key(self) -> bytes:
@@ -223,17 +253,17 @@ class Cache:
         if not self.enabled or not self._usable():
             return None, None
         key = self.key(path, data, settings)
-        raw = read_regular(str(self._entry(key)), MAX_ENTRY_BYTES, follow=False)
+        raw = read_regular(self._entry(key), MAX_ENTRY_BYTES, follow=False)
         content = opened(self._signing_key, key, raw) if raw is not None else None
         if content is None:  # none, or not one this key signed: a miss
             return None, key
         from trainlint.engine.serial import decode_result
 
         try:
-            result, group = decode_result(content, FORMAT, len(data))
+            result, groups = decode_result(content, FORMAT, len(data))
         except Exception:  # damaged, of another format: a miss (decoding runs no code)
             return None, key
-        if result.path != path or not self._group_holds(group):
+        if result.path != path or not all(self._group_holds(group) for group in groups):
             return None, key  # a local module it used changed (or appeared, or went)
         return result, key
 
@@ -241,25 +271,36 @@ class Cache:
         """Whether every dependency of a group entry is as recorded (read and checked once a run)."""
         known = self._groups.get(group)
         if known is None:
-            from trainlint.engine.serial import decode_dependencies
+            from trainlint.engine.serial import dependency_items
 
             known = False
-            raw = read_regular(str(self._entry(group)), MAX_ENTRY_BYTES, follow=False) if ENTRY_NAME.fullmatch(group) else None
+            raw = read_regular(self._entry(group), MAX_ENTRY_BYTES, follow=False) if ENTRY_NAME.fullmatch(group) else None
             # named by the hash of its content, and that name by a result's MAC: a group needs no MAC
             # of its own, and one damaged or planted in its place is a miss
             if raw is not None and _named(raw) == group:
                 try:
-                    known = all(self._holds(dep) for dep in decode_dependencies(raw, FORMAT))
+                    known = self._all_hold(dependency_items(raw, FORMAT))
                 except Exception:
                     known = False
             self._groups[group] = known
         return known
 
-    def _holds(self, recorded: State) -> bool:
-        known = self._states.get(recorded)
-        if known is None:
-            known = self._states[recorded] = current_state(recorded) == recorded
-        return known
+    def _all_hold(self, recorded: list[object]) -> bool:
+        """Whether each recorded state is a state and still holds (each distinct one checked once a
+        run: the groups of a project list the same states many times)."""
+        states = self._states
+        for item in recorded:
+            if type(item) is not list:
+                return False
+            state = tuple(item)
+            known = states.get(state)
+            if known is None:
+                if not is_state(state):
+                    return False
+                known = states[state] = current_state(state) == state  # type: ignore[arg-type]
+            if not known:
+                return False
+        return True
 
     def store(self, key: str, result: FileResult) -> None:
         """Write an entry atomically; a cache folder that cannot be written is switched off, not fatal."""
@@ -268,25 +309,34 @@ class Cache:
         from trainlint.engine.serial import encode_dependencies, encode_result
 
         try:
-            states = encode_dependencies(tuple(sorted(set(result.dependencies))), FORMAT)
-            group = _named(states)
-            data = encode_result(result, FORMAT, group)
+            groups = [encode_dependencies(run, FORMAT) for run in grouped(tuple(sorted(set(result.dependencies))))]
+            names = [_named(group) for group in groups]
+            data = encode_result(result, FORMAT, names)
         except (TypeError, ValueError):  # a result holding what an entry cannot say: not cached
             return
-        if len(data) + _TAG + 1 > MAX_ENTRY_BYTES or len(states) > MAX_ENTRY_BYTES:
+        if len(data) + _TAG + 1 > MAX_ENTRY_BYTES or any(len(group) > MAX_ENTRY_BYTES for group in groups):
             return
-        if group not in self._written:  # the dependencies first: an entry never names a missing group
-            if not self._write(group, states):
-                return
-            self._written.add(group)
+        for name, group in zip(names, groups):  # the dependencies first: an entry never names a missing group
+            if name not in self._written:
+                if not self._stored_already(name, len(group)) and not self._write(name, group):
+                    return
+                self._written.add(name)
         if self._write(key, sealed(self._signing_key, key, data)):
             self.stored += 1
+
+    def _stored_already(self, name: str, size: int) -> bool:
+        """Whether a group of `size` bytes is stored as `name` (from an earlier run). Its name is the
+        hash of its content, checked when read: one edited in place is a miss, never a wrong hit."""
+        try:
+            return os.stat(self._entry(name), follow_symlinks=False).st_size == size
+        except OSError:
+            return False
 
     def read_entry(self, name: str) -> bytes | None:
         """The content of entry `name` (a name of 64 hex digits) when this key signed it, else None."""
         if not self.enabled or not self._usable() or not ENTRY_NAME.fullmatch(name):
             return None
-        raw = read_regular(str(self._entry(name)), MAX_ENTRY_BYTES, follow=False)
+        raw = read_regular(self._entry(name), MAX_ENTRY_BYTES, follow=False)
         return opened(self._signing_key, name, raw) if raw is not None else None
 
     def write_entry(self, name: str, content: bytes) -> None:
@@ -300,12 +350,13 @@ class Cache:
         import tempfile  # (a warm run writes nothing)
 
         target = self._entry(name)
+        shard = os.path.dirname(target)
         try:
             try:
-                os.mkdir(target.parent, 0o700)
+                os.mkdir(shard, 0o700)
             except FileExistsError:
                 pass
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")  # mode 0o600
+            fd, tmp = tempfile.mkstemp(dir=shard, prefix=".tmp-")  # mode 0o600
         except OSError:
             self.enabled = False
             return False

@@ -7,7 +7,7 @@ the whole entry says which layout.
 
 from __future__ import annotations
 
-from trainlint.checked_json import BadEntry, decode_states, dumps, header, items, text
+from trainlint.checked_json import BadEntry, dumps, header, items, text
 from trainlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Location, Severity
 from trainlint.engine.results import FileResult
 from trainlint.reading import State
@@ -20,9 +20,9 @@ _FACT_TYPES = (str, int, float, bool, type(None))
 _RESULT_KEYS = frozenset({"trainlint", "path", "diagnostics", "dependencies"})
 
 
-def encode_result(result: FileResult, version: int, dependencies: str) -> bytes:
+def encode_result(result: FileResult, version: int, dependencies: list[str]) -> bytes:
     """A cacheable result (its source is not kept) as an entry of format `version`; its dependencies
-    are named by the group entry that lists them (`encode_dependencies`: the files of a project share
+    are named by the group entries that list them (`encode_dependencies`: the files of a project share
     most of theirs)."""
     return dumps({
         "trainlint": version,
@@ -32,13 +32,13 @@ def encode_result(result: FileResult, version: int, dependencies: str) -> bytes:
     })
 
 
-def decode_result(raw: bytes, version: int, size: int) -> tuple[FileResult, str]:
+def decode_result(raw: bytes, version: int, size: int) -> tuple[FileResult, list[str]]:
     """The result `encode_result` wrote for a file of `size` bytes (no position lies past them), and
-    the name of its dependencies' group; raises BadEntry (or another ValueError) for anything else."""
+    the names of its dependencies' groups; raises BadEntry (or another ValueError) for anything else."""
     data = header(raw, version, _RESULT_KEYS)
     bound = size + 16  # a position just past the end: an insertion, a syntax error at the end
     result = FileResult(text(data["path"]), [_decode_diagnostic(d, bound) for d in items(data["diagnostics"])])
-    return result, text(data["dependencies"])
+    return result, [text(name) for name in items(data["dependencies"])]
 
 
 _GROUP_KEYS = frozenset({"trainlint", "dependencies"})
@@ -49,9 +49,11 @@ def encode_dependencies(states: tuple[State, ...], version: int) -> bytes:
     return dumps({"trainlint": version, "dependencies": states})
 
 
-def decode_dependencies(raw: bytes, version: int) -> tuple[State, ...]:
-    """What `encode_dependencies` wrote; raises BadEntry (or another ValueError) for anything else."""
-    return decode_states(header(raw, version, _GROUP_KEYS)["dependencies"])
+def dependency_items(raw: bytes, version: int) -> list[object]:
+    """The items of a group `encode_dependencies` wrote, each still to be checked with `is_state`
+    (a warm run checks each distinct state once, not each of the thousands its groups list); raises
+    BadEntry (or another ValueError) for anything that is not such a group."""
+    return items(header(raw, version, _GROUP_KEYS)["dependencies"])
 
 
 def _encode_diagnostic(d: Diagnostic) -> list[object]:
