@@ -346,8 +346,21 @@ def notebook_code(text: str) -> str | None:
 
 def module_code(path: str, data: bytes) -> str:
     """A project file's code as the analysis reads it: undecodable bytes replaced, newlines
-    universal; a notebook's code cells joined (nothing, for what is not a Python notebook)."""
+    universal; a notebook's code cells joined (nothing, for what is not a Python notebook); `async`
+    as a keyword argument's name read as a name (`pre37_keywords`)."""
     text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
     if path.endswith(".ipynb"):
         return notebook_code(text) or ""
-    return text
+    return pre37_keywords(text)
+
+
+# `async` as a keyword argument's name: `x.cuda(async=True)`, PyTorch's spelling of `non_blocking=True`
+# before 0.4, a syntax error since Python 3.7 made `async` a keyword (no valid code holds it)
+_PRE37_KEYWORD = re.compile(r"(?<=[(,])(\s*)async(?=\s*=(?!=))")
+
+
+def pre37_keywords(text: str) -> str:
+    """`text` with each `async` that names a keyword argument spelled `_sync`: the same length, so
+    every position holds, and code of Python before 3.7 parses and can be analysed. Only in such
+    code does the pattern occur outside strings and comments."""
+    return _PRE37_KEYWORD.sub(r"\1_sync", text) if "async" in text else text

@@ -12,6 +12,7 @@ import gc
 import os
 import re
 from contextlib import nullcontext
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ContextManager, Callable
@@ -261,15 +262,22 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
     from trainlint.model import TrainingModel
     from trainlint.model.parse import parse_file
 
+    repaired = False
     try:
         module = parse_file(source, name)
     except cst.ParserSyntaxError as exc:
         message, line, column, python_accepts = _syntax_error(source, exc)
         if python_accepts:  # e.g. 10,000 implicitly concatenated strings: valid, but not for libcst
             result.diagnostics.append(could_not_analyse(name, f"the parser (libcst) rejects this valid file: {message}"))
-        else:
+            return
+        module, source = _pre37_module(source, name)
+        if module is None:
             result.diagnostics.append(error_diagnostic(name, f"syntax error: {message}", line, column))
-        return
+            return
+        # reported, and the rest analysed as that Python read it (its findings hold once the line is fixed)
+        result.diagnostics.append(error_diagnostic(name, f"syntax error: {message}; `async=` is a keyword argument of "
+                                                   "Python before 3.7 (PyTorch's `non_blocking=`): the rest of the file was analysed", line, column))
+        repaired = True
     except RecursionError:
         result.diagnostics.append(could_not_analyse(name, "nesting too deep for the parser"))
         return
@@ -304,7 +312,9 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
 
             suppressions = Suppressions() if settings.ignore_noqa else parse_suppressions(source)
             if findings:
-                result.diagnostics.extend(located_diagnostics(model, source, name, findings, suppressions))
+                located = located_diagnostics(model, source, name, findings, suppressions)
+                # (a fix's edits were made on the text as read, not as the file holds it)
+                result.diagnostics.extend(replace(d, fix=None) if repaired else d for d in located)
             if unused_noqa:
                 result.diagnostics.extend(suppressions.unused(name, {r.code for r in rules}))
     except RecursionError:
@@ -317,6 +327,23 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
         detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
         result.diagnostics.append(error_diagnostic(name, f"internal error while analysing this file: {detail}"))
         result.internal_error = True
+
+
+def _pre37_module(source: str, name: str) -> tuple[Any, str]:
+    """The tree of a text that fails to parse only for `async` keyword arguments (Python before 3.7),
+    read as `pre37_keywords` spells them, and that text; else (None, the text)."""
+    import libcst as cst
+
+    from trainlint.model.parse import parse_file
+    from trainlint.reading import pre37_keywords
+
+    read = pre37_keywords(source)
+    if read == source:
+        return None, source
+    try:
+        return parse_file(read, name), read
+    except (cst.ParserSyntaxError, RecursionError, MemoryError, UnicodeEncodeError):
+        return None, source
 
 
 def _lone_surrogate(source: str, name: str) -> Diagnostic:

@@ -87,6 +87,12 @@ Files that cannot contain a finding (no training-step token such as `backward`, 
 `training_step`, nor any token a selected rule needs) are skipped without being parsed, so a
 syntax error in such a file is left to your Python linter.
 
+Code written for Python before 3.7 often names a keyword argument `async`: PyTorch's
+`x.cuda(async=True)`, the spelling of `non_blocking=True` before 0.4, a syntax error since `async`
+became a keyword. When that is the only error, the file is reported and the rest of it is analysed
+as that Python read it (in the file itself, and when other files call it or it calls them): its
+findings hold once the line is fixed. They carry no fix, since a fix is made on the text as read.
+
 An internal error of trainlint on a file is reported under this code too; the exit code is then 2.
 Please report it with the file.
 """
