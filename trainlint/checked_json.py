@@ -69,13 +69,11 @@ def is_state(value: tuple[object, ...]) -> bool:
 def decode_states(data: object) -> tuple[State, ...]:
     """Dependency states (see cache.py): [path, size or code, hex digest or ""]."""
     out = []
-    for item in items(data):  # checked inline: results list many, and each lookup reads them
-        if type(item) is not list or len(item) != 3:
+    for item in items(data):
+        state = tuple(item) if type(item) is list else ()
+        if not is_state(state):
             raise BadEntry("not a state")
-        path, size, hexdigest = item
-        if type(path) is not str or type(size) is not int or type(hexdigest) is not str:
-            raise BadEntry("not a state")
-        out.append((path, size, hexdigest))
-    return tuple(out)
+        out.append(state)
+    return tuple(out)  # type: ignore[arg-type]
 
 
