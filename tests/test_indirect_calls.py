@@ -790,6 +790,53 @@ def test_a_dict_of_many_functions_or_of_other_things_runs_none_of_them(tmp_path:
     assert findings(tmp_path, ["models.py"], "TL406") == {}
 
 
+HEADS_TRAIN = """
+    import torch
+    import torch.nn as nn
+
+
+    class ArcHead(nn.Module):
+        def forward(self, x, labels):
+            one_hot = torch.zeros(x.size()).cuda()
+            return x * one_hot
+
+
+    class CosHead(ArcHead):
+        pass
+
+
+    class SphereHead(ArcHead):
+        pass
+
+
+    class SoftmaxHead(ArcHead):
+        pass
+
+
+    def main(cfg, backbone, loader, optimizer):
+        heads = {"arc": ArcHead(), "cos": CosHead(), "sphere": SphereHead()}
+        head = heads[cfg.head].cuda()
+        for x, y in loader:
+            loss = head(backbone(x.cuda()), y.cuda()).sum()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_a_dict_of_objects_chosen_by_a_key_runs_the_forward_of_at_most_three_classes() -> None:
+    """A dict of instances subscripted by an option is one object whose class the project chooses at
+    run time: followed among three candidates, as a registry's, not among four (face.evoLVe's heads)."""
+    import textwrap
+
+    code = textwrap.dedent(HEADS_TRAIN)
+    assert [d.line for d in lint(code, "TL406")] == [8]
+    four = code.replace('"sphere": SphereHead()}', '"sphere": SphereHead(), "softmax": SoftmaxHead()}')
+    assert lint(four, "TL406") == []
+    # (a key written out picks one object: the four-class dict does not hide it)
+    fixed = four.replace("heads[cfg.head]", "ArcHead()")
+    assert [d.line for d in lint(fixed, "TL406")] == [8]
+
+
 def test_a_local_dict_of_functions_called_in_the_loop_runs_what_it_holds() -> None:
     code = """
         import torch

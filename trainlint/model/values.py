@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.lattice import (
-    ANNOTATED, BOOL, CYCLE, HOST, HOST_DATA, NONE, NUMBER, STRING, TENSOR, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join,
+    ANNOTATED, BOOL, CYCLE, HOST, HOST_DATA, MANY_CLASSES, NONE, NUMBER, STRING, TENSOR, UNKNOWN, UNKNOWN_DEVICE, Kind, Value,
+    join, origins,
 )
+from trainlint.model.candidates import MAX_CANDIDATES
 from trainlint.model.arguments import argument_for, refinable, refines
 from trainlint.model.class_attributes import registered_buffers, torch_layer_parameter
 from trainlint.model.function_values import library_function
@@ -32,6 +34,8 @@ from trainlint.model.device_arguments import moved_to_device, on_device_operands
 if TYPE_CHECKING:
     from trainlint.model.facts import Function, Site
     from trainlint.model.training import TrainingModel
+
+DICT = "dict"  # the origin of a dict literal: its subscript is one value, chosen by its key
 
 
 # how many asks of one parameter may be under way at once (the second joins the call sites not
@@ -82,6 +86,10 @@ class ValueModel(CallValues, CycleMemo):
             if base.kind is Kind.TENSOR:
                 return base
             if base.kind in (Kind.COLLECTION, Kind.MODULE) and base.element is not None:
+                if base.origin == DICT and len(origins(base.element)) > MAX_CANDIDATES:
+                    # one of the dict's objects, chosen by its key (`HEADS[cfg.head]`): a class chosen at
+                    # run time, followed among at most as many candidates as a registry's
+                    return replace(base.element, origin=MANY_CLASSES if base.element.kind is Kind.MODULE else None)
                 return base.element  # (`self.layers[i]`: a module the container holds)
             if base.kind is Kind.HOST_ARRAY:
                 return HOST_DATA
@@ -116,7 +124,7 @@ class ValueModel(CallValues, CycleMemo):
             return Value(Kind.COLLECTION, HOST, element=join(elements) if elements else None, items=tuple(elements) if exact else None)
         if kind is cst.Dict:
             values = [self.of(e.value, fn, at) for e in expr.elements if isinstance(e, cst.DictElement)]
-            return Value(Kind.COLLECTION, HOST, element=join(values) if values else None)
+            return Value(Kind.COLLECTION, HOST, origin=DICT, element=join(values) if values else None)
         if kind in (cst.ListComp, cst.SetComp, cst.GeneratorExp):
             return Value(Kind.COLLECTION, HOST, element=self.of(expr.elt, fn, at))
         if kind is cst.DictComp:
