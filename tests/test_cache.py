@@ -223,10 +223,10 @@ def test_a_group_of_dependencies_emptied_in_place_cannot_make_a_stale_result_a_h
     (folder / "train.py").write_text(TRAIN)
     assert "TL401" not in trainlint(str(folder / "train.py"), "--format", "concise", cache=cache).stdout
     # (the groups are the unsigned entries: results and the project's summaries start with their MAC)
-    groups = [p for p in cache.glob("v*/*/*") if p.is_file() and p.read_bytes().startswith(b"{") and b'"path"' not in p.read_bytes()]
+    groups = [p for p in cache.glob("v*/*/*") if p.is_file() and p.read_bytes().startswith(b"trainlint dependencies ")]
     assert groups and any(b"utils.py" in g.read_bytes() for g in groups)
     for group in groups:
-        group.write_text('{"trainlint": %d, "dependencies": []}' % json.loads(group.read_bytes())["trainlint"])
+        group.write_bytes(group.read_bytes().split(b"\n")[0])  # its header alone
     utils.write_text(LOG_READS)
     assert "TL401" in trainlint(str(folder / "train.py"), "--format", "concise", cache=cache).stdout
 
@@ -265,15 +265,52 @@ def test_a_warm_run_reads_each_group_of_dependencies_once(tmp_path, monkeypatch)
     read: list[str] = []
     named: list[str] = []
     original, original_group = Cache._all_hold, Cache._group_holds
-    monkeypatch.setattr(Cache, "_all_hold", lambda self, items: read.append(json.dumps(items)) or original(self, items))
+    monkeypatch.setattr(Cache, "_all_hold", lambda self, items: read.append(b"\n".join(items)) or original(self, items))
     monkeypatch.setattr(Cache, "_group_holds", lambda self, group: named.append(group) or original_group(self, group))
     scripts = [task for task in tasks if "train" in task[0]]
     results = lint_paths(scripts, 1, cache=cache)
-    assert cache.stored == 0 and any("utils.py" in r for r in read)  # every result from the cache
+    assert cache.stored == 0 and any(b"utils.py" in r for r in read)  # every result from the cache
     assert len(read) == len(set(read)) == len(set(named))  # each group read once
     # each script depends on its own path too (whoever imports it): one group of its own, the rest shared
     assert len(named) > len(read)
     assert [d.code for r in results for d in r.diagnostics].count("TL401") == 0
+
+
+def test_a_run_s_index_replaces_its_group_reads_and_still_sees_each_edit(tmp_path, monkeypatch):
+    """A run of many files reads its dependencies' states from one index entry, each checked as a
+    group's would be: a warm run reads no group, and an edited module still changes the result."""
+    monkeypatch.setattr(cache_module, "INDEX_FROM", 2)
+    folder, cache_folder = tmp_path / "project", tmp_path / "cache"
+    folder.mkdir()
+    (folder / "pyproject.toml").write_text("")
+    utils = folder / "utils.py"
+    utils.write_text(LOG_KEEPS)
+    for name in ("train.py", "train_b.py"):
+        (folder / name).write_text(TRAIN)
+    tasks = [(str(p), Settings()) for p in sorted(folder.glob("*.py"))]
+    key = b"k" * 32
+    codes = lambda results: [d.code for r in results for d in r.diagnostics]  # noqa: E731
+    assert "TL401" not in codes(lint_paths(tasks, 1, cache=Cache(cache_folder, key=key)))
+    read: list[str] = []
+    original = Cache._all_hold
+    monkeypatch.setattr(Cache, "_all_hold", lambda self, lines: read.append("x") or original(self, lines))
+    cache = Cache(cache_folder, key=key)
+    assert "TL401" not in codes(lint_paths(tasks, 1, cache=cache))
+    assert cache.stored == 0 and read == ["x"]  # the index's table alone: no group was read
+    utils.write_text(LOG_READS)  # same size
+    read.clear()
+    cache = Cache(cache_folder, key=key)
+    assert codes(lint_paths(tasks, 1, cache=cache)).count("TL401") == 2  # (at each call: `log_value` reads its argument)
+    assert cache.stored > 0
+    read.clear()
+    cache = Cache(cache_folder, key=key)  # the index written at the end of that run lists the new groups
+    assert codes(lint_paths(tasks, 1, cache=cache)).count("TL401") == 2 and cache.stored == 0 and read == ["x"]
+    index = [p for p in cache_folder.glob("v*/*/*") if b"\nindex " in p.read_bytes()[:80]]
+    assert len(index) == 1
+    index[0].write_bytes(index[0].read_bytes().replace(b"index ", b"index  ", 1))  # its MAC no longer verifies
+    read.clear()
+    cache = Cache(cache_folder, key=key)
+    assert codes(lint_paths(tasks, 1, cache=cache)).count("TL401") == 2 and cache.stored == 0 and len(read) > 1
 
 
 def test_a_helper_s_cached_result_follows_the_modules_that_call_it(tmp_path):

@@ -35,8 +35,9 @@ def test_a_result_comes_back_field_for_field():
                         dependencies=(("utils.py", 85, "ab" * 32), ("lib", -2, "")))
     back, groups = decode_result(encode_result(result, 2, ["cd" * 32, "ef" * 32]), 2, 100)
     assert back.path == result.path and groups == ["cd" * 32, "ef" * 32]
-    states = [tuple(item) for item in dependency_items(encode_dependencies(result.dependencies, 2), 2)]
+    states = [tuple(json.loads(line)) for line in dependency_items(encode_dependencies(result.dependencies, 2), 2)]
     assert states == list(result.dependencies) and all(is_state(state) for state in states)
+    assert not is_state(("utils.py", "85", "ab")) and not is_state(("utils.py", 85))
     assert not is_state(("utils.py", "85", "ab")) and not is_state(("utils.py", 85))
     assert back.diagnostics == result.diagnostics
     assert [(d.facts, d.file_span, d.chains) for d in back.diagnostics] == [(d.facts, d.file_span, d.chains) for d in result.diagnostics]

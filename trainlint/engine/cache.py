@@ -37,6 +37,7 @@ pruned to `max_entries`, oldest first, after a run that wrote to it.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import zlib
@@ -68,7 +69,7 @@ try:  # constant-time comparison without `hmac`, which loads OpenSSL (millisecon
 except ImportError:  # pragma: no cover - another Python implementation
     from hmac import compare_digest as _compare_digest
 
-FORMAT = 5  # bump when the layout of an entry changes (4: authenticated; 5: dependencies in shared groups); entries of earlier formats are deleted
+FORMAT = 6  # bump when the layout of an entry changes (4: authenticated; 5: dependencies in shared groups; 6: a state per line); entries of earlier formats are deleted
 MAX_ENTRY_BYTES = 32 << 20
 _TAG = 64  # a result's entry: the hex MAC of its name and content, a newline, the content
 
@@ -80,6 +81,7 @@ def _named(data: bytes) -> str:
     return hashed.hexdigest()
 
 
+INDEX_FROM = 16  # a run of at least this many files keeps an index of the dependencies its results name
 GROUP_EVERY = 16  # a group ends after one path in this many, on average
 _ENDS_GROUP: dict[str, bool] = {}  # whether a path ends a group, by path
 
@@ -180,9 +182,16 @@ class Cache:
         self.enabled = True
         self._secret = key
         self._ready: bool | None = None
-        self._states: dict[State, bool] = {}  # whether each recorded dependency still holds, this run
+        self._states: dict[bytes, bool] = {}  # whether each recorded dependency (a group's line) still holds, this run
         self._groups: dict[str, bool] = {}  # the same of each group of dependencies read
         self._written: set[str] = set()  # groups of dependencies written this run
+        # the run's index of dependencies (`begin`): its name, the distinct state lines of the groups the
+        # run used (each once), and each group as positions in that table
+        self._index: str | None = None
+        self._indexed: frozenset[str] = frozenset()
+        self._table: dict[bytes, int] = {}
+        self._rows: dict[str, list[int]] = {}
+        self._used: set[str] = set()  # the groups this run's results name
 
     def key(self, path: str, data: bytes, settings: Settings) -> str:
         """The name of the entry for `data` linted as `path` with `settings` by this trainlint."""
@@ -267,8 +276,58 @@ class Cache:
             return None, key  # a local module it used changed (or appeared, or went)
         return result, key
 
+    def begin(self, paths: list[str]) -> None:
+        """Before the lookups of a run of many files: the groups its last run of the same files used, with
+        their states (each once), from one entry. Each state is checked as usual; a warm run then reads
+        no group of its own. The index is written at the end of a run whose groups differ (`close`)."""
+        if len(paths) < INDEX_FROM or not self.enabled or not self._usable():
+            return
+        hashed = digest()
+        hashed.update(f"dependency index|{code_key()}".encode())
+        for path in sorted(paths):
+            hashed.update(b"\0" + path.encode("utf-8", "surrogatepass"))
+        self._index = hashed.hexdigest()
+        content = self.read_entry(self._index)
+        if content is None:
+            return
+        lines = content.split(b"\n")
+        head = lines[0].split(b" ")
+        if len(head) != 3 or head[:2] != [b"index", str(FORMAT).encode()] or not head[2].isdigit():
+            return
+        count = int(head[2])
+        table, rows = lines[1:count + 1], lines[count + 1:]
+        try:
+            self._all_hold(table)  # (its verdicts, line by line, are what the groups read below)
+            for row in rows:
+                name, *positions = row.decode("ascii").split(" ")
+                group = [table[int(i)] for i in positions]
+                self._groups[name] = all(self._states[line] for line in group)
+                self._keep_row(name, group)
+        except (ValueError, IndexError, KeyError):  # (signed by this key: trainlint wrote it, but be safe)
+            return
+        self._indexed = frozenset(self._rows)
+
+    def _keep_row(self, name: str, lines: list[bytes]) -> None:
+        """Note a group the run used, for the next run's index (kept only when the run has one)."""
+        if self._index is not None and name not in self._rows:
+            table = self._table
+            self._rows[name] = [table.setdefault(line, len(table)) for line in lines]
+
+    def _write_index(self) -> None:
+        """Write the run's index when the groups it used are not the ones its index listed."""
+        used = [name for name in self._rows if name in self._used]
+        if self._index is None or frozenset(used) == self._indexed:
+            return
+        lines = list(self._table)  # (in the order of their positions)
+        kept: dict[int, int] = {}  # a position in `lines` -> its position in the index written
+        rows = [" ".join([name, *(str(kept.setdefault(i, len(kept))) for i in self._rows[name])]).encode("ascii") for name in used]
+        content = b"\n".join([b"index %d %d" % (FORMAT, len(kept)), *(lines[i] for i in kept), *rows])
+        if len(content) + _TAG + 1 <= MAX_ENTRY_BYTES:
+            self._write(self._index, sealed(self._signing_key, self._index, content))
+
     def _group_holds(self, group: str) -> bool:
         """Whether every dependency of a group entry is as recorded (read and checked once a run)."""
+        self._used.add(group)
         known = self._groups.get(group)
         if known is None:
             from trainlint.engine.serial import dependency_items
@@ -279,28 +338,29 @@ class Cache:
             # of its own, and one damaged or planted in its place is a miss
             if raw is not None and _named(raw) == group:
                 try:
-                    known = self._all_hold(dependency_items(raw, FORMAT))
+                    lines = dependency_items(raw, FORMAT)
+                    known = self._all_hold(lines)
+                    self._keep_row(group, lines)
                 except Exception:
                     known = False
             self._groups[group] = known
         return known
 
-    def _all_hold(self, recorded: list[object]) -> bool:
-        """Whether each recorded state is a state and still holds (each distinct one checked once a
-        run: the groups of a project list the same states many times)."""
+    def _all_hold(self, recorded: list[bytes]) -> bool:
+        """Whether each recorded state (a line of a group) is a state and still holds; each distinct
+        line is decoded and checked once a run (the groups of a project list the same states many times)."""
         states = self._states
-        for item in recorded:
-            if type(item) is not list:
+        unseen = [line for line in recorded if line not in states]
+        if unseen:
+            # decoded together (one call, not thousands); the group's content matched its name, so
+            # its lines are the ones written, one state each: a count that differs is damage
+            values = json.loads(b"[" + b",".join(unseen) + b"]")
+            if type(values) is not list or len(values) != len(unseen):
                 return False
-            state = tuple(item)
-            known = states.get(state)
-            if known is None:
-                if not is_state(state):
-                    return False
-                known = states[state] = current_state(state) == state  # type: ignore[arg-type]
-            if not known:
-                return False
-        return True
+            for line, value in zip(unseen, values):
+                state = tuple(value) if type(value) is list else ()
+                states[line] = is_state(state) and current_state(state) == state  # type: ignore[arg-type]
+        return all(states[line] for line in recorded)
 
     def store(self, key: str, result: FileResult) -> None:
         """Write an entry atomically; a cache folder that cannot be written is switched off, not fatal."""
@@ -317,6 +377,8 @@ class Cache:
         if len(data) + _TAG + 1 > MAX_ENTRY_BYTES or any(len(group) > MAX_ENTRY_BYTES for group in groups):
             return
         for name, group in zip(names, groups):  # the dependencies first: an entry never names a missing group
+            self._used.add(name)
+            self._keep_row(name, group.split(b"\n")[1:])
             if name not in self._written:
                 if not self._stored_already(name, len(group)) and not self._write(name, group):
                     return
@@ -373,7 +435,8 @@ class Cache:
         return True
 
     def close(self) -> None:
-        """Prune the oldest entries when the cache holds more than `max_entries`."""
+        """Write the run's index, and prune the oldest entries when the cache holds more than `max_entries`."""
+        self._write_index()
         if not self.stored:
             return
         try:

@@ -398,6 +398,8 @@ def lint_paths(
     misses: list[tuple[str, Settings, bytes | None]] = []
     miss_index: list[int] = []
     keys: list[str | None] = []
+    if cache is not None:
+        cache.begin([str(path) for path, _ in tasks])
     for i, (path, settings) in enumerate(tasks):
         hit, key, data = cache.lookup(str(path), settings) if cache is not None else (None, None, None)
         if hit is not None:

@@ -41,19 +41,24 @@ def decode_result(raw: bytes, version: int, size: int) -> tuple[FileResult, list
     return result, [text(name) for name in items(data["dependencies"])]
 
 
-_GROUP_KEYS = frozenset({"trainlint", "dependencies"})
+def _group_header(version: int) -> bytes:
+    return b"trainlint dependencies %d" % version
 
 
 def encode_dependencies(states: tuple[State, ...], version: int) -> bytes:
-    """A group of dependency states, as an entry of its own."""
-    return dumps({"trainlint": version, "dependencies": states})
+    """A group of dependency states, as an entry of its own: a header line, then one state per line
+    as a JSON list (JSON escapes every line break a path may hold)."""
+    return b"\n".join([_group_header(version), *(dumps(list(state)) for state in states)])
 
 
-def dependency_items(raw: bytes, version: int) -> list[object]:
-    """The items of a group `encode_dependencies` wrote, each still to be checked with `is_state`
-    (a warm run checks each distinct state once, not each of the thousands its groups list); raises
-    BadEntry (or another ValueError) for anything that is not such a group."""
-    return items(header(raw, version, _GROUP_KEYS)["dependencies"])
+def dependency_items(raw: bytes, version: int) -> list[bytes]:
+    """The lines of a group `encode_dependencies` wrote, each still to be decoded and checked
+    (`checked_json.is_state`): a warm run checks each distinct line once, not each of the thousands
+    its groups list, and decodes none it has seen. Raises BadEntry for another header."""
+    lines = raw.split(b"\n")
+    if lines[0] != _group_header(version):
+        raise BadEntry("another format")
+    return lines[1:]
 
 
 def _encode_diagnostic(d: Diagnostic) -> list[object]:
