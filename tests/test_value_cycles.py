@@ -68,3 +68,44 @@ def test_walker_evaluation_does_not_grow_with_more_branches(counted_parameters: 
     counted_parameters[0] = 0
     lint(_tree_walker(16), "TL401")
     assert counted_parameters[0] <= 4 * max(small, 1) + 16  # linear in the sites, not exponential
+
+
+def _report_builder(appends: int) -> str:
+    """A string built with `+=` in a loop and then `appends` times more (torch.fx's `split_preview`):
+    each `+=` reads the value of the one before it."""
+    lines = ["import torch", "", "def report(subgraphs):", '    reports = ""', "    for i, graph in enumerate(subgraphs):",
+             '        reports += f"{i}: "', '        reports += f"{len(graph)} nodes\\n"']
+    lines += [f'    reports += "part {i}\\n"' for i in range(appends)]
+    lines += [
+        "    return reports",
+        "",
+        "model = torch.nn.Linear(4, 1).cuda()",
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)",
+        "total = 0",
+        "for batch in loader:",
+        "    loss = model(batch.x.cuda()).sum()",
+        "    text = report(batch.graphs)",
+        "    loss.backward()",
+        "    optimizer.step()",
+        "    total += loss",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def test_each_augmented_assignment_is_evaluated_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twenty `reports += ...` after a loop took minutes in a real module (each evaluated all those
+    before it again, through the loop's back-edge every time): each is now worked out once, so a
+    name is looked up about once per assignment (37 lookups here; 300 before), and the graph kept
+    by `total += loss` is still found."""
+    calls = [0]
+    original = ValueModel._name
+
+    def counting(self: ValueModel, *args: object) -> object:
+        calls[0] += 1
+        if calls[0] > 10_000:
+            raise AssertionError("names were looked up over 10,000 times")
+        return original(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ValueModel, "_name", counting)
+    assert [d.code for d in lint(_report_builder(20), "TL302")] == ["TL302"]
+    assert calls[0] <= 2 * 23

@@ -53,6 +53,7 @@ class ValueModel(CallValues, CycleMemo):
         self._attr_memo: dict[tuple[str | None, str], Value] = {}
         self._returns_memo: dict[int, Value] = {}
         self._joins_memo: dict[tuple[object, ...], Value] = {}
+        self._augmented_memo: dict[tuple[int, str], Value] = {}
         self._parameters_memo: dict[tuple[tuple[str, int, str], int], Value] = {}
         self._open_asks: dict[tuple[str, int, str], int] = {}  # parameter -> its asks under way
 
@@ -193,27 +194,25 @@ class ValueModel(CallValues, CycleMemo):
             self._remember(self._joins_memo, key, value, low)
         return value
 
+    def _augmented(self, assign, name: str, value: Value) -> Value:  # type: ignore[no-untyped-def]
+        """What `name` holds after `name op= value`: its value before, combined with `value`."""
+        before = self._name(name, assign.site.function, assign.site) if "." not in name else self._set_before(assign, name)
+        combined = arithmetic([before, value])
+        if before.kind is Kind.TENSOR and before.device == HOST:
+            # `count += (labels != pad).sum()` updates the host tensor in place: torch writes
+            # no device result into it, so it stays where it is
+            return replace(combined, device=HOST)
+        return combined
+
     def _assigned(self, assign, name: str) -> Value:  # type: ignore[no-untyped-def]
         """The value `name` receives from an assignment (unpacking a tuple takes the element)."""
         value = self.of(assign.value, assign.site.function, assign.site)
         if assign.op is not None:
             # `total += loss`, `x /= n`: the old value combined with the right-hand side
-            key = ("augmented", id(assign.node))
-            if key in self._in_progress:
-                # (the value it had on the previous pass of a loop: what the other definitions say)
-                self._cycle(key)
-                return CYCLE
-            saved = self._enter(key)
-            try:
-                before = self._name(name, assign.site.function, assign.site) if "." not in name else self._set_before(assign, name)
-            finally:
-                self._leave(key, saved)
-            combined = arithmetic([before, value])
-            if before.kind is Kind.TENSOR and before.device == HOST:
-                # `count += (labels != pad).sum()` updates the host tensor in place: torch writes
-                # no device result into it, so it stays where it is
-                return replace(combined, device=HOST)
-            return combined
+            # memoised like an expression: `reports += ...` twenty times after a loop would otherwise
+            # evaluate each earlier one again for every later one (asked again while under way, on the
+            # previous pass of a loop: no information, what the other definitions say)
+            return self._memoised(self._augmented_memo, (id(assign.node), name), lambda: self._augmented(assign, name, value))
         if is_empty_list(assign, name):  # `xs = []` (or `xs, ys = [], []`), filled by appends
             return self._filled(assign, name, Value(Kind.COLLECTION, HOST))
         container = self.model.imports.resolve(assign.value.func) if isinstance(assign.value, cst.Call) and not assign.value.args else None
