@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.helpers import lines
 
 
@@ -938,3 +940,55 @@ def test_code_past_a_conditional_continue_still_runs():
         total += loss.item()
     """
     assert sync_lines(code) == [9]
+
+
+NCE_MEMORY = """
+import torch
+from torch import nn
+
+
+class NCEAverage(nn.Module):
+    def __init__(self, size, K, T):
+        super().__init__()
+        self.register_buffer("params", torch.tensor([K, T, -1]))
+        self.register_buffer("memory", torch.rand(size, 128))
+
+    def forward(self, x, idx):
+        Z = self.params[2].item()
+        out = torch.exp(torch.mm(x, self.memory.t()) / self.params[1])
+        if {test}:
+            {assign}
+            Z = self.params[2].clone().detach().item()
+            print("normalization constant Z is set to {{:.1f}}".format(Z))
+        return out / Z
+
+
+model = nn.Linear(10, 128).cuda()
+contrast = NCEAverage(1000, 4096, 0.07).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, idx in loader:
+    out = contrast(model(x.cuda()), idx)
+    loss = -out.mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("test, found", [
+    ("Z < 0", [13]), ("Z == -1", [13]), ("Z <= -1", [13]),
+    ("self.params[2] < 0", [13, 15]),  # (the test itself reads the buffer on the device, every step)
+])
+def test_state_set_from_its_negative_starting_value_is_set_on_the_first_call_only(test, found):
+    # `Z = self.params[2].item()` reads the buffer every step; the body, which replaces the sentinel
+    # the buffer starts at with the value it keeps, runs once
+    assert lines(NCE_MEMORY.format(test=test, assign="self.params[2] = out.mean() * 1000"), "TL401") == found
+
+
+@pytest.mark.parametrize("test, assign", [
+    ("Z < 0", "scale = out.mean() * 1000"),  # nothing of the object's state is set: a clamp, as often as it holds
+    ("Z < 0.5", "self.params[2] = out.mean() * 1000"),  # a threshold, not the sentinel a value starts at
+    ("Z > -1", "self.params[2] = out.mean() * 1000"),
+])
+def test_a_negative_test_that_sets_no_state_is_no_first_call_gate(test, assign):
+    assert lines(NCE_MEMORY.format(test=test, assign=assign), "TL401") == [13, 17]

@@ -7,7 +7,9 @@ from typing import Sequence
 import libcst as cst
 
 from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Return, Site, WithItem
-from trainlint.model.gates import child_nodes, has_modulo, is_first_value_test, is_gate_test, is_inference_only_test, is_lazy_init_test, mostly_true
+from trainlint.model.gates import (
+    child_nodes, has_modulo, is_first_value_test, is_gate_test, is_inference_only_test, is_lazy_init_test, is_sentinel_test, mostly_true,
+)
 from trainlint.model.names import ImportMap, dotted
 from trainlint.model.hooks import pass_indexes
 from trainlint.model.torchnames import AUTOCAST, NO_GRAD, autocast_dtype, is_false
@@ -267,7 +269,8 @@ class Extractor(cst.CSTVisitor):
         self.conditions.append(Condition(node.test, "if", self.site()))
 
     def visit_If_body(self, node: cst.If) -> None:
-        gate = self._is_gate(node.test) or is_lazy_init_test(node.test) or is_inference_only_test(node.test) or is_first_value_test(node, self._loop_stack[-1].node if self._loop_stack else None)
+        gate = (self._is_gate(node.test) or is_lazy_init_test(node.test) or is_inference_only_test(node.test)
+                or is_first_value_test(node, self._loop_stack[-1].node if self._loop_stack else None) or is_sentinel_test(node))
         self._gates.append(len(self._loop_stack) if gate else -1)
         self._gate_nodes.append(node)
         if is_error_branch(node):

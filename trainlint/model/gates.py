@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from trainlint.model.names import dotted, tokens
+from trainlint.model.names import dotted, root_name, tokens
 from trainlint.model.facts import Assign, Call
 from trainlint.model.walk import is_node, iter_nodes
 
@@ -172,6 +172,36 @@ def is_first_value_test(node: cst.If, loop: cst.CSTNode | None) -> bool:
         )
 
     return assigned(node.body, False) and not assigned(loop, True)
+
+
+def sentinel_compared(test: cst.BaseExpression) -> cst.BaseExpression | None:
+    """What `x < 0`, `x <= -1` or `x == -1` compares with a negative sentinel, else None."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    operator, right = test.comparisons[0].operator, test.comparisons[0].comparator
+    number = _number(right)
+    if number is None:
+        return None
+    negative = right is not number
+    zero = number.value.rstrip("0.") == ""  # (0, 0.0, 0.)
+    if (isinstance(operator, cst.LessThan) and (negative or zero)) or (isinstance(operator, (cst.Equal, cst.LessThanEqual)) and negative and not zero):
+        return test.left
+    return None
+
+
+def is_sentinel_test(node: cst.If) -> bool:
+    """`if Z < 0: self.params[2] = out.mean() * n; Z = self.params[2].item()`: state that starts at a
+    negative sentinel and is set in the body to the value it keeps (the body writes the object's state:
+    `self.params`, or the tested attribute itself), so the body runs on the first call only."""
+    held = sentinel_compared(node.test)
+    if not isinstance(held, (cst.Name, cst.Attribute, cst.Subscript)):
+        return False
+    targets = [t.target for n in iter_nodes(node.body) if isinstance(n, cst.Assign) for t in n.targets]
+    if isinstance(held, cst.Name):  # a local read from the object's state before the test
+        return any(isinstance(t, cst.Name) and t.value == held.value for t in targets) and any(
+            isinstance(t, (cst.Attribute, cst.Subscript)) and root_name(t) == "self" for t in targets
+        )
+    return root_name(held) == "self" and any(t.deep_equals(held) for t in targets)
 
 
 def _empty_test(test: cst.BaseExpression) -> bool:

@@ -25,6 +25,7 @@ from trainlint.model.gates import (
     is_lazy_init_test,
     is_rank_name,
     mostly_true,
+    sentinel_compared,
 )
 from trainlint.model.lattice import ACCEL, HOST, Kind, Value
 
@@ -58,6 +59,8 @@ def gate_reason(model: TrainingModel, test: cst.BaseExpression, line_of: LineOf)
     """Why `if <test>:` is a gate, as `gates.is_gate_test` (and the extractor) decided it."""
     if is_lazy_init_test(test):
         return "it builds what is missing (`... is None`): its body runs once, not every step"
+    if sentinel_compared(test) is not None:
+        return "it compares with the negative value the state starts at, which its body sets: it runs on the first call only"
     if is_inference_only_test(test):
         return "`not self.training` is a module's inference path, which training steps do not take"
     if has_modulo(test) and not mostly_true(test) and not _presence_test(test):
