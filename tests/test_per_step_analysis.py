@@ -992,3 +992,28 @@ def test_state_set_from_its_negative_starting_value_is_set_on_the_first_call_onl
 ])
 def test_a_negative_test_that_sets_no_state_is_no_first_call_gate(test, assign):
     assert lines(NCE_MEMORY.format(test=test, assign=assign), "TL401") == [13, 17]
+
+
+DIAGNOSTIC_BRANCH = """
+import torch
+
+model = torch.nn.Linear(4, 1).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step, (x, y) in enumerate(loader):
+    out = model(x.cuda())
+    loss = ((out - y.cuda()) ** 2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if {test}:
+        show(out.detach().cpu().numpy())
+"""
+
+
+@pytest.mark.parametrize("test, found", [
+    ("opt.debug > 0", []), ("args.verbose >= 2", []), ("self.opt.debug == 4", []),  # a level of debugging output
+    ("opt.print_freq > 0", [13]),  # a setting that holds on every step of a run that prints
+    ("opt.clip_val > 0", [13]),
+])
+def test_a_debugging_level_gates_what_it_shows_as_a_debug_flag_does(test, found):
+    assert lines(DIAGNOSTIC_BRANCH.format(test=test), "TL401") == found

@@ -131,6 +131,19 @@ def _is_threshold(expr: cst.CSTNode) -> bool:
     )
 
 
+# words of a level of diagnostic output: `if opt.debug > 0:` turns on what `if debug:` would
+DIAGNOSTIC_LEVEL_WORDS = frozenset({"debug", "verbose", "verbosity"})
+
+
+def _is_diagnostic_level(expr: cst.Comparison) -> bool:
+    """`opt.debug > 0`, `verbose >= 2`: a debugging or verbosity level compared with a number, off in
+    a training run (a threshold of any other name, `clip_val > 0`, is a setting and holds every step)."""
+    operand = expr.left if _number(expr.left) is None else expr.comparisons[0].comparator
+    if not isinstance(operand, (cst.Name, cst.Attribute)):
+        return False
+    return bool(DIAGNOSTIC_LEVEL_WORDS & set(tokens(_identifiers(operand)[0])))
+
+
 def _number(expr: cst.BaseExpression) -> cst.BaseExpression | None:
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
         expr = expr.expression
@@ -281,6 +294,8 @@ def is_gate_test(
         if _is_counter_equality(node, not_counters):
             return True
         if _is_threshold(node):
+            if _is_diagnostic_level(node):
+                return True  # `if opt.debug > 0:`: a level of debugging output, as `if debug:` is a flag of it
             continue  # `if self.gradient_clip_val > 0:` holds on every step or on none: a setting, no gate
         if isinstance(node, (cst.Name, cst.Attribute)):
             idents = _identifiers(node)

@@ -16,6 +16,7 @@ from trainlint.model.gates import (
     BOUNDARY_NAMES,
     _identifiers,
     _is_counter_equality,
+    _is_diagnostic_level,
     _is_threshold,
     _presence_test,
     child_nodes,
@@ -72,6 +73,8 @@ def gate_reason(model: TrainingModel, test: cst.BaseExpression, line_of: LineOf)
         if _is_counter_equality(node):
             return "a step counter (named by a word of " + name_list("model.gates.COUNTER_WORDS") + ") compared with a constant: its body runs on one step"
         if _is_threshold(node):
+            if _is_diagnostic_level(node):
+                return "a debugging or verbosity level (named by a word of " + name_list("model.gates.DIAGNOSTIC_LEVEL_WORDS") + "), off in a training run"
             continue
         if isinstance(node, (cst.Name, cst.Attribute)):
             idents = _identifiers(node)
