@@ -1017,3 +1017,45 @@ for step, (x, y) in enumerate(loader):
 ])
 def test_a_debugging_level_gates_what_it_shows_as_a_debug_flag_does(test, found):
     assert lines(DIAGNOSTIC_BRANCH.format(test=test), "TL401") == found
+
+
+OPTIMIZER_WRAPPER = """
+import torch
+
+
+class {name}:
+    def __init__(self, optimizer, trust=0.001):
+        self.optim = optimizer
+        self.trust = trust
+
+    def zero_grad(self):
+        self.optim.zero_grad()
+
+    def step(self):
+        for group in self.optim.{groups}:
+            for p in group["params"]:
+                param_norm, grad_norm = torch.norm(p.data), torch.norm(p.grad.data)
+                if param_norm != 0 and grad_norm != 0:
+                    p.grad.data *= self.trust * param_norm / grad_norm
+        self.optim.step()
+
+
+model = torch.nn.Linear(4, 1).cuda()
+optimizer = {name}(torch.optim.SGD(model.parameters(), lr=0.1))
+for x in loader:
+    loss = model(x.cuda()).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_an_optimizer_wrapper_of_its_own_reads_its_flags_as_an_optimizer_does():
+    # a LARS wrapper (no base, no "Optimizer" in its name) steps over the wrapped optimizer's groups:
+    # its norms' tests are the optimizer's implementation, as in torch's own optimizers
+    assert lines(OPTIMIZER_WRAPPER.format(name="LARS", groups="param_groups"), "TL401") == []
+
+
+def test_a_class_with_step_and_zero_grad_over_no_parameter_groups_is_no_optimizer():
+    # (a trainer's own `step` over its batches, say): its tests of tensors are the loop's
+    assert lines(OPTIMIZER_WRAPPER.format(name="LARS", groups="layers"), "TL401") == [17]

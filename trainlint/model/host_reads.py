@@ -175,14 +175,21 @@ def truth_tested(test: cst.BaseExpression) -> list[cst.BaseExpression]:
     return out
 
 
-def in_optimizer_class(site: Site) -> bool:
+def in_optimizer_class(site: Site, model: TrainingModel) -> bool:
     """Code of an optimizer or loss-scaler class: its step must read flags on the host (torch's own
-    `GradScaler.step` calls `.item()`), so the sync is the implementation's, not the training loop's."""
+    `GradScaler.step` calls `.item()`), so the sync is the implementation's, not the training loop's.
+    Named so (`...Optimizer`, `...Scaler`, or a base so named), or shaped so: a class of its own (a
+    LARS wrapper) defining `step` and `zero_grad` over the `param_groups` an optimizer holds."""
     fn = site.function
     if fn is None or fn.class_name is None:
         return False
     words = set(tokens(fn.class_name)).union(*(tokens(b) for b in fn.class_bases))
-    return bool(words & {"optimizer", "scaler"})
+    if words & {"optimizer", "scaler"}:
+        return True
+    info = model.local_class(fn.class_name)
+    return info is not None and {"step", "zero_grad"} <= info.methods.keys() and any(
+        isinstance(n, cst.Attribute) and n.attr.value == "param_groups" for n in iter_nodes(info.methods["step"].node)
+    )
 
 
 def slice_bounds(model: TrainingModel, judged: Callable[[Site], bool]) -> Iterator[tuple[Site, cst.BaseExpression]]:

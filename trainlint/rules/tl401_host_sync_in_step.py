@@ -91,7 +91,7 @@ for step, (x, y) in enumerate(loader):
         "the step loop, in evaluation loops that do not backpropagate, in memoised helpers (`@lru_cache`), in "
         "test code, in modules with no sign of a device or whose only device is the CPU (`torch.device(\"cpu\")`, "
         "`torch.cpu.amp`, IPEX): there `.item()` waits for nothing (a module whose training loop names no device runs it where the modules importing it put their work: `PPO.update`'s minibatch loop, called as "
-        "`agent.update(rollouts)` by a script that moves the policy with `.to(device)`, is flagged); inside optimizer and loss-scaler classes, "
+        "`agent.update(rollouts)` by a script that moves the policy with `.to(device)`, is flagged); inside optimizer and loss-scaler classes (named so, or a class of its own whose `step` and `zero_grad` work over an optimizer's `param_groups`: a LARS wrapper), "
         "whose step must read an overflow flag on the host (torch's `GradScaler.step` does too); reads of values "
         "known to live on the host (a `.cpu()` copy, also where a helper is handed one: `log(model, loss.cpu(), correct.cpu())`, whose `__call__` passes them on to the method that reads them; numbers, numpy arrays, a tokenizer's output, host-built "
         "tensors: `torch.Tensor([1, 2])` or `torch.tensor(pad)` built from numbers and never moved, a counter of numbers (`self.seen += len(y)`), a host tensor a device count is added into in place; `t.numpy()` with no copy before it, which torch refuses on a device tensor rather than copy it); the elements "
@@ -305,7 +305,7 @@ for x, y in loader:
                 modules.add(id(call.receiver))
 
         def per_step(site: Site) -> bool:
-            return model.every_step(site) and not _in_optimizer_class(site)
+            return model.every_step(site) and not _in_optimizer_class(site, model)
 
         synced = [
             cond for cond in model.conditions
@@ -358,7 +358,7 @@ for x, y in loader:
         shown = f"`{shorten(code(call.node), 50)}`"
         if not model.uses_accelerator:
             return "the module shows no sign of an accelerator (no `.cuda()`, `.to(device)`, CUDA device): on the CPU a read waits for nothing"
-        if _in_optimizer_class(call.site):
+        if _in_optimizer_class(call.site, model):
             fn = call.site.function
             return f"{shown} is in `{fn.class_name if fn else ''}`, an optimizer or loss-scaler class, whose step must read flags on the host"
         if call.method in SYNC_METHODS and not call.node.args and call.receiver is not None:
