@@ -88,7 +88,7 @@ class Classifier(nn.Module):
         "A call in the body of an `if` testing `self.training` (alone or in an `and`: it runs only in training); "
         "a `training` argument given in any form: by keyword or third positional argument, `training=True` "
         "(Monte Carlo dropout, on purpose), any expression (`training=self.training and self.use_dropout`), "
-        "or hidden in `*args`/`**kwargs`; a literal `p` of 0; functional dropout outside the methods of an "
+        "or hidden in `*args`/`**kwargs`; a literal `p` of 0, or a `p` that is a parameter of the method defaulting to 0 (`def p_sample(self, x, noise_dropout=0.)`: dropout only when a call asks for it); functional dropout outside the methods of an "
         "`nn.Module` subclass (a plain function has no `self.training` to pass), in static or class "
         "methods, and in the step hooks a library calls only while training (Lightning's `training_step`); "
         "dropout layers built in `__init__` or stored on `self` (registered, so `eval()` reaches them)."
@@ -158,6 +158,20 @@ class Augment:
     def __call__(self, x):
         return F.dropout(x, 0.1)
 """,
+        # a probability the caller passes, off by default: dropout only when a call asks for it
+        """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Diffusion(nn.Module):
+    @torch.no_grad()
+    def p_sample(self, x, t, noise_dropout=0.):
+        noise = torch.randn_like(x)
+        if noise_dropout > 0.:
+            noise = F.dropout(noise, p=noise_dropout)
+        return self.mean(x, t) + noise
+""",
     )
     invalid = (
         # a flag of the model's own is not its mode: this drops in evaluation too
@@ -183,6 +197,15 @@ class Attention(nn.Module):
         attn = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
         attn = nn.functional.dropout(attn, p=0.1)
         return attn @ v
+""",
+        # a parameter that defaults to dropping drops in every evaluation call that leaves it out
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Decoder(nn.Module):
+    def forward(self, x, drop_prob=0.1):
+        return self.fc(F.dropout(x, drop_prob))
 """,
         """
 import torch.nn as nn
@@ -238,6 +261,8 @@ class Encoder(Base):
         p = call.arg(1, "p")
         if isinstance(p, (cst.Integer, cst.Float)) and p.evaluated_value == 0:
             return None
+        if isinstance(p, cst.Name) and _is_zero(owner[1].defaults.get(p.value)):
+            return None  # `def p_sample(self, x, noise_dropout=0.)`: off unless a call asks for it
         this = owner[1].params[0]
         if drops_by_default and _under_training_test(owner[1].node, call.node, this):
             return None  # `if self.training and rate > 0: F.dropout(...)`: it runs in training only
@@ -288,6 +313,10 @@ def _evaluated_method(model: TrainingModel, call: Call) -> tuple[ClassInfo, Func
     if owner is None or library_step_hook(owner[1].name, owner[0].bases):
         return None
     return owner
+
+
+def _is_zero(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, (cst.Integer, cst.Float)) and expr.evaluated_value == 0
 
 
 def _called_directly(model: TrainingModel, call: Call) -> bool:
