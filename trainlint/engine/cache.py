@@ -25,9 +25,11 @@ hash, that every result holding the same run of dependencies names. The files of
 of theirs, but each differs somewhere (its own callers, its own imports): a group ends after a path
 chosen by the path's own hash (content-defined chunking, as rsync and backup tools split files), so a
 difference changes only the group that holds it and the others stay shared. A warm run reads and
-checks each group once, not each file's thousand dependencies. A group is plain JSON: its name, the
-hash of its content, is covered by the MAC of each result that names it, so a group planted or edited
-in its place is a miss without a MAC of its own.
+checks each group once, not each file's thousand dependencies. A group is a header line and one state
+per line (a JSON list): its name, the hash of its content, is covered by the MAC of each result that
+names it, so a group planted or edited in its place is a miss without a MAC of its own. A run of many
+files also writes one signed index of the states its groups list, each once (`Cache.begin`): the next
+run of the same files checks those states from it and reads no group.
 
 Files with findings are cached like clean ones. What depends on the machine rather than the file (a
 crash, the time or memory limit, an internal error) is never stored. Entries are written to a
