@@ -259,10 +259,8 @@ class Encoder(Base):
         if call.kwarg("training") is not None or call.positional(TRAINING_POSITION) is not None:
             return None
         p = call.arg(1, "p")
-        if isinstance(p, (cst.Integer, cst.Float)) and p.evaluated_value == 0:
-            return None
-        if isinstance(p, cst.Name) and _is_zero(owner[1].defaults.get(p.value)):
-            return None  # `def p_sample(self, x, noise_dropout=0.)`: off unless a call asks for it
+        if _is_zero(p) or (isinstance(p, cst.Name) and _is_zero(owner[1].defaults.get(p.value))):
+            return None  # `p=0`, or `def p_sample(self, x, noise_dropout=0.)`: off unless a call asks for it
         this = owner[1].params[0]
         if drops_by_default and _under_training_test(owner[1].node, call.node, this):
             return None  # `if self.training and rate > 0: F.dropout(...)`: it runs in training only
