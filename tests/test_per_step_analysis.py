@@ -1019,6 +1019,43 @@ def test_a_debugging_level_gates_what_it_shows_as_a_debug_flag_does(test, found)
     assert lines(DIAGNOSTIC_BRANCH.format(test=test), "TL401") == found
 
 
+@pytest.mark.parametrize("test, found", [
+    ("opt.test", []), ("self.opt.testing", []), ("args.test_mode", []),  # a run that only tests: no training step
+    ("opt.latest", [13]),  # a word that merely contains "test": a run-wide switch, true on every step
+    ("opt.save_results or opt.test", []),
+])
+def test_a_test_mode_flag_gates_what_a_shared_train_and_test_loop_saves(test, found):
+    assert lines(DIAGNOSTIC_BRANCH.format(test=test), "TL401") == found
+
+
+LOSS_WITH_EXTRAS = """
+import torch
+
+model = torch.nn.Linear(4, 1).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    loss = loss_fun(model(x.cuda()), y.cuda())
+    loss_extra = None
+    {unpack}
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if loss_extra:
+        loss_extra = [one.item() for one in loss_extra]
+"""
+
+
+@pytest.mark.parametrize("unpack, found", [
+    # what a loss returns besides a tensor, when it is a sequence: a list of tensors, tested by its length
+    ("if isinstance(loss, (list, tuple)):\n        loss, loss_extra = loss", [15]),  # each `.item()`, not the `if`
+    ("if not isinstance(loss, torch.Tensor):\n        loss, loss_extra = loss", [15]),
+    ("loss, loss_extra = loss", [13]),  # unpacking a device tensor gives device tensors: the `if` reads one
+    ("if isinstance(x, (list, tuple)):\n        loss, loss_extra = loss", [14]),  # another name was tested
+])
+def test_an_isinstance_test_for_a_sequence_unpacks_no_tensor(unpack, found):
+    assert lines(LOSS_WITH_EXTRAS.format(unpack=unpack), "TL401") == found
+
+
 OPTIMIZER_WRAPPER = """
 import torch
 

@@ -119,3 +119,27 @@ def unpacked_element(element: Value, target: cst.BaseExpression, name: str) -> V
             return UNKNOWN
         return unpacked_element(part, e.value, name)
     return UNKNOWN
+
+
+SEQUENCE_TYPES = frozenset({"list", "tuple", "Sequence", "collections.abc.Sequence", "typing.Sequence"})
+
+
+def tested_as_sequence(gates: tuple[cst.If | None, ...], value: cst.BaseExpression) -> bool:
+    """Whether an enclosing `if isinstance(value, (list, tuple)):` (or `if not isinstance(value,
+    torch.Tensor):`) holds the statement: there `value` is a sequence of things nobody knows, and
+    `loss, extra = loss` unpacks whatever a loss function returned besides a tensor."""
+    text = dotted(value)
+    if text is None:
+        return False
+    for node in gates:
+        test = node.test if node is not None else None
+        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        if negated:
+            test = test.expression  # type: ignore[union-attr]
+        if not isinstance(test, cst.Call) or dotted(test.func) != "isinstance" or len(test.args) != 2 or dotted(test.args[0].value) != text:
+            continue
+        kinds = test.args[1].value
+        names = {dotted(e.value) for e in kinds.elements} if isinstance(kinds, cst.Tuple) else {dotted(kinds)}
+        if (names & SEQUENCE_TYPES) if not negated else any(n is not None and n.endswith("Tensor") for n in names):
+            return True
+    return False

@@ -15,7 +15,7 @@ from trainlint.model.walk import is_node, iter_nodes
 GATE_WORDS = frozenset(
     """log logging eval evaluate evaluation save saving print printing every interval verbose
     debug display report reporting checkpoint ckpt valid validate validation val visualize vis
-    plot monitor profile profiling freq frequency period periodic first last""".split()
+    plot monitor profile profiling freq frequency period periodic first last test""".split()
 )
 # counters compared with a constant: `if step == 0`, `if i == 0`
 COUNTER_WORDS = frozenset(

@@ -22,7 +22,7 @@ from trainlint.model.candidates import MAX_CANDIDATES
 from trainlint.model.arguments import argument_for, refinable, refines
 from trainlint.model.class_attributes import registered_buffers, torch_layer_parameter
 from trainlint.model.function_values import library_function
-from trainlint.model.containers import comprehension_bindings, element_of, is_empty_list, unpacked_element
+from trainlint.model.containers import comprehension_bindings, element_of, is_empty_list, tested_as_sequence, unpacked_element
 from trainlint.model.names import dotted, target_names
 from trainlint.model.arithmetic import arithmetic, built_on_host
 from trainlint.model.cycles import CycleMemo
@@ -230,6 +230,8 @@ class ValueModel(CallValues, CycleMemo):
                 return value.items[assign.targets.index(name)]  # `event, sync = self._accelerator()`
             if value.kind is Kind.COLLECTION and value.element is not None:
                 return value.element
+            if value.kind is Kind.TENSOR and tested_as_sequence(assign.site.gate_nodes, assign.value):
+                return UNKNOWN  # `if isinstance(loss, tuple): loss, extra = loss`: not the tensor it is elsewhere
             if value.kind is Kind.TENSOR:
                 if len(assign.targets) == 2 and assign.targets[1] == name and returns_indices(assign.value, self.model.imports):
                     return replace(value, graph=False)  # `_, idx = x.max(1)`: integer indices carry no graph
