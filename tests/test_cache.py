@@ -675,3 +675,26 @@ def test_a_folder_of_the_entries_name_that_trainlint_did_not_make_is_neither_use
     run = trainlint(str(folder / "step.py"), "--format", "json", cache=data)
     assert (run.returncode, run.stdout) == (reference.returncode, reference.stdout)
     assert tree(data) == before
+
+
+def test_a_file_edited_after_its_key_was_computed_is_analysed_as_it_is_and_not_cached(tmp_path, monkeypatch):
+    """The worker reads a miss's file again (the supervisor keeps a digest, not every source): an edit
+    between the key and that read is analysed as it now is, and stored under no key."""
+    step = tmp_path / "step.py"
+    step.write_text(STEP)
+    edited = STEP.replace("    print(loss.item())\n", "")
+    looked_up = Cache.lookup
+
+    def lookup_then_edit(self, path, settings):
+        answer = looked_up(self, path, settings)
+        step.write_text(edited)  # (the key above is of the first content)
+        return answer
+
+    monkeypatch.setattr(Cache, "lookup", lookup_then_edit)
+    cache = Cache(tmp_path / "cache")
+    [result] = lint_paths([(step, Settings())], jobs=1, cache=cache)
+    assert "TL401" not in [d.code for d in result.diagnostics] and cache.stored == 0
+    monkeypatch.setattr(Cache, "lookup", looked_up)
+    step.write_text(STEP)  # (the key's content: a miss, analysed and stored now)
+    [result] = lint_paths([(step, Settings())], jobs=1, cache=cache)
+    assert "TL401" in [d.code for d in result.diagnostics] and cache.stored == 1

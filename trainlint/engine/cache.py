@@ -43,9 +43,10 @@ import json
 import os
 import sys
 import zlib
+from itertools import chain
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterable
 
 from trainlint import __version__
 from trainlint.engine.cache_folder import (
@@ -150,11 +151,17 @@ def settings_key(settings: Settings) -> str:
 def _mac(key: bytes, name: str, content: bytes) -> bytes:
     """The MAC of an entry, over its name too: a valid entry moved to another name (the result of a
     file's earlier, clean content) is a miss."""
+    mac = _mac_start(key, name)
+    mac.update(content)
+    return mac.hexdigest().encode("ascii")
+
+
+def _mac_start(key: bytes, name: str) -> Any:
+    """The MAC of entry `name`, its content still to be fed."""
     mac = digest(key)
     mac.update(name.encode("ascii"))
     mac.update(b"\0")
-    mac.update(content)
-    return mac.hexdigest().encode("ascii")
+    return mac
 
 
 def sealed(key: bytes, name: str, content: bytes) -> bytes:
@@ -323,9 +330,13 @@ class Cache:
         lines = list(self._table)  # (in the order of their positions)
         kept: dict[int, int] = {}  # a position in `lines` -> its position in the index written
         rows = [" ".join([name, *(str(kept.setdefault(i, len(kept))) for i in self._rows[name])]).encode("ascii") for name in used]
-        content = b"\n".join([b"index %d %d" % (FORMAT, len(kept)), *(lines[i] for i in kept), *rows])
-        if len(content) + _TAG + 1 <= MAX_ENTRY_BYTES:
-            self._write(self._index, sealed(self._signing_key, self._index, content))
+        parts = [b"index %d %d" % (FORMAT, len(kept)), *(lines[i] for i in kept), *rows]
+        if sum(map(len, parts)) + len(parts) + _TAG <= MAX_ENTRY_BYTES:
+            # written part by part after its MAC: joined, then sealed, it was two copies of ~5 MB at once
+            mac = _mac_start(self._signing_key, self._index)
+            for n, part in enumerate(parts):
+                mac.update(b"\n" + part if n else part)
+            self._write(self._index, chain([mac.hexdigest().encode("ascii")], *((b"\n", part) for part in parts)))
 
     def _group_holds(self, group: str) -> bool:
         """Whether every dependency of a group entry is as recorded (read and checked once a run)."""
@@ -409,8 +420,9 @@ class Cache:
             if self._write(name, sealed(self._signing_key, name, content)):
                 self.stored += 1
 
-    def _write(self, name: str, data: bytes) -> bool:
-        """Write an entry atomically; a cache folder that cannot be written is switched off."""
+    def _write(self, name: str, data: bytes | Iterable[bytes]) -> bool:
+        """Write an entry (its bytes, or its pieces in order) atomically; a cache folder that cannot be
+        written is switched off."""
         import tempfile  # (a warm run writes nothing)
 
         target = self._entry(name)
@@ -426,7 +438,7 @@ class Cache:
             return False
         try:
             with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+                fh.write(data) if isinstance(data, bytes) else fh.writelines(data)
             os.replace(tmp, target)  # over a FIFO or a link in its place; a folder there stays a miss
         except OSError:
             try:

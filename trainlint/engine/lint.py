@@ -12,14 +12,14 @@ import gc
 import os
 import re
 from contextlib import nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ContextManager, Callable
 
 from trainlint.diagnostics import Diagnostic
 from trainlint.engine.results import FileResult, could_not_analyse, decode, error_diagnostic
-from trainlint.reading import ReadError, read_source, too_large
+from trainlint.reading import ReadError, digest, read_regular, read_source, too_large
 
 _NATIVE_POSITION = re.compile(r"(?:parser error: )?error at (?P<line>\d+):(?P<column>\d+): ")
 
@@ -79,8 +79,30 @@ def _forget_projects() -> None:
     forget_projects()
 
 
-def _lint_task(name: str, settings: Settings, data: bytes | None) -> FileResult:
-    """A worker's job: the bytes already read (keyed in the cache) under their name, else the file."""
+@dataclass(frozen=True)
+class ReadAs:
+    """The digest of the bytes a cache miss's key was computed from, sent in place of the bytes (held
+    until their turn, a run's sources were ~10 MB of the supervisor's peak): the worker reads the
+    file again; one edited meanwhile is analysed as it is now, and not cached under the old key."""
+
+    digest: bytes
+
+
+def _content_digest(data: bytes) -> bytes:
+    hashed = digest()
+    hashed.update(data)
+    return hashed.digest()
+
+
+def _lint_task(name: str, settings: Settings, data: bytes | ReadAs | None) -> FileResult:
+    """A worker's job: the bytes given (standard input), the file as its cache key read it, or the file."""
+    if isinstance(data, ReadAs):
+        read = read_regular(name, settings.max_file_size)  # (as `Cache.lookup` read it)
+        if read is None or _content_digest(read) != data.digest:
+            result = lint_file(name, settings)
+            result.cacheable = False
+            return result
+        data = read
     return lint_file(name, settings) if data is None else _lint_bytes(data, name, settings)
 
 
@@ -395,7 +417,7 @@ def lint_paths(
     """
     jobs = jobs or os.cpu_count() or 1
     results: list[FileResult | None] = [None] * len(tasks)
-    misses: list[tuple[str, Settings, bytes | None]] = []
+    misses: list[tuple[str, Settings, ReadAs | None]] = []
     miss_index: list[int] = []
     keys: list[str | None] = []
     if cache is not None:
@@ -405,7 +427,7 @@ def lint_paths(
         if hit is not None:
             results[i] = hit
         else:
-            misses.append((str(path), settings, data))
+            misses.append((str(path), settings, ReadAs(_content_digest(data)) if data is not None else None))
             miss_index.append(i)
             keys.append(key)
     if done is not None and len(misses) < len(tasks):

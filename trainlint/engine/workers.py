@@ -328,11 +328,11 @@ _STARTED_MB: list[float] = [0.0]
 
 
 def _analyse_file(
-    lint: Callable[[str, Settings, bytes | None], FileResult],
+    lint: Callable[[str, Settings, Any], FileResult],
     keep_source: bool,
     path: str,
     settings: Settings,
-    data: bytes | None,
+    data: Any,  # (what `lint` is given with the path: bytes to analyse, or what says how to read them)
     unit: str = "",
     forget: Callable[[], None] | None = None,
 ) -> FileResult:
@@ -365,9 +365,9 @@ def _kill_on_ending_signals(workers: list[Worker]) -> dict[int, Any]:
 
 
 def run(
-    tasks: list[tuple[str, Settings, bytes | None]],
+    tasks: list[tuple[str, Settings, Any]],
     jobs: int,
-    lint: Callable[[str, Settings, bytes | None], FileResult],
+    lint: Callable[[str, Settings, Any], FileResult],
     timeout: Callable[[Settings], float],
     cap_mb: Callable[[Settings], int],
     keep_source: bool = False,
