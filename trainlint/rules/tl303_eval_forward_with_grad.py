@@ -129,7 +129,7 @@ def evaluate(model, loader):
         "statistics frozen by `eval()`), modules frozen with `requires_grad_(False)` or by a loop setting `requires_grad = False` on each of their parameters (`for k, v in model.named_parameters(): v.requires_grad = False`; a loop that freezes some, under an `if`, freezes none), a module switched back "
         "with `.train()`, a library's evaluation hooks, which it runs without grad (`validation_step` of a "
         "`LightningModule`, `evaluate`/`prediction_step` of an HF or trl `Trainer`: known from the class's bases, "
-        "not the method's name), and test code (`tests/`, `test_*.py`). Evaluation is found by what the code does: a module switched to eval "
+        "not the method's name), code that never runs (past an early `return` of its block, or in an `except` handler), and test code (`tests/`, `test_*.py`). Evaluation is found by what the code does: a module switched to eval "
         "mode (`.eval()`, `.train(False)`) and run, in the function that switched it, in a helper its caller "
         "switched it for, or in a loop of a training driver that validates between epochs; or a prediction "
         "helper: a function that runs a module (known as one by its value) and gives back only what no backward "
@@ -142,6 +142,25 @@ def evaluate(model, loader):
     )
     verification = "`trainlint verify run` records, by line, the script's outermost forward calls that run with autograd on (in eval mode or not)."
     valid = (
+        # an evaluation switched off by an early `return`: the loop after it never runs
+        """
+import torch
+
+
+class PrunningFineTuner:
+    def __init__(self, model, test_loader):
+        self.model = model
+        self.test_loader = test_loader
+
+    def test(self):
+        return
+        self.model.eval()
+        correct = 0
+        for batch, label in self.test_loader:
+            output = self.model(batch.cuda())
+            correct += output.argmax(1).cpu().eq(label).sum()
+        print("Accuracy :", float(correct))
+""",
         # the same loop under no_grad, and one keeping the outputs themselves (for a later backward)
         """
 import torch
@@ -378,6 +397,8 @@ def train(model, ema, loader, valid_batches, optimizer):
             for call in fn.calls:
                 if call.site.function is not fn or model.under(call.site, "no_grad") or model.callee(call) is not None:
                     continue  # (a helper of this module is judged on its own: `@torch.no_grad()` on it)
+                if call.site.in_except:
+                    continue  # an error path, or code past a `return` that never runs
                 if grad_disabled(fn, call):
                     continue  # after `torch.set_grad_enabled(False)`
                 callee = dotted(call.node.func) or ""
