@@ -81,9 +81,8 @@ def _forget_projects() -> None:
 
 @dataclass(frozen=True)
 class ReadAs:
-    """The digest of the bytes a cache miss's key was computed from, sent in place of the bytes (held
-    until their turn, a run's sources were ~10 MB of the supervisor's peak): the worker reads the
-    file again; one edited meanwhile is analysed as it is now, and not cached under the old key."""
+    """The digest of the bytes a cache miss's key was computed from, sent in place of them (a run held
+    every source until its turn: ~10 MB); the worker reads the file again, as the key read it."""
 
     digest: bytes
 
@@ -98,10 +97,8 @@ def _lint_task(name: str, settings: Settings, data: bytes | ReadAs | None) -> Fi
     """A worker's job: the bytes given (standard input), the file as its cache key read it, or the file."""
     if isinstance(data, ReadAs):
         read = read_regular(name, settings.max_file_size)  # (as `Cache.lookup` read it)
-        if read is None or _content_digest(read) != data.digest:
-            result = lint_file(name, settings)
-            result.cacheable = False
-            return result
+        if read is None or _content_digest(read) != data.digest:  # edited since: analysed as it is, not cached
+            return replace(lint_file(name, settings), cacheable=False)
         data = read
     return lint_file(name, settings) if data is None else _lint_bytes(data, name, settings)
 
