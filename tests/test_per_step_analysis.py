@@ -1096,3 +1096,29 @@ def test_an_optimizer_wrapper_of_its_own_reads_its_flags_as_an_optimizer_does():
 def test_a_class_with_step_and_zero_grad_over_no_parameter_groups_is_no_optimizer():
     # (a trainer's own `step` over its batches, say): its tests of tensors are the loop's
     assert lines(OPTIMIZER_WRAPPER.format(name="LARS", groups="layers"), "TL401") == [17]
+
+
+READ_IN_STEP = """
+import torch
+
+model = torch.nn.Linear(4, 1).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step, (x, y) in enumerate(loader):
+    loss = ((model(x.cuda()) - y.cuda()) ** 2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    n = len(x)
+    {statement}
+"""
+
+
+@pytest.mark.parametrize("statement, found", [
+    ("pbar.set_postfix(loss='%.3f' % loss)", [12]),  # %-formatting converts the tensor, in any call's argument
+    ("logger.info('loss %.3f lr %g' % (loss, 0.1))", [12]),
+    ("pbar.set_postfix(step='%d' % step)", []),  # a number
+    ("floor = max(torch.norm(loss) ** 2, 1e-6)", [12]),  # Python's max compares the tensor with the number
+    ("floor = max(n, 1)", []),
+])
+def test_percent_formatting_and_builtin_max_read_a_tensor_argument(statement, found):
+    assert lines(READ_IN_STEP.format(statement=statement), "TL401") == found

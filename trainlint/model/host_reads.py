@@ -25,10 +25,13 @@ SYNC_METHODS = frozenset({"item", "cpu", "tolist", "numpy"})
 
 
 def orders_tensors(model: TrainingModel, call: Call, site: Site) -> bool:
-    """`max(lengths)` over a tensor or a list of tensors: Python's builtin compares the elements with
-    `>` and asks each answer's truth, reading it on the host. (`max(n, 1)` is left alone: one side
-    is usually a number already read, which a tuple's joined value cannot tell apart.)"""
+    """`max(lengths)` over a tensor or a list of tensors, or `max(torch.norm(y) ** 2, 1e-6)` with a
+    tensor among its arguments: Python's builtin compares them with `>` and asks each answer's truth,
+    reading it on the host. (Each argument is judged by its own value: `max(n, 1)` with `n` a number
+    already read is none.)"""
     args = [a.value for a in call.node.args if a.keyword is None and not a.star]
+    if len(args) > 1 and len(args) == len(call.node.args):
+        return any(device_tensor(model.value(a, site)) for a in args)
     if len(args) != 1:
         return False
     value = model.value(args[0], site)

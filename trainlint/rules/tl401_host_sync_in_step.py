@@ -42,8 +42,8 @@ class HostSyncInStep(Rule):
     per_step = True
     why = (
         "CUDA kernels run asynchronously: the host queues work and races ahead. Reading a tensor's value on "
-        "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`, `if t:`, a slice bound (`x[:, :max_len]` with `max_len` a 0-dim device tensor, turned into an int by `__index__`), Python's `max()`/`min()` over a tensor or a list of tensors, a tensor given for a count such as `torch.topk`'s `k`, printing or "
-        "formatting it, or a module's lambda shim doing one of these, as d2l's `d2l.to(x, d2l.cpu())`) makes the host wait until every queued kernel has finished, so the GPU idles while "
+        "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`, `if t:`, a slice bound (`x[:, :max_len]` with `max_len` a 0-dim device tensor, turned into an int by `__index__`), Python's `max()`/`min()` over a tensor or a list of tensors or with a tensor among their arguments (`max(torch.norm(y) ** 2, 1e-6)`), a tensor given for a count such as `torch.topk`'s `k`, printing or "
+        "formatting it (an f-string, `.format`, or `%` in any call's argument: `pbar.set_postfix(loss='%.3f' % loss)`), or a module's lambda shim doing one of these, as d2l's `d2l.to(x, d2l.cpu())`) makes the host wait until every queued kernel has finished, so the GPU idles while "
         "the next step is prepared. Once per step this costs a few to tens of milliseconds; torchtune "
         "measured 40-50 ms of `cudaStreamSynchronize` per step from one `loss.item()`. What is read is "
         "known by its value as it flows: a counter that adds a device reduction (`self.tokens += (y >= 0).sum()` "
@@ -420,11 +420,10 @@ for x, y in loader:
         keyword, count = _count_argument(call)
         if count is not None and _device_tensor(model.value(count, site)):
             return f"the tensor given for the Python int `{keyword}` of `{shorten(code(call.node), 50)}`"
-        if call.name == "print" and call.qualname is None:
-            if any(a.keyword is None and _device_tensor(model.value(a.value, site)) for a in call.node.args):
-                return f"printing a tensor (`{shorten(code(call.node), 60)}`)"
-            if any(_formats_tensor(model, a.value, site) for a in call.node.args):
-                return f"formatting a tensor with `%` (`{shorten(code(call.node), 60)}`)"
+        if call.name == "print" and call.qualname is None and any(a.keyword is None and _device_tensor(model.value(a.value, site)) for a in call.node.args):
+            return f"printing a tensor (`{shorten(code(call.node), 60)}`)"
+        if any(_formats_tensor(model, a.value, site) for a in call.node.args):  # (`pbar.set_postfix(loss="%.3f" % loss)` too)
+            return f"formatting a tensor with `%` (`{shorten(code(call.node), 60)}`)"
         if call.method == "format" and isinstance(call.receiver, (cst.SimpleString, cst.ConcatenatedString)):
             if any(_device_tensor(model.value(a.value, site)) for a in call.node.args):
                 return f"formatting a tensor (`{shorten(code(call.node), 60)}`)"
