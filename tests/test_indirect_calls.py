@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import lint
 from tests.test_whole_program import findings, write
 
@@ -905,3 +907,52 @@ def test_a_partial_of_a_method_called_every_step_runs_the_method_every_step(tmp_
     write(tmp_path / "q", {"diffusion.py": DIFFUSION, "train.py": after})
     assert findings(tmp_path / "q", files, "TL402") == {}
 
+
+
+LOCAL_TABLE = """
+    import torch
+    import torch.nn as nn
+
+
+    class GatedNet(nn.Module):
+        def forward(self, x):
+            e = torch.ones(x.size(0), 1).to(x.device)
+            return x * e
+
+
+    class GinNet(nn.Module):
+        def forward(self, x):
+            return x
+
+
+    def Gated(params):
+        return GatedNet()
+
+
+    def Gin(params):
+        return GinNet()
+
+
+    def gnn_model(name, params):
+        models = {TABLE}
+        return models[name](params)
+
+
+    def main(name):
+        model = gnn_model(name, {}).cuda()
+        optimizer = torch.optim.Adam(model.parameters())
+        for x in loader:
+            loss = model.forward(x.cuda()).sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("table, found", [
+    ('{"Gated": Gated, "Gin": Gin}', ["train.py:8:TL406"]),  # factories of this module, each building one class
+    ('{"Gated": lambda p: GatedNet(), "Gin": Gin}', []),  # a lambda: not a factory this analysis reads
+])
+def test_a_dict_bound_in_the_factory_that_subscripts_it_chooses_among_what_its_values_build(tmp_path: Path, table, found) -> None:
+    write(tmp_path, {"train.py": LOCAL_TABLE.replace("{TABLE}", table)})
+    assert list(findings(tmp_path, ["train.py"], "TL406")) == found

@@ -76,7 +76,7 @@ def _chosen(m: "TrainingModel", value: cst.BaseExpression, at: "Site", depth: in
         return out or None
     func = value.func
     if isinstance(func, cst.Subscript):  # `CRITERIA[cfg.loss](...)`
-        return _table(m, func.value) or _registry(m, func.value)
+        return _table(m, func.value, at, depth) or _registry(m, func.value)
     if isinstance(func, cst.Call) and isinstance(func.func, cst.Attribute):
         return _registry(m, func.func.value)  # `LOSSES.get(cfg.loss)(cfg)`: a class the registry holds
     if isinstance(func, cst.Attribute):
@@ -131,15 +131,38 @@ def _ask(m: "TrainingModel", kind: str, expr: cst.BaseExpression) -> list[str] |
     return list(found) if found else None
 
 
-def _table(m: "TrainingModel", expr: cst.BaseExpression) -> list[str] | None:
+def _table(m: "TrainingModel", expr: cst.BaseExpression, at: "Site | None" = None, depth: int = 0) -> list[str] | None:
     """The project classes a dict of classes holds (`CRITERIA = {"set": SetCriterion, ...}`): this
-    module's own dict read here, another module's asked of the project."""
-    if isinstance(expr, cst.Name) and m.reaching(None, expr.value, None):
-        values = [e.value for a in m.reaching(None, expr.value, None) if isinstance(a.value, cst.Dict)
-                  for e in a.value.elements if isinstance(e, cst.DictElement)]
-        found = [c for c in (_class_named(m, v) for v in values) if c is not None]
-        return list(dict.fromkeys(found)) or None
+    module's own dict read here (also one bound in the function, `models = {...}` then
+    `models[name](params)`, and one holding factories of this module, `{"GatedGCN": GatedGCN}` with
+    `def GatedGCN(p): return GatedGCNNet(p)`), another module's asked of the project."""
+    if isinstance(expr, cst.Name):
+        local = m.reaching(at.function, expr.value, at) if at is not None and at.function is not None else []
+        assigns = local or m.reaching(None, expr.value, None)
+        if assigns:
+            values = [e.value for a in assigns if isinstance(a.value, cst.Dict)
+                      for e in a.value.elements if isinstance(e, cst.DictElement)]
+            found: list[str] = []
+            for v in values:
+                built = [c] if (c := _class_named(m, v)) is not None else _built_by(m, v, depth)
+                found.extend(built or ())
+            return list(dict.fromkeys(found)) or None
     return _ask(m, "table", expr)
+
+
+def _built_by(m: "TrainingModel", expr: cst.BaseExpression, depth: int) -> list[str] | None:
+    """The classes a factory function of this module, named by `expr`, builds (what each `return` does)."""
+    fn = m.local_function(expr.value) if isinstance(expr, cst.Name) else None
+    if fn is None or fn.class_name is not None or not fn.return_facts or depth >= MAX_DEPTH:
+        return None
+    out: list[str] = []
+    for ret in fn.return_facts:
+        built = _class_named(m, ret.value.func) if isinstance(ret.value, cst.Call) else None  # `return GatedGCNNet(p)`
+        chosen = [built] if built is not None else _chosen(m, ret.value, ret.site, depth + 1)
+        if chosen is None:
+            return None
+        out.extend(c for c in chosen if c not in out)
+    return out
 
 
 def _class_named(m: "TrainingModel", expr: cst.BaseExpression) -> str | None:

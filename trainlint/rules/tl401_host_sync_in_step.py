@@ -121,7 +121,7 @@ for step, (x, y) in enumerate(loader):
         "(`BasePolicy.update` calling `self._update_with_batch(batch)`, whose override returns "
         "`Stats(loss=loss.item())`); and the methods of an object whose class the project chooses at run time "
         "(`CRITERIA[cfg.loss]()`, `LOSSES.get(cfg.loss)()`, `criterion: Criterion = instantiate(cfg.criterion)`): "
-        "the project classes that define the called method and could be built there (in the dict, registered in "
+        "the project classes that define the called method and could be built there (in the dict, also one bound in the function that subscripts it, registered in "
         "the registry, deriving from the declared base; a dict of factories, `DiT_models[args.model]()`, or a module's own names, `models_mae.__dict__[args.model]()`, holds the "
         "class each factory returns), whose chains say so (\"`criterion` may be `SetCriterion`, "
         "built from the configuration\"). Such an object handed to another module is followed there too, also one a factory of another module returns in a tuple (`model, diffusion = create_model_and_diffusion(...)`, each place the class its own factory builds): "
