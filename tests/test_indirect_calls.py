@@ -956,3 +956,13 @@ LOCAL_TABLE = """
 def test_a_dict_bound_in_the_factory_that_subscripts_it_chooses_among_what_its_values_build(tmp_path: Path, table, found) -> None:
     write(tmp_path, {"train.py": LOCAL_TABLE.replace("{TABLE}", table)})
     assert list(findings(tmp_path, ["train.py"], "TL406")) == found
+
+
+def test_a_factory_of_another_module_choosing_from_its_own_dict_builds_one_of_its_entries(tmp_path: Path) -> None:
+    nets, main = LOCAL_TABLE.replace("{TABLE}", '{"Gated": Gated, "Gin": Gin}').split("    def main(name):")
+    train = "    import torch\n    from nets.load_net import gnn_model\n\n\n    def main(name):" + main
+    write(tmp_path, {"nets/__init__.py": "", "nets/load_net.py": nets, "train.py": train})
+    assert list(findings(tmp_path, ["train.py", "nets/load_net.py"], "TL406")) == ["nets/load_net.py:8:TL406"]
+    # an entry that is no class or factory of the module: nothing is known of what the dict builds
+    write(tmp_path, {"nets/load_net.py": nets.replace('"Gin": Gin}', '"Gin": make_gin}')})
+    assert list(findings(tmp_path, ["train.py", "nets/load_net.py"], "TL406")) == []

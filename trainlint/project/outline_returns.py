@@ -64,7 +64,8 @@ class ReturnedClasses:
     def _built(self, value: ast.expr, reaching: Bindings) -> list[tuple[str, Value]] | None:
         """The objects `value` may be, each with the name it is sorted by; None when one is unknown."""
         out: list[tuple[str, Value]] = []
-        for call in reaching.get(value.id, [ast.Constant(None)]) if isinstance(value, ast.Name) else [value]:
+        calls = reaching.get(value.id, [ast.Constant(None)]) if isinstance(value, ast.Name) else [value]
+        for call in [made for call in calls for made in _table_entries(call, reaching)]:
             name = call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else None
             if name is not None and name in self._classes:
                 out.append((name, Value(self._classes[name].kind, origin=f"{self._path}::{name}")))
@@ -78,6 +79,18 @@ class ReturnedClasses:
             else:
                 return None
         return out
+
+
+def _table_entries(call: ast.expr, reaching: Bindings) -> list[ast.expr]:
+    """`models[name](params)` with `models = {"gated": GatedNet, "gin": build_gin}` bound in the
+    function: a call of each entry (what one of them builds); any other value as it is."""
+    func = call.func if isinstance(call, ast.Call) else None
+    if not isinstance(func, ast.Subscript) or not isinstance(func.value, ast.Name):
+        return [call]
+    tables = reaching.get(func.value.id, [])
+    if not tables or not all(isinstance(t, ast.Dict) and None not in t.keys for t in tables):
+        return [call]
+    return [ast.Call(func=entry, args=[], keywords=[]) for t in tables for entry in t.values]  # type: ignore[attr-defined]
 
 
 def _one_of(found: list[list[tuple[str, Value]]]) -> Value | None:
