@@ -8,7 +8,7 @@ from typing import Any
 
 import libcst as cst
 
-from trainlint.model.gates import child_nodes
+from trainlint.model.gates import child_nodes, isinstance_tests
 from trainlint.model.lattice import UNKNOWN, Kind, Value, join
 from trainlint.model.names import dotted, target_names
 
@@ -131,15 +131,8 @@ def tested_as_sequence(gates: tuple[cst.If | None, ...], value: cst.BaseExpressi
     text = dotted(value)
     if text is None:
         return False
-    for node in gates:
-        test = node.test if node is not None else None
-        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
-        if negated:
-            test = test.expression  # type: ignore[union-attr]
-        if not isinstance(test, cst.Call) or dotted(test.func) != "isinstance" or len(test.args) != 2 or dotted(test.args[0].value) != text:
-            continue
-        kinds = test.args[1].value
-        names = {dotted(e.value) for e in kinds.elements} if isinstance(kinds, cst.Tuple) else {dotted(kinds)}
-        if (names & SEQUENCE_TYPES) if not negated else any(n is not None and n.endswith("Tensor") for n in names):
+    for tested, classes, negated in isinstance_tests(gates):
+        names = {dotted(c) for c in classes}
+        if dotted(tested) == text and ((names & SEQUENCE_TYPES) if not negated else any(n is not None and n.endswith("Tensor") for n in names)):
             return True
     return False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
@@ -331,3 +331,15 @@ def boundary_branches(module: cst.Module, calls: Sequence[Call], assigns: Sequen
         if not any((fn, n) in rebound for n in names):
             out.add(id(node))
     return out
+
+
+def isinstance_tests(gates: Sequence[cst.If | None]) -> Iterator[tuple[cst.BaseExpression, list[cst.BaseExpression], bool]]:
+    """Each enclosing `if isinstance(x, T):`, `if isinstance(x, (A, B)):` or `if not isinstance(...)`
+    of a site's `gate_nodes`: the object tested, the classes, and whether the test is negated."""
+    for gate in gates:
+        test = gate.test if gate is not None else None
+        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        inner = test.expression if negated else test  # type: ignore[union-attr]
+        if isinstance(inner, cst.Call) and dotted(inner.func) == "isinstance" and len(inner.args) == 2:
+            classes = inner.args[1].value
+            yield inner.args[0].value, [e.value for e in classes.elements] if isinstance(classes, cst.Tuple) else [classes], negated

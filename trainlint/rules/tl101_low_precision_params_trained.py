@@ -8,6 +8,7 @@ import libcst as cst
 
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, TrainingModel
+from trainlint.model.gates import isinstance_tests
 from trainlint.model.names import dotted
 from trainlint.model.precision import Cast, dotted_root, master_weights_kept, parameter_casts, reaches
 from trainlint.model.torchnames import LOW_PRECISION_STRINGS, is_false
@@ -295,14 +296,7 @@ def _norms_kept_in_fp32(model: TrainingModel) -> bool:
     for call in model.calls:
         if call.method not in ("float", "half") or not call.site.loops:
             continue
-        for gate in call.site.gate_nodes:
-            test = gate.test if gate is not None else None
-            negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
-            inner = test.expression if negated else test  # type: ignore[union-attr]
-            if not (isinstance(inner, cst.Call) and dotted(inner.func) == "isinstance" and len(inner.args) == 2):
-                continue
-            classes = inner.args[1].value
-            names = [e.value for e in classes.elements] if isinstance(classes, cst.Tuple) else [classes]  # type: ignore[union-attr]
+        for _, names, negated in isinstance_tests(call.site.gate_nodes):
             resolved = [model.imports.resolve(n) or "" for n in names]
             norms = any(q.startswith("torch.nn") and q.rsplit(".", 1)[-1] in NORM_LAYERS for q in resolved)
             if norms and negated == (call.method == "half"):
