@@ -482,3 +482,104 @@ def test_numpy_of_a_tensor_not_copied_first_is_no_sync_but_the_copy_before_it_is
     # (TypeError) instead of copying, so where it runs the tensor is on the host; `.cpu().numpy()`
     # copies, and its `.cpu()` is the sync
     assert found(NUMPY_READS, "TL401") == [17]
+
+
+# -- host copies stay on the host: converted, indexed, iterated, combined -------------------------
+# deepspeech's shape: the lengths are copied to the host once (`lengths.cpu().int()`), a conv stack
+# module iterates them and reads each with `.item()`, which waits for nothing
+LENGTHS = """
+import torch
+from torch import nn
+
+
+class MaskConv(nn.Module):
+    def __init__(self, seq):
+        super().__init__()
+        self.seq_module = seq
+
+    def forward(self, x, lengths):
+        for module in self.seq_module:
+            x = module(x)
+            for i, length in enumerate(lengths):
+                n = length.item()
+        return x
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = MaskConv(nn.Sequential(nn.Conv2d(1, 1, 3)))
+
+    def forward(self, x, lengths):
+        lengths = COPY
+        x = self.conv(x, lengths[:, 0] * 2 - 1)
+        return x
+
+
+def train(loader):
+    model = Net().cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, l in loader:
+        out = model(x.cuda(), l.cuda())
+        opt.zero_grad()
+        out.sum().backward()
+        opt.step()
+"""
+
+
+def test_what_is_computed_from_a_host_copy_is_read_without_a_sync() -> None:
+    # only the copy itself is reported; the elements of the converted, indexed and scaled copy are host values
+    assert found(LENGTHS.replace("COPY", "lengths.cpu().int()"), "TL401") == [25]
+
+
+def test_lengths_left_on_the_device_are_read_one_by_one() -> None:
+    assert found(LENGTHS.replace("COPY", "lengths.int()"), "TL401") == [15]
+
+
+def test_a_copy_made_on_one_path_only_leaves_the_device_value_on_the_other() -> None:
+    # `if self.cpu: x = x.cpu()`: the caller's device tensor reaches the read when the flag is off
+    code = LENGTHS.replace("        lengths = COPY\n", "        if x.shape[0] > 8:\n            lengths = lengths.cpu()\n")
+    assert found(code, "TL401") == [15, 26]
+
+
+# CenterNet's focal loss, in a module of its own: `if num_pos == 0:` tests a reduction of the target
+# every caller moves to the device before passing it
+FOCAL = {
+    "losses.py": """
+        import torch
+
+
+        def neg_loss(pred, gt):
+            pos_inds = gt.eq(1).float()
+            num_pos = pos_inds.float().sum()
+            pos_loss = (torch.log(pred) * pos_inds).sum()
+            if num_pos == 0:
+                return -pos_loss
+            return -pos_loss / num_pos
+    """,
+    "train.py": """
+        import torch
+        from losses import neg_loss
+
+
+        def train(model, loader):
+            model = model.cuda()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                x, y = x.cuda(), y.cuda()
+                loss = neg_loss(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    """,
+}
+
+
+def test_a_helper_of_another_module_testing_what_callers_move_to_the_device_syncs(tmp_path: Path) -> None:
+    assert lint_project(tmp_path, FOCAL, "TL401") == ["losses.py:9:TL401"]
+
+
+def test_a_helper_of_another_module_given_host_or_unknown_values_stays_silent(tmp_path: Path) -> None:
+    for passed in ("torch.zeros(8)", "y"):  # a host tensor; or a batch the analysis cannot place
+        files = {**FOCAL, "train.py": FOCAL["train.py"].replace("neg_loss(model(x), y)", f"neg_loss(model(x), {passed})").replace("x, y = x.cuda(), y.cuda()", "x = x.cuda()")}
+        assert lint_project(tmp_path, files, "TL401") == [], passed

@@ -42,6 +42,8 @@ def arithmetic(sides: list[Value], scaling: bool = False) -> Value:
         return NUMBER
     if any(s.kind is Kind.HOST_ARRAY for s in sides) and all(s.on_host for s in sides):
         return HOST_DATA
+    if sides and all(s.on_host for s in sides) and any(s.kind is Kind.UNKNOWN for s in sides):
+        return Value(Kind.UNKNOWN, HOST)  # (computed from host copies and numbers: on the host)
     if any(s.kind is Kind.STRING for s in sides):
         return STRING
     return UNKNOWN

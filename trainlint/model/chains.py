@@ -204,14 +204,17 @@ class StepChains(InheritedTargets):
 
     def _fact(self, expr: cst.BaseExpression, call: Call) -> str:
         """What an argument is, for the callee's branches and values: "True"/"False" (literals), "none",
-        "host" (a tensor on the host: `log(loss.cpu())`), "tensor", "value" (surely not None), "?"."""
-        from trainlint.model.lattice import HOST, Kind
+        "host" (a tensor on the host: `log(loss.cpu())`), "device" (a tensor on an accelerator: `y.cuda()`),
+        "tensor", "value" (surely not None), "?"."""
+        from trainlint.model.lattice import ACCEL, HOST, Kind
 
         if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
             return "none" if expr.value == "None" else expr.value
         value = self.value(expr, call.site)
         if value.kind in (Kind.TENSOR, Kind.UNKNOWN) and value.device == HOST:
             return "host"  # (`x.cpu()` of a value the analysis cannot see is on the host all the same)
+        if value.kind in (Kind.TENSOR, Kind.UNKNOWN) and value.device == ACCEL:
+            return "device"  # (`y.cuda()` of an unseen batch: a tensor moved there)
         if value.kind is Kind.TENSOR:
             return "tensor"
         if value.kind is Kind.NONE:

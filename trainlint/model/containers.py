@@ -9,7 +9,7 @@ from typing import Any
 import libcst as cst
 
 from trainlint.model.gates import child_nodes, isinstance_tests
-from trainlint.model.lattice import UNKNOWN, Kind, Value, join
+from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value, join
 from trainlint.model.names import dotted, target_names
 
 
@@ -87,6 +87,8 @@ def element_of(iterable: Value) -> Value:
         return iterable.element
     if iterable.kind is Kind.TENSOR:
         return iterable
+    if iterable.kind is Kind.UNKNOWN and iterable.device == HOST:  # (`for n in lengths.cpu():`)
+        return Value(Kind.UNKNOWN, HOST)
     return UNKNOWN
 
 

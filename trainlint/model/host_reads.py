@@ -147,7 +147,7 @@ def reported_at_callers(model: TrainingModel, call: Call) -> bool:
     # (a parameter some callers pass a device tensor for and others something unknown: those callers
     # report it, where the tensor is known, when the function's summary tells them that it reads it)
     name = root_name(call.receiver)  # type: ignore[arg-type]
-    given = value.kind is Kind.UNKNOWN and name in fn.params and "tensor" in (model.passed_facts(fn, name) or ()) and _seen_reading(model, fn)
+    given = value.kind is Kind.UNKNOWN and name in fn.params and {"tensor", "device"} & set(model.passed_facts(fn, name) or ()) and _seen_reading(model, fn)
     return (device_tensor(value) or element or given) and reads_passed_value(model, fn, call)  # type: ignore[arg-type]
 
 

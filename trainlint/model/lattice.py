@@ -49,8 +49,8 @@ class Value:
     @property
     def on_host(self) -> bool:
         """Known not to live on an accelerator: reading it waits for nothing."""
-        if self.kind is Kind.TENSOR:
-            return self.device == HOST
+        if self.kind in (Kind.TENSOR, Kind.UNKNOWN) and self.device == HOST:
+            return True  # (a tensor on the host; what `.cpu()` copies, or is computed from such a copy)
         return self.kind in (Kind.NUMBER, Kind.STRING, Kind.BOOL, Kind.NONE, Kind.HOST_ARRAY)
 
     def __or__(self, other: "Value") -> "Value":

@@ -103,6 +103,14 @@ class ReachingDefinitions:
         rest = [a for a in assigns if statement is None or a.site.statement is not statement] if own else assigns
         return before + later or rest
 
+    def parameter_reaches(self, function: Function | None, name: str, at: Site | None) -> bool:
+        """Whether parameter `name`'s value on entry may still reach a use at `at`: no binding before the
+        use hides it (`if self.cpu: x = x.cpu()` leaves the `x` passed in on the other path)."""
+        if function is None or at is None or name not in function.params:
+            return False
+        assigns = self._assigns_by_name.get((function, name), [])
+        return not any(a.site.order < at.order and a.site.statement is not at.statement and _hides(a, at) for a in assigns)
+
     def binding_loop(self, name: str, at: Site | None) -> int | None:
         """The index among the use's loops of the innermost `for` whose target binds `name`."""
         for index in range(len(at.loops) - 1, -1, -1) if at is not None else ():

@@ -446,6 +446,9 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             # `y.to(device)` of an unseen batch: a tensor, module or batch object moved (`moved_to_device`)
             moved = self._moved(base, call, fn, at) if method == "to" else replace(base, device=ACCEL)
             return Value(Kind.UNKNOWN, moved.device) if moved.device == ACCEL else UNKNOWN
+        if base.device == HOST and method in TENSOR_METHODS and method not in MODULE_API_METHODS:
+            # `lengths.cpu().int()`: what a tensor method computes from a host value stays on the host
+            return Value(Kind.UNKNOWN, HOST)
         if method in ("item",):
             return NUMBER
         if method == "tolist":

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.lattice import (
-    ANNOTATED, BOOL, CYCLE, HOST, HOST_DATA, MANY_CLASSES, NONE, NUMBER, STRING, TENSOR, UNKNOWN, UNKNOWN_DEVICE, Kind, Value,
+    ACCEL, ANNOTATED, BOOL, CYCLE, HOST, HOST_DATA, MANY_CLASSES, NONE, NUMBER, STRING, TENSOR, UNKNOWN, UNKNOWN_DEVICE, Kind, Value,
     join, origins,
 )
 from trainlint.model.candidates import MAX_CANDIDATES
@@ -94,6 +94,8 @@ class ValueModel(CallValues, CycleMemo):
                 return base.element  # (`self.layers[i]`: a module the container holds)
             if base.kind is Kind.HOST_ARRAY:
                 return HOST_DATA
+            if base.kind is Kind.UNKNOWN and base.device == HOST:
+                return base  # (a row of a host copy: `distance_matrix.cpu()[i, j]`)
             return base if moved_to_device(base) else UNKNOWN  # (`batch.to(device)["labels"]`: there too)
         if kind is cst.BinaryOperation:
             scaling = type(expr.operator) in (cst.Multiply, cst.Divide)
@@ -150,6 +152,8 @@ class ValueModel(CallValues, CycleMemo):
         assigns = m.reaching(fn, name, at)
         if assigns:
             value = self._bindings(name, assigns)
+            if m.parameter_reaches(fn, name, at) and value.on_host:  # (a host copy on one path only)
+                value = value | self._parameter(fn, name)  # type: ignore[arg-type]
             if at is not None and m.loop_binding_reaches(name, at, assigns):  # (`if gpu: x = x.cuda()` in `for x in xs:`)
                 value = join([value, self._loop_variable(fn, name, at) or CYCLE])
             return value
@@ -328,8 +332,8 @@ class ValueModel(CallValues, CycleMemo):
         if declared is not None:
             return declared
         passed = set(self.model.passed_facts(fn, name) or ("?",)) if not self.model.calls_of(fn) else set()
-        if passed and passed <= {"tensor", "host"}:  # every call (all in other modules) passes a tensor
-            return Value(Kind.TENSOR, HOST, False) if passed == {"host"} else TENSOR
+        if passed and passed <= {"tensor", "host", "device"}:  # every call (all in other modules) passes a tensor
+            return Value(Kind.TENSOR, HOST, False) if passed == {"host"} else Value(Kind.TENSOR, ACCEL) if passed == {"device"} else TENSOR
         default = fn.defaults.get(name)
         if default is not None and not (isinstance(default, cst.Name) and default.value == "None"):
             value = self.of(default, None, None)
