@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.helpers import lines
+from tests.test_indirect_calls import GNN_NETS
 from tests.test_library_hooks import lint_tree
 
 # coqui's speaker encoder: `setup_encoder_model(c)` (a module with no training code) builds one of
@@ -363,4 +364,140 @@ def test_a_factory_returning_tuples_of_different_lengths_names_no_class(tmp_path
     files["diff/factory.py"] = PAIR["diff/factory.py"].replace(
         "            return net, schedule", "            if steps > 10:\n                return net, schedule, steps\n            return net, schedule"
     )
+    assert lint_tree(tmp_path, files) == []
+
+
+# A GNN benchmark's shape: the driver builds the net with a factory of another module
+# (`gnn_model(name, params)` picking from a dict of per-net factories, or one factory `Gated(params)`)
+# and hands it to an epoch function in a third module; the chosen net's `forward` runs every step.
+HANDED = {
+    "nets/__init__.py": "",
+    "nets/load_net.py": GNN_NETS.replace("{TABLE}", '{"Gated": Gated, "Gin": Gin}'),
+    "loops/__init__.py": "",
+    "loops/train_loop.py": """
+        def train_epoch(model, optimizer, loader):
+            for x in loader:
+                loss = model(x.cuda()).sum()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    """,
+    "train.py": """
+        import torch
+        from nets.load_net import gnn_model
+        from loops.train_loop import train_epoch
+
+
+        def main(name, loader):
+            model = gnn_model(name, {})
+            optimizer = torch.optim.Adam(model.parameters())
+            for epoch in range(10):
+                train_epoch(model, optimizer, loader)
+    """,
+}
+
+
+def test_an_object_a_factory_of_another_module_builds_is_followed_into_the_loop_it_is_handed_to(tmp_path: Path) -> None:
+    assert lint_tree(tmp_path, HANDED) == ["nets/load_net.py:8:TL406"]
+    files = dict(HANDED)  # the epoch function imported inside the driver, the net moved first
+    files["train.py"] = HANDED["train.py"].replace("from loops.train_loop import train_epoch\n", "").replace(
+        "            optimizer = ", "            model = model.to(\"cuda\")\n            from loops.train_loop import train_epoch\n            optimizer = ")
+    assert lint_tree(tmp_path, files) == ["nets/load_net.py:8:TL406"], files["train.py"]
+    files = dict(HANDED)  # one factory of the module, called directly
+    files["train.py"] = HANDED["train.py"].replace("gnn_model(name, {})", "Gated({})").replace("import gnn_model", "import Gated")
+    assert lint_tree(tmp_path, files) == ["nets/load_net.py:8:TL406"]
+
+
+def test_a_net_of_a_third_module_built_by_a_factory_is_followed_into_the_loop_it_is_handed_to(tmp_path: Path) -> None:
+    # the nets live in their own modules, which only the factory's module imports: the driver that
+    # hands the net to the epoch function imports neither
+    loader = HANDED["nets/load_net.py"]
+    nets, _, factories = loader.partition("    def Gated(params):")
+    files = {**HANDED, "nets/gated.py": nets, "nets/load_net.py": "\n    from nets.gated import GatedNet, GinNet\n\n\n    def Gated(params):" + factories}
+    assert lint_tree(tmp_path, files) == ["nets/gated.py:8:TL406"]
+
+
+def test_an_object_a_factory_builds_elsewhere_keeps_the_class_it_builds_and_no_other(tmp_path: Path) -> None:
+    # the factory builds the net whose forward builds nothing on the host: no finding
+    files = dict(HANDED)
+    files["train.py"] = HANDED["train.py"].replace("gnn_model(name, {})", "Gin({})").replace("import gnn_model", "import Gin")
+    assert lint_tree(tmp_path, files) == []
+    # a factory that returns something else on one path names no class
+    files["nets/load_net.py"] = HANDED["nets/load_net.py"].replace("    return GatedNet()", "    return GatedNet() if params else None")
+    files["train.py"] = HANDED["train.py"].replace("gnn_model(name, {})", "Gated({})").replace("import gnn_model", "import Gated")
+    assert lint_tree(tmp_path, files) == []
+
+
+# nnU-Net's shape: the trainer builds its loss and hands it to a wrapper class of another module,
+# whose constructor keeps it (`self.loss = loss`) and whose `forward` calls it for each output;
+# the trainer calls the wrapper every step, so the wrapped loss's `forward` runs every step
+HELD = {
+    "pkg/__init__.py": "",
+    "pkg/losses.py": """
+        from torch import nn
+
+
+        class DiceCE(nn.Module):
+            def forward(self, out, target):
+                num_fg = (target != 255).sum().item()
+                return nn.functional.cross_entropy(out, target) if num_fg > 0 else out.sum() * 0
+    """,
+    "pkg/wrapper.py": """
+        from torch import nn
+
+
+        class DeepSupervisionWrapper(nn.Module):
+            def __init__(self, loss, weight_factors=None):
+                super().__init__()
+                self.weight_factors = tuple(weight_factors)
+                self.loss = loss
+
+            def forward(self, *args):
+                weights = self.weight_factors
+                return sum([weights[i] * self.loss(*inputs) for i, inputs in enumerate(zip(*args)) if weights[i] != 0.0])
+    """,
+    "pkg/trainer.py": """
+        import torch
+        from pkg.losses import DiceCE
+        from pkg.wrapper import DeepSupervisionWrapper
+
+
+        class Trainer:
+            def __init__(self, net):
+                self.device = torch.device("cuda")
+                self.net = net.to(self.device)
+                self.optimizer = torch.optim.SGD(self.net.parameters(), lr=0.01)
+                self.loss = self._build_loss()
+
+            def _build_loss(self):
+                loss = DiceCE()
+                loss = DeepSupervisionWrapper(loss, [1.0, 0.5])
+                return loss
+
+            def train_step(self, batch):
+                data = batch["data"].to(self.device)
+                target = [t.to(self.device) for t in batch["target"]]
+                self.optimizer.zero_grad()
+                l = self.loss(self.net(data), target)
+                l.backward()
+                self.optimizer.step()
+
+            def run(self, loader):
+                for epoch in range(10):
+                    for batch in loader:
+                        self.train_step(batch)
+    """,
+}
+
+
+def test_an_object_a_class_of_another_module_holds_runs_where_that_class_calls_it(tmp_path: Path) -> None:
+    assert lint_tree(tmp_path, HELD) == ["pkg/losses.py:7:TL401"]
+
+
+def test_a_held_object_the_holder_never_calls_runs_nowhere(tmp_path: Path) -> None:
+    # the wrapper keeps the loss but calls another attribute: nothing of the loss runs every step
+    files = {**HELD, "pkg/wrapper.py": HELD["pkg/wrapper.py"].replace("self.loss(*inputs)", "self.other(*inputs)")}
+    assert lint_tree(tmp_path, files) == []
+    # the constructor rebinds its parameter before keeping it: what it keeps is not the object handed in
+    files = {**HELD, "pkg/wrapper.py": HELD["pkg/wrapper.py"].replace("        self.loss = loss", "        loss = nn.Identity()\n                self.loss = loss")}
     assert lint_tree(tmp_path, files) == []

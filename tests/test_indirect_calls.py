@@ -909,7 +909,7 @@ def test_a_partial_of_a_method_called_every_step_runs_the_method_every_step(tmp_
 
 
 
-LOCAL_TABLE = """
+GNN_NETS = """
     import torch
     import torch.nn as nn
 
@@ -936,7 +936,9 @@ LOCAL_TABLE = """
     def gnn_model(name, params):
         models = {TABLE}
         return models[name](params)
+"""
 
+LOCAL_TABLE = GNN_NETS + """
 
     def main(name):
         model = gnn_model(name, {}).cuda()

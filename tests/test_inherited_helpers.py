@@ -82,3 +82,64 @@ def test_a_method_the_subclass_defines_itself_is_its_own_not_the_base_s(tmp_path
     """
     # the base's helper, which no module calls now, is a step of its own that reads its own loss
     assert lint_tree(tmp_path, files) == ["agents/base.py:12:TL401"]
+
+
+# A Keras-like model zoo: `BaseModel.fit` runs the step loop and calls the model through `self`
+# (`model = self.train()`, wrapped in `DataParallel` on several GPUs); each model of another module
+# subclasses it and defines `forward`, which therefore runs every step.
+ZOO = {
+    "zoo/__init__.py": "",
+    "zoo/basemodel.py": """
+        import torch
+        from torch import nn
+
+
+        class BaseModel(nn.Module):
+            def __init__(self, device="cpu", gpus=None):
+                super().__init__()
+                self.device = device
+                self.gpus = gpus
+
+            def fit(self, loader, epochs=1):
+                model = self.train()
+                if self.gpus:
+                    model = torch.nn.DataParallel(model, device_ids=self.gpus)
+                optim = torch.optim.Adam(self.parameters())
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        x = x.to(self.device)
+                        pred = CALL
+                        loss = nn.functional.mse_loss(pred, y.to(self.device))
+                        optim.zero_grad()
+                        loss.backward()
+                        optim.step()
+    """,
+    "zoo/dien.py": """
+        from zoo.basemodel import BaseModel
+
+
+        class DIEN(BaseModel):
+            def forward(self, x):
+                n = (x > 0).sum(1).max().item()
+                return x[:, :n]
+    """,
+    "run_dien.py": """
+        from zoo.dien import DIEN
+
+        if __name__ == "__main__":
+            DIEN(device="cuda:0").fit(loader=None, epochs=3)
+    """,
+}
+
+
+def test_a_base_module_s_fit_calling_the_model_through_self_runs_the_subclass_s_forward(tmp_path: Path) -> None:
+    for call in ("model(x)", "self(x)", "self.forward(x)"):
+        files = {**ZOO, "zoo/basemodel.py": ZOO["zoo/basemodel.py"].replace("CALL", call)}
+        assert lint_tree(tmp_path, files) == ["zoo/dien.py:7:TL401"], call
+
+
+def test_a_base_module_calling_another_object_runs_no_forward_of_the_subclass(tmp_path: Path) -> None:
+    # `model` is rebound to something that is not `self` on one path: the subclass's forward is not its
+    files = {**ZOO, "zoo/basemodel.py": ZOO["zoo/basemodel.py"].replace("CALL", "model(x)").replace(
+        "\n                optim = torch.optim", "\n                if epochs > 100:\n                    model = self.teacher\n                optim = torch.optim")}
+    assert lint_tree(tmp_path, files) == []

@@ -362,14 +362,6 @@ class StepChains(InheritedTargets):
         inherited = self._inherited_by_self(call) if dispatched is not None else []
         return [*inherited, dispatched, *held] if dispatched is not None else [*targets, *held]
 
-    def _dispatched(self, call: Call) -> str | None:
-        """`self.compute_loss(batch)` in a method of class `Base`: "self::Base.compute_loss", which runs
-        the override of any subclass in another module (`Project.step_seeds` finds them)."""
-        fn = call.site.function
-        if call.method is None or call.receiver_text not in ("self", "cls") or fn is None or fn.class_name is None or fn.parent is not None:
-            return None
-        return f"{DISPATCH}{fn.class_name}.{call.method}"
-
     def project_target(self, call: Call) -> str | None:
         """The first of `project_targets` (or the method of a project base in another module that a
         call on `self` runs), or None."""
@@ -490,3 +482,4 @@ class StepChains(InheritedTargets):
             else:
                 out.append((fn.node, f"`{fn.qualified}` steps the optimizer and is named as a step", ()))
         return out
+

@@ -10,9 +10,10 @@ from functools import cached_property
 import libcst as cst
 
 from trainlint.model.call_graph import is_super
-from trainlint.model.facts import Call
-from trainlint.model.summary import FunctionSummary
+from trainlint.model.facts import Call, Function, Site
+from trainlint.model.summary import DISPATCH, FunctionSummary
 from trainlint.model.symbols import trains_or_reads
+from trainlint.model.torchnames import MODULE_WRAPPERS
 
 
 class InheritedTargets:
@@ -84,3 +85,41 @@ class InheritedTargets:
             if found is not None:
                 return [found]
         return []
+
+    def _dispatched(self, call: Call) -> str | None:
+        """`self.compute_loss(batch)` in a method of class `Base`: "self::Base.compute_loss", which runs
+        the override of any subclass in another module (`Project.step_seeds` finds them)."""
+        fn = call.site.function
+        if fn is None or fn.class_name is None or fn.parent is not None:
+            return None
+        if call.method is None and self._is_self(call.node.func, fn, call.site):
+            # `self(x)`, `model = self.train(); model(x)` in a base `nn.Module`'s `fit`: the subclass's `forward`
+            info = self.local_class(fn.class_name)  # type: ignore[attr-defined]
+            return f"{DISPATCH}{fn.class_name}.forward" if info is not None and self.is_module_class(info) else None  # type: ignore[attr-defined]
+        if call.method is None or call.receiver_text not in ("self", "cls"):
+            return None
+        return f"{DISPATCH}{fn.class_name}.{call.method}"
+
+    def _is_self(self, expr: cst.BaseExpression, fn: Function, at: Site, depth: int = 0) -> bool:
+        """`self`, `self` moved or put in a mode (`self.train()`, `self.to(device)`, which return it) or
+        wrapped (`DataParallel(model)`), or a name every binding of which that reaches `at` is one."""
+        while isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _RETURNS_SELF:
+                expr = func.value
+            elif expr.args and self.imports.resolve(func) in MODULE_WRAPPERS:  # type: ignore[attr-defined]
+                expr = expr.args[0].value
+            else:
+                return False
+        if not isinstance(expr, cst.Name):
+            return False
+        if expr.value == "self":
+            return True
+        assigns = self.reaching(fn, expr.value, at) if depth < 3 else []  # type: ignore[attr-defined]
+        return bool(assigns) and all(
+            not a.op and not a.unpacked and self._is_self(a.value, fn, a.site, depth + 1) for a in assigns
+        )
+
+
+_RETURNS_SELF = frozenset({"train", "eval", "to", "cuda", "cpu", "float", "half", "bfloat16", "double", "requires_grad_"})
+

@@ -95,6 +95,10 @@ class ClassSummary:
     # define, assign or read them on `self`; empty when a base is one the module cannot see (read by
     # Python's own parser for outlines and full summaries alike, `project.importers`)
     lacks: tuple[str, ...] = ()
+    # (outlines only) attributes its constructor sets from its parameters (`self.loss = loss`), as
+    # "loss=0 loss" (attribute, position among the explicit parameters, name): an object handed to
+    # the constructor is the attribute's, and runs where a method calls it (`self.loss(x, y)`)
+    holds: tuple[str, ...] = ()
 
 
 def registry_root(decorator: object) -> str | None:

@@ -171,7 +171,7 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
             bases = [ast.unparse(b) for b in node.bases]
             module = "forward" in methods or any(b.endswith(("Module", "Model")) for b in bases)
             spelled = tuple(_spelled(b, exports, imported) for b in bases if _dotted(b))
-            classes[node.name] = ClassSummary(Kind.MODULE if module else Kind.OBJECT, methods, spelled)
+            classes[node.name] = ClassSummary(Kind.MODULE if module else Kind.OBJECT, methods, spelled, holds=_held_parameters(defs))
             factories.extend((m, node.name) for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)))
     for node in tree.body:  # `@Plugin("name").register()` on a definition: registered under Plugin
         for decorator in getattr(node, "decorator_list", ()):
@@ -346,6 +346,24 @@ def _self_calls(method: ast.FunctionDef | ast.AsyncFunctionDef, methods: set[str
                 if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and func.attr not in methods:
                     found.append(func.attr)
     return tuple(dict.fromkeys(found))
+
+
+def _held_parameters(methods: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> tuple[str, ...]:
+    """The attributes `__init__` sets from its parameters, never rebinding them (`ClassSummary.holds`)."""
+    init = next((m for m in methods if m.name == "__init__"), None)
+    if init is None:
+        return ()
+    params = [a.arg for a in [*init.args.posonlyargs, *init.args.args][1:]]
+    found: list[str] = []
+    stored: set[str] = set()
+    for node in ast.walk(init):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stored.add(node.id)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Name) and node.value.id in params:
+            target = node.targets[0]
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                found.append(f"{target.attr}={params.index(node.value.id)} {node.value.id}")
+    return tuple(h for h in dict.fromkeys(found) if h.rpartition(" ")[2] not in stored)
 
 
 def _returned_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> str | None:

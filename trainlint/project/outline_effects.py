@@ -260,8 +260,9 @@ def bound_targets(node: ast.AST) -> list[ast.AST]:
 
 def with_outline_facts(summary: ModuleSummary, outline: ModuleSummary) -> ModuleSummary:
     """A module's summary with the class facts its outline reads (the gradient-flag names a class
-    lacks, `ClassSummary.lacks`: a walk of Python's own tree, cheaper than one over libcst's)."""
-    lacks = {name: c.lacks for name, c in outline.classes.items() if c.lacks}
-    if not lacks:
+    lacks, `ClassSummary.lacks`, and the parameters its constructor keeps, `ClassSummary.holds`: a
+    walk of Python's own tree, cheaper than one over libcst's)."""
+    read = {name: (c.lacks, c.holds) for name, c in outline.classes.items() if c.lacks or c.holds}
+    if not read:
         return summary
-    return replace(summary, classes={k: replace(c, lacks=lacks.get(k, ())) for k, c in summary.classes.items()})
+    return replace(summary, classes={k: replace(c, lacks=read.get(k, ((), ()))[0], holds=read.get(k, ((), ()))[1]) for k, c in summary.classes.items()})

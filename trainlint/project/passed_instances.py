@@ -9,6 +9,7 @@ import ast
 from pathlib import Path
 from typing import Callable, Iterator, Protocol
 
+from trainlint.model.lattice import Kind, origins
 from trainlint.model.summary import Argument, ModuleSummary
 from trainlint.model.torchnames import LIBRARY_CLASS, MODULE_MOVES, MODULE_WRAPPERS
 from trainlint.project.python_trees import python_tree
@@ -38,8 +39,8 @@ def passed_instances(source: str) -> list[tuple[str, str, str]]:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     imported: dict[str, str] = {}
-    classes: set[str] = set()
-    for node in tree.body:
+    classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    for node in ast.walk(tree):  # (a function's own imports too: `from train.loops import train_epoch` in `main`)
         if isinstance(node, ast.Import):
             for alias in node.names:
                 imported[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
@@ -47,8 +48,6 @@ def passed_instances(source: str) -> list[tuple[str, str, str]]:
             for alias in node.names:
                 if alias.name != "*":
                     imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-        elif isinstance(node, ast.ClassDef):
-            classes.add(node.name)
     out: list[tuple[str, str, str]] = []
 
     def emit(call: ast.Call, bound: Bound) -> None:
@@ -317,8 +316,31 @@ def _resolved_argument(project: Finder, real: Path, path: Path, callee: str, key
     if not origin.startswith("::"):
         found = project.locate_any(path, origin)
         cls = project.defined_in(found[0], found[1], hops=0) if found is not None else None
-        if cls is not None and cls[1][-1] not in project.outline(cls[0]).classes:
-            return out  # (a function called, not a class built)
+        if cls is not None and len(cls[1]) == 1 and cls[1][0] not in project.outline(cls[0]).classes:
+            # (a function called, not a class built: the classes its outline says it returns)
+            for file, name in _factory_classes(project, cls[0], cls[1][0]):
+                out.append(Argument(str(final[0]), ".".join(final[1]), key, file, name))
+            return out
     if cls is not None and len(cls[1]) == 1:
         out.append(Argument(str(final[0]), ".".join(final[1]), key, str(cls[0]), cls[1][0]))
+    return out
+
+
+def _factory_classes(project: Finder, path: Path, name: str) -> list[tuple[str, str]]:
+    """The project classes factory `name` of module `path` returns (`def build(cfg): return UNet(cfg)`),
+    as (file, class), where its outline knows them and they are few; else none."""
+    function = project.outline(path).functions.get(name)
+    if function is None or function.returns.kind not in (Kind.MODULE, Kind.OBJECT):
+        return []
+    out: list[tuple[str, str]] = []
+    made = origins(function.returns)
+    for origin in made if len(made) <= MAX_TABLE_CLASSES else ():
+        file, _, cls = origin.rpartition("::")
+        if not file:  # (a class the factory imports, as its module spells it)
+            found = project.locate_any(path, origin)
+            where = project.defined_in(found[0], found[1], hops=0) if found is not None else None
+            if where is None or len(where[1]) != 1:
+                continue
+            file, cls = str(where[0]), where[1][0]
+        out.append((file, cls))
     return out

@@ -56,11 +56,12 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
     callers.extend(_subclassing(project, target, callers))
     callers.extend(p for p in choosing_modules(project, target)[:MAX_IMPORTERS] if p not in callers)
     # and the modules handed instances of classes of its importers (`Trainer(policy)` with a `PGPolicy`
-    # deriving from one of its classes, whose inherited methods run there)
+    # deriving from one of its classes, whose inherited methods run there), or of its own classes by a
+    # module that gets them from a factory (`train_epoch(model, ...)` with `model = gnn_model(name)`)
     for importer in list(callers):
         for a in project.summary(importer).arguments:
             receiver = Path(a.callee_path)
-            if a.class_path and Path(a.class_path) in direct and receiver != target and receiver not in callers:
+            if a.class_path and (Path(a.class_path) in direct or a.class_path == str(target)) and receiver != target and receiver not in callers:
                 callers.append(receiver)
     for importer in callers:
         for call in project.summary(importer, steps=True).step_calls:
@@ -72,6 +73,13 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
             final = project.defined_in(where[0], where[1], hops=0)
             if final is not None and final[0] == target and len(final[1]) in (1, 2):
                 add(importer, call, ".".join(final[1]))
+    for name, seed in _held_elsewhere(project, target, direct):
+        for chain in seed.chains[:1]:
+            chains = found.setdefault(name, [])
+            if chain not in chains and len(chains) < MAX_CHAINS:
+                chains.append(chain)
+        if seed.accelerator:
+            accelerator.add(name)
     # methods overriding ones that a project base class (in another module) calls on `self` every step,
     # and functions set on such a class or on a class of this module (`@add_to_class(Trainer)`)
     outline = project.outline(target)
@@ -89,6 +97,31 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
                         break  # (the project builds its siblings, never it: none of its overrides runs)
                     add(base_path, call, f"{name}.{method}")
     return {name: Seed(tuple(chains), name in accelerator) for name, chains in found.items() if chains}
+
+
+def _held_elsewhere(project: "Project", target: Path, callers: "set[Path]") -> "list[tuple[str, Seed]]":
+    """Objects of `target`'s classes its importers hand to a class of another module that holds them
+    (`DeepSupervisionWrapper(DC_and_CE_loss(...))`, whose `__init__` keeps `self.loss = loss`): the
+    object's `forward` (or `__call__`) runs whenever a method of that class calls the attribute
+    (`self.loss(x, y)`), so every step where that method runs (the holder's module's seeds)."""
+    out: list[tuple[str, Seed]] = []
+    own = project.outline(target).classes
+    for importer in callers:
+        for a in project.summary(importer).arguments:
+            receiver = Path(a.callee_path)
+            if a.class_path != str(target) or receiver == target or "." in a.callee or a.class_name not in own:
+                continue
+            holder = project.outline(receiver).classes.get(a.callee)
+            ran = next((m for m in ("forward", "__call__") if m in own[a.class_name].methods), None)
+            if holder is None or ran is None:
+                continue
+            held = {h.partition("=")[0] for h in holder.holds if a.key in h.partition("=")[2].split(" ")}
+            seeds = project.step_seeds(str(receiver)) if held else {}
+            for method, summary in holder.methods.items():
+                seed = seeds.get(f"{a.callee}.{method}")
+                if seed is not None and held & set(summary.self_calls):
+                    out.append((f"{a.class_name}.{ran}", seed))
+    return out
 
 
 def _attached(project: "Project", target: Path, outline: "ModuleSummary") -> "list[tuple[str, list[tuple[Path, str]], set[str]]]":

@@ -25,7 +25,7 @@ from trainlint.checked_json import (
 )
 from trainlint.reading import State, current_state, digest, read_regular
 
-STORE_FORMAT = 17  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs; 9: the attributes of `self` a method calls; 10: the parameter a function steps; 11: methods set on classes from outside, arguments saved from the caller's frame; 12: layers a function replaces, the modules a returned optimizer holds, returned probabilities, library losses passed; 13: what a function does with its parameters; 14: one summary per module content, no variants; 15: torch layers and other modules' classes a class holds, the gradient flags it lacks; 16: the parameters a function calls, the methods it calls on self; 17: whether the module puts work on a device)
+STORE_FORMAT = 18  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs; 9: the attributes of `self` a method calls; 10: the parameter a function steps; 11: methods set on classes from outside, arguments saved from the caller's frame; 12: layers a function replaces, the modules a returned optimizer holds, returned probabilities, library losses passed; 13: what a function does with its parameters; 14: one summary per module content, no variants; 15: torch layers and other modules' classes a class holds, the gradient flags it lacks; 16: the parameters a function calls, the methods it calls on self; 17: whether the module puts work on a device; 18: the attributes a class's constructor sets from its parameters)
 
 if TYPE_CHECKING:
     from trainlint.model.lattice import Value
@@ -42,7 +42,7 @@ def encode_summary(summary: ModuleSummary, depends: set[State], version: int) ->
         "summary": [
             {k: _encode_function(f) for k, f in summary.functions.items()},
             {k: [c.kind.value, {m: _encode_function(f) for m, f in c.methods.items()}, list(c.bases), list(c.registered),
-                 {a: _encode_value(v) for a, v in c.attributes.items()}, list(c.lacks)] for k, c in summary.classes.items()},
+                 {a: _encode_value(v) for a, v in c.attributes.items()}, list(c.lacks), list(c.holds)] for k, c in summary.classes.items()},
             summary.exports,
             [[c.target, [list(p) for p in c.chain], c.accelerator, c.when] for c in summary.step_calls],
             [[a.callee_path, a.callee, a.key, a.class_path, a.class_name] for a in summary.arguments],
@@ -122,10 +122,10 @@ def _decode_function(v: object) -> FunctionSummary:
 def _decode_class(v: object) -> ClassSummary:
     from trainlint.model.summary import ClassSummary
 
-    kind, methods, bases, registered, attributes, lacks = items(v, 6)
+    kind, methods, bases, registered, attributes, lacks, holds = items(v, 7)
     return ClassSummary(_kind(kind), {k: _decode_function(f) for k, f in mapping(methods).items()}, tuple(text(b) for b in items(bases)),
                         tuple(text(r) for r in items(registered)), {k: _decode_value(a) for k, a in mapping(attributes).items()},
-                        tuple(text(a) for a in items(lacks)))
+                        tuple(text(a) for a in items(lacks)), tuple(text(h) for h in items(holds)))
 
 
 def _encode_value(v: Value) -> list[object]:
