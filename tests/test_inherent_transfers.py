@@ -237,3 +237,61 @@ def test_batches_stacked_from_a_text_encoded_into_a_tensor_are_data() -> None:
     # `torch.tensor(encode(text))` holds what a function made of the data it read; the tensor of
     # numbers beside it could be built on the device
     assert _lines(ENCODED, "TL406") == [15]  # (the batch's move, line 14, is not)
+
+
+# TD3's shape: the policy's module moves the observation it is given and copies the action back; the
+# script, another module, adds exploration noise to that action and steps the environment with it
+POLICY = """
+    import torch
+    import torch.nn as nn
+
+    device = torch.device("cuda")
+
+
+    class TD3:
+        def __init__(self, dim):
+            self.actor = nn.Linear(dim, 1).to(device)
+            self.actor_optimizer = torch.optim.Adam(self.actor.parameters())
+
+        def select_action(self, state):
+            state = torch.FloatTensor(state.reshape(1, -1)).to(device)
+            return self.actor(state).cpu().data.numpy().flatten()
+
+        def train(self, batch):
+            loss = self.actor(batch.to(device)).mean()
+            self.actor_optimizer.zero_grad()
+            loss.backward()
+            self.actor_optimizer.step()
+"""
+SCRIPT = """
+    import numpy as np
+    import gym
+    import TD3
+
+    if __name__ == "__main__":
+        env = gym.make("Hopper-v3")
+        policy = TD3.TD3(11)
+        state, done = env.reset(), False
+        for t in range(1000):
+            action = (policy.select_action(np.array(state)) + np.random.normal(0, 0.1, size=1)).clip(-1, 1)
+            next_state, reward, done, _ = env.step(action)
+            state = next_state
+            policy.train(batch)
+"""
+
+
+def _project(tmp_path: "Path", script: str) -> list[str]:
+    from tests.test_device_values import lint_project
+
+    return lint_project(tmp_path, {"TD3.py": POLICY, "main.py": script}, "TL401,TL406")
+
+
+def test_an_observation_and_an_action_a_policy_of_another_module_moves_for_the_script_s_environment_are_data(tmp_path: "Path") -> None:
+    assert _project(tmp_path, SCRIPT) == []
+
+
+def test_a_policy_s_output_the_script_keeps_for_itself_is_a_sync(tmp_path: "Path") -> None:
+    # the action is logged, never stepped; the state is a number the script makes: both are the step's own
+    script = SCRIPT.replace("next_state, reward, done, _ = env.step(action)", "next_state, reward, done = 0.0, 0.0, False; print(action)").replace(
+        "state, done = env.reset(), False", "state, done = np.zeros(11), False")
+    assert _project(tmp_path, script) == ["TD3.py:14:TL406", "TD3.py:15:TL401"]

@@ -116,7 +116,7 @@ def _never_none(model: "TrainingModel", fn: Function, name: str) -> bool:
     external = model.passed_facts(fn, name) if model.project is not None else None
     if fn in getattr(model, "_external_chains", {}) and external is None:
         return False  # called from other modules, which say nothing of it
-    if external is not None and not all(f in ("tensor", "host", "device", "value", "True", "False") or (f == "default" and given_default) for f in external):
+    if external is not None and not all(f in ("tensor", "host", "device", "obs", "value", "True", "False") or (f == "default" and given_default) for f in external):
         return False
     calls = [c for c in (*model.calls_of(fn), *model.method_calls_of(fn)) if not c.site.in_except]
     if not calls and external is None:

@@ -14,6 +14,7 @@ import libcst as cst
 from trainlint.model.candidates import candidate_classes, chosen_note
 from trainlint.model.inherited_targets import InheritedTargets
 from trainlint.model.containers import what_a_call_runs
+from trainlint.model.environments import ENV, OBSERVATION, RETURNED, feeds_environment, observed
 from trainlint.model.lattice import MAX_ALTERNATIVES, origins
 from trainlint.model.facts import Call, Function
 from trainlint.model.function_values import partial_function
@@ -159,6 +160,8 @@ class StepChains(InheritedTargets):
             if not callees or any(a.star for a in call.node.args):
                 continue
             facts = [(a.keyword.value if a.keyword is not None else str(i), self._fact(a.value, call)) for i, a in enumerate(call.node.args)]
+            if feeds_environment(self, call):  # type: ignore[arg-type]
+                facts.append((RETURNED, ENV))  # (what it returns is an action for a host environment)
             for callee in dict.fromkeys(callees):  # (an object of one of several classes: each may run)
                 out.append((callee, "", f"={number}@{when}"))  # (made whenever `when` runs: per step where it is)
                 out.extend((callee, key, f"={number}:{fact}") for key, fact in facts)
@@ -210,6 +213,8 @@ class StepChains(InheritedTargets):
 
         if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
             return "none" if expr.value == "None" else expr.value
+        if observed(self, expr, call.site.function, call.site):  # type: ignore[arg-type]
+            return OBSERVATION
         value = self.value(expr, call.site)
         if value.kind in (Kind.TENSOR, Kind.UNKNOWN) and value.device == HOST:
             return "host"  # (`x.cpu()` of a value the analysis cannot see is on the host all the same)

@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from trainlint.model.training import TrainingModel
 
 MAX_DEPTH = 3
+RETURNED = "->"  # the key of `project_arguments`' fact on what a call's caller does with its result
+ENV = "env"  # that fact: the result is handed to an environment's step
+OBSERVATION = "obs"  # an argument's fact: an observation an environment returned
+_RESHAPES = frozenset({"reshape", "view", "flatten", "squeeze", "unsqueeze", "copy"})
 
 
 def environment_steps(model: "TrainingModel") -> dict[object, list["Call"]]:
@@ -56,7 +60,10 @@ def feeds_environment(model: "TrainingModel", call: "Call", depth: int = 0) -> b
     if not returned:
         return False
     callers = [*model.calls_of(fn), *model.method_calls_of(fn)]
-    return bool(callers) and all(feeds_environment(model, c, depth + 1) for c in callers)
+    # (and every call other modules make of it every step hands the result to an environment: `action =
+    # policy.select_action(state)` before `env.step(action)` in the script, `project_arguments`' facts)
+    external = model.passed_facts(fn, RETURNED) if model.project is not None else None
+    return bool(callers or external) and all(feeds_environment(model, c, depth + 1) for c in callers) and all(f == ENV for f in external or ())
 
 
 def _bound_to(model: "TrainingModel", call: "Call") -> set[str]:
@@ -77,21 +84,40 @@ def observed(model: "TrainingModel", expr: cst.BaseExpression, fn: "Function | N
     if depth >= MAX_DEPTH:
         return False
     assigns: list["Assign"] = []
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _RESHAPES:
+        expr = expr.func.value  # (`state.reshape(1, -1)`: the same data)
+    if isinstance(expr, cst.Call) and model.imports.resolve(expr.func) in ("numpy.array", "numpy.asarray") and expr.args:
+        expr = expr.args[0].value  # (`np.array(state)`)
     if isinstance(expr, cst.Name) and at is not None:
         assigns = model.reaching(fn, expr.value, at)
+        if not assigns and fn is not None and expr.value in fn.params and model.project is not None:
+            # a parameter every step call of another module passes an observation for
+            passed = model.passed_facts(fn, expr.value)  # type: ignore[attr-defined]
+            return bool(passed) and all(f == OBSERVATION for f in passed)
     elif isinstance(expr, cst.Attribute) and fn is not None and fn.class_name is not None:
         text = dotted(expr)
         if text is not None and text.startswith("self.") and text.count(".") == 1:
             assigns = model.attribute_assigns(fn.class_name, text)
-    return bool(assigns) and all(_from_environment(model, a, depth) for a in assigns)
+    name = expr.value if isinstance(expr, cst.Name) else None
+    return bool(assigns) and all(_from_environment(model, a, depth, name) for a in assigns)
 
 
-def _from_environment(model: "TrainingModel", assign: "Assign", depth: int) -> bool:
+def _from_environment(model: "TrainingModel", assign: "Assign", depth: int, name: "str | None" = None) -> bool:
     value = assign.value
-    if assign.op is None and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-        if value.func.attr.value in ("step", "reset") and dotted(value.func.value) in environments(model):
-            return True
+    if assign.unpacked and isinstance(value, cst.Tuple) and name in assign.targets and len(value.elements) == len(assign.targets):
+        value = value.elements[assign.targets.index(name)].value  # (`state, done = env.reset(), False`)
+        return observed(model, value, assign.site.function, assign.site, depth + 1) or _steps_or_resets(model, value)
+    if assign.op is None and _steps_or_resets(model, value):
+        return True
     return assign.op is None and observed(model, value, assign.site.function, assign.site, depth + 1)
+
+
+def _steps_or_resets(model: "TrainingModel", value: cst.BaseExpression) -> bool:
+    """`env.step(action)` or `env.reset()` of an environment of this module."""
+    return (
+        isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in ("step", "reset") and dotted(value.func.value) in environments(model)
+    )
 
 
 def feeds_batch_source(model: "TrainingModel", call: "Call") -> bool:
@@ -156,4 +182,7 @@ def contains(expr: cst.CSTNode, target: cst.CSTNode) -> bool:
     return any(contains(child, target) for child in child_nodes(expr))
 
 
-_DESCENDED = frozenset({cst.Call, cst.Attribute, cst.Subscript, cst.Tuple, cst.List, cst.Arg, cst.SubscriptElement, cst.Index, cst.Element})
+_DESCENDED = frozenset({
+    cst.Call, cst.Attribute, cst.Subscript, cst.Tuple, cst.List, cst.Arg, cst.SubscriptElement, cst.Index, cst.Element,
+    cst.BinaryOperation, cst.UnaryOperation,  # (`action = (policy.act(s) + noise).clip(lo, hi)`)
+})

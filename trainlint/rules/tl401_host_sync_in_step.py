@@ -98,7 +98,7 @@ for step, (x, y) in enumerate(loader):
         "of a host list iterated (`for t, l in losses.tolist():`, where only the `tolist()` is reported); a "
         "custom autograd function applied only in evaluation; modules moved or offloaded (`vae.cpu()`); and actions copied to a host environment "
         "(`envs.step(actions.cpu().numpy())`, also when a helper returns the action to the loop that steps the "
-        "environment) or priorities handed back to the replay buffer that gave the batch "
+        "environment, in its module or in the script that calls it: `action = (policy.select_action(state) + noise).clip(-1, 1)`, then `env.step(action)`) or priorities handed back to the replay buffer that gave the batch "
         "(`rb.update_priorities(data.indices, td_error.cpu().numpy())`), which the algorithm needs. Under an `if` whose test reads a "
         "tensor (`if loss.item() > 1.0: print(loss.item())`), only the test is reported: the body (and the `else`) runs when the "
         "data says so, after the test's sync. A test's operands are read in Python's order: a flag after a tensor test gates nothing "

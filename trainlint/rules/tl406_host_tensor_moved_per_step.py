@@ -11,6 +11,7 @@ import libcst as cst
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.device_arguments import DTYPE_CALLS
+from trainlint.model.environments import observed
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES as RANDOM
 from trainlint.model.kept_tensors import kept_array_passed, kept_on_host
 from trainlint.model.names import dotted
@@ -245,7 +246,7 @@ for x in loader:
         "read and the batches cut from it (`data = torch.tensor(encode(text))`, then "
         "`torch.stack([data[i:i + n] for i in ix]).to(device)`), a pinned buffer (`pin_memory=True`, "
         "made to be copied) and what `torch.from_file` reads, an environment's observation (`torch.tensor([self.state]).cuda()` of what `env.reset()` or "
-        "`env.step(action)` returned), "
+        "`env.step(action)` returned, also `torch.FloatTensor(state)` in a policy's `select_action(state)` that the script calls with its observation), "
         "a tensor an object keeps and replaces with its copy (`self.window = self.window.to(x)`), "
         "casts (`.to(torch.long)`, `.to(dtype)`, `.to(dtype=...)`), moves to the host (`.to(\"cpu\")`), factories that "
         "already pass `device=` (or in a module that sets a CUDA default with `torch.set_default_device`), and code outside training steps (the `forward` of each block of an `nn.ModuleList` or `nn.Sequential` the step's model runs is inside them, as TL401's page says; code past a `continue` or `return` of its block is not). The fix is safe (applied by `--fix`) only when "
@@ -370,6 +371,8 @@ for x, targets in loader:
                 continue  # `torch.randn_like(x)` is built on x's device; nothing came from the host
             if name in ("tensor", "as_tensor") and not built_on_host(model.value(call.receiver, call.site)):
                 continue  # `torch.tensor(x)` of the batch a loop draws: data, whose move is inherent
+            if name in LEGACY_CONSTRUCTORS and call.receiver.args and observed(model, call.receiver.args[0].value, call.site.function, call.site):
+                continue  # `torch.FloatTensor(state)` of an environment's observation, here or passed by the caller
             if any(a.keyword is not None and a.keyword.value == "device" for a in call.receiver.args):
                 continue
             if name not in LEGACY_CONSTRUCTORS and model.values.default_device != HOST:
