@@ -583,3 +583,34 @@ def test_a_helper_of_another_module_given_host_or_unknown_values_stays_silent(tm
     for passed in ("torch.zeros(8)", "y"):  # a host tensor; or a batch the analysis cannot place
         files = {**FOCAL, "train.py": FOCAL["train.py"].replace("neg_loss(model(x), y)", f"neg_loss(model(x), {passed})").replace("x, y = x.cuda(), y.cuda()", "x = x.cuda()")}
         assert lint_project(tmp_path, files, "TL401") == [], passed
+
+
+# StyleTTS2's masks: a torch factory sized by a reduction of device lengths reads it on the host first
+SIZED = """
+import torch
+
+
+def train(model, loader):
+    model = model.cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, lengths in loader:
+        x, lengths = x.cuda(), lengths.cuda()
+        mask = torch.arange(SIZE, device=x.device) < lengths[:, None]
+        loss = model(x, mask).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_a_factory_sized_by_a_device_tensor_syncs() -> None:
+    assert found(SIZED.replace("SIZE", "lengths.max()"), "TL401") == [10]
+    assert found(SIZED.replace("SIZE", "end=lengths.max()"), "TL401") == [10]
+
+
+def test_a_factory_sized_by_a_shape_or_a_host_value_does_not() -> None:
+    for size in ("x.shape[1]", "x.size(1)", "512"):
+        assert found(SIZED.replace("SIZE", size), "TL401") == [], size
+    # a host copy's maximum: only the copy is a sync, reported once for the statement
+    [finding] = [d for d in lint(textwrap.dedent(SIZED.replace("SIZE", "lengths.cpu().max()")), "TL401", name="train.py") if d.code == "TL401"]
+    assert "lengths.cpu()" in finding.message and "whose size" not in finding.message

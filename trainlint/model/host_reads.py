@@ -11,7 +11,7 @@ import libcst as cst
 
 from trainlint.model.extract import calls_in
 from trainlint.model.facts import Call, Site
-from trainlint.model.lattice import HOST, Kind, Value
+from trainlint.model.lattice import ACCEL, HOST, Kind, Value
 from trainlint.model.names import root_name, tokens
 from trainlint.model.summarizer import loop_names_over, reads_passed_value
 from trainlint.model.summary import VALUE_READS
@@ -95,6 +95,20 @@ def count_argument(call: Call) -> tuple[str, cst.BaseExpression | None]:
 def device_tensor(value: Value) -> bool:
     """A tensor that may live on the accelerator (known to be a tensor, not known to be on the host)."""
     return value.is_tensor and value.device != HOST
+
+SIZED_FACTORIES = frozenset(f"torch.{n}" for n in "arange zeros ones empty randn rand randint full linspace eye randperm".split())
+SIZE_KEYWORDS = frozenset({"size", "start", "end", "step", "steps", "low", "high", "n", "fill_value"})
+
+
+def sized_by_device_tensor(model: TrainingModel, call: Call, site: Site) -> bool:
+    """`torch.arange(lengths.max())`, `torch.full((b,), sigma)`: a torch factory given a tensor on the
+    accelerator as a size, bound or fill value, which torch reads on the host before it allocates."""
+    if call.qualname not in SIZED_FACTORIES:
+        return False
+    given = [a.value for a in call.node.args if a.keyword is None or a.keyword.value in SIZE_KEYWORDS]
+    given = [e.value for g in given for e in (g.elements if isinstance(g, (cst.Tuple, cst.List)) else [cst.Element(g)]) if isinstance(e, cst.Element)]
+    return any((v := model.value(g, site)).is_tensor and v.device == ACCEL for g in given)
+
 
 def copies_to_host(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> bool:
     """A lambda's body, inlined at a call, that copies a device tensor to the host: `x.item()`,

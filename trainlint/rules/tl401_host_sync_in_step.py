@@ -15,7 +15,7 @@ from trainlint.model.host_reads import (
     header_calls as _header_calls, is_metric_log as _is_metric_log, truth_tested as _truth_tested, reported_at_callers as _reported_at_callers,
     GIVEN_A_TENSOR, SYNC_METHODS, bare_numpy as _bare_numpy, chain_base as _chain_base, copies_to_host as _copies_to_host,
     count_argument as _count_argument, device_tensor as _device_tensor, formats_tensor as _formats_tensor, orders_tensors as _orders_tensors,
-    in_optimizer_class as _in_optimizer_class, slice_bounds as _slice_bounds,
+    in_optimizer_class as _in_optimizer_class, slice_bounds as _slice_bounds, sized_by_device_tensor as _sized_by_device_tensor,
 )
 from trainlint.model.lattice import Kind
 from trainlint.model.names import tokens
@@ -104,7 +104,7 @@ for step, (x, y) in enumerate(loader):
         "data says so, after the test's sync. A test's operands are read in Python's order: a flag after a tensor test gates nothing "
         "(`if (t.isnan().any() or t.isinf().any()) and DEBUG:` reads a tensor every step), a flag before it does "
         "(`if DEBUG and t.isnan().any():`, `if queue_full or not torch.all(q == 0):`). `float(x)`/`print(x)`/f-strings only "
-        "when `x` is known to be a tensor at that point: a name rebound to `loss.item()` is a number. The "
+        "when `x` is known to be a tensor at that point: a name rebound to `loss.item()` is a number. A torch factory sized by a tensor on the device reads it on the host first (`torch.arange(lengths.max())`, `torch.randn(b, lengths.max(), 2)`); a shape (`x.shape[1]`) is a number. The "
         "optimizer-step branch is no gate: code under `if (i + 1) % accum == 0:` (with the step) or "
         "`if accelerator.sync_gradients:` runs on every training step and is flagged, as does a later `if` of the function testing exactly what the branch with the step tests, none of its names rebound (`if step % d_ratio == 0:` holding the generator's step, then another logging `G_loss.item()`). Nor is a rank test "
         "(`if rank == 0:`, `if is_main_process():`, `if pgm.pp_is_last_stage:`): it holds on every step of "
@@ -413,6 +413,8 @@ for x, y in loader:
         if call.name in CONVERSIONS and call.qualname is None and len(call.node.args) == 1:
             if _device_tensor(model.value(call.node.args[0].value, site)):
                 return f"`{shorten(code(call.node), 60)}`"
+        if _sized_by_device_tensor(model, call, site):
+            return f"`{shorten(code(call.node), 60)}`, whose size is a tensor on the device that torch reads,"
         if call.name in ORDERING_BUILTINS and call.qualname is None and _orders_tensors(model, call, site):
             return f"`{shorten(code(call.node), 60)}`, which compares tensors on the host,"
         if call.qualname in MATH_TESTS and call.node.args and _device_tensor(model.value(call.node.args[0].value, site)):
