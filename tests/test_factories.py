@@ -501,3 +501,46 @@ def test_a_held_object_the_holder_never_calls_runs_nowhere(tmp_path: Path) -> No
     # the constructor rebinds its parameter before keeping it: what it keeps is not the object handed in
     files = {**HELD, "pkg/wrapper.py": HELD["pkg/wrapper.py"].replace("        self.loss = loss", "        loss = nn.Identity()\n                self.loss = loss")}
     assert lint_tree(tmp_path, files) == []
+
+
+# VQGAN's adaptive weight: a helper of another module takes `autograd.grad(..., retain_graph=True)`
+# and returns a number; the step that calls it backpropagates afterwards, consuming the graph
+RETAINING = {
+    "vqgan.py": """
+        import torch
+
+
+        def calculate_lambda(perceptual_loss, gan_loss, last_layer):
+            g1 = torch.autograd.grad(perceptual_loss, last_layer, retain_graph=True)[0]
+            g2 = torch.autograd.grad(gan_loss, last_layer, retain_graph=True)[0]
+            return torch.clamp(torch.norm(g1) / (torch.norm(g2) + 1e-4), 0, 1e4).detach()
+    """,
+    "train.py": """
+        import torch
+        from vqgan import calculate_lambda
+
+
+        def train(model, disc, loader, opt):
+            for x in loader:
+                out = model(x.cuda())
+                rec, gan = (out - x.cuda()).abs().mean(), -disc(out).mean()
+                lam = calculate_lambda(rec, gan, model.last.weight)
+                loss = rec + lam * gan
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    """,
+}
+
+
+def test_a_graph_retained_by_another_module_s_helper_and_consumed_by_the_caller_is_no_finding(tmp_path: Path) -> None:
+    assert [f for f in lint_tree(tmp_path, RETAINING) if "TL301" in f] == []
+
+
+def test_a_graph_retained_by_a_helper_whose_caller_never_backpropagates_after_it_is(tmp_path: Path) -> None:
+    # the caller's backward comes before the helper's call: nothing of the step consumes what it keeps
+    files = {**RETAINING, "train.py": RETAINING["train.py"].replace(
+        "                lam = calculate_lambda(rec, gan, model.last.weight)\n", "").replace(
+        "                loss = rec + lam * gan\n", "                loss = rec + gan\n").replace(
+        "                opt.step()\n", "                opt.step()\n                calculate_lambda(rec, gan, model.last.weight)\n")}
+    assert [f for f in lint_tree(tmp_path, files) if "TL301" in f] == ["vqgan.py:7:TL301"]  # (its first `grad` is followed by its second)

@@ -14,7 +14,7 @@ import libcst as cst
 from trainlint.model.candidates import candidate_classes, chosen_note
 from trainlint.model.inherited_targets import InheritedTargets
 from trainlint.model.containers import what_a_call_runs
-from trainlint.model.environments import ENV, OBSERVATION, RETURNED, feeds_environment, observed
+from trainlint.model.environments import AFTER, BACKWARD, ENV, OBSERVATION, RETURNED, feeds_environment, observed
 from trainlint.model.lattice import MAX_ALTERNATIVES, origins
 from trainlint.model.facts import Call, Function
 from trainlint.model.function_values import partial_function
@@ -162,10 +162,19 @@ class StepChains(InheritedTargets):
             facts = [(a.keyword.value if a.keyword is not None else str(i), self._fact(a.value, call)) for i, a in enumerate(call.node.args)]
             if feeds_environment(self, call):  # type: ignore[arg-type]
                 facts.append((RETURNED, ENV))  # (what it returns is an action for a host environment)
+            if self._backward_after(call):  # (a retained graph it leaves is consumed in this step)
+                facts.append((AFTER, BACKWARD))
             for callee in dict.fromkeys(callees):  # (an object of one of several classes: each may run)
                 out.append((callee, "", f"={number}@{when}"))  # (made whenever `when` runs: per step where it is)
                 out.extend((callee, key, f"={number}:{fact}") for key, fact in facts)
         return out
+
+    def _backward_after(self, call: Call) -> bool:
+        """A backward later in the function of `call`, in the same round of its loops."""
+        if "_backwards" not in self.__dict__:  # (found once: asked of every call into another module)
+            self.__dict__["_backwards"] = [c for c in self.calls if self.is_backward(c)]  # type: ignore[attr-defined]
+        return any(o.site.function is call.site.function and o.site.order > call.site.order and (
+            not call.site.loops or any(loop in o.site.loops for loop in call.site.loops)) for o in self.__dict__["_backwards"])
 
     def _in_project(self, qualname: str) -> bool:
         """A name of a project module: its summary, or (where summaries know only names, a module with

@@ -23,6 +23,8 @@ MAX_DEPTH = 3
 RETURNED = "->"  # the key of `project_arguments`' fact on what a call's caller does with its result
 ENV = "env"  # that fact: the result is handed to an environment's step
 OBSERVATION = "obs"  # an argument's fact: an observation an environment returned
+AFTER = "+"  # the key of the fact on what the caller runs after the call, in the same step
+BACKWARD = "backward"  # that fact: a backward (which consumes a graph the callee retained)
 _RESHAPES = frozenset({"reshape", "view", "flatten", "squeeze", "unsqueeze", "copy"})
 
 

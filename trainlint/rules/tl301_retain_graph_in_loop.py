@@ -6,6 +6,7 @@ from typing import Iterator
 
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, TrainingModel
+from trainlint.model.environments import AFTER, BACKWARD
 from trainlint.model.torchnames import is_true
 from trainlint.rules.rule import Finding, Rule
 
@@ -53,7 +54,8 @@ for x, y in loader:
 """
     not_flagged = (
         "A `retain_graph=True` backward followed by another backward in the same step (two losses over one "
-        "graph, the GAN pattern), `retain_graph` given a non-literal value (`retain_graph=i < n - 1`), "
+        "graph, the GAN pattern; also in a helper that other modules call every step, each before a backward of its own: "
+        "`calculate_lambda` taking `autograd.grad(..., retain_graph=True)` before its caller's `loss.backward()`), `retain_graph` given a non-literal value (`retain_graph=i < n - 1`), "
         "`create_graph=True` alone, and calls outside training steps."
     )
     verification = (
@@ -111,13 +113,19 @@ def train_step(batch):
 
 
 def _consumed_by_caller(model: TrainingModel, call: Call, grads: list[Call]) -> bool:
-    """The retaining helper is called from a step that backpropagates after the call returns."""
+    """The retaining helper is called from a step that backpropagates after the call returns: in this
+    module, or, where only other modules call it every step, in each of those calls' functions
+    (`lam = calculate_lambda(...)` taking `autograd.grad(..., retain_graph=True)`, then `loss.backward()`)."""
     fn = call.site.function
     if fn is None:
         return False
+    callers = [*model.calls_of(fn), *model.method_calls_of(fn)]
+    external = model.passed_facts(fn, AFTER) if not callers and model.project is not None else None
+    if external:
+        return all(f == BACKWARD for f in external)
     return any(
         any(_same_step_later(site_call, other) for other in grads)
-        for site_call in model.calls_of(fn)
+        for site_call in callers
     )
 
 
