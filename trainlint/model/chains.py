@@ -496,4 +496,3 @@ class StepChains(InheritedTargets):
             else:
                 out.append((fn.node, f"`{fn.qualified}` steps the optimizer and is named as a step", ()))
         return out
-

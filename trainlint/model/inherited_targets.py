@@ -122,4 +122,3 @@ class InheritedTargets:
 
 
 _RETURNS_SELF = frozenset({"train", "eval", "to", "cuda", "cpu", "float", "half", "bfloat16", "double", "requires_grad_"})
-
