@@ -112,13 +112,11 @@ class CallGraph:
                 info.methods[direct.name] for info in self.subclasses(direct.class_name) if direct.name in info.methods
             ]
             return (direct, *overrides)
-        func, fn = call.node.func, call.site.function
-        if call.method is None and fn is not None and fn.class_name and fn.parent is None and self._is_self(func, fn, call.site):  # type: ignore[attr-defined]
-            # `self(x)` in a method of an `nn.Module` (a base's `fit`): its `forward`, or a subclass's
-            info = self.local_class(fn.class_name)  # type: ignore[attr-defined]
-            ran = [info, *self.subclasses(fn.class_name)] if info is not None and self.is_module_class(info) else []  # type: ignore[attr-defined]
-            if ran:
-                return tuple(dict.fromkeys(m for c in ran if (m := self.inherited_method(c, "forward")) is not None))
+        func = call.node.func
+        info = self.module_called_as_self(call)  # type: ignore[attr-defined]
+        if info is not None:  # `self(x)` in a method of an `nn.Module` (a base's `fit`): its `forward`, or a subclass's
+            ran = [info, *self.subclasses(info.name)]
+            return tuple(dict.fromkeys(m for c in ran if (m := self.inherited_method(c, "forward")) is not None))
         function = self.autograd_function(call)
         if function is not None:
             # `BucketizeFn.apply(x, edges)` runs the class's `forward` now, and its `backward` when the

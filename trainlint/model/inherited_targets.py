@@ -10,7 +10,7 @@ from functools import cached_property
 import libcst as cst
 
 from trainlint.model.call_graph import is_super
-from trainlint.model.facts import Call, Function, Site
+from trainlint.model.facts import Call, ClassInfo, Function, Site
 from trainlint.model.summary import DISPATCH, FunctionSummary
 from trainlint.model.symbols import trains_or_reads
 from trainlint.model.torchnames import MODULE_WRAPPERS
@@ -92,13 +92,23 @@ class InheritedTargets:
         fn = call.site.function
         if fn is None or fn.class_name is None or fn.parent is not None:
             return None
-        if call.method is None and self._is_self(call.node.func, fn, call.site):
+        if call.method is None and self.module_called_as_self(call) is not None:
             # `self(x)`, `model = self.train(); model(x)` in a base `nn.Module`'s `fit`: the subclass's `forward`
-            info = self.local_class(fn.class_name)  # type: ignore[attr-defined]
-            return f"{DISPATCH}{fn.class_name}.forward" if info is not None and self.is_module_class(info) else None  # type: ignore[attr-defined]
+            return f"{DISPATCH}{fn.class_name}.forward"
         if call.method is None or call.receiver_text not in ("self", "cls"):
             return None
         return f"{DISPATCH}{fn.class_name}.{call.method}"
+
+    def module_called_as_self(self, call: Call) -> ClassInfo | None:
+        """The `nn.Module` class of this module whose method calls its own instance (`self(x)`, or
+        `model = self.train(); model(x)`): its `forward` (or a subclass's) runs; else None."""
+        fn = call.site.function
+        if call.method is not None or fn is None or not fn.class_name or fn.parent is not None:
+            return None
+        if not self._is_self(call.node.func, fn, call.site):
+            return None
+        info = self.local_class(fn.class_name)  # type: ignore[attr-defined]
+        return info if info is not None and self.is_module_class(info) else None  # type: ignore[attr-defined]
 
     def _is_self(self, expr: cst.BaseExpression, fn: Function, at: Site, depth: int = 0) -> bool:
         """`self`, `self` moved or put in a mode (`self.train()`, `self.to(device)`, which return it) or
