@@ -98,8 +98,8 @@ class CallGraph:
         key = id(call)
         known = self._callees_memo.get(key)
         if known is None:
-            known = self._find_callees(call)
-            if not self.values.evaluating:  # an answer found inside a cycle of values may be partial
+            known, final = self.values.final(lambda: self._find_callees(call))
+            if final:  # (one that leans on a cycle of values under way may be partial)
                 self._callees_memo[key] = known
         return known
 

@@ -5,10 +5,11 @@ evaluation that was under way finishes."""
 
 from __future__ import annotations
 
-from typing import Callable, Hashable
+from typing import Callable, Hashable, TypeVar
 
 from trainlint.model.lattice import CYCLE, Kind, Value
 
+T = TypeVar("T")
 SETTLED = 1 << 30  # no evaluation under way was met again
 # kinds whose values name the class that made them: one without it may still learn it
 _CLASSED = frozenset({Kind.MODULE, Kind.OBJECT, Kind.SCALER, Kind.FUNCTION})
@@ -30,6 +31,16 @@ class CycleMemo:
     def evaluating(self) -> bool:
         """Whether an evaluation is under way (values found now may lean on a cycle's partial answer)."""
         return bool(self._in_progress)
+
+    def final(self, compute: Callable[[], T]) -> tuple[T, bool]:
+        """`compute()`, and whether its answer is final: it leans on no evaluation under way (so a
+        memo may keep it, though the question was asked inside a cycle of values)."""
+        saved = self._begin()
+        try:
+            found = compute()
+        finally:
+            low = self._end(saved)
+        return found, low == SETTLED
 
     def _begin(self) -> int:
         saved, self._low = self._low, SETTLED
