@@ -110,7 +110,7 @@ def argument_for(call: cst.Call, parameter: str | None) -> cst.BaseExpression | 
     positional = []
     for a in call.args:
         if a.star:
-            return None  # `*args`: which one lands there is unknown
+            break  # `*args`: which one lands past here is unknown (`f(model, *args)` still passes `model` first)
         if a.keyword is None:
             positional.append(a.value)
     index = int(index_text) if index_text.isdigit() else -1

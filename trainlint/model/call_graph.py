@@ -14,11 +14,7 @@ from trainlint.model.facts import ClassInfo, Assign, Call, Function, Site
 from trainlint.model.hooks import FRAMEWORK_WORDS, LIBRARY_HOOK_NAMES, library_argument, library_model_parameter, library_step_hook
 from trainlint.model.containers import what_a_call_runs
 from trainlint.model.lattice import Kind, Value, origins
-from trainlint.model.names import dotted, tokens, walk_names
-
-
-# the base classes of custom autograd functions (`class Fn(torch.autograd.Function)`)
-AUTOGRAD_FUNCTION_CLASSES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
+from trainlint.model.names import dotted, is_super, tokens, walk_names
 
 
 class CallGraph:
@@ -117,7 +113,7 @@ class CallGraph:
         if info is not None:  # `self(x)` in a method of an `nn.Module` (a base's `fit`): its `forward`, or a subclass's
             ran = [info, *self.subclasses(info.name)]
             return tuple(dict.fromkeys(m for c in ran if (m := self.inherited_method(c, "forward")) is not None))
-        function = self.autograd_function(call)
+        function = self.autograd_function(call)  # type: ignore[attr-defined]
         if function is not None:
             # `BucketizeFn.apply(x, edges)` runs the class's `forward` now, and its `backward` when the
             # graph it joins is backpropagated
@@ -185,20 +181,36 @@ class CallGraph:
         """The functions of this module a call into another project module hands to parameters the
         callee calls every time (`FunctionSummary.calls_parameters`): `elapsed, out = timer(train_step)`
         runs `train_step`, and so does `timer(engine)` after `engine = schedule_a if a else schedule_b`
-        (each function the argument may hold)."""
+        (each function the argument may hold); and the `__call__` of a plain object of a class of this
+        module handed there (`super().training_losses(self._wrap_model(model))`, whose callee calls
+        `model(x, t)`)."""
         if self.project is None or (call.qualname is None and call.method is None) or not call.node.args:
             return []
-        # (only a call handing over one of this module's functions asks the callee's summary)
-        if not any(self._may_hold_function(a.value, call) and self._held_here(a.value, call) for a in call.node.args):
+        # (only a call handing over one of this module's functions, or objects, asks the callee's summary)
+        functions = any(self._may_hold_function(a.value, call) and self._held_here(a.value, call) for a in call.node.args)
+        objects = not functions and self._called_classes and any(self._wrapper(a.value, call) for a in call.node.args)
+        if not functions and not objects:
             return []
         summary = self.project_call_summary(call)  # type: ignore[attr-defined]
         out: list[Function] = []
         for key in summary.calls_parameters if summary is not None else ():
             given = argument_for(call.node, key)
-            for fn in self._held_here(given, call) if given is not None else ():
-                if fn not in out:
-                    out.append(fn)
+            if given is None:
+                continue
+            found = self._held_here(given, call) if functions else []
+            found += [m for info in self._wrapper(given, call) if (m := self.inherited_method(info, "__call__")) is not None]
+            out.extend(fn for fn in found if fn not in out)
         return out
+
+    @cached_property
+    def _called_classes(self) -> bool:
+        """Whether a class of this module defines `__call__` (its objects can be called)."""
+        return any(f.class_name is not None and f.name == "__call__" for f in self.functions)  # type: ignore[attr-defined]
+
+    def _wrapper(self, expr: cst.BaseExpression, call: Call) -> list[ClassInfo]:
+        """The classes of this module a plain object (no `nn.Module`: a model's is followed where it is
+        handed, `ProjectLookup.passed_arguments`) may be an instance of (`_WrappedModel(model)`)."""
+        return self._instance_classes(expr, call) if self.value(expr, call.site).kind is Kind.OBJECT else []  # type: ignore[attr-defined]
 
     def _may_hold_function(self, expr: cst.BaseExpression, call: Call) -> bool:
         """Whether an argument names one of this module's functions, or a name (or `self` attribute)
@@ -249,28 +261,6 @@ class CallGraph:
     def resolved_path(self) -> str:
         """This module's path as other modules name it ("file::Class")."""
         return str(Path(self.path).resolve()) if self.path else ""
-
-    def autograd_function(self, call: Call) -> ClassInfo | None:
-        """The class of this module, a `torch.autograd.Function`, whose `apply` a call is (`Fn.apply(x)`)."""
-        func = call.node.func
-        if call.method != "apply" or type(func) is not cst.Attribute or type(func.value) is not cst.Name:  # type: ignore[attr-defined]
-            return None
-        info = self.local_class(func.value.value)  # type: ignore[attr-defined]
-        seen: set[str] = set()
-        pending = [info] if info is not None else []
-        while pending:
-            current = pending.pop()
-            if current.name in seen:
-                continue
-            seen.add(current.name)
-            for base in current.bases:
-                qual = self.imports.resolve(cst.parse_expression(base)) if base[:1].isidentifier() else None
-                if qual in AUTOGRAD_FUNCTION_CLASSES:
-                    return info
-                parent = self.local_class(base.rsplit(".", 1)[-1])
-                if parent is not None:
-                    pending.append(parent)
-        return None
 
     def _instance_classes(self, expr: cst.BaseExpression, call: Call, ran: bool = False) -> list[ClassInfo]:
         """The classes of this module that `expr` may be an instance of, known from its value; of the
@@ -489,7 +479,3 @@ class CallGraph:
     def _all_bases(self) -> dict[str, tuple[str, ...]]:
         return {}
 
-
-def is_super(receiver: cst.BaseExpression | None) -> bool:
-    """`super()` (or `super(Cls, self)`) as a call's receiver."""
-    return type(receiver) is cst.Call and type(receiver.func) is cst.Name and receiver.func.value == "super"  # type: ignore[union-attr]

@@ -9,11 +9,14 @@ from functools import cached_property
 
 import libcst as cst
 
-from trainlint.model.call_graph import is_super
 from trainlint.model.facts import Call, ClassInfo, Function, Site
+from trainlint.model.names import is_super
 from trainlint.model.summary import DISPATCH, FunctionSummary
 from trainlint.model.symbols import trains_or_reads
 from trainlint.model.torchnames import MODULE_WRAPPERS
+
+# the base classes of custom autograd functions (`class Fn(torch.autograd.Function)`)
+AUTOGRAD_FUNCTION_CLASSES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
 
 
 class InheritedTargets:
@@ -51,6 +54,28 @@ class InheritedTargets:
                 summary = self.project_symbol(found[0]) if not found[0].startswith(here) else None  # type: ignore[attr-defined]
                 return found if isinstance(summary, FunctionSummary) and trains_or_reads(summary) else []
         return []
+
+    def autograd_function(self, call: Call) -> ClassInfo | None:
+        """The class of this module, a `torch.autograd.Function`, whose `apply` a call is (`Fn.apply(x)`)."""
+        func = call.node.func
+        if call.method != "apply" or type(func) is not cst.Attribute or type(func.value) is not cst.Name:  # type: ignore[attr-defined]
+            return None
+        info = self.local_class(func.value.value)  # type: ignore[attr-defined]
+        seen: set[str] = set()
+        pending = [info] if info is not None else []
+        while pending:
+            current = pending.pop()
+            if current.name in seen:
+                continue
+            seen.add(current.name)
+            for base in current.bases:
+                qual = self.imports.resolve(cst.parse_expression(base)) if base[:1].isidentifier() else None  # type: ignore[attr-defined]
+                if qual in AUTOGRAD_FUNCTION_CLASSES:
+                    return info
+                parent = self.local_class(base.rsplit(".", 1)[-1])  # type: ignore[attr-defined]
+                if parent is not None:
+                    pending.append(parent)
+        return None
 
     def _held_by_self(self, call: Call) -> list[str]:
         """`self.compute_vae_embedding(x)`, a method inherited from a base in another module that calls

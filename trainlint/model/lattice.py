@@ -70,6 +70,9 @@ class Value:
                     # an instance of a project class on one path, unknown on the other (`criterion, step =
                     # model.load_checkpoint(criterion=criterion)` under a flag): its methods may run
                     return replace(a, device=UNKNOWN_DEVICE, dtype=None)
+            if {a.kind, b.kind} == {Kind.MODULE, Kind.OBJECT} and a.origin and b.origin:
+                # a project object either way (`model if isinstance(model, Wrapped) else Wrapped(model)`)
+                return Value(Kind.OBJECT, UNKNOWN_DEVICE, origin=_either(replace(a, kind=Kind.OBJECT), replace(b, kind=Kind.OBJECT)))
             return UNKNOWN
         return Value(
             self.kind,

@@ -209,3 +209,8 @@ def star_reader(module: cst.Module, path: str, project: "ProjectLookup") -> Call
         return names
 
     return read
+
+
+def is_super(receiver: cst.BaseExpression | None) -> bool:
+    """`super()` (or `super(Cls, self)`) as a call's receiver."""
+    return type(receiver) is cst.Call and type(receiver.func) is cst.Name and receiver.func.value == "super"  # type: ignore[union-attr]

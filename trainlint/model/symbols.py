@@ -15,7 +15,7 @@ from trainlint.model.facts import Call, ClassInfo, Function, Site
 from trainlint.test_code import is_test_name, is_test_path
 from trainlint.model.lattice import Kind, Value, join, origins
 from trainlint.model.module_classes import is_module_class
-from trainlint.model.names import dotted
+from trainlint.model.names import dotted, is_super
 from trainlint.model.arguments import argument_for
 from trainlint.model.torchnames import LIBRARY_LOSS_SCALERS
 from trainlint.model.function_values import local_function_index, local_function_origin
@@ -357,7 +357,7 @@ class SymbolQueries:
             if isinstance(symbol, ClassSummary):
                 return None  # constructing an object
         fn = call.site.function
-        if call.method is not None and call.receiver_text == "self":
+        if call.method is not None and (call.receiver_text == "self" or is_super(call.receiver)):
             return self._inherited_summary(call)
         if call.method is not None and call.receiver is not None and call.receiver_text != "cls":
             base = self.values.of(call.receiver, fn, call.site)
@@ -383,10 +383,11 @@ class SymbolQueries:
     def _inherited_summary(self, call: Call) -> "FunctionSummary | None":
         """`self.take_optimisation_step(opt, net, loss)` in a method of a class whose project base in
         another module defines it (nothing of this module does): the base's method, as an object of
-        the class runs it (`InheritedTargets._inherited_by_self`)."""
+        the class runs it (`InheritedTargets._inherited_by_self`); `super().training_losses(model)`:
+        the base's (`InheritedTargets._super_targets`)."""
         from trainlint.model.summary import FunctionSummary
 
-        found = self._inherited_by_self(call)  # type: ignore[attr-defined]
+        found = self._inherited_by_self(call) if call.receiver_text == "self" else self._super_targets(call)  # type: ignore[attr-defined]
         symbol = self.project_symbol(found[0]) if found else None
         return symbol if isinstance(symbol, FunctionSummary) else None
 

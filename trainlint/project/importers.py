@@ -164,7 +164,7 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
             methods = {
                 m.name: FunctionSummary(
                     where=f"`{node.name}.{m.name}`", returns_argument=_returned_parameter(m, True), self_calls=_self_calls(m, own),
-                    saves_arguments=_saves_arguments(m),
+                    saves_arguments=_saves_arguments(m), calls_parameters=_called_parameters(m, True),
                 )
                 for m in defs
             }
@@ -379,18 +379,24 @@ def _returned_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool
     if not returns or len(names) != 1 or any(not isinstance(r.value, ast.Name) for r in returns):
         return None
     name = names.pop()
-    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
-    if method and params and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list):
-        params = params[1:]
+    params = _explicit_parameters(fn, method)
     if name not in params or name in stores:
         return None
     return f"{params.index(name)} {name}"
 
 
-def _called_parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
-    """The parameters a function calls on every call, never rebinding them (`FunctionSummary.
-    calls_parameters`): `fn(*args)` in a statement of its body, outside any `if`, loop or `try`."""
+def _explicit_parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> list[str]:
+    """A function's positional parameters as summaries count them: a method's without `self`."""
     params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    if method and params and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list):
+        params = params[1:]
+    return params
+
+
+def _called_parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool = False) -> tuple[str, ...]:
+    """The parameters a function (a `method`) calls on every call, never rebinding them (`FunctionSummary.
+    calls_parameters`): `fn(*args)` in a statement of its body, outside any `if`, loop or `try`."""
+    params = _explicit_parameters(fn, method)
     stores = {n.id for node in _own_statements(fn) for t in _targets(node) for n in ast.walk(t) if isinstance(n, ast.Name)}
     called: list[str] = []
     for statement in fn.body:

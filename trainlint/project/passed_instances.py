@@ -300,6 +300,8 @@ def _resolved_argument(project: Finder, real: Path, path: Path, callee: str, key
     out: list[Argument] = []
     where = project.locate_any(path, callee)
     final = project.defined_in(where[0], where[1], hops=0) if where is not None else None
+    if final is not None and len(final[1]) == 2 and final[1][0] in project.outline(final[0]).functions:
+        final = _factory_method(project, final[0], *final[1])
     if final is None or len(final[1]) not in (1, 2):
         return out
     library = origin.startswith(f"{LIBRARY_CLASS}::")
@@ -324,6 +326,17 @@ def _resolved_argument(project: Finder, real: Path, path: Path, callee: str, key
     if cls is not None and len(cls[1]) == 1:
         out.append(Argument(str(final[0]), ".".join(final[1]), key, str(cls[0]), cls[1][0]))
     return out
+
+
+def _factory_method(project: Finder, path: Path, factory: str, method: str) -> tuple[Path, list[str]] | None:
+    """`diffusion.training_losses(model, ...)` after `diffusion = create_diffusion()`: the method of the
+    one class factory `factory` of module `path` returns (`return SpacedDiffusion(...)`), where it is."""
+    made = _factory_classes(project, path, factory)
+    if len(made) != 1:
+        return None
+    file, cls = made[0]
+    info = project.outline(Path(file)).classes.get(cls)
+    return (Path(file), [cls, method]) if info is not None and method in info.methods else None
 
 
 def _factory_classes(project: Finder, path: Path, name: str) -> list[tuple[str, str]]:

@@ -147,7 +147,12 @@ def passed_to(project: "Project", target: Path, facts: bool = False, outlined: b
     `ProjectLookup.passed_arguments` says. With `outlined`, the classes as the importers' outlines
     say (what a summary reads: the importers' own summaries read it)."""
     found: dict[tuple[str, str], set[str]] = {}
-    for importer in project.importers(target, passing=not facts):
+    importers = project.importers(target, passing=not facts)
+    # and the importers of a package's `__init__` that imports it: `from diffusion import
+    # create_diffusion`, a factory returning an object of its class, to whose methods they pass theirs
+    for package in [i for i in importers if i.name == "__init__.py" and i.parent == target.parent]:
+        importers += [i for i in project.importers(package, passing=not facts) if i not in importers and i != target][:MAX_IMPORTERS]
+    for importer in importers:
         # the module linted reads what the steps pass as the step seeds read it (a module with no
         # training code of its own makes calls every step too); summaries, what is summarised
         summary = project.passed_by(importer) if outlined else project.summary(importer, steps=facts)
