@@ -1,15 +1,19 @@
 """Where the code says what a collection holds: a list that starts empty (then filled by `append` and
 `extend`, which the value model reads), the variables of a comprehension, each an element of what
-its clause iterates, and the modules a container of modules holds (`nn.ModuleList`, `nn.Sequential`)."""
+its clause iterates, the modules a container of modules holds (`nn.ModuleList`, `nn.Sequential`),
+and what a dict or a namespace holds under each constant key (`Munch(encoder=enc)`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import Any, Callable
 
 import libcst as cst
 
 from trainlint.model.gates import child_nodes, isinstance_tests
-from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value, join
+from trainlint.model.lattice import HOST, NAMESPACE, UNKNOWN, Kind, Value, join
+
+DICT = "dict"  # the origin of a dict literal: its subscript is one value, chosen by its key
 from trainlint.model.names import dotted, target_names
 
 
@@ -115,7 +119,7 @@ def unpacked_element(element: Value, target: cst.BaseExpression, name: str) -> V
             continue
         if element.kind is Kind.TENSOR:
             part = element
-        elif element.items is not None and len(element.items) == len(target.elements):
+        elif element.items is not None and element.keys is None and len(element.items) == len(target.elements):
             part = element.items[place]
         else:
             return UNKNOWN
@@ -138,3 +142,33 @@ def tested_as_sequence(gates: tuple[cst.If | None, ...], value: cst.BaseExpressi
         if dotted(tested) == text and ((names & SEQUENCE_TYPES) if not negated else any(n is not None and n.endswith("Tensor") for n in names)):
             return True
     return False
+
+
+def dict_value(expr: cst.Dict, evaluate: Callable[[cst.BaseExpression], Value]) -> Value:
+    """A dict literal: what it holds, and under which key where every key is a constant string."""
+    values = [evaluate(e.value) for e in expr.elements if isinstance(e, cst.DictElement)]
+    keys = [e.key.evaluated_value for e in expr.elements if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)]
+    exact = len(keys) == len(expr.elements) and all(isinstance(k, str) for k in keys)  # (by key: `nets["encoder"]`)
+    return Value(Kind.COLLECTION, HOST, origin=DICT, element=join(values) if values else None,
+                 items=tuple(values) if exact else None, keys=tuple(keys) if exact else None)  # type: ignore[arg-type]
+
+
+def namespace_value(call: cst.Call, evaluate: Callable[[cst.BaseExpression], Value]) -> Value:
+    """`Munch(text_encoder=enc, decoder=dec)` or `EasyDict({"encoder": enc})`: what it holds under
+    each key, read by attribute too (`model.text_encoder`)."""
+    if len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star:
+        inner = evaluate(call.args[0].value)
+        return replace(inner, origin=NAMESPACE) if inner.kind is Kind.COLLECTION and inner.keys is not None else Value(Kind.COLLECTION, HOST, origin=NAMESPACE)
+    if any(a.keyword is None for a in call.args):  # (`**kwargs`: what else it holds is unknown)
+        return Value(Kind.COLLECTION, HOST, origin=NAMESPACE)
+    values = tuple(evaluate(a.value) for a in call.args)
+    keys = tuple(a.keyword.value for a in call.args if a.keyword is not None)
+    return Value(Kind.COLLECTION, HOST, origin=NAMESPACE, element=join(values) if values else None, items=values, keys=keys)
+
+
+def constant_key(expr: cst.Subscript) -> str | None:
+    """`nets["encoder"]`: the constant string a subscript reads."""
+    index = expr.slice[0].slice if len(expr.slice) == 1 else None
+    key = index.value if isinstance(index, cst.Index) else None
+    value = key.evaluated_value if isinstance(key, cst.SimpleString) else None
+    return value if isinstance(value, str) else None

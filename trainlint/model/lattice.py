@@ -41,10 +41,15 @@ class Value:
     enabled: bool | None = None  # scalers: `GradScaler(enabled=False)` is the identity
     element: "Value | None" = None  # collections: what an element is, when known
     items: "tuple[Value, ...] | None" = None  # tuples: each element by position (`return event, sync`)
+    keys: "tuple[str, ...] | None" = None  # dicts: the constant key of each of `items` (`Munch(encoder=enc)`)
 
     @property
     def is_tensor(self) -> bool:
         return self.kind is Kind.TENSOR
+
+    def keyed(self, key: str) -> "Value | None":
+        """The value a dict (or a namespace) holds under a constant key, where it is known."""
+        return self.items[self.keys.index(key)] if self.keys is not None and self.items is not None and key in self.keys else None
 
     @property
     def on_host(self) -> bool:
@@ -66,9 +71,10 @@ class Value:
                     # a scaler on one path and None on the other (`GradScaler() if use_amp else None`)
                     # scales only when the flag asks for it, as `GradScaler(enabled=use_amp)` does
                     return replace(a, enabled=None) if a.kind is Kind.SCALER else a
-                if a.kind in (Kind.MODULE, Kind.OBJECT, Kind.FUNCTION) and a.origin and b.kind is Kind.UNKNOWN and b.origin is None:
-                    # an instance of a project class on one path, unknown on the other (`criterion, step =
-                    # model.load_checkpoint(criterion=criterion)` under a flag): its methods may run
+                if (a.origin and a.kind in (Kind.MODULE, Kind.OBJECT, Kind.FUNCTION) or a.keys) and b.kind is Kind.UNKNOWN and b.origin is None:
+                    # an instance of a project class (or a dict of them by key) on one path, unknown on the
+                    # other (`criterion, step = model.load_checkpoint(criterion=criterion)` under a flag): its
+                    # methods may run
                     return replace(a, device=UNKNOWN_DEVICE, dtype=None)
             if {a.kind, b.kind} == {Kind.MODULE, Kind.OBJECT} and a.origin and b.origin:
                 # a project object either way (`model if isinstance(model, Wrapped) else Wrapped(model)`)
@@ -82,7 +88,8 @@ class Value:
             self.origin if self.origin == other.origin else _either(self, other),
             self.enabled if self.enabled == other.enabled else None,
             self.element if self.element == other.element else None,
-            self.items if self.items == other.items else _join_items(self.items, other.items),
+            self.items if self.items == other.items else _join_items(self.items, other.items) if self.keys == other.keys else None,
+            self.keys if self.keys == other.keys else None,
         )
 
 
@@ -165,3 +172,7 @@ def join(values: Iterable[Value]) -> Value:
 
 
 # -- knowledge of the API surface ------------------------------------------------------------
+
+# the origin of a dict read by attribute too (`Munch(encoder=enc)`), and the classes that make one
+NAMESPACE = "namespace"
+NAMESPACE_CLASSES = frozenset({"munch.Munch", "munch.munchify", "easydict.EasyDict", "types.SimpleNamespace", "addict.Dict"})

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.arithmetic import arithmetic
-from trainlint.model.lattice import ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NUMBER, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join
+from trainlint.model.lattice import (
+    ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NAMESPACE_CLASSES, NUMBER, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join,
+)
 from trainlint.model.arguments import LambdaCalls, argument_for
-from trainlint.model.containers import MODULE_CONTAINERS, element_of, held_modules
+from trainlint.model.containers import MODULE_CONTAINERS, element_of, held_modules, namespace_value
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
 from trainlint.model.device_arguments import DeviceArguments, moved_to_device
 from trainlint.model.data_sources import drawn, numpy_built, read_data
@@ -227,6 +229,8 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         project = m.project_value(qual)
         if project is not None:
             return project
+        if qual in NAMESPACE_CLASSES:
+            return namespace_value(call, lambda e: self.of(e, fn, at))
         if qual in LIBRARY_LOSS_SCALERS:
             return Value(Kind.SCALER, origin=qual)
         if qual in GRAD_SCALER or qual.endswith("ShardedGradScaler"):

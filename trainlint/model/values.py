@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.lattice import (
-    ACCEL, ANNOTATED, BOOL, CYCLE, HOST, HOST_DATA, MANY_CLASSES, NONE, NUMBER, STRING, TENSOR, UNKNOWN, UNKNOWN_DEVICE, Kind, Value,
-    join, origins,
+    ACCEL, ANNOTATED, BOOL, CYCLE, HOST, HOST_DATA, MANY_CLASSES, NAMESPACE, NONE, NUMBER, STRING, TENSOR, UNKNOWN, UNKNOWN_DEVICE, Kind,
+    Value, join, origins,
 )
 from trainlint.model.candidates import MAX_CANDIDATES
 from trainlint.model.arguments import argument_for, refinable, refines
 from trainlint.model.class_attributes import registered_buffers, torch_layer_parameter
 from trainlint.model.function_values import library_function
-from trainlint.model.containers import comprehension_bindings, element_of, is_empty_list, tested_as_sequence, unpacked_element
+from trainlint.model.containers import DICT, comprehension_bindings, constant_key, dict_value, element_of, is_empty_list, tested_as_sequence, unpacked_element
 from trainlint.model.names import dotted, target_names
 from trainlint.model.arithmetic import arithmetic, built_on_host
 from trainlint.model.cycles import CycleMemo
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from trainlint.model.facts import Function, Site
     from trainlint.model.training import TrainingModel
 
-DICT = "dict"  # the origin of a dict literal: its subscript is one value, chosen by its key
 
 
 # how many asks of one parameter may be under way at once (the second joins the call sites not
@@ -86,8 +85,11 @@ class ValueModel(CallValues, CycleMemo):
             base = self.of(expr.value, fn, at)
             if base.kind is Kind.TENSOR:
                 return base
+            held = base.keyed(key) if (key := constant_key(expr)) is not None else None
+            if held is not None:
+                return held  # `nets["encoder"]`: what the dict holds under that key
             if base.kind in (Kind.COLLECTION, Kind.MODULE) and base.element is not None:
-                if base.origin == DICT and len(origins(base.element)) > MAX_CANDIDATES:
+                if base.origin in (DICT, NAMESPACE) and len(origins(base.element)) > MAX_CANDIDATES:
                     # one of the dict's objects, chosen by its key (`HEADS[cfg.head]`): a class chosen at
                     # run time, followed among at most as many candidates as a registry's
                     return replace(base.element, origin=MANY_CLASSES if base.element.kind is Kind.MODULE else None)
@@ -126,8 +128,7 @@ class ValueModel(CallValues, CycleMemo):
             exact = kind is cst.Tuple and not any(isinstance(e, cst.StarredElement) for e in expr.elements)  # (by place)
             return Value(Kind.COLLECTION, HOST, element=join(elements) if elements else None, items=tuple(elements) if exact else None)
         if kind is cst.Dict:
-            values = [self.of(e.value, fn, at) for e in expr.elements if isinstance(e, cst.DictElement)]
-            return Value(Kind.COLLECTION, HOST, origin=DICT, element=join(values) if values else None)
+            return dict_value(expr, lambda e: self.of(e, fn, at))
         if kind in (cst.ListComp, cst.SetComp, cst.GeneratorExp):
             return Value(Kind.COLLECTION, HOST, element=self.of(expr.elt, fn, at))
         if kind is cst.DictComp:
@@ -230,8 +231,8 @@ class ValueModel(CallValues, CycleMemo):
             if len(parts) == len(assign.targets) and not any(isinstance(e, cst.StarredElement) for e in parts):
                 # `self.model, self.opt = model, opt`: each target takes the element in its place
                 return self.of(parts[assign.targets.index(name)].value, assign.site.function, assign.site)
-            if value.items is not None and len(value.items) == len(assign.targets):
-                return value.items[assign.targets.index(name)]  # `event, sync = self._accelerator()`
+            if value.items is not None and value.keys is None and len(value.items) == len(assign.targets):
+                return value.items[assign.targets.index(name)]  # `event, sync = self._accelerator()` (a dict gives its keys)
             if value.kind is Kind.COLLECTION and value.element is not None:
                 return value.element
             if value.kind is Kind.TENSOR and tested_as_sequence(assign.site.gate_nodes, assign.value):
@@ -420,6 +421,8 @@ class ValueModel(CallValues, CycleMemo):
             return self._imported(qual)
         if base.kind in (Kind.MODULE, Kind.OBJECT) and base.origin and "|" not in base.origin:
             return self._instance_holds(base.origin, attr)  # `model.lstm`: what an object of a known class holds
+        if base.origin == NAMESPACE and (held := base.keyed(attr)) is not None:
+            return held  # `model.text_encoder` of `Munch(text_encoder=TextEncoder(), ...)`
         return UNKNOWN
 
     def _instance_holds(self, origin: str, attr: str) -> Value:

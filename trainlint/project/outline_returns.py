@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 
-from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, UNKNOWN, Kind, Value, join, origins
+from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, NAMESPACE, NAMESPACE_CLASSES, UNKNOWN, Kind, Value, join, origins
 from trainlint.model.summary import ClassSummary
 from trainlint.project.outline_effects import bound_targets, own_statements_from
 
@@ -46,6 +46,10 @@ class ReturnedClasses:
         returned = _returns(fn)
         if returned and all(isinstance(value, ast.Tuple) for value, _ in returned):
             return self._tuple(returned)
+        if len(returned) == 1:
+            keyed = self._namespace(*returned[0])
+            if keyed is not None:
+                return keyed
         found = [self._built(value, reaching) for value, reaching in returned]
         return _one_of(found) if returned and all(found) else None  # type: ignore[arg-type]
 
@@ -60,6 +64,23 @@ class ReturnedClasses:
         if all(item is UNKNOWN for item in items):
             return None
         return Value(Kind.COLLECTION, HOST, element=join(items), items=tuple(items))
+
+    def _namespace(self, value: ast.expr, reaching: Bindings) -> Value | None:
+        """`return Munch(bert=bert, text_encoder=text_encoder)` (or the name bound to it): the objects
+        it holds under each key (one no factory fills is unknown; one at least is known)."""
+        calls = reaching.get(value.id, []) if isinstance(value, ast.Name) else [value]
+        call = calls[0] if len(calls) == 1 else None
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name) or self._exports.get(call.func.id) not in NAMESPACE_CLASSES:
+            return None
+        if call.args or any(k.arg is None for k in call.keywords):
+            return None
+        items: list[Value] = []
+        for keyword in call.keywords:
+            found = self._built(keyword.value, reaching)
+            items.append((_one_of([found]) if found else None) or UNKNOWN)
+        if all(item is UNKNOWN for item in items):
+            return None
+        return Value(Kind.COLLECTION, HOST, origin=NAMESPACE, element=join(items), items=tuple(items), keys=tuple(k.arg or "" for k in call.keywords))
 
     def _built(self, value: ast.expr, reaching: Bindings) -> list[tuple[str, Value]] | None:
         """The objects `value` may be, each with the name it is sorted by; None when one is unknown."""

@@ -25,7 +25,7 @@ from trainlint.checked_json import (
 )
 from trainlint.reading import State, current_state, digest, read_regular
 
-STORE_FORMAT = 18  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs; 9: the attributes of `self` a method calls; 10: the parameter a function steps; 11: methods set on classes from outside, arguments saved from the caller's frame; 12: layers a function replaces, the modules a returned optimizer holds, returned probabilities, library losses passed; 13: what a function does with its parameters; 14: one summary per module content, no variants; 15: torch layers and other modules' classes a class holds, the gradient flags it lacks; 16: the parameters a function calls, the methods it calls on self; 17: whether the module puts work on a device; 18: the attributes a class's constructor sets from its parameters)
+STORE_FORMAT = 19  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs; 9: the attributes of `self` a method calls; 10: the parameter a function steps; 11: methods set on classes from outside, arguments saved from the caller's frame; 12: layers a function replaces, the modules a returned optimizer holds, returned probabilities, library losses passed; 13: what a function does with its parameters; 14: one summary per module content, no variants; 15: torch layers and other modules' classes a class holds, the gradient flags it lacks; 16: the parameters a function calls, the methods it calls on self; 17: whether the module puts work on a device; 18: the attributes a class's constructor sets from its parameters; 19: what a dict holds by key)
 
 if TYPE_CHECKING:
     from trainlint.model.lattice import Value
@@ -131,16 +131,17 @@ def _decode_class(v: object) -> ClassSummary:
 def _encode_value(v: Value) -> list[object]:
     return [v.kind.value, v.device, v.graph, v.dtype, v.origin, v.enabled,
             None if v.element is None else _encode_value(v.element),
-            None if v.items is None else [_encode_value(i) for i in v.items]]
+            None if v.items is None else [_encode_value(i) for i in v.items], None if v.keys is None else list(v.keys)]
 
 
 def _decode_value(v: object) -> Value:
     from trainlint.model.lattice import Value
 
-    kind, device, graph, dtype, origin, enabled, element, parts = items(v, 8)
+    kind, device, graph, dtype, origin, enabled, element, parts, keys = items(v, 9)
     value = Value(_kind(kind), text(device), opt_flag(graph), opt_text(dtype), opt_text(origin), opt_flag(enabled),
                   None if element is None else _decode_value(element),
-                  None if parts is None else tuple(_decode_value(i) for i in items(parts)))
+                  None if parts is None else tuple(_decode_value(i) for i in items(parts)),
+                  None if keys is None else tuple(text(k) for k in items(keys)))
     return _interned().get(value, value)
 
 
