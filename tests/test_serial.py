@@ -45,13 +45,13 @@ def test_a_result_comes_back_field_for_field():
 
 def test_a_summary_comes_back_with_every_field_of_every_stored_type():
     pair = (Value(Kind.FUNCTION, origin="torch.cuda.synchronize"), Value(Kind.NONE, "host"))
-    nested = Value(Kind.COLLECTION, "host", None, None, "list", None, Value(Kind.TENSOR, "accelerator", True, "float16"), pair)
+    nested = Value(Kind.COLLECTION, "host", None, None, "namespace", None, Value(Kind.TENSOR, "accelerator", True, "float16"), pair, ("sync", "none"))
     full = FunctionSummary("`f` in u.py", True, True, True, True, True, True, ("torch.cuda.synchronize()",),
                            ("t.item()",), True, True, True, False, nested, ("/p/u.py", "f"), "0 model", ("vae_layer",),
                            "1 optimizer", "2 clip_grad", True, True, ("self.head", "0 model.fc"), ("0 model",), "softmax",
                            ("evaluates 0 model", "epochs 1 loader"), ("0 fn",), ("_update_with_batch",))
     assert all(getattr(full, f.name) != f.default for f in fields(FunctionSummary))  # a new field must be stored too
-    assert [f.name for f in fields(Value)] == ["kind", "device", "graph", "dtype", "origin", "enabled", "element", "items"]
+    assert [f.name for f in fields(Value)] == ["kind", "device", "graph", "dtype", "origin", "enabled", "element", "items", "keys"]
     assert [f.name for f in fields(ClassSummary)] == ["kind", "methods", "bases", "registered", "attributes", "lacks", "holds"]
     assert [f.name for f in fields(ModuleSummary)] == ["functions", "classes", "exports", "step_calls", "arguments", "outline", "attached", "uses_accelerator"]
     assert [f.name for f in fields(Argument)] == ["callee_path", "callee", "key", "class_path", "class_name"]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.names import dotted
+from trainlint.model.summary import ATTRIBUTES
 from trainlint.model.torchnames import MODULE_MOVES, MODULE_WRAPPERS
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ def _chosen(m: "TrainingModel", value: cst.BaseExpression, at: "Site", depth: in
     func = value.func
     if isinstance(func, cst.Subscript):  # `CRITERIA[cfg.loss](...)`
         return _table(m, func.value, at, depth) or _registry(m, func.value)
+    if isinstance(func, cst.Call) and dotted(func.func) == "getattr" and len(func.args) >= 2:
+        return _module_attribute(m, func.args[0].value, func.args[1].value, at)  # `getattr(models, cfg.arch)(...)`
     if isinstance(func, cst.Call) and isinstance(func.func, cst.Attribute):
         return _registry(m, func.func.value)  # `LOSSES.get(cfg.loss)(cfg)`: a class the registry holds
     if isinstance(func, cst.Attribute):
@@ -175,6 +178,30 @@ def _class_named(m: "TrainingModel", expr: cst.BaseExpression) -> str | None:
     if qual is None or qualify is None or not m.path or type(m.project_symbol(qual)).__name__ != "ClassSummary":
         return None
     return qualify(m.path, qual)
+
+
+def _module_attribute(m: "TrainingModel", module: cst.BaseExpression, name: cst.BaseExpression, at: "Site") -> list[str] | None:
+    """`getattr(base_model, "build_%s" % args.model)(...)`: the classes of a project module, and those
+    its factories build, whose names start with the constant part of the name looked up (also where
+    a name is bound to it: `constructor = "build_%s" % args.model`)."""
+    bound = m.reaching(at.function, name.value, at) if isinstance(name, cst.Name) else []
+    name = bound[0].value if len(bound) == 1 and bound[0].op is None and not bound[0].unpacked else name
+    ask = getattr(m.project, "class_candidates", None)
+    qual = m.imports.resolve(module) if ask is not None and m.path and not isinstance(name, cst.SimpleString) else None
+    if qual is None:
+        return None
+    return list(ask(m.path, f"{ATTRIBUTES}{name_prefix(name)}", qual)) or None  # type: ignore[misc]
+
+
+def name_prefix(name: cst.BaseExpression) -> str:
+    """The constant start of a name computed from a setting: "build_" of `"build_%s" % args.model`,
+    `f"build_{args.model}"` and `"build_" + args.model`; else ""."""
+    if isinstance(name, cst.BinaryOperation) and isinstance(name.operator, (cst.Modulo, cst.Add)) and isinstance(name.left, cst.SimpleString):
+        text = name.left.evaluated_value
+        return text.split("%")[0] if isinstance(text, str) else ""
+    if isinstance(name, cst.FormattedString) and name.parts and isinstance(name.parts[0], cst.FormattedStringText):
+        return name.parts[0].value
+    return ""
 
 
 def _registry(m: "TrainingModel", expr: cst.BaseExpression) -> list[str] | None:

@@ -120,6 +120,9 @@ Place = tuple[str, int, int]
 # a step call's target that names a method called on `self` ("self::Base.compute_loss"): the
 # overrides of subclasses in other modules run too
 DISPATCH = "self::"
+# the kind of `ProjectLookup.class_candidates` question `getattr(module, "build_%s" % name)` asks,
+# followed by the constant start of the name
+ATTRIBUTES = "attributes:"
 
 
 @dataclass(frozen=True)

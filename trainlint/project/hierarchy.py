@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypeVar
 
+from trainlint.model.summary import ATTRIBUTES
 from trainlint.project.classes import class_hierarchy
 from trainlint.project.python_trees import python_tree
 from trainlint.project.roots import real_path
@@ -86,7 +87,12 @@ def class_candidates(project: "Project", from_file: Path, kind: str, qualname: s
     `qualname` (as it spells it, or "file::NAME"): "table", the classes a dict of classes holds;
     "registry", those a method of it decorates (`@LOSSES.register()`); "base", the class and its
     subclasses in the modules importing its module; "functions", the functions ("file::f") a dict of
-    functions holds (`loss_registry = {"simple": noise_estimation_loss}`), when it holds only those. Empty when `qualname` is none of these."""
+    functions holds (`loss_registry = {"simple": noise_estimation_loss}`), when it holds only those;
+    ATTRIBUTES + prefix, the classes of module `qualname` and those its factories build, named with
+    the prefix (`getattr(models, "build_%s" % name)`). Empty when `qualname` is none of these."""
+    if kind.startswith(ATTRIBUTES):  # (a module, found as the home of a name in it)
+        home = project.locate_any(from_file, f"{qualname}.*")
+        return _attributes(project, _real(home[0]), kind[len(ATTRIBUTES):]) if home is not None and home[1] == ["*"] else ()
     where = project.locate_any(from_file, qualname)
     if where is None or len(where[1]) != 1:
         return ()
@@ -208,6 +214,19 @@ def _table(project: "Project", path: Path, name: str) -> tuple[str, ...]:
         # (a factory of this module in the table: the class it builds)
         text = facts.factories.get(text, text) if text is not None else None  # type: ignore[union-attr]
         found = _class_of(project, path, text) if text is not None else None
+        if found is not None and found not in out:
+            out.append(found)
+    return tuple(out)
+
+
+def _attributes(project: "Project", path: Path, prefix: str) -> tuple[str, ...]:
+    """The classes of module `path`, and those its factories build, named with `prefix` (what
+    `getattr(module, "build_%s" % args.model)` may give)."""
+    facts = _top_level(path)
+    factories = facts.factories if facts is not None else {}
+    out: list[str] = []
+    for name in (*project.outline(path).classes, *factories):
+        found = _class_of(project, path, factories.get(name, name)) if name.startswith(prefix) else None
         if found is not None and found not in out:
             out.append(found)
     return tuple(out)

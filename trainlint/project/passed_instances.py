@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Protocol
 
 from trainlint.model.lattice import Kind, origins
-from trainlint.model.summary import Argument, ModuleSummary
+from trainlint.model.summary import ATTRIBUTES, Argument, ModuleSummary
 from trainlint.model.torchnames import LIBRARY_CLASS, MODULE_MOVES, MODULE_WRAPPERS
 from trainlint.project.python_trees import python_tree
 
@@ -225,9 +225,23 @@ def _made(value: ast.expr, classes: set[str], imported: dict[str, str]) -> str |
     if isinstance(value.func, ast.Subscript):
         table = _spelled(value.func.value, imported)
         return f"{TABLE}{table}" if table is not None else None
+    lookup = value.func
+    if isinstance(lookup, ast.Call) and isinstance(lookup.func, ast.Name) and lookup.func.id == "getattr" and len(lookup.args) >= 2:
+        module = _spelled(lookup.args[0], imported)  # `getattr(base_model, "build_%s" % args.model)(...)`
+        return f"{ATTRIBUTES}{_name_prefix(lookup.args[1])}:{module}" if module is not None and not isinstance(lookup.args[1], ast.Constant) else None
     if isinstance(value.func, ast.Name) and value.func.id in classes:
         return f"::{value.func.id}"
     return _spelled(value.func, imported)
+
+
+def _name_prefix(name: ast.expr) -> str:
+    """The constant start of a name computed from a setting (`"build_%s" % args.model`: "build_"),
+    as `candidates.name_prefix` reads it from libcst's tree."""
+    if isinstance(name, ast.BinOp) and isinstance(name.op, (ast.Mod, ast.Add)) and isinstance(name.left, ast.Constant) and isinstance(name.left.value, str):
+        return name.left.value.split("%")[0]
+    if isinstance(name, ast.JoinedStr) and name.values and isinstance(name.values[0], ast.Constant) and isinstance(name.values[0].value, str):
+        return name.values[0].value
+    return ""
 
 
 def _built(arg: ast.expr, bound: dict[str, set[str] | None], classes: set[str], imported: dict[str, str]) -> set[str]:
@@ -308,8 +322,9 @@ def _resolved_argument(project: Finder, real: Path, path: Path, callee: str, key
     if origin.startswith("=") or library:  # what a call passes (a fact), or a library's class
         out.append(Argument(str(final[0]), ".".join(final[1]), key, LIBRARY_CLASS if library else "", origin.split("::")[-1]))
         return out
-    if origin.startswith(TABLE):  # each class the dict may give, where they are few
-        chosen = project.class_candidates(str(path), "table", origin[len(TABLE):])
+    if origin.startswith((TABLE, ATTRIBUTES)):  # each class the dict (or the module's names) may give, where they are few
+        kind, name = ("table", origin[len(TABLE):]) if origin.startswith(TABLE) else origin.rsplit(":", 1)
+        chosen = project.class_candidates(str(path), kind, name)
         for found in chosen if len(chosen) <= MAX_TABLE_CLASSES else ():
             file, _, name = found.rpartition("::")
             out.append(Argument(str(final[0]), ".".join(final[1]), key, file, name))

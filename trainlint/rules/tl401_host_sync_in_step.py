@@ -123,7 +123,7 @@ for step, (x, y) in enumerate(loader):
         "(`CRITERIA[cfg.loss]()`, `LOSSES.get(cfg.loss)()`, `criterion: Criterion = instantiate(cfg.criterion)`): "
         "the project classes that define the called method and could be built there (in the dict, also one bound in the function that subscripts it, registered in "
         "the registry, deriving from the declared base; a dict of factories, `DiT_models[args.model]()`, or a module's own names, `models_mae.__dict__[args.model]()`, holds the "
-        "class each factory returns), whose chains say so (\"`criterion` may be `SetCriterion`, "
+        "class each factory returns; another module's names picked by `getattr(base_model, 'build_%s' % args.model)()` are its classes and its factories' named with the constant start of the name), whose chains say so (\"`criterion` may be `SetCriterion`, "
         "built from the configuration\"). Such an object handed to another module is followed there too, also one a factory of another module returns (`model = gnn_model(name, params)`, picking from a dict of per-net factories, handed to `train_epoch(model, ...)` in a third module) or returns in a tuple (`model, diffusion = create_model_and_diffusion(...)`, each place the class its own factory builds): "
         "`diffusion.training_losses(model, x, t)` runs the `forward` of `model` (also once moved or wrapped: "
         "`DDP(model.to(device))`) wherever `training_losses` calls it, a loss handed to a class that keeps it (`DeepSupervisionWrapper(loss)`, whose `__init__` sets `self.loss = loss`) runs wherever a method of that class calls `self.loss(...)`, and `super().training_losses(...)` runs the "
