@@ -46,13 +46,14 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
                 accelerator.add(name)
 
     callers = project.importers(target)
+    here = str(target)  # (arguments name files as text: compared so, a path made only for those that match)
     # and the modules its importers hand instances of its classes to (`Trainer(model)`)
     for importer in list(callers):
         for a in project.summary(importer).arguments:
-            receiver = Path(a.callee_path)
-            if a.class_path == str(target) and receiver != target and receiver not in callers:
+            if a.class_path == here and a.callee_path != here and (receiver := Path(a.callee_path)) not in callers:
                 callers.append(receiver)
     direct = set(callers)
+    direct_text = {str(p) for p in direct}
     callers.extend(_subclassing(project, target, callers))
     callers.extend(p for p in choosing_modules(project, target)[:MAX_IMPORTERS] if p not in callers)
     # and the modules handed instances of classes of its importers (`Trainer(policy)` with a `PGPolicy`
@@ -60,8 +61,7 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
     # module that gets them from a factory (`train_epoch(model, ...)` with `model = gnn_model(name)`)
     for importer in list(callers):
         for a in project.summary(importer).arguments:
-            receiver = Path(a.callee_path)
-            if a.class_path and (Path(a.class_path) in direct or a.class_path == str(target)) and receiver != target and receiver not in callers:
+            if (a.class_path in direct_text or a.class_path == here) and a.callee_path != here and (receiver := Path(a.callee_path)) not in callers:
                 callers.append(receiver)
     for importer in callers:
         for call in project.summary(importer, steps=True).step_calls:
@@ -108,9 +108,9 @@ def _held_elsewhere(project: "Project", target: Path, callers: "set[Path]") -> "
     own = project.outline(target).classes
     for importer in callers:
         for a in project.summary(importer).arguments:
-            receiver = Path(a.callee_path)
-            if a.class_path != str(target) or receiver == target or "." in a.callee or a.class_name not in own:
+            if a.class_path != str(target) or a.callee_path == str(target) or "." in a.callee or a.class_name not in own:
                 continue
+            receiver = Path(a.callee_path)
             holder = project.outline(receiver).classes.get(a.callee)
             ran = next((m for m in ("forward", "__call__") if m in own[a.class_name].methods), None)
             if holder is None or ran is None:
