@@ -295,3 +295,32 @@ def test_a_policy_s_output_the_script_keeps_for_itself_is_a_sync(tmp_path: "Path
     script = SCRIPT.replace("next_state, reward, done, _ = env.step(action)", "next_state, reward, done = 0.0, 0.0, False; print(action)").replace(
         "state, done = env.reset(), False", "state, done = np.zeros(11), False")
     assert _project(tmp_path, script) == ["TD3.py:14:TL406", "TD3.py:15:TL401"]
+
+
+# SAC's shape: the replay buffer's `sample` stacks stored transitions; the update wraps each part with
+# a legacy constructor and moves it, as a DataLoader's batch is moved
+SAC_REPLAY = """
+    import torch
+
+
+    class SAC:
+        def __init__(self, critic, device):
+            self.critic, self.device = critic, device
+            self.optim = torch.optim.Adam(critic.parameters())
+
+        def update_parameters(self, memory, batch_size):
+            state_batch, reward_batch = memory.sample(batch_size=batch_size)
+            state_batch = torch.FloatTensor(state_batch).to(self.device)
+            reward_batch = torch.FloatTensor(reward_batch).to(self.device).unsqueeze(1)
+            scale = torch.FloatTensor([0.5, 2.0]).to(self.device)
+            noise = torch.FloatTensor(batch_size, 1).to(self.device)
+            loss = ((self.critic(state_batch) - reward_batch * scale[0] - noise) ** 2).mean()
+            self.optim.zero_grad()
+            loss.backward()
+            self.optim.step()
+"""
+
+
+def test_a_replay_batch_wrapped_by_a_legacy_constructor_is_data() -> None:
+    # (the constants beside it, a list of numbers and a size, could be built on the device)
+    assert _lines(SAC_REPLAY, "TL406") == [14, 15]

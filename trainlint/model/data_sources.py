@@ -49,6 +49,13 @@ def drawn(model: "ReachingDefinitions", expr: cst.BaseExpression, fn: "Function 
     return False
 
 
+def bound_to_read_data(model: "ReachingDefinitions", value_of: "Callable[..., Value]", name: cst.Name, fn: "Function | None", at: "Site | None") -> bool:
+    """A name bound only to what a function made of the data it read, or to a part of it (`states,
+    rewards = memory.sample(n)`): the arrays a legacy constructor wraps (`torch.FloatTensor(states)`)."""
+    bound = model.reaching(fn, name.value, at) if at is not None else []
+    return bool(bound) and all(a.op is None and a.value is not None and read_data(model, value_of, a.value, fn, a.site) for a in bound)
+
+
 def read_data(model: "ReachingDefinitions", value_of: "Callable[..., Value]", expr: cst.BaseExpression, fn: "Function | None", at: "Site | None") -> bool:
     """`torch.tensor(encode(text))`: what a function made of the data it read (a call, not torch's,
     NumPy's or a builtin's, whose result the value model does not know, or a list of such), not

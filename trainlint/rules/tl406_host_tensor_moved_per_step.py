@@ -244,7 +244,8 @@ for x in loader:
         "is flagged, while a shuffle or a stack of the batch's own arrays is data), a batch a loader cuts from the data it holds at a position it computes "
         "(`torch.tensor(self.tokens[pos:pos + n].astype(np.int32)).cuda()`), a tensor made from what a function "
         "read and the batches cut from it (`data = torch.tensor(encode(text))`, then "
-        "`torch.stack([data[i:i + n] for i in ix]).to(device)`), a pinned buffer (`pin_memory=True`, "
+        "`torch.stack([data[i:i + n] for i in ix]).to(device)`; also through a legacy constructor and a name bound to "
+        "part of what a function returned: `states, rewards = memory.sample(n)`, then `torch.FloatTensor(states).to(device)`), a pinned buffer (`pin_memory=True`, "
         "made to be copied) and what `torch.from_file` reads, an environment's observation (`torch.tensor([self.state]).cuda()` of what `env.reset()` or "
         "`env.step(action)` returned, also `torch.FloatTensor(state)` in a policy's `select_action(state)` that the script calls with its observation), "
         "a tensor an object keeps and replaces with its copy (`self.window = self.window.to(x)`), "
@@ -369,8 +370,8 @@ for x, targets in loader:
                 continue
             if name.endswith("_like"):
                 continue  # `torch.randn_like(x)` is built on x's device; nothing came from the host
-            if name in ("tensor", "as_tensor") and not built_on_host(model.value(call.receiver, call.site)):
-                continue  # `torch.tensor(x)` of the batch a loop draws: data, whose move is inherent
+            if name in ("tensor", "as_tensor", *LEGACY_CONSTRUCTORS) and not built_on_host(model.value(call.receiver, call.site)):
+                continue  # `torch.tensor(x)` of the batch a loop draws, `torch.FloatTensor(states)` of a replay buffer's sample: data
             if name in LEGACY_CONSTRUCTORS and call.receiver.args and observed(model, call.receiver.args[0].value, call.site.function, call.site):
                 continue  # `torch.FloatTensor(state)` of an environment's observation, here or passed by the caller
             if any(a.keyword is not None and a.keyword.value == "device" for a in call.receiver.args):
