@@ -16,7 +16,7 @@ from trainlint.project.python_trees import python_tree
 from trainlint.model.lattice import HOST, Kind, Value
 from trainlint.model.saved_arguments import FRAME_READERS
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, registry_root
-from trainlint.project.outline_effects import add_effects, bound_targets as _targets, own_statements as _own_statements
+from trainlint.project.outline_effects import add_effects, bound_targets as _targets, explicit_parameters, own_statements as _own_statements
 from trainlint.project.outline_returns import ReturnedClasses
 from trainlint.project.roots import IMPORT_TEXT
 from trainlint.project.watching import note, unwatched
@@ -379,24 +379,16 @@ def _returned_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool
     if not returns or len(names) != 1 or any(not isinstance(r.value, ast.Name) for r in returns):
         return None
     name = names.pop()
-    params = _explicit_parameters(fn, method)
+    params = explicit_parameters(fn, method)
     if name not in params or name in stores:
         return None
     return f"{params.index(name)} {name}"
 
 
-def _explicit_parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> list[str]:
-    """A function's positional parameters as summaries count them: a method's without `self`."""
-    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
-    if method and params and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list):
-        params = params[1:]
-    return params
-
-
 def _called_parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool = False) -> tuple[str, ...]:
     """The parameters a function (a `method`) calls on every call, never rebinding them (`FunctionSummary.
     calls_parameters`): `fn(*args)` in a statement of its body, outside any `if`, loop or `try`."""
-    params = _explicit_parameters(fn, method)
+    params = explicit_parameters(fn, method)
     stores = {n.id for node in _own_statements(fn) for t in _targets(node) for n in ast.walk(t) if isinstance(n, ast.Name)}
     called: list[str] = []
     for statement in fn.body:

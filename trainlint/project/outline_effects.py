@@ -58,7 +58,8 @@ def _with_effects(summary: FunctionSummary, fn: Function, method: bool, resolve:
     return replace(summary, replaces_layers=replaced, returns_activation=activation)
 
 
-def _params(fn: Function, method: bool) -> list[str]:
+def explicit_parameters(fn: Function, method: bool) -> list[str]:
+    """A function's positional parameters as summaries count them: a method's without `self`."""
     params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
     if method and params and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list):
         return params[1:]
@@ -70,7 +71,7 @@ def _replaced_layers(fn: Function, method: bool, resolve: Resolve, modules: set[
     of `fn` (run on every call) replaces by a module with parameters (`model/layer_swaps.py`)."""
     if fn.name == "__init__":
         return ()
-    params = _params(fn, method)
+    params = explicit_parameters(fn, method)
     every = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
     receiver = every[0] if len(params) < len(every) else None  # (a method's own first parameter)
     rebound = {n.id for node in own_statements(fn) for t in bound_targets(node) for n in ast.walk(t) if _stored(n)}

@@ -106,9 +106,10 @@ def _held_elsewhere(project: "Project", target: Path, callers: "set[Path]") -> "
     (`self.loss(x, y)`), so every step where that method runs (the holder's module's seeds)."""
     out: list[tuple[str, Seed]] = []
     own = project.outline(target).classes
+    here = str(target)
     for importer in callers:
         for a in project.summary(importer).arguments:
-            if a.class_path != str(target) or a.callee_path == str(target) or "." in a.callee or a.class_name not in own:
+            if a.class_path != here or a.callee_path == here or "." in a.callee or a.class_name not in own:
                 continue
             receiver = Path(a.callee_path)
             holder = project.outline(receiver).classes.get(a.callee)
