@@ -78,6 +78,71 @@ def test_a_helper_reading_only_what_it_is_passed_is_reported_at_the_call_site_on
     assert set(found) == {"train.py:9:TL401", "train.py:10:TL401"}
 
 
+LOSS_CLASS = """
+    import numpy as np
+    import torch
+
+
+    class ComputeLoss:
+        def __call__(self, preds, targets):
+            targets = self.preprocess(targets, preds.shape[0])
+            return (preds - targets).pow(2).mean()
+
+        def preprocess(self, targets, batch_size):
+            rows = np.zeros((batch_size, 1, 5)).tolist()
+            for item in targets.cpu().numpy().tolist():
+                rows[int(item[0])].append(item[1:])
+            return torch.tensor(rows, device=targets.device)
+"""
+
+
+def test_a_host_copy_of_a_passed_tensor_handed_on_by_a_loss_class_is_reported_at_the_training_call(tmp_path: Path) -> None:
+    # YOLOv6's shape: `self.compute_loss(preds, targets)` hands the device labels to `__call__`, which
+    # hands them on as they came to `preprocess`, whose `targets.cpu().numpy().tolist()` copies them:
+    # the defect is the call in the step, where the labels are known to be on the device; neither the
+    # copy in `preprocess` nor the call in `__call__` is reported again
+    write(tmp_path, {
+        "losses/__init__.py": "",
+        "losses/loss.py": LOSS_CLASS,
+        "train.py": _train("losses.loss", "ComputeLoss", """
+            compute_loss = ComputeLoss()
+            loss = compute_loss(model(batch), batch)
+        """),
+    })
+    found = findings(tmp_path, ["train.py", "losses/loss.py"], "TL401")
+    assert set(found) == {"train.py:9:TL401"}
+
+
+def test_a_host_copy_of_what_the_loss_class_computes_stays_in_the_class(tmp_path: Path) -> None:
+    # near miss: `preprocess` copies a tensor `__call__` computed (`targets * 2`), not what the step
+    # passed: the sync is the class's own, reported where its code is, and the call is its chain
+    write(tmp_path, {
+        "losses/__init__.py": "",
+        "losses/loss.py": LOSS_CLASS.replace("self.preprocess(targets, preds.shape[0])", "self.preprocess(targets * 2, preds.shape[0])"),
+        "train.py": _train("losses.loss", "ComputeLoss", """
+            compute_loss = ComputeLoss()
+            loss = compute_loss(model(batch), batch)
+        """),
+    })
+    found = findings(tmp_path, ["train.py", "losses/loss.py"], "TL401")
+    assert set(found) == {"losses/loss.py:13:TL401"}
+
+
+def test_a_host_copy_of_a_host_tensor_passed_to_the_loss_class_is_no_finding(tmp_path: Path) -> None:
+    # near miss: the labels stay on the host (`labels = batch.cpu()` is reported once, in the step)
+    write(tmp_path, {
+        "losses/__init__.py": "",
+        "losses/loss.py": LOSS_CLASS,
+        "train.py": _train("losses.loss", "ComputeLoss", """
+            compute_loss = ComputeLoss()
+            labels = batch.cpu()
+            loss = compute_loss(model(batch), labels)
+        """),
+    })
+    found = findings(tmp_path, ["train.py", "losses/loss.py"], "TL401")
+    assert set(found) == {"train.py:9:TL401"}
+
+
 def test_a_reading_helper_given_host_values_is_silent(tmp_path: Path) -> None:
     # near miss: the same helpers given numbers read nothing on the device, at the call or inside
     write(tmp_path, {
@@ -226,3 +291,56 @@ def test_a_helper_reducing_what_it_is_passed_is_reported_in_the_helper(tmp_path:
     found = findings(tmp_path, ["train.py", "masks.py"], "TL401")
     assert set(found) == {"masks.py:6:TL401"}
     assert sorted(found["masks.py:6:TL401"]) == [[("train.py", 9)], [("train.py", 10)]]
+
+
+def test_a_host_copy_of_what_no_caller_can_see_stays_in_the_helper(tmp_path: Path) -> None:
+    # near miss: StyleTTS2's `maximum_path(neg_cent, mask)` copies `neg_cent.data.cpu()`, a tensor the
+    # step passes as it came, but every caller passes what the analysis cannot see (an aligner of a
+    # library): no call would report it, so the copy is reported in the helper, with its chain
+    write(tmp_path, {
+        "utils.py": """
+            import numpy as np
+
+
+            def maximum_path(neg_cent):
+                return np.ascontiguousarray(neg_cent.data.cpu().numpy())
+        """,
+        "train.py": _train("utils", "maximum_path", """
+            import aligners
+            attn = aligners.align(batch)
+            path = maximum_path(attn)
+            loss = model(batch).mean()
+        """),
+    })
+    found = findings(tmp_path, ["train.py", "utils.py"], "TL401")
+    assert set(found) == {"utils.py:6:TL401"}
+
+
+def test_a_loss_object_held_by_the_trainer_is_called_through_its_attribute(tmp_path: Path) -> None:
+    # YOLOv6's Trainer: `self.compute_loss = ComputeLoss()` in its set-up, `self.compute_loss(preds,
+    # targets)` in its step: the held object's `__call__` runs, and its read is reported at that call
+    write(tmp_path, {
+        "losses/__init__.py": "",
+        "losses/loss.py": LOSS_CLASS,
+        "engine.py": """
+            import torch
+            from losses.loss import ComputeLoss
+
+
+            class Trainer:
+                def __init__(self, model, loader):
+                    self.model, self.loader = model.cuda(), loader
+                    self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                    self.compute_loss = ComputeLoss()
+
+                def train(self):
+                    for images, targets in self.loader:
+                        images, targets = images.cuda(), targets.cuda()
+                        loss = self.compute_loss(self.model(images), targets)
+                        self.opt.zero_grad()
+                        loss.backward()
+                        self.opt.step()
+        """,
+    })
+    found = findings(tmp_path, ["engine.py", "losses/loss.py"], "TL401")
+    assert set(found) == {"engine.py:15:TL401"}

@@ -9,16 +9,19 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import libcst as cst
 
+from trainlint.model.arguments import argument_for
 from trainlint.model.extract import calls_in
 from trainlint.model.facts import Call, Site
 from trainlint.model.lattice import ACCEL, HOST, Kind, Value
 from trainlint.model.names import root_name, tokens
-from trainlint.model.summarizer import loop_names_over, reads_passed_value
-from trainlint.model.summary import VALUE_READS
+from trainlint.model.device_arguments import moved_to_device
+from trainlint.model.summarizer import loop_names_over, passes_on, read_arguments
+from trainlint.model.summary import ARGUMENT_READS
 from trainlint.model.walk import iter_nodes
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Function
+    from trainlint.model.summary import FunctionSummary
     from trainlint.model.training import TrainingModel
 
 SYNC_METHODS = frozenset({"item", "cpu", "tolist", "numpy"})
@@ -148,21 +151,67 @@ def reported_at_callers(model: TrainingModel, call: Call) -> bool:
     value is known (`metric_logger.update(loss=loss)`), and the read is not reported again here (one
     finding per defect). A step hook's parameters come from the framework: its reads stay its own."""
     fn = call.site.function
-    if fn is None or call.method not in VALUE_READS or fn.parent is not None:
+    if fn is None or call.method not in SYNC_METHODS or call.receiver is None or fn.name in ("forward", "__call__"):
         return False
-    if model._outermost_step_loop(call.site) is not None or model._is_hook(fn) or not model.step_chains(fn):
+    read = chain_base(call.receiver)  # (a chain of copies reads what its first copies: `targets.cpu().numpy()`)
+    if read is call.receiver and call.method not in ARGUMENT_READS:
+        return False
+    return callers_report(model, fn, read, call.site)
+
+
+def passes_device_tensor(model: TrainingModel, call: Call, summary: FunctionSummary) -> bool:
+    """Whether a call of a function that reads its arguments on the host (`summary.reads_arguments`)
+    passes a device tensor where it reads one: reported here, unless this function only hands on what
+    it was given as it came (`self.preprocess(targets)`), which its own callers report."""
+    site = call.site
+    for given in read_arguments(call.node, summary):
+        value = model.value(given, site)
+        # (what the function reads is a tensor, so a batch moved to the device is one: `y.cuda()`)
+        if (device_tensor(value) or (summary.read_parameters and moved_to_device(value))) and not (
+            site.function is not None and callers_report(model, site.function, given, site)
+        ):
+            return True
+    return False
+
+
+def callers_report(model: TrainingModel, fn: Function, read: cst.BaseExpression, site: Site) -> bool:
+    """Whether the callers of `fn` report its read of `read` at `site` (`reported_at_callers`), also
+    where `fn` hands the value on as it came to a function that reads it (`self.preprocess(targets)`
+    in `ComputeLoss.__call__`): a value they pass, which they know to be on the accelerator."""
+    if fn.parent is not None or model._outermost_step_loop(site) is not None or model._is_hook(fn) or not model.step_chains(fn):
         return False
     # the callers report a passed tensor they know is on the accelerator; a value the helper only
     # guesses is one (`.item()` of an unknown) stays reported here, where the callers are silent
-    value = model.value(call.receiver, call.site)  # type: ignore[arg-type]
+    value = model.value(read, site)
     # (an element of a collection passed whole, `for k, v in kwargs.items(): v.item()`, is what each
     # caller passed there: they report the device tensors among them)
-    element = value.kind is Kind.UNKNOWN and root_name(call.receiver) in loop_names_over(fn, call, set(fn.params) - {"self", "cls"}, model)
+    element = value.kind is Kind.UNKNOWN and root_name(read) in loop_names_over(fn, site, set(fn.params) - {"self", "cls"}, model)
     # (a parameter some callers pass a device tensor for and others something unknown: those callers
     # report it, where the tensor is known, when the function's summary tells them that it reads it)
-    name = root_name(call.receiver)  # type: ignore[arg-type]
-    given = value.kind is Kind.UNKNOWN and name in fn.params and {"tensor", "device"} & set(model.passed_facts(fn, name) or ()) and _seen_reading(model, fn)
-    return (device_tensor(value) or element or given) and reads_passed_value(model, fn, call)  # type: ignore[arg-type]
+    name = root_name(read)
+    facts = _reported_facts(model, fn, name) if name in fn.params else set()
+    if facts and facts <= {"?", "default"} and value.device != ACCEL:
+        return False  # (no caller of another module knows what it passes: none would report it)
+    # (where every caller passes a host copy, `labels = batch.cpu()`, the read waits for nothing)
+    given = value.kind is Kind.UNKNOWN and bool({"tensor", "device"} & facts or (facts and facts <= {"host"}))
+    return bool(device_tensor(value) or element or given) and passes_on(model, fn, read, site)
+
+
+def _reported_facts(model: TrainingModel, fn: Function, name: str, depth: int = 0) -> set[str]:
+    """What other modules' calls pass for parameter `name` of `fn` (`passed_facts`), where they see
+    `fn` reading it, also through this module's functions that hand on a parameter of theirs as it came
+    (`self.preprocess(targets)` in a `__call__` other modules call with the labels)."""
+    facts = set(model.passed_facts(fn, name) or ()) if _seen_reading(model, fn) else set()
+    params = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
+    if depth >= 3 or name not in params:
+        return facts
+    for call in model.calls_of(fn):
+        caller, given = call.site.function, argument_for(call.node, f"{params.index(name)} {name}")
+        if caller is not None and caller is not fn and given is not None and passes_on(model, caller, given, call.site):
+            handed = root_name(given)
+            if handed in caller.params:
+                facts |= _reported_facts(model, caller, handed, depth + 1)
+    return facts
 
 
 def _seen_reading(model: TrainingModel, fn: Function) -> bool:

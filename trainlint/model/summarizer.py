@@ -8,7 +8,8 @@ from pathlib import Path
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from trainlint.model.names import tokens
+from trainlint.model.arguments import argument_for
+from trainlint.model.names import root_name, tokens
 from trainlint.model.torchnames import GRAD_SCALER, is_clip_name
 from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value, join, origins
 from trainlint.model.function_values import portable
@@ -18,11 +19,13 @@ from trainlint.model.layer_swaps import optimized_modules, replaced_layers
 from trainlint.model.activations import mentions_activation, returned_activation
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Call, ClassInfo, Function
+    import libcst as cst
+
+    from trainlint.model.facts import Call, ClassInfo, Function, Site
     from trainlint.model.training import TrainingModel
 
 from trainlint.model.summary import (
-    ENV_WORDS, SYNCHRONIZE, VALUE_READS, ClassSummary, FunctionSummary, ModuleSummary, registry_root,
+    ARGUMENT_READS, ENV_WORDS, SYNCHRONIZE, VALUE_READS, ClassSummary, FunctionSummary, ModuleSummary, registry_root,
 )
 
 
@@ -100,9 +103,24 @@ class Summarizer:
         self._memo[key] = summary
         return summary
 
+    def _reads_passed(self, fn: "Function", call: "Call", sub: FunctionSummary | None) -> list[str]:
+        """The parameters (`FunctionSummary.read_parameters`) whose values `call` reads on the host as
+        they came (`targets.cpu()`), or hands on as they came to a function that reads them
+        (`self.preprocess(targets)`; not a module's `forward`, whose reads stay where its code is)."""
+        m = self.model
+        if call.method in ARGUMENT_READS and call.receiver is not None:
+            return [parameter_key(fn, call.receiver)] if reads_passed_value(m, fn, call) else []
+        if sub is None or not sub.reads_arguments or fn.name == "forward":
+            return []
+        return [
+            parameter_key(fn, a) for a in read_arguments(call.node, sub)
+            if m.value(a, call.site).kind in (Kind.TENSOR, Kind.UNKNOWN) and passes_on(m, fn, a, call.site)
+        ]
+
     def _summarize(self, fn: "Function") -> FunctionSummary:
         m = self.model
-        steps = backprops = trains = clears = clips = scales = reads = train_mode = False
+        steps = backprops = trains = clears = clips = scales = train_mode = False
+        read_parameters: list[str] = []
         synchronizes: list[str] = []
         syncs: list[str] = []
         self_calls: list[str] = []
@@ -157,11 +175,11 @@ class Summarizer:
                     syncs.append(m.module.code_for_node(call.node))
             elif every and sub is not None and sub.syncs:
                 syncs.extend(sub.syncs)
-            if every and call.method in VALUE_READS and call.receiver is not None and params:
-                if reads_passed_value(m, fn, call):
-                    reads = True
+            if every and params:
+                read_parameters.extend(self._reads_passed(fn, call, sub))
+        reads = bool(read_parameters)
         if any(c.method == "step" and ENV_WORDS & set(tokens(c.receiver_text or "")) for c in fn.calls):
-            syncs, reads = [], False  # acting in a host environment: the action must reach the host every step
+            syncs, reads, read_parameters = [], False, []  # acting in a host environment: the action must reach the host every step
         no_grad = any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators)
         returns = portable(_qualified(m.values.returns(fn) if fn.return_facts else UNKNOWN, m))
         return FunctionSummary(
@@ -175,6 +193,7 @@ class Summarizer:
             synchronizes=tuple(dict.fromkeys(synchronizes)),
             syncs=tuple(dict.fromkeys(syncs)),
             reads_arguments=reads,
+            read_parameters=tuple(dict.fromkeys(read_parameters)),
             no_grad=no_grad,
             sets_train_mode=train_mode,
             differentiates_arguments=None,
@@ -266,15 +285,25 @@ def reads_passed_value(m: "TrainingModel", fn: "Function", call: "Call") -> bool
     of one, through local names and value-keeping methods (`v.detach()`). A value the function
     computes from its arguments (`model(batch)`, `torch.max(lengths)`, `a - b`) is its own: its read is
     reported where the function's code is, not at its call sites (one finding per defect)."""
-    import libcst as cst
-
-    params = set(fn.params) - {"self", "cls"}
     # a module's `forward` runs through `model(x)`, whose call sites the analysis does not always
     # resolve to it: its reads stay where its code is
-    if call.receiver is None or not params or fn.name in ("forward", "__call__"):
+    if call.receiver is None or fn.name in ("forward", "__call__"):
         return False
-    passed = params | loop_names_over(fn, call, params, m)
-    stack: list[tuple[cst.BaseExpression, object]] = [(call.receiver, call.site)]
+    return passes_on(m, fn, call.receiver, call.site)
+
+
+def passes_on(m: "TrainingModel", fn: "Function", expr: "cst.BaseExpression", site: "Site") -> bool:
+    """Whether `expr` at `site` in `fn` is a value `fn`'s caller passed, as it was passed (see
+    `reads_passed_value`): `targets` in `self.preprocess(targets)` hands on what `fn` was given."""
+    import libcst as cst
+
+    from trainlint.model.value_calls import HOST_ATTRIBUTES
+
+    params = set(fn.params) - {"self", "cls"}
+    if not params:
+        return False
+    passed = params | loop_names_over(fn, site, params, m)
+    stack: list[tuple[cst.BaseExpression, object]] = [(expr, site)]
     seen = 0
     while stack:
         expr, site = stack.pop()
@@ -293,6 +322,8 @@ def reads_passed_value(m: "TrainingModel", fn: "Function", call: "Call") -> bool
             if len(assigns) != 1 or assigns[0].op is not None or assigns[0].unpacked:
                 return False  # rebound on some paths only, or updated: a value the function makes
             stack.append((assigns[0].value, assigns[0].site))
+        elif isinstance(expr, cst.Attribute) and expr.attr.value in HOST_ATTRIBUTES:
+            return False  # (`preds.shape[0]`: what the tensor says of itself, on the host)
         elif isinstance(expr, (cst.Attribute, cst.Subscript)):
             stack.append((expr.value, site))
         elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in PASS_THROUGH_METHODS:
@@ -300,14 +331,38 @@ def reads_passed_value(m: "TrainingModel", fn: "Function", call: "Call") -> bool
     return False
 
 
-def loop_names_over(fn: "Function", call: "Call", params: set[str], m: "TrainingModel") -> set[str]:
-    """Names bound by the loops around `call` that iterate over a parameter (`for k, v in kwargs.items()`)."""
+def parameter_key(fn: "Function", read: "cst.BaseExpression") -> str:
+    """The `read_parameters` key of the parameter a read value comes from ("0 targets": its position
+    among the explicit parameters, and its name), "*" where it is not one (`**kwargs`'s values)."""
+    import libcst as cst
+
+    name = root_name(read)
+    explicit = [p.name.value for p in (*fn.node.params.posonly_params, *fn.node.params.params)]
+    explicit = explicit[1:] if fn.class_name is not None and explicit[:1] in (["self"], ["cls"]) else explicit
+    keyword_only = [p.name.value for p in fn.node.params.kwonly_params if isinstance(p, cst.Param)]
+    if name in explicit:
+        return f"{explicit.index(name)} {name}"
+    return f"- {name}" if name in keyword_only else "*"
+
+
+def read_arguments(call: "cst.Call", summary: FunctionSummary) -> list["cst.BaseExpression"]:
+    """The arguments of a call that the function it runs reads on the host (`read_parameters`): all of
+    them where the summary cannot say which (an outline, `**kwargs`, an argument given by `*args`)."""
+    keys = summary.read_parameters
+    if not keys or "*" in keys:
+        return [a.value for a in call.args]
+    found = [argument_for(call, key) for key in keys]
+    return [a.value for a in call.args] if any(f is None for f in found) else [f for f in found if f is not None]
+
+
+def loop_names_over(fn: "Function", site: "Site", params: set[str], m: "TrainingModel") -> set[str]:
+    """Names bound by the loops around `site` that iterate over a parameter (`for k, v in kwargs.items()`)."""
     import libcst as cst
 
     from trainlint.model.names import target_names
 
     out: set[str] = set()
-    for loop in call.site.loops:
+    for loop in site.loops:
         node = loop.node
         if isinstance(node, cst.For) and m.roots_of(node.iter, fn) & params:
             out |= target_names(node.target)

@@ -18,6 +18,7 @@ SYNCHRONIZE = frozenset(
     {"torch.cuda.synchronize", "torch.xpu.synchronize", "torch.mps.synchronize", "torch.accelerator.synchronize"}
 )
 VALUE_READS = frozenset({"item", "tolist"})
+ARGUMENT_READS = VALUE_READS | {"cpu"}  # reads of a tensor argument the callers report (`targets.cpu()` too)
 ENV_WORDS = frozenset({"env", "envs", "environment", "environments"})
 
 
@@ -73,6 +74,9 @@ class FunctionSummary:
     # methods it calls on `self` on every call, outside loops (`update` runs `self._update_with_batch`):
     # on an object of a subclass, that subclass's overrides run (the template-method pattern)
     self_methods: tuple[str, ...] = ()
+    # the parameters whose values it reads on the host ("0 targets"; "*" for any, `**kwargs`'s values):
+    # of a call's arguments, those a caller reports (`reads_arguments`)
+    read_parameters: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -358,7 +358,14 @@ class SymbolQueries:
                 return None  # constructing an object
         fn = call.site.function
         if call.method is not None and (call.receiver_text == "self" or is_super(call.receiver)):
-            return self._inherited_summary(call)
+            inherited = self._inherited_summary(call)
+            if inherited is not None or call.receiver_text != "self":
+                return inherited
+            # `self.compute_loss(preds, targets)` after `self.compute_loss = ComputeLoss()`: the object
+            # the attribute holds, called
+            held = self.values.of(call.node.func, fn, call.site)
+            methods = self.class_methods(held.origin) if held.kind is Kind.OBJECT else None
+            return methods.get("__call__") if methods is not None else None
         if call.method is not None and call.receiver is not None and call.receiver_text != "cls":
             base = self.values.of(call.receiver, fn, call.site)
             if base.origin is not None and "|" in base.origin:  # an object of one of several classes
@@ -438,6 +445,7 @@ def common_summary(summaries: "list[FunctionSummary]") -> "FunctionSummary":
         replaces_layers=tuple(x for x in first.replaces_layers if all(x in s.replaces_layers for s in summaries)),
         optimizes=first.optimizes if all(s.optimizes == first.optimizes for s in summaries) else (),
         returns_activation=first.returns_activation if all(s.returns_activation == first.returns_activation for s in summaries) else None,
+        read_parameters=first.read_parameters if all(s.read_parameters == first.read_parameters for s in summaries) else ("*",),
     )
 
 

@@ -29,9 +29,10 @@ TRAINING_TOKENS = (
     "backward", ".step(", "zero_grad", "clip_grad", "GradScaler", ".scale(", "synchronize", ".item()",
     ".train(", "optim", "half()", "bfloat16", "float16", "torch_dtype",
 )
-# a module without these has nothing a summary beyond its outline says: the training tokens, and what
-# the parameter facts read (a function evaluating a model under `no_grad`, a loader's sampler)
-SUMMARISED_TOKENS = (*TRAINING_TOKENS, "no_grad", "inference_mode", "DistributedSampler", "set_epoch")
+# a module without these has nothing a summary beyond its outline says: the training tokens, what
+# the parameter facts read (a function evaluating a model under `no_grad`, a loader's sampler), and
+# the host reads of what a caller passes (`reads_arguments`: `targets.cpu().numpy().tolist()`)
+SUMMARISED_TOKENS = (*TRAINING_TOKENS, "no_grad", "inference_mode", "DistributedSampler", "set_epoch", ".cpu()", ".tolist()")
 # torch's factories that build a tensor from sizes alone (not `torch.tensor(data)`, not `*_like`)
 HOST_BUILT = frozenset({"zeros", "ones", "full", "arange", "eye", "empty", "linspace", "rand", "randn", "randint", "randperm"})
 MAX_CHAINS = 4

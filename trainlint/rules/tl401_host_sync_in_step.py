@@ -12,7 +12,7 @@ from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.environments import feeds_batch_source, feeds_environment
 from trainlint.model.extract import calls_in
 from trainlint.model.host_reads import (
-    header_calls as _header_calls, is_metric_log as _is_metric_log, truth_tested as _truth_tested, reported_at_callers as _reported_at_callers,
+    header_calls as _header_calls, is_metric_log as _is_metric_log, truth_tested as _truth_tested, reported_at_callers as _reported_at_callers, passes_device_tensor as _passes_device_tensor,
     GIVEN_A_TENSOR, SYNC_METHODS, bare_numpy as _bare_numpy, chain_base as _chain_base, copies_to_host as _copies_to_host,
     count_argument as _count_argument, device_tensor as _device_tensor, formats_tensor as _formats_tensor, orders_tensors as _orders_tensors,
     in_optimizer_class as _in_optimizer_class, slice_bounds as _slice_bounds, sized_by_device_tensor as _sized_by_device_tensor,
@@ -114,7 +114,7 @@ for step, (x, y) in enumerate(loader):
         "findings. A sync in a project helper is reported once: in the helper, with the call chains "
         "that run it every step, when the helper reads a value it computes (its own `loss.item()`); at "
         "each call site, where the value is known, when the helper only reads what it is passed "
-        "(`metric_logger.update(loss=loss)`, whose `update` calls `v.item()`; `self.take_optimisation_step(opt, net, loss)`, a step helper the class inherits from a project base in another module, logging `loss.item()`), also where other calls pass what the analysis cannot see. What every caller passes counts: a loss helper of another module testing `if num_pos == 0:` on a reduction of a target each caller moves to the device (`y.cuda()`) syncs every step, in the helper. "
+        "(`metric_logger.update(loss=loss)`, whose `update` calls `v.item()`; `self.take_optimisation_step(opt, net, loss)`, a step helper the class inherits from a project base in another module, logging `loss.item()`), also where other calls pass what the analysis cannot see, and also a host copy of it, followed through the functions that hand it on as it came (`targets.cpu().numpy().tolist()` in a loss class's `preprocess`, which its `__call__` calls with the labels it is given: reported at `self.compute_loss(preds, targets)` in the step, where they are moved to the device), for the arguments the helper reads only (a prediction passed beside those labels is not read); where no caller of another module can see what it passes (an aligner's output from a library), the read stays reported in the helper. What every caller passes counts: a loss helper of another module testing `if num_pos == 0:` on a reduction of a target each caller moves to the device (`y.cuda()`) syncs every step, in the helper. "
         "The step reaches code indirectly too, and a sync there is flagged: a function handed to a helper that "
         "calls it (`timer(train_step)`, each function `engine = schedule_a if cfg.a else schedule_b` may hold, the method a `functools.partial` wraps: `compute = partial(diffusion.training_losses, model, x)`, then `compute()`), a model a helper object of another module wraps before its base class calls it (`diffusion.training_losses(model, x, t)` after `diffusion = create_diffusion()`, whose `super().training_losses(self._wrap_model(model), *args)` hands a plain `_WrappedModel` to a base that calls `model(x_t, t)`: the wrapper's `__call__`, then the model's `forward`), the object a dict or a namespace holds under a constant key (`model.text_encoder(texts, lengths)` where a factory of another module returns `Munch(text_encoder=TextEncoder(), decoder=Decoder())`, or `nets['head'](x)`: that object's `forward`, not the others'), each function a dict of at most three functions holds, called with a key (`loss_registry[config.loss](model, x, t)`, the dict in this module or another, and the model handed on to it); "
         "the method a project base class's per-step code runs on `self` in a subclass of another module "
@@ -446,8 +446,7 @@ for x, y in loader:
             callee = model.called_function(call)
             summary = model.summarizer.function(callee) if callee is not None else None
         if summary is not None and summary.reads_arguments:
-            args = [a.value for a in call.node.args]
-            if any(_device_tensor(model.value(v, site)) for v in args):
+            if _passes_device_tensor(model, call, summary):
                 return f"`{shorten(code(call.node), 60)}`, which reads its tensor arguments on the host ({summary.where}),"
         return None
 
