@@ -344,3 +344,25 @@ def test_a_loss_object_held_by_the_trainer_is_called_through_its_attribute(tmp_p
     })
     found = findings(tmp_path, ["engine.py", "losses/loss.py"], "TL401")
     assert set(found) == {"engine.py:15:TL401"}
+
+
+def test_a_host_copy_under_a_mode_the_caller_chooses_is_no_read_of_the_call(tmp_path: Path) -> None:
+    # near miss: YOLOX's label assignment copies its inputs to the host only `if mode == "cpu":`, the
+    # fallback its caller asks for after running out of device memory; the step's call passes none
+    write(tmp_path, {
+        "assign.py": """
+            import torch
+
+
+            def get_assignments(boxes, preds, mode="gpu"):
+                if mode == "cpu":
+                    boxes = boxes.cpu().float()
+                return (boxes - preds).abs().argmin(dim=1)
+        """,
+        "train.py": _train("assign", "get_assignments", """
+            preds = model(batch)
+            matched = get_assignments(batch, preds)
+            loss = preds.gather(1, matched[:, None]).mean()
+        """),
+    })
+    assert findings(tmp_path, ["train.py", "assign.py"], "TL401") == {}

@@ -81,7 +81,8 @@ def _ring() -> dict[str, str]:
     files = {"train.py": TRAIN.replace("import helpers", "import m0").replace("helpers.step_fn(loss)", "m0.f(loss)")}
     for i in range(RING):
         a, b = (i + 1) % RING, (i + 2) % RING
-        files[f"m{i}.py"] = f"import torch\nimport m{a}\nimport m{b}\n\ndef f(t):\n    m{a}.f(t)\n    m{b}.f(t)\n    return t.tolist()\n"
+        # (a read of what `f` computes, `t.sum()`: its own, reported in each module whatever the callers pass)
+        files[f"m{i}.py"] = f"import torch\nimport m{a}\nimport m{b}\n\ndef f(t):\n    m{a}.f(t)\n    m{b}.f(t)\n    return t.sum().tolist()\n"
     return files
 
 

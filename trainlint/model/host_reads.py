@@ -190,16 +190,17 @@ def callers_report(model: TrainingModel, fn: Function, read: cst.BaseExpression,
     # report it, where the tensor is known, when the function's summary tells them that it reads it)
     name = root_name(read)
     facts = _reported_facts(model, fn, name) if name in fn.params else set()
-    if facts and facts <= {"?", "default"} and value.device != ACCEL:
-        return False  # (no caller of another module knows what it passes: none would report it)
+    if facts and not facts & {"tensor", "device"} and not facts <= {"host"} and value.device != ACCEL:
+        return False  # (no caller knows it passes a tensor: none would report it)
     # (where every caller passes a host copy, `labels = batch.cpu()`, the read waits for nothing)
     given = value.kind is Kind.UNKNOWN and bool({"tensor", "device"} & facts or (facts and facts <= {"host"}))
     return bool(device_tensor(value) or element or given) and passes_on(model, fn, read, site)
 
 
 def _reported_facts(model: TrainingModel, fn: Function, name: str, depth: int = 0) -> set[str]:
-    """What other modules' calls pass for parameter `name` of `fn` (`passed_facts`), where they see
-    `fn` reading it, also through this module's functions that hand on a parameter of theirs as it came
+    """What the calls of `fn` pass for parameter `name`, as the callers that would report it know it
+    ("device", "tensor", "host", "?"): other modules' calls (`passed_facts`, where they see `fn` reading
+    it) and this module's, also through its functions that hand on a parameter of theirs as it came
     (`self.preprocess(targets)` in a `__call__` other modules call with the labels)."""
     facts = set(model.passed_facts(fn, name) or ()) if _seen_reading(model, fn) else set()
     params = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
@@ -207,10 +208,14 @@ def _reported_facts(model: TrainingModel, fn: Function, name: str, depth: int = 
         return facts
     for call in model.calls_of(fn):
         caller, given = call.site.function, argument_for(call.node, f"{params.index(name)} {name}")
-        if caller is not None and caller is not fn and given is not None and passes_on(model, caller, given, call.site):
-            handed = root_name(given)
-            if handed in caller.params:
-                facts |= _reported_facts(model, caller, handed, depth + 1)
+        if caller is fn or given is None:
+            continue
+        handed = root_name(given) if caller is not None and passes_on(model, caller, given, call.site) else None
+        if caller is not None and handed in caller.params:
+            facts |= _reported_facts(model, caller, handed, depth + 1)  # type: ignore[arg-type]
+            continue
+        value = model.value(given, call.site)
+        facts.add("device" if device_tensor(value) or moved_to_device(value) else "host" if value.on_host else "?")
     return facts
 
 

@@ -108,6 +108,8 @@ class Summarizer:
         they came (`targets.cpu()`), or hands on as they came to a function that reads them
         (`self.preprocess(targets)`; not a module's `forward`, whose reads stay where its code is)."""
         m = self.model
+        if _chosen_by_a_parameter(fn, call.site):
+            return []
         if call.method in ARGUMENT_READS and call.receiver is not None:
             return [parameter_key(fn, call.receiver)] if reads_passed_value(m, fn, call) else []
         if sub is None or not sub.reads_arguments or fn.name == "forward":
@@ -329,6 +331,19 @@ def passes_on(m: "TrainingModel", fn: "Function", expr: "cst.BaseExpression", si
         elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in PASS_THROUGH_METHODS:
             stack.append((expr.func.value, site))
     return False
+
+
+def _chosen_by_a_parameter(fn: "Function", site: "Site") -> bool:
+    """Code under a test of a parameter against a constant (`if mode == "cpu":`, YOLOX's assignment on
+    the host when the device runs out of memory): which callers run it, their arguments say."""
+    import libcst as cst
+
+    tests = [n.test for n in (*site.gate_nodes, *site.else_of) if n is not None]
+    return any(
+        isinstance(t, cst.Comparison) and isinstance(t.left, cst.Name) and t.left.value in fn.params
+        and all(isinstance(c.comparator, (cst.SimpleString, cst.Integer, cst.Name)) for c in t.comparisons)
+        for t in tests
+    )
 
 
 def parameter_key(fn: "Function", read: "cst.BaseExpression") -> str:
