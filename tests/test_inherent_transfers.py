@@ -99,6 +99,35 @@ def test_priorities_handed_back_to_the_buffer_that_gave_the_batch_are_not_a_sync
     assert _lines(REPLAY, "TL401") == [14]
 
 
+UNPACKED = """
+    import numpy as np
+    import torch
+
+    def compute_td_loss(batch_size, beta):
+        state, action, reward, done, indices, weights = replay_buffer.sample(batch_size, beta)
+        state = torch.FloatTensor(np.float32(state)).cuda()
+        weights = torch.FloatTensor(weights).cuda()
+        loss = current_model(state).max(1)[0].pow(2) * weights
+        prios = loss + 1e-5
+        optimizer.zero_grad()
+        loss.mean().backward()
+        replay_buffer.update_priorities(indices, prios.data.cpu().numpy())
+        optimizer.step()
+
+    for frame_idx in range(1, 1000000):
+        compute_td_loss(32, 0.4)
+"""
+
+
+def test_priorities_handed_back_with_the_indices_unpacked_beside_the_batch_are_not_a_sync() -> None:
+    # RL-Adventure's prioritized DQN: `state, ..., indices, weights = replay_buffer.sample(n, beta)`,
+    # the priorities computed from the rows handed back with `indices`; near miss: indices the step
+    # makes itself are not the rows the buffer gave
+    assert _lines(UNPACKED, "TL401") == []
+    made = UNPACKED.replace("replay_buffer.update_priorities(indices,", "replay_buffer.update_priorities(np.arange(batch_size),")
+    assert _lines(made, "TL401") == [13]
+
+
 REPLAY_LOGGED = """
     import torch
 
@@ -295,6 +324,40 @@ def test_a_policy_s_output_the_script_keeps_for_itself_is_a_sync(tmp_path: "Path
     script = SCRIPT.replace("next_state, reward, done, _ = env.step(action)", "next_state, reward, done = 0.0, 0.0, False; print(action)").replace(
         "state, done = env.reset(), False", "state, done = np.zeros(11), False")
     assert _project(tmp_path, script) == ["TD3.py:14:TL406", "TD3.py:15:TL401"]
+
+
+CATEGORICAL = """
+    import torch
+    import torch.nn as nn
+
+    class CategoricalDQN(nn.Module):
+        def forward(self, x):
+            return self.layers(x).softmax(-1)
+
+        def act(self, state):
+            state = torch.FloatTensor(state).unsqueeze(0).cuda()
+            dist = self.forward(state).data.cpu()
+            dist = dist * torch.linspace(-10, 10, 51)
+            action = dist.sum(2).max(1)[1].numpy()[0]
+            return action
+
+    model = CategoricalDQN().cuda()
+    state = env.reset()
+    for frame_idx in range(1, 100000):
+        action = model.act(state)
+        next_state, reward, done, _ = env.step(action)
+        loss = compute_td_loss(32)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_an_action_computed_from_a_host_copy_and_returned_to_the_environment_is_the_algorithm_s() -> None:
+    # RL-Adventure's categorical DQN: the distribution is copied, weighted by the atoms on the host, and
+    # the action it picks returned to the loop's `env.step`; near miss: an action kept for a log syncs
+    assert _lines(CATEGORICAL, "TL401") == []
+    assert _lines(CATEGORICAL.replace("env.step(action)", "env.step(0); print(action)"), "TL401") == [11]
 
 
 # SAC's shape: the replay buffer's `sample` stacks stored transitions; the update wraps each part with

@@ -47,6 +47,22 @@ def test_gated_logging_is_not_per_step():
     assert sync_lines(code) == []
 
 
+def test_a_few_chosen_steps_are_a_gate():
+    # mixup's GAN example plots at `if iteration in [10, 100, 1000, 10000, 20000]:`; a membership
+    # test in a name the analysis cannot read (`milestones`) is no step gate
+    code = """
+    for iteration in range(20000):
+        loss = model(next(data)).mean()
+        loss.backward()
+        optimizer.step()
+        if iteration in [10, 100, 1000, 10000, 20000]:
+            plot(loss.cpu().numpy())
+        if iteration in milestones:
+            print(loss.item())
+    """
+    assert sync_lines(code) == [9]
+
+
 def test_gate_computed_into_a_variable():
     code = """
     for step, batch in enumerate(loader):

@@ -58,7 +58,9 @@ def feeds_environment(model: "TrainingModel", call: "Call", depth: int = 0) -> b
             return True
     if fn is None or depth >= MAX_DEPTH or not fn.return_facts:
         return False
-    returned = any(contains(r.value, node) or (isinstance(r.value, cst.Name) and r.value.value in targets) for r in fn.return_facts)
+    # (also what the function computes from the copy: `dist = self(x).data.cpu()`, then `action =
+    # dist.sum(2).max(1)[1].numpy()[0]` returned)
+    returned = any(contains(r.value, node) or (isinstance(r.value, cst.Name) and bool(targets & model.roots_of(r.value, fn))) for r in fn.return_facts)
     if not returned:
         return False
     callers = [*model.calls_of(fn), *model.method_calls_of(fn)]
@@ -137,10 +139,23 @@ def feeds_batch_source(model: "TrainingModel", call: "Call") -> bool:
         args = [a.value for a in other.node.args]
         if not (any(contains(v, node) for v in args) or any(dotted(v) in targets for v in args)):
             continue
-        drawn = _drawn_from(model, other.receiver_text, fn, other.site) & computed_from
-        if drawn and any(_root(v) in drawn for v in args):
+        # (the rows' own values computed on, and their indices handed back: `indices` unpacked
+        # beside the batch, `state, ..., indices, weights = buffer.sample(n, beta)`)
+        drawn = _drawn_from(model, other.receiver_text, fn, other.site)
+        handed_back = {v.value for v in args if isinstance(v, cst.Name)} - computed_from - targets
+        if drawn & computed_from and (any(_root(v) in drawn for v in args) or _unpacked_beside(model, fn, other.receiver_text, handed_back, computed_from)):
             return True
     return False
+
+
+def _unpacked_beside(model: "TrainingModel", fn: object, source: str | None, names: set[str], computed_from: frozenset[str]) -> bool:
+    """Whether one of `names` is unpacked from a call on `source` beside rows the copy was computed
+    from: `state, ..., indices, weights = buffer.sample(n, beta)` (`indices` handed back)."""
+    return source is not None and any(
+        a.unpacked and a.site.function is fn and names.intersection(a.targets) and computed_from.intersection(a.targets)
+        and isinstance(a.value, cst.Call) and (dotted(a.value.func) or "").startswith(source + ".")
+        for a in model.assigns
+    )
 
 
 def _method_calls_by_function(model: "TrainingModel") -> dict[object, list["Call"]]:

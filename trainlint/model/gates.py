@@ -104,6 +104,10 @@ def _is_counter_equality(expr: cst.CSTNode, not_counters: frozenset[str] = froze
     if not isinstance(expr, cst.Comparison) or len(expr.comparisons) != 1:
         return False
     comp = expr.comparisons[0]
+    if isinstance(comp.operator, cst.In) and isinstance(comp.comparator, (cst.List, cst.Tuple, cst.Set)):
+        # `if iteration in [10, 100, 1000]:`, a few chosen steps
+        numbers = [e.value for e in comp.comparator.elements]
+        return bool(numbers) and all(isinstance(n, cst.Integer) for n in numbers) and _is_counter(expr.left, COUNTER_WORDS)
     if not isinstance(comp.operator, cst.Equal):
         return False
     sides = (expr.left, comp.comparator)

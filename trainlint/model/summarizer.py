@@ -334,14 +334,15 @@ def passes_on(m: "TrainingModel", fn: "Function", expr: "cst.BaseExpression", si
 
 
 def _chosen_by_a_parameter(fn: "Function", site: "Site") -> bool:
-    """Code under a test of a parameter against a constant (`if mode == "cpu":`, YOLOX's assignment on
-    the host when the device runs out of memory): which callers run it, their arguments say."""
+    """Code under a test of a parameter against a mode's name (`if mode == "cpu":`, YOLOX's assignment
+    on the host when the device runs out of memory): which callers run it, their arguments say (a
+    number compared, `if n_items != 4:`, is the data's)."""
     import libcst as cst
 
     tests = [n.test for n in (*site.gate_nodes, *site.else_of) if n is not None]
     return any(
         isinstance(t, cst.Comparison) and isinstance(t.left, cst.Name) and t.left.value in fn.params
-        and all(isinstance(c.comparator, (cst.SimpleString, cst.Integer, cst.Name)) for c in t.comparisons)
+        and all(isinstance(c.comparator, cst.SimpleString) for c in t.comparisons)
         for t in tests
     )
 

@@ -84,7 +84,7 @@ for step, (x, y) in enumerate(loader):
         running_loss.zero_()
 """
     not_flagged = (
-        "Syncs under a gate (`if step % n == 0`, `if do_log:`, a debugging or verbosity level `if opt.debug > 0:`, a test-only run's flag `if opt.test:` (a loop shared by training and testing saves results only when testing) (another setting compared with a number, `if clip_val > 0:`, holds on every step and gates nothing), `if step == 0`, `if self.graph is None:`, a name's first value in a loop (`if loss_ema is None: loss_ema = loss.item()`), state set from the negative value it starts at (`if Z < 0: self.params[2] = out.mean() * n`, the body runs on the first call), `if not len(self.q):`, an early `if step != capture_step: return`, a "
+        "Syncs under a gate (`if step % n == 0`, `if iteration in [10, 100, 1000]:`, `if do_log:`, a debugging or verbosity level `if opt.debug > 0:`, a test-only run's flag `if opt.test:` (a loop shared by training and testing saves results only when testing) (another setting compared with a number, `if clip_val > 0:`, holds on every step and gates nothing), `if step == 0`, `if self.graph is None:`, a name's first value in a loop (`if loss_ema is None: loss_ema = loss.item()`), state set from the negative value it starts at (`if Z < 0: self.params[2] = out.mean() * n`, the body runs on the first call), `if not len(self.q):`, an early `if step != capture_step: return`, a "
         "module's inference-only branch `if not self.training:`, an early "
         "`return` when not logging), on the error path (`except` handlers, `raise`, an assert's message, a "
         "branch that exits or skips a non-finite batch), after the training loop, in epoch-level code outside "
@@ -98,8 +98,8 @@ for step, (x, y) in enumerate(loader):
         "of a host list iterated (`for t, l in losses.tolist():`, where only the `tolist()` is reported); a "
         "custom autograd function applied only in evaluation; modules moved or offloaded (`vae.cpu()`); and actions copied to a host environment "
         "(`envs.step(actions.cpu().numpy())`, also when a helper returns the action to the loop that steps the "
-        "environment, in its module or in the script that calls it: `action = (policy.select_action(state) + noise).clip(-1, 1)`, then `env.step(action)`) or priorities handed back to the replay buffer that gave the batch "
-        "(`rb.update_priorities(data.indices, td_error.cpu().numpy())`), which the algorithm needs. Under an `if` whose test reads a "
+        "environment, in its module or in the script that calls it: `action = (policy.select_action(state) + noise).clip(-1, 1)`, then `env.step(action)`; also an action computed from the copy: `dist = self(state).data.cpu()`, then `return (dist * atoms).sum(2).argmax(1).numpy()[0]`) or priorities handed back to the replay buffer that gave the batch "
+        "(`rb.update_priorities(data.indices, td_error.cpu().numpy())`, also with the indices unpacked beside the batch: `state, ..., indices, weights = buffer.sample(n, beta)`), which the algorithm needs. Under an `if` whose test reads a "
         "tensor (`if loss.item() > 1.0: print(loss.item())`), only the test is reported: the body (and the `else`) runs when the "
         "data says so, after the test's sync. A test's operands are read in Python's order: a flag after a tensor test gates nothing "
         "(`if (t.isnan().any() or t.isinf().any()) and DEBUG:` reads a tensor every step), a flag before it does "
