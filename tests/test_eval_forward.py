@@ -407,3 +407,61 @@ def test_a_greedy_decoder_under_no_grad_records_none():
 
 def test_a_decoder_the_constructor_is_not_handed_through_super_is_not_known_as_a_module():
     assert lines(DECODING.replace("super().__init__(decoder)", "super().__init__(None)"), "TL303") == []
+
+
+# RL's action helpers: TD3's `select_action` (a policy holding its actor) and a DQN module's own `act`,
+# each run every step of the loop that steps the environment with the action it returns
+ACTING = """
+import random
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+class DQN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.layers(x)
+
+    def act(self, state, epsilon):
+        if random.random() > epsilon:
+            q_value = self.forward(torch.FloatTensor(state).unsqueeze(0).cuda())
+            return q_value.max(1)[1].item()
+        return random.randrange(2)
+
+
+class TD3:
+    def __init__(self):
+        self.actor = nn.Linear(4, 1).cuda()
+
+    def select_action(self, state):
+        state = torch.FloatTensor(state.reshape(1, -1)).cuda()
+        return self.actor(state).cpu().data.numpy().flatten()
+
+
+def train(env, dqn, policy, optimizer):
+    state = env.reset()
+    for t in range(100000):
+        action = dqn.act(state, 0.1) if t % 2 else policy.select_action(np.array(state))
+        state, reward, done, _ = env.step(action)
+        loss = td_loss(dqn, policy)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_an_action_helper_run_every_step_records_a_graph_no_backward_reaches():
+    assert lines(ACTING, "TL303") == [18, 29]
+
+
+def test_an_action_helper_under_no_grad_or_giving_back_what_trains_records_nothing():
+    # near misses: the helpers decorated with no_grad; a step helper returning the differentiable Q-values
+    guarded = ACTING.replace("    def act(", "    @torch.no_grad()\n    def act(").replace("    def select_action(", "    @torch.no_grad()\n    def select_action(")
+    assert lines(guarded, "TL303") == []
+    differentiable = ACTING.replace("return q_value.max(1)[1].item()", "return q_value").replace(
+        "return self.actor(state).cpu().data.numpy().flatten()", "return self.actor(state)")
+    assert lines(differentiable, "TL303") == []

@@ -11,7 +11,7 @@ import libcst as cst
 from trainlint.model.facts import Call, Function
 from trainlint.model.arguments import argument_for
 from trainlint.model.lattice import Kind, origins
-from trainlint.model.modes import call_trains
+from trainlint.model.modes import call_trains, function_trains
 from trainlint.model.names import dotted
 
 if TYPE_CHECKING:
@@ -40,11 +40,26 @@ def first_forward(model: "TrainingModel", fn: Function, looped: bool = False) ->
     for call in fn.calls:
         if call.site.function is not fn or (looped and not call.site.loops) or model.under(call.site, "no_grad"):
             continue
-        if model.callee(call) is not None or grad_disabled(fn, call):
+        if grad_disabled(fn, call):
+            continue
+        if model.callee(call) is not None:
+            if _own_forward(model, fn, call):
+                return call  # (`q = self.forward(state)` in a module's `act`: its layers run)
             continue
         if model.value(call.node.func, call.site).kind is Kind.MODULE and model.value(call.node, call.site).graph is not False:
             return call
     return None
+
+
+def _own_forward(model: "TrainingModel", fn: Function, call: Call) -> bool:
+    """`self.forward(x)` or `self(x)` in a method of an `nn.Module` class of this module."""
+    callee = model.callee(call)
+    if callee is None or fn.class_name is None or callee.class_name != fn.class_name or callee.name != "forward":
+        return False
+    if call.receiver_text != "self" and not (call.name == "self" and call.receiver is None):
+        return False
+    info = model.local_class(fn.class_name)
+    return info is not None and model.is_module_class(info)
 
 
 def discarded_by_callers(model: "TrainingModel", fn: Function, sites: "Iterable[Call]") -> Call | None:
@@ -368,6 +383,15 @@ def prediction_forward(model: "TrainingModel", fn: Function, storing: set[Functi
     if fn in storing:
         return None  # `self.cache = out`: kept beyond the call
     return first_forward(model, fn)
+
+
+def step_prediction(model: "TrainingModel", fn: Function, storing: set[Function | None]) -> Call | None:
+    """A helper the step runs every time that trains nothing and gives back only predictions (a
+    policy's `select_action`, the action handed to the environment): its forward pass outside
+    no_grad, whose graph no backward reaches, or None."""
+    if function_trains(model, fn) or model.under_no_grad_everywhere(fn) or inside_forward(model, fn):
+        return None
+    return prediction_forward(model, fn, storing)
 
 
 def inside_forward(model: "TrainingModel", fn: Function) -> bool:

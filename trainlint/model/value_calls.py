@@ -59,6 +59,8 @@ HOST_METHODS = frozenset({"numpy"})
 TENSOR_VALUED_ATTRIBUTES = frozenset(
     {"loss", "logits", "last_hidden_state", "hidden_states", "pooler_output", "grad", "data", "T", "mT", "real", "imag"}
 )
+# numpy's array methods that give back an array
+HOST_ARRAY_METHODS = frozenset({"flatten", "ravel", "reshape", "squeeze", "astype", "copy", "clip", "transpose", "argmax", "argmin", "round"})
 HOST_ATTRIBUTES = frozenset({"shape", "device", "dtype", "ndim", "is_cuda", "requires_grad", "param_groups", "state", "training"})
 MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "bfloat16", "float", "double", "train", "eval", "requires_grad_", "to_empty", "apply", "type", "xpu"})
 # the rest of torch.nn.Module's own API: calling one of these on a module runs no forward pass
@@ -424,6 +426,8 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         if base.kind in (Kind.NUMBER, Kind.STRING, Kind.BOOL, Kind.HOST_ARRAY, Kind.NONE):
             if method in ("item", "tolist", "cpu", "numpy", "mean", "sum", "max", "min", "std"):
                 return NUMBER if base.kind is not Kind.HOST_ARRAY else HOST_DATA
+            if base.kind is Kind.HOST_ARRAY and method in HOST_ARRAY_METHODS:
+                return HOST_DATA  # (`q.cpu().data.numpy().flatten()`: still an array on the host)
             return STRING if base.kind is Kind.STRING else UNKNOWN
         if base.kind is Kind.COLLECTION:
             if method in ("get", "pop", "popleft") and base.element is not None:

@@ -12,7 +12,7 @@ from trainlint.model import Call, Function, TrainingModel
 from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
 from trainlint.model.evaluation import (
     decoding_forward, discarded_by_callers, frozen_modules, grad_disabled, inside_forward, prediction_forward,
-    prediction_loop_forwards, step_list_evaluations,
+    prediction_loop_forwards, step_list_evaluations, step_prediction,
 )
 from trainlint.model.modes import call_trains as _callee_trains
 from trainlint.model.modes import loop_ancestors
@@ -133,7 +133,7 @@ def evaluate(model, loader):
         "mode (`.eval()`, `.train(False)`) and run, in the function that switched it, in a helper its caller "
         "switched it for, or in a loop of a training driver that validates between epochs; or a prediction "
         "helper: a function that runs a module (known as one by its value) and gives back only what no backward "
-        "can reach (`argmax` labels, strings, numbers), keeping nothing on objects or in its arguments. A "
+        "can reach (`argmax` labels, strings, numbers), keeping nothing on objects or in its arguments, also one the training loop runs every step and that trains nothing (a policy's `select_action` returning `self.actor(state).cpu().data.numpy().flatten()`, a DQN's own `act` running `self.forward(state)` for the action the loop hands the environment). A "
         "submodule of a module switched to eval mode is in eval mode (`net.eval()`, then `net.decoder(x)`). "
         "A loop of the script itself that runs a module, trains nothing and keeps only what no backward can reach (labels, host arrays, numbers) is a prediction loop. "
         "A loop that feeds what a module gives, through `argmax`, back to that module as its next input (greedy decoding: `Y, state = decoder(outputs[-1], state)`, then `outputs.append(Y.argmax(2))`), in a function that neither backpropagates nor trains, records graphs no backward can use. "
@@ -359,6 +359,10 @@ def train(model, ema, loader, valid_batches, optimizer):
             )
         for fn in model.functions:
             if fn in model.step_functions:
+                # (run every step: a helper giving back only predictions, `select_action`, still records a graph)
+                forward = step_prediction(model, fn, storing)
+                if forward is not None:
+                    yield Finding(forward.node, f"forward pass in `{fn.name}` records an autograd graph: it returns only predictions, which no backward can reach")
                 continue
             if fn.class_name and library_step_hook(fn.name, model.class_bases(fn), LIBRARY_NO_GRAD_HOOKS):
                 continue  # a library's evaluation hook, which the library runs under no_grad
