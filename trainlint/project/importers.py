@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from trainlint.model.class_attributes import FLAG_ATTRIBUTES
-from trainlint.project.python_trees import python_tree, walk
+from trainlint.project.python_trees import python_tree
 from trainlint.model.lattice import HOST, Kind, Value
 from trainlint.model.saved_arguments import FRAME_READERS
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, registry_root
@@ -212,7 +212,7 @@ def _adds_methods(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     for inner in fn.body:
         if isinstance(inner, ast.FunctionDef) and inner.args.args and params:
             obj = inner.args.args[0].arg
-            for node in walk(inner):
+            for node in ast.walk(inner):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" and len(node.args) == 3:
                     if [ast.unparse(a) for a in node.args] == [params[0], f"{obj}.__name__", obj]:
                         return True
@@ -222,7 +222,7 @@ def _adds_methods(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 def _saves_arguments(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """A method reading its caller's frame and `setattr(self, ...)`ing what it finds (`saves_arguments`)."""
     sets = reads = False
-    for node in walk(method):  # (one walk, names read without `ast.unparse`: a module has thousands of calls)
+    for node in ast.walk(method):  # (one walk, names read without `ast.unparse`: a module has thousands of calls)
         if isinstance(node, ast.Call):
             called = _dotted_name(node.func)
             if called == "setattr" and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "self":
@@ -253,7 +253,7 @@ def _held_instances(
     assignment builds one). Adds to `owned` the gradient-flag names (`FLAG_ATTRIBUTES`) the class
     mentions as its own: a method of that name, a name bound, `self.<name>` (the same walk)."""
     built: dict[str, set[str | None]] = {}
-    for node in walk(cls):
+    for node in ast.walk(cls):
         kind = node.__class__
         if kind is ast.Attribute:
             if node.attr in FLAG_ATTRIBUTES and isinstance(node.value, ast.Name) and node.value.id == "self":  # type: ignore[attr-defined]
@@ -357,7 +357,7 @@ def _held_parameters(methods: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> t
     params = [a.arg for a in [*init.args.posonlyargs, *init.args.args][1:]]
     found: list[str] = []
     stored: set[str] = set()
-    for node in walk(init):
+    for node in ast.walk(init):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stored.add(node.id)
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Name) and node.value.id in params:

@@ -16,7 +16,6 @@ from trainlint.model.activations import ACTIVATION_FUNCTIONS, ACTIVATION_MODULES
 from trainlint.model.lattice import Kind
 from trainlint.model.layer_swaps import PARAMETERLESS_MODULES
 from trainlint.model.summary import ClassSummary, FunctionSummary, ModuleSummary
-from trainlint.project.python_trees import walk
 
 MAX_DEPTH = 6
 # torch.nn names that are no module (a `Parameter` assigned is a tensor, not a layer)
@@ -111,7 +110,7 @@ def _activation_layers(cls: ast.ClassDef, resolve: Resolve) -> dict[str, str]:
     """The attributes of `self` every assignment of which (in any method) builds an `nn.Softmax` or
     `nn.Sigmoid`, or an `nn.Sequential` ending in one: attribute -> "softmax"/"sigmoid"."""
     seen: dict[str, set[str | None]] = {}
-    for node in walk(cls):
+    for node in ast.walk(cls):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
         for target in targets:
             if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":

@@ -12,7 +12,7 @@ from typing import Callable, Iterator, Protocol
 from trainlint.model.lattice import Kind, origins
 from trainlint.model.summary import ATTRIBUTES, Argument, ModuleSummary
 from trainlint.model.torchnames import LIBRARY_CLASS, MODULE_MOVES, MODULE_WRAPPERS
-from trainlint.project.python_trees import python_tree, walk
+from trainlint.project.python_trees import python_tree
 
 
 class Finder(Protocol):
@@ -40,7 +40,7 @@ def passed_instances(source: str) -> list[tuple[str, str, str]]:
         return []
     imported: dict[str, str] = {}
     classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
-    for node in walk(tree):  # (a function's own imports too: `from train.loops import train_epoch` in `main`)
+    for node in ast.walk(tree):  # (a function's own imports too: `from train.loops import train_epoch` in `main`)
         if isinstance(node, ast.Import):
             for alias in node.names:
                 imported[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]

@@ -11,28 +11,3 @@ from functools import lru_cache
 def python_tree(source: str) -> ast.Module:
     """`ast.parse(source)` (raises as it does), shared: the tree must not be changed."""
     return ast.parse(source)
-
-
-def walk(node: ast.AST) -> list[ast.AST]:
-    """`ast.walk(node)` as a list: the same nodes in the same order (breadth first, fields in order).
-    Kept on the node, for the outline's readers walk the same module, classes and functions one
-    after another (a module's tree is walked by each of them; `ast.walk`'s generators cost more than
-    the list)."""
-    try:
-        return node._trainlint_walk  # type: ignore[attr-defined,no-any-return]
-    except AttributeError:
-        pass
-    nodes = [node]
-    at = 0
-    ast_node = ast.AST
-    while at < len(nodes):
-        current = nodes[at]
-        at += 1
-        for name in current._fields:
-            child = getattr(current, name, None)
-            if isinstance(child, ast_node):
-                nodes.append(child)
-            elif isinstance(child, list):
-                nodes.extend(item for item in child if isinstance(item, ast_node))
-    node._trainlint_walk = nodes  # type: ignore[attr-defined]
-    return nodes
