@@ -465,3 +465,25 @@ def test_an_action_helper_under_no_grad_or_giving_back_what_trains_records_nothi
     differentiable = ACTING.replace("return q_value.max(1)[1].item()", "return q_value").replace(
         "return self.actor(state).cpu().data.numpy().flatten()", "return self.actor(state)")
     assert lines(differentiable, "TL303") == []
+
+
+def test_a_loss_module_given_an_output_made_under_no_grad_records_nothing():
+    # WideResNet's `validate`: `with torch.no_grad(): output = model(input)`, then `loss = criterion(output,
+    # target)` outside it; the loss has no parameters and its input no graph. Near miss: a loss module that
+    # learns (a project module with parameters) or an output made with autograd on
+    code = """
+    import torch
+    import torch.nn as nn
+
+    criterion = nn.CrossEntropyLoss().cuda()
+
+    def validate(val_loader, model):
+        model.eval()
+        for i, (input, target) in enumerate(val_loader):
+            with torch.no_grad():
+                output = model(input.cuda())
+            loss = criterion(output, target.cuda())
+            print(loss.item())
+    """
+    assert lines(code, "TL303") == []
+    assert lines(code.replace("            with torch.no_grad():\n                output", "            if True:\n                output"), "TL303") == [11]

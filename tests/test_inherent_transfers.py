@@ -387,3 +387,74 @@ SAC_REPLAY = """
 def test_a_replay_batch_wrapped_by_a_legacy_constructor_is_data() -> None:
     # (the constants beside it, a list of numbers and a size, could be built on the device)
     assert _lines(SAC_REPLAY, "TL406") == [14, 15]
+
+
+# BCQ's shape: the buffer's own `sample` wraps rows of the arrays its `add` fills; the policy wraps the
+# observation the script copies from the environment (`state = copy.copy(next_state)`) and reshapes it
+BCQ = {
+    "buffer.py": """
+        import numpy as np
+        import torch
+
+        class ReplayBuffer:
+            def __init__(self, n, dim, device):
+                self.state = np.zeros((n, dim))
+                self.ptr, self.size, self.device = 0, 0, device
+
+            def add(self, state):
+                self.state[self.ptr] = state
+                self.ptr, self.size = self.ptr + 1, self.size + 1
+
+            def sample(self, batch_size):
+                ind = np.random.randint(0, self.size, size=batch_size)
+                return torch.FloatTensor(self.state[ind]).to(self.device)
+    """,
+    "policy.py": """
+        import torch
+        import torch.nn as nn
+
+        class Policy:
+            def __init__(self):
+                self.Q = nn.Linear(4, 2).cuda()
+                self.optimizer = torch.optim.Adam(self.Q.parameters())
+
+            def select_action(self, state):
+                with torch.no_grad():
+                    state = torch.FloatTensor(state).reshape(1, -1).to("cuda")
+                    return int(self.Q(state).argmax(1))
+
+            def train(self, buffer):
+                loss = self.Q(buffer.sample(32)).mean()
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+    """,
+    "main.py": """
+        import copy
+        import gym
+        import numpy as np
+        from buffer import ReplayBuffer
+        from policy import Policy
+
+        env = gym.make("CartPole-v1")
+        policy, buffer = Policy(), ReplayBuffer(100000, 4, "cuda")
+        state = env.reset()
+        for t in range(100000):
+            action = policy.select_action(np.array(state))
+            next_state, reward, done, _ = env.step(action)
+            buffer.add(state)
+            state = copy.copy(next_state)
+            policy.train(buffer)
+    """,
+}
+
+
+def test_rows_a_buffer_stored_and_an_observation_copied_then_reshaped_are_data(tmp_path: "Path") -> None:
+    from tests.test_device_values import lint_project
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert lint_project(tmp_path / "a", BCQ, "TL406") == []
+    # near miss: a state the script makes of numbers, not the environment's, is built on the host
+    made = dict(BCQ, **{"main.py": BCQ["main.py"].replace("policy.select_action(np.array(state))", "policy.select_action(np.zeros(4))")})
+    assert lint_project(tmp_path / "b", made, "TL406") == ["policy.py:12:TL406"]

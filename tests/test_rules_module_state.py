@@ -245,6 +245,25 @@ def test_near_misses_are_not_flagged():
     assert lines(code, "TL506") == []
 
 
+def test_layers_registered_through_the_module_s_own_setattr_are_not_flagged():
+    # rlkit's `Mlp`: `self.fcs = []`, then each layer `self.__setattr__("fc{}".format(i), fc)` and appended;
+    # near miss: `object.__setattr__` bypasses the module's registration, so those layers are lost
+    code = """
+    import torch.nn as nn
+
+    class Mlp(nn.Module):
+        def __init__(self, sizes):
+            super().__init__()
+            self.fcs = []
+            for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
+                fc = nn.Linear(a, b)
+                self.__setattr__("fc{}".format(i), fc)
+                self.fcs.append(fc)
+    """
+    assert lines(code, "TL506") == []
+    assert lines(code.replace('self.__setattr__("fc{}".format(i), fc)', 'object.__setattr__(self, "fc{}".format(i), fc)'), "TL506") == [7]
+
+
 def test_blocks_that_hold_no_state_and_layers_a_helper_registers_are_not_flagged():
     # a moving-average block around an `AvgPool1d` (Time-Series-Library's decomposition), and layers
     # whose parameters a method of the class registers one by one (pytorch_RVAE's `_add_to_parameters`)

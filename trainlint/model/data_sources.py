@@ -70,6 +70,21 @@ def read_data(model: "ReachingDefinitions", value_of: "Callable[..., Value]", ex
     return value.kind is Kind.UNKNOWN or (element is not None and element.kind is Kind.UNKNOWN)
 
 
+def stored_rows(model: "ReachingDefinitions", expr: cst.BaseExpression, fn: "Function | None") -> bool:
+    """`self.state[ind]` in a method of a class another method of which stores into `self.state[...]`
+    (a replay buffer's arrays, `self.state[self.ptr] = state` in its `add`): rows of what was stored."""
+    if not (isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and dotted(expr.value.value) == "self"):
+        return False
+    if fn is None or fn.class_name is None:
+        return False
+    prefix = f"self.{expr.value.attr.value}["
+    return any(
+        a.site.function is not None and a.site.function is not fn and a.site.function.class_name == fn.class_name
+        and any(t.startswith(prefix) for t in a.targets)
+        for a in model.assigns  # type: ignore[attr-defined]
+    )
+
+
 NUMPY_FACTORIES = frozenset({"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "empty", "empty_like", "arange", "eye", "linspace"})
 # draws from a count or a shape (`np.random.permutation(n)`; `permutation(array)` shuffles data)
 NUMPY_DRAWS = frozenset({"rand", "randn", "randint", "random", "random_sample", "uniform", "normal", "permutation", "choice"})

@@ -14,6 +14,7 @@ import libcst as cst
 
 from trainlint.model.gates import child_nodes
 from trainlint.model.names import dotted
+from trainlint.model.torchnames import LEGACY_CONSTRUCTORS
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Assign, Call, Function, Site
@@ -78,6 +79,20 @@ def _bound_to(model: "TrainingModel", call: "Call") -> set[str]:
     }
 
 
+OBSERVATION_COPIES = frozenset({"numpy.array", "numpy.asarray", "numpy.copy", "copy.copy", "copy.deepcopy"})
+
+
+def wraps_observation(model: "TrainingModel", expr: cst.BaseExpression, fn: "Function | None", at: "Site | None") -> bool:
+    """`torch.FloatTensor(state).reshape(shape)` of an observation (`observed`): the legacy constructor
+    that wraps it, reshaped, holds data as the observation does."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _RESHAPES:
+        expr = expr.func.value
+    if not isinstance(expr, cst.Call) or not expr.args:
+        return False
+    factory = model.imports.resolve(expr.func) or ""
+    return factory.startswith("torch.") and factory[6:] in LEGACY_CONSTRUCTORS and observed(model, expr.args[0].value, fn, at)
+
+
 def observed(model: "TrainingModel", expr: cst.BaseExpression, fn: "Function | None", at: "Site | None", depth: int = 0) -> bool:
     """Whether `expr` is what an environment returned: `torch.tensor([self.state])` where
     `self.state = self.env.reset()` and later the `new_state` of `self.env.step(action)`. Such data
@@ -88,10 +103,12 @@ def observed(model: "TrainingModel", expr: cst.BaseExpression, fn: "Function | N
     if depth >= MAX_DEPTH:
         return False
     assigns: list["Assign"] = []
+    if isinstance(expr, cst.Call) and model.imports.resolve(expr.func) in OBSERVATION_COPIES and expr.args:
+        expr = expr.args[0].value  # (`np.array(state)`, `copy.copy(next_state)`)
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _RESHAPES:
         expr = expr.func.value  # (`state.reshape(1, -1)`: the same data)
-    if isinstance(expr, cst.Call) and model.imports.resolve(expr.func) in ("numpy.array", "numpy.asarray") and expr.args:
-        expr = expr.args[0].value  # (`np.array(state)`)
+    if isinstance(expr, cst.Call) and model.imports.resolve(expr.func) in OBSERVATION_COPIES and expr.args:
+        expr = expr.args[0].value
     if isinstance(expr, cst.Name) and at is not None:
         assigns = model.reaching(fn, expr.value, at)
         if not assigns and fn is not None and expr.value in fn.params and model.project is not None:

@@ -14,7 +14,7 @@ import libcst as cst
 
 from trainlint.model.arguments import argument_for
 from trainlint.model.gates import child_nodes
-from trainlint.model.lattice import Kind, origins
+from trainlint.model.lattice import Kind, Value, origins
 from trainlint.model.names import dotted
 
 if TYPE_CHECKING:
@@ -29,6 +29,13 @@ PARAMETERLESS_MODULES = frozenset(
     AdaptiveAvgPool3d AdaptiveMaxPool1d AdaptiveMaxPool2d AdaptiveMaxPool3d Upsample PixelShuffle""".split()
 )
 PARAMETER_METHODS = ("parameters", "named_parameters")
+
+
+def parameter_free(module: Value) -> bool:
+    """A `torch.nn` module with no parameters of its own: a loss (`nn.CrossEntropyLoss()`) or a layer of
+    `PARAMETERLESS_MODULES`."""
+    found = [o.rsplit(".", 1)[-1] for o in origins(module) if o.startswith("torch.nn.")]
+    return bool(found) and len(found) == len(origins(module)) and all(n in PARAMETERLESS_MODULES or n.endswith("Loss") for n in found)
 
 
 def parameter_sources(model: "TrainingModel", call: "Call", depth: int = 0) -> set[str]:

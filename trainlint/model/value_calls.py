@@ -19,8 +19,9 @@ from trainlint.model.arguments import LambdaCalls, argument_for
 from trainlint.model.containers import MODULE_CONTAINERS, element_of, held_modules, namespace_value
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
 from trainlint.model.device_arguments import DeviceArguments, moved_to_device
-from trainlint.model.data_sources import bound_to_read_data, drawn, numpy_built, read_data
+from trainlint.model.data_sources import ARRAY_METHODS, bound_to_read_data, drawn, numpy_built, read_data, stored_rows
 from trainlint.model.environments import observed
+from trainlint.model.layer_swaps import parameter_free
 from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import (
     CUDA_SYNC_OBJECTS, DETERMINISTIC_FACTORIES, GRAD_SCALER, LEGACY_CONSTRUCTORS, LIBRARY_LOSS_SCALERS, RANDOM_FACTORIES,
@@ -59,8 +60,6 @@ HOST_METHODS = frozenset({"numpy"})
 TENSOR_VALUED_ATTRIBUTES = frozenset(
     {"loss", "logits", "last_hidden_state", "hidden_states", "pooler_output", "grad", "data", "T", "mT", "real", "imag"}
 )
-# numpy's array methods that give back an array
-HOST_ARRAY_METHODS = frozenset({"flatten", "ravel", "reshape", "squeeze", "astype", "copy", "clip", "transpose", "argmax", "argmin", "round"})
 HOST_ATTRIBUTES = frozenset({"shape", "device", "dtype", "ndim", "is_cuda", "requires_grad", "param_groups", "state", "training"})
 MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "bfloat16", "float", "double", "train", "eval", "requires_grad_", "to_empty", "apply", "type", "xpu"})
 # the rest of torch.nn.Module's own API: calling one of these on a module runs no forward pass
@@ -169,7 +168,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
                 return self._by_words(name, at)  # `Net(cfg)`: an object of a class we cannot see
             callee = self.of(func, fn, at)
             if callee.kind is Kind.MODULE:
-                return self._forward(at, callee)
+                return self._forward(at, callee, [self.of(a.value, fn, at) for a in call.args])
             if callee.kind is Kind.FUNCTION:
                 return self._called_function(callee, call, fn, at)
             # `loss_scaler(loss, optimizer)`: what its class's `__call__` returns (passed in by another module)
@@ -179,7 +178,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             return called if called is not None else self._by_words(name, at)
         callee = self.of(func, fn, at)
         if callee.kind is Kind.MODULE:
-            return self._forward(at, callee)
+            return self._forward(at, callee, [self.of(a.value, fn, at) for a in call.args])
         return UNKNOWN
 
     def _chosen_class(self, name: str, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value | None:
@@ -206,11 +205,12 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
                 built.append(instance)
         return join(built)
 
-    def _forward(self, at: "Site | None", module: Value | None = None) -> Value:
-        """The output of a forward pass: a tensor with a graph, unless autograd is off there or the
-        module is frozen (`requires_grad_(False)`)."""
+    def _forward(self, at: "Site | None", module: Value | None = None, inputs: "list[Value] | None" = None) -> Value:
+        """The output of a forward pass: a tensor with a graph, unless autograd is off there, the module is frozen
+        (`requires_grad_(False)`), or it has no parameters and its input no graph (`criterion(out, y)`, `out` made under no_grad)."""
         no_grad = at is not None and any(w.kind == "no_grad" for w in at.withs)
-        frozen = module is not None and (module.graph is False or runs_without_grad(module.origin))
+        stateless = bool(inputs) and module is not None and parameter_free(module) and inputs[0].is_tensor and inputs[0].graph is False and not any(i.graph for i in inputs)  # type: ignore
+        frozen = module is not None and (module.graph is False or runs_without_grad(module.origin) or stateless)
         return Value(Kind.TENSOR, UNKNOWN_DEVICE, False if no_grad or frozen else True)
 
     def _by_words(self, name: str, at: "Site | None") -> Value:
@@ -282,7 +282,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         if last in LEGACY_CONSTRUCTORS and namespace in ("torch", "torch.cuda"):
             # (`torch.FloatTensor(states)` of what a replay buffer's `sample` returned: data, as `torch.tensor(x)`'s)
             given = call.args[0].value if namespace == "torch" and len(call.args) == 1 else None
-            data = isinstance(given, cst.Name) and bound_to_read_data(self.model, self.of, given, fn, at)
+            data = (isinstance(given, cst.Name) and bound_to_read_data(self.model, self.of, given, fn, at)) or (given is not None and stored_rows(self.model, given, fn))
             return Value(Kind.TENSOR, HOST if namespace == "torch" else "cuda", False, origin=None if data else qual)
         if qual == "torch.Tensor" and call.args:
             # the legacy constructor of the default tensor type (`torch.Tensor([1, 2])`): built where
@@ -426,7 +426,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         if base.kind in (Kind.NUMBER, Kind.STRING, Kind.BOOL, Kind.HOST_ARRAY, Kind.NONE):
             if method in ("item", "tolist", "cpu", "numpy", "mean", "sum", "max", "min", "std"):
                 return NUMBER if base.kind is not Kind.HOST_ARRAY else HOST_DATA
-            if base.kind is Kind.HOST_ARRAY and method in HOST_ARRAY_METHODS:
+            if base.kind is Kind.HOST_ARRAY and method in ARRAY_METHODS:
                 return HOST_DATA  # (`q.cpu().data.numpy().flatten()`: still an array on the host)
             return STRING if base.kind is Kind.STRING else UNKNOWN
         if base.kind is Kind.COLLECTION:

@@ -126,7 +126,7 @@ def evaluate(model, loader):
     not_flagged = (
         "Evaluation under `no_grad`/`inference_mode` (a `with` block, a decorator, or every call site inside "
         "one, or in a function of the module whose every call site is: `with torch.no_grad(): run_clip(...)`, whose `run_clip` runs the forward through `run_tiles`), loops that backpropagate (meta-learning, adversarial evaluation, fine-tuning with batch-norm "
-        "statistics frozen by `eval()`), modules frozen with `requires_grad_(False)` or by a loop setting `requires_grad = False` on each of their parameters (`for k, v in model.named_parameters(): v.requires_grad = False`; a loop that freezes some, under an `if`, freezes none), a module switched back "
+        "statistics frozen by `eval()`), a loss or layer without parameters given an output made under `no_grad` (`with torch.no_grad(): output = model(x)`, then `criterion(output, y)`), modules frozen with `requires_grad_(False)` or by a loop setting `requires_grad = False` on each of their parameters (`for k, v in model.named_parameters(): v.requires_grad = False`; a loop that freezes some, under an `if`, freezes none), a module switched back "
         "with `.train()`, a library's evaluation hooks, which it runs without grad (`validation_step` of a "
         "`LightningModule`, `evaluate`/`prediction_step` of an HF or trl `Trainer`: known from the class's bases, "
         "not the method's name), code that never runs (past an early `return` of its block, or in an `except` handler), and test code (`tests/`, `test_*.py`). Evaluation is found by what the code does: a module switched to eval "

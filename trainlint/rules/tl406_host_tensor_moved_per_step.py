@@ -11,7 +11,7 @@ import libcst as cst
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.device_arguments import DTYPE_CALLS
-from trainlint.model.environments import observed
+from trainlint.model.environments import observed, wraps_observation
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES as RANDOM
 from trainlint.model.kept_tensors import kept_array_passed, kept_on_host
 from trainlint.model.names import dotted
@@ -245,9 +245,9 @@ for x in loader:
         "(`torch.tensor(self.tokens[pos:pos + n].astype(np.int32)).cuda()`), a tensor made from what a function "
         "read and the batches cut from it (`data = torch.tensor(encode(text))`, then "
         "`torch.stack([data[i:i + n] for i in ix]).to(device)`; also through a legacy constructor and a name bound to "
-        "part of what a function returned: `states, rewards = memory.sample(n)`, then `torch.FloatTensor(states).to(device)`), a pinned buffer (`pin_memory=True`, "
+        "part of what a function returned: `states, rewards = memory.sample(n)`, then `torch.FloatTensor(states).to(device)`; also in the buffer's own `sample`, `torch.FloatTensor(self.state[ind])` of the arrays its `add` fills), a pinned buffer (`pin_memory=True`, "
         "made to be copied) and what `torch.from_file` reads, an environment's observation (`torch.tensor([self.state]).cuda()` of what `env.reset()` or "
-        "`env.step(action)` returned, also `torch.FloatTensor(state)` in a policy's `select_action(state)` that the script calls with its observation), "
+        "`env.step(action)` returned, also `torch.FloatTensor(state)` in a policy's `select_action(state)` that the script calls with its observation, reshaped or copied: `state = copy.copy(next_state)`), "
         "a tensor an object keeps and replaces with its copy (`self.window = self.window.to(x)`), "
         "casts (`.to(torch.long)`, `.to(dtype)`, `.to(dtype=...)`), moves to the host (`.to(\"cpu\")`), factories that "
         "already pass `device=` (or in a module that sets a CUDA default with `torch.set_default_device`), and code outside training steps (the `forward` of each block of an `nn.ModuleList` or `nn.Sequential` the step's model runs is inside them, as TL401's page says; code past a `continue` or `return` of its block is not). The fix is safe (applied by `--fix`) only when "
@@ -359,7 +359,7 @@ for x, targets in loader:
                     yield Finding(call.node, f"`{passed[0]}`, passed as `{passed[1]}`, is a host array the object keeps (built once, not a buffer), copied to the device every step")
                     continue
                 built = (value.origin or "").removeprefix("torch.")
-                if built_on_host(value) and not built.endswith("_like"):
+                if built_on_host(value) and not built.endswith("_like") and not wraps_observation(model, call.receiver, call.site.function, call.site):
                     shown = shorten(model.module.code_for_node(call.receiver), 50)
                     if built == "from_numpy":  # (`path = np.zeros_like(v)` filled on the host, then wrapped)
                         yield Finding(call.node, f"`{shown}` wraps an array NumPy built on the host, copied to the device every step")

@@ -99,7 +99,7 @@ class MLP(nn.Module):
         "values (a moving-average block around an `AvgPool1d`); "
         "attributes bound again to anything else in the class (`self.blocks = nn.ModuleList(self.blocks)`), "
         "passed to a `torch.nn` container or a module class (`nn.Sequential(*self.blocks)`), registered with "
-        "`add_module`/`register_module`/`register_parameter`/`setattr` (or in a loop over the container, or "
+        "`add_module`/`register_module`/`register_parameter`/`setattr`/`self.__setattr__` (or in a loop over the container, or "
         "by a method of the class that does: `self._add_to_parameters(layer.parameters(), name)`), or "
         "read by an override of `parameters`, `named_parameters`, `children`, `modules` (or their `named_` forms), `state_dict` or `load_state_dict`; values stored with "
         "`object.__setattr__`; classes that are not `nn.Module` subclasses (a Dataset, a plain object)."
@@ -389,12 +389,12 @@ def _registered_elsewhere(model: TrainingModel, info: ClassInfo, methods: list[F
             continue
         return True  # bound again: `self.blocks = nn.ModuleList(self.blocks)`, `= None`, ...
     # methods of the class that register what they are given (`self._add_to_parameters(m.parameters(), name)`)
-    registering = {fn.name for fn in methods if any(c.method in REGISTERING_METHODS or c.name == "setattr" for c in fn.calls)}
+    registering = {fn.name for fn in methods if any(c.method in REGISTERING_METHODS or _sets_attribute(c) for c in fn.calls)}
     for fn in methods:
         if fn.name in HAND_MANAGED and mentions(fn.node, attribute):
             return True
         for call in fn.calls:
-            registers = call.method in REGISTERING_METHODS or call.name == "setattr" or (call.receiver_text == fn.params[0] and call.method in registering)
+            registers = call.method in REGISTERING_METHODS or _sets_attribute(call) or (call.receiver_text == fn.params[0] and call.method in registering)
             if registers and (
                 any(mentions(a.value, attribute) for a in call.node.args)
                 or any(isinstance(loop.node, cst.For) and mentions(loop.node.iter, attribute) for loop in call.site.loops)
@@ -404,6 +404,12 @@ def _registered_elsewhere(model: TrainingModel, info: ClassInfo, methods: list[F
             if built_by(model, call.node) is not None and any(mentions(a.value, attribute) for a in call.node.args):
                 return True  # `nn.Sequential(*self.layers)`: the wrapper registers the elements
     return False
+
+
+def _sets_attribute(call: Call) -> bool:
+    """`setattr(self, name, layer)`, or `self.__setattr__(name, layer)` (rlkit's `Mlp`): the module's own
+    `__setattr__` registers a layer (not `object.__setattr__`, which bypasses it)."""
+    return call.name == "setattr" or (call.method == "__setattr__" and call.receiver_text == "self")
 
 
 def _registered_then_stored(model: TrainingModel, call: Call, attribute: str) -> bool:
