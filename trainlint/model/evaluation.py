@@ -52,11 +52,11 @@ def first_forward(model: "TrainingModel", fn: Function, looped: bool = False) ->
 
 
 def _own_forward(model: "TrainingModel", fn: Function, call: Call) -> bool:
-    """`self.forward(x)` or `self(x)` in a method of an `nn.Module` class of this module."""
+    """`self.forward(x)` in a method of an `nn.Module` class of this module."""
     callee = model.callee(call)
     if callee is None or fn.class_name is None or callee.class_name != fn.class_name or callee.name != "forward":
         return False
-    if call.receiver_text != "self" and not (call.name == "self" and call.receiver is None):
+    if call.receiver_text != "self":
         return False
     info = model.local_class(fn.class_name)
     return info is not None and model.is_module_class(info)
