@@ -53,8 +53,10 @@ def test_no_sync_is_reported_in_a_helper_and_at_its_call_site() -> None:
 
 def test_one_finding_per_statement() -> None:
     # host syncs on one (path, line) that the run reported more than once: two findings of one defect
+    # (not in a notebook, whose findings are numbered by their line within a cell: opacus's text
+    # classifier has the same `loss.item()` on line 42 of two cells)
     repeated = [
         (repo, path, line, code, n) for repo, rows in _run()["details"].items() for path, line, code, n, _ in rows
-        if n > 1 and code == "TL401"
+        if n > 1 and code == "TL401" and not path.endswith(".ipynb")
     ]
     assert repeated == []
