@@ -187,7 +187,7 @@ def _argument(fn: Function, call: "Call", name: str) -> cst.BaseExpression | Non
     named = next((a.value for a in call.node.args if a.keyword is not None and a.keyword.value == name), None)
     if named is not None:
         return named
-    positional = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
+    positional = fn.explicit_params
     args = [a for a in call.node.args if a.keyword is None]
     index = positional.index(name) if name in positional else len(args)
     return args[index].value if index < len(args) else None

@@ -116,7 +116,7 @@ class StepChains(InheritedTargets):
         seeds = self._passed_seeds
         if not seeds:
             return []
-        params = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
+        params = fn.explicit_params
         keys = {name, str(params.index(name))} if name in params else {name}
         owner = fn.class_name if fn.name == "__init__" and fn.class_name else fn.qualified
         return sorted({origin for key in keys for origin in seeds.get((owner, key), ())})
@@ -246,7 +246,7 @@ class StepChains(InheritedTargets):
         calls = seeds.get((owner, ""), ())
         if not calls:
             return None
-        params = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
+        params = fn.explicit_params
         keys = [k for k in (name, str(params.index(name)) if name in params else None) if k is not None]
         facts: dict[str, str] = {}
         for key in keys:

@@ -82,11 +82,17 @@ def _bound_to(model: "TrainingModel", call: "Call") -> set[str]:
 OBSERVATION_COPIES = frozenset({"numpy.array", "numpy.asarray", "numpy.copy", "copy.copy", "copy.deepcopy"})
 
 
+def _unreshaped(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """What a chain of reshapes starts from (`state.reshape(1, -1)`: the same data)."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _RESHAPES:
+        expr = expr.func.value
+    return expr
+
+
 def wraps_observation(model: "TrainingModel", expr: cst.BaseExpression, fn: "Function | None", at: "Site | None") -> bool:
     """`torch.FloatTensor(state).reshape(shape)` of an observation (`observed`): the legacy constructor
     that wraps it, reshaped, holds data as the observation does."""
-    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _RESHAPES:
-        expr = expr.func.value
+    expr = _unreshaped(expr)
     if not isinstance(expr, cst.Call) or not expr.args:
         return False
     factory = model.imports.resolve(expr.func) or ""
@@ -105,8 +111,7 @@ def observed(model: "TrainingModel", expr: cst.BaseExpression, fn: "Function | N
     assigns: list["Assign"] = []
     if isinstance(expr, cst.Call) and model.imports.resolve(expr.func) in OBSERVATION_COPIES and expr.args:
         expr = expr.args[0].value  # (`np.array(state)`, `copy.copy(next_state)`)
-    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _RESHAPES:
-        expr = expr.func.value  # (`state.reshape(1, -1)`: the same data)
+    expr = _unreshaped(expr)
     if isinstance(expr, cst.Call) and model.imports.resolve(expr.func) in OBSERVATION_COPIES and expr.args:
         expr = expr.args[0].value
     if isinstance(expr, cst.Name) and at is not None:

@@ -35,6 +35,12 @@ class Function:
         return any(d in ONCE_DECORATORS for d in self.decorators)
 
     @property
+    def explicit_params(self) -> list[str]:
+        """Its parameters without a method's `self`/`cls`: what a call's arguments are matched to
+        ("0 model" names the first of these)."""
+        return [p for p in self.params if p not in ("self", "cls")] if self.class_name is not None else list(self.params)
+
+    @property
     def qualified(self) -> str:
         return f"{self.class_name}.{self.name}" if self.class_name else self.name
 

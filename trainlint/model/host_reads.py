@@ -203,7 +203,7 @@ def _reported_facts(model: TrainingModel, fn: Function, name: str, depth: int = 
     it) and this module's, also through its functions that hand on a parameter of theirs as it came
     (`self.preprocess(targets)` in a `__call__` other modules call with the labels)."""
     facts = set(model.passed_facts(fn, name) or ()) if _seen_reading(model, fn) else set()
-    params = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
+    params = fn.explicit_params
     if depth >= 3 or name not in params:
         return facts
     for call in model.calls_of(fn):

@@ -79,7 +79,7 @@ class ModeLayers:
 
     def _from_callers(self, fn: Function, param: str, depth: int) -> str | None:
         m = self.model
-        params = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name else list(fn.params)
+        params = fn.explicit_params
         for call in m.calls:
             if fn not in m.callees(call):
                 continue

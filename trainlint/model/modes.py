@@ -263,7 +263,7 @@ class ModeAnalysis:
         if depth > _MAX_DEPTH:
             return None
         m = self.model
-        params = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name else list(fn.params)
+        params = fn.explicit_params
         root = target.split(".")[0]
         for call in m.calls:
             if fn not in m.callees(call) or call.site.function is fn:

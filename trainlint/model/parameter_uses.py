@@ -142,7 +142,7 @@ class ParameterUses:
         """The facts of `fn`'s parameters; `sub` holds the summaries of the calls of `fn` (by call id)
         that run a function of this module or of the project."""
         m = self.model
-        explicit = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name else list(fn.params)
+        explicit = fn.explicit_params
         out: list[str] = []
         module_set_epoch: bool | None = None
         for index, name in enumerate(explicit):

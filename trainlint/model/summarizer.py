@@ -247,7 +247,7 @@ def _returned_parameter(fn: "Function", m: "TrainingModel") -> str | None:
 
 def _parameter_key(fn: "Function", name: str) -> str | None:
     """"0 model": a parameter's position among the explicit ones, and its name."""
-    positional = [p for p in fn.params if p not in ("self", "cls")] if fn.class_name is not None else list(fn.params)
+    positional = fn.explicit_params
     return f"{positional.index(name)} {name}" if name in positional else None
 
 
