@@ -28,6 +28,12 @@ class CallGraph:
             table.setdefault(fn.name, []).append(fn)
         return table
 
+    @cached_property
+    def _method_names(self) -> frozenset[str]:
+        """The names of the methods of this module's classes (`@add_to_class` ones included): a call
+        `obj.m(...)` of another name runs no method of theirs, whatever obj is."""
+        return frozenset(name for info in self.classes for name in info.methods)  # type: ignore[attr-defined]
+
     def callee(self, call: Call) -> Function | None:
         """The function of this module a call invokes: `f(...)`, `self.f(...)` or `cls.f(...)`."""
         if call.name is not None and call.qualname is None:
@@ -126,12 +132,14 @@ class CallGraph:
             return tuple(passed)
         if isinstance(func, cst.Attribute) and call.receiver_text not in ("self", "cls") and not isinstance(func.value, cst.Call):
             # `obj.m(...)`: a method of the class obj is an instance of (of each it may be)
-            found = [m for info in self._instance_classes(func.value, call) if (m := self.inherited_method(info, func.attr.value)) is not None]
+            found = [
+                m for info in self._instance_classes(func.value, call) if (m := self.inherited_method(info, func.attr.value)) is not None
+            ] if func.attr.value in self._method_names else []
             if found:
                 return tuple(found)
         if call.name is not None and (call.qualname is not None or self.local_class(call.name) is not None):
             return ()  # a library callable, or a class of this module being constructed
-        if type(func) in (cst.Name, cst.Attribute, cst.Subscript):
+        if type(func) in (cst.Name, cst.Attribute, cst.Subscript) and not self._method_names.isdisjoint(("forward", "__call__")):
             # `model(x)`, `self.criterion(a, b)`, `self.layers[i](x)`: an instance called runs its `forward` (or `__call__`)
             found = [
                 m for info in self._instance_classes(func, call, ran=True)
@@ -151,6 +159,8 @@ class CallGraph:
             expr, method = func, None
         else:
             return ()
+        if self._method_names.isdisjoint((method,) if method else ("forward", "__call__")):
+            return ()  # (no class here has the method run)
         chosen = candidate_classes(self, expr, call.site, method)  # type: ignore[arg-type]
         if not chosen or self.value(expr, call.site).origin is not None:
             return ()  # (none, or the value model knows the class)

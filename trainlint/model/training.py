@@ -350,23 +350,29 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         changed = True
         while changed:
             changed = False
-            for call in self.calls:
+            for call in self.calls:  # (the site first: most calls are in no step, and need no callees)
+                if not self._in_step(call.site, per_step):
+                    continue
                 reached = [fn for fn in self.callees(call) if fn not in per_step]
-                if reached and self._in_step(call.site, per_step) and not self._gated(call.site, per_step):
+                if reached and not self._gated(call.site, per_step):
                     per_step.update(reached)
                     changed = True
         self.step_functions: frozenset[Function] = frozenset(per_step)
         # the calls from per-step code that make each other function per step (for its call chains)
         self._step_callers: dict[Function, list[Call]] = {}
         for call in self.calls:
+            if not self._in_step(call.site, per_step):
+                continue
             reached = [fn for fn in self.callees(call) if fn in per_step and fn not in roots and fn is not call.site.function]
-            if reached and self._in_step(call.site, per_step) and not self._gated(call.site, per_step):
+            if reached and not self._gated(call.site, per_step):
                 for fn in reached:
                     self._step_callers.setdefault(fn, []).append(call)
 
     def _runs_any(self, call: Call, functions: "set[Function] | frozenset[Function]") -> bool:
         """Whether a call may run one of these functions of this module: `f()`, `self.f()`, or a
         method of an object whose class is here, known by its value (`tokenizer.train_step(x)`)."""
+        if not functions:  # (nothing to find: no call's callees need resolving)
+            return False
         direct = self.callee(call)
         if direct is not None:
             return direct in functions
