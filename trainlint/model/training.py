@@ -371,8 +371,6 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
     def _runs_any(self, call: Call, functions: "set[Function] | frozenset[Function]") -> bool:
         """Whether a call may run one of these functions of this module: `f()`, `self.f()`, or a
         method of an object whose class is here, known by its value (`tokenizer.train_step(x)`)."""
-        if not functions:  # (nothing to find: no call's callees need resolving)
-            return False
         direct = self.callee(call)
         if direct is not None:
             return direct in functions
