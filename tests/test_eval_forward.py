@@ -487,3 +487,32 @@ def test_a_loss_module_given_an_output_made_under_no_grad_records_nothing():
     """
     assert lines(code, "TL303") == []
     assert lines(code.replace("            with torch.no_grad():\n                output", "            if True:\n                output"), "TL303") == [11]
+
+
+# the script's top level (a notebook's cells joined) is evaluation code too
+TOP_LEVEL = """
+import torch
+model = torch.nn.Linear(4, 2).cuda()
+model.load_state_dict(torch.load("model.pt"))
+model.eval()
+for x in loader:
+    print(model(x.cuda()).argmax(1))
+"""
+
+
+def test_a_test_loop_at_the_scripts_top_level_is_evaluation():
+    assert lines(TOP_LEVEL, "TL303") == [7]
+
+
+def test_the_scripts_top_level_near_misses():
+    # under no_grad, or with autograd switched off, or the model frozen
+    assert lines(TOP_LEVEL.replace("for x in loader:\n    print", "with torch.no_grad():\n  for x in loader:\n    print"), "TL303") == []
+    assert lines(TOP_LEVEL.replace("model.eval()\n", "model.eval()\ntorch.set_grad_enabled(False)\n"), "TL303") == []
+    assert lines(TOP_LEVEL.replace("model.eval()\n", "model.eval()\nmodel.requires_grad_(False)\n"), "TL303") == []
+    # switched back to training mode before the loop
+    assert lines(TOP_LEVEL.replace("model.eval()\n", "model.eval()\nmodel.train()\n"), "TL303") == []
+    # one forward outside any loop: a model file's self-check, a notebook showing an output
+    assert lines(TOP_LEVEL.replace("for x in loader:\n    print(model(x.cuda()).argmax(1))", "print(model(torch.rand(1, 4).cuda()).shape)"), "TL303") == []
+    # a loop that backpropagates through the eval-mode model: fine-tuning with frozen statistics
+    tuned = TOP_LEVEL.replace("    print(model(x.cuda()).argmax(1))", "    loss = model(x.cuda()).sum()\n    loss.backward()\n    opt.step()")
+    assert lines(tuned, "TL303") == []

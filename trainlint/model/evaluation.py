@@ -11,8 +11,9 @@ import libcst as cst
 from trainlint.model.facts import Call, Function
 from trainlint.model.arguments import argument_for
 from trainlint.model.lattice import Kind, origins
-from trainlint.model.modes import call_trains, function_trains
+from trainlint.model.modes import call_trains, function_trains, mode_switch
 from trainlint.model.names import dotted
+from trainlint.model.value_calls import MODULE_API_METHODS
 
 if TYPE_CHECKING:
     from trainlint.model.training import TrainingModel
@@ -409,3 +410,43 @@ def _stores(fn: Function, call: Call) -> bool:
     if call.method not in ("append", "extend", "insert", "update", "add", "put") or call.site.function is not fn:
         return False
     return "." in (call.receiver_text or ".") or (call.receiver_text or "") in fn.params
+
+
+def last_mode(receiver: str, call: Call, switches: list[Call]) -> bool | None:
+    """The mode the last switch of `receiver` (or of the module it is a submodule of) before `call`,
+    in the call's function, set (None: none)."""
+    last: bool | None = None
+    for switch in switches:
+        if switch.site.order >= call.site.order:
+            break
+        if switch.site.function is call.site.function and run_of(receiver, {switch.receiver_text or ""}):
+            last = mode_switch(switch)
+    return last
+
+
+def run_of(callee: str, modules: set[str]) -> bool:
+    """`net(x)` or `net.decoder(x)` for `net` in `modules`: the module or an attribute of it called
+    (not a method of nn.Module's own API, `net.parameters()`, nor a deeper call, `net.decoder.init(x)`)."""
+    if callee in modules:
+        return True
+    owner, _, attr = callee.rpartition(".")
+    return owner in modules and attr not in MODULE_API_METHODS
+
+
+def runs_module(model: "TrainingModel", call: Call, callee: str, modules: set[str]) -> bool:
+    """A forward pass of a module in `modules` or of a submodule: `net(x)`, or `net.decoder(x)` given
+    a tensor or a batch, whose result is used (`net.init_hidden(bsz)`, `net.set_cache(n=1)`: methods)."""
+    if callee in modules:
+        return True
+    if not run_of(callee, modules) or call.discarded:
+        return False
+    for arg in call.node.args:
+        value = model.value(arg.value, call.site) if arg.keyword is None else None
+        if value is not None and value.kind in (Kind.TENSOR, Kind.COLLECTION):  # (a batch: `tuple(t.to(d) for t in b)`)
+            return True
+    return False
+
+
+def evaluated_here(fn: Function | None, switches: list[Call]) -> set[str]:
+    """The modules a function (None: the script's top level) switches to eval mode itself."""
+    return {s.receiver_text or "" for s in switches if s.site.function is fn and mode_switch(s) is False}

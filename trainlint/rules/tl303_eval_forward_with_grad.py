@@ -11,8 +11,8 @@ from trainlint.diagnostics import Severity
 from trainlint.model import Call, Function, TrainingModel
 from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
 from trainlint.model.evaluation import (
-    decoding_forward, discarded_by_callers, frozen_modules, grad_disabled, inside_forward, prediction_forward,
-    prediction_loop_forwards, step_list_evaluations, step_prediction,
+    decoding_forward, discarded_by_callers, evaluated_here, frozen_modules, grad_disabled, inside_forward, last_mode,
+    prediction_forward, prediction_loop_forwards, runs_module, step_list_evaluations, step_prediction,
 )
 from trainlint.model.modes import call_trains as _callee_trains
 from trainlint.model.modes import loop_ancestors
@@ -22,7 +22,6 @@ from trainlint.model.modes import mode_switches as _switches
 from trainlint.model.lattice import Kind
 from trainlint.model.names import dotted, tokens
 from trainlint.model.training import LOOP_TEXT
-from trainlint.model.value_calls import MODULE_API_METHODS
 from trainlint.rules.rule import Finding, Rule, shorten
 
 # `convert_module(model)`, `load_model(path)`: verbs acting on a model, not a forward pass through one
@@ -136,12 +135,15 @@ def evaluate(model, loader):
         "can reach (`argmax` labels, strings, numbers), keeping nothing on objects or in its arguments, also one the training loop runs every step and that trains nothing (a policy's `select_action` returning `self.actor(state).cpu().data.numpy().flatten()`, a DQN's own `act` running `self.forward(state)` for the action the loop hands the environment). A "
         "submodule of a module switched to eval mode is in eval mode (`net.eval()`, then `net.decoder(x)`). "
         "A loop of the script itself that runs a module, trains nothing and keeps only what no backward can reach (labels, host arrays, numbers) is a prediction loop. "
+        "The script's top level (a notebook's cells) is evaluation code like a function's body: its first forward in a loop, of a module it switched to eval mode, outside `no_grad`, in no loop that backpropagates, is reported; one forward outside any loop (a model file's `if __name__ == \"__main__\":` self-check) is a demonstration. "
         "A loop that feeds what a module gives, through `argmax`, back to that module as its next input (greedy decoding: `Y, state = decoder(outputs[-1], state)`, then `outputs.append(Y.argmax(2))`), in a function that neither backpropagates nor trains, records graphs no backward can use. "
         "A function (not a method) that runs a module over the batches of a loop, trains nothing, and whose every caller in the module lets what it returns die without a backward is evaluation code too. A driver that runs a list of step functions over batches (`for step in steps: step(batch, state)`), called once with steps of which one backpropagates and once, outside no_grad, with steps that share a module-running step with them and none of which backpropagates, evaluates with grad: the second call is reported (the steps are known from the list or tuple passed, or the caller's default). Calls of a diffusers pipeline run under no_grad (the library's `__call__` says so). "
         "A function's name never makes it evaluation code."
     )
     verification = "`trainlint verify run` records, by line, the script's outermost forward calls that run with autograd on (in eval mode or not)."
     valid = (
+        # a model file's self-check: one forward of the script outside any loop is a demonstration
+        "import torch\nnet = torch.nn.Linear(4, 2).cuda()\nnet.eval()\nprint(net(torch.rand(1, 4).cuda()).shape)\n",
         # an evaluation switched off by an early `return`: the loop after it never runs
         """
 def test(model, loader):
@@ -258,6 +260,8 @@ def denoise(model, images, device):
         _TILED.format(last=""),
     )
     invalid = (
+        # the script's own test loop: a module switched to eval mode, run over a loader outside no_grad
+        "import torch\nnet = torch.nn.Linear(4, 2).cuda()\nnet.eval()\nfor x in loader:\n    print(net(x.cuda()).argmax(1))\n",
         # a decorator of the module that does not turn autograd off
         _WRAPPED_PREDICT.format(name="logged", body="        print(f.__name__)\n        return f(*args, **kwargs)"),
         # some parameters frozen (under an `if`): the others still record a graph
@@ -372,7 +376,7 @@ def train(model, ema, loader, valid_batches, optimizer):
                 continue
             if model.under_no_grad_everywhere(fn):
                 continue
-            here, by_callers = _evaluated_here(fn, switches), _evaluated_by_callers(fn, sites.get(fn, ()), switches)
+            here, by_callers = evaluated_here(fn, switches), _evaluated_by_callers(fn, sites.get(fn, ()), switches)
             if not here and not by_callers:
                 forward = prediction_forward(model, fn, storing)
                 if forward is not None and not inside_forward(model, fn):
@@ -395,8 +399,8 @@ def train(model, ema, loader, valid_batches, optimizer):
                 if grad_disabled(fn, call):
                     continue  # after `torch.set_grad_enabled(False)`
                 callee = dotted(call.node.func) or ""
-                mode = _last_mode(callee, call, switches)
-                if (_runs(model, call, callee, here) and mode is False) or (_runs(model, call, callee, by_callers) and mode is not True):
+                mode = last_mode(callee, call, switches)
+                if (runs_module(model, call, callee, here) and mode is False) or (runs_module(model, call, callee, by_callers) and mode is not True):
                     pass  # a module in eval mode (or a submodule of one), run: a forward pass, in a loop or not
                 elif not call.site.loops or not _module_forward(model, call, callee):
                     continue
@@ -406,6 +410,25 @@ def train(model, ema, loader, valid_batches, optimizer):
             if forwards:  # (the first in a loop, where the memory grows, else the first)
                 call = next((c for c in forwards if c.site.loops), forwards[0])
                 yield Finding(call.node, f"forward pass in `{fn.name}` records an autograd graph: evaluation holds activations it never backpropagates")
+        yield from self._script_evaluation(model, switches, frozen)
+
+    def _script_evaluation(self, model: TrainingModel, switches: list[Call], frozen: set[str]) -> Iterator[Finding]:
+        """The script's top level (a notebook's cells): the first forward in a loop (over a test set, an environment's
+        steps) of a module it switched to eval mode, outside no_grad, in no loop that backpropagates. (One forward
+        out of any loop is a demonstration: a model file's self-check, a notebook showing an output's shape.)"""
+        evaluated, forwards = evaluated_here(None, switches), []
+        for call in model.calls if evaluated else ():
+            callee = dotted(call.node.func) or ""
+            if call.site.function is not None or not call.site.loops or call.site.in_except or model.under(call.site, "no_grad") or grad_disabled(None, call, model):
+                continue
+            if last_mode(callee, call, switches) is not False or not runs_module(model, call, callee, evaluated):
+                continue
+            if any(model.is_backward(c) or model.is_optimizer_step(c) or _callee_trains(model, c) for c in model.calls if set(c.site.loops) & set(call.site.loops)):
+                continue  # (a loop that backpropagates: adversarial examples, fine-tuning with frozen statistics)
+            if callee not in frozen and model.value(call.node, call.site).graph is not False:
+                forwards.append(call)
+        if forwards:
+            yield Finding(forwards[0].node, "forward pass in a loop at the script's top level records an autograd graph: evaluation holds activations it never backpropagates")
 
     def _evaluation_loops(self, model: TrainingModel, fn: Function, switches: list[Call], frozen: set[str]) -> Iterator[Finding]:
         """In a function that trains: the loops that run a module it switched to eval mode (in the loop,
@@ -424,7 +447,7 @@ def train(model, ema, loader, valid_batches, optimizer):
             outputs: set[str] = set()  # what the forwards reported give
             for call in inside:
                 callee = dotted(call.node.func) or ""
-                if model.under(call.site, "no_grad") or grad_disabled(fn, call) or _last_mode(callee, call, switches) is not False:
+                if model.under(call.site, "no_grad") or grad_disabled(fn, call) or last_mode(callee, call, switches) is not False:
                     continue
                 if callee in frozen or model.value(call.node, call.site).graph is False:
                     continue
@@ -433,46 +456,6 @@ def train(model, ema, loader, valid_batches, optimizer):
                 yield Finding(call.node, f"forward pass in an evaluation loop of `{fn.name}` records an autograd graph: evaluation holds activations it never backpropagates")
                 sources.add(call.site.statement)
                 outputs |= {t for a in model.assigns_in(call.site.statement) for t in a.targets}
-
-
-def _last_mode(receiver: str, call: Call, switches: list[Call]) -> bool | None:
-    """The mode the last switch of `receiver` (or of the module it is a submodule of) before `call`,
-    in the call's function, set (None: none)."""
-    last: bool | None = None
-    for switch in switches:
-        if switch.site.order >= call.site.order:
-            break
-        if switch.site.function is call.site.function and _run_of(receiver, {switch.receiver_text or ""}):
-            last = _mode(switch)
-    return last
-
-
-def _run_of(callee: str, modules: set[str]) -> bool:
-    """`net(x)` or `net.decoder(x)` for `net` in `modules`: the module or an attribute of it called
-    (not a method of nn.Module's own API, `net.parameters()`, nor a deeper call, `net.decoder.init(x)`)."""
-    if callee in modules:
-        return True
-    owner, _, attr = callee.rpartition(".")
-    return owner in modules and attr not in MODULE_API_METHODS
-
-
-def _runs(model: TrainingModel, call: Call, callee: str, modules: set[str]) -> bool:
-    """A forward pass of a module in `modules` or of a submodule: `net(x)`, or `net.decoder(x)` given
-    a tensor or a batch, whose result is used (`net.init_hidden(bsz)`, `net.set_cache(n=1)`: methods)."""
-    if callee in modules:
-        return True
-    if not _run_of(callee, modules) or call.discarded:
-        return False
-    for arg in call.node.args:
-        value = model.value(arg.value, call.site) if arg.keyword is None else None
-        if value is not None and value.kind in (Kind.TENSOR, Kind.COLLECTION):  # (a batch: `tuple(t.to(d) for t in b)`)
-            return True
-    return False
-
-
-def _evaluated_here(fn: Function, switches: list[Call]) -> set[str]:
-    """The modules a function switches to eval mode itself."""
-    return {s.receiver_text or "" for s in switches if s.site.function is fn and _mode(s) is False}
 
 
 def _evaluated_by_callers(fn: Function, sites: "Iterable[Call]", switches: list[Call]) -> set[str]:
