@@ -63,6 +63,11 @@ def _own_forward(model: "TrainingModel", fn: Function, call: Call) -> bool:
     return info is not None and model.is_module_class(info)
 
 
+def trains_any(model: "TrainingModel", calls: "Iterable[Call]") -> bool:
+    """Whether one of these calls backpropagates, steps an optimizer, or runs a function that trains."""
+    return any(model.is_backward(c) or model.is_optimizer_step(c) or call_trains(model, c) for c in calls)
+
+
 def discarded_by_callers(model: "TrainingModel", fn: Function, sites: "Iterable[Call]") -> Call | None:
     """An evaluation helper known by how it is used: it runs a module over the batches of a loop, trains
     nothing, and every call of it in this module (one at least) lets what it returns die without a
@@ -71,7 +76,7 @@ def discarded_by_callers(model: "TrainingModel", fn: Function, sites: "Iterable[
     sites = list(sites)
     if fn.class_name is not None:
         return None  # (a method runs wherever its objects go: its callers are not all in sight)
-    if not sites or any(model.is_backward(c) or model.is_optimizer_step(c) or call_trains(model, c) for c in fn.calls):
+    if not sites or trains_any(model, fn.calls):
         return None
     if any(_result_backpropagated(model, site) for site in sites):
         return None
@@ -86,7 +91,7 @@ def prediction_loop_forwards(model: "TrainingModel", frozen: set[str]) -> Iterat
         if loop.function is not None or loop.is_step or loop.parent is not None:
             continue
         inside = [c for c in model.calls if loop in c.site.loops]
-        if any(model.is_backward(c) or model.is_optimizer_step(c) or call_trains(model, c) for c in inside):
+        if trains_any(model, inside):
             continue
         forwards = [
             c for c in inside
@@ -105,7 +110,7 @@ def decoding_forward(model: "TrainingModel", fn: Function) -> Call | None:
     as that module's input on the next turn (`Y, state = decoder(outputs[-1], state)`, then
     `outputs.append(Y.argmax(2))`). No backward passes through `argmax`, so what the loop records is
     never used; nor does `fn` backpropagate or train. The forward fed back, outside no_grad, or None."""
-    if any(model.is_backward(c) or model.is_optimizer_step(c) or call_trains(model, c) for c in fn.calls):
+    if trains_any(model, fn.calls):
         return None
     for call in fn.calls:
         if call.site.function is not fn or not call.site.loops or model.under(call.site, "no_grad") or grad_disabled(fn, call):

@@ -12,9 +12,8 @@ from trainlint.model import Call, Function, TrainingModel
 from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
 from trainlint.model.evaluation import (
     decoding_forward, discarded_by_callers, evaluated_here, frozen_modules, grad_disabled, inside_forward, last_mode,
-    prediction_forward, prediction_loop_forwards, runs_module, step_list_evaluations, step_prediction,
+    prediction_forward, prediction_loop_forwards, runs_module, step_list_evaluations, step_prediction, trains_any,
 )
-from trainlint.model.modes import call_trains as _callee_trains
 from trainlint.model.modes import loop_ancestors
 from trainlint.model.modes import function_trains as _trains
 from trainlint.model.modes import mode_switch as _mode
@@ -417,13 +416,17 @@ def train(model, ema, loader, valid_batches, optimizer):
         steps) of a module it switched to eval mode, outside no_grad, in no loop that backpropagates. (One forward
         out of any loop is a demonstration: a model file's self-check, a notebook showing an output's shape.)"""
         evaluated, forwards = evaluated_here(None, switches), []
+        training: dict[int, bool] = {}  # (by loop: whether a call in it trains)
         for call in model.calls if evaluated else ():
             callee = dotted(call.node.func) or ""
             if call.site.function is not None or not call.site.loops or call.site.in_except or model.under(call.site, "no_grad") or grad_disabled(None, call, model):
                 continue
             if last_mode(callee, call, switches) is not False or not runs_module(model, call, callee, evaluated):
                 continue
-            if any(model.is_backward(c) or model.is_optimizer_step(c) or _callee_trains(model, c) for c in model.calls if set(c.site.loops) & set(call.site.loops)):
+            for loop in call.site.loops:
+                if id(loop) not in training:
+                    training[id(loop)] = trains_any(model, (c for c in model.calls if loop in c.site.loops))
+            if any(training[id(loop)] for loop in call.site.loops):
                 continue  # (a loop that backpropagates: adversarial examples, fine-tuning with frozen statistics)
             if callee not in frozen and model.value(call.node, call.site).graph is not False:
                 forwards.append(call)
@@ -441,7 +444,7 @@ def train(model, ema, loader, valid_batches, optimizer):
             inside = [c for c in fn.calls if loop in c.site.loops]
             if not inside or any(loop in loop_ancestors(other) for other in model.loops if other.is_step):
                 continue  # (an epoch loop around the step)
-            if any(model.is_backward(c) or model.is_optimizer_step(c) or _callee_trains(model, c) for c in inside):
+            if trains_any(model, inside):
                 continue
             sources: set[cst.CSTNode | None] = set()
             outputs: set[str] = set()  # what the forwards reported give
