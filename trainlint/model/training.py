@@ -277,6 +277,17 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
 
     def _analyse(self) -> None:
         attach_added_methods(self)  # (`@add_to_class(Trainer)`: before anything reads whose method what is)
+        # functions other project modules call on every step (`trainer.py` runs `model(x)`, whose
+        # class's `forward` is here), with the chains that reach them from the other files: known
+        # before any value is asked, since their parameters' values are what those callers pass
+        seeds = self.project.step_seeds(self.path) if self.project is not None and self.path else {}
+        self._external_chains: dict[Function, tuple[tuple[Place, ...], ...]] = {}
+        self._stepped_on_accelerator = False
+        for fn in self.functions if seeds else ():
+            seed = seeds.get(fn.qualified) if fn.parent is None else None
+            if seed is not None and not fn.runs_once:
+                self._external_chains[fn] = seed.chains
+                self._stepped_on_accelerator |= seed.accelerator
         replica_loops: dict[int, bool] = {}
         # Functions that update weights (an optimizer step) or backpropagate outside any loop of their
         # own, directly or through such callees, to a fixpoint over calls.
@@ -334,18 +345,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         # (`def train_step(batch)`), whatever its name
         called = {id(f) for c in self.calls for f in self.callees(c)} if updating else set()
         per_step |= {fn for fn in updating if id(fn) not in called and not fn.runs_once and not self.unbuilt_override(fn)}
-        # functions other project modules call on every step (`trainer.py` runs `model(x)`, whose
-        # class's `forward` is here): per step, with the chains that reach them from the other files
-        seeds = self.project.step_seeds(self.path) if self.project is not None and self.path else {}
-        self._external_chains: dict[Function, tuple[tuple[Place, ...], ...]] = {}
-        self._stepped_on_accelerator = False
-        if seeds:
-            for fn in self.functions:
-                seed = seeds.get(fn.qualified) if fn.parent is None else None
-                if seed is not None and not fn.runs_once:
-                    per_step.add(fn)
-                    self._external_chains[fn] = seed.chains
-                    self._stepped_on_accelerator |= seed.accelerator
+        per_step |= set(self._external_chains)
         roots = frozenset(per_step)
         changed = True
         while changed:
