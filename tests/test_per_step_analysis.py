@@ -1138,3 +1138,44 @@ for step, (x, y) in enumerate(loader):
 ])
 def test_percent_formatting_and_builtin_max_read_a_tensor_argument(statement, found):
     assert lines(READ_IN_STEP.format(statement=statement), "TL401") == found
+
+
+DETECTOR = """
+import torch
+from torch import nn
+
+
+class Detector(nn.Module):
+    def forward(self, images, targets=None):
+        scores = self.head(images)
+        print(scores.max().item())
+        if self.training{extra}:
+            return self.loss(scores, targets)
+{inference}
+
+
+model = Detector().cuda()
+for images, targets in loader:
+    loss = model(images.cuda(), targets)
+    loss.backward()
+    optimizer.step()
+"""
+ELSE_BRANCH = """        else:
+            best = scores.argmax().item()
+            return best
+"""
+AFTER_RETURN = """        best = scores.argmax().item()
+        return best
+"""
+
+
+@pytest.mark.parametrize("extra, inference, found", [
+    ("", ELSE_BRANCH, [9]),  # the `else` of `if self.training:` is the inference path
+    ("", AFTER_RETURN, [9]),  # so is what follows its early return
+    (" and targets is not None", ELSE_BRANCH, [9, 13]),  # near miss: a training forward without targets takes it
+    (" and targets is not None", AFTER_RETURN, [9, 12]),
+])
+def test_the_inference_path_of_if_self_training_is_no_step(extra, inference, found):
+    # pytorch-retinanet's shape: `if self.training: return self.focalLoss(...)`, `else:` decodes the
+    # boxes with host reads; training steps never take that path. The read before the test is per step.
+    assert lines(DETECTOR.format(extra=extra, inference=inference), "TL401") == found

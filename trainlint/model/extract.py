@@ -8,7 +8,8 @@ import libcst as cst
 
 from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Return, Site, WithItem
 from trainlint.model.gates import (
-    child_nodes, has_modulo, is_first_value_test, is_gate_test, is_inference_only_test, is_lazy_init_test, is_sentinel_test, mostly_true,
+    child_nodes, has_modulo, is_first_value_test, is_gate_test, is_inference_only_test, is_lazy_init_test, is_sentinel_test,
+    is_training_test, mostly_true,
 )
 from trainlint.model.names import ImportMap, dotted
 from trainlint.model.hooks import pass_indexes
@@ -288,9 +289,9 @@ class Extractor(cst.CSTVisitor):
     def leave_If_orelse(self, node: cst.If) -> None:
         self._else_of.pop()
 
-    # an `else:` block is conditional too (it runs only when the test fails), though no gate
+    # an `else:` block is conditional too (it runs only when the test fails): a gate on `if self.training:`
     def visit_Else(self, node: cst.Else) -> None:
-        self._gates.append(-1)
+        self._gates.append(len(self._loop_stack) if self._else_of and is_training_test(self._else_of[-1].test) else -1)
         self._gate_nodes.append(None)
 
     def leave_Else(self, original_node: cst.Else) -> None:
@@ -302,7 +303,7 @@ class Extractor(cst.CSTVisitor):
             self._else_of.append(original_node)  # `if not reverse: ...; return`: the rest runs when the test fails
             self._block_else[-1] += 1
         # `if step % 10 != 0: return` (true on most steps) leaves the rest to one step in ten
-        if self._block_gates and is_early_exit(original_node) and (self._is_gate(original_node.test) or mostly_true(original_node.test)):
+        if self._block_gates and is_early_exit(original_node) and any(f(original_node.test) for f in (self._is_gate, mostly_true, is_training_test)):
             self._gates.append(len(self._loop_stack))
             self._gate_nodes.append(original_node)
             self._block_gates[-1] += 1

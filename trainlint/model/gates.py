@@ -250,6 +250,12 @@ def is_inference_only_test(test: cst.BaseExpression) -> bool:
     return isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and dotted(test.expression) == "self.training"
 
 
+def is_training_test(test: cst.BaseExpression) -> bool:
+    """`if self.training:`: a module's training path; its `else`, and what follows an early return in
+    it, is the inference path, which the forward passes of training steps do not take."""
+    return dotted(test) == "self.training"
+
+
 def _presence_test(test: cst.BaseExpression) -> bool:
     """`if log_writer is not None:`: whether an object was configured, true on every step or none."""
     return _compares_with_none(test, cst.IsNot)

@@ -25,6 +25,7 @@ from trainlint.model.gates import (
     is_inference_only_test,
     is_lazy_init_test,
     is_rank_name,
+    is_training_test,
     mostly_true,
     sentinel_compared,
 )
@@ -62,8 +63,8 @@ def gate_reason(model: TrainingModel, test: cst.BaseExpression, line_of: LineOf)
         return "it builds what is missing (`... is None`): its body runs once, not every step"
     if sentinel_compared(test) is not None:
         return "it compares with the negative value the state starts at, which its body sets: it runs on the first call only"
-    if is_inference_only_test(test):
-        return "`not self.training` is a module's inference path, which training steps do not take"
+    if is_inference_only_test(test) or is_training_test(test):
+        return "what runs while `self.training` is false is a module's inference path, which training steps do not take"
     if has_modulo(test) and not mostly_true(test) and not _presence_test(test):
         return "a periodic test (`%`): its body runs on some steps only"
     local = _local_gate_names(model)
