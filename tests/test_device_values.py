@@ -616,3 +616,79 @@ def test_a_factory_sized_by_a_shape_or_a_host_value_does_not() -> None:
     # a host copy's maximum: only the copy is a sync, reported once for the statement
     [finding] = [d for d in lint(textwrap.dedent(SIZED.replace("SIZE", "lengths.cpu().max()")), "TL401", name="train.py") if d.code == "TL401"]
     assert "lengths.cpu()" in finding.message and "whose size" not in finding.message
+
+
+# -- a host tensor a branch builds anew on each round, then moved by rebinding its name -------------
+NOISE_STEP = """
+import random
+import torch
+
+model = torch.nn.Linear(4, 4).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+noise = {before}
+for step, batch in enumerate(loader):
+    {test}
+        noise = torch.randn(batch.shape)
+    noise = torch.autograd.Variable(noise.cuda())
+    loss = (model(batch.cuda()) - noise).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_tensor_a_branch_builds_each_round_and_the_move_rebinds_is_copied_every_step() -> None:
+    # DnCNN's shape: `if opt.mode == 'S': noise = torch.FloatTensor(...).normal_()`, then
+    # `noise = Variable(noise.cuda())`; the previous round's device tensor reaches the move only on a
+    # round where the branch did not run, and a test the loop never changes runs on every round or none
+    for test in ("if opt.mode == 'S':", "if True:"):
+        assert found(NOISE_STEP.format(before="None", test=test), "TL406") == [11]
+    # a host tensor bound before the loop too: copied every step while the branch runs
+    assert found(NOISE_STEP.format(before="torch.zeros(4)", test="if opt.mode == 'S':"), "TL406") == [11]
+
+
+def test_a_tensor_a_varying_branch_builds_or_data_bound_before_the_loop_is_no_finding() -> None:
+    # near misses: built on the first round only (then the move copies nothing), lazily, at random,
+    # or the data bound before the loop on the rounds the branch skips
+    for test in ("if step == 0:", "if noise is None:", "if random.random() < 0.5:"):
+        assert found(NOISE_STEP.format(before="None", test=test), "TL406") == [], test
+    assert found(NOISE_STEP.format(before="torch.load('noise.pt')", test="if opt.mode == 'S':"), "TL406") == []
+
+
+LATENT = """
+import torch
+
+
+class Model:
+    def __init__(self, net, opt, device):
+        self.net, self.opt, self.device = net.to(device), opt, device
+
+    def get_z_random(self, batch_size, nz, random_type="gauss"):
+        if random_type == "uni":
+            z = torch.rand(batch_size, nz) * 2.0 - 1.0
+        elif random_type == "gauss":
+            z = {gauss}
+        return z.detach().to(self.device)
+
+    def train_step(self, batch):
+        loss = self.net(batch, self.get_z_random(batch.size(0), 8)).mean()
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+
+
+def main(loader, net, opt):
+    model = Model(net, opt, torch.device("cuda"))
+    for batch in loader:
+        model.train_step(batch.cuda())
+"""
+
+
+def test_a_tensor_one_of_two_factories_builds_on_the_host_is_built_on_the_host() -> None:
+    # BicycleGAN's latent code: `torch.rand(...) * 2 - 1` on one path, `torch.randn(...)` on the other
+    assert found(LATENT.format(gauss="torch.randn(batch_size, nz)"), "TL406") == [14]
+
+
+def test_a_tensor_a_factory_builds_on_one_path_and_data_gives_on_the_other_is_no_finding() -> None:
+    # near miss: on the other path the latent code is the batch's own (data, moved as the batch is)
+    assert found(LATENT.format(gauss="torch.tensor(self.codes[batch_size])"), "TL406") == []

@@ -1,7 +1,9 @@
-"""Host tensors and arrays an object keeps and copies to the device every step: `self.mel_basis.to(x)`
-of a table built once in `__init__`, or `th.from_numpy(arr).to(device)` in a helper every call of
-which passes such a table (`_extract_into_tensor(self.sqrt_alphas_cumprod, t, shape)`). A registered
-buffer would move once, with the module (TL406)."""
+"""Host tensors copied to the device every step where the value of the moved name alone does not say
+so (TL406): tables an object keeps, `self.mel_basis.to(x)` of a table built once in `__init__`, or
+`th.from_numpy(arr).to(device)` in a helper every call of which passes such a table
+(`_extract_into_tensor(self.sqrt_alphas_cumprod, t, shape)`), where a registered buffer would move
+once, with the module; and a tensor a branch of the loop builds anew on each round before the move
+(`if opt.mode == "S": noise = torch.randn(n)`, then `noise = noise.cuda()`)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.arguments import argument_for
+from trainlint.model.arithmetic import built_on_host
 from trainlint.model.lattice import HOST, Value
 from trainlint.model.names import dotted
+from trainlint.model.walk import iter_nodes
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Call
+    from trainlint.model.facts import Call, Loop, Site
     from trainlint.model.training import TrainingModel
 
 
@@ -93,3 +97,42 @@ def _attributes_of(model: "TrainingModel", expr: cst.BaseExpression) -> list[str
             return None
         found.extend(inner)
     return found
+
+
+def rebuilt_each_round(model: "TrainingModel", name: str, move: "Call") -> Value | None:
+    """`if opt.mode == "S": noise = torch.randn(n)` then `noise = Variable(noise.cuda())` in a loop:
+    the device tensor the previous round's move left reaches the move again only on a round where no
+    branch built `noise`, and a branch whose test the loop does not change runs on every round or on
+    none (then `noise` was never bound, or moved once as it was before the loop). The host tensor this
+    round builds, when such a branch binds it, and every binding that reaches the move is a host
+    factory's tensor (also one from before the loop) or the move's own result; else None."""
+    site, loop = move.site, move.site.innermost_loop
+    if loop is None:
+        return None
+    found = model.reaching(site.function, name, site)
+    carried = [a for a in found if any(n is move.node for n in iter_nodes(a.value))]
+    # (`noise = None` before the loop: a round that moved it would fail, so none does)
+    fresh = [a for a in found if a not in carried and not (isinstance(a.value, cst.Name) and a.value.value == "None")]
+    this_round = [a for a in fresh if loop in a.site.loops and a.site.order < site.order]
+    if not this_round or not carried:
+        return None
+    shared = {id(n) for n in (*site.gate_nodes, *site.else_of) if n is not None}
+    tests = [n.test for a in this_round for n in (*a.site.gate_nodes, *a.site.else_of) if n is not None and id(n) not in shared]
+    if any(_varies(model, test, loop, site) for test in tests):
+        return None  # (`if step == 0: buf = torch.zeros(n)`: built once, then the move copies nothing)
+    values = [model.value(a.value, a.site) for a in fresh]
+    return values[fresh.index(this_round[0])] if all(built_on_host(v) for v in values) else None
+
+
+def _varies(model: "TrainingModel", test: cst.BaseExpression, loop: "Loop", site: "Site") -> bool:
+    """Whether a test may hold on some rounds of `loop` and not on others: it calls something, or
+    reads a name the loop binds or assigns."""
+    for node in iter_nodes(test):
+        if isinstance(node, cst.Call):
+            return True
+        if isinstance(node, cst.Name) and (
+            model.binding_loop(node.value, site) is not None
+            or any(loop in a.site.loops for a in model.reaching(site.function, node.value, None))
+        ):
+            return True
+    return False

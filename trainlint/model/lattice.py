@@ -85,7 +85,8 @@ class Value:
             self.device if self.device == other.device else UNKNOWN_DEVICE,
             join_graph(self.graph, other.graph),
             self.dtype if self.dtype == other.dtype else None,
-            self.origin if self.origin == other.origin else _either(self, other),
+            # (a tensor's origin is the factory that built it from no data: either factory, if both did)
+            self.origin if self.origin == other.origin or self.kind is Kind.TENSOR and self.origin and other.origin else _either(self, other),
             self.enabled if self.enabled == other.enabled else None,
             self.element if self.element == other.element else None,
             self.items if self.items == other.items else _join_items(self.items, other.items) if self.keys == other.keys else None,

@@ -13,7 +13,7 @@ from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.device_arguments import DTYPE_CALLS
 from trainlint.model.environments import observed, wraps_observation
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES as RANDOM
-from trainlint.model.kept_tensors import kept_array_passed, kept_on_host
+from trainlint.model.kept_tensors import kept_array_passed, kept_on_host, rebuilt_each_round
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import literal_string
 from trainlint.model.lattice import HOST, Kind
@@ -215,7 +215,11 @@ class HostTensorMovedPerStep(Rule):
         "ExtraCUDACopyPattern reports exactly this. A table an object keeps on the host (a NumPy schedule "
         "built in `__init__`) crosses again at every call that moves it, also through a helper it is "
         "passed to (`_extract_into_tensor(self.sqrt_alphas_cumprod, t, shape)`, whose "
-        "`th.from_numpy(arr).to(device=t.device)` is reported with the attribute): register it as a buffer."
+        "`th.from_numpy(arr).to(device=t.device)` is reported with the attribute): register it as a buffer. "
+        "A tensor built on either path by a factory (`torch.rand(n) * 2 - 1` or `torch.randn(n)`) is built on "
+        "the host, and so is one a branch the loop never changes builds anew on each round before the move "
+        "rebinds it (`if opt.mode == \"S\": noise = torch.randn(n)`, then `noise = Variable(noise.cuda())`: "
+        "the previous round's device tensor reaches the move only on a round where no branch ran)."
     )
     story = "NVIDIA/TransformerEngine #1941 (`torch.tensor([0])` copies \"causing a lot of CPU syncs\"); mmsegmentation #3231 (`torch.rand(...).to(device)` vs `device=`)."
     example = """\
@@ -237,7 +241,7 @@ for x in loader:
     optimizer.step()
 """
     not_flagged = (
-        "Moving the batch from the DataLoader (`x.to(device)`: use `pin_memory=True` and `non_blocking=True`), a host tensor a count of the batch's data is added to (`tokens += (labels != pad).sum()`; a factory's tensor scaled by a factor, `torch.arange(half) * -scale`, is still the factory's and is flagged), or "
+        "Moving the batch from the DataLoader (`x.to(device)`: use `pin_memory=True` and `non_blocking=True`), a host tensor a count of the batch's data is added to (`tokens += (labels != pad).sum()`; a factory's tensor scaled by a factor, `torch.arange(half) * -scale`, is still the factory's and is flagged), a tensor built under a test that changes from round to round (`if step == 0:`, `if buf is None:`, a random draw) before the move rebinds it (then it moves once), or "
         "the batch a loop draws from in-memory data (`torch.tensor(x).to(device)` for `x` of `zip(xs, ys)`; a "
         "`torch.from_numpy` of an array NumPy built in the step from numbers, `np.zeros_like(v)` filled on the host, "
         "a `np.meshgrid` of `np.arange`s raveled, stacked and transposed, a draw of a count `np.random.permutation(n)`, "
@@ -358,6 +362,8 @@ for x, targets in loader:
                 if passed is not None:
                     yield Finding(call.node, f"`{passed[0]}`, passed as `{passed[1]}`, is a host array the object keeps (built once, not a buffer), copied to the device every step")
                     continue
+                if isinstance(call.receiver, cst.Name) and not built_on_host(value):
+                    value = rebuilt_each_round(model, call.receiver.value, call) or value
                 built = (value.origin or "").removeprefix("torch.")
                 if built_on_host(value) and not built.endswith("_like") and not wraps_observation(model, call.receiver, call.site.function, call.site):
                     shown = shorten(model.module.code_for_node(call.receiver), 50)
