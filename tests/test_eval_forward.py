@@ -516,3 +516,40 @@ def test_the_scripts_top_level_near_misses():
     # a loop that backpropagates through the eval-mode model: fine-tuning with frozen statistics
     tuned = TOP_LEVEL.replace("    print(model(x.cuda()).argmax(1))", "    loss = model(x.cuda()).sum()\n    loss.backward()\n    opt.step()")
     assert lines(tuned, "TL303") == []
+
+
+# prediction helpers: a generator's samples copied into a list of host arrays, a speaker encoder run by
+# name (`_model.forward(frames)`) whose embedding is copied to the host
+SAMPLES = """
+import torch
+from torch import nn
+
+encoder = nn.Linear(4, 4).cuda()
+encoder.eval()
+
+
+class GAN:
+    def __init__(self):
+        self.G = nn.Sequential(nn.Linear(4, 4)).cuda()
+
+    def generate_img(self, z, n):
+        samples = self.G(z).data.cpu().numpy()[:n]
+        images = []
+        for sample in samples:
+            images.append({kept})
+        return images
+
+
+def embed_frames(frames):
+    return encoder.forward(torch.from_numpy(frames).cuda()).detach().cpu().numpy()
+"""
+
+
+def test_a_helper_returning_a_list_of_host_arrays_or_running_forward_by_name_records_a_graph():
+    assert lines(SAMPLES.format(kept="sample.reshape(2, 2)"), "TL303") == [14, 22]
+
+
+def test_a_helper_returning_a_list_of_what_the_module_computes_records_nothing():
+    # near miss: the list holds the generator's outputs themselves, which a caller may backpropagate
+    code = SAMPLES.format(kept="sample").replace("samples = self.G(z).data.cpu().numpy()[:n]", "samples = self.G(z)[:n]")
+    assert lines(code, "TL303") == [22]

@@ -91,6 +91,8 @@ def element_of(iterable: Value) -> Value:
         return iterable.element
     if iterable.kind is Kind.TENSOR:
         return iterable
+    if iterable.kind is Kind.HOST_ARRAY:  # (an array's rows: arrays, on the host)
+        return iterable
     if iterable.kind is Kind.UNKNOWN and iterable.device == HOST:  # (`for n in lengths.cpu():`)
         return Value(Kind.UNKNOWN, HOST)
     return UNKNOWN

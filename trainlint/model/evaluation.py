@@ -10,6 +10,7 @@ import libcst as cst
 
 from trainlint.model.facts import Call, Function
 from trainlint.model.arguments import argument_for
+from trainlint.model.containers import is_empty_list
 from trainlint.model.lattice import Kind, origins
 from trainlint.model.modes import call_trains, function_trains, mode_switch
 from trainlint.model.names import dotted
@@ -47,7 +48,9 @@ def first_forward(model: "TrainingModel", fn: Function, looped: bool = False) ->
             if _own_forward(model, fn, call):
                 return call  # (`q = self.forward(state)` in a module's `act`: its layers run)
             continue
-        if model.value(call.node.func, call.site).kind is Kind.MODULE and model.value(call.node, call.site).graph is not False:
+        # (`_model.forward(frames)`, called by name: the module's layers run as they do for `_model(frames)`)
+        module = call.receiver if call.method == "forward" and call.receiver is not None else call.node.func
+        if model.value(module, call.site).kind is Kind.MODULE and model.value(call.node, call.site).graph is not False:
             return call
     return None
 
@@ -384,11 +387,27 @@ def prediction_forward(model: "TrainingModel", fn: Function, storing: set[Functi
         return None
     for ret in fn.return_facts:
         value = model.value(ret.value, ret.site) if ret.value is not None else None
-        if value is not None and not (value.graph is False or value.kind in NOT_DIFFERENTIABLE):
+        if value is not None and not (value.graph is False or value.kind in NOT_DIFFERENTIABLE or _filled_with_predictions(model, fn, ret.value)):
             return None
     if fn in storing:
         return None  # `self.cache = out`: kept beyond the call
     return first_forward(model, fn)
+
+
+def _filled_with_predictions(model: "TrainingModel", fn: Function, returned: cst.BaseExpression | None) -> bool:
+    """`images = []`, then `images.append(sample.reshape(32, 32))` of host arrays, and `return images`:
+    a list `fn` builds empty and fills only with host values (numbers, strings, arrays), which no
+    backward can reach."""
+    name = returned.value if isinstance(returned, cst.Name) else None
+    bound = [a for a in model.assigns if a.site.function is fn and name in a.targets]
+    if name is None or not bound or not all(is_empty_list(a, name) for a in bound):
+        return False
+    filled = [c for c in fn.calls if c.receiver_text == name]
+    return bool(filled) and all(
+        c.method in ("append", "extend", "insert") and c.node.args
+        and model.value(c.node.args[-1].value, c.site).kind in NOT_DIFFERENTIABLE  # (a tensor may gain a graph in place)
+        for c in filled
+    )
 
 
 def step_prediction(model: "TrainingModel", fn: Function, storing: set[Function | None]) -> Call | None:
