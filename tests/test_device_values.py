@@ -692,3 +692,27 @@ def test_a_tensor_one_of_two_factories_builds_on_the_host_is_built_on_the_host()
 def test_a_tensor_a_factory_builds_on_one_path_and_data_gives_on_the_other_is_no_finding() -> None:
     # near miss: on the other path the latent code is the batch's own (data, moved as the batch is)
     assert found(LATENT.format(gauss="torch.tensor(self.codes[batch_size])"), "TL406") == []
+
+
+BASE_RATES = """
+import torch
+from torch.autograd import Variable
+
+model = torch.nn.Linear(4, 4).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+br = None
+for x in loader:
+    out = model(x.cuda())
+    br = {value}
+    loss = (out * br).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_host_tensor_built_and_moved_only_while_its_name_is_none_moves_once() -> None:
+    # Outlier Exposure's base rates: `br = Variable(...).cuda() if br is None else br`, on the first step only
+    assert found(BASE_RATES.format(value="Variable(torch.FloatTensor(rates)).cuda() if br is None else br"), "TL406") == []
+    # near miss: a flag chooses the branch on every step, and the host tensor crosses each time
+    assert found(BASE_RATES.format(value="torch.FloatTensor(rates).cuda() if use_rates else br"), "TL406") == [10]

@@ -553,3 +553,30 @@ def test_a_helper_returning_a_list_of_what_the_module_computes_records_nothing()
     # near miss: the list holds the generator's outputs themselves, which a caller may backpropagate
     code = SAMPLES.format(kept="sample").replace("samples = self.G(z).data.cpu().numpy()[:n]", "samples = self.G(z)[:n]")
     assert lines(code, "TL303") == [22]
+
+
+GRAD_OFF_SCRIPT = """
+import torch
+
+model = torch.load("model.pt").cuda()
+{switch}
+
+
+def get_scores(loader):
+    model.eval()
+    scores = []
+    for x in loader:
+        scores.append(model(x.cuda()).max(1)[0].cpu().numpy())
+    return scores
+"""
+
+
+def test_a_script_that_turns_autograd_off_at_its_top_level_records_no_graph():
+    # Outlier Exposure's OOD evaluation scripts: `torch.set_grad_enabled(False)` once, before anything runs
+    assert lines(GRAD_OFF_SCRIPT.format(switch="torch.set_grad_enabled(False)"), "TL303") == []
+
+
+def test_autograd_turned_off_under_a_test_or_on_again_still_records_a_graph():
+    # near misses: off only when a flag says so, or enabled again somewhere in the module
+    assert lines(GRAD_OFF_SCRIPT.format(switch="if args.fast:\n    torch.set_grad_enabled(False)"), "TL303") == [13]
+    assert lines(GRAD_OFF_SCRIPT.format(switch="torch.set_grad_enabled(False)\ntorch.set_grad_enabled(True)"), "TL303") == [13]

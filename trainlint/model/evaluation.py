@@ -35,6 +35,23 @@ def grad_disabled(fn: Function | None, call: Call, model: "TrainingModel | None"
     return last == "False"
 
 
+def grad_off_everywhere(model: "TrainingModel") -> bool:
+    """`torch.set_grad_enabled(False)` at the module's top level, under no test (an evaluation script's
+    set-up), and autograd enabled again nowhere in it: the switch is global, so no forward of the
+    module, in a function or not, records a graph."""
+    off = on = False
+    for call in model.calls:
+        if call.qualname == "torch.enable_grad":
+            on = True
+        elif call.qualname == "torch.set_grad_enabled" and call.node.args:
+            site = call.site
+            if dotted(call.node.args[0].value) != "False":
+                on = True
+            elif site.function is None and not site.loops and not any(site.gate_nodes) and not site.else_of and not site.in_except:
+                off = True
+    return off and not on
+
+
 def first_forward(model: "TrainingModel", fn: Function, looped: bool = False) -> Call | None:
     """The first call in `fn`'s own body (in one of its loops, when `looped`) that runs a module, known
     as one by its value, outside no_grad and recording a graph; calls of this module's functions are

@@ -173,6 +173,13 @@ def is_lazy_init_test(test: cst.BaseExpression) -> bool:
     return (_compares_with_none(test, cst.Is) and isinstance(test.left, cst.Attribute)) or _empty_test(test)  # type: ignore[union-attr]
 
 
+def is_cached_value(expr: cst.IfExp) -> bool:
+    """`x.cuda() if br is None else br` (or `... if self.mask is None else ...`): the body builds what the
+    test finds missing, which the other branch gives afterwards; it runs once."""
+    kept = dotted(expr.orelse)
+    return is_lazy_init_test(expr.test) or (kept is not None and _compares_with_none(expr.test, cst.Is) and dotted(expr.test.left) == kept)  # type: ignore[attr-defined]
+
+
 def is_first_value_test(node: cst.If, loop: cst.CSTNode | None) -> bool:
     """`if loss_ema is None: loss_ema = loss.item()` in a loop: the body gives the name its first value,
     so it runs on the loop's first round only (unless the loop sets the name back to None)."""

@@ -11,7 +11,7 @@ from trainlint.diagnostics import Severity
 from trainlint.model import Call, Function, TrainingModel
 from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
 from trainlint.model.evaluation import (
-    decoding_forward, discarded_by_callers, evaluated_here, frozen_modules, grad_disabled, inside_forward, last_mode,
+    decoding_forward, discarded_by_callers, evaluated_here, frozen_modules, grad_disabled, grad_off_everywhere, inside_forward, last_mode,
     prediction_forward, prediction_loop_forwards, runs_module, step_list_evaluations, step_prediction, trains_any,
 )
 from trainlint.model.modes import loop_ancestors
@@ -122,7 +122,7 @@ def evaluate(model, loader):
     return total
 """
     not_flagged = (
-        "Evaluation under `no_grad`/`inference_mode` (a `with` block, a decorator, or every call site inside "
+        "Evaluation under `no_grad`/`inference_mode` (a `with` block, a decorator, a module that turns autograd off at its top level with `torch.set_grad_enabled(False)` under no test and never on again, or every call site inside "
         "one, or in a function of the module whose every call site is: `with torch.no_grad(): run_clip(...)`, whose `run_clip` runs the forward through `run_tiles`), loops that backpropagate (meta-learning, adversarial evaluation, fine-tuning with batch-norm "
         "statistics frozen by `eval()`), a loss or layer without parameters given an output made under `no_grad` (`with torch.no_grad(): output = model(x)`, then `criterion(output, y)`), modules frozen with `requires_grad_(False)` or by a loop setting `requires_grad = False` on each of their parameters (`for k, v in model.named_parameters(): v.requires_grad = False`; a loop that freezes some, under an `if`, freezes none), a module switched back "
         "with `.train()`, a library's evaluation hooks, which it runs without grad (`validation_step` of a "
@@ -341,8 +341,8 @@ def train(model, ema, loader, valid_batches, optimizer):
     )
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
-        if model.is_test_code:
-            return  # a test suite's inference checks are not evaluation in a training run
+        if model.is_test_code or grad_off_everywhere(model):
+            return  # a test suite's inference checks; a module that turned autograd off at its top level
         switches, frozen = _switches(model), frozen_modules(model)
         storing = {a.site.function for a in model.assigns if any("." in t or "[" in t for t in a.targets)}
         sites: dict[Function, list[Call]] = {}  # the calls of each function of this module

@@ -12,6 +12,7 @@ from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.device_arguments import DTYPE_CALLS
 from trainlint.model.environments import observed, wraps_observation
+from trainlint.model.gates import is_cached_value
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES as RANDOM
 from trainlint.model.kept_tensors import kept_array_passed, kept_on_host, rebuilt_each_round
 from trainlint.model.names import dotted
@@ -249,7 +250,7 @@ for x in loader:
         "(`torch.tensor(self.tokens[pos:pos + n].astype(np.int32)).cuda()`), a tensor made from what a function "
         "read and the batches cut from it (`data = torch.tensor(encode(text))`, then "
         "`torch.stack([data[i:i + n] for i in ix]).to(device)`; also through a legacy constructor and a name bound to "
-        "part of what a function returned: `states, rewards = memory.sample(n)`, then `torch.FloatTensor(states).to(device)`; also in the buffer's own `sample`, `torch.FloatTensor(self.state[ind])` of the arrays its `add` fills), a pinned buffer (`pin_memory=True`, "
+        "part of what a function returned: `states, rewards = memory.sample(n)`, then `torch.FloatTensor(states).to(device)`; also in the buffer's own `sample`, `torch.FloatTensor(self.state[ind])` of the arrays its `add` fills), a tensor built and moved only while its name is unset (`br = x.cuda() if br is None else br`), a pinned buffer (`pin_memory=True`, "
         "made to be copied) and what `torch.from_file` reads, an environment's observation (`torch.tensor([self.state]).cuda()` of what `env.reset()` or "
         "`env.step(action)` returned, also `torch.FloatTensor(state)` in a policy's `select_action(state)` that the script calls with its observation, reshaped or copied: `state = copy.copy(next_state)`), "
         "a tensor an object keeps and replaces with its copy (`self.window = self.window.to(x)`), "
@@ -404,7 +405,11 @@ def _minibatch(receiver: cst.BaseExpression) -> bool:
 
 def _moved_once(model: TrainingModel, call: Call) -> bool:
     """`self.noise = self.noise.to(y)`: the moved tensor replaces the host one the object keeps, so the
-    copy happens once (a local name rebuilt each step is copied each step)."""
+    copy happens once (a local name rebuilt each step is copied each step); also `br = x.cuda() if br
+    is None else br`, built and moved on the first step only."""
+    statement = call.site.statement
+    if statement is not None and any(isinstance(n, cst.IfExp) and is_cached_value(n) and _contains(n.body, call.node) for n in iter_nodes(statement)):
+        return True
     if not isinstance(call.receiver, cst.Attribute):
         return False
     text = model.module.code_for_node(call.receiver)
