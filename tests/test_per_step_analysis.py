@@ -1179,3 +1179,29 @@ def test_the_inference_path_of_if_self_training_is_no_step(extra, inference, fou
     # pytorch-retinanet's shape: `if self.training: return self.focalLoss(...)`, `else:` decodes the
     # boxes with host reads; training steps never take that path. The read before the test is per step.
     assert lines(DETECTOR.format(extra=extra, inference=inference), "TL401") == found
+
+
+LEGACY_STEP = """
+import torch
+model = torch.nn.Linear(4, 4).cuda()
+for x, y in loader:
+    x, y = x.cuda(), y.cuda()
+    out = model(x)
+    loss = criterion(out, y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    {statement}
+"""
+
+
+@pytest.mark.parametrize("statement, found", [
+    ("total_loss += loss.data[0]", [11]),  # PyTorch 0.3's `.item()`
+    ("losses.update(loss.data[0], x.size(0))", [11]),
+    ("history.append(loss.data[0])", [11]),
+    ("save_image(out.data[0], 'sample.png')", []),  # near miss: the first image of the batch, a tensor
+    ("first = out.data[0]", []),
+    ("if step % 100 == 0: print(loss.data[0])", []),
+])
+def test_a_legacy_read_of_a_loss_is_a_host_read(statement, found):
+    assert lines(LEGACY_STEP.format(statement=statement), "TL401") == found

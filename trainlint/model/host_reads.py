@@ -13,7 +13,7 @@ from trainlint.model.arguments import argument_for
 from trainlint.model.extract import calls_in
 from trainlint.model.facts import Call, Site
 from trainlint.model.lattice import ACCEL, HOST, Kind, Value
-from trainlint.model.names import root_name, tokens
+from trainlint.model.names import dotted, root_name, tokens
 from trainlint.model.device_arguments import moved_to_device
 from trainlint.model.summarizer import loop_names_over, passes_on, read_arguments
 from trainlint.model.summary import ARGUMENT_READS
@@ -263,11 +263,18 @@ def in_optimizer_class(site: Site, model: TrainingModel) -> bool:
     )
 
 
-def slice_bounds(model: TrainingModel, judged: Callable[[Site], bool]) -> Iterator[tuple[Site, cst.BaseExpression]]:
-    """The bounds of slices (`x[:, :max_len]`, `ws[:, cutoff:]`) that are tensors on the accelerator,
-    in the statements of the sites `judged` accepts: Python turns a bound into an int with `__index__`,
-    which reads a 0-dim tensor's value on the host (as `.item()` does). An index tensor (`x[idx]`) is
-    no bound: the device gathers with it."""
+# what takes a number: `total += loss.data[0]`, `losses.append(...)`, `meter.update(...)`, `float(...)`
+_NUMBER_TAKERS = frozenset({"append", "update", "add", "float", "int", "round", "print", "str"})
+LEGACY_READ = "(PyTorch 0.3's read of a one-element tensor, which 0.4 replaced with `.item()`: it fails on a 0-dim tensor)"
+
+
+def index_reads(model: TrainingModel, judged: Callable[[Site], bool]) -> Iterator[tuple[Site, cst.BaseExpression, bool]]:
+    """Reads by indexing, in the statements of the sites `judged` accepts, and whether each is a slice
+    bound: the bounds
+    of slices (`x[:, :max_len]`, `ws[:, cutoff:]`) that are tensors on the accelerator, which Python turns
+    into an int with `__index__`, reading a 0-dim tensor's value on the host (as `.item()` does; an index
+    tensor, `x[idx]`, is no bound: the device gathers with it); and `loss.data[0]` of a tensor on the
+    accelerator taken as a number (added up, appended, handed to a meter's `update`, printed)."""
     sites = [c.site for c in model.calls] + [a.site for a in model.assigns]
     sites.extend(r.site for fn in model.functions for r in fn.return_facts)
     seen: set[int] = set()
@@ -280,4 +287,20 @@ def slice_bounds(model: TrainingModel, judged: Callable[[Site], bool]) -> Iterat
             if isinstance(node, cst.Slice):
                 for bound in (node.lower, node.upper, node.step):
                     if bound is not None and device_tensor(model.value(bound, site)):
-                        yield site, bound
+                        yield site, bound, True
+            taken = [node.value] if isinstance(node, cst.AugAssign) else []
+            if isinstance(node, cst.Call) and (dotted(node.func) or "").rsplit(".", 1)[-1] in _NUMBER_TAKERS:
+                taken = [a.value for a in node.args]
+            for value in taken:
+                if _legacy_read(model, value, site):
+                    yield site, value, False
+
+
+def _legacy_read(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> bool:
+    """`loss.data[0]` of a tensor on the accelerator."""
+    if not isinstance(expr, cst.Subscript) or len(expr.slice) != 1 or not isinstance(expr.value, cst.Attribute):
+        return False
+    index = expr.slice[0].slice
+    if not (isinstance(index, cst.Index) and isinstance(index.value, cst.Integer) and index.value.value == "0"):
+        return False
+    return expr.value.attr.value == "data" and device_tensor(model.value(expr.value.value, site))

@@ -15,7 +15,7 @@ from trainlint.model.host_reads import (
     header_calls as _header_calls, is_metric_log as _is_metric_log, truth_tested as _truth_tested, reported_at_callers as _reported_at_callers, passes_device_tensor as _passes_device_tensor,
     GIVEN_A_TENSOR, SYNC_METHODS, bare_numpy as _bare_numpy, chain_base as _chain_base, copies_to_host as _copies_to_host,
     count_argument as _count_argument, device_tensor as _device_tensor, formats_tensor as _formats_tensor, orders_tensors as _orders_tensors,
-    in_optimizer_class as _in_optimizer_class, slice_bounds as _slice_bounds, sized_by_device_tensor as _sized_by_device_tensor,
+    in_optimizer_class as _in_optimizer_class, index_reads as _index_reads, LEGACY_READ, sized_by_device_tensor as _sized_by_device_tensor,
 )
 from trainlint.model.lattice import Kind
 from trainlint.model.names import tokens
@@ -105,7 +105,7 @@ for step, (x, y) in enumerate(loader):
         "data says so, after the test's sync. A test's operands are read in Python's order: a flag after a tensor test gates nothing "
         "(`if (t.isnan().any() or t.isinf().any()) and DEBUG:` reads a tensor every step), a flag before it does "
         "(`if DEBUG and t.isnan().any():`, `if queue_full or not torch.all(q == 0):`). `float(x)`/`print(x)`/f-strings only "
-        "when `x` is known to be a tensor at that point: a name rebound to `loss.item()` is a number. A torch factory sized by a tensor on the device reads it on the host first (`torch.arange(lengths.max())`, `torch.randn(b, lengths.max(), 2)`); a shape (`x.shape[1]`) is a number. The "
+        "when `x` is known to be a tensor at that point: a name rebound to `loss.item()` is a number. `loss.data[0]` taken as a number (added up, appended, handed to a meter's `update`, printed) is PyTorch 0.3's `.item()` and is flagged; `out.data[0]` handed to anything else is the first row, a tensor. A torch factory sized by a tensor on the device reads it on the host first (`torch.arange(lengths.max())`, `torch.randn(b, lengths.max(), 2)`); a shape (`x.shape[1]`) is a number. The "
         "optimizer-step branch is no gate: code under `if (i + 1) % accum == 0:` (with the step) or "
         "`if accelerator.sync_gradients:` runs on every training step and is flagged, as does a later `if` of the function testing exactly what the branch with the step tests, none of its names rebound (`if step % d_ratio == 0:` holding the generator's step, then another logging `G_loss.item()`). Nor is a rank test "
         "(`if rank == 0:`, `if is_main_process():`, `if pgm.pp_is_last_stage:`): it holds on every step of "
@@ -346,9 +346,9 @@ for x, y in loader:
             if per_step(fv.site) and not after_sync(fv.site) and _device_tensor(model.value(fv.node.expression, fv.site)):
                 text = model.module.code_for_node(fv.node.expression)
                 syncs.append(_Sync(fv.site, fv.node, f"formatting tensor `{text}` in an f-string", "value read"))
-        for site, bound in _slice_bounds(model, lambda site: per_step(site) and not after_sync(site)):
-            text = shorten(model.module.code_for_node(bound), 40)
-            syncs.append(_Sync(site, bound, f"slicing by tensor `{text}` (a slice bound is read as a Python int)", "value read"))
+        for site, node, bound in _index_reads(model, lambda site: per_step(site) and not after_sync(site)):
+            text = shorten(model.module.code_for_node(node), 40)
+            syncs.append(_Sync(site, node, f"slicing by tensor `{text}` (a slice bound is read as a Python int)" if bound else f"`{text}` {LEGACY_READ}", "value read"))
         yield from _one_per_statement(model, syncs, _header_calls(model, [s.node for s in syncs]))
 
     def explain_call(self, model: TrainingModel, call: Call, line_of: Callable[[Any], int]) -> str | None:
