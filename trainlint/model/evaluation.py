@@ -416,7 +416,7 @@ def _filled_with_predictions(model: "TrainingModel", fn: Function, returned: cst
     a list `fn` builds empty and fills only with host values (numbers, strings, arrays), which no
     backward can reach."""
     name = returned.value if isinstance(returned, cst.Name) else None
-    bound = [a for a in model.assigns if a.site.function is fn and name in a.targets]
+    bound = model.reaching(fn, name, None) if name is not None else []  # (its assignments in `fn`)
     if name is None or not bound or not all(is_empty_list(a, name) for a in bound):
         return False
     filled = [c for c in fn.calls if c.receiver_text == name]
