@@ -270,11 +270,11 @@ LEGACY_READ = "(PyTorch 0.3's read of a one-element tensor, which 0.4 replaced w
 
 def index_reads(model: TrainingModel, judged: Callable[[Site], bool]) -> Iterator[tuple[Site, cst.BaseExpression, bool]]:
     """Reads by indexing, in the statements of the sites `judged` accepts, and whether each is a slice
-    bound: the bounds
-    of slices (`x[:, :max_len]`, `ws[:, cutoff:]`) that are tensors on the accelerator, which Python turns
-    into an int with `__index__`, reading a 0-dim tensor's value on the host (as `.item()` does; an index
-    tensor, `x[idx]`, is no bound: the device gathers with it); and `loss.data[0]` of a tensor on the
-    accelerator taken as a number (added up, appended, handed to a meter's `update`, printed)."""
+    bound: the bounds of slices (`x[:, :max_len]`, `ws[:, cutoff:]`) that are tensors on the accelerator,
+    which Python turns into an int with `__index__`, reading a 0-dim tensor's value on the host (as
+    `.item()` does; an index tensor, `x[idx]`, is no bound: the device gathers with it); and
+    `loss.data[0]` of a tensor on the accelerator taken as a number (added up, appended, handed to a
+    meter's `update`, printed)."""
     sites = [c.site for c in model.calls] + [a.site for a in model.assigns]
     sites.extend(r.site for fn in model.functions for r in fn.return_facts)
     seen: set[int] = set()
