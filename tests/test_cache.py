@@ -185,6 +185,43 @@ def test_a_module_that_appears_later_is_seen_by_a_file_the_prefilter_skipped(tmp
     assert after == trainlint(str(folder / "main.py"), "--format", "concise", "--no-cache").stdout
 
 
+def test_a_module_made_in_a_folder_that_was_missing_is_seen(tmp_path):
+    """The paths looked for under a missing folder are recorded as that folder's absence (one state,
+    not one per name): once the folder and the module appear, the cached result is not reused."""
+    folder, cache = tmp_path / "project", tmp_path / "cache"
+    folder.mkdir()
+    (folder / "main.py").write_text(
+        "import torch\nfrom helpers.engine import fit_batch\n\nfor batch in loader:\n"
+        "    fit_batch(model, opt, batch)\n    torch.cuda.synchronize()\n"
+    )
+    before = trainlint(str(folder / "main.py"), "--format", "concise", cache=cache).stdout
+    assert "TL402" not in before
+    (folder / "helpers").mkdir()
+    (folder / "helpers" / "engine.py").write_text(
+        "def fit_batch(model, opt, batch):\n    loss = model(batch).mean()\n    loss.backward()\n"
+        "    opt.step()\n    opt.zero_grad()\n"
+    )
+    after = trainlint(str(folder / "main.py"), "--format", "concise", cache=cache).stdout
+    assert "main.py:6:5: TL402" in after
+    assert after == trainlint(str(folder / "main.py"), "--format", "concise", "--no-cache").stdout
+
+
+def test_a_path_under_a_missing_folder_is_said_missing_by_the_highest_missing_folder(tmp_path):
+    from trainlint.reading import ABSENT, EXISTS, current_state, probe_state
+
+    (tmp_path / "present.py").write_text("")
+    assert probe_state(str(tmp_path / "present.py")) == (str(tmp_path / "present.py"), EXISTS, "")
+    assert probe_state(str(tmp_path / "absent.py")) == (str(tmp_path / "absent.py"), ABSENT, "")
+    deep = probe_state(str(tmp_path / "a" / "b" / "c.py"))
+    assert deep == (str(tmp_path / "a"), ABSENT, "")
+    assert current_state(deep) == deep
+    (tmp_path / "a").mkdir()  # the folder appears: the state recorded no longer holds
+    assert current_state(deep) != deep
+    # a name under a file is missing, said by the name itself (its folder exists, as a file)
+    (tmp_path / "file.py").write_text("")
+    assert probe_state(str(tmp_path / "file.py" / "x.py")) == (str(tmp_path / "file.py" / "x.py"), ABSENT, "")
+
+
 LOG_READS = "import torch\n\ndef log_value(v):\n    return v.item()\n"  # reads its argument on the host
 LOG_KEEPS = "import torch\n\ndef log_value(v):\n    return v.iten()\n"  # the same size, reads nothing known
 TRAIN = (

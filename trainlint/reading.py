@@ -165,12 +165,33 @@ def _read_fd(fd: int, limit: int) -> bytes | None:
 
 def probe_state(path: str) -> State:
     """What is at `path` (links followed): a regular file, a folder, something else or nothing.
-    For paths the analysis only looked for; their content is not read."""
+    For paths the analysis only looked for; their content is not read. Nothing at a path whose
+    folder is missing too is said by the highest missing folder above it (see `_absence`)."""
     try:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):
-        return (path, ABSENT, "")
+        return _absence(path)
     return (path, EXISTS if stat.S_ISREG(mode) else FOLDER if stat.S_ISDIR(mode) else SPECIAL, "")
+
+
+def _absence(path: str) -> State:
+    """The state that says nothing is at `path`: its own, or that of the highest missing folder above
+    it. A path resolves only through its folder, so the path stays missing while that folder does;
+    the imports of a project are looked for under the same missing folders in every root
+    (`composer/composer/...`), and a warm run checks each folder once instead of every name."""
+    missing = path
+    while True:
+        folder = os.path.dirname(missing)
+        if not folder or folder == missing:
+            return (missing, ABSENT, "")
+        try:
+            os.stat(folder)
+        except FileNotFoundError:
+            missing = folder
+            continue
+        except (OSError, ValueError):  # (not a folder, or not looked into: the name itself says it)
+            pass
+        return (missing, ABSENT, "")
 
 
 def read_state(path: str, limit: int = MAX_MODULE_BYTES) -> tuple[State, bytes | None]:
