@@ -123,3 +123,33 @@ def test_published_schema_is_current_and_checks_configurations(tmp_path: Path):
     for bad in ({"selects": ["TL4"]}, {"select": "TL4"}, {"max-file-size": 0}, {"select": ["E501"]}):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, json_schema())
+
+
+def test_one_resolver_gives_each_folder_its_nearest_configuration_in_any_order(tmp_path, monkeypatch):
+    """A run resolves many folders with one resolver, which remembers the folders it searched: a
+    folder below one already answered still finds its own configuration, and a project's
+    pyproject.toml without a [tool.trainlint] table is read once, not once per folder below it."""
+    import tomllib
+
+    root = tmp_path / "repo"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "sub" / "deep").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("[tool.trainlint]\nselect = ['TL4']\n")
+    (root / "a" / "pyproject.toml").write_text("[project]\nname = 'a'\n")  # no table: not a configuration
+    (root / "sub" / ".trainlint.toml").write_text("select = ['TL1']\n")
+    reads = []
+    real_loads = tomllib.loads
+    monkeypatch.setattr(tomllib, "loads", lambda text: reads.append(text) or real_loads(text))
+    resolver = SettingsResolver()
+    files = ["x.py", "a/b/y.py", "a/z.py", "sub/deep/w.py", "sub/v.py", "a/b/u.py"]
+    found = {name: resolver.config_for(root / name) for name in files}
+    assert found == {
+        "x.py": root / "pyproject.toml",
+        "a/b/y.py": root / "pyproject.toml",
+        "a/z.py": root / "pyproject.toml",
+        "sub/deep/w.py": root / "sub" / ".trainlint.toml",
+        "sub/v.py": root / "sub" / ".trainlint.toml",
+        "a/b/u.py": root / "pyproject.toml",
+    }
+    assert len([text for text in reads if "name = 'a'" in text]) == 1
+    assert found == {name: find_config(root / name) for name in files}  # (each alone, as before)

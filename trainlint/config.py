@@ -160,30 +160,49 @@ def _is_file(path: Path) -> bool:
 CONFIG_FILES = (".trainlint.toml", "trainlint.toml", "pyproject.toml")  # in one folder, the first found wins
 
 
-def find_config(start: Path) -> Path | None:
+def find_config(start: Path, known: dict[Path, Path | None] | None = None) -> Path | None:
     """The nearest configuration walking up from `start`: a `.trainlint.toml` or `trainlint.toml`, or a
-    pyproject.toml with a [tool.trainlint] table (as ruff finds `.ruff.toml`, `ruff.toml`, pyproject.toml)."""
+    pyproject.toml with a [tool.trainlint] table (as ruff finds `.ruff.toml`, `ruff.toml`, pyproject.toml).
+    `known`: the answers for folders already searched, filled in (a run's folders share their parents,
+    and a project's pyproject.toml without a table is read once, not once per folder below it)."""
     here = resolved(start)
     try:
         if here.is_file() or not here.exists():
             here = here.parent
     except OSError:  # a path under an unsearchable folder: start from the folder
         here = here.parent
+    known = {} if known is None else known
+    searched: list[Path] = []
+    found: Path | None = None
     for directory in (here, *here.parents):
-        for name in CONFIG_FILES:
-            candidate = directory / name
-            if not _is_file(candidate):
-                continue
-            if name != "pyproject.toml":
-                return candidate
-            import tomllib  # (only where there is a pyproject.toml to read: start-up)
+        if directory in known:
+            found = known[directory]
+            break
+        searched.append(directory)
+        found = _config_in(directory)
+        if found is not None:
+            break
+    for directory in searched:  # (each below the one that answered: the same answer)
+        known[directory] = found
+    return found
 
-            try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-                return candidate  # let load_settings report what is wrong with it
-            if "trainlint" in data.get("tool", {}):
-                return candidate
+
+def _config_in(directory: Path) -> Path | None:
+    """The configuration file of `directory` itself, if it has one."""
+    for name in CONFIG_FILES:
+        candidate = directory / name
+        if not _is_file(candidate):
+            continue
+        if name != "pyproject.toml":
+            return candidate
+        import tomllib  # (only where there is a pyproject.toml to read: start-up)
+
+        try:
+            data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            return candidate  # let load_settings report what is wrong with it
+        if "trainlint" in data.get("tool", {}):
+            return candidate
     return None
 
 
@@ -344,13 +363,14 @@ class SettingsResolver:
         self.config_file, self.inline, self.isolated, self.overrides = config_file, tuple(inline), isolated, overrides
         self._loaded: dict[Path | None, Settings] = {}
         self._by_folder: dict[Path, Path | None] = {}  # a run's files share folders: each is searched once
+        self._searched: dict[Path, Path | None] = {}  # (`find_config`'s answers, by folder searched)
 
     def config_for(self, path: Path) -> Path | None:
         if self.isolated or self.config_file:
             return None if self.isolated else self.config_file
         folder = path.parent
         if folder not in self._by_folder:
-            self._by_folder[folder] = find_config(path)
+            self._by_folder[folder] = find_config(path, self._searched)
         return self._by_folder[folder]
 
     def for_path(self, path: Path) -> Settings:
