@@ -270,3 +270,28 @@ def test_a_module_importing_a_namesake_is_no_importer_of_it(tmp_path: Path) -> N
     })
     importers = Project().importers((project / "pkg/a/helpers.py").resolve())
     assert sorted(p.name for p in importers) == ["train_a.py", "train_ab.py"]
+
+
+def test_the_outline_walk_visits_what_ast_walk_does_in_its_order_without_contexts_and_operators():
+    """The readers of a module's outline walk Python's tree with `python_trees.walk`, which leaves out
+    the nodes none of them looks for (`Load`, `Add`, `Eq`): every other node, in `ast.walk`'s order."""
+    import ast
+
+    from trainlint.project.python_trees import children, walk
+
+    source = (
+        "import torch as t, os.path\nfrom .a import (b as c)\n"
+        "@dec(1)\nclass M(t.nn.Module, metaclass=Meta):\n    x: int = 1\n"
+        "    def forward(self, x, *a, k=2, **kw):\n        y = -x + 1 if not x and k else [i for i in a if i > 0]\n"
+        "        del kw['z']\n        with t.no_grad() as g, open(f'{x!r:>3}'):\n            return (lambda q: q ** 2)(y)\n"
+        "try:\n    pass\nexcept (ValueError, KeyError) as e:\n    raise\nfinally:\n    print(*[1], **{'a': 2})\n"
+        "match p:\n    case [1, *rest] | {'k': 2} if rest:\n        global g\n"
+        "async def f():\n    async for i in s:\n        await i\n    async with m: yield\n"
+    )
+    tree = ast.parse(source)
+    skipped = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+    expected = [n for n in ast.walk(tree) if not isinstance(n, skipped)]
+    walked = list(walk(tree))
+    assert len(walked) == len(expected) and all(a is b for a, b in zip(walked, expected))
+    for node in expected:
+        assert children(node) == [c for c in ast.iter_child_nodes(node) if not isinstance(c, skipped)]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 
 from trainlint.model.summary import ATTRIBUTES
 from trainlint.project.classes import class_hierarchy
-from trainlint.project.python_trees import python_tree
+from trainlint.project.python_trees import python_tree, walk
 from trainlint.project.roots import real_path
 from trainlint.project.watching import note, note_all, watching
 from trainlint.reading import module_code, read_state
@@ -159,12 +159,12 @@ def _factory_of(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """The one name every `return` of a function calls (`return DiT(depth=28, **kw)`, or `model =
     MAR(...)` then `return model`), as written; None when the returns build anything else."""
     made: set[str | None] = set()
-    for node in ast.walk(function):
+    for node in walk(function):
         if not isinstance(node, ast.Return):
             continue
         values: list[ast.expr | None] = [node.value]
         if isinstance(node.value, ast.Name):  # a name bound only to calls (`model = MAR(...)`)
-            values = [a.value for a in ast.walk(function) if isinstance(a, ast.Assign)
+            values = [a.value for a in walk(function) if isinstance(a, ast.Assign)
                       and any(isinstance(t, ast.Name) and t.id == node.value.id for t in a.targets)] or [None]
         made.update(ast.unparse(v.func) if isinstance(v, ast.Call) and isinstance(v.func, (ast.Name, ast.Attribute)) else None for v in values)
     return made.pop() if len(made) == 1 and None not in made else None

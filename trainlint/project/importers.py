@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from trainlint.model.class_attributes import FLAG_ATTRIBUTES
-from trainlint.project.python_trees import python_tree
+from trainlint.project.python_trees import python_tree, walk
 from trainlint.model.lattice import HOST, Kind, Value
 from trainlint.model.saved_arguments import FRAME_READERS
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, registry_root
@@ -212,7 +212,7 @@ def _adds_methods(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     for inner in fn.body:
         if isinstance(inner, ast.FunctionDef) and inner.args.args and params:
             obj = inner.args.args[0].arg
-            for node in ast.walk(inner):
+            for node in walk(inner):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" and len(node.args) == 3:
                     if [ast.unparse(a) for a in node.args] == [params[0], f"{obj}.__name__", obj]:
                         return True
@@ -222,7 +222,7 @@ def _adds_methods(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 def _saves_arguments(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """A method reading its caller's frame and `setattr(self, ...)`ing what it finds (`saves_arguments`)."""
     sets = reads = False
-    for node in ast.walk(method):  # (one walk, names read without `ast.unparse`: a module has thousands of calls)
+    for node in walk(method):  # (one walk, names read without `ast.unparse`: a module has thousands of calls)
         if isinstance(node, ast.Call):
             called = _dotted_name(node.func)
             if called == "setattr" and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "self":
@@ -253,7 +253,7 @@ def _held_instances(
     assignment builds one). Adds to `owned` the gradient-flag names (`FLAG_ATTRIBUTES`) the class
     mentions as its own: a method of that name, a name bound, `self.<name>` (the same walk)."""
     built: dict[str, set[str | None]] = {}
-    for node in ast.walk(cls):
+    for node in walk(cls):
         kind = node.__class__
         if kind is ast.Attribute:
             if node.attr in FLAG_ATTRIBUTES and isinstance(node.value, ast.Name) and node.value.id == "self":  # type: ignore[attr-defined]
@@ -342,7 +342,7 @@ def _self_calls(method: ast.FunctionDef | ast.AsyncFunctionDef, methods: set[str
     found: list[str] = []
     for statement in method.body:
         if isinstance(statement, (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return)):
-            for node in ast.walk(statement):
+            for node in walk(statement):
                 func = node.func if isinstance(node, ast.Call) else None
                 if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and func.attr not in methods:
                     found.append(func.attr)
@@ -357,7 +357,7 @@ def _held_parameters(methods: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> t
     params = [a.arg for a in [*init.args.posonlyargs, *init.args.args][1:]]
     found: list[str] = []
     stored: set[str] = set()
-    for node in ast.walk(init):
+    for node in walk(init):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stored.add(node.id)
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Name) and node.value.id in params:
@@ -375,7 +375,7 @@ def _returned_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool
         if isinstance(node, ast.Return):
             returns.append(node)
         for target in _targets(node):
-            stores.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+            stores.update(n.id for n in walk(target) if isinstance(n, ast.Name))
     names = {r.value.id for r in returns if isinstance(r.value, ast.Name)}
     if not returns or len(names) != 1 or any(not isinstance(r.value, ast.Name) for r in returns):
         return None
@@ -390,11 +390,11 @@ def _called_parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool 
     """The parameters a function (a `method`) calls on every call, never rebinding them (`FunctionSummary.
     calls_parameters`): `fn(*args)` in a statement of its body, outside any `if`, loop or `try`."""
     params = explicit_parameters(fn, method)
-    stores = {n.id for node in _own_statements(fn) for t in _targets(node) for n in ast.walk(t) if isinstance(n, ast.Name)}
+    stores = {n.id for node in _own_statements(fn) for t in _targets(node) for n in walk(t) if isinstance(n, ast.Name)}
     called: list[str] = []
     for statement in fn.body:
         if isinstance(statement, (ast.Expr, ast.Assign, ast.Return, ast.AnnAssign)) and statement.value is not None:
-            for node in ast.walk(statement.value):
+            for node in walk(statement.value):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in params and node.func.id not in stores:
                     called.append(node.func.id)
     return tuple(f"{params.index(n)} {n}" for n in dict.fromkeys(called))

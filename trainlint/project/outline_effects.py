@@ -16,6 +16,7 @@ from trainlint.model.activations import ACTIVATION_FUNCTIONS, ACTIVATION_MODULES
 from trainlint.model.lattice import Kind
 from trainlint.model.layer_swaps import PARAMETERLESS_MODULES
 from trainlint.model.summary import ClassSummary, FunctionSummary, ModuleSummary
+from trainlint.project.python_trees import walk
 
 MAX_DEPTH = 6
 # torch.nn names that are no module (a `Parameter` assigned is a tensor, not a layer)
@@ -74,7 +75,7 @@ def _replaced_layers(fn: Function, method: bool, resolve: Resolve, modules: set[
     params = explicit_parameters(fn, method)
     every = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
     receiver = every[0] if len(params) < len(every) else None  # (a method's own first parameter)
-    rebound = {n.id for node in own_statements(fn) for t in bound_targets(node) for n in ast.walk(t) if _stored(n)}
+    rebound = {n.id for node in own_statements(fn) for t in bound_targets(node) for n in walk(t) if _stored(n)}
     out: list[str] = []
     for statement in fn.body:
         if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
@@ -110,7 +111,7 @@ def _activation_layers(cls: ast.ClassDef, resolve: Resolve) -> dict[str, str]:
     """The attributes of `self` every assignment of which (in any method) builds an `nn.Softmax` or
     `nn.Sigmoid`, or an `nn.Sequential` ending in one: attribute -> "softmax"/"sigmoid"."""
     seen: dict[str, set[str | None]] = {}
-    for node in ast.walk(cls):
+    for node in walk(cls):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
         for target in targets:
             if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
@@ -165,7 +166,7 @@ def _returns(fn: Function) -> list[tuple[ast.expr | None, Bindings]]:
                 last[name] = [node.value] if top else [*last.get(name, ()), node.value]
             else:
                 for target in bound_targets(node):
-                    for n in ast.walk(target):
+                    for n in walk(target):
                         if _stored(n):
                             bound.setdefault(n.id, []).append(None)
                             last.setdefault(n.id, []).append(None)

@@ -12,7 +12,7 @@ from typing import Callable, Iterator, Protocol
 from trainlint.model.lattice import Kind, origins
 from trainlint.model.summary import ATTRIBUTES, Argument, ModuleSummary
 from trainlint.model.torchnames import LIBRARY_CLASS, MODULE_MOVES, MODULE_WRAPPERS
-from trainlint.project.python_trees import python_tree
+from trainlint.project.python_trees import children, python_tree, walk
 
 
 class Finder(Protocol):
@@ -40,7 +40,7 @@ def passed_instances(source: str) -> list[tuple[str, str, str]]:
         return []
     imported: dict[str, str] = {}
     classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
-    for node in ast.walk(tree):  # (a function's own imports too: `from train.loops import train_epoch` in `main`)
+    for node in walk(tree):  # (a function's own imports too: `from train.loops import train_epoch` in `main`)
         if isinstance(node, ast.Import):
             for alias in node.names:
                 imported[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
@@ -184,7 +184,7 @@ def _own_nodes(statement: ast.AST, expressions: bool = False) -> Iterator[ast.AS
             continue
         yield node
         if expressions:
-            stack.extend(ast.iter_child_nodes(node))
+            stack.extend(children(node))
         else:
             for name in ("body", "orelse", "finalbody", "handlers"):
                 stack.extend(getattr(node, name, None) or ())
@@ -199,7 +199,7 @@ def _bound_names(node: ast.AST) -> list[str]:
         targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
     else:
         return []
-    return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+    return [n.id for t in targets for n in walk(t) if isinstance(n, ast.Name)]
 
 
 def _spelled(func: ast.expr, imported: dict[str, str]) -> str | None:

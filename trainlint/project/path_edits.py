@@ -8,7 +8,7 @@ import ast
 import os
 from pathlib import Path
 
-from trainlint.project.python_trees import python_tree
+from trainlint.project.python_trees import python_tree, walk
 
 PATH_EDITS = ("insert", "append", "extend")
 MAX_NAME_HOPS = 8  # `ROOT = FILE.parents[1]` through other names: this many at most
@@ -23,23 +23,23 @@ def path_edits(path: Path, text: str) -> tuple[tuple[Path, ...], tuple[Path, ...
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return (), ()
     names: dict[str, ast.expr] = {}
-    for node in ast.walk(tree):  # module-level or not: one binding of each name is followed
+    for node in walk(tree):  # module-level or not: one binding of each name is followed
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             names.setdefault(node.targets[0].id, node.value)
     # functions that put a parameter on the path (`def add_path(path): sys.path.insert(0, path)`):
     # a call of one is an edit of the path it is given
     helpers: dict[str, tuple[int, bool]] = {}
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             parameters = [a.arg for a in node.args.args]
-            for inner in ast.walk(node):
+            for inner in walk(node):
                 edit = _edit(inner)
                 for target in edit[0] if edit is not None else ():
                     if isinstance(target, ast.Name) and target.id in parameters:
                         helpers.setdefault(node.name, (parameters.index(target.id), edit[1]))  # type: ignore[index]
     inserted: list[Path] = []
     appended: list[Path] = []
-    for node in ast.walk(tree):
+    for node in walk(tree):
         edit = _edit(node)
         if edit is None and isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in helpers:
             index, first = helpers[node.func.id]
