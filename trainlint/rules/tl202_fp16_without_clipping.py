@@ -47,6 +47,12 @@ def fp16_enabling(model: TrainingModel, call: Call) -> str | None:
         return f"a GradScaler (fp16 loss scaling) from `{shorten(model.module.code_for_node(call.node.func), 30)}(...)`"
     if qual in AUTOCAST and autocast_dtype(call.node, qual, model.imports) == "float16":
         return "fp16 autocast"
+    if qual == "apex.amp.initialize":  # NVIDIA apex's mixed precision: opt_level "O1" when not given, "O0" is fp32
+        given = call.kwarg("opt_level")
+        level = "O1" if given is None else literal_string(given)
+        if level == "O0":
+            return None
+        return f"apex `amp.initialize` ({f'opt_level {level!r}' if level else 'its opt_level'}, fp16 with loss scaling)"
     if qual.endswith("accelerate.Accelerator") and literal_string(call.kwarg("mixed_precision")) == "fp16":
         return '`Accelerator(mixed_precision="fp16")`'
     return None
@@ -111,7 +117,7 @@ class Fp16WithoutClipping(Rule):
     severity = Severity.WARNING
     summary = "fp16 mixed-precision training with no gradient clipping."
     hint = "After `scaler.unscale_(optimizer)`, clip: `torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)`."
-    requires = ("GradScaler", "autocast", "mixed_precision", "precision", "scaler")
+    requires = ("GradScaler", "autocast", "mixed_precision", "precision", "scaler", "amp.initialize")
 
     @classmethod
     def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
@@ -162,7 +168,10 @@ for x, y in loader:
         "algorithms elsewhere, which may clip them. A GradScaler a project function builds and returns "
         "(`model, optimizer, scaler = init_opt(cfg)`) enables fp16 where it is called and is reported there, also "
         "when the function may return None instead (`GradScaler() if use_amp else None`): as with "
-        "`GradScaler(enabled=use_amp)`, the runs that ask for fp16 need the clipping."
+        "`GradScaler(enabled=use_amp)`, the runs that ask for fp16 need the clipping. NVIDIA apex's "
+        "`amp.initialize(model, optimizer, opt_level=...)` enables fp16 with loss scaling as a GradScaler "
+        "does (opt_level O1 when not given, and O2, O3, or one the run chooses), except with `opt_level=\"O0\"` "
+        "(fp32); clipping `amp.master_params(optimizer)` clips."
     )
     verification = (
         "`trainlint verify` reruns the flagged code's own set-up: its optimizer and literal lr (else SGD with "
@@ -195,6 +204,31 @@ for x, y in loader:
         loss = criterion(model(x), y)
     loss.backward()
     optimizer.step()
+""",
+        # apex's fp16 clipped through the master parameters it keeps
+        """
+import torch
+from apex import amp
+model, optimizer = amp.initialize(model, optimizer, opt_level="O2")
+for x, y in loader:
+    loss = criterion(model(x), y)
+    with amp.scale_loss(loss, optimizer) as scaled_loss:
+        scaled_loss.backward()
+    torch.nn.utils.clip_grad_norm_(amp.master_params(optimizer), 1.0)
+    optimizer.step()
+    optimizer.zero_grad()
+""",
+        # apex at opt_level O0: fp32
+        """
+import torch
+from apex import amp
+model, optimizer = amp.initialize(model, optimizer, opt_level="O0")
+for x, y in loader:
+    loss = criterion(model(x), y)
+    with amp.scale_loss(loss, optimizer) as scaled_loss:
+        scaled_loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
 """,
         # the gradients are unscaled for the callbacks that run before the step; one of them may clip
         """
@@ -233,6 +267,19 @@ for batch in loader:
 import lightning as L
 trainer = L.Trainer(precision="16-mixed", max_epochs=10)
 trainer.fit(model, loader)
+""",
+        # apex's fp16 under a flag of the run, its opt_level from the command line
+        """
+import torch
+from apex import amp
+if args.amp:
+    model, optimizer = amp.initialize(model, optimizer, opt_level=args.opt_level)
+for x, y in loader:
+    loss = criterion(model(x), y)
+    with amp.scale_loss(loss, optimizer) as scaled_loss:
+        scaled_loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
 """,
         # unscaled only to log the gradient norm: nothing clips
         """
