@@ -580,3 +580,51 @@ def test_autograd_turned_off_under_a_test_or_on_again_still_records_a_graph():
     # near misses: off only when a flag says so, or enabled again somewhere in the module
     assert lines(GRAD_OFF_SCRIPT.format(switch="if args.fast:\n    torch.set_grad_enabled(False)"), "TL303") == [13]
     assert lines(GRAD_OFF_SCRIPT.format(switch="torch.set_grad_enabled(False)\ntorch.set_grad_enabled(True)"), "TL303") == [13]
+
+
+CONTEXT_HELPER = """
+import contextlib
+import torch
+
+
+def _get_no_grad_ctx_mgr():
+    if float(torch.__version__[0:3]) >= 0.4:
+        return torch.no_grad()
+    return contextlib.suppress()
+
+
+def evaluate(model, loader):
+    model.eval()
+    total = 0
+    with _get_no_grad_ctx_mgr():
+        for x, y in loader:
+            out = model(x.cuda())
+            total += (out.argmax(1) == y.cuda()).sum()
+    return total
+
+
+def train(model, loader, optimizer):
+    for epoch in range(10):
+        model.train()
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x.cuda()), y.cuda())
+            loss.backward()
+            optimizer.step()
+        evaluate(model, val_loader)
+"""
+
+
+def test_a_helper_of_the_module_returning_no_grad_turns_autograd_off():
+    assert lines(CONTEXT_HELPER, "TL303") == []
+
+
+def test_a_helper_returning_another_context_or_one_that_may_record_does_not():
+    assert lines(CONTEXT_HELPER.replace("return torch.no_grad()", "return torch.enable_grad()"), "TL303") == [17]
+    # a context that records a graph on one of its paths
+    assert lines(CONTEXT_HELPER.replace("return contextlib.suppress()", "return torch.enable_grad()"), "TL303") == [17]
+    # the helper given arguments: what it returns may depend on them, unread
+    given = CONTEXT_HELPER.replace("_get_no_grad_ctx_mgr():\n    if", "_get_no_grad_ctx_mgr(flag):\n    if").replace(
+        "with _get_no_grad_ctx_mgr():", "with _get_no_grad_ctx_mgr(True):"
+    )
+    assert lines(given, "TL303") == [17]

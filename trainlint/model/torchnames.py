@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -10,7 +10,7 @@ import libcst as cst
 from trainlint.model.names import ImportMap
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Call, Function
+    from trainlint.model.facts import Call, Function, WithItem
 
 AUTOCAST = frozenset(
     {
@@ -210,3 +210,20 @@ def wraps_under_no_grad(fn: "Function", functions: Sequence["Function"], calls: 
             if inner is not None and inner.parent is wrapper and call.name == wrapped and any(w.kind == "no_grad" for w in call.site.withs):
                 return True
     return False
+
+
+NO_OP_CONTEXTS = frozenset({"contextlib.suppress", "contextlib.nullcontext", "contextlib.ExitStack"})
+
+
+def helper_turns_grad_off(item: "WithItem", functions: Sequence["Function"], resolve: Callable[[cst.BaseExpression], str | None]) -> bool:
+    """`with no_grad_ctx():` where `no_grad_ctx` is a module-level function of this module returning
+    `torch.no_grad()` (or `inference_mode()`) on some path and a context that does nothing on the
+    others: ENAS's `_get_no_grad_ctx_mgr()`, which gives `contextlib.suppress()` to PyTorch before 0.4."""
+    call = item.call
+    if item.kind != "other" or call is None or not isinstance(call.func, cst.Name) or call.args:
+        return False
+    helper = next((f for f in functions if f.name == call.func.value and f.parent is None and f.class_name is None), None)
+    if helper is None or not helper.returns or helper.decorators:
+        return False
+    made = [resolve(r.func) if isinstance(r, cst.Call) else None for r in helper.returns]
+    return any(m in NO_GRAD for m in made) and all(m in NO_GRAD or m in NO_OP_CONTEXTS for m in made)

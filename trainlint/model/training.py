@@ -28,7 +28,7 @@ from trainlint.model.manual_updates import steps_its_items, updated_by_hand, upd
 from trainlint.model.names import ImportMap, dotted, star_reader, tokens
 from trainlint.model.reaching import ReachingDefinitions
 from trainlint.model.symbols import SymbolQueries
-from trainlint.model.torchnames import literal_string, wraps_under_no_grad
+from trainlint.model.torchnames import helper_turns_grad_off, literal_string, wraps_under_no_grad
 from trainlint.model.branches import branch_not_taken
 from trainlint.model.gates import boundary_branches
 from trainlint.model.walk import walk
@@ -484,7 +484,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         return frozenset(found)
 
     def under(self, site: Site, kind: str) -> bool:
-        return any(w.kind == kind for w in site.withs)
+        return any(w.kind == kind or (kind == "no_grad" and helper_turns_grad_off(w, self.functions, self.imports.resolve)) for w in site.withs)
 
     def under_no_grad_everywhere(self, fn: Function, seen: frozenset[int] = frozenset()) -> bool:
         """Whether a function runs without grad: decorated, or every call site of it is under no_grad or

@@ -122,7 +122,7 @@ def evaluate(model, loader):
     return total
 """
     not_flagged = (
-        "Evaluation under `no_grad`/`inference_mode` (a `with` block, a decorator, a module that turns autograd off at its top level with `torch.set_grad_enabled(False)` under no test and never on again, or every call site inside "
+        "Evaluation under `no_grad`/`inference_mode` (a `with` block, also of a function of the module that returns `torch.no_grad()` and on its other paths only a context that does nothing, as `with _get_no_grad_ctx_mgr():` whose helper gives `contextlib.suppress()` to PyTorch before 0.4, a decorator, a module that turns autograd off at its top level with `torch.set_grad_enabled(False)` under no test and never on again, or every call site inside "
         "one, or in a function of the module whose every call site is: `with torch.no_grad(): run_clip(...)`, whose `run_clip` runs the forward through `run_tiles`), loops that backpropagate (meta-learning, adversarial evaluation, fine-tuning with batch-norm "
         "statistics frozen by `eval()`), a loss or layer without parameters given an output made under `no_grad` (`with torch.no_grad(): output = model(x)`, then `criterion(output, y)`), modules frozen with `requires_grad_(False)` or by a loop setting `requires_grad = False` on each of their parameters (`for k, v in model.named_parameters(): v.requires_grad = False`; a loop that freezes some, under an `if`, freezes none), a module switched back "
         "with `.train()`, a library's evaluation hooks, which it runs without grad (`validation_step` of a "
