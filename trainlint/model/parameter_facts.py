@@ -59,24 +59,29 @@ def arguments(summary: "FunctionSummary | None", kind: str, call: cst.Call) -> l
     return out
 
 
-def shuffles(summary: "FunctionSummary | None", call: cst.Call) -> bool:
-    """Whether the loader a call of a `SHUFFLED_LOADER` function returns shuffles, with the arguments
-    this call passes: always, or when it passes `True` for the parameter (or omits one whose default
-    is `True`). What the analysis cannot read as a literal is not a shuffle."""
+def shuffled_loader(summary: "FunctionSummary | None", call: cst.Call) -> int | None:
+    """Where the shuffling loader is in what a call of a `SHUFFLED_LOADER` function returns, with the
+    arguments this call passes: -1 for the value returned, k for the k-th element of a returned tuple
+    (`return train_loader, test_loader`); None when none shuffles. A loader shuffles always, or when
+    the call passes `True` for the parameter (or omits one whose default is `True`). What the analysis
+    cannot read as a literal is not a shuffle."""
     for key in keys(summary, SHUFFLED_LOADER):
         words = key.split(" ")
+        element = -1
+        if words[0].startswith("[") and words[0].endswith("]") and words[0][1:-1].isdigit():
+            element, words = int(words[0][1:-1]), words[1:]
         if words == ["-"]:
-            return True
+            return element
         if len(words) != 3:
             continue
         given = argument_for(call, f"{words[0]} {words[1]}")
         if given is None:
             if words[2] == "True" and not any(a.star for a in call.args):
-                return True  # not passed: the default shuffles
+                return element  # not passed: the default shuffles
             continue
         if isinstance(given, cst.Name) and given.value == "True":
-            return True
-    return False
+            return element
+    return None
 
 
 def mode_effect(summary: "FunctionSummary | None", call: cst.Call, given: list[cst.BaseExpression]) -> bool | None | str:

@@ -7,6 +7,7 @@ TL508 share: which loops train, which loader a sampler feeds.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -41,6 +42,19 @@ def single_target(model: "TrainingModel", call: Call) -> "Assign | None":
     for a in model.assigns_in(call.site.statement):
         if a.value is call.node and len(a.targets) == 1 and a.op is None and not a.unpacked:
             return a
+    return None
+
+
+def element_target(model: "TrainingModel", call: Call, element: int) -> "Assign | None":
+    """The assignment `a, b = call(...)` that binds element `element` of the tuple a call returns to a
+    name of its own (each target a plain name, none starred), as an assignment of that one name."""
+    for a in model.assigns_in(call.site.statement):
+        if a.value is not call.node or not a.unpacked or a.op is not None or not isinstance(a.node, cst.Assign) or len(a.node.targets) != 1:
+            continue
+        target = a.node.targets[0].target
+        items = target.elements if isinstance(target, (cst.Tuple, cst.List)) else ()
+        if element < len(items) and all(isinstance(i, cst.Element) and isinstance(i.value, cst.Name) for i in items):
+            return replace(a, targets=(items[element].value.value,), unpacked=False)  # type: ignore[attr-defined]
     return None
 
 
@@ -237,12 +251,22 @@ class ParameterUses:
         return False
 
     def _shuffled_loader(self, fn: Function, explicit: list[str]) -> list[str]:
-        """"shuffled_loader ..." when every `return` of `fn` gives back a DataLoader it builds, fed by a
-        DistributedSampler it builds that shuffles (or shuffles as a parameter says)."""
-        m = self.model
+        """"shuffled_loader ..." when the one `return` of `fn` gives back a DataLoader it builds, fed by a
+        DistributedSampler it builds that shuffles (or shuffles as a parameter says); "shuffled_loader
+        [k] ..." when it is the k-th element of a tuple returned (`return train_loader, test_loader`)."""
         if len(fn.return_facts) != 1:
             return []
         returned = fn.return_facts[0].value
+        if isinstance(returned, cst.Tuple):
+            for k, element in enumerate(returned.elements):
+                found = [] if isinstance(element, cst.StarredElement) else self._shuffled_value(fn, explicit, element.value)
+                if found:
+                    return [fact(SHUFFLED_LOADER, f"[{k}] {found[0].partition(' ')[2]}")]
+            return []
+        return self._shuffled_value(fn, explicit, returned)
+
+    def _shuffled_value(self, fn: Function, explicit: list[str], returned: cst.BaseExpression | None) -> list[str]:
+        m = self.model
         loader: Call | None = m.call_at(returned) if isinstance(returned, cst.Call) else None
         if isinstance(returned, cst.Name):
             assigns = m.reaching(fn, returned.value, fn.return_facts[0].site)

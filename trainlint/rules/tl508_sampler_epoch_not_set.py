@@ -9,10 +9,10 @@ import libcst as cst
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Assign, Call, Loop, TrainingModel
 from trainlint.model.names import dotted
-from trainlint.model.parameter_facts import EPOCHS, arguments, shuffles
+from trainlint.model.parameter_facts import EPOCHS, arguments, shuffled_loader
 from trainlint.model.parameter_uses import (
-    DISTRIBUTED_SAMPLERS, FRAMEWORK_METHODS, chosen_target, fed_by, loop_trains, names_in, runs_step_over, sampler_shuffle, sets_epoch_anywhere,
-    single_target,
+    DISTRIBUTED_SAMPLERS, FRAMEWORK_METHODS, chosen_target, element_target, fed_by, loop_trains, names_in, runs_step_over, sampler_shuffle,
+    sets_epoch_anywhere, single_target,
 )
 from trainlint.model.walk import iter_nodes
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, shorten
@@ -85,8 +85,9 @@ for epoch in range(epochs):
         "which iterates them and sets the epoch itself; loaders no epoch loop iterates again (one pass, "
         "evaluation loops that do not train, a function of another module that runs one epoch over it), and "
         "loaders given to a function of another module whose module calls `set_epoch` anywhere (it may set "
-        "it through `loader.sampler`). A helper's loader fed through `batch_sampler=`, or returned on several "
-        "paths or in a tuple, is not followed."
+        "it through `loader.sampler`). A helper's loader returned in a tuple is followed through the name it is "
+        "unpacked into (`train_loader, test_loader = get_loader(args)`); one fed through `batch_sampler=`, or "
+        "returned on several paths, is not followed."
     )
     evidence = (
         "40 of 40 reviewed findings right in fifteen public repositories of the real-code set "
@@ -105,6 +106,22 @@ loader = DataLoader(dataset, sampler=sampler)
 for epoch in range(10):
     loader.sampler.set_epoch(epoch)
     for x in loader:
+        model(x).sum().backward()
+        optimizer.step()
+""",
+        # a helper returns two loaders; the epochs iterate the one whose sampler does not shuffle
+        """
+from torch.utils.data import DataLoader, DistributedSampler, SequentialSampler
+
+def get_loader(trainset, testset):
+    train_loader = DataLoader(trainset, batch_size=32, sampler=DistributedSampler(trainset))
+    test_loader = DataLoader(testset, batch_size=32, sampler=SequentialSampler(testset))
+    return train_loader, test_loader
+
+eval_loader, train_loader = get_loader(trainset, testset)
+for epoch in range(10):
+    for x, y in train_loader:
+        optimizer.zero_grad()
         model(x).sum().backward()
         optimizer.step()
 """,
@@ -224,6 +241,22 @@ for epoch in range(10):
         model(x).sum().backward()
         optimizer.step()
 """,
+        # a helper returns the training loader first in a tuple, unpacked by the caller
+        """
+from torch.utils.data import DataLoader, DistributedSampler, SequentialSampler
+
+def get_loader(trainset, testset):
+    train_loader = DataLoader(trainset, batch_size=32, sampler=DistributedSampler(trainset))
+    test_loader = DataLoader(testset, batch_size=32, sampler=SequentialSampler(testset))
+    return train_loader, test_loader
+
+train_loader, test_loader = get_loader(trainset, testset)
+for epoch in range(10):
+    for x, y in train_loader:
+        optimizer.zero_grad()
+        model(x).sum().backward()
+        optimizer.step()
+""",
         # the sampler built where the loader is built: the fix reaches it as `train_loader.sampler`
         """
 from torch.utils.data import DataLoader, DistributedSampler
@@ -286,21 +319,26 @@ for epoch in range(10):
         for call in model.calls:
             callee = model.callee(call)
             summary = model.summarizer.function(callee) if callee is not None else model.project_call_summary(call)
-            if not shuffles(summary, call.node):
+            element = shuffled_loader(summary, call.node)
+            if element is None:
                 continue
-            epoch = self._epoch_loop(model, call, call)
+            epoch = self._epoch_loop(model, call, call, element)
             if epoch is not None:
                 where = f" ({summary.where})" if summary is not None and summary.where else ""
-                first = f"the loader `{shorten(model.module.code_for_node(call.node), 40)}` returns is fed by a `DistributedSampler` that shuffles{where}"
+                which = "" if element < 0 else f" as its {_ORDINALS[element] if element < len(_ORDINALS) else f'value number {element + 1}'} value"
+                first = f"the loader `{shorten(model.module.code_for_node(call.node), 40)}` returns{which} is fed by a `DistributedSampler` that shuffles{where}"
                 yield Finding(call.node, _message(first, model, epoch), fix=self._fix(model, None, call, epoch, call))
 
-    def _epoch_loop(self, model: TrainingModel, loader: Call, sampler: Call) -> Loop | Call | None:
+    def _epoch_loop(self, model: TrainingModel, loader: Call, sampler: Call, element: int = -1) -> Loop | Call | None:
         """The loop that iterates the loader again every time round: around a training loop over it (one
         that holds a step), or around a call of a function of this module that runs one; or a call that
         gives the loader to a function that runs the epochs itself (its summary's `epochs` fact, in this
-        module or another). None when the loader goes to a framework."""
+        module or another). None when the loader goes to a framework. `element`: the loader is that
+        element of the tuple the call returns, followed through the name it is unpacked into."""
         fn = loader.site.function
-        holder = single_target(model, loader)
+        holder = single_target(model, loader) if element < 0 else element_target(model, loader, element)
+        if holder is None and element >= 0:
+            return None
         inline = holder is None
         name = holder.targets[0] if holder is not None else None
         if name is not None and any(
@@ -381,6 +419,9 @@ for epoch in range(10):
             return None  # `sampler = None` / a RandomSampler on another branch: an unguarded call would fail there
         call = f"{name}.set_epoch({node.target.value})"
         return NodeFix(f"call `{call}` at the start of each epoch", (NodeEdit(node.body.body[0], call, "line_before"),), Applicability.UNSAFE)
+
+
+_ORDINALS = ("first", "second", "third", "fourth")
 
 
 def _message(first: str, model: TrainingModel, epoch: Loop | Call) -> str:
