@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from trainlint.model.arguments import argument_for
 from trainlint.model.names import root_name, tokens
-from trainlint.model.torchnames import GRAD_SCALER, is_clip_name
+from trainlint.model.torchnames import GRAD_SCALER, is_clip_name, is_scheduler_factory
 from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value, join, origins
 from trainlint.model.function_values import portable
 from trainlint.model.added_methods import adds_methods
@@ -407,6 +407,8 @@ def class_kind(info: "ClassInfo", methods: Mapping[str, FunctionSummary], module
     bases = " ".join(info.bases)
     if "Optimizer" in bases:
         return Kind.OPTIMIZER
+    if any(is_scheduler_factory(b) or b.rpartition(".")[2] == "_LRScheduler" for b in info.bases):
+        return Kind.SCHEDULER  # (`class WarmupCosineSchedule(LambdaLR)`: a scheduler, stepped as torch's are)
     if module or any(b.endswith(("Module", "Model", "PreTrainedModel", "LightningModule")) for b in info.bases) or "torch.nn" in bases:
         return Kind.MODULE
     call = methods.get("__call__")

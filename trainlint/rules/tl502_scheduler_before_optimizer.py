@@ -62,8 +62,9 @@ for x in loader:
         "and scheduler steps with no optimizer step in the same function. A scheduler is known by its value "
         "(built by `torch.optim.lr_scheduler`, by a transformers or diffusers schedule builder such as "
         "`get_linear_schedule_with_warmup`, or from a library class named as torch names its schedulers, "
-        "`*LR`/`*LRScheduler`), never by the name of the variable holding it: a `.step()` on an object whose "
-        "kind is not known is not reported."
+        "`*LR`/`*LRScheduler`, or as an instance of a class of the project deriving from one of torch's, "
+        "`class WarmupCosineSchedule(LambdaLR)`), never by the name of the variable holding it: a `.step()` on "
+        "an object whose kind is not known, or of a class of the project deriving from no scheduler, is not reported."
     )
     verification = "`trainlint verify run` counts the scheduler steps the script takes before its first optimizer step."
     valid = (
@@ -76,8 +77,42 @@ for epoch in range(10):
         optimizer.step()
     scheduler.step()
 """,
+        # a class of the project with a `step` method of its own, deriving from no scheduler
+        """
+import torch
+
+class WarmupSchedule:
+    def __init__(self, optimizer, warmup):
+        self.optimizer, self.warmup, self.count = optimizer, warmup, 0
+
+    def step(self):
+        self.count += 1
+
+schedule = WarmupSchedule(optimizer, 100)
+for x in loader:
+    schedule.step()
+    model(x).backward()
+    optimizer.step()
+""",
     )
     invalid = (
+        # a class of the project deriving from torch's LambdaLR
+        """
+import math
+import torch
+from torch.optim.lr_scheduler import LambdaLR
+
+class WarmupCosineSchedule(LambdaLR):
+    def __init__(self, optimizer, warmup_steps, t_total):
+        super().__init__(optimizer, lambda step: min(1.0, step / warmup_steps) * 0.5 * (1 + math.cos(math.pi * step / t_total)))
+
+scheduler = WarmupCosineSchedule(optimizer, warmup_steps=500, t_total=10000)
+for x in loader:
+    model(x).backward()
+    scheduler.step()
+    optimizer.step()
+    optimizer.zero_grad()
+""",
         """
 import torch
 lr_scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)
