@@ -1205,3 +1205,41 @@ for x, y in loader:
 ])
 def test_a_legacy_read_of_a_loss_is_a_host_read(statement, found):
     assert lines(LEGACY_STEP.format(statement=statement), "TL401") == found
+
+
+TRAIN_OR_EVALUATE = """
+import torch
+
+
+def run_epoch(model, loader, optimizer, writer, is_train):
+    for step, (x, y) in enumerate(loader):
+        loss = torch.nn.functional.cross_entropy(model(x.cuda()), y.cuda())
+        if is_train:
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            writer.add_scalar("train_loss", loss.item(), step)
+        else:
+            writer.add_scalar("val_loss", loss.item(), step)
+
+
+for epoch in range(10):
+    run_epoch(model, train_loader, optimizer, writer, is_train=True)
+    with torch.no_grad():
+        run_epoch(model, val_loader, optimizer, writer, is_train=False)
+"""
+
+
+def test_the_evaluation_pass_of_a_function_that_trains_as_its_flag_says_is_no_training_step():
+    assert lines(TRAIN_OR_EVALUATE, "TL401") == [12]
+    negated = TRAIN_OR_EVALUATE.replace(
+        '        else:\n            writer.add_scalar("val_loss", loss.item(), step)\n',
+        '        if not is_train:\n            writer.add_scalar("val_loss", loss.item(), step)\n',
+    )
+    assert lines(negated, "TL401") == [12]
+
+
+def test_a_flag_named_for_something_else_than_training_is_no_such_test():
+    # `use_amp`, `train_loader`: what runs while they are false still runs on training steps
+    for name in ("use_amp", "train_loader"):
+        assert lines(TRAIN_OR_EVALUATE.replace("is_train", name), "TL401") == [12, 14]

@@ -248,19 +248,37 @@ def _empty_test(test: cst.BaseExpression) -> bool:
     return isinstance(held, cst.Attribute) and isinstance(held.value, cst.Name) and held.value.value == "self"
 
 
+# the words of a flag that says whether a pass trains (`def run_epoch(loader, is_train):`, `train_mode`):
+# a function that trains and evaluates, chosen by it; what runs while it is false is the evaluation pass
+TRAINING_FLAG_WORDS = frozenset({"train", "training"})
+_FLAG_FILLERS = frozenset({"is", "do", "in", "mode"})
+
+
+def _training_flag(expr: cst.BaseExpression) -> bool:
+    """`self.training` (nn.Module's mode, which `model.train()` sets on every submodule), or a name made
+    of a word of `TRAINING_FLAG_WORDS` and fillers only (`is_train`, `training`, `self.train_mode`)."""
+    text = dotted(expr)
+    if text is None:
+        return False
+    if text == "self.training":
+        return True
+    words = set(tokens(text.rpartition(".")[2]))
+    return bool(words & TRAINING_FLAG_WORDS) and words <= TRAINING_FLAG_WORDS | _FLAG_FILLERS
+
+
 def is_inference_only_test(test: cst.BaseExpression) -> bool:
     """`if not self.training:` (also as a conjunct: `if not self.training and self.windowing:`): a
-    module's inference path, not taken by the forward passes of training steps (nn.Module's API:
-    `model.train()` sets `training` on every submodule)."""
+    module's inference path, not taken by the forward passes of training steps; likewise `if not
+    is_train:`, the evaluation pass of a function that trains or evaluates as its flag says."""
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
         return is_inference_only_test(test.left) or is_inference_only_test(test.right)
-    return isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and dotted(test.expression) == "self.training"
+    return isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and _training_flag(test.expression)
 
 
 def is_training_test(test: cst.BaseExpression) -> bool:
-    """`if self.training:`: a module's training path; its `else`, and what follows an early return in
-    it, is the inference path, which the forward passes of training steps do not take."""
-    return dotted(test) == "self.training"
+    """`if self.training:` (or `if is_train:`): the training path; its `else`, and what follows an
+    early return in it, is the inference or evaluation path, which training steps do not take."""
+    return _training_flag(test)
 
 
 def _presence_test(test: cst.BaseExpression) -> bool:

@@ -30,6 +30,7 @@ NAME_LISTS: tuple[NameList, ...] = (
     # (it narrows the silence of the other lists: a rank test's name keeps `last` in `pp_is_last_stage`
     # from reading as a gate word; emptied, that name silences again, as before the list was read)
     NameList("model.gates.RANK_WORDS", "process ranks and pipeline stages: a test of which process runs the code (`if rank == 0:`, `if is_main_process():`, `if pgm.pp_is_last_stage:`) holds on every step of that rank, so it is no gate, and no counter (`if world_size == 1:`)", PER_STEP),
+    NameList("model.gates.TRAINING_FLAG_WORDS", "flags that say whether a pass trains (`if is_train:`, `if not training:`): what runs while one is false is the evaluation pass, as under `self.training`", PER_STEP),
     NameList("model.extract.NON_FINITE_WORDS", "tests for a non-finite loss or an out-of-memory batch: the branch is an error path", PER_STEP),
     NameList("model.summary.ENV_WORDS", "host environments, whose actions must reach the host every step", ("TL401",)),
     NameList("model.training.NOT_OPTIMIZER_WORDS", "schedulers and simulators, whose `.step()` updates no weights", (*PER_STEP, "TL501", "TL502")),

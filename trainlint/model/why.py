@@ -64,7 +64,7 @@ def gate_reason(model: TrainingModel, test: cst.BaseExpression, line_of: LineOf)
     if sentinel_compared(test) is not None:
         return "it compares with the negative value the state starts at, which its body sets: it runs on the first call only"
     if is_inference_only_test(test) or is_training_test(test):
-        return "what runs while `self.training` is false is a module's inference path, which training steps do not take"
+        return "what runs while `self.training` (or a flag named for training, `is_train`) is false is the inference or evaluation path, which training steps do not take"
     if has_modulo(test) and not mostly_true(test) and not _presence_test(test):
         return "a periodic test (`%`): its body runs on some steps only"
     local = _local_gate_names(model)

@@ -85,7 +85,7 @@ for step, (x, y) in enumerate(loader):
 """
     not_flagged = (
         "Syncs under a gate (`if step % n == 0`, `if iteration in [10, 100, 1000]:`, `if do_log:`, a debugging or verbosity level `if opt.debug > 0:`, a test-only run's flag `if opt.test:` (a loop shared by training and testing saves results only when testing) (another setting compared with a number, `if clip_val > 0:`, holds on every step and gates nothing), `if step == 0`, `if self.graph is None:`, a name's first value in a loop (`if loss_ema is None: loss_ema = loss.item()`), state set from the negative value it starts at (`if Z < 0: self.params[2] = out.mean() * n`, the body runs on the first call), `if not len(self.q):`, an early `if step != capture_step: return`, a "
-        "module's inference-only branch `if not self.training:` (also the `else` of `if self.training:` and "
+        "module's inference-only branch `if not self.training:` (also the `else` of `if self.training:`, or of `if is_train:` in a function that trains or evaluates as its flag says, and "
         "what follows its early `return`), an early "
         "`return` when not logging), on the error path (`except` handlers, `raise`, an assert's message, a "
         "branch that exits or skips a non-finite batch), after the training loop, in epoch-level code outside "
