@@ -164,40 +164,23 @@ def test_a_changed_local_module_that_a_file_imports_is_not_read_from_the_cache(t
     assert after == trainlint(str(folder / "train.py"), "--format", "concise", "--no-cache").stdout
 
 
-def test_a_module_that_appears_later_is_seen_by_a_file_the_prefilter_skipped(tmp_path):
+@pytest.mark.parametrize("module", ["engine", "helpers.engine"])
+def test_a_module_that_appears_later_is_seen_by_a_file_the_prefilter_skipped(tmp_path, module):
     """`main.py` holds no step of its own: its loop calls `fit_batch` of `engine.py`. Without
     `engine.py` the prefilter skips the per-step rules (nothing can step); once `engine.py` exists,
-    the cached result of `main.py` is not reused."""
+    the cached result of `main.py` is not reused. In a folder that was missing too (`helpers/`), the
+    paths looked for under it were recorded as that folder's absence (one state, not one per name)."""
     folder, cache = tmp_path / "project", tmp_path / "cache"
     folder.mkdir()
     (folder / "main.py").write_text(
-        "import torch\nfrom engine import fit_batch\n\nfor batch in loader:\n"
+        f"import torch\nfrom {module} import fit_batch\n\nfor batch in loader:\n"
         "    fit_batch(model, opt, batch)\n    torch.cuda.synchronize()\n"
     )
     before = trainlint(str(folder / "main.py"), "--format", "concise", cache=cache).stdout
     assert "TL402" not in before
-    (folder / "engine.py").write_text(
-        "def fit_batch(model, opt, batch):\n    loss = model(batch).mean()\n    loss.backward()\n"
-        "    opt.step()\n    opt.zero_grad()\n"
-    )
-    after = trainlint(str(folder / "main.py"), "--format", "concise", cache=cache).stdout
-    assert "main.py:6:5: TL402" in after
-    assert after == trainlint(str(folder / "main.py"), "--format", "concise", "--no-cache").stdout
-
-
-def test_a_module_made_in_a_folder_that_was_missing_is_seen(tmp_path):
-    """The paths looked for under a missing folder are recorded as that folder's absence (one state,
-    not one per name): once the folder and the module appear, the cached result is not reused."""
-    folder, cache = tmp_path / "project", tmp_path / "cache"
-    folder.mkdir()
-    (folder / "main.py").write_text(
-        "import torch\nfrom helpers.engine import fit_batch\n\nfor batch in loader:\n"
-        "    fit_batch(model, opt, batch)\n    torch.cuda.synchronize()\n"
-    )
-    before = trainlint(str(folder / "main.py"), "--format", "concise", cache=cache).stdout
-    assert "TL402" not in before
-    (folder / "helpers").mkdir()
-    (folder / "helpers" / "engine.py").write_text(
+    engine = folder.joinpath(*module.split(".")).with_suffix(".py")
+    engine.parent.mkdir(exist_ok=True)
+    engine.write_text(
         "def fit_batch(model, opt, batch):\n    loss = model(batch).mean()\n    loss.backward()\n"
         "    opt.step()\n    opt.zero_grad()\n"
     )

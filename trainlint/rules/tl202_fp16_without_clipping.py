@@ -22,6 +22,19 @@ from trainlint.rules.rule import Finding, Rule, shorten
 
 FP16_PRECISIONS = frozenset({"16", "16-mixed", "16-true", "fp16"})
 
+# apex's training step after its set-up (the examples' `setup` and `clip` lines)
+_APEX_STEP = """
+import torch
+from apex import amp
+{setup}
+for x, y in loader:
+    loss = criterion(model(x), y)
+    with amp.scale_loss(loss, optimizer) as scaled_loss:
+        scaled_loss.backward()
+{clip}    optimizer.step()
+    optimizer.zero_grad()
+"""
+
 
 def is_zero(expr: cst.BaseExpression | None) -> bool:
     return isinstance(expr, (cst.Integer, cst.Float)) and float(expr.value) == 0.0
@@ -206,30 +219,12 @@ for x, y in loader:
     optimizer.step()
 """,
         # apex's fp16 clipped through the master parameters it keeps
-        """
-import torch
-from apex import amp
-model, optimizer = amp.initialize(model, optimizer, opt_level="O2")
-for x, y in loader:
-    loss = criterion(model(x), y)
-    with amp.scale_loss(loss, optimizer) as scaled_loss:
-        scaled_loss.backward()
-    torch.nn.utils.clip_grad_norm_(amp.master_params(optimizer), 1.0)
-    optimizer.step()
-    optimizer.zero_grad()
-""",
+        _APEX_STEP.format(
+            setup='model, optimizer = amp.initialize(model, optimizer, opt_level="O2")',
+            clip="    torch.nn.utils.clip_grad_norm_(amp.master_params(optimizer), 1.0)\n",
+        ),
         # apex at opt_level O0: fp32
-        """
-import torch
-from apex import amp
-model, optimizer = amp.initialize(model, optimizer, opt_level="O0")
-for x, y in loader:
-    loss = criterion(model(x), y)
-    with amp.scale_loss(loss, optimizer) as scaled_loss:
-        scaled_loss.backward()
-    optimizer.step()
-    optimizer.zero_grad()
-""",
+        _APEX_STEP.format(setup='model, optimizer = amp.initialize(model, optimizer, opt_level="O0")', clip=""),
         # the gradients are unscaled for the callbacks that run before the step; one of them may clip
         """
 import torch
@@ -269,18 +264,7 @@ trainer = L.Trainer(precision="16-mixed", max_epochs=10)
 trainer.fit(model, loader)
 """,
         # apex's fp16 under a flag of the run, its opt_level from the command line
-        """
-import torch
-from apex import amp
-if args.amp:
-    model, optimizer = amp.initialize(model, optimizer, opt_level=args.opt_level)
-for x, y in loader:
-    loss = criterion(model(x), y)
-    with amp.scale_loss(loss, optimizer) as scaled_loss:
-        scaled_loss.backward()
-    optimizer.step()
-    optimizer.zero_grad()
-""",
+        _APEX_STEP.format(setup="if args.amp:\n    model, optimizer = amp.initialize(model, optimizer, opt_level=args.opt_level)", clip=""),
         # unscaled only to log the gradient norm: nothing clips
         """
 import torch

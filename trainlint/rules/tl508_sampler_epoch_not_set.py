@@ -18,6 +18,24 @@ from trainlint.model.walk import iter_nodes
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, shorten
 
 
+# a helper returning two loaders, the training one fed by a shuffling sampler (the examples' `unpack`)
+_TWO_LOADERS = """
+from torch.utils.data import DataLoader, DistributedSampler, SequentialSampler
+
+def get_loader(trainset, testset):
+    train_loader = DataLoader(trainset, batch_size=32, sampler=DistributedSampler(trainset))
+    test_loader = DataLoader(testset, batch_size=32, sampler=SequentialSampler(testset))
+    return train_loader, test_loader
+
+{unpack} = get_loader(trainset, testset)
+for epoch in range(10):
+    for x, y in train_loader:
+        optimizer.zero_grad()
+        model(x).sum().backward()
+        optimizer.step()
+"""
+
+
 def _loop_targets(loop: Loop) -> set[str]:
     node = loop.node
     return names_in(node.target) if isinstance(node, cst.For) else set()
@@ -112,21 +130,7 @@ for epoch in range(10):
         optimizer.step()
 """,
         # a helper returns two loaders; the epochs iterate the one whose sampler does not shuffle
-        """
-from torch.utils.data import DataLoader, DistributedSampler, SequentialSampler
-
-def get_loader(trainset, testset):
-    train_loader = DataLoader(trainset, batch_size=32, sampler=DistributedSampler(trainset))
-    test_loader = DataLoader(testset, batch_size=32, sampler=SequentialSampler(testset))
-    return train_loader, test_loader
-
-eval_loader, train_loader = get_loader(trainset, testset)
-for epoch in range(10):
-    for x, y in train_loader:
-        optimizer.zero_grad()
-        model(x).sum().backward()
-        optimizer.step()
-""",
+        _TWO_LOADERS.format(unpack="eval_loader, train_loader"),
         # a helper's `shuffle` parameter given False: the order is meant to stay
         """
 from torch.utils.data import DataLoader, DistributedSampler
@@ -244,21 +248,7 @@ for epoch in range(10):
         optimizer.step()
 """,
         # a helper returns the training loader first in a tuple, unpacked by the caller
-        """
-from torch.utils.data import DataLoader, DistributedSampler, SequentialSampler
-
-def get_loader(trainset, testset):
-    train_loader = DataLoader(trainset, batch_size=32, sampler=DistributedSampler(trainset))
-    test_loader = DataLoader(testset, batch_size=32, sampler=SequentialSampler(testset))
-    return train_loader, test_loader
-
-train_loader, test_loader = get_loader(trainset, testset)
-for epoch in range(10):
-    for x, y in train_loader:
-        optimizer.zero_grad()
-        model(x).sum().backward()
-        optimizer.step()
-""",
+        _TWO_LOADERS.format(unpack="train_loader, test_loader"),
         # the sampler built where the loader is built: the fix reaches it as `train_loader.sampler`
         """
 from torch.utils.data import DataLoader, DistributedSampler
