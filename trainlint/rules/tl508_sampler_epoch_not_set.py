@@ -317,7 +317,7 @@ for epoch in range(10):
             epoch = self._epoch_loop(model, call, call, element)
             if epoch is not None:
                 where = f" ({summary.where})" if summary is not None and summary.where else ""
-                which = "" if element < 0 else f" as its {_ORDINALS[element] if element < len(_ORDINALS) else f'value number {element + 1}'} value"
+                which = "" if element < 0 else f" as its {_ORDINALS[element]} value" if element < len(_ORDINALS) else f" as value {element + 1}"
                 first = f"the loader `{shorten(model.module.code_for_node(call.node), 40)}` returns{which} is fed by a `DistributedSampler` that shuffles{where}"
                 yield Finding(call.node, _message(first, model, epoch), fix=self._fix(model, None, call, epoch, call))
 
