@@ -787,6 +787,41 @@ def test_a_buffer_filled_when_empty_is_filled_once():
     assert sync_lines(code) == [9, 13]
 
 
+def test_a_module_level_cache_declared_global_is_built_once():
+    # SfmLearner's inverse warp: `global pixel_coords; if pixel_coords is None or ...: set_id_grid(x)`
+    # builds the grid once per size; a module-level name nobody declares `global` is no cache
+    code = """
+    import torch
+
+    grid = None
+    scaler = None
+
+
+    def build_grid(x):
+        global grid
+        grid = torch.arange(x.size(1)).cuda()
+        print(grid.sum().item())
+
+
+    def step(x):
+        global grid
+        if (grid is None) or grid.size(0) < x.size(1):
+            build_grid(x)
+        if scaler is None:
+            print(x.sum().item())
+        loss = model(x + grid[: x.size(1)]).mean()
+        loss.backward()
+        optimizer.step()
+
+
+    for x in loader:
+        step(x)
+    """
+    assert sync_lines(code) == [19]
+    # without `global`, build_grid binds a local: the module's grid stays None, built every step
+    assert sync_lines(code.replace("        global grid\n", "")) == [10, 17]
+
+
 NAN_CHECK = """
     import torch
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import libcst as cst
 
 from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Return, Site, WithItem
@@ -36,20 +34,7 @@ def _target_texts(target: cst.BaseExpression) -> list[str]:
 
 def is_early_exit(node: cst.If) -> bool:
     """`if not should_log: return` / `if step % n: continue` gates what follows in the block."""
-    body = node.body
-    stmts: Sequence[cst.BaseStatement | cst.BaseSmallStatement]
-    if isinstance(body, cst.IndentedBlock):
-        stmts = body.body
-        if not stmts:
-            return False
-        last = stmts[-1]
-        if isinstance(last, cst.SimpleStatementLine):
-            small = last.body[-1] if last.body else None
-        else:
-            return False
-    else:
-        small = body.body[-1] if body.body else None
-    return isinstance(small, (cst.Return, cst.Continue))
+    return isinstance(_last_statement(node), (cst.Return, cst.Continue))
 
 
 EXIT_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
@@ -119,6 +104,7 @@ class Extractor(cst.CSTVisitor):
         self.reads_grads = False  # whether any code reads a `.grad`
         self.context_aliases: dict[str, WithItem] = {}
         self.gate_names: set[str] = set()
+        self.cached_globals: set[str] = set()  # names a function declares `global`: module-level caches
         self.classes: list[ClassInfo] = []
         # context stacks; a function starts a fresh frame of loops, gates and handlers
         self._classes: list[tuple[str, tuple[str, ...]]] = []
@@ -266,11 +252,14 @@ class Extractor(cst.CSTVisitor):
             del self._gates[-count:]
             del self._gate_nodes[-count:]
 
+    def visit_Global(self, node: cst.Global) -> None:
+        self.cached_globals.update(item.name.value for item in node.names)
+
     def visit_If(self, node: cst.If) -> None:
         self.conditions.append(Condition(node.test, "if", self.site()))
 
     def visit_If_body(self, node: cst.If) -> None:
-        gate = (self._is_gate(node.test) or is_lazy_init_test(node.test) or is_inference_only_test(node.test)
+        gate = (self._is_gate(node.test) or is_lazy_init_test(node.test, self.cached_globals) or is_inference_only_test(node.test)
                 or is_first_value_test(node, self._loop_stack[-1].node if self._loop_stack else None) or is_sentinel_test(node))
         self._gates.append(len(self._loop_stack) if gate else -1)
         self._gate_nodes.append(node)

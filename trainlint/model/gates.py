@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Set as AbstractSet
 
 import libcst as cst
 
@@ -165,12 +165,16 @@ def _compares_with_none(test: cst.BaseExpression, operator: type[cst.BaseCompOp]
     )
 
 
-def is_lazy_init_test(test: cst.BaseExpression) -> bool:
+def is_lazy_init_test(test: cst.BaseExpression, cached_globals: AbstractSet[str] = frozenset()) -> bool:
     """`if self.graph is None:` / `if cache is None:`: a body that runs once, to build what is missing
-    (`if self.J is None or n > self.J.shape[-1]:` too: built again only when it is outgrown)."""
+    (`if self.J is None or n > self.J.shape[-1]:` too: built again only when it is outgrown). A bare
+    name qualifies when it is a module-level cache, one that a function declares `global` (`cached_globals`)."""
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
-        return is_lazy_init_test(test.left)
-    return (_compares_with_none(test, cst.Is) and isinstance(test.left, cst.Attribute)) or _empty_test(test)  # type: ignore[union-attr]
+        return is_lazy_init_test(test.left, cached_globals)
+    if not _compares_with_none(test, cst.Is):
+        return _empty_test(test)
+    left = test.left  # type: ignore[attr-defined]
+    return isinstance(left, cst.Attribute) or (isinstance(left, cst.Name) and left.value in cached_globals)
 
 
 def is_cached_value(expr: cst.IfExp) -> bool:

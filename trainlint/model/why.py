@@ -30,6 +30,7 @@ from trainlint.model.gates import (
     sentinel_compared,
 )
 from trainlint.model.lattice import ACCEL, HOST, Kind, Value
+from trainlint.model.walk import iter_nodes
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Function, Loop, Site
@@ -59,7 +60,8 @@ def _local_gate_names(model: TrainingModel) -> dict[str, cst.CSTNode]:
 
 def gate_reason(model: TrainingModel, test: cst.BaseExpression, line_of: LineOf) -> str:
     """Why `if <test>:` is a gate, as `gates.is_gate_test` (and the extractor) decided it."""
-    if is_lazy_init_test(test):
+    cached = {item.name.value for node in iter_nodes(model.module) if isinstance(node, cst.Global) for item in node.names}
+    if is_lazy_init_test(test, cached):
         return "it builds what is missing (`... is None`): its body runs once, not every step"
     if sentinel_compared(test) is not None:
         return "it compares with the negative value the state starts at, which its body sets: it runs on the first call only"
