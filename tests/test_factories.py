@@ -367,6 +367,73 @@ def test_a_factory_returning_tuples_of_different_lengths_names_no_class(tmp_path
     assert lint_tree(tmp_path, files) == []
 
 
+# FastSpeech 2's shape: `get_model` moves the model it builds (`FastSpeech2(...).to(device)`) and returns
+# it with its optimizer when training, alone otherwise; the driver unpacks `model, optimizer`
+MOVED = {
+    "tts/__init__.py": "",
+    "tts/nets.py": """
+        import torch
+        from torch import nn
+
+
+        class Regulator(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 8)
+
+            def forward(self, x, durations):
+                for i in range(x.shape[0]):
+                    repeat = durations[i].item()
+                    x = x + repeat
+                return self.fc(x)
+    """,
+    "tts/build.py": """
+        from tts.nets import Regulator
+
+
+        def get_model(device, restore, train=False):
+            model = Regulator().to(device)
+            if restore:
+                model.load_state_dict(restore)
+            if train:
+                schedule = [0.1] * 10
+                return model, schedule
+            model.eval()
+            return model
+    """,
+    "train.py": """
+        import torch
+        from tts.build import get_model
+
+
+        def main(loader):
+            device = torch.device("cuda")
+            model, schedule = get_model(device, None, train=True)
+            optimizer = torch.optim.Adam(model.parameters())
+            for x, durations in loader:
+                out = model(x.to(device), durations.to(device))
+                out.mean().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+    """,
+}
+
+
+def test_a_moved_model_a_factory_returns_with_its_optimizer_when_training_keeps_its_class(tmp_path: Path) -> None:
+    # a module moved (`.to(device)`, `.cuda()`) gives itself back; the caller unpacking two values took
+    # the path returning two. In a module without training code (read by the outline) and in one with
+    # it (summarised), moved on the building line or rebound to itself
+    assert lint_tree(tmp_path, MOVED) == ["tts/nets.py:13:TL401"]
+    analysed = MOVED["tts/build.py"].replace("schedule = [0.1] * 10", "schedule = torch.optim.Adam(model.parameters())")
+    analysed = analysed.replace("from tts.nets", "import torch\n        from tts.nets")
+    rebound = MOVED["tts/build.py"].replace("model = Regulator().to(device)", "model = Regulator()\n            model = model.cuda()")
+    for factory in (analysed, rebound):
+        assert lint_tree(tmp_path, {**MOVED, "tts/build.py": factory}) == ["tts/nets.py:13:TL401"], factory
+    # a method that is no move (`state_dict()`) gives something else: no class, no forward followed
+    other = MOVED["tts/build.py"].replace("model = Regulator().to(device)", "model = Regulator().regulated(device)")
+    assert lint_tree(tmp_path, {**MOVED, "tts/build.py": other}) == []
+
+
 # A GNN benchmark's shape: the driver builds the net with a factory of another module
 # (`gnn_model(name, params)` picking from a dict of per-net factories, or one factory `Gated(params)`)
 # and hands it to an epoch function in a third module; the chosen net's `forward` runs every step.

@@ -183,7 +183,7 @@ class Summarizer:
         if any(c.method == "step" and ENV_WORDS & set(tokens(c.receiver_text or "")) for c in fn.calls):
             syncs, reads, read_parameters = [], False, []  # acting in a host environment: the action must reach the host every step
         no_grad = any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators)
-        returns = portable(_qualified(m.values.returns(fn) if fn.return_facts else UNKNOWN, m))
+        returns = portable(_qualified(_returned(fn, m) if fn.return_facts else UNKNOWN, m))
         return FunctionSummary(
             where=f"`{fn.qualified}` in {self.label}",
             steps=steps or fn in self._by_hand,
@@ -230,6 +230,18 @@ def _qualified(value: Value, m: "TrainingModel") -> Value:
     here = str(Path(m.path).resolve())
     named = [f"{here}::{o}" if m.local_class(o) is not None else o for o in origins(value)]
     return replace(value, origin="|".join(named))
+
+
+def _returned(fn: "Function", m: "TrainingModel") -> Value:
+    """What a call of `fn` returns, for other modules. A factory returning `model, optimizer` on one
+    path (`if train:`) and `model` on another: a caller that unpacks the result took the tuple's path,
+    which is what it returns there (the outline reads such factories so too)."""
+    import libcst as cst
+
+    tuples = [r for r in fn.return_facts if isinstance(r.value, cst.Tuple)]
+    if not tuples or len(tuples) == len(fn.return_facts):
+        return m.values.returns(fn)
+    return join([m.values.of(r.value, fn, r.site) for r in tuples])
 
 
 def _returned_parameter(fn: "Function", m: "TrainingModel") -> str | None:

@@ -9,6 +9,7 @@ import ast
 
 from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, NAMESPACE, NAMESPACE_CLASSES, UNKNOWN, Kind, Value, join, origins
 from trainlint.model.summary import ClassSummary
+from trainlint.model.torchnames import MODULE_MOVES
 from trainlint.project.outline_effects import bound_targets, own_statements_from
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -44,8 +45,9 @@ class ReturnedClasses:
 
     def _returned(self, fn: Function) -> Value | None:
         returned = _returns(fn)
-        if returned and all(isinstance(value, ast.Tuple) for value, _ in returned):
-            return self._tuple(returned)
+        tuples = [(value, reaching) for value, reaching in returned if isinstance(value, ast.Tuple)]
+        if tuples:  # (`return model, optimizer` when training, else `return model`: a caller unpacking it took the first)
+            return self._tuple(tuples)
         if len(returned) == 1:
             keyed = self._namespace(*returned[0])
             if keyed is not None:
@@ -85,8 +87,9 @@ class ReturnedClasses:
     def _built(self, value: ast.expr, reaching: Bindings) -> list[tuple[str, Value]] | None:
         """The objects `value` may be, each with the name it is sorted by; None when one is unknown."""
         out: list[tuple[str, Value]] = []
+        value = _unmoved(value)
         calls = reaching.get(value.id, [ast.Constant(None)]) if isinstance(value, ast.Name) else [value]
-        for call in [made for call in calls for made in _table_entries(call, reaching)]:
+        for call in [made for call in calls for made in _table_entries(_unmoved(call), reaching)]:
             name = call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else None
             if name is not None and name in self._classes:
                 out.append((name, Value(self._classes[name].kind, origin=f"{self._path}::{name}")))
@@ -100,6 +103,13 @@ class ReturnedClasses:
             else:
                 return None
         return out
+
+
+def _unmoved(value: ast.expr) -> ast.expr:
+    """`UNet(cfg).to(device)`, `net.cuda()`: a module moved (or cast, or set to train) gives itself back."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in MODULE_MOVES:
+        value = value.func.value
+    return value
 
 
 def _table_entries(call: ast.expr, reaching: Bindings) -> list[ast.expr]:
@@ -137,6 +147,9 @@ def _returns(fn: Function) -> list[tuple[ast.expr, Bindings]]:
                 value = node.value if node.value is not None else ast.Constant(None)
                 returned.append((value, dict(last) if node is statement else bound))
             elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                moved = _unmoved(node.value)
+                if moved is not node.value and isinstance(moved, ast.Name) and moved.id == node.targets[0].id:
+                    continue  # `net = net.to(device)`: the same object, as it was bound
                 bound.setdefault(node.targets[0].id, []).append(node.value)
                 last[node.targets[0].id] = [node.value] if top else [*last.get(node.targets[0].id, ()), node.value]
             else:
