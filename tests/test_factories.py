@@ -434,6 +434,28 @@ def test_a_moved_model_a_factory_returns_with_its_optimizer_when_training_keeps_
     assert lint_tree(tmp_path, {**MOVED, "tts/build.py": other}) == []
 
 
+def test_a_class_a_factory_imports_on_each_branch_is_either(tmp_path: Path) -> None:
+    # StyleTTS 2's `build_model`: `from Modules.istftnet import Decoder` under one branch of the
+    # configuration, `from Modules.hifigan import Decoder` under the other; the object is either class
+    other = MOVED["tts/nets.py"].replace("class Regulator", "class OtherRegulator")
+    factory = MOVED["tts/build.py"].replace(
+        "        from tts.nets import Regulator\n",
+        "",
+    ).replace(
+        "            model = Regulator().to(device)",
+        "            if restore == 'other':\n"
+        "                from tts.other import OtherRegulator as Regulator\n"
+        "            else:\n"
+        "                from .nets import Regulator\n"
+        "            model = Regulator().to(device)",
+    )
+    found = lint_tree(tmp_path, {**MOVED, "tts/other.py": other, "tts/build.py": factory})
+    assert found == ["tts/nets.py:13:TL401", "tts/other.py:13:TL401"], factory
+    # a name imported on one path only and bound to something else on another is not surely a class
+    unsure = factory.replace("                from .nets import Regulator", "                Regulator = dict")
+    assert lint_tree(tmp_path, {**MOVED, "tts/other.py": other, "tts/build.py": unsure}) == []
+
+
 # A GNN benchmark's shape: the driver builds the net with a factory of another module
 # (`gnn_model(name, params)` picking from a dict of per-net factories, or one factory `Gated(params)`)
 # and hands it to an epoch function in a third module; the chosen net's `forward` runs every step.

@@ -16,6 +16,13 @@ Function = ast.FunctionDef | ast.AsyncFunctionDef
 Bindings = dict[str, list[ast.expr]]
 
 
+class Imported(ast.expr):
+    """A name a factory binds by importing it (`from .istftnet import Decoder` under `if`), as the
+    module's own imports would spell it."""
+
+    _fields = ("spelled",)
+
+
 class ReturnedClasses:
     """The returns of a module's factories, each read once (a factory may call another)."""
 
@@ -91,7 +98,10 @@ class ReturnedClasses:
         calls = reaching.get(value.id, [ast.Constant(None)]) if isinstance(value, ast.Name) else [value]
         for call in [made for call in calls for made in _table_entries(_unmoved(call), reaching)]:
             name = call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else None
-            if name is not None and name in self._classes:
+            imported = [b.spelled for b in reaching.get(name, ()) if isinstance(b, Imported)] if name is not None else []  # type: ignore[attr-defined]
+            if imported and len(imported) == len(reaching[name]):  # (imported in the function, on each path)
+                out.extend((spelled, Value(Kind.OBJECT, origin=spelled)) for spelled in imported)
+            elif name is not None and name in self._classes:
                 out.append((name, Value(self._classes[name].kind, origin=f"{self._path}::{name}")))
             elif name is not None and name in self._exports:
                 out.append((name, Value(Kind.OBJECT, origin=self._exports[name])))
@@ -146,6 +156,13 @@ def _returns(fn: Function) -> list[tuple[ast.expr, Bindings]]:
             if isinstance(node, ast.Return):
                 value = node.value if node.value is not None else ast.Constant(None)
                 returned.append((value, dict(last) if node is statement else bound))
+            elif isinstance(node, ast.ImportFrom) and node.names[0].name != "*":
+                base = "." * node.level + (node.module or "")
+                for alias in node.names:
+                    spelled = f"{base}.{alias.name}" if node.module else f"{base}{alias.name}" if node.level else alias.name
+                    name = alias.asname or alias.name
+                    bound.setdefault(name, []).append(Imported(spelled=spelled))
+                    last[name] = [Imported(spelled=spelled)] if node is statement else [*last.get(name, ()), Imported(spelled=spelled)]
             elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 moved = _unmoved(node.value)
                 if moved is not node.value and isinstance(moved, ast.Name) and moved.id == node.targets[0].id:
