@@ -456,6 +456,19 @@ def test_a_class_a_factory_imports_on_each_branch_is_either(tmp_path: Path) -> N
     assert lint_tree(tmp_path, {**MOVED, "tts/other.py": other, "tts/build.py": unsure}) == []
 
 
+def test_a_factory_a_driver_star_imports_hands_on_what_it_builds(tmp_path: Path) -> None:
+    # StyleTTS 2's drivers: `from models import *`, then `model = build_model(...)`; the factory's
+    # module imports the class inside its body
+    factory = MOVED["tts/build.py"].replace("        from tts.nets import Regulator\n", "").replace(
+        "            model = Regulator().to(device)", "            from tts.nets import Regulator\n            model = Regulator().to(device)"
+    )
+    driver = MOVED["train.py"].replace("from tts.build import get_model", "from tts.build import *")
+    assert lint_tree(tmp_path, {**MOVED, "tts/build.py": factory, "train.py": driver}) == ["tts/nets.py:13:TL401"]
+    # a star import of another module does not make the driver a caller
+    unrelated = driver.replace("from tts.build import *", "from tts.nets import *\n        from tts import build\n        get_model = build.make")
+    assert lint_tree(tmp_path, {**MOVED, "tts/build.py": factory, "train.py": unrelated}) == []
+
+
 # A GNN benchmark's shape: the driver builds the net with a factory of another module
 # (`gnn_model(name, params)` picking from a dict of per-net factories, or one factory `Gated(params)`)
 # and hands it to an epoch function in a third module; the chosen net's `forward` runs every step.

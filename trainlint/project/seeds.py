@@ -4,6 +4,7 @@ program"), as far up as callers go."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,8 @@ from trainlint.project.hierarchy import choosing_modules
 from trainlint.test_code import is_test_name, is_test_path
 from trainlint.project.importers import MAX_CHAINS, MAX_IMPORTERS
 from trainlint.project.roots import project_root
+from trainlint.project.watching import note
+from trainlint.reading import module_code, read_state
 
 if TYPE_CHECKING:
     from trainlint.project.index import Project
@@ -207,7 +210,7 @@ def _subclassing(project: "Project", target: Path, callers: list[Path]) -> list[
                     continue
                 outline = project.outline(module)
                 names = _carries(outline, carried[carrier])
-                uses = names or any(full.rsplit(".", 1)[-1] in carried[carrier] for full in outline.exports.values())
+                uses = names or any(full.rsplit(".", 1)[-1] in carried[carrier] for full in outline.exports.values()) or _named_through_star(module, carried[carrier])
                 if uses and module not in callers and module not in out:
                     out.append(module)
                 if names - carried.get(module, set()):
@@ -215,6 +218,17 @@ def _subclassing(project: "Project", target: Path, callers: list[Path]) -> list[
                     next_frontier.append(module)
         frontier = next_frontier
     return out
+
+
+def _named_through_star(module: Path, names: set[str]) -> bool:
+    """Whether a module that imports names with `from models import *` (which its outline does not
+    list) names one of `names` in its text (`build_model(...)`)."""
+    state, data = read_state(str(module))
+    note(state)
+    if data is None or b"import *" not in data:
+        return False
+    text = module_code(str(module), data)
+    return any(re.search(rf"(?<![\w.]){re.escape(name)}\b", text) for name in names)
 
 
 def _carries(outline: "ModuleSummary", names: set[str]) -> set[str]:
