@@ -239,6 +239,30 @@ def test_arrays_numpy_builds_from_numbers_through_grids_stacks_and_draws_are_hos
     assert _lines(code, "TL406") == [10, 11, 13]
 
 
+def test_an_array_numpy_builds_from_numbers_written_in_the_code_is_host_built() -> None:
+    # PointNet's spatial transformer: `torch.from_numpy(np.array([1, 0, 0, 0, 1, 0, 0, 0, 1]))` as the
+    # identity it adds every forward; torchdiffeq's `np.array([2. * np.pi])`. Near misses: an array
+    # of the batch's values, and one of a list that names a variable
+    code = """
+        import numpy as np
+        import torch
+
+        def identity_plus(x, scale, values):
+            iden = torch.from_numpy(np.array([1, 0, 0, 0, 1, 0, 0, 0, 1]).astype(np.float32)).view(1, 9)
+            const = torch.from_numpy(np.array([[2. * np.pi, -1.5]])).float().to(x.device)
+            data = torch.from_numpy(np.array(values)).to(x.device)
+            named = torch.from_numpy(np.array([1.0, scale])).to(x.device)
+            return x + iden.cuda() + const.sum() + data.sum() + named.sum()
+
+        for x, y in loader:
+            out = identity_plus(model(x.cuda()), 2.0, y.numpy())
+            out.sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+    assert _lines(code, "TL406") == [7, 10]
+
+
 def test_a_table_the_object_keeps_passed_to_a_helper_that_moves_it_is_copied_every_step() -> None:
     # improved-diffusion's `_extract_into_tensor(self.sqrt_alphas_cumprod, t, shape)`, copied from
     # NumPy to the device at every call; near misses: the same helper given fresh data per step, and

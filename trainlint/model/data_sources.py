@@ -124,6 +124,8 @@ def numpy_built(
             return True
         if name in ("random.permutation", "random.choice"):  # of a count, not of an array (which shuffles data)
             return bool(args) and (_a_count(args[0]) or value_of(args[0], fn, at).kind is Kind.NUMBER)
+        if name in ("array", "asarray") and args and _numbers(args[0], resolve):  # `np.array([1, 0, 0, 0, 1, 0])`
+            return True
         if name in NUMPY_COMBINING and args:
             return all(built(e.value) for a in args for e in (a.elements if isinstance(a, (cst.Tuple, cst.List)) else [cst.Element(a)]))
         return False
@@ -131,6 +133,22 @@ def numpy_built(
         assigns = model.reaching(fn, expr.value, at)
         return bool(assigns) and all(a.op is None and built(a.value, a.site.function, a.site) for a in assigns)
     return False
+
+
+NUMBER_CONSTANTS = frozenset({"numpy.pi", "numpy.e", "math.pi", "math.e", "math.tau"})
+
+
+def _numbers(expr: cst.BaseExpression, resolve: "Callable[[cst.BaseExpression], str | None]") -> bool:
+    """A list or tuple written of numbers (`[1, 0, -1]`, `[[2. * np.pi]]`), nested or not: a constant."""
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return bool(expr.elements) and all(not isinstance(e, cst.StarredElement) and _numbers(e.value, resolve) for e in expr.elements)
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(expr, cst.UnaryOperation):
+        return isinstance(expr.operator, (cst.Minus, cst.Plus)) and _numbers(expr.expression, resolve)
+    if isinstance(expr, cst.BinaryOperation):
+        return _numbers(expr.left, resolve) and _numbers(expr.right, resolve)
+    return isinstance(expr, cst.Attribute) and resolve(expr) in NUMBER_CONSTANTS
 
 
 def _a_count(expr: cst.BaseExpression) -> bool:
