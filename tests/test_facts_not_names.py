@@ -5,7 +5,10 @@ decoders, DeepSpeed's BERT validation and Lightning's hand-written trainer)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.helpers import lint
+from tests.test_library_hooks import lint_tree
 
 
 def _lines(code: str, rule: str, name: str = "train.py") -> list[int]:
@@ -419,3 +422,87 @@ def test_a_stream_is_one_by_its_value_and_a_scheduler_by_what_built_it() -> None
             optimizer.step()
     """
     assert _lines(schedulers, "TL502") == [6]
+
+
+MOVING_HELPERS = """
+    import torch
+    from torch.autograd import Variable
+
+
+    def to_var(x):
+        if torch.cuda.is_available():
+            x = x.cuda()
+        return Variable(x)
+
+
+    def to_host(x):
+        return x.to("cpu")
+
+
+    def shifted(x):
+        return x.cuda() + 1
+
+
+    class GAN:
+        def get_torch_variable(self, arg):
+            if self.cuda:
+                return Variable(arg).cuda(self.cuda_index)
+            return Variable(arg)
+
+        def train(self, loader):
+            for images, _ in loader:
+                z = self.get_torch_variable(torch.randn(images.size(0), 100))
+                noise = to_var(torch.rand(images.size(0), 1))
+                real = to_var(images)
+                kept = to_host(torch.ones(4))
+                other = shifted(torch.zeros(4))
+                loss = self.D(real).mean() - self.D(self.G(z + noise)).mean()
+                self.d_optimizer.zero_grad()
+                loss.backward()
+                self.d_optimizer.step()
+"""
+
+
+def test_a_helper_moving_what_it_is_given_moves_a_host_built_tensor_every_step() -> None:
+    # `to_var(x)` (moving under `torch.cuda.is_available()`, then `Variable(x)`) and a method returning
+    # `Variable(arg).cuda(...)` copy a host-built draw to the device: reported at the call, not again in
+    # the helper; near misses: the batch a loader gives (data), a helper moving to the host. One that
+    # computes with what it moves (`x.cuda() + 1`) is no moving helper: its move is reported inside (17)
+    assert _lines(MOVING_HELPERS, "TL406") == [17, 28, 29]
+
+
+def test_a_moving_helper_of_a_module_without_training_code_is_read_from_its_outline(tmp_path: Path) -> None:
+    # DCGAN-LSGAN-WGAN-GP-DRAGAN's `utils.cuda([imgs, z, r_lbl, f_lbl])`, whose `utils.py` has no
+    # training code: `[x.cuda() for x in xs]`; one finding for the statement, naming each host tensor
+    files = {
+        "utils.py": """
+            import torch
+
+
+            def cuda(xs):
+                if torch.cuda.is_available():
+                    if not isinstance(xs, (list, tuple)):
+                        return xs.cuda()
+                    else:
+                        return [x.cuda() for x in xs]
+
+
+            def keep(xs):
+                return [x for x in xs]
+        """,
+        "train.py": """
+            import torch
+            import utils
+
+            for imgs, _ in loader:
+                z = torch.randn(imgs.size(0), 100)
+                ones = torch.ones(imgs.size(0))
+                imgs, z, ones = utils.cuda([imgs, z, ones])
+                kept = utils.keep([torch.zeros(4)])
+                loss = D(G(z)).mean() + ones.sum()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        """,
+    }
+    assert lint_tree(tmp_path, files) == ["train.py:8:TL406"]

@@ -34,6 +34,8 @@ SETS_EPOCH = "sets_epoch"
 # always; "shuffled_loader 1 shuffle True" when the sampler's `shuffle=` is that parameter (the last
 # word: its default, "True", "False" or "-" for none)
 SHUFFLED_LOADER = "shuffled_loader"
+# returns the tensor it is given moved to the device (`to_var(x)`, `utils.cuda(xs)`): see `moving_helpers`
+MOVES = "moves"
 
 
 def fact(kind: str, key: str) -> str:

@@ -16,8 +16,9 @@ from trainlint.model.facts import Call, Function, Loop
 from trainlint.model.lattice import Kind
 from trainlint.model.modes import ModeAnalysis, discarded, loop_ancestors, mode_switch
 from trainlint.model.names import dotted
+from trainlint.model.moving_helpers import moved_parameter
 from trainlint.model.parameter_facts import (
-    EPOCHS, EVALUATES, KEEPS_MODE, SETS_EPOCH, SHUFFLED_LOADER, TRAINS_MODE, arguments, fact, keys,
+    EPOCHS, EVALUATES, KEEPS_MODE, MOVES, SETS_EPOCH, SHUFFLED_LOADER, TRAINS_MODE, arguments, fact, keys,
 )
 from trainlint.model.torchnames import is_true
 from trainlint.model.walk import iter_nodes
@@ -180,6 +181,9 @@ class ParameterUses:
                 if not module_set_epoch:
                     out.append(fact(EPOCHS, key))
         out.extend(self._shuffled_loader(fn, explicit))
+        moved = moved_parameter(m, fn)
+        if moved is not None:
+            out.append(fact(MOVES, moved))
         return tuple(out)
 
     def _read_as_loader(self, fn: Function, name: str, sub: "dict[int, FunctionSummary]") -> bool:

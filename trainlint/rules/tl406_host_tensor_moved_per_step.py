@@ -13,10 +13,10 @@ from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.device_arguments import DTYPE_CALLS
 from trainlint.model.environments import observed, wraps_observation
 from trainlint.model.gates import is_cached_value
-from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES as RANDOM
+from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES as RANDOM, literal_string
 from trainlint.model.kept_tensors import kept_array_passed, kept_on_host, rebuilt_each_round
+from trainlint.model.moving_helpers import moved_host_tensors, moved_parameter
 from trainlint.model.names import dotted
-from trainlint.model.torchnames import literal_string
 from trainlint.model.lattice import HOST, Kind
 from trainlint.model.arithmetic import built_on_host
 from trainlint.model.walk import child_nodes, iter_nodes
@@ -220,7 +220,7 @@ class HostTensorMovedPerStep(Rule):
         "A tensor built on either path by a factory (`torch.rand(n) * 2 - 1` or `torch.randn(n)`) is built on "
         "the host, and so is one a branch the loop never changes builds anew on each round before the move "
         "rebinds it (`if opt.mode == \"S\": noise = torch.randn(n)`, then `noise = Variable(noise.cuda())`: "
-        "the previous round's device tensor reaches the move only on a round where no branch ran)."
+        "the previous round's device tensor reaches the move only on a round where no branch ran). A helper that gives back what it is given moved (`to_var(x)`, `utils.cuda([imgs, z])` returning `[x.cuda() for x in xs]`) moves it at each call: reported there, naming the host tensors handed to it."
     )
     story = "NVIDIA/TransformerEngine #1941 (`torch.tensor([0])` copies \"causing a lot of CPU syncs\"); mmsegmentation #3231 (`torch.rand(...).to(device)` vs `device=`)."
     example = """\
@@ -345,8 +345,15 @@ for x, targets in loader:
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         for call in model.calls:
+            moved = moved_host_tensors(model, call)  # (`to_var(torch.randn(n, d))`, `utils.cuda([imgs, z])`)
+            if moved:
+                shown = ", ".join(f"`{shorten(model.module.code_for_node(e), 40)}`" for e in moved[:3])
+                yield Finding(call.node, f"{shown} {'is' if len(moved) == 1 else 'are'} built on the host and copied to the device by `{shorten(model.module.code_for_node(call.node.func), 40)}` every step")
+                continue
             if call.method not in ("cuda", "to", "type_as") or not model.every_step(call.site) or not _moves_device(model, call):
                 continue
+            if call.site.function is not None and moved_parameter(model, call.site.function) is not None:
+                continue  # (a moving helper's move: reported where a caller hands it a host tensor)
             factory = model.imports.resolve(call.receiver.func) or "" if isinstance(call.receiver, cst.Call) else ""
             name = factory.rsplit(".", 1)[-1]
             direct = factory.startswith("torch.") and factory.count(".") == 1 and name in DETERMINISTIC | RANDOM | LEGACY_CONSTRUCTORS
