@@ -458,3 +458,48 @@ def test_rows_a_buffer_stored_and_an_observation_copied_then_reshaped_are_data(t
     # near miss: a state the script makes of numbers, not the environment's, is built on the host
     made = dict(BCQ, **{"main.py": BCQ["main.py"].replace("policy.select_action(np.array(state))", "policy.select_action(np.zeros(4))")})
     assert lint_project(tmp_path / "b", made, "TL406") == ["policy.py:12:TL406"]
+
+
+# RL-Adventure-2's notebooks: the rollout rebinds the observation to its own tensor (`state =
+# torch.FloatTensor(state).to(device)`), the done flags are converted (`torch.FloatTensor(1 - done)`,
+# `np.float32(done)` of a replay sample), and the policy's `get_action(state)` wraps what the loop hands
+# it. Near misses: a NumPy array of ones and a legacy constructor of sizes are built on the host
+ROLLOUT = """
+    import numpy as np
+    import torch
+
+    device = torch.device("cuda")
+
+
+    class Policy(torch.nn.Module):
+        def get_action(self, state):
+            state = torch.FloatTensor(state).unsqueeze(0).to(device)
+            return self.forward(state).detach().cpu().numpy()[0]
+
+
+    def update(policy, buffer, optimizer):
+        state, action, reward, next_state, done = buffer.sample(64)
+        done = torch.FloatTensor(np.float32(done)).unsqueeze(1).to(device)
+        ones = torch.FloatTensor(np.ones(64)).unsqueeze(1).to(device)
+        loss = (policy(torch.FloatTensor(state).to(device)) * (1 - done) * ones).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+    state = envs.reset()
+    while frame_idx < max_frames:
+        masks = []
+        for _ in range(num_steps):
+            state = torch.FloatTensor(state).to(device)
+            action = policy.get_action(state)
+            next_state, reward, done, _ = envs.step(action)
+            masks.append(torch.FloatTensor(1 - done).unsqueeze(1).to(device))
+            sizes = torch.FloatTensor(4, 2).to(device)
+            state = next_state
+            update(policy, buffer, optimizer)
+"""
+
+
+def test_observations_and_flags_an_environment_or_a_buffer_gave_wrapped_by_legacy_constructors_are_data() -> None:
+    assert _lines(ROLLOUT, "TL406") == [17, 32]

@@ -8,16 +8,19 @@ An environment is known by what the code does with it, not by its name: it is th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
+from trainlint.model.arguments import argument_for
+from trainlint.model.data_sources import bound_to_read_data, stored_rows
 from trainlint.model.gates import child_nodes
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import LEGACY_CONSTRUCTORS
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Assign, Call, Function, Site
+    from trainlint.model.lattice import Value
     from trainlint.model.training import TrainingModel
 
 MAX_DEPTH = 3
@@ -80,6 +83,8 @@ def _bound_to(model: "TrainingModel", call: "Call") -> set[str]:
 
 
 OBSERVATION_COPIES = frozenset({"numpy.array", "numpy.asarray", "numpy.copy", "copy.copy", "copy.deepcopy"})
+_WRAPPING = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy"})
+_MOVES = frozenset({"to", "cuda", "float", "long", "double", "int"})
 
 
 def _unreshaped(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -116,16 +121,46 @@ def observed(model: "TrainingModel", expr: cst.BaseExpression, fn: "Function | N
         expr = expr.args[0].value
     if isinstance(expr, cst.Name) and at is not None:
         assigns = model.reaching(fn, expr.value, at)
-        if not assigns and fn is not None and expr.value in fn.params and model.project is not None:
-            # a parameter every step call of another module passes an observation for
-            passed = model.passed_facts(fn, expr.value)  # type: ignore[attr-defined]
-            return bool(passed) and all(f == OBSERVATION for f in passed)
+        if not assigns and fn is not None and expr.value in fn.params:
+            # a parameter every call of this module (`policy.get_action(state)`), and every step call of
+            # another module, passes an observation for
+            passed = model.passed_facts(fn, expr.value) if model.project is not None else None  # type: ignore[attr-defined]
+            calls = [c for c in (*model.calls_of(fn), *model.method_calls_of(fn)) if not c.site.in_except]
+            given = [argument_for(c.node, f"{fn.explicit_params.index(expr.value)} {expr.value}") for c in calls] if expr.value in fn.explicit_params else [None]
+            if (passed is None and not calls) or any(g is None for g in given) or any(f != OBSERVATION for f in passed or ()):
+                return False
+            return all(observed(model, g, c.site.function, c.site, depth + 1) for g, c in zip(given, calls))  # type: ignore[arg-type]
     elif isinstance(expr, cst.Attribute) and fn is not None and fn.class_name is not None:
         text = dotted(expr)
         if text is not None and text.startswith("self.") and text.count(".") == 1:
             assigns = model.attribute_assigns(fn.class_name, text)
     name = expr.value if isinstance(expr, cst.Name) else None
+    assigns = [a for a in assigns if name is None or not _converts_itself(model, a.value, name)]
     return bool(assigns) and all(_from_environment(model, a, depth, name) for a in assigns)
+
+
+def wraps_data(model: "TrainingModel", value_of: "Callable[..., Value]", given: cst.BaseExpression, fn: "Function | None", at: "Site | None") -> bool:
+    """What `torch.FloatTensor(given)` wraps is data: what a replay buffer's `sample` returned, rows of
+    an array it holds, an environment's observation (here or passed in), also through NumPy's
+    conversions and arithmetic with a number (`torch.FloatTensor(1 - np.float32(done))`)."""
+    for _ in range(3):
+        if isinstance(given, cst.BinaryOperation) and isinstance(given.left, (cst.Integer, cst.Float)):
+            given = given.right
+        elif isinstance(given, cst.Call) and len(given.args) == 1 and (model.imports.resolve(given.func) or "").startswith("numpy."):
+            given = given.args[0].value
+    return (isinstance(given, cst.Name) and bound_to_read_data(model, value_of, given, fn, at)) or stored_rows(model, given, fn) or observed(model, given, fn, at)
+
+
+def _converts_itself(model: "TrainingModel", value: cst.BaseExpression, name: str) -> bool:
+    """`state = torch.FloatTensor(state).to(device)`: the name rebound to a copy of what it held (an
+    observation stays one), which a loop's back edge may show reaching its own use."""
+    value = _unreshaped(value)
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _MOVES:
+        value = _unreshaped(value.func.value)
+    if not isinstance(value, cst.Call) or len(value.args) != 1 or dotted(value.args[0].value) != name:
+        return False
+    factory = model.imports.resolve(value.func) or ""
+    return factory in OBSERVATION_COPIES or factory in _WRAPPING or (factory.startswith("torch.") and factory[6:] in LEGACY_CONSTRUCTORS)
 
 
 def _from_environment(model: "TrainingModel", assign: "Assign", depth: int, name: "str | None" = None) -> bool:

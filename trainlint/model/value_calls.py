@@ -19,8 +19,8 @@ from trainlint.model.arguments import LambdaCalls, argument_for
 from trainlint.model.containers import MODULE_CONTAINERS, element_of, held_modules, namespace_value
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
 from trainlint.model.device_arguments import DeviceArguments, moved_to_device
-from trainlint.model.data_sources import ARRAY_METHODS, bound_to_read_data, drawn, numpy_built, read_data, stored_rows
-from trainlint.model.environments import observed
+from trainlint.model.data_sources import ARRAY_METHODS, drawn, numpy_built, read_data
+from trainlint.model.environments import observed, wraps_data
 from trainlint.model.layer_swaps import parameter_free
 from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import (
@@ -282,7 +282,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         if last in LEGACY_CONSTRUCTORS and namespace in ("torch", "torch.cuda"):
             # (`torch.FloatTensor(states)` of what a replay buffer's `sample` returned: data, as `torch.tensor(x)`'s)
             given = call.args[0].value if namespace == "torch" and len(call.args) == 1 else None
-            data = (isinstance(given, cst.Name) and bound_to_read_data(self.model, self.of, given, fn, at)) or (given is not None and stored_rows(self.model, given, fn))
+            data = given is not None and wraps_data(self.model, self.of, given, fn, at)
             return Value(Kind.TENSOR, HOST if namespace == "torch" else "cuda", False, origin=None if data else qual)
         if qual == "torch.Tensor" and call.args:
             # the legacy constructor of the default tensor type (`torch.Tensor([1, 2])`): built where
