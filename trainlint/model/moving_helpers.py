@@ -26,7 +26,15 @@ WRAPPERS = frozenset({"Variable", "autograd.Variable", "torch.autograd.Variable"
 
 def moved_parameter(m: "TrainingModel", fn: "Function") -> str | None:
     """"0 x" when every `return` of `fn` gives back its parameter `x` moved to the device, or as it
-    came on a path without a GPU, and at least one moves it; None otherwise."""
+    came on a path without a GPU, and at least one moves it; None otherwise. Kept on the model: each
+    call of the function, and each move inside it, asks."""
+    memo = m.__dict__.setdefault("_moved_parameters", {})
+    if id(fn) not in memo:
+        memo[id(fn)] = _moved_parameter(m, fn)
+    return memo[id(fn)]
+
+
+def _moved_parameter(m: "TrainingModel", fn: "Function") -> str | None:
     params = fn.explicit_params
     if not fn.return_facts or not params:
         return None
@@ -77,10 +85,10 @@ def _given(m: "TrainingModel", fn: "Function", expr: cst.BaseExpression, site: o
     return None
 
 
-def moved_arguments(m: "TrainingModel", call: "Call", summary: "FunctionSummary | None") -> list[cst.BaseExpression]:
-    """What a call of a moving helper moves: the argument for the parameter it moves, or each element
-    of a list or tuple written there (`utils.cuda([imgs, z])`); empty for any other call."""
-    callee = m.called_function(call) if summary is None else None
+def moved_arguments(m: "TrainingModel", call: "Call", callee: "Function | None", summary: "FunctionSummary | None") -> list[cst.BaseExpression]:
+    """What a call of a moving helper (`callee` of this module, else the project function `summary`
+    describes) moves: the argument for the parameter it moves, or each element of a list or tuple
+    written there (`utils.cuda([imgs, z])`); empty for any other call."""
     key = moved_parameter(m, callee) if callee is not None else next(iter(keys(summary, MOVES)), None)
     given = argument_for(call.node, key) if key is not None else None
     if given is None:
@@ -98,7 +106,7 @@ def moved_host_tensors(m: "TrainingModel", call: "Call") -> list[cst.BaseExpress
     if (local is None and not keys(summary, MOVES)) or (local is not None and not local.return_facts) or not m.every_step(call.site):
         return []
     out = []
-    for given in moved_arguments(m, call, summary):
+    for given in moved_arguments(m, call, local, summary):
         value = m.value(given, call.site)
         if built_on_host(value) and not (value.origin or "").endswith("_like"):
             out.append(given)
