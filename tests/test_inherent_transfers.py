@@ -65,6 +65,11 @@ DQN = """
 def test_an_action_a_helper_returns_to_the_environment_step_is_not_a_sync() -> None:
     # `get_action` reads the action for `env.step` in its caller; `best_value` reads a value only logged
     assert _lines(DQN, "TL401") == [25]
+    # RL-Adventure-2's SAC: `action = action.detach().cpu().numpy()`, then `return action[0]`: an
+    # element of the copy is what the caller hands to `env.step`; the same copy of the value only
+    # logged still is a sync
+    element = DQN.replace("action = int(action.item())", "action = action.detach().cpu().numpy()").replace("            return action\n", "            return action[0]\n")
+    assert _lines(element.replace("value = q.max().item()", "value = q.max().cpu().numpy()\n            value = value[0]"), "TL401") == [25]
 
 
 def test_an_environments_observation_wrapped_as_a_tensor_is_data() -> None:

@@ -64,7 +64,8 @@ def feeds_environment(model: "TrainingModel", call: "Call", depth: int = 0) -> b
         return False
     # (also what the function computes from the copy: `dist = self(x).data.cpu()`, then `action =
     # dist.sum(2).max(1)[1].numpy()[0]` returned)
-    returned = any(contains(r.value, node) or (isinstance(r.value, cst.Name) and bool(targets & model.roots_of(r.value, fn))) for r in fn.return_facts)
+    # (`return action[0]` of `action = action.detach().cpu().numpy()`: an element of the copy)
+    returned = any(contains(r.value, node) or (isinstance(r.value, (cst.Name, cst.Subscript)) and bool(targets & model.roots_of(r.value, fn))) for r in fn.return_facts)
     if not returned:
         return False
     callers = [*model.calls_of(fn), *model.method_calls_of(fn)]
