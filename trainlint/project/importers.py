@@ -17,7 +17,7 @@ from trainlint.model.lattice import HOST, Kind, Value
 from trainlint.model.saved_arguments import FRAME_READERS
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, registry_root
 from trainlint.project.outline_moves import moves_fact
-from trainlint.project.outline_effects import add_effects, bound_targets as _targets, explicit_parameters, own_statements as _own_statements
+from trainlint.project.outline_effects import add_effects, bound_targets as _targets, explicit_parameters, imported_names, own_statements as _own_statements
 from trainlint.project.outline_returns import ReturnedClasses
 from trainlint.project.roots import IMPORT_TEXT
 from trainlint.project.watching import note, unwatched
@@ -146,12 +146,7 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
             for alias in node.names:
                 imported[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
         elif isinstance(node, ast.ImportFrom):
-            base = "." * node.level + (node.module or "")
-            for alias in node.names:
-                if alias.name == "*":
-                    continue
-                full = f"{base}.{alias.name}" if node.module else f"{base}{alias.name}" if node.level else alias.name
-                exports[alias.asname or alias.name] = full
+            exports.update(imported_names(node))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name] = FunctionSummary(
                 where=f"`{node.name}`", returns_argument=_returned_parameter(node, False), adds_methods=_adds_methods(node),

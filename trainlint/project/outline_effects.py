@@ -59,6 +59,16 @@ def _with_effects(summary: FunctionSummary, fn: Function, method: bool, resolve:
     return replace(summary, replaces_layers=replaced, returns_activation=activation)
 
 
+def imported_names(node: ast.ImportFrom) -> list[tuple[str, str]]:
+    """The names `from a.b import c as d` binds, each with what it names as the module's imports spell
+    it: ("d", "a.b.c"); relative imports keep their dots (`.utils.c`, `from . import c`: ".c")."""
+    base = "." * node.level + (node.module or "")
+    return [
+        (alias.asname or alias.name, f"{base}.{alias.name}" if node.module else f"{base}{alias.name}" if node.level else alias.name)
+        for alias in node.names if alias.name != "*"
+    ]
+
+
 def explicit_parameters(fn: Function, method: bool) -> list[str]:
     """A function's positional parameters as summaries count them: a method's without `self`."""
     params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]

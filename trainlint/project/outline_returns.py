@@ -10,7 +10,7 @@ import ast
 from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, NAMESPACE, NAMESPACE_CLASSES, UNKNOWN, Kind, Value, join, origins
 from trainlint.model.summary import ClassSummary
 from trainlint.model.torchnames import MODULE_MOVES
-from trainlint.project.outline_effects import bound_targets, own_statements_from
+from trainlint.project.outline_effects import bound_targets, imported_names, own_statements_from
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 Bindings = dict[str, list[ast.expr]]
@@ -157,10 +157,7 @@ def _returns(fn: Function) -> list[tuple[ast.expr, Bindings]]:
                 value = node.value if node.value is not None else ast.Constant(None)
                 returned.append((value, dict(last) if node is statement else bound))
             elif isinstance(node, ast.ImportFrom) and node.names[0].name != "*":
-                base = "." * node.level + (node.module or "")
-                for alias in node.names:
-                    spelled = f"{base}.{alias.name}" if node.module else f"{base}{alias.name}" if node.level else alias.name
-                    name = alias.asname or alias.name
+                for name, spelled in imported_names(node):
                     bound.setdefault(name, []).append(Imported(spelled=spelled))
                     last[name] = [Imported(spelled=spelled)] if node is statement else [*last.get(name, ()), Imported(spelled=spelled)]
             elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
