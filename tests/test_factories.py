@@ -454,6 +454,16 @@ def test_a_class_a_factory_imports_on_each_branch_is_either(tmp_path: Path) -> N
     # a name imported on one path only and bound to something else on another is not surely a class
     unsure = factory.replace("                from .nets import Regulator", "                Regulator = dict")
     assert lint_tree(tmp_path, {**MOVED, "tts/other.py": other, "tts/build.py": unsure}) == []
+    # the factory's module analysed (it builds the optimizer): each call as the imports before it in
+    # its function say, not as the function's last import does
+    analysed = factory.replace("schedule = [0.1] * 10", "schedule = torch.optim.Adam(model.parameters())").replace(
+        "            model = Regulator().to(device)", "                model = Regulator().to(device)").replace(
+        "                from tts.other import OtherRegulator as Regulator\n",
+        "                from tts.other import OtherRegulator as Regulator\n                model = Regulator().to(device)\n",
+    )
+    analysed = "\n        import torch\n" + analysed
+    found = lint_tree(tmp_path, {**MOVED, "tts/other.py": other, "tts/build.py": analysed})
+    assert found == ["tts/nets.py:13:TL401", "tts/other.py:13:TL401"], analysed
 
 
 def test_a_factory_a_driver_star_imports_hands_on_what_it_builds(tmp_path: Path) -> None:

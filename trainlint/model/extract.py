@@ -145,10 +145,10 @@ class Extractor(cst.CSTVisitor):
 
     # -- imports and module aliases ------------------------------------------------------------
     def visit_Import(self, node: cst.Import) -> None:
-        self.imports.add_import(node)
+        self.imports.add_import(node, self._function)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        self.imports.add_import_from(node)
+        self.imports.add_import_from(node, self._function)
 
     # -- definitions ---------------------------------------------------------------------------
     def visit_ClassDef(self, node: cst.ClassDef) -> None:

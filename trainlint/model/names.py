@@ -80,6 +80,8 @@ class ImportMap:
         # `d2l = sys.modules[__name__]`: names bound to this very module (`d2l.f()` calls its own `f`)
         self.own_module: set[str] = set()
         self._aliased: dict[str, str] = {}  # module-level aliases seen so far ("" once given two values)
+        # names imported inside a function: the functions (by id) that import each
+        self._imported_within: dict[str, set[int]] = {}
 
     def own_name(self, func: cst.BaseExpression) -> str | None:
         """The name of this module that a callee spells: `f` for `f` and for `d2l.f` when `d2l` is
@@ -90,17 +92,24 @@ class ImportMap:
             return func.attr.value  # type: ignore[attr-defined]
         return None
 
-    def add_import(self, node: cst.Import) -> None:
+    def add_import(self, node: cst.Import, within: object = None) -> None:
+        """`import a.b as c`; `within`: the function whose body holds the statement, if any."""
         for alias in node.names:
             full = module_path(alias.name)
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self._names[alias.asname.name.value] = full
+                self._bind(alias.asname.name.value, full, within)
             else:
                 head = full.split(".")[0]
-                self._names[head] = head
+                self._bind(head, head, within)
 
-    def add_import_from(self, node: cst.ImportFrom) -> None:
-        """`from a.b import c as d`: d -> "a.b.c"; relative imports keep their dots (`.utils.c`)."""
+    def _bind(self, local: str, target: str, within: object) -> None:
+        self._names[local] = target
+        if within is not None:
+            self._imported_within.setdefault(local, set()).add(id(within))
+
+    def add_import_from(self, node: cst.ImportFrom, within: object = None) -> None:
+        """`from a.b import c as d`: d -> "a.b.c"; relative imports keep their dots (`.utils.c`).
+        `within`: the function whose body holds the statement, if any."""
         dots = "." * len(node.relative)
         if node.module is None and not dots:
             return
@@ -117,7 +126,7 @@ class ImportMap:
             local = alias.name.value
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
-            self._names[local] = f"{base}.{alias.name.value}"
+            self._bind(local, f"{base}.{alias.name.value}", within)
 
     @property
     def names(self) -> dict[str, str]:
@@ -148,6 +157,16 @@ class ImportMap:
         if target is None:
             return None
         return f"{target}.{rest}" if rest else target
+
+    def resolve_in(self, expr: cst.BaseExpression, function: object, imported_before: str | None) -> str | None:
+        """`resolve`, for a use in `function` that the imports read before it in the text resolve to
+        `imported_before`: a name that function imports itself resolves as its own imports before
+        the use say (`if cfg.a: from .a import Decoder; d = Decoder()` then `else: from .b import
+        Decoder; ...`), not as the last import of the module does."""
+        head = (dotted(expr) or "").partition(".")[0]
+        if imported_before is not None and function is not None and id(function) in self._imported_within.get(head, ()):
+            return imported_before
+        return self.resolve(expr)
 
     def imports_module(self, prefix: str) -> bool:
         return any(t == prefix or t.startswith(prefix + ".") for t in self._names.values())

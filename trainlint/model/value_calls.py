@@ -106,7 +106,8 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
     def _call(self, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
         m = self.model
         func = call.func
-        qual = m.imports.resolve(func)
+        known = m.call_at(call)  # (its callee as the imports before it say, where the function imports that name)
+        qual = m.imports.resolve_in(func, fn, known.qualname) if known is not None else m.imports.resolve(func)
         if qual is not None:
             value = self._library_call(qual, call, fn, at)
             if value is not None:
