@@ -295,3 +295,65 @@ def test_the_outline_walk_visits_what_ast_walk_does_in_its_order_without_context
     assert len(walked) == len(expected) and all(a is b for a, b in zip(walked, expected))
     for node in expected:
         assert children(node) == [c for c in ast.iter_child_nodes(node) if not isinstance(c, skipped)]
+
+
+BY_NAME = """
+    import argparse
+    import importlib
+    import os
+    import sys
+
+    import torch
+
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "models"))
+
+
+    def fit(model, loader, opt, args):
+        losses = importlib.import_module(args.loss)
+        for x in loader:
+            loss = model(x.cuda())
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            print(losses.weigh(loss))
+
+
+    if __name__ == "__main__":
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--loss", type=str, default="weighing")
+        options = parser.parse_args()
+"""
+
+
+def test_a_module_a_script_imports_by_the_name_its_option_defaults_to_is_called_every_step(tmp_path: Path) -> None:
+    # PointNet++'s scripts: `model = importlib.import_module(args.model)` with `--model` defaulting to
+    # a module of the folder they put on `sys.path` (in a project with a marker); the option is declared
+    # below the function
+    quiet = "def weigh(loss):\n    return loss\n"
+    project = write(tmp_path / "proj", {"models/weighing.py": HELPER, "models/other.py": HELPER, "train.py": BY_NAME, "pyproject.toml": ""})
+    assert tl401(project, ".") == [("weighing.py", 6, ["train.py:19"])]
+    shown = trainlint(project, "train.py", "--show-imports").stdout.splitlines()
+    assert shown[-1] == "importlib.import_module: weighing -> models/weighing.py", shown
+    # a string written in the call names the module too
+    literal = BY_NAME.replace("importlib.import_module(args.loss)", 'importlib.import_module("other")')
+    project = write(tmp_path / "literal", {"models/weighing.py": quiet, "models/other.py": HELPER, "train.py": literal, "pyproject.toml": ""})
+    assert tl401(project, ".") == [("other.py", 6, ["train.py:19"])]
+    # near misses: an option without a default names nothing; a name bound to the module in one
+    # function is another variable in the next
+    unset = BY_NAME.replace(', default="weighing"', "")
+    project = write(tmp_path / "unset", {"models/weighing.py": HELPER, "train.py": unset, "pyproject.toml": ""})
+    assert tl401(project, ".") == []
+    elsewhere = BY_NAME.replace("            print(losses.weigh(loss))", "            report(losses, loss)") + (
+        "\n\n    def report(losses, loss):\n        print(losses.weigh(loss))\n")
+    project = write(tmp_path / "elsewhere", {"models/weighing.py": HELPER, "train.py": elsewhere, "pyproject.toml": ""})
+    assert tl401(project, ".") == []
+
+
+def test_the_module_an_option_names_is_read_from_text_as_from_the_tree() -> None:
+    from trainlint.model.modules_by_name import modules_named
+
+    text = "import importlib\nm = importlib.import_module(opt.net_name)\np.add_argument('--net-name', type=str, default='unet')\n"
+    assert modules_named(text) == ["unet"]
+    assert modules_named(text.replace("default='unet'", "default=None")) == []
+    assert modules_named("x = importlib.import_module('models.' + name)\n") == []  # (built at run time: not known)
+    assert modules_named("x = import_module('loss.vgg')\n") == ["loss.vgg"]

@@ -143,6 +143,7 @@ def print_imports(path: Path) -> bool:
     import ast
     import os
 
+    from trainlint.model.modules_by_name import modules_named
     from trainlint.project.index import Project
     from trainlint.project.roots import project as project_of, roots
     from trainlint.reading import MAX_MODULE_BYTES, module_code, read_state
@@ -182,4 +183,7 @@ def print_imports(path: Path) -> bool:
             files = [f for f in subs if f is not None] or ([file] if file is not None else [])
             targets = [shown(f) for f in dict.fromkeys(files)] or ["not local"]
         click.echo(f"{node.lineno}: {text} -> {', '.join(targets)}")
+    for name in modules_named(module_code(str(path), data)):  # `importlib.import_module(args.model)`
+        file = project.imported_file(path, name)
+        click.echo(f"importlib.import_module: {name} -> {shown(file) if file is not None else 'not local'}")
     return True

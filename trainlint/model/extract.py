@@ -11,6 +11,7 @@ from trainlint.model.gates import (
 )
 from trainlint.model.names import ImportMap, dotted
 from trainlint.model.hooks import pass_indexes
+from trainlint.model.modules_by_name import ImportsByName
 from trainlint.model.torchnames import AUTOCAST, NO_GRAD, autocast_dtype, is_false
 
 
@@ -122,6 +123,7 @@ class Extractor(cst.CSTVisitor):
         self._class_infos: list[ClassInfo | None] = []
         self._order = 0
         self._statement: cst.SimpleStatementLine | None = None
+        self._by_name = ImportsByName()
 
     # -- context -------------------------------------------------------------------------------
     def site(self) -> Site:
@@ -149,6 +151,9 @@ class Extractor(cst.CSTVisitor):
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         self.imports.add_import_from(node, self._function)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        self._by_name.bind(self.imports, self.calls)
 
     # -- definitions ---------------------------------------------------------------------------
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -394,6 +399,7 @@ class Extractor(cst.CSTVisitor):
         if len(targets) != 1 or "." in targets[0]:
             return
         name = targets[0]
+        self._by_name.note_assign(self._function, name, value, self.imports)
         # `is_log_step = (step + 1) % n == 0`: a test computed into a name (calls are not searched)
         if isinstance(value, (cst.BinaryOperation, cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)) and (
             has_modulo(value) or (not isinstance(value, cst.BinaryOperation) and self._is_gate(value))
@@ -466,6 +472,8 @@ class Extractor(cst.CSTVisitor):
             self._function.calls.append(call)
         if self._loop_stack:
             self._loop_stack[-1].direct_calls.append(call)
+        if method == "add_argument":
+            self._by_name.note_call(node)
 
 
 def _is_own_module(value: cst.BaseExpression) -> bool:

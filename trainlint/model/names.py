@@ -82,6 +82,8 @@ class ImportMap:
         self._aliased: dict[str, str] = {}  # module-level aliases seen so far ("" once given two values)
         # names imported inside a function: the functions (by id) that import each
         self._imported_within: dict[str, set[int]] = {}
+        # names a function binds to a module it imports by name (`importlib.import_module`): its own
+        self._modules_within: dict[tuple[int, str], str] = {}
 
     def own_name(self, func: cst.BaseExpression) -> str | None:
         """The name of this module that a callee spells: `f` for `f` and for `d2l.f` when `d2l` is
@@ -158,12 +160,25 @@ class ImportMap:
             return None
         return f"{target}.{rest}" if rest else target
 
+    def bind_module(self, local: str, module: str, within: object) -> None:
+        """`model = importlib.import_module("pointnet_cls")`: `local` names that module, in the function
+        `within` only (elsewhere the name is another variable), or in the whole module (None)."""
+        if within is None:
+            self._bind(local, module, None)
+        else:
+            self._modules_within[(id(within), local)] = module
+
     def resolve_in(self, expr: cst.BaseExpression, function: object, imported_before: str | None) -> str | None:
         """`resolve`, for a use in `function` that the imports read before it in the text resolve to
         `imported_before`: a name that function imports itself resolves as its own imports before
         the use say (`if cfg.a: from .a import Decoder; d = Decoder()` then `else: from .b import
-        Decoder; ...`), not as the last import of the module does."""
-        head = (dotted(expr) or "").partition(".")[0]
+        Decoder; ...`), not as the last import of the module does; a name it binds to a module
+        imported by name (`bind_module`), as that module."""
+        text = dotted(expr) or ""
+        head, _, rest = text.partition(".")
+        module = self._modules_within.get((id(function), head)) if function is not None and self._modules_within else None
+        if module is not None:
+            return f"{module}.{rest}" if rest else module
         if imported_before is not None and function is not None and id(function) in self._imported_within.get(head, ()):
             return imported_before
         return self.resolve(expr)

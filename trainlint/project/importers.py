@@ -14,6 +14,7 @@ from typing import Callable
 from trainlint.model.class_attributes import FLAG_ATTRIBUTES
 from trainlint.project.python_trees import python_tree, walk
 from trainlint.model.lattice import HOST, Kind, Value
+from trainlint.model.modules_by_name import modules_named
 from trainlint.model.saved_arguments import FRAME_READERS
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, registry_root
 from trainlint.project.outline_moves import moves_fact
@@ -119,6 +120,9 @@ def import_index(root: Path) -> ImportIndex:
                     named.update(dict.fromkeys((f"{module}.{w}" if module else w, level) for w in imported if w.isidentifier()))
                     if "\\" in rest:  # (names on the lines below: any module of that package)
                         named[(f"{module}.*" if module else "*", level)] = None
+            for imported in modules_named(text):  # `model = importlib.import_module(args.model)`
+                words.update(imported.split("."))
+                named[(imported, 0)] = None
             index.imports[file] = tuple(named)
             for word in words:
                 index.by_word.setdefault(word, []).append(file)
