@@ -334,6 +334,14 @@ def test_a_module_a_script_imports_by_the_name_its_option_defaults_to_is_called_
     assert tl401(project, ".") == [("weighing.py", 6, ["train.py:19"])]
     shown = trainlint(project, "train.py", "--show-imports").stdout.splitlines()
     assert shown[-1] == "importlib.import_module: weighing -> models/weighing.py", shown
+    # without a marker: the script that puts `models` on `sys.path` and imports its module makes the
+    # project; one putting another folder there imports no module of `models`
+    project = write(tmp_path / "bare", {"models/weighing.py": HELPER, "train.py": BY_NAME})
+    assert tl401(project, ".") == [("weighing.py", 6, ["train.py:19"])]
+    shown = trainlint(project, "models/weighing.py", "--show-imports").stdout.splitlines()
+    assert shown[1] == "project root = .  # the folder of train.py, which puts models on sys.path and imports it as weighing", shown
+    project = write(tmp_path / "other", {"models/weighing.py": HELPER, "train.py": BY_NAME.replace('"models"))', '"lib"))')})
+    assert tl401(project, ".") == []
     # a string written in the call names the module too
     literal = BY_NAME.replace("importlib.import_module(args.loss)", 'importlib.import_module("other")')
     project = write(tmp_path / "literal", {"models/weighing.py": quiet, "models/other.py": HELPER, "train.py": literal, "pyproject.toml": ""})

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainlint.model.modules_by_name import modules_named
 from trainlint.project.path_edits import path_edits
 from trainlint.reading import EXISTS, FOLDER, MAX_MODULE_BYTES, SKIPPED_FOLDERS, State, listing_state, module_code, probe_state, read_state
 
@@ -242,7 +243,7 @@ def _importing_folder(path: Path, root: Path, looked: list[State]) -> tuple[Path
             looked.extend(states)
             dotted = ".".join(parts)
             if dotted in imported:
-                return folder, f"the folder of {imported[dotted]}, which imports it as {dotted}"
+                return folder, f"the folder of {imported[dotted]}"
             if level == 0 and not _holds_modules(folder):  # (its listing, noted, says so)
                 return None  # a folder of projects (a downloads folder, /tmp), not one of code: no higher
     return None
@@ -251,7 +252,8 @@ def _importing_folder(path: Path, root: Path, looked: list[State]) -> tuple[Path
 def _folder_imports(folder: Path) -> tuple[dict[str, str], tuple[State, ...]]:
     """The dotted names the modules in `folder` and in its sub-folders one level down (scripts that
     put `folder` on `sys.path`, `scripts/train.py`) import absolutely (`from a.b import c`: a.b and
-    a.b.c), each with the first module importing it, and the states read (memoised)."""
+    a.b.c; `import c` with `folder/lib` put on `sys.path`: lib.c too), each with the first module
+    importing it and how, and the states read (memoised)."""
     known = _FOLDER_IMPORTS.get(folder)
     if known is not None:
         return known
@@ -270,6 +272,7 @@ def _folder_imports(folder: Path) -> tuple[dict[str, str], tuple[State, ...]]:
         if data is None or b"import" not in data:
             continue
         text = module_code(file.name, data)
+        found = modules_named(text)  # (`importlib.import_module(args.model)`)
         for match in IMPORT_TEXT.finditer(text):
             dots, module, listed = match.group(1, 2, 3)
             if dots:
@@ -277,13 +280,33 @@ def _folder_imports(folder: Path) -> tuple[dict[str, str], tuple[State, ...]]:
             if module:
                 rest = text[match.end():].lstrip(" \t")
                 rest = rest[1: rest.find(")")] if rest.startswith("(") else rest.split("\n", 1)[0]  # `import (a,\n b)`
-                found = [module, *(f"{module}.{n.strip().split(' as ')[0].strip()}" for n in rest.split(","))]
+                found += [module, *(f"{module}.{n.strip().split(' as ')[0].strip()}" for n in rest.split(","))]
             else:
-                found = [n.split(" as ")[0].strip() for n in listed.split(",")]
+                found += [n.split(" as ")[0].strip() for n in listed.split(",")]
+        name = file.relative_to(folder).as_posix()
+        for dotted in found:
+            imported.setdefault(dotted, f"{name}, which imports it as {dotted}")
+        for under in _edited_under(file, text, folder):  # a module of a folder it puts on `sys.path`
             for dotted in found:
-                imported.setdefault(dotted, file.relative_to(folder).as_posix())
+                imported.setdefault(f"{under}.{dotted}", f"{name}, which puts {under} on sys.path and imports it as {dotted}")
     known = _FOLDER_IMPORTS[folder] = (imported, tuple(looked))
     return known
+
+
+def _edited_under(file: Path, text: str, folder: Path) -> list[str]:
+    """The folders below `folder` that `file`'s `sys.path` edits put on the path, dotted from it
+    (`sys.path.append(os.path.join(ROOT, "models"))`, then `import pointnet_cls`: `models`)."""
+    if "sys.path" not in text:
+        return []
+    out: list[str] = []
+    for edited in (p for paths in path_edits(file, text) for p in paths):
+        try:
+            parts = edited.relative_to(folder).parts
+        except ValueError:
+            continue
+        if parts and all(part.isidentifier() for part in parts):
+            out.append(".".join(parts))
+    return out
 
 
 def _holds_modules(folder: Path) -> bool:
