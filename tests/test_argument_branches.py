@@ -80,11 +80,17 @@ def test_branches_no_step_call_takes_are_not_every_step(tmp_path: Path) -> None:
     found = [f for f in lint_tree(tmp_path, FLOWS) if f.startswith("tts/decoder.py")]
     assert found == [], found
     assert lint_tree(tmp_path, {}, paths=["tts/decoder.py"]) == []
+    # `!= None` tests the same as `is not None` for what the calls pass
+    compared = {**FLOWS, "tts/decoder.py": FLOWS["tts/decoder.py"].replace("if x_mask is not None:", "if x_mask != None:")}
+    assert [f for f in lint_tree(tmp_path, compared) if f.startswith("tts/decoder.py")] == []
 
 
 def test_a_step_call_passing_none_or_the_flag_keeps_the_findings(tmp_path: Path) -> None:
     files = dict(FLOWS)
     files["tts/model.py"] = FLOWS["tts/model.py"].replace("return self.decoder(y, y_mask)", "return self.decoder(y, None, reverse=True)")
+    found = [f for f in lint_tree(tmp_path, files) if f.startswith("tts/decoder.py")]
+    assert found == ["tts/decoder.py:11:TL406", "tts/decoder.py:24:TL406"], found
+    files["tts/decoder.py"] = FLOWS["tts/decoder.py"].replace("if x_mask is not None:", "if x_mask != None:")
     found = [f for f in lint_tree(tmp_path, files) if f.startswith("tts/decoder.py")]
     assert found == ["tts/decoder.py:11:TL406", "tts/decoder.py:24:TL406"], found
 

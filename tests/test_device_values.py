@@ -716,3 +716,29 @@ def test_a_host_tensor_built_and_moved_only_while_its_name_is_none_moves_once() 
     assert found(BASE_RATES.format(value="Variable(torch.FloatTensor(rates)).cuda() if br is None else br"), "TL406") == []
     # near miss: a flag chooses the branch on every step, and the host tensor crosses each time
     assert found(BASE_RATES.format(value="torch.FloatTensor(rates).cuda() if use_rates else br"), "TL406") == [10]
+
+
+NONE_TEST = """
+import torch
+
+model = torch.nn.Linear(4, 4).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    out = model(x.cuda())
+    loss = out.mean()
+    aux = out.std()
+    if aux != None:
+        loss = loss + aux
+    if loss > 10:
+        print("diverging")
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+def test_a_tensor_compared_with_none_is_no_read() -> None:
+    # torch gives up on `t != None` and Python compares identities: a bool, no sync; comparing the
+    # loss with a number still reads it
+    assert found(NONE_TEST, "TL401") == [NONE_TEST.splitlines().index("    if loss > 10:") + 1]
+    assert found(NONE_TEST.replace("aux != None", "aux == None"), "TL401") == [NONE_TEST.splitlines().index("    if loss > 10:") + 1]

@@ -93,14 +93,15 @@ def _passed_flags(model: "TrainingModel", fn: Function, name: str) -> list[str]:
 
 
 def _none_branch(model: "TrainingModel", fn: Function, test: cst.BaseExpression, body: bool) -> bool:
-    """Whether the branch (`body` or else) of `if <param> is [not] None:` is the one for None, and every
+    """Whether the branch (`body` or else) of `if <param> is [not] None:` (or `== None`) is the one for None, and every
     call of `fn`, in this module and every step call from other modules, passes something surely not None."""
     if not (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1):
         return False
     compared = test.comparisons[0]
     if not (isinstance(compared.comparator, cst.Name) and compared.comparator.value == "None"):
         return False
-    if not isinstance(compared.operator, (cst.Is, cst.IsNot)) or (isinstance(compared.operator, cst.Is) != body):
+    # (`if max_len == None:` tests the same, for the values a caller passes: numbers, tensors, objects)
+    if not isinstance(compared.operator, (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)) or (isinstance(compared.operator, (cst.Is, cst.Equal)) != body):
         return False
     return _never_none(model, fn, test.left.value)
 

@@ -14,10 +14,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from trainlint.model.lattice import (
-    ACCEL, ANNOTATED, BOOL, CYCLE, HOST, HOST_DATA, MANY_CLASSES, NAMESPACE, NONE, NUMBER, STRING, TENSOR, UNKNOWN, UNKNOWN_DEVICE, Kind,
-    Value, join, origins,
-)
+from trainlint.model.lattice import ACCEL, ANNOTATED, BOOL, CYCLE, HOST, HOST_DATA, MANY_CLASSES, NAMESPACE, NONE, NUMBER, STRING, TENSOR
+from trainlint.model.lattice import UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join, origins
 from trainlint.model.candidates import MAX_CANDIDATES
 from trainlint.model.arguments import argument_for, refinable, refines
 from trainlint.model.class_attributes import registered_buffers, torch_layer_parameter
@@ -108,6 +106,8 @@ class ValueModel(CallValues, CycleMemo):
                 return inner if inner.kind is Kind.TENSOR else BOOL
             return inner
         if kind is cst.Comparison:
+            if any(isinstance(c.comparator, cst.Name) and c.comparator.value == "None" for c in expr.comparisons):
+                return BOOL  # (`t != None`: torch gives up on None and Python compares identities, no read)
             sides = on_device_operands([self.of(expr.left, fn, at), *(self.of(c.comparator, fn, at) for c in expr.comparisons)])
             if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons):
                 # (`0 in mask`: a tensor's `__contains__` reads `(mask == 0).any()` on the host)
