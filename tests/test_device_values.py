@@ -742,3 +742,56 @@ def test_a_tensor_compared_with_none_is_no_read() -> None:
     # loss with a number still reads it
     assert found(NONE_TEST, "TL401") == [NONE_TEST.splitlines().index("    if loss > 10:") + 1]
     assert found(NONE_TEST.replace("aux != None", "aux == None"), "TL401") == [NONE_TEST.splitlines().index("    if loss > 10:") + 1]
+
+
+EQUAL_TEST = """
+import torch
+
+model = torch.nn.Linear(4, 4).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    out = model(x.cuda())
+    same = torch.equal(out, y.cuda())
+    if same:
+        continue
+    loss = out.mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+def test_torch_equal_reads_at_the_call_and_gives_a_python_bool() -> None:
+    # the translation tutorial's `self_attention = torch.equal(kv, q)`, then `if self_attention:`: the
+    # read is the call; the `if` tests a bool
+    at = EQUAL_TEST.splitlines().index("    same = torch.equal(out, y.cuda())") + 1
+    assert found(EQUAL_TEST, "TL401") == [at]
+    assert found(EQUAL_TEST.replace("torch.equal(", "torch.allclose("), "TL401") == [at]
+    # near miss: two host tensors compared read nothing on the accelerator
+    assert found(EQUAL_TEST.replace("torch.equal(out, y.cuda())", "torch.equal(x, y)"), "TL401") == []
+
+
+COUNTS = """
+import torch
+import torch.nn.functional as F
+
+model = torch.nn.Linear(4, 3).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+correct, total = 0, 0
+for x, y in loader:
+    out = model(x.cuda())
+    loss = F.cross_entropy(out, y.cuda())
+    correct += torch.eq(torch.max(out, dim=1)[1], y.cuda()).sum()
+    total += loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+def test_a_count_of_torch_eq_matches_holds_no_graph() -> None:
+    # DeepSORT's `sum_num += torch.eq(pred, labels).sum()`: comparisons (also torch's functions of
+    # them) record no graph; the loss added up does
+    assert found(COUNTS, "TL302") == [COUNTS.splitlines().index("    total += loss") + 1]
+    kept = COUNTS.replace("torch.eq(torch.max(out, dim=1)[1], y.cuda())", "torch.mul(out, 2)")
+    assert found(kept, "TL302") == [kept.splitlines().index("    correct += torch.mul(out, 2).sum()") + 1, kept.splitlines().index("    total += loss") + 1]

@@ -392,6 +392,11 @@ SAC_REPLAY = """
 def test_a_replay_batch_wrapped_by_a_legacy_constructor_is_data() -> None:
     # (the constants beside it, a list of numbers and a size, could be built on the device)
     assert _lines(SAC_REPLAY, "TL406") == [14, 15]
+    # the same batch wrapped by `torch.tensor(...)` (actor-critic course code: `states = T.tensor(states,
+    # dtype=T.float).to(self.actor.device)`), beside a table of numbers it builds
+    wrapped = SAC_REPLAY.replace("torch.FloatTensor(state_batch)", "torch.tensor(state_batch, dtype=torch.float)").replace(
+        "torch.FloatTensor(reward_batch)", "torch.tensor(reward_batch)").replace("torch.FloatTensor([0.5, 2.0])", "torch.tensor([0.5, 2.0])")
+    assert _lines(wrapped, "TL406") == [14, 15]
 
 
 # BCQ's shape: the buffer's own `sample` wraps rows of the arrays its `add` fills; the policy wraps the

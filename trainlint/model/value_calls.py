@@ -12,15 +12,13 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.arithmetic import arithmetic
-from trainlint.model.lattice import (
-    ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NAMESPACE_CLASSES, NUMBER, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join,
-)
+from trainlint.model.lattice import ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NAMESPACE_CLASSES, NUMBER, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join
 from trainlint.model.arguments import LambdaCalls, argument_for
 from trainlint.model.containers import MODULE_CONTAINERS, element_of, held_modules, namespace_value
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
 from trainlint.model.device_arguments import DeviceArguments, moved_to_device
 from trainlint.model.data_sources import ARRAY_METHODS, drawn, numpy_built, read_data
-from trainlint.model.environments import observed, wraps_data
+from trainlint.model.environments import wraps_data
 from trainlint.model.layer_swaps import parameter_free
 from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import (
@@ -36,11 +34,13 @@ TENSOR_NAMESPACES = ("torch", "torch.nn.functional", "torch.linalg", "torch.fft"
 NOT_TENSOR_FUNCTIONS = frozenset(
     """no_grad enable_grad inference_mode device dtype manual_seed seed compile numel typename save load
     is_tensor is_floating_point set_grad_enabled autocast get_default_dtype set_default_dtype
-    set_float32_matmul_precision use_deterministic_algorithms""".split()
+    set_float32_matmul_precision use_deterministic_algorithms equal allclose""".split()
 )
 # tensor methods whose result is a tensor on the receiver's device, keeping its graph
 # methods that only torch tensors have (numpy spells them as functions: `np.isfinite(a)`)
 TORCH_ONLY_METHODS = frozenset({"isfinite", "isnan", "isinf", "masked_fill", "unsqueeze"})
+# what these give (indices, comparisons, integers), as methods or torch's functions, carries no graph
+GRAPHLESS = frozenset("argmax argmin eq ne gt lt ge le isnan isinf isfinite long int bool round floor ceil".split())
 TENSOR_METHODS = frozenset(
     """sum mean clone float half bfloat16 double abs max min norm pow sqrt exp log std var view reshape
     squeeze unsqueeze argmax argmin eq ne gt lt ge le softmax log_softmax sigmoid tanh relu mul add sub
@@ -294,7 +294,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             return self._torch_function(last, call, fn, at)  # (one tensor, where its inputs are)
         if namespace in TENSOR_NAMESPACES and last[:1].islower():
             if last in NOT_TENSOR_FUNCTIONS or last.startswith(("is_", "get_", "set_", "_")):
-                return UNKNOWN if last not in ("is_tensor", "is_floating_point") else BOOL
+                return UNKNOWN if last not in ("is_tensor", "is_floating_point", "equal", "allclose") else BOOL
             return self._torch_function(last, call, fn, at)
         return None
 
@@ -308,7 +308,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
                 # a copy (or, for `as_tensor`, the tensor itself) where the data is, not the host
                 return Value(Kind.TENSOR, source.device, source.graph if name == "as_tensor" else False, dtype or source.dtype)
         if name in ("tensor", "as_tensor", "from_numpy") and call.args and (
-            self._iterated(call.args[0].value, fn, at) or observed(self.model, call.args[0].value, fn, at)
+            self._iterated(call.args[0].value, fn, at) or wraps_data(self.model, self.of, call.args[0].value, fn, at)
             or drawn(self.model, call.args[0].value, fn, at) or (name != "from_numpy" and read_data(self.model, self.of, call.args[0].value, fn, at))
         ):
             # `for x, y in zip(xs, ys): torch.tensor(x).to("cuda")`: the batch the loop draws (as a loader's)
@@ -351,7 +351,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         out = arithmetic(tensors)
         if any(e.kind not in (Kind.TENSOR, Kind.NUMBER) for e in elements):
             out = replace(out, origin=None)  # `torch.cat([torch.ones(b, 1), data])`: not host-built only
-        return replace(out, dtype=dtype or out.dtype)
+        return replace(out, dtype=dtype or out.dtype, graph=False if name in GRAPHLESS else out.graph)
 
     def _iterated(self, expr: cst.BaseExpression, fn: "Function | None", at: "Site | None") -> bool:
         """A name bound by an enclosing `for` loop's target (and not reassigned since)."""
@@ -387,7 +387,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
                 out = base
                 if method in ("half", "float", "bfloat16", "double"):
                     out = replace(out, dtype={"half": "float16", "float": "float32", "double": "float64"}.get(method, method))
-                if method in ("argmax", "argmin", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "long", "int", "bool", "round", "floor", "ceil"):
+                if method in GRAPHLESS:
                     out = replace(out, graph=False)
                 return out
             return UNKNOWN

@@ -23,7 +23,7 @@ from trainlint.rules.rule import Finding, Rule, shorten
 
 HOST_COPIES = frozenset({"cpu", "numpy", "to"})
 CONVERSIONS = frozenset({"float", "int", "bool"})
-MATH_TESTS = frozenset({"math.isfinite", "math.isnan", "math.isinf"})
+HOST_TESTS = frozenset({"math.isfinite", "math.isnan", "math.isinf", "torch.equal", "torch.allclose"})  # (a Python bool of the values)
 ORDERING_BUILTINS = frozenset({"max", "min", "sorted"})
 MODULE_RECEIVER_WORDS = frozenset({"model", "net", "module", "network", "self"})
 # nn.Module's own API, which no tensor has: what they are called on is a module
@@ -42,7 +42,7 @@ class HostSyncInStep(Rule):
     per_step = True
     why = (
         "CUDA kernels run asynchronously: the host queues work and races ahead. Reading a tensor's value on "
-        "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`, `if t:`, a slice bound (`x[:, :max_len]` with `max_len` a 0-dim device tensor, turned into an int by `__index__`), Python's `max()`/`min()` over a tensor or a list of tensors or with a tensor among their arguments (`max(torch.norm(y) ** 2, 1e-6)`), a tensor given for a count such as `torch.topk`'s `k`, printing or "
+        "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`, `if t:`, a slice bound (`x[:, :max_len]` with `max_len` a 0-dim device tensor, turned into an int by `__index__`), Python's `max()`/`min()` over a tensor or a list of tensors or with a tensor among their arguments (`max(torch.norm(y) ** 2, 1e-6)`), a tensor given for a count such as `torch.topk`'s `k`, `torch.equal(a, b)` and `torch.allclose(a, b)` (a Python bool: the `if` testing it reads nothing more), printing or "
         "formatting it (an f-string, `.format`, or `%` in any call's argument: `pbar.set_postfix(loss='%.3f' % loss)`), or a module's lambda shim doing one of these, as d2l's `d2l.to(x, d2l.cpu())`) makes the host wait until every queued kernel has finished, so the GPU idles while "
         "the next step is prepared. Once per step this costs a few to tens of milliseconds; torchtune "
         "measured 40-50 ms of `cudaStreamSynchronize` per step from one `loss.item()`. What is read is "
@@ -418,7 +418,7 @@ for x, y in loader:
             return f"`{shorten(code(call.node), 60)}`, whose size is a tensor on the device that torch reads,"
         if call.name in ORDERING_BUILTINS and call.qualname is None and _orders_tensors(model, call, site):
             return f"`{shorten(code(call.node), 60)}`, which compares tensors on the host,"
-        if call.qualname in MATH_TESTS and call.node.args and _device_tensor(model.value(call.node.args[0].value, site)):
+        if call.qualname in HOST_TESTS and any(a.keyword is None and _device_tensor(model.value(a.value, site)) for a in call.node.args):
             return f"`{shorten(code(call.node), 60)}`"
         keyword, count = _count_argument(call)
         if count is not None and _device_tensor(model.value(count, site)):
