@@ -365,3 +365,25 @@ def test_the_module_an_option_names_is_read_from_text_as_from_the_tree() -> None
     assert modules_named(text.replace("default='unet'", "default=None")) == []
     assert modules_named("x = importlib.import_module('models.' + name)\n") == []  # (built at run time: not known)
     assert modules_named("x = import_module('loss.vgg')\n") == ["loss.vgg"]
+
+
+def test_a_module_bound_by_name_at_module_level_leaves_a_parameter_of_that_name_alone() -> None:
+    import libcst
+
+    from trainlint.model import TrainingModel
+
+    source = textwrap.dedent("""
+        import argparse
+        import importlib
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--net", default="nets")
+        model = importlib.import_module("nets")
+        net = model.build()
+
+
+        def train(model, x):
+            return model.forward(x)
+    """)
+    calls = {c.node.func.attr.value: c.qualname for c in TrainingModel.build(libcst.parse_module(source)).calls if isinstance(c.node.func, libcst.Attribute)}
+    assert calls["build"] == "nets.build" and calls["forward"] is None, calls

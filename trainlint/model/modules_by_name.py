@@ -94,6 +94,7 @@ class ImportsByName:
             if module is None:
                 continue
             imports.bind_module(name, module, function)
-            for call in function.calls if function is not None else calls:
+            # (a module-level binding: the module's own statements; in a function the name may be a parameter)
+            for call in function.calls if function is not None else [c for c in calls if c.site.function is None]:
                 if call.qualname is None and (dotted(call.node.func) or "").partition(".")[0] == name:
                     call.qualname = imports.resolve_in(call.node.func, function, None)
