@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from trainlint.model.names import dotted
+from trainlint.model.torchnames import literal_string as _string
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Call
@@ -59,13 +60,6 @@ def module_named(argument: cst.BaseExpression, defaults: dict[str, str]) -> str 
     if text is None and isinstance(argument, cst.Attribute) and isinstance(argument.value, cst.Name):
         text = defaults.get(argument.attr.value) or None
     return text if text is not None and all(part.isidentifier() for part in text.split(".")) else None
-
-
-def _string(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
 
 
 class ImportsByName:
