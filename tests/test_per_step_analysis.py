@@ -979,6 +979,32 @@ def test_code_past_a_continue_of_its_block_never_runs():
     assert sync_lines(code) == [15]
 
 
+def test_a_branch_a_constant_test_rules_out_never_runs():
+    # a switch edited by hand (a script export's `if True:` keeping the greedy branch): the other branch
+    # never runs; a name holding the constant is a switch the run may flip, and stays flagged
+    code = """
+    import torch
+    use_teacher = True
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        if True:
+            total = loss.detach()
+        elif use_teacher:
+            print(loss.item())
+        else:
+            total += loss.item()
+        if 0:
+            print(loss.item())
+        if use_teacher:
+            pass
+        else:
+            print(loss.item())
+        loss.backward()
+        optimizer.step()
+    """
+    assert sync_lines(code) == [17]
+
+
 def test_code_past_a_conditional_continue_still_runs():
     code = """
     import torch

@@ -6,7 +6,7 @@ import libcst as cst
 
 from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Return, Site, WithItem
 from trainlint.model.gates import (
-    child_nodes, has_modulo, is_first_value_test, is_gate_test, is_inference_only_test, is_lazy_init_test, is_sentinel_test,
+    child_nodes, constant_test, has_modulo, is_first_value_test, is_gate_test, is_inference_only_test, is_lazy_init_test, is_sentinel_test,
     is_training_test, mostly_true,
 )
 from trainlint.model.names import ImportMap, dotted
@@ -190,15 +190,8 @@ class Extractor(cst.CSTVisitor):
             if p.default is not None:
                 defaults[p.name.value] = p.default
         fn = Function(
-            node=node,
-            name=node.name.value,
-            class_name=cls[0] if cls else None,
-            class_bases=cls[1] if cls else (),
-            decorators=tuple(decorators),
-            params=params,
-            annotations=annotations,
-            defaults=defaults,
-            parent=self._function,
+            node=node, name=node.name.value, class_name=cls[0] if cls else None, class_bases=cls[1] if cls else (),
+            decorators=tuple(decorators), params=params, annotations=annotations, defaults=defaults, parent=self._function,
         )
         self.functions.append(fn)
         info = self._class_infos[-1] if self._class_infos and cls else None
@@ -264,7 +257,7 @@ class Extractor(cst.CSTVisitor):
         self.conditions.append(Condition(node.test, "if", self.site()))
 
     def visit_If_body(self, node: cst.If) -> None:
-        gate = (self._is_gate(node.test) or is_lazy_init_test(node.test, self.cached_globals) or is_inference_only_test(node.test)
+        gate = (self._is_gate(node.test) or constant_test(node.test) is False or is_lazy_init_test(node.test, self.cached_globals) or is_inference_only_test(node.test)
                 or is_first_value_test(node, self._loop_stack[-1].node if self._loop_stack else None) or is_sentinel_test(node))
         self._gates.append(len(self._loop_stack) if gate else -1)
         self._gate_nodes.append(node)
@@ -279,9 +272,15 @@ class Extractor(cst.CSTVisitor):
 
     def visit_If_orelse(self, node: cst.If) -> None:
         self._else_of.append(node)
+        if constant_test(node.test) is True:  # (`if True: ... elif ...: ... else: ...`: neither ever runs)
+            self._gates.append(len(self._loop_stack))
+            self._gate_nodes.append(None)
 
     def leave_If_orelse(self, node: cst.If) -> None:
         self._else_of.pop()
+        if constant_test(node.test) is True:
+            self._gates.pop()
+            self._gate_nodes.pop()
 
     # an `else:` block is conditional too (it runs only when the test fails): a gate on `if self.training:`
     def visit_Else(self, node: cst.Else) -> None:

@@ -285,6 +285,16 @@ def is_training_test(test: cst.BaseExpression) -> bool:
     return _training_flag(test)
 
 
+def constant_test(test: cst.BaseExpression) -> bool | None:
+    """`if True:` / `if 1:` (True), `if False:` / `if 0:` (False): a test written as a constant, whose
+    other branch never runs (a switch edited by hand); None for any other test."""
+    if isinstance(test, cst.Name) and test.value in ("True", "False"):
+        return test.value == "True"
+    if isinstance(test, cst.Integer):
+        return test.evaluated_value != 0
+    return None
+
+
 def _presence_test(test: cst.BaseExpression) -> bool:
     """`if log_writer is not None:`: whether an object was configured, true on every step or none."""
     return _compares_with_none(test, cst.IsNot)

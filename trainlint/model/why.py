@@ -20,6 +20,7 @@ from trainlint.model.gates import (
     _is_threshold,
     _presence_test,
     child_nodes,
+    constant_test,
     gate_words,
     has_modulo,
     is_inference_only_test,
@@ -65,6 +66,8 @@ def gate_reason(model: TrainingModel, test: cst.BaseExpression, line_of: LineOf)
         return "it builds what is missing (`... is None`): its body runs once, not every step"
     if sentinel_compared(test) is not None:
         return "it compares with the negative value the state starts at, which its body sets: it runs on the first call only"
+    if constant_test(test) is False:
+        return "its test is a constant false: its body never runs"
     if is_inference_only_test(test) or is_training_test(test):
         return "what runs while `self.training` (or a flag named for training, `is_train`) is false is the inference or evaluation path, which training steps do not take"
     if has_modulo(test) and not mostly_true(test) and not _presence_test(test):

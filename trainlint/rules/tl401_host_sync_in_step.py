@@ -132,7 +132,7 @@ for step, (x, y) in enumerate(loader):
         "`for block in self.blocks: x = block(x)` and `self.layers[i](x)` over an `nn.ModuleList` (built from a list, or "
         "appended to), `self.body(x)` of an `nn.Sequential(*stages)`; a model restored with `torch.load` on one path and "
         "built from a project class on another runs that class's `forward`. Code past a `return`, `raise`, `continue` or "
-        "`break` of its block never runs and is not flagged. Not flagged: such an object with more than three candidate classes (a dict of objects subscripted by an option, `heads[cfg.head]`, too), a "
+        "`break` of its block never runs and is not flagged, nor does a branch a constant test rules out (the `elif` and `else` of `if True:`, the body of `if False:` or `if 0:`; a name holding the constant is a switch and rules out nothing). Not flagged: such an object with more than three candidate classes (a dict of objects subscripted by an option, `heads[cfg.head]`, too), a "
         "container holding more than four classes of module, a "
         "class the dict, the registry or the base does not hold, and the override of a subclass the project never "
         "builds while it builds others of that base (named nowhere but in imports and `class` statements)."
