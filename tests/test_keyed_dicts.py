@@ -112,3 +112,42 @@ def test_keys_are_kept_through_a_join_with_an_unknown_and_lost_with_other_keys()
     assert (keyed | UNKNOWN).keyed("a") == Value(Kind.MODULE, origin="m.py::A")
     other = Value(Kind.COLLECTION, origin="namespace", items=(Value(Kind.MODULE, origin="m.py::B"),), keys=("b",))
     assert (keyed | other).keys is None and (keyed | other).items is None
+
+
+def test_namespaces_a_factory_returns_in_a_tuple_hold_wrapped_models_under_their_keys(tmp_path: Path) -> None:
+    # StarGAN v2's build_model: each network wrapped in `nn.DataParallel`, kept in two namespaces (the
+    # trained nets and their moving averages) returned together, unpacked into attributes, and handed to
+    # a loss function that calls the one it names
+    models = MODELS.replace("text_encoder = TextEncoder()", "text_encoder = nn.DataParallel(TextEncoder())").replace(
+        "        nets = Munch(text_encoder=text_encoder, decoder=decoder)\n        return nets",
+        "        nets = Munch(text_encoder=text_encoder, decoder=decoder)\n        nets_ema = Munch(decoder=decoder)\n        return nets, nets_ema",
+    )
+    train = """
+        import torch
+        from torch import nn
+
+        from nets.models import build_model
+
+
+        class Solver(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.nets, self.nets_ema = build_model()
+                self.opt = torch.optim.Adam(self.nets.decoder.parameters())
+
+            def train(self, loader):
+                nets = self.nets
+                for x, lengths in loader:
+                    x, lengths = x.cuda(), lengths.cuda()
+                    loss = compute_loss(nets, x, lengths)
+                    self.opt.zero_grad()
+                    loss.backward()
+                    self.opt.step()
+
+
+        def compute_loss(nets, x, lengths):
+            return nets.{key}.mean()
+    """
+    files = {"nets/__init__.py": "", "nets/models.py": models}
+    assert "nets/models.py:13:TL406" in lint_tree(tmp_path, {**files, "train.py": train.replace("{key}", "text_encoder(x, lengths)")})
+    assert "nets/models.py:13:TL406" not in lint_tree(tmp_path, {**files, "train.py": train.replace("{key}", "decoder(x)")})

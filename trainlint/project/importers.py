@@ -194,7 +194,7 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
         if isinstance(d, ast.Call) and len(d.args) == 1 and not d.keywords and _dotted(ast.unparse(d.func)) and _dotted(ast.unparse(d.args[0]))
     )
     torch_names = {name for name, full in imported.items() if full == "torch"}
-    returns = ReturnedClasses(factories, classes, exports, path)
+    returns = ReturnedClasses(factories, classes, exports, path, imported)
     for node, owner in factories if path else ():
         returned = returns.of(node, owner) or _returned_host_tensor(node, torch_names)
         if returned is None:

@@ -9,7 +9,7 @@ import ast
 
 from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, NAMESPACE, NAMESPACE_CLASSES, UNKNOWN, Kind, Value, join, origins
 from trainlint.model.summary import ClassSummary
-from trainlint.model.torchnames import MODULE_MOVES
+from trainlint.model.torchnames import MODULE_MOVES, MODULE_WRAPPERS
 from trainlint.project.outline_effects import bound_targets, imported_names, own_statements_from
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -26,9 +26,12 @@ class Imported(ast.expr):
 class ReturnedClasses:
     """The returns of a module's factories, each read once (a factory may call another)."""
 
-    def __init__(self, factories: list[tuple[Function, str]], classes: dict[str, ClassSummary], exports: dict[str, str], path: str) -> None:
+    def __init__(
+        self, factories: list[tuple[Function, str]], classes: dict[str, ClassSummary], exports: dict[str, str], path: str, imported: dict[str, str]
+    ) -> None:
         self._classes = classes
         self._exports = exports
+        self._imported = imported  # (`import torch.nn as nn`: "nn" -> "torch.nn")
         self._path = path
         self._functions = {node.name: node for node, owner in factories if not owner}  # (called by bare name)
         self._known: dict[int, Value | None] = {}
@@ -68,8 +71,9 @@ class ReturnedClasses:
             return None
         items: list[Value] = []
         for index in range(places.pop()):
+            keyed = self._namespace(returned[0][0].elts[index], returned[0][1]) if len(returned) == 1 else None  # type: ignore[attr-defined]
             found = [self._built(value.elts[index], reaching) for value, reaching in returned]  # type: ignore[attr-defined]
-            items.append((_one_of(found) if all(found) else None) or UNKNOWN)  # type: ignore[arg-type]
+            items.append(keyed or (_one_of(found) if all(found) else None) or UNKNOWN)  # type: ignore[arg-type]
         if all(item is UNKNOWN for item in items):
             return None
         return Value(Kind.COLLECTION, HOST, element=join(items), items=tuple(items))
@@ -94,9 +98,9 @@ class ReturnedClasses:
     def _built(self, value: ast.expr, reaching: Bindings) -> list[tuple[str, Value]] | None:
         """The objects `value` may be, each with the name it is sorted by; None when one is unknown."""
         out: list[tuple[str, Value]] = []
-        value = _unmoved(value)
+        value = self._unwrapped(value)
         calls = reaching.get(value.id, [ast.Constant(None)]) if isinstance(value, ast.Name) else [value]
-        for call in [made for call in calls for made in _table_entries(_unmoved(call), reaching)]:
+        for call in [made for call in calls for made in _table_entries(self._unwrapped(call), reaching)]:
             name = call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else None
             imported = [b.spelled for b in reaching.get(name, ()) if isinstance(b, Imported)] if name is not None else []  # type: ignore[attr-defined]
             if imported and len(imported) == len(reaching[name]):  # (imported in the function, on each path)
@@ -113,6 +117,24 @@ class ReturnedClasses:
             else:
                 return None
         return out
+
+
+    def _unwrapped(self, value: ast.expr) -> ast.expr:
+        """`nn.DataParallel(MappingNetwork(...)).to(device)`: the module a wrapper (`MODULE_WRAPPERS`)
+        runs, whose `forward` a call of the wrapper runs; moved or not."""
+        value = _unmoved(value)
+        while isinstance(value, ast.Call) and value.args and self._spelled(value.func) in MODULE_WRAPPERS:
+            value = _unmoved(value.args[0])
+        return value
+
+    def _spelled(self, func: ast.expr) -> str | None:
+        """`nn.DataParallel` as the module's imports spell it in full ("torch.nn.DataParallel")."""
+        if isinstance(func, ast.Name):
+            return self._exports.get(func.id) or self._imported.get(func.id)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            base = func.value.id
+            return f"{self._imported.get(base) or self._exports.get(base) or base}.{func.attr}"
+        return None
 
 
 def _unmoved(value: ast.expr) -> ast.expr:
