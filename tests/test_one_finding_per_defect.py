@@ -368,3 +368,55 @@ def test_a_host_copy_under_a_mode_the_caller_chooses_is_no_read_of_the_call(tmp_
         """),
     })
     assert findings(tmp_path, ["train.py", "assign.py"], "TL401") == {}
+
+
+def test_a_forward_handing_a_passed_tensor_to_a_reading_helper_is_reported_in_the_forward(tmp_path: Path) -> None:
+    # simple-faster-rcnn's trainer: its `forward`, called by `train_step` with the batch the script moved,
+    # hands an element of it to `at.tonumpy`, which copies it to the host. A module's forward hands its
+    # reads on to nobody, so the read is reported there (not at the script's call, nor nowhere)
+    write(tmp_path, {
+        "utils/__init__.py": "",
+        "utils/array_tool.py": """
+        import numpy as np
+        import torch
+
+
+        def tonumpy(data):
+            if isinstance(data, np.ndarray):
+                return data
+            return data.detach().cpu().numpy()
+    """,
+        "trainer.py": """
+        import torch
+        from torch import nn
+        from utils import array_tool as at
+
+
+        class Trainer(nn.Module):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+                self.optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+
+            def forward(self, imgs, bboxes):
+                bbox = bboxes[0]
+                boxes = at.tonumpy(bbox)
+                return self.net(imgs).sum()
+
+            def train_step(self, imgs, bboxes):
+                self.optimizer.zero_grad()
+                loss = self.forward(imgs, bboxes)
+                loss.backward()
+                self.optimizer.step()
+    """,
+        "train.py": """
+        from trainer import Trainer
+
+
+        def train(model, loader):
+            trainer = Trainer(model).cuda()
+            for img, bbox in loader:
+                trainer.train_step(img.cuda(), bbox.cuda())
+    """,
+    })
+    assert list(findings(tmp_path, ["train.py", "trainer.py", "utils/array_tool.py"])) == ["trainer.py:15:TL401"]

@@ -167,8 +167,9 @@ def passes_device_tensor(model: TrainingModel, call: Call, summary: FunctionSumm
     for given in read_arguments(call.node, summary):
         value = model.value(given, site)
         # (what the function reads is a tensor, so a batch moved to the device is one: `y.cuda()`)
+        # (a module's `forward` hands nothing on to its callers: its reads stay where its code is)
         if (device_tensor(value) or (summary.read_parameters and moved_to_device(value))) and not (
-            site.function is not None and callers_report(model, site.function, given, site)
+            site.function is not None and site.function.name != "forward" and callers_report(model, site.function, given, site)
         ):
             return True
     return False
