@@ -420,3 +420,27 @@ def test_a_forward_handing_a_passed_tensor_to_a_reading_helper_is_reported_in_th
     """,
     })
     assert list(findings(tmp_path, ["train.py", "trainer.py", "utils/array_tool.py"])) == ["trainer.py:15:TL401"]
+
+
+def test_the_message_of_a_statement_of_reading_calls_names_the_others_inside_the_clause() -> None:
+    found = lint("""
+        import torch
+
+
+        def to_np(t):
+            return t.detach().cpu().numpy()
+
+
+        model = torch.nn.Linear(2, 2).cuda()
+        opt = torch.optim.SGD(model.parameters())
+        for x, y in loader:
+            x, y = x.cuda(), y.cuda()
+            loss = model(x).sum()
+            a, b = to_np(x), to_np(y)
+            loss.backward()
+            opt.step()
+    """, "TL401")
+    assert [d.message for d in found] == [
+        "`to_np(x)`, which reads its tensor arguments on the host (`to_np` in train.py) (and, in the same statement, "
+        "`to_np(y)`), synchronises the host with the GPU on every training step"
+    ]

@@ -478,14 +478,13 @@ def _one_per_statement(model: TrainingModel, syncs: list[_Sync], headers: dict[i
         group.sort(key=lambda s: s.site.order)
         first = group[0]
         others = [f"`{shorten(model.module.code_for_node(s.node), 40)}`" for s in group[1:]]
-        also = ""
-        if others:
-            named = ", ".join(others[:-1]) + (" and " if len(others) > 1 else "") + others[-1]
-            also = f" (and, in the same statement, {named})"
+        named = ", ".join(others[:-1]) + (" and " if len(others) > 1 else "") + (others[-1] if others else "")
+        also = f" (and, in the same statement, {named})" if others else ""
         kinds = {s.kind for s in group}
         kind = "host copy" if kinds == {"host copy"} else "value read"
+        described = f"{first.described[:-1]}{also}," if first.described.endswith(",") else first.described + also  # ("`f(x)`, which ...,")
         yield Finding(
-            first.node, f"{first.described}{also} synchronises the host with the GPU on every training step",
+            first.node, f"{described} synchronises the host with the GPU on every training step",
             facts={"kind": kind, **({"syncs": len(group)} if others else {})},
         )
 
