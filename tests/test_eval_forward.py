@@ -467,6 +467,25 @@ def test_an_action_helper_under_no_grad_or_giving_back_what_trains_records_nothi
     assert lines(differentiable, "TL303") == []
 
 
+def test_an_action_helper_counting_its_calls_still_keeps_no_graph():
+    # TD3's `choose_action` counts the steps it acted (`self.time_step += 1`): a number kept on the agent,
+    # no graph; near miss: a helper keeping its output on the agent (`self.last = out`) keeps the graph
+    counting = ACTING.replace("        return self.actor(state).cpu().data.numpy().flatten()",
+                              "        self.time_step += 1\n        self.noise = max(0.1, self.noise * 0.99)\n        return self.actor(state).cpu().data.numpy().flatten()")
+    assert lines(counting, "TL303") == [18, 31]
+    keeping = ACTING.replace("        return self.actor(state).cpu().data.numpy().flatten()",
+                             "        self.last = self.actor(state)\n        return self.last.cpu().data.numpy().flatten()")
+    assert lines(keeping, "TL303") == [18]
+    # nor one handing its output to an object it holds, or differentiating it (in a function nested in it)
+    handed = ACTING.replace("        return self.actor(state).cpu().data.numpy().flatten()",
+                            "        out = self.actor(state)\n        self.memory.store(out)\n        return out.cpu().data.numpy().flatten()")
+    assert lines(handed, "TL303") == [18]
+    differentiated = ACTING.replace("        return self.actor(state).cpu().data.numpy().flatten()", (
+        "        def hvp(y, w):\n            return torch.autograd.grad(y, w, create_graph=True)[0]\n"
+        "        out = self.actor(state)\n        h = hvp(out.sum(), self.actor.weight)\n        return h.detach().cpu().numpy()"))
+    assert lines(differentiated, "TL303") == [18]
+
+
 def test_a_loss_module_given_an_output_made_under_no_grad_records_nothing():
     # WideResNet's `validate`: `with torch.no_grad(): output = model(input)`, then `loss = criterion(output,
     # target)` outside it; the loss has no parameters and its input no graph. Near miss: a loss module that

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 import libcst as cst
 
-from trainlint.model.facts import Call, Function
+from trainlint.model.facts import Call, Function, Site
 from trainlint.model.arguments import argument_for
 from trainlint.model.containers import is_empty_list
 from trainlint.model.lattice import Kind, origins
@@ -394,21 +394,35 @@ def _freezes(statement: cst.BaseSmallStatement, name: str) -> bool:
     return False
 
 
-def prediction_forward(model: "TrainingModel", fn: Function, storing: set[Function | None]) -> Call | None:
+def stores_graph(model: "TrainingModel", fn: Function) -> bool:
+    """Whether `fn` keeps what may carry a graph beyond the call: on an object or in an item (`self.cache
+    = out`; a number, a flag or a string stored, `self.time_step += 1`, keeps none), put in a parameter or an
+    attribute (`outputs.append(y)`), handed to a method of an object it holds (`self.gpt.store_prefix_emb(emb)`),
+    or differentiated (a backward, `autograd.grad`, also in a function nested in it: `def hvp(y, w, v)`)."""
+    def graph(expr: cst.BaseExpression | None, site: "Site") -> bool:
+        return expr is None or model.value(expr, site).kind not in NOT_DIFFERENTIABLE
+    def kept(c: Call) -> bool:
+        if c.method in ("append", "extend", "insert", "update", "add", "put"):
+            return "." in (c.receiver_text or ".") or (c.receiver_text or "") in fn.params
+        return c.discarded and (c.receiver_text or "").startswith("self.") and any(graph(a.value, c.site) for a in c.node.args)
+    nested = [c for f in model.functions if f.parent is fn for c in f.calls]
+    return any(any("." in t or "[" in t for t in a.targets) and graph(a.value, a.site) for a in model.assigns if a.site.function is fn) or any(
+        model.is_backward(c) or c.qualname == "torch.autograd.grad" or (c.site.function is fn and kept(c)) for c in (*fn.calls, *nested)
+    )
+
+
+def prediction_forward(model: "TrainingModel", fn: Function) -> Call | None:
     """A function that runs a module and gives back only what no backward can reach (`argmax`
     labels, strings, numbers): a prediction helper (`predict_sentiment`, a greedy decoder). Its
-    first forward pass outside no_grad, or None. The module is one by its value; the function
-    stores nothing on objects and fills no argument, so its graphs die unused (`storing`: the
-    functions that assign to an attribute or an item)."""
-    if not fn.return_facts or any(_stores(fn, c) for c in fn.calls):
+    first forward pass outside no_grad, or None. The module is one by its value; the function stores
+    nothing that may carry a graph (`stores_graph`) and fills no argument, so its graphs die unused."""
+    if not fn.return_facts:
         return None
     for ret in fn.return_facts:
         value = model.value(ret.value, ret.site) if ret.value is not None else None
         if value is not None and not (value.graph is False or value.kind in NOT_DIFFERENTIABLE or _filled_with_predictions(model, fn, ret.value)):
             return None
-    if fn in storing:
-        return None  # `self.cache = out`: kept beyond the call
-    return first_forward(model, fn)
+    return None if stores_graph(model, fn) else first_forward(model, fn)  # (`self.cache = out`: kept beyond the call)
 
 
 def _filled_with_predictions(model: "TrainingModel", fn: Function, returned: cst.BaseExpression | None) -> bool:
@@ -427,13 +441,13 @@ def _filled_with_predictions(model: "TrainingModel", fn: Function, returned: cst
     )
 
 
-def step_prediction(model: "TrainingModel", fn: Function, storing: set[Function | None]) -> Call | None:
+def step_prediction(model: "TrainingModel", fn: Function) -> Call | None:
     """A helper the step runs every time that trains nothing and gives back only predictions (a
     policy's `select_action`, the action handed to the environment): its forward pass outside
     no_grad, whose graph no backward reaches, or None."""
     if function_trains(model, fn) or model.under_no_grad_everywhere(fn) or inside_forward(model, fn):
         return None
-    return prediction_forward(model, fn, storing)
+    return prediction_forward(model, fn)
 
 
 def inside_forward(model: "TrainingModel", fn: Function) -> bool:
@@ -444,13 +458,6 @@ def inside_forward(model: "TrainingModel", fn: Function) -> bool:
         return False
     callers = [c.site.function for c in model.calls if fn in model.callees(c)]
     return bool(callers) and all(f is not None and f.class_name == fn.class_name and f.name == "forward" for f in callers)
-
-
-def _stores(fn: Function, call: Call) -> bool:
-    """`outputs.append(y)` on a parameter or an attribute: what is put there outlives the call."""
-    if call.method not in ("append", "extend", "insert", "update", "add", "put") or call.site.function is not fn:
-        return False
-    return "." in (call.receiver_text or ".") or (call.receiver_text or "") in fn.params
 
 
 def last_mode(receiver: str, call: Call, switches: list[Call]) -> bool | None:

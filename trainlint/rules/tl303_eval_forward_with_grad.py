@@ -131,7 +131,7 @@ def evaluate(model, loader):
         "mode (`.eval()`, `.train(False)`) and run, in the function that switched it, in a helper its caller "
         "switched it for, or in a loop of a training driver that validates between epochs; or a prediction "
         "helper: a function that runs a module (known as one by its value) and gives back only what no backward "
-        "can reach (`argmax` labels, strings, numbers, a list it fills with host arrays), keeping nothing on objects or in its arguments (a module run by name, `encoder.forward(x)`, runs as `encoder(x)` does), also one the training loop runs every step and that trains nothing (a policy's `select_action` returning `self.actor(state).cpu().data.numpy().flatten()`, a DQN's own `act` running `self.forward(state)` for the action the loop hands the environment). A "
+        "can reach (`argmax` labels, strings, numbers, a list it fills with host arrays), keeping nothing that may carry a graph on objects, in its arguments or in an object it holds (`self.memory.store(out)`), and differentiating nothing (a backward or `torch.autograd.grad`, also in a function nested in it; a counter or a setting it updates, `self.time_step += 1`, keeps no graph) (a module run by name, `encoder.forward(x)`, runs as `encoder(x)` does), also one the training loop runs every step and that trains nothing (a policy's `select_action` returning `self.actor(state).cpu().data.numpy().flatten()`, a DQN's own `act` running `self.forward(state)` for the action the loop hands the environment). A "
         "submodule of a module switched to eval mode is in eval mode (`net.eval()`, then `net.decoder(x)`). "
         "A loop of the script itself that runs a module, trains nothing and keeps only what no backward can reach (labels, host arrays, numbers) is a prediction loop. "
         "The script's top level (a notebook's cells) is evaluation code like a function's body: its first forward in a loop, of a module it switched to eval mode, outside `no_grad`, in no loop that backpropagates, is reported; one forward outside any loop (a model file's `if __name__ == \"__main__\":` self-check) is a demonstration. "
@@ -344,7 +344,6 @@ def train(model, ema, loader, valid_batches, optimizer):
         if model.is_test_code or grad_off_everywhere(model):
             return  # a test suite's inference checks; a module that turned autograd off at its top level
         switches, frozen = _switches(model), frozen_modules(model)
-        storing = {a.site.function for a in model.assigns if any("." in t or "[" in t for t in a.targets)}
         sites: dict[Function, list[Call]] = {}  # the calls of each function of this module
         for call in model.calls if switches else ():
             callee = model.callee(call)
@@ -363,7 +362,7 @@ def train(model, ema, loader, valid_batches, optimizer):
         for fn in model.functions:
             if fn in model.step_functions:
                 # (run every step: a helper giving back only predictions, `select_action`, still records a graph)
-                forward = step_prediction(model, fn, storing)
+                forward = step_prediction(model, fn)
                 if forward is not None:
                     yield Finding(forward.node, f"forward pass in `{fn.name}` records an autograd graph: it returns only predictions, which no backward can reach")
                 continue
@@ -377,7 +376,7 @@ def train(model, ema, loader, valid_batches, optimizer):
                 continue
             here, by_callers = evaluated_here(fn, switches), _evaluated_by_callers(fn, sites.get(fn, ()), switches)
             if not here and not by_callers:
-                forward = prediction_forward(model, fn, storing)
+                forward = prediction_forward(model, fn)
                 if forward is not None and not inside_forward(model, fn):
                     yield Finding(forward.node, f"forward pass in `{fn.name}` records an autograd graph: it returns only predictions, which no backward can reach")
                     continue
