@@ -5,7 +5,7 @@ tensor that is updated in place (torchtitan's valid-token count). Each has its n
 
 from __future__ import annotations
 
-from tests.helpers import lint
+from tests.helpers import lines, lint
 
 
 def _lines(code: str, rule: str) -> list[int]:
@@ -513,3 +513,42 @@ ROLLOUT = """
 
 def test_observations_and_flags_an_environment_or_a_buffer_gave_wrapped_by_legacy_constructors_are_data() -> None:
     assert _lines(ROLLOUT, "TL406") == [17, 32]
+
+
+# YOLOv6's ComputeLoss: a plain object (no nn.Module) keeps its DFL projection as an `nn.Parameter` built
+# on the host; nothing moves it with a model, so `self.proj.to(pred.device)` copies it every step
+KEPT_PARAMETER = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ComputeLoss{base}:
+    def __init__(self, reg_max=16):
+        {init}self.reg_max = reg_max
+        self.proj = nn.Parameter(torch.linspace(0, reg_max, reg_max + 1), requires_grad=False)
+
+    def {call}(self, pred):
+        n = pred.shape[0]
+        return F.softmax(pred.view(n, 4, self.reg_max + 1), dim=-1).matmul(self.proj.to(pred.device)).sum()
+
+
+criterion = ComputeLoss()
+model = nn.Linear(4, 68).cuda()
+for x in loader:
+    loss = criterion(model(x.cuda()))
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_parameter_a_plain_object_keeps_on_the_host_is_copied_every_step() -> None:
+    code = KEPT_PARAMETER.format(base="", init="", call="__call__")
+    assert lines(code, "TL406") == [14]
+
+
+def test_a_parameter_of_a_module_moves_with_it() -> None:
+    # near miss: in an nn.Module, `.cuda()` on the module moves its parameters once
+    code = KEPT_PARAMETER.format(base="(nn.Module)", init="super().__init__()\n        ", call="forward").replace(
+        "criterion = ComputeLoss()", "criterion = ComputeLoss().cuda()")
+    assert lines(code, "TL406") == []

@@ -13,12 +13,13 @@ import libcst as cst
 
 from trainlint.model.arguments import argument_for
 from trainlint.model.arithmetic import built_on_host
-from trainlint.model.lattice import HOST, Value
+from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value, join
+from trainlint.model.module_classes import PARAMETER_CLASSES
 from trainlint.model.names import dotted
 from trainlint.model.walk import iter_nodes
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Call, Loop, Site
+    from trainlint.model.facts import Assign, Call, Loop, Site
     from trainlint.model.training import TrainingModel
 
 
@@ -34,12 +35,30 @@ def kept_on_host(model: "TrainingModel", call: "Call", value: Value) -> str | No
     fn = call.site.function
     if not text or text.count(".") != 1 or not text.startswith("self.") or fn is None or fn.class_name is None:
         return None
+    assigns = model.attribute_assigns(fn.class_name, text)
+    if value.kind is Kind.MODULE and value.origin in PARAMETER_CLASSES:
+        value = _parameter_data(model, fn.class_name, assigns)
     if not value.is_tensor or value.device != HOST:
         return None
-    assigns = model.attribute_assigns(fn.class_name, text)
     if not assigns or any(a.site.function in model.step_functions or a.site.loops for a in assigns):
         return None  # (rebuilt every step, or in a loop: not one kept tensor)
     return text
+
+
+def _parameter_data(model: "TrainingModel", class_name: str, assigns: "list[Assign]") -> Value:
+    """What `self.proj = nn.Parameter(torch.linspace(0, n, n + 1), requires_grad=False)` wraps, in a
+    class that is no `nn.Module` (a loss object): nothing moves it with a model, so it stays where it
+    was built. Unknown in a module, whose `.to(device)` moves its parameters."""
+    info = model.local_class(class_name)
+    if info is None or model.is_module_class(info) or not assigns:
+        return UNKNOWN
+    wrapped = []
+    for a in assigns:
+        call = a.value
+        if not (isinstance(call, cst.Call) and model.imports.resolve(call.func) in PARAMETER_CLASSES and call.args and call.args[0].keyword is None):
+            return UNKNOWN
+        wrapped.append(model.value(call.args[0].value, a.site))
+    return join(wrapped)
 
 
 def kept_array_passed(model: "TrainingModel", call: "Call") -> tuple[str, str] | None:

@@ -214,7 +214,7 @@ class HostTensorMovedPerStep(Rule):
         "host-to-device copy that blocks the host - every step. The tuning guide: \"Instead of calling "
         "torch.rand(size).cuda() ... produce the output directly on the target device\"; the profiler's "
         "ExtraCUDACopyPattern reports exactly this. A table an object keeps on the host (a NumPy schedule "
-        "built in `__init__`) crosses again at every call that moves it, also through a helper it is "
+        "built in `__init__`, or an `nn.Parameter` a plain object that is no `nn.Module` keeps: nothing moves it with a model) crosses again at every call that moves it, also through a helper it is "
         "passed to (`_extract_into_tensor(self.sqrt_alphas_cumprod, t, shape)`, whose "
         "`th.from_numpy(arr).to(device=t.device)` is reported with the attribute): register it as a buffer. "
         "A tensor built on either path by a factory (`torch.rand(n) * 2 - 1` or `torch.randn(n)`) is built on "
