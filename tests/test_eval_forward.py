@@ -28,6 +28,42 @@ def test_an_evaluation_loop_inside_a_training_driver():
     assert lines(DRIVER, "TL303") == [14]
 
 
+def test_a_method_of_the_switched_module_asked_for_its_device_is_no_forward():
+    # continual-learning's estimate_kfac_fisher: after the loop that backpropagates per sample, a loop moves
+    # the factors it kept with `.to(self._device())`; neither the move nor `_device()` runs the module
+    code = """
+    import torch
+    from torch import nn
+
+
+    class Learner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+
+        def _device(self):
+            return next(self.parameters()).device
+
+        def classify(self, x):
+            return self.fc(x).argmax(1)
+
+        def estimate(self, loader, factors):
+            self.eval()
+            for x, y in loader:
+                loss = torch.nn.functional.cross_entropy(self.fc(x.to(self._device())), y)
+                self.zero_grad()
+                loss.backward()
+            for label in factors:
+                a = factors[label]["A"].to(self._device())
+                b = self.classify(factors[label]["B"])
+            self.train()
+    """
+    # (the near miss: `self.classify(x)`, a method given a tensor, is judged on its own; a forward of a
+    # switched model's method given a batch, `valid_model.classify(x)`, is still a forward)
+    assert lines(code, "TL303") == []
+    assert lines(DRIVER.replace("valid_model(valid_data[i : i + 512])", "valid_model.classify(valid_data[i : i + 512])"), "TL303") == [14]
+
+
 def test_each_forward_a_graph_starts_from_is_reported_and_not_those_fed_by_one():
     # test-time augmentation: the model runs on the images and on their mirror images, two graphs
     tta = DRIVER.replace(
@@ -647,3 +683,29 @@ def test_a_helper_returning_another_context_or_one_that_may_record_does_not():
         "with _get_no_grad_ctx_mgr():", "with _get_no_grad_ctx_mgr(True):"
     )
     assert lines(given, "TL303") == [17]
+
+
+def test_a_forward_whose_graph_a_method_differentiates_is_no_evaluation():
+    # FROMP's optimizer: it switches the model to eval mode, runs it on the memorable points and hands the
+    # loss to its own `cac_grad`, which calls `torch.autograd.grad`: the graph is used. Near miss: the
+    # same loop keeping only the detached predictions records a graph for nothing
+    code = """
+    import torch
+
+
+    class Fromp(torch.optim.Optimizer):
+        def cac_grad(self, loss, params):
+            return torch.autograd.grad(loss, params, retain_graph=True)
+
+        def init_context(self, points):
+            self.model.eval()
+            kept = []
+            for x in points:
+                logits = self.model(x.cuda())
+                kept.append(logits.detach())
+                grad = self.cac_grad(logits.sum(), list(self.model.parameters()))
+            self.model.train()
+            return kept
+    """
+    assert lines(code, "TL303") == []
+    assert lines(code.replace("                grad = self.cac_grad(logits.sum(), list(self.model.parameters()))\n", ""), "TL303") == [13]

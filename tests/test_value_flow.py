@@ -825,3 +825,28 @@ def test_an_optimizer_handed_to_apex_fp16_optimizer_keeps_fp32_master_weights() 
     assert found(APEX_FP16, "TL101") == [] and found(APEX_FP16, "TL104") == []
     plain = APEX_FP16.replace("optimizer = FP16_Optimizer(optimizer, dynamic_loss_scale=True)", "pass")
     assert found(plain, "TL101") == [7] and found(plain, "TL104") == [9]
+
+
+def test_a_tensor_computed_where_autograd_is_off_carries_no_graph():
+    # a Fisher estimate: the class weights are computed under no_grad, the gradients detached, so the
+    # running sum keeps no graph; near misses: the weights computed with autograd on, and `enable_grad()`
+    # inside the no_grad block, which turns it back on
+    code = """
+    import torch
+    import torch.nn.functional as F
+    model = torch.nn.Linear(4, 3).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    fisher = 0
+    for x, y in loader:
+        output = model(x.cuda())
+        with torch.no_grad():
+            weights = F.softmax(output, dim=1)
+        loss = F.cross_entropy(output, y.cuda())
+        loss.backward()
+        optimizer.step()
+        fisher += weights[0][0] * (model.weight.grad.detach() ** 2)
+    """
+    assert lines(code, "TL302") == []
+    assert lines(code.replace("        with torch.no_grad():\n            weights", "        weights"), "TL302") == [13]
+    enabled = code.replace("            weights = F.softmax", "            with torch.enable_grad():\n                weights = F.softmax")
+    assert lines(enabled, "TL302") == [15]

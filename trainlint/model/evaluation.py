@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 import libcst as cst
 
-from trainlint.model.facts import Call, Function, Site
+from trainlint.model.facts import Call, Function
+from trainlint.model.graph_uses import NOT_DIFFERENTIABLE, differentiates, stores_graph
 from trainlint.model.arguments import argument_for
 from trainlint.model.containers import is_empty_list
 from trainlint.model.lattice import Kind, origins
@@ -18,10 +19,6 @@ from trainlint.model.value_calls import MODULE_API_METHODS
 
 if TYPE_CHECKING:
     from trainlint.model.training import TrainingModel
-
-# what no backward can reach
-NOT_DIFFERENTIABLE = frozenset({Kind.STRING, Kind.NUMBER, Kind.BOOL, Kind.NONE, Kind.HOST_ARRAY})
-
 
 def grad_disabled(fn: Function | None, call: Call, model: "TrainingModel | None" = None) -> bool:
     """Whether the last `torch.set_grad_enabled(...)` before `call` in its scope (`fn`, or the script's
@@ -84,8 +81,9 @@ def _own_forward(model: "TrainingModel", fn: Function, call: Call) -> bool:
 
 
 def trains_any(model: "TrainingModel", calls: "Iterable[Call]") -> bool:
-    """Whether one of these calls backpropagates, steps an optimizer, or runs a function that trains."""
-    return any(model.is_backward(c) or model.is_optimizer_step(c) or call_trains(model, c) for c in calls)
+    """Whether one of these calls backpropagates (also with `torch.autograd.grad`), steps an optimizer, or
+    runs a function that trains."""
+    return any(model.is_backward(c) or model.is_optimizer_step(c) or differentiates(model, c) or call_trains(model, c) for c in calls)
 
 
 def discarded_by_callers(model: "TrainingModel", fn: Function, sites: "Iterable[Call]") -> Call | None:
@@ -392,23 +390,6 @@ def _freezes(statement: cst.BaseSmallStatement, name: str) -> bool:
             and call.args[0].value.value == "False"
         )
     return False
-
-
-def stores_graph(model: "TrainingModel", fn: Function) -> bool:
-    """Whether `fn` keeps what may carry a graph beyond the call: on an object or in an item (`self.cache
-    = out`; a number, a flag or a string stored, `self.time_step += 1`, keeps none), put in a parameter or an
-    attribute (`outputs.append(y)`), handed to a method of an object it holds (`self.gpt.store_prefix_emb(emb)`),
-    or differentiated (a backward, `autograd.grad`, also in a function nested in it: `def hvp(y, w, v)`)."""
-    def graph(expr: cst.BaseExpression | None, site: "Site") -> bool:
-        return expr is None or model.value(expr, site).kind not in NOT_DIFFERENTIABLE
-    def kept(c: Call) -> bool:
-        if c.method in ("append", "extend", "insert", "update", "add", "put"):
-            return "." in (c.receiver_text or ".") or (c.receiver_text or "") in fn.params
-        return c.discarded and (c.receiver_text or "").startswith("self.") and any(graph(a.value, c.site) for a in c.node.args)
-    nested = [c for f in model.functions if f.parent is fn for c in f.calls]
-    return any(any("." in t or "[" in t for t in a.targets) and graph(a.value, a.site) for a in model.assigns if a.site.function is fn) or any(
-        model.is_backward(c) or c.qualname == "torch.autograd.grad" or (c.site.function is fn and kept(c)) for c in (*fn.calls, *nested)
-    )
 
 
 def prediction_forward(model: "TrainingModel", fn: Function) -> Call | None:

@@ -110,6 +110,12 @@ class Site:
     def innermost_loop(self) -> Loop | None:
         return self.loops[-1] if self.loops else None
 
+    @property
+    def grad_off(self) -> bool:
+        """Under `torch.no_grad()` or `inference_mode()` (a decorator too), with no `enable_grad()` inside it."""
+        modes = [w.kind for w in self.withs if w.kind in ("no_grad", "enable_grad")]
+        return bool(modes) and modes[-1] == "no_grad"
+
 
 @dataclass(eq=False)
 class Call:

@@ -51,6 +51,10 @@ class Value:
         """The value a dict (or a namespace) holds under a constant key, where it is known."""
         return self.items[self.keys.index(key)] if self.keys is not None and self.items is not None and key in self.keys else None
 
+    def without_graph(self) -> "Value":
+        """The value made where autograd is off (`torch.no_grad()`): a tensor without a graph."""
+        return replace(self, graph=False) if self.kind is Kind.TENSOR and self.graph is not False else self
+
     @property
     def on_host(self) -> bool:
         """Known not to live on an accelerator: reading it waits for nothing."""

@@ -77,8 +77,8 @@ class ValueModel(CallValues, CycleMemo):
             return value
         if kind is cst.Attribute:
             return self._attribute(expr, fn, at)
-        if kind is cst.Call:
-            return self._call(expr, fn, at)
+        if kind is cst.Call:  # (a tensor computed where autograd is off carries no graph)
+            return self._call(expr, fn, at).without_graph() if at is not None and at.grad_off else self._call(expr, fn, at)
         if kind is cst.Subscript:
             base = self.of(expr.value, fn, at)
             if base.kind is Kind.TENSOR:

@@ -14,6 +14,7 @@ from trainlint.model.evaluation import (
     decoding_forward, discarded_by_callers, evaluated_here, frozen_modules, grad_disabled, grad_off_everywhere, inside_forward, last_mode,
     prediction_forward, prediction_loop_forwards, runs_module, step_list_evaluations, step_prediction, trains_any,
 )
+from trainlint.model.graph_uses import differentiates
 from trainlint.model.modes import loop_ancestors
 from trainlint.model.modes import function_trains as _trains
 from trainlint.model.modes import mode_switch as _mode
@@ -123,12 +124,12 @@ def evaluate(model, loader):
 """
     not_flagged = (
         "Evaluation under `no_grad`/`inference_mode` (a `with` block, also of a function of the module that returns `torch.no_grad()` and on its other paths only a context that does nothing, as `with _get_no_grad_ctx_mgr():` whose helper gives `contextlib.suppress()` to PyTorch before 0.4, a decorator, a module that turns autograd off at its top level with `torch.set_grad_enabled(False)` under no test and never on again, or every call site inside "
-        "one, or in a function of the module whose every call site is: `with torch.no_grad(): run_clip(...)`, whose `run_clip` runs the forward through `run_tiles`), loops that backpropagate (meta-learning, adversarial evaluation, fine-tuning with batch-norm "
+        "one, or in a function of the module whose every call site is: `with torch.no_grad(): run_clip(...)`, whose `run_clip` runs the forward through `run_tiles`), loops that backpropagate (also through `torch.autograd.grad`, directly or in a method of the module: FROMP's `self.cac_grad(loss, outputs)`; meta-learning, adversarial evaluation, fine-tuning with batch-norm "
         "statistics frozen by `eval()`), a loss or layer without parameters given an output made under `no_grad` (`with torch.no_grad(): output = model(x)`, then `criterion(output, y)`), modules frozen with `requires_grad_(False)` or by a loop setting `requires_grad = False` on each of their parameters (`for k, v in model.named_parameters(): v.requires_grad = False`; a loop that freezes some, under an `if`, freezes none), a module switched back "
         "with `.train()`, a library's evaluation hooks, which it runs without grad (`validation_step` of a "
         "`LightningModule`, `evaluate`/`prediction_step` of an HF or trl `Trainer`: known from the class's bases, "
         "not the method's name), code that never runs (past an early `return` of its block, or in an `except` handler), and test code (`tests/`, `test_*.py`). Evaluation is found by what the code does: a module switched to eval "
-        "mode (`.eval()`, `.train(False)`) and run, in the function that switched it, in a helper its caller "
+        "mode (`.eval()`, `.train(False)`) and run (not a method of it given nothing, `self._device()`, nor one of this module), in the function that switched it, in a helper its caller "
         "switched it for, or in a loop of a training driver that validates between epochs; or a prediction "
         "helper: a function that runs a module (known as one by its value) and gives back only what no backward "
         "can reach (`argmax` labels, strings, numbers, a list it fills with host arrays), keeping nothing that may carry a graph on objects, in its arguments or in an object it holds (`self.memory.store(out)`), and differentiating nothing (a backward or `torch.autograd.grad`, also in a function nested in it; a counter or a setting it updates, `self.time_step += 1`, keeps no graph) (a module run by name, `encoder.forward(x)`, runs as `encoder(x)` does), also one the training loop runs every step and that trains nothing (a policy's `select_action` returning `self.actor(state).cpu().data.numpy().flatten()`, a DQN's own `act` running `self.forward(state)` for the action the loop hands the environment). A "
@@ -368,8 +369,8 @@ def train(model, ema, loader, valid_batches, optimizer):
                 continue
             if fn.class_name and library_step_hook(fn.name, model.class_bases(fn), LIBRARY_NO_GRAD_HOOKS):
                 continue  # a library's evaluation hook, which the library runs under no_grad
-            if _trains(model, fn):
-                # a driver that trains and evaluates: its evaluation loops, where it switches a module to eval
+            if _trains(model, fn) or any(differentiates(model, c) for c in fn.calls):
+                # a driver that trains (or differentiates) and evaluates: its evaluation loops, where it switches a module to eval
                 yield from self._evaluation_loops(model, fn, switches, frozen)
                 continue
             if model.under_no_grad_everywhere(fn):
@@ -437,6 +438,7 @@ def train(model, ema, loader, valid_batches, optimizer):
         or before it with no switch back), outside no_grad and without backpropagating. Each forward a
         graph starts from is reported (test-time augmentation runs the model twice); one fed by another's
         output is part of that graph."""
+        switched = {s.receiver_text for s in switches}
         for loop in model.loops:
             if loop.function is not fn or loop.is_step:
                 continue
@@ -451,6 +453,8 @@ def train(model, ema, loader, valid_batches, optimizer):
                 callee = dotted(call.node.func) or ""
                 if model.under(call.site, "no_grad") or grad_disabled(fn, call) or last_mode(callee, call, switches) is not False:
                     continue
+                if callee not in switched and not _module_forward(model, call, callee) and (not call.node.args or model.callee(call) is not None):
+                    continue  # (`self._device()`, `self.model._device()`: a method of the module switched, no forward)
                 if callee in frozen or model.value(call.node, call.site).graph is False:
                     continue
                 if any(outputs & model.roots_of(a.value, fn) for a in call.node.args) or call.site.statement in sources:
