@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 import libcst as cst
 
 from trainlint.model.facts import Call, Function
-from trainlint.model.graph_uses import NOT_DIFFERENTIABLE, differentiates, stores_graph
+from trainlint.model.graph_uses import NOT_DIFFERENTIABLE, differentiates, graphs_used
 from trainlint.model.arguments import argument_for
 from trainlint.model.containers import is_empty_list
 from trainlint.model.lattice import Kind, origins
@@ -395,15 +395,15 @@ def _freezes(statement: cst.BaseSmallStatement, name: str) -> bool:
 def prediction_forward(model: "TrainingModel", fn: Function) -> Call | None:
     """A function that runs a module and gives back only what no backward can reach (`argmax`
     labels, strings, numbers): a prediction helper (`predict_sentiment`, a greedy decoder). Its
-    first forward pass outside no_grad, or None. The module is one by its value; the function stores
-    nothing that may carry a graph (`stores_graph`) and fills no argument, so its graphs die unused."""
+    first forward pass outside no_grad, or None. The module is one by its value; the function neither keeps
+    what may carry a graph nor differentiates it (`graphs_used`), so its graphs die unused."""
     if not fn.return_facts:
         return None
     for ret in fn.return_facts:
         value = model.value(ret.value, ret.site) if ret.value is not None else None
         if value is not None and not (value.graph is False or value.kind in NOT_DIFFERENTIABLE or _filled_with_predictions(model, fn, ret.value)):
             return None
-    return None if stores_graph(model, fn) else first_forward(model, fn)  # (`self.cache = out`: kept beyond the call)
+    return None if graphs_used(model, fn) else first_forward(model, fn)
 
 
 def _filled_with_predictions(model: "TrainingModel", fn: Function, returned: cst.BaseExpression | None) -> bool:

@@ -28,11 +28,12 @@ def differentiates(model: "TrainingModel", call: Call) -> bool:
     return callee is not None and any(c.qualname in GRADIENT_FUNCTIONS for c in callee.calls)
 
 
-def stores_graph(model: "TrainingModel", fn: Function) -> bool:
-    """Whether `fn` keeps what may carry a graph beyond the call: on an object or in an item (`self.cache
-    = out`; a number, a flag or a string stored, `self.time_step += 1`, keeps none), put in a parameter or an
-    attribute (`outputs.append(y)`), handed to a method of an object it holds (`self.gpt.store_prefix_emb(emb)`),
-    or differentiated (a backward, `autograd.grad`, also in a function nested in it: `def hvp(y, w, v)`)."""
+def graphs_used(model: "TrainingModel", fn: Function) -> bool:
+    """Whether the graphs `fn` records are used: it keeps what may carry one beyond the call, on an object
+    or in an item (`self.cache = out`; a number, a flag or a string stored, `self.time_step += 1`, keeps none),
+    in a parameter or an attribute (`outputs.append(y)`), or by handing it to a method of an object it holds
+    (`self.gpt.store_prefix_emb(emb)`); or it differentiates it (a backward, `autograd.grad`, also in a
+    function nested in it: `def hvp(y, w, v)`)."""
 
     def graph(expr: cst.BaseExpression | None, site: "Site") -> bool:
         return expr is None or model.value(expr, site).kind not in NOT_DIFFERENTIABLE
