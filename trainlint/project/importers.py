@@ -18,7 +18,7 @@ from trainlint.model.modules_by_name import modules_named
 from trainlint.model.saved_arguments import FRAME_READERS
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, registry_root
 from trainlint.project.outline_moves import moves_fact
-from trainlint.project.outline_effects import add_effects, bound_targets as _targets, explicit_parameters, imported_names, own_statements as _own_statements
+from trainlint.project.outline_effects import add_effects, bound_targets as _targets, explicit_parameters, imported_names, own_statements as _own_statements, spelled as _spelled
 from trainlint.project.outline_returns import ReturnedClasses
 from trainlint.project.roots import IMPORT_TEXT
 from trainlint.project.watching import note, unwatched
@@ -321,19 +321,6 @@ def _returned_host_tensor(fn: ast.FunctionDef | ast.AsyncFunctionDef, torch_name
 
 def _dotted(text: str) -> bool:
     return all(part.isidentifier() for part in text.split("."))
-
-
-def _spelled(base: str, exports: dict[str, str], imported: dict[str, str]) -> str:
-    """A base class as the module's imports spell it in full (`TrainerModel` imported from `trainer`:
-    "trainer.TrainerModel"); a name the module defines itself stays bare (also as `d2l.Module` where
-    `d2l = sys.modules[__name__]`, which `imported` maps to "")."""
-    head, _, rest = base.partition(".")
-    if imported.get(head) == "" and rest:
-        return rest
-    full = exports.get(head) or imported.get(head)
-    if full is None:
-        return base
-    return f"{full}.{rest}" if rest else full
 
 
 def _self_calls(method: ast.FunctionDef | ast.AsyncFunctionDef, methods: set[str]) -> tuple[str, ...]:

@@ -69,6 +69,20 @@ def imported_names(node: ast.ImportFrom) -> list[tuple[str, str]]:
     ]
 
 
+def spelled(base: str, exports: dict[str, str], imported: dict[str, str]) -> str:
+    """A name (a base class, a called wrapper) as the module's imports spell it in full (`TrainerModel`
+    imported from `trainer`: "trainer.TrainerModel"; `nn.DataParallel`: "torch.nn.DataParallel"); a name the
+    module defines itself stays bare (also as `d2l.Module` where `d2l = sys.modules[__name__]`, which
+    `imported` maps to "")."""
+    head, _, rest = base.partition(".")
+    if imported.get(head) == "" and rest:
+        return rest
+    full = exports.get(head) or imported.get(head)
+    if full is None:
+        return base
+    return f"{full}.{rest}" if rest else full
+
+
 def explicit_parameters(fn: Function, method: bool) -> list[str]:
     """A function's positional parameters as summaries count them: a method's without `self`."""
     params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]

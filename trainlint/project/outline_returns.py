@@ -10,7 +10,7 @@ import ast
 from trainlint.model.lattice import HOST, MAX_ALTERNATIVES, NAMESPACE, NAMESPACE_CLASSES, UNKNOWN, Kind, Value, join, origins
 from trainlint.model.summary import ClassSummary
 from trainlint.model.torchnames import MODULE_MOVES, MODULE_WRAPPERS
-from trainlint.project.outline_effects import bound_targets, imported_names, own_statements_from
+from trainlint.project.outline_effects import bound_targets, imported_names, own_statements_from, spelled
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 Bindings = dict[str, list[ast.expr]]
@@ -104,7 +104,7 @@ class ReturnedClasses:
             name = call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else None
             imported = [b.spelled for b in reaching.get(name, ()) if isinstance(b, Imported)] if name is not None else []  # type: ignore[attr-defined]
             if imported and len(imported) == len(reaching[name]):  # (imported in the function, on each path)
-                out.extend((spelled, Value(Kind.OBJECT, origin=spelled)) for spelled in imported)
+                out.extend((full, Value(Kind.OBJECT, origin=full)) for full in imported)
             elif name is not None and name in self._classes:
                 out.append((name, Value(self._classes[name].kind, origin=f"{self._path}::{name}")))
             elif name is not None and name in self._exports:
@@ -123,18 +123,9 @@ class ReturnedClasses:
         """`nn.DataParallel(MappingNetwork(...)).to(device)`: the module a wrapper (`MODULE_WRAPPERS`)
         runs, whose `forward` a call of the wrapper runs; moved or not."""
         value = _unmoved(value)
-        while isinstance(value, ast.Call) and value.args and self._spelled(value.func) in MODULE_WRAPPERS:
+        while isinstance(value, ast.Call) and value.args and spelled(ast.unparse(value.func), self._exports, self._imported) in MODULE_WRAPPERS:
             value = _unmoved(value.args[0])
         return value
-
-    def _spelled(self, func: ast.expr) -> str | None:
-        """`nn.DataParallel` as the module's imports spell it in full ("torch.nn.DataParallel")."""
-        if isinstance(func, ast.Name):
-            return self._exports.get(func.id) or self._imported.get(func.id)
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-            base = func.value.id
-            return f"{self._imported.get(base) or self._exports.get(base) or base}.{func.attr}"
-        return None
 
 
 def _unmoved(value: ast.expr) -> ast.expr:
@@ -179,9 +170,9 @@ def _returns(fn: Function) -> list[tuple[ast.expr, Bindings]]:
                 value = node.value if node.value is not None else ast.Constant(None)
                 returned.append((value, dict(last) if node is statement else bound))
             elif isinstance(node, ast.ImportFrom) and node.names[0].name != "*":
-                for name, spelled in imported_names(node):
-                    bound.setdefault(name, []).append(Imported(spelled=spelled))
-                    last[name] = [Imported(spelled=spelled)] if node is statement else [*last.get(name, ()), Imported(spelled=spelled)]
+                for name, full in imported_names(node):
+                    bound.setdefault(name, []).append(Imported(spelled=full))
+                    last[name] = [Imported(spelled=full)] if node is statement else [*last.get(name, ()), Imported(spelled=full)]
             elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 moved = _unmoved(node.value)
                 if moved is not node.value and isinstance(moved, ast.Name) and moved.id == node.targets[0].id:
