@@ -116,6 +116,52 @@ def test_enumerating_a_device_tensor_gives_numbers_and_rows() -> None:
     assert found(code.replace("float(l)", "l"), "TL401") == []
 
 
+CAPTION_LENGTHS = """
+import torch
+
+def train(model, loader, optimizer, device, pad):
+    for images, captions in loader:
+        images, captions = images.to(device), captions.to(device)
+        loss = model(images, captions)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        words = 0
+        for caption in {captions}:
+            for token in caption:
+                if int(token) != pad:
+                    words += 1
+"""
+
+
+def test_rows_of_a_batch_moved_to_the_device_are_read_one_by_one() -> None:
+    # Show, Attend and Tell's caption lengths: each token of the caption batch on the device, turned into an int
+    assert found(CAPTION_LENGTHS.format(captions="captions"), "TL401") == [14]
+
+
+def test_rows_of_the_batch_copied_back_once_are_host_numbers() -> None:
+    assert found(CAPTION_LENGTHS.format(captions="captions.cpu()"), "TL401") == [12]
+
+
+def test_the_keys_of_a_batch_object_moved_to_the_device_are_strings() -> None:
+    # an HF BatchEncoding moved whole: iterating it gives its keys
+    code = """
+    import torch
+
+    def train(model, loader, optimizer, device):
+        for batch in loader:
+            batch = batch.to(device)
+            loss = model(**batch).loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            for key in batch:
+                if key == "labels":
+                    print(key)
+    """
+    assert found(code, "TL401") == []
+
+
 # -- 3. a custom autograd function applied in a module's forward runs every step --------------------
 BUCKETIZE = """
 import torch

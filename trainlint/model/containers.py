@@ -11,7 +11,7 @@ from typing import Any, Callable
 import libcst as cst
 
 from trainlint.model.gates import child_nodes, isinstance_tests
-from trainlint.model.lattice import HOST, NAMESPACE, UNKNOWN, Kind, Value, join
+from trainlint.model.lattice import ACCEL, HOST, NAMESPACE, UNKNOWN, Kind, Value, join
 
 DICT = "dict"  # the origin of a dict literal: its subscript is one value, chosen by its key
 from trainlint.model.names import dotted, target_names
@@ -93,8 +93,9 @@ def element_of(iterable: Value) -> Value:
         return iterable
     if iterable.kind is Kind.HOST_ARRAY:  # (an array's rows: arrays, on the host)
         return iterable
-    if iterable.kind is Kind.UNKNOWN and iterable.device == HOST:  # (`for n in lengths.cpu():`)
-        return Value(Kind.UNKNOWN, HOST)
+    if iterable.kind is Kind.UNKNOWN and iterable.device in (HOST, ACCEL):
+        # (`for n in lengths.cpu():`; `for row in y:` of `y = y.to(device)`: rows there too)
+        return Value(Kind.UNKNOWN, iterable.device)
     return UNKNOWN
 
 

@@ -103,24 +103,38 @@ def discarded_by_callers(model: "TrainingModel", fn: Function, sites: "Iterable[
 
 
 def prediction_loop_forwards(model: "TrainingModel", frozen: set[str]) -> Iterator[Call]:
-    """A loop of the script itself (a notebook's test-set loop) that runs a module, trains nothing, and
-    keeps only what no backward can reach (`preds.extend(y_hat.argmax(1).cpu().numpy())`)."""
+    """A loop that runs a module, trains nothing, and keeps only what no backward can reach
+    (`preds.extend(y_hat.argmax(1).cpu().numpy())`): one of the script itself (a notebook's test-set
+    loop), or the outermost such loop of a function that trains (a periodic test inside the step
+    loop, `if episode % 5000 == 0: for i in range(TEST_EPISODE): ...`)."""
+    trained = {id(loop): trains_any(model, (c for c in model.calls if loop in c.site.loops)) for loop in model.loops}
     for loop in model.loops:
-        if loop.function is not None or loop.is_step or loop.parent is not None:
+        if loop.is_step or trained[id(loop)]:
             continue
+        if loop.function is None:
+            if loop.parent is not None:
+                continue
+        elif not function_trains(model, loop.function) or (loop.parent is not None and not trained[id(loop.parent)]):
+            continue  # (a function that trains nothing is judged whole; an inner loop with its outer one)
         inside = [c for c in model.calls if loop in c.site.loops]
-        if trains_any(model, inside):
-            continue
         forwards = [
             c for c in inside
             if not model.under(c.site, "no_grad") and (dotted(c.node.func) or "") not in frozen
             and model.value(c.node.func, c.site).kind is Kind.MODULE and model.value(c.node, c.site).graph is not False
+            and not _scores_graphless(model, c)
         ]
         kept = [model.value(c.node.args[0].value, c.site) for c in inside if c.method in ("append", "extend", "insert", "add") and c.node.args]
         kept += [model.value(a.value, a.site) for a in model.assigns if a.op is not None and loop in a.site.loops]
         if forwards and kept and all(v.graph is False or v.kind in NOT_DIFFERENTIABLE for v in kept):
-            if not grad_disabled(None, forwards[0], model):
+            if not grad_disabled(loop.function, forwards[0], model):
                 yield forwards[0]
+
+
+def _scores_graphless(model: "TrainingModel", call: Call) -> bool:
+    """`loss_fct(logits, labels)` given the output of a forward made under no_grad: a loss (or metric) of
+    outputs no graph reaches, which records none unless it has parameters of its own."""
+    first = model.value(call.node.args[0].value, call.site) if call.node.args else None
+    return first is not None and first.kind is Kind.TENSOR and first.graph is False and first.origin is None
 
 
 def decoding_forward(model: "TrainingModel", fn: Function) -> Call | None:

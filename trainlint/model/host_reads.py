@@ -103,6 +103,12 @@ SIZED_FACTORIES = frozenset(f"torch.{n}" for n in "arange zeros ones empty randn
 SIZE_KEYWORDS = frozenset({"size", "start", "end", "step", "steps", "low", "high", "n", "fill_value"})
 
 
+def converted_on_host(value: Value) -> bool:
+    """What `float(x)`/`int(x)`/`bool(x)` reads from the accelerator: a device tensor, or something unnamed
+    moved there (`for row in y:` of `y = y.to(device)`), since a module or a batch object has no number to give."""
+    return device_tensor(value) or moved_to_device(value)
+
+
 def sized_by_device_tensor(model: TrainingModel, call: Call, site: Site) -> bool:
     """`torch.arange(lengths.max())`, `torch.full((b,), sigma)`: a torch factory given a tensor on the
     accelerator as a size, bound or fill value, which torch reads on the host before it allocates."""

@@ -80,6 +80,8 @@ class Value:
                     # other (`criterion, step = model.load_checkpoint(criterion=criterion)` under a flag): its
                     # methods may run
                     return replace(a, device=UNKNOWN_DEVICE, dtype=None)
+            if {self.kind, other.kind} == {Kind.NUMBER, Kind.HOST_ARRAY}:
+                return HOST_DATA  # a count that numpy results were added to (`total = 0`, `total += np.sum(hits)`)
             if {a.kind, b.kind} == {Kind.MODULE, Kind.OBJECT} and a.origin and b.origin:
                 # a project object either way (`model if isinstance(model, Wrapped) else Wrapped(model)`)
                 return Value(Kind.OBJECT, UNKNOWN_DEVICE, origin=_either(replace(a, kind=Kind.OBJECT), replace(b, kind=Kind.OBJECT)))
@@ -180,4 +182,6 @@ def join(values: Iterable[Value]) -> Value:
 
 # the origin of a dict read by attribute too (`Munch(encoder=enc)`), and the classes that make one
 NAMESPACE = "namespace"
+# the origin of what `parser.parse_args()` gives: each attribute a setting, host data
+PARSED_OPTIONS = "argparse.Namespace"
 NAMESPACE_CLASSES = frozenset({"munch.Munch", "munch.munchify", "easydict.EasyDict", "types.SimpleNamespace", "addict.Dict"})

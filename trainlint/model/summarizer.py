@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from trainlint.model.arguments import argument_for
-from trainlint.model.names import root_name, tokens
+from trainlint.model.names import dotted, root_name, tokens
 from trainlint.model.torchnames import GRAD_SCALER, is_clip_name, is_scheduler_factory
 from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value, join, origins
 from trainlint.model.function_values import portable
@@ -347,16 +347,23 @@ def passes_on(m: "TrainingModel", fn: "Function", expr: "cst.BaseExpression", si
 
 def _chosen_by_a_parameter(fn: "Function", site: "Site") -> bool:
     """Code under a test of a parameter against a mode's name (`if mode == "cpu":`, YOLOX's assignment
-    on the host when the device runs out of memory): which callers run it, their arguments say (a
-    number compared, `if n_items != 4:`, is the data's)."""
+    on the host when the device runs out of memory), or code run only when a caller passes a parameter
+    (`else` of `if step is None:` in a logger's `update(head, step=None, **kwargs)`, which logs what an
+    epoch's caller passes): which callers run it, their arguments say (a number compared, `if n_items
+    != 4:`, is the data's; the path of a caller passing nothing stays every caller's)."""
     import libcst as cst
 
-    tests = [n.test for n in (*site.gate_nodes, *site.else_of) if n is not None]
-    return any(
-        isinstance(t, cst.Comparison) and isinstance(t.left, cst.Name) and t.left.value in fn.params
-        and all(isinstance(c.comparator, cst.SimpleString) for c in t.comparisons)
-        for t in tests
-    )
+    def chooses(test: "cst.BaseExpression", passed: type) -> bool:  # (passed: the operator that holds when a value is passed)
+        if not isinstance(test, cst.Comparison) or not isinstance(test.left, cst.Name) or test.left.value not in fn.params:
+            return False
+        optional = dotted(fn.defaults.get(test.left.value)) == "None"  # (`x is not None` of a required `x`: every caller passes one)
+        return all(
+            isinstance(c.comparator, cst.SimpleString)
+            or optional and isinstance(c.operator, passed) and isinstance(c.comparator, cst.Name) and c.comparator.value == "None"
+            for c in test.comparisons
+        )
+
+    return any(chooses(n.test, cst.IsNot) for n in site.gate_nodes if n is not None) or any(chooses(n.test, cst.Is) for n in site.else_of)
 
 
 def parameter_key(fn: "Function", read: "cst.BaseExpression") -> str:

@@ -5,14 +5,13 @@ evaluates every other kind of expression."""
 from __future__ import annotations
 
 from functools import cached_property
-
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from trainlint.model.arithmetic import arithmetic
-from trainlint.model.lattice import ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NAMESPACE_CLASSES, NUMBER, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join
+from trainlint.model.lattice import ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NAMESPACE_CLASSES, NUMBER, PARSED_OPTIONS, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join
 from trainlint.model.arguments import LambdaCalls, argument_for
 from trainlint.model.containers import MODULE_CONTAINERS, element_of, held_modules, namespace_value
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
@@ -36,11 +35,11 @@ NOT_TENSOR_FUNCTIONS = frozenset(
     is_tensor is_floating_point set_grad_enabled autocast get_default_dtype set_default_dtype
     set_float32_matmul_precision use_deterministic_algorithms equal allclose""".split()
 )
-# tensor methods whose result is a tensor on the receiver's device, keeping its graph
 # methods that only torch tensors have (numpy spells them as functions: `np.isfinite(a)`)
 TORCH_ONLY_METHODS = frozenset({"isfinite", "isnan", "isinf", "masked_fill", "unsqueeze"})
 # what these give (indices, comparisons, integers), as methods or torch's functions, carries no graph
 GRAPHLESS = frozenset("argmax argmin eq ne gt lt ge le isnan isinf isfinite long int bool round floor ceil".split())
+# tensor methods whose result is a tensor on the receiver's device, keeping its graph
 TENSOR_METHODS = frozenset(
     """sum mean clone float half bfloat16 double abs max min norm pow sqrt exp log std var view reshape
     squeeze unsqueeze argmax argmin eq ne gt lt ge le softmax log_softmax sigmoid tanh relu mul add sub
@@ -290,6 +289,8 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             # the default device is, the host unless the module changes it. Not claimed built on the
             # host for TL406: old projects set the default type to CUDA in their script (ssd.pytorch)
             return Value(Kind.TENSOR, self.default_device, False)
+        if qual in ("torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_norm"):
+            return Value(Kind.TENSOR, UNKNOWN_DEVICE, False)  # the total norm: a 0-dim tensor where the gradients are
         if qual == "torch.nn.utils.rnn.pad_sequence":
             return self._torch_function(last, call, fn, at)  # (one tensor, where its inputs are)
         if namespace in TENSOR_NAMESPACES and last[:1].islower():
@@ -364,6 +365,8 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         base = self.of(receiver, fn, at)
         if base is CYCLE and method in MODULE_METHODS | TENSOR_METHODS:
             return CYCLE
+        if method == "parse_args" and base.kind is Kind.UNKNOWN:  # argparse's namespace of settings, host data
+            return Value(Kind.OBJECT, HOST, origin=PARSED_OPTIONS)
         if method == "type_as" and call.args and base.kind in (Kind.TENSOR, Kind.UNKNOWN):  # x's dtype, on x's device
             other = self.of(call.args[0].value, fn, at)  # (`y_true.type_as(x)` of an unseen value: a tensor there)
             if other.kind is Kind.TENSOR:
@@ -494,7 +497,4 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
 
 
 def _kwarg(call: cst.Call, name: str) -> cst.BaseExpression | None:
-    for a in call.args:
-        if a.keyword is not None and a.keyword.value == name:
-            return a.value
-    return None
+    return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)

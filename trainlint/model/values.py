@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from trainlint.model.lattice import ACCEL, ANNOTATED, BOOL, CYCLE, HOST, HOST_DATA, MANY_CLASSES, NAMESPACE, NONE, NUMBER, STRING, TENSOR
+from trainlint.model.lattice import ACCEL, ANNOTATED, BOOL, CYCLE, HOST, HOST_DATA, MANY_CLASSES, NAMESPACE, NONE, NUMBER, PARSED_OPTIONS, STRING, TENSOR
 from trainlint.model.lattice import UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join, origins
 from trainlint.model.candidates import MAX_CANDIDATES
 from trainlint.model.arguments import argument_for, refinable, refines
@@ -402,15 +402,15 @@ class ValueModel(CallValues, CycleMemo):
     # -- attributes ----------------------------------------------------------------------------
     def _attribute(self, expr: cst.Attribute, fn: "Function | None", at: "Site | None") -> Value:
         attr = expr.attr.value
-        if isinstance(expr.value, cst.Name) and expr.value.value in CONFIG_NAMES and not self.model.reaching(fn, expr.value.value, at):
-            return NUMBER  # `args.w_max`: a setting from the command line or a config file, host data
         base = self.of(expr.value, fn, at)
+        if base.origin == PARSED_OPTIONS or isinstance(expr.value, cst.Name) and expr.value.value in CONFIG_NAMES and not self.model.reaching(fn, expr.value.value, at):
+            return NUMBER  # `args.w_max`: a setting from the command line or a config file, host data
         if attr == "module" and base.kind is Kind.MODULE and base.origin:
             return base  # `model.module` under DDP: the wrapped module, which the wrapper stands for
         if attr in ("grad", "data"):
             return Value(Kind.TENSOR, base.device if base.kind is Kind.TENSOR else UNKNOWN_DEVICE, False, base.dtype)
         if attr in HOST_ATTRIBUTES:
-            return Value(Kind.OBJECT, HOST) if attr != "requires_grad" else BOOL
+            return BOOL if attr == "requires_grad" else Value(Kind.COLLECTION, HOST, element=NUMBER) if attr == "shape" else Value(Kind.OBJECT, HOST)
         if base.kind is Kind.TENSOR and attr in TENSOR_VALUED_ATTRIBUTES:
             return base
         text = dotted(expr)

@@ -170,7 +170,8 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
                 for m in defs
             }
             bases = [ast.unparse(b) for b in node.bases]
-            module = "forward" in methods or any(b.endswith(("Module", "Model")) for b in bases)
+            # (a class with no base but `object` is no `nn.Module`, whatever it names its methods: a `forward` of numpy code)
+            module = any(b.endswith(("Module", "Model")) for b in bases) or "forward" in methods and any(b not in ("object", "ABC", "abc.ABC") for b in bases)
             spelled = tuple(_spelled(b, exports, imported) for b in bases if _dotted(b))
             classes[node.name] = ClassSummary(Kind.MODULE if module else Kind.OBJECT, methods, spelled, holds=_held_parameters(defs))
             factories.extend((m, node.name) for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)))

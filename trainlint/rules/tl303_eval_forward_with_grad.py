@@ -81,7 +81,7 @@ class EvalForwardWithGrad(Rule):
     severity = Severity.WARNING
     summary = "Forward passes in evaluation code outside `torch.no_grad()` / `torch.inference_mode()`."
     hint = "Wrap evaluation in `with torch.no_grad():` (or decorate the function with `@torch.inference_mode()`)."
-    requires = ("eval", "train(", "argmax", "backward")
+    requires = ("eval", "train(", "argmax", ".max(", "backward")
 
     @classmethod
     def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
@@ -91,7 +91,7 @@ class EvalForwardWithGrad(Rule):
         # a helper returning predictions or a loop keeping them, or, in a module that trains, a helper
         # running a module over batches whose result its callers do not backpropagate
         looped, defined = LOOP_TEXT.search(source) is not None, _DEF.search(source) is not None
-        if "argmax" in source:
+        if "argmax" in source or ".max(" in source:  # (`_, predicted = torch.max(outputs, 1)`: the older spelling)
             return looped or defined
         return "backward" in source and looped and defined
     why = (
@@ -125,7 +125,7 @@ def evaluate(model, loader):
     not_flagged = (
         "Evaluation under `no_grad`/`inference_mode` (a `with` block, also of a function of the module that returns `torch.no_grad()` and on its other paths only a context that does nothing, as `with _get_no_grad_ctx_mgr():` whose helper gives `contextlib.suppress()` to PyTorch before 0.4, a decorator, a module that turns autograd off at its top level with `torch.set_grad_enabled(False)` under no test and never on again, or every call site inside "
         "one, or in a function of the module whose every call site is: `with torch.no_grad(): run_clip(...)`, whose `run_clip` runs the forward through `run_tiles`), loops that backpropagate (also through `torch.autograd.grad`, directly or in a method of the module: FROMP's `self.cac_grad(loss, outputs)`; meta-learning, adversarial evaluation, fine-tuning with batch-norm "
-        "statistics frozen by `eval()`), a loss or layer without parameters given an output made under `no_grad` (`with torch.no_grad(): output = model(x)`, then `criterion(output, y)`), modules frozen with `requires_grad_(False)` or by a loop setting `requires_grad = False` on each of their parameters (`for k, v in model.named_parameters(): v.requires_grad = False`; a loop that freezes some, under an `if`, freezes none), a module switched back "
+        "statistics frozen by `eval()`), a loss or layer without parameters given an output made under `no_grad` (`with torch.no_grad(): output = model(x)`, then `criterion(output, y)`; in a prediction loop, any module given one: `loss_fct = FocalLoss(2) if focal else CrossEntropyLoss()`), an object whose class has no base but `object` whatever its methods are called (a `forward` of numpy code is no module's), modules frozen with `requires_grad_(False)` or by a loop setting `requires_grad = False` on each of their parameters (`for k, v in model.named_parameters(): v.requires_grad = False`; a loop that freezes some, under an `if`, freezes none), a module switched back "
         "with `.train()`, a library's evaluation hooks, which it runs without grad (`validation_step` of a "
         "`LightningModule`, `evaluate`/`prediction_step` of an HF or trl `Trainer`: known from the class's bases, "
         "not the method's name), code that never runs (past an early `return` of its block, or in an `except` handler), and test code (`tests/`, `test_*.py`). Evaluation is found by what the code does: a module switched to eval "
@@ -134,7 +134,7 @@ def evaluate(model, loader):
         "helper: a function that runs a module (known as one by its value) and gives back only what no backward "
         "can reach (`argmax` labels, strings, numbers, a list it fills with host arrays), keeping nothing that may carry a graph on objects, in its arguments or in an object it holds (`self.memory.store(out)`), and differentiating nothing (a backward or `torch.autograd.grad`, also in a function nested in it; a counter or a setting it updates, `self.time_step += 1`, keeps no graph) (a module run by name, `encoder.forward(x)`, runs as `encoder(x)` does), also one the training loop runs every step and that trains nothing (a policy's `select_action` returning `self.actor(state).cpu().data.numpy().flatten()`, a DQN's own `act` running `self.forward(state)` for the action the loop hands the environment). A "
         "submodule of a module switched to eval mode is in eval mode (`net.eval()`, then `net.decoder(x)`). "
-        "A loop of the script itself that runs a module, trains nothing and keeps only what no backward can reach (labels, host arrays, numbers) is a prediction loop. "
+        "A loop of the script itself that runs a module, trains nothing and keeps only what no backward can reach (labels, host arrays, numbers) is a prediction loop; so is such a loop in a function that trains, with or without an eval switch (a periodic test inside the training loop, `if episode % 5000 == 0: for i in range(TEST_EPISODE): ...`, counting `total_rewards += np.sum(rewards)`), and predictions read with `_, predicted = torch.max(out.data, 1)` are `argmax`'s. "
         "The script's top level (a notebook's cells) is evaluation code like a function's body: its first forward in a loop, of a module it switched to eval mode, outside `no_grad`, in no loop that backpropagates, is reported; one forward outside any loop (a model file's `if __name__ == \"__main__\":` self-check) is a demonstration. "
         "A loop that feeds what a module gives, through `argmax`, back to that module as its next input (greedy decoding: `Y, state = decoder(outputs[-1], state)`, then `outputs.append(Y.argmax(2))`), in a function that neither backpropagates nor trains, records graphs no backward can use. "
         "A function (not a method) that runs a module over the batches of a loop, trains nothing, and whose every caller in the module lets what it returns die without a backward is evaluation code too. A driver that runs a list of step functions over batches (`for step in steps: step(batch, state)`), called once with steps of which one backpropagates and once, outside no_grad, with steps that share a module-running step with them and none of which backpropagates, evaluates with grad: the second call is reported (the steps are known from the list or tuple passed, or the caller's default). Calls of a diffusers pipeline run under no_grad (the library's `__call__` says so). "
@@ -342,6 +342,13 @@ def train(model, ema, loader, valid_batches, optimizer):
     )
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
+        reported: set[int] = set()  # (a loop of a function that trains may be both an evaluation loop and a prediction loop)
+        for finding in self._findings(model):
+            if id(finding.node) not in reported:
+                reported.add(id(finding.node))
+                yield finding
+
+    def _findings(self, model: TrainingModel) -> Iterator[Finding]:
         if model.is_test_code or grad_off_everywhere(model):
             return  # a test suite's inference checks; a module that turned autograd off at its top level
         switches, frozen = _switches(model), frozen_modules(model)

@@ -14,7 +14,7 @@ from trainlint.model.extract import calls_in
 from trainlint.model.host_reads import (
     header_calls as _header_calls, is_metric_log as _is_metric_log, truth_tested as _truth_tested, reported_at_callers as _reported_at_callers, passes_device_tensor as _passes_device_tensor,
     GIVEN_A_TENSOR, SYNC_METHODS, bare_numpy as _bare_numpy, chain_base as _chain_base, copies_to_host as _copies_to_host,
-    count_argument as _count_argument, device_tensor as _device_tensor, formats_tensor as _formats_tensor, orders_tensors as _orders_tensors,
+    count_argument as _count_argument, converted_on_host as _converted_on_host, device_tensor as _device_tensor, formats_tensor as _formats_tensor, orders_tensors as _orders_tensors,
     in_optimizer_class as _in_optimizer_class, index_reads as _index_reads, LEGACY_READ, sized_by_device_tensor as _sized_by_device_tensor,
 )
 from trainlint.model.lattice import Kind
@@ -49,7 +49,7 @@ class HostSyncInStep(Rule):
         "known by its value as it flows: a counter that adds a device reduction (`self.tokens += (y >= 0).sum()` "
         "with `y` a batch moved to the device) is a device tensor afterwards, so `if self.tokens < limit:` "
         "reads it; iterating a device tensor (`for t, l in zip(t_batch, losses):`) gives device tensors, so "
-        "`int(t * 10)` reads one per element (one finding for the statement); `t.type_as(x)` lives where `x` does (`torch.ones(n).type_as(out)` is on `out`'s device); a buffer moves with its module (`self.register_buffer(\"update_count\", torch.tensor([0]))`, then `model.to(device)`), so `if self.update_count >= warmup:` and `w = a if self.update_count >= warmup else b` read it, while a tensor merely assigned to an attribute stays where it was built; and the `forward` of a custom "
+        "`int(t * 10)` reads one per element (one finding for the statement), as do the rows of a batch moved there (`for token in caption:` of `captions.to(device)`, then `int(token)`); the total norm `clip_grad_norm_` returns is a tensor where the gradients are, so `writer.add_scalar(\"grad_norm\", grad_norm, step)` reads it; a helper's read on a path only a caller passing an optional argument takes (the `else` of `if step is None:` in a logger's `update(head, step=None, **kw)`) is no read of the calls that pass none; `t.type_as(x)` lives where `x` does (`torch.ones(n).type_as(out)` is on `out`'s device); a buffer moves with its module (`self.register_buffer(\"update_count\", torch.tensor([0]))`, then `model.to(device)`), so `if self.update_count >= warmup:` and `w = a if self.update_count >= warmup else b` read it, while a tensor merely assigned to an attribute stays where it was built; and the `forward` of a custom "
         "`torch.autograd.Function` applied in a module's forward (`Fn.apply(x)`) runs every step, as its "
         "`backward` does on the backward pass."
     )
@@ -412,7 +412,7 @@ for x, y in loader:
                 return f"`{shorten(code(call.node), 60)}`"
             return None
         if call.name in CONVERSIONS and call.qualname is None and len(call.node.args) == 1:
-            if _device_tensor(model.value(call.node.args[0].value, site)):
+            if _converted_on_host(model.value(call.node.args[0].value, site)):
                 return f"`{shorten(code(call.node), 60)}`"
         if _sized_by_device_tensor(model, call, site):
             return f"`{shorten(code(call.node), 60)}`, whose size is a tensor on the device that torch reads,"
