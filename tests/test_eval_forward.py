@@ -709,3 +709,38 @@ def test_a_forward_whose_graph_a_method_differentiates_is_no_evaluation():
     """
     assert lines(code, "TL303") == []
     assert lines(code.replace("                grad = self.cac_grad(logits.sum(), list(self.model.parameters()))\n", ""), "TL303") == [13]
+    # FROMP's update_fisher: the jacobian helper differentiates through `cac_grad`, once per output
+    jacobian = code.replace(
+        "        def init_context(self, points):",
+        "        def cac_jacobian(self, output, params):\n"
+        "            return [self.cac_grad(output[:, i].sum(), params) for i in range(output.shape[1])]\n\n"
+        "        def init_context(self, points):",
+    ).replace("self.cac_grad(logits.sum(), list(self.model.parameters()))", "self.cac_jacobian(logits, list(self.model.parameters()))")
+    assert "cac_jacobian(logits" in jacobian and lines(jacobian, "TL303") == []
+
+
+LOG_PROB_EVALUATION = """
+import torch
+
+def evaluate(data_loader, lm_model, criterion):
+    lm_model.eval()
+    iterator = data_loader.get_tqdm()
+    lm_model.init_hidden()
+    total_loss = 0
+    for {drawn} in {source}:
+        output = lm_model.log_prob({given})
+        total_loss += criterion(output, label_t.view(-1)).item()
+    return total_loss
+"""
+
+
+def test_a_method_of_the_switched_module_given_what_the_loop_draws():
+    # RAdam's language-model evaluation: the batches come from a project iterator, whose values the
+    # analysis cannot name; each is what the loop draws, and the method runs the model on it
+    code = LOG_PROB_EVALUATION.format(drawn="word_t, label_t", source="iterator", given="word_t")
+    assert lines(code, "TL303") == [10]
+
+
+def test_a_method_of_the_switched_module_given_the_loop_counter_is_no_forward():
+    code = LOG_PROB_EVALUATION.format(drawn="n", source="range(4)", given="n")
+    assert lines(code, "TL303") == []

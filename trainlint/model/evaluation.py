@@ -12,9 +12,9 @@ from trainlint.model.facts import Call, Function
 from trainlint.model.graph_uses import NOT_DIFFERENTIABLE, differentiates, graphs_used
 from trainlint.model.arguments import argument_for
 from trainlint.model.containers import is_empty_list
-from trainlint.model.lattice import Kind, origins
+from trainlint.model.lattice import HOST, Kind, origins
 from trainlint.model.modes import call_trains, function_trains, mode_switch
-from trainlint.model.names import dotted
+from trainlint.model.names import dotted, target_names
 from trainlint.model.value_calls import MODULE_API_METHODS
 
 if TYPE_CHECKING:
@@ -477,8 +477,8 @@ def run_of(callee: str, modules: set[str]) -> bool:
 
 
 def runs_module(model: "TrainingModel", call: Call, callee: str, modules: set[str]) -> bool:
-    """A forward pass of a module in `modules` or of a submodule: `net(x)`, or `net.decoder(x)` given
-    a tensor or a batch, whose result is used (`net.init_hidden(bsz)`, `net.set_cache(n=1)`: methods)."""
+    """A forward pass of a module in `modules` or of a submodule: `net(x)`, or `net.decoder(x)` given a tensor
+    or a batch (also one the `for` around it draws), whose result is used (`net.init_hidden(bsz)`: a method)."""
     if callee in modules:
         return True
     if not run_of(callee, modules) or call.discarded:
@@ -487,6 +487,10 @@ def runs_module(model: "TrainingModel", call: Call, callee: str, modules: set[st
         value = model.value(arg.value, call.site) if arg.keyword is None else None
         if value is not None and value.kind in (Kind.TENSOR, Kind.COLLECTION):  # (a batch: `tuple(t.to(d) for t in b)`)
             return True
+        if value is not None and value.kind is Kind.UNKNOWN and value.device != HOST and isinstance(arg.value, cst.Name) and any(
+            isinstance(loop.node, cst.For) and arg.value.value in target_names(loop.node.target) for loop in call.site.loops
+        ):
+            return True  # (`lm_model.log_prob(word_t)` in `for word_t, label_t in iterator:`: a batch the loop draws)
     return False
 
 

@@ -19,13 +19,16 @@ NOT_DIFFERENTIABLE = frozenset({Kind.STRING, Kind.NUMBER, Kind.BOOL, Kind.NONE, 
 GRADIENT_FUNCTIONS = frozenset({"torch.autograd.grad"})
 
 
-def differentiates(model: "TrainingModel", call: Call) -> bool:
-    """`torch.autograd.grad(...)`, or a call of a function of this module that calls it (FROMP's
-    `self.cac_grad(loss, outputs)`): the graphs it is given are used."""
+def differentiates(model: "TrainingModel", call: Call, _seen: frozenset[int] = frozenset()) -> bool:
+    """`torch.autograd.grad(...)`, or a call of a function of this module that calls it, itself or
+    through others of the module (FROMP's `self.cac_grad(loss, outputs)`, and `self.cac_jacobian(preds,
+    outputs)` calling it per output): the graphs it is given are used."""
     if call.qualname in GRADIENT_FUNCTIONS:
         return True
     callee = model.callee(call)
-    return callee is not None and any(c.qualname in GRADIENT_FUNCTIONS for c in callee.calls)
+    if callee is None or id(callee) in _seen:
+        return False
+    return any(differentiates(model, c, _seen | {id(callee)}) for c in callee.calls)
 
 
 def graphs_used(model: "TrainingModel", fn: Function) -> bool:

@@ -148,7 +148,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
                     return Value(Kind.COLLECTION, HOST, element=Value(Kind.COLLECTION, HOST, element=join(parts), items=tuple(parts)))
                 if name in COLLECTION_BUILTINS:
                     inner = self.of(call.args[0].value, fn, at) if call.args else UNKNOWN
-                    element = inner.element if inner.kind is Kind.COLLECTION else None
+                    element = NUMBER if name == "range" else inner.element if inner.kind is Kind.COLLECTION else None
                     return Value(Kind.COLLECTION, HOST, element=element)
                 if name in ("getattr", "isinstance", "hasattr", "callable", "type", "id", "print", "super"):
                     return BOOL if name in ("isinstance", "hasattr", "callable") else UNKNOWN
