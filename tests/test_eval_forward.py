@@ -3,7 +3,10 @@ evaluation function, in a caller-switched helper, or in the evaluation loop of a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.helpers import lines
+from tests.test_device_values import lint_project
 
 # a fast-CIFAR driver: trains, then validates an EMA copy switched with `.train(False)` each epoch
 DRIVER = """
@@ -744,3 +747,42 @@ def test_a_method_of_the_switched_module_given_what_the_loop_draws():
 def test_a_method_of_the_switched_module_given_the_loop_counter_is_no_forward():
     code = LOG_PROB_EVALUATION.format(drawn="n", source="range(4)", given="n")
     assert lines(code, "TL303") == []
+
+
+def test_a_decoding_loop_is_reported_at_its_forward_not_at_the_function_making_its_next_input(tmp_path: Path):
+    # a seq2seq `translate`: the next input is made by a function of another module (`str2tensor`),
+    # which starts no graph; the decoder's forward in the loop is where the evaluation records one
+    helpers = """
+    import torch
+
+    def str2tensor(msg):
+        return torch.LongTensor([ord(c) for c in msg]).cuda()
+    """
+    code = """
+    import torch
+    from seq2seq_models import str2tensor
+
+    encoder = torch.nn.GRU(8, 8).cuda()
+    decoder = torch.nn.GRU(8, 8).cuda()
+
+    def translate(enc_input, predict_len=100):
+        encoder_outputs, hidden = encoder(str2tensor(enc_input))
+        predicted = ""
+        dec_input = str2tensor("<s>")
+        for c in range(predict_len):
+            output, hidden = decoder(dec_input, hidden)
+            top_i = torch.multinomial(output.data.view(-1).exp(), 1)[0]
+            predicted += chr(top_i)
+            dec_input = str2tensor(chr(top_i))
+        return enc_input, predicted
+
+    def train(src, target, optimizer):
+        output, hidden = decoder(str2tensor(src))
+        loss = torch.nn.functional.mse_loss(output, str2tensor(target))
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    print(translate("hello"))
+    """
+    assert lint_project(tmp_path, {"seq2seq_models.py": helpers, "seq2seq.py": code}, "TL303") == ["seq2seq.py:13:TL303"]

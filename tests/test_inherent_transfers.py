@@ -5,6 +5,8 @@ tensor that is updated in place (torchtitan's valid-token count). Each has its n
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.helpers import lines, lint
 
 
@@ -397,6 +399,59 @@ def test_a_replay_batch_wrapped_by_a_legacy_constructor_is_data() -> None:
     wrapped = SAC_REPLAY.replace("torch.FloatTensor(state_batch)", "torch.tensor(state_batch, dtype=torch.float)").replace(
         "torch.FloatTensor(reward_batch)", "torch.tensor(reward_batch)").replace("torch.FloatTensor([0.5, 2.0])", "torch.tensor([0.5, 2.0])")
     assert _lines(wrapped, "TL406") == [14, 15]
+
+
+# the DDPG/TD3 buffer of openai baselines' shape: a list of transitions, `sample` stacking the drawn ones
+# with NumPy; what it returns is the stored data, as a buffer holding arrays gives
+LIST_REPLAY = """
+import numpy as np
+import torch
+
+device = torch.device("cuda")
+
+class Replay_buffer():
+    def __init__(self, max_size=1000):
+        self.storage = []
+
+    def push(self, data):
+        self.storage.append(data)
+
+    def sample(self, batch_size):
+        ind = np.random.randint(0, len(self.storage), size=batch_size)
+        x, r = [], []
+        for i in ind:
+            X, R = self.storage[i]
+            x.append(np.array(X, copy=False))
+            r.append(np.array(R, copy=False))
+        return np.array(x), np.array(r).reshape(-1, 1)
+
+class DDPG(object):
+    def __init__(self, actor, critic):
+        self.actor, self.critic = actor.to(device), critic.to(device)
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=1e-4)
+        self.replay_buffer = Replay_buffer()
+
+    def update(self):
+        for it in range(200):
+            x, r = self.replay_buffer.sample(100)
+            state = torch.FloatTensor(x).to(device)
+            reward = torch.FloatTensor(r).to(device)
+            actor_loss = -self.critic(state, self.actor(state)).mean()
+            self.actor_optimizer.zero_grad()
+            actor_loss.backward()
+            self.actor_optimizer.step()
+"""
+
+
+def test_a_replay_batch_stacked_from_a_list_of_stored_transitions_is_data() -> None:
+    assert _lines(LIST_REPLAY, "TL406") == []
+
+
+def test_arrays_a_helper_builds_from_numbers_are_constants_it_moves_every_step() -> None:
+    # near miss: the same call shape, the helper stacking arrays it builds with `np.ones` rather than
+    # rows its class stored (constants that could be made on the device once)
+    constants = LIST_REPLAY.replace("            X, R = self.storage[i]", "            X, R = np.ones(3), np.zeros(1)")
+    assert _lines(constants, "TL406") == [32, 33]
 
 
 # BCQ's shape: the buffer's own `sample` wraps rows of the arrays its `add` fills; the policy wraps the

@@ -67,7 +67,33 @@ def read_data(model: "ReachingDefinitions", value_of: "Callable[..., Value]", ex
         return False
     value = value_of(expr, fn, at)
     element = value.element if value.kind is Kind.COLLECTION else None
-    return value.kind is Kind.UNKNOWN or (element is not None and element.kind is Kind.UNKNOWN)
+    if value.kind is Kind.UNKNOWN or (element is not None and element.kind is Kind.UNKNOWN):
+        return True
+    # host arrays a method gives back from what its class stores (a replay buffer's `sample` returning
+    # `np.array(x)` of the transitions `self.storage[i]` that its `push` appended): rows of stored data
+    arrays = value.kind is Kind.HOST_ARRAY or (element is not None and element.kind is Kind.HOST_ARRAY)
+    return arrays and _samples_stored_rows(model, expr)
+
+
+def _samples_stored_rows(model: "ReachingDefinitions", expr: cst.Call) -> bool:
+    """Whether every method of this module `expr` may call reads rows of a container its class fills
+    in another method (`self.storage[i]`, with `self.storage.append(data)` in `push`)."""
+    known = model.call_at(expr)  # type: ignore[attr-defined]
+    callees = model.callees(known) if known is not None else ()  # type: ignore[attr-defined]
+    return bool(callees) and all(_reads_stored_rows(model, f) for f in callees)
+
+
+def _reads_stored_rows(model: "ReachingDefinitions", fn: "Function") -> bool:
+    """`self.storage[i]` in a method, `self.storage` appended to (or, `stored_rows`, assigned into) by another method of its class."""
+    if fn.class_name is None:
+        return False
+    filled = {
+        c.receiver_text for c in model.calls  # type: ignore[attr-defined]
+        if c.method in ("append", "extend", "insert") and (c.receiver_text or "").startswith("self.")
+        and c.site.function is not None and c.site.function is not fn and c.site.function.class_name == fn.class_name
+    }
+    reads = [n for n in iter_nodes(fn.node) if isinstance(n, cst.Subscript)]
+    return bool(filled & {dotted(n.value) for n in reads}) or any(stored_rows(model, n, fn) for n in reads)
 
 
 def stored_rows(model: "ReachingDefinitions", expr: cst.BaseExpression, fn: "Function | None") -> bool:

@@ -111,10 +111,9 @@ def prediction_loop_forwards(model: "TrainingModel", frozen: set[str]) -> Iterat
     for loop in model.loops:
         if loop.is_step or trained[id(loop)]:
             continue
-        if loop.function is None:
-            if loop.parent is not None:
-                continue
-        elif not function_trains(model, loop.function) or (loop.parent is not None and not trained[id(loop.parent)]):
+        if loop.function is None and loop.parent is not None:
+            continue
+        if loop.function is not None and (not function_trains(model, loop.function) or (loop.parent is not None and not trained[id(loop.parent)])):
             continue  # (a function that trains nothing is judged whole; an inner loop with its outer one)
         inside = [c for c in model.calls if loop in c.site.loops]
         forwards = [
@@ -304,9 +303,11 @@ def _graph_source(model: "TrainingModel", fn: Function, call: Call) -> Call:
             continue
         for assign in model.reaching(fn, arg.value.value, call.site):
             earlier = model.call_at(assign.value) if isinstance(assign.value, cst.Call) else None
-            if earlier is not None and earlier.site.loops == call.site.loops and model.callee(earlier) is None and earlier.method is None:
-                if model.value(earlier.node, earlier.site).graph is not False and not model.under(earlier.site, "no_grad"):
-                    return earlier
+            if earlier is None or earlier.site.loops != call.site.loops or model.callee(earlier) is not None or earlier.method is not None:
+                continue
+            forward = model.value(earlier.node.func, earlier.site).kind is not Kind.FUNCTION  # (`str2tensor(c)`, a function, starts no graph)
+            if forward and model.value(earlier.node, earlier.site).graph is not False and not model.under(earlier.site, "no_grad"):
+                return earlier
     return call
 
 

@@ -40,7 +40,7 @@ for x in loader:
     model(x).backward()
     optimizer.step()
 """
-    not_flagged = "A non-literal switch (`set_detect_anomaly(args.debug)`), calls under a debug gate (`if args.debug:`), `set_detect_anomaly(False)`, modules that never backpropagate, and test code (`tests/`, `test_*.py`)."
+    not_flagged = "A non-literal switch (`set_detect_anomaly(args.debug)`), calls under a debug gate (`if args.debug:`), `set_detect_anomaly(False)`, modules that never backpropagate, and test code (`tests/`, a `test_*.py` that defines a test: a `test_agent.py` that trains is no test module)."
     verification = "`trainlint verify run` checks `torch.is_anomaly_enabled()` at each optimizer step."
     valid = (
         """
