@@ -103,19 +103,19 @@ def discarded_by_callers(model: "TrainingModel", fn: Function, sites: "Iterable[
 
 
 def prediction_loop_forwards(model: "TrainingModel", frozen: set[str]) -> Iterator[Call]:
-    """A loop that runs a module, trains nothing, and keeps only what no backward can reach
-    (`preds.extend(y_hat.argmax(1).cpu().numpy())`): one of the script itself (a notebook's test-set
-    loop), or the outermost such loop of a function that trains (a periodic test inside the step
-    loop, `if episode % 5000 == 0: for i in range(TEST_EPISODE): ...`)."""
-    trained = {id(loop): trains_any(model, (c for c in model.calls if loop in c.site.loops)) for loop in model.loops}
+    """A loop that runs a module, trains nothing, and keeps only what no backward can reach (`preds.extend(y_hat.argmax(1)
+    .cpu().numpy())`): one of the script itself (a notebook's test-set loop), or the outermost such loop of a function
+    that trains (a periodic test inside the step loop, `if episode % 5000 == 0: for i in range(TEST_EPISODE): ...`)."""
     for loop in model.loops:
-        if loop.is_step or trained[id(loop)]:
+        if loop.is_step or (loop.function is None and loop.parent is not None):
             continue
-        if loop.function is None and loop.parent is not None:
-            continue
-        if loop.function is not None and (not function_trains(model, loop.function) or (loop.parent is not None and not trained[id(loop.parent)])):
+        if loop.function is not None and (not function_trains(model, loop.function) or (
+            loop.parent is not None and not trains_any(model, (c for c in model.calls if loop.parent in c.site.loops))
+        )):
             continue  # (a function that trains nothing is judged whole; an inner loop with its outer one)
         inside = [c for c in model.calls if loop in c.site.loops]
+        if trains_any(model, inside):
+            continue
         forwards = [
             c for c in inside
             if not model.under(c.site, "no_grad") and (dotted(c.node.func) or "") not in frozen

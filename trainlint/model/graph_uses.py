@@ -19,16 +19,29 @@ NOT_DIFFERENTIABLE = frozenset({Kind.STRING, Kind.NUMBER, Kind.BOOL, Kind.NONE, 
 GRADIENT_FUNCTIONS = frozenset({"torch.autograd.grad"})
 
 
-def differentiates(model: "TrainingModel", call: Call, _seen: frozenset[int] = frozenset()) -> bool:
+def differentiates(model: "TrainingModel", call: Call) -> bool:
     """`torch.autograd.grad(...)`, or a call of a function of this module that calls it, itself or
     through others of the module (FROMP's `self.cac_grad(loss, outputs)`, and `self.cac_jacobian(preds,
     outputs)` calling it per output): the graphs it is given are used."""
     if call.qualname in GRADIENT_FUNCTIONS:
         return True
     callee = model.callee(call)
-    if callee is None or id(callee) in _seen:
-        return False
-    return any(differentiates(model, c, _seen | {id(callee)}) for c in callee.calls)
+    return callee is not None and id(callee) in _differentiating(model)
+
+
+def _differentiating(model: "TrainingModel") -> set[int]:
+    """The functions of the module (by id) that call `torch.autograd.grad`, themselves or through
+    others of it: a fixpoint over its call graph, made once per model."""
+    known: set[int] | None = model.__dict__.get("_differentiating")
+    if known is None:
+        known = {id(f) for f in model.functions if any(c.qualname in GRADIENT_FUNCTIONS for c in f.calls)}
+        grew = bool(known)
+        while grew:
+            added = {id(f) for f in model.functions if id(f) not in known and any(id(model.callee(c)) in known for c in f.calls)}
+            known |= added
+            grew = bool(added)
+        model.__dict__["_differentiating"] = known
+    return known
 
 
 def graphs_used(model: "TrainingModel", fn: Function) -> bool:
