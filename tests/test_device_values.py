@@ -841,3 +841,115 @@ def test_a_count_of_torch_eq_matches_holds_no_graph() -> None:
     assert found(COUNTS, "TL302") == [COUNTS.splitlines().index("    total += loss") + 1]
     kept = COUNTS.replace("torch.eq(torch.max(out, dim=1)[1], y.cuda())", "torch.mul(out, 2)")
     assert found(kept, "TL302") == [kept.splitlines().index("    correct += torch.mul(out, 2).sum()") + 1, kept.splitlines().index("    total += loss") + 1]
+
+
+# -- a batch moved element by element, then unpacked: its rows bound slices and its lengths size masks --
+UNPACKED_BATCH = """
+import torch
+
+def length_to_mask(lengths):
+    return torch.arange(lengths.max()).unsqueeze(0) < lengths.unsqueeze(1)
+
+def train(model, loader, optimizer, device, config):
+    n_down = config.n_down
+    for batch in loader:
+        batch = [b.to(device) for b in batch]
+        texts, mels, lengths = batch
+        mask = length_to_mask(lengths // (2 ** n_down))
+        for i in range(len(lengths)):
+            mel = mels[i, :, :LENGTH]
+        loss = model(texts, mask, mel).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_rows_of_an_unpacked_moved_batch_bound_slices_and_size_masks_on_the_host() -> None:
+    # StyleTTS2's shape: `batch = [b.to(device) for b in batch[1:]]` unpacked; a row of the lengths is a
+    # slice bound, and the lengths divided by a factor read from the configuration size an arange
+    assert found(UNPACKED_BATCH.replace("LENGTH", "lengths[i]"), "TL401") == [5, 14]
+
+
+def test_a_slice_bounded_by_a_host_copy_of_the_lengths_reads_only_at_the_copy() -> None:
+    # near miss: the lengths copied to the host once; their rows are numbers
+    source = UNPACKED_BATCH.replace("LENGTH", "host_lengths[i]").replace(
+        "        for i in range(len(lengths)):", "        host_lengths = lengths.tolist()\n        for i in range(len(lengths)):")
+    assert found(source, "TL401") == [5, 13]  # (13: the copy)
+
+
+# -- a device tensor copied into a tensor built on the host --------------------------------------------
+PADDING = """
+import torch
+
+class Encoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(8, 8, batch_first=True)
+
+    def forward(self, x):
+        x, _ = self.lstm(x)
+        x_pad = torch.zeros([x.shape[0], 64, x.shape[2]]PLACE)
+        x_pad[:, :x.shape[1], :] = x
+        return x_pad.to(x.device)
+
+model = Encoder().cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for batch in loader:
+    loss = model(batch.cuda()).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_device_tensor_copied_into_a_host_tensor_syncs_every_step() -> None:
+    # StyleTTS2's TextEncoder: `x_pad = torch.zeros([...])` then `x_pad[:, :, :x.shape[-1]] = x`
+    [finding] = [d for d in lint(textwrap.dedent(PADDING.replace("PLACE", "")), "TL401", name="train.py") if d.code == "TL401"]
+    assert (finding.line, finding.facts["kind"]) == (12, "host copy")
+    assert "into a tensor on the host" in finding.message
+
+
+def test_a_padding_tensor_built_on_the_device_copies_nothing_to_the_host() -> None:
+    for place in (", device=x.device", ").to(x.device"):
+        source = PADDING.replace("PLACE", place).replace("x.shape[2]]).to(x.device)", "x.shape[2]]).to(x.device)")
+        assert found(source, "TL401") == [], place
+
+
+def test_an_augmentation_helper_filling_a_host_tensor_from_its_arguments_is_no_copy(tmp_path: Path) -> None:
+    # pytorch-pix2pix's `util.random_crop(x_, y_)`: called on the resized batch before it is moved; the
+    # rows of an argument have the callers' place, not the accelerator's
+    helper = """
+    import numpy as np
+    import torch
+
+    def resize(imgs, size):
+        outputs = torch.FloatTensor(imgs.size()[0], imgs.size()[1], size, size)
+        for i in range(imgs.size()[0]):
+            outputs[i] = torch.FloatTensor(np.resize(imgs[i].numpy(), (imgs.size()[1], size, size)))
+        return outputs
+
+    def random_crop(imgs, crop_size):
+        outputs = torch.FloatTensor(imgs.size()[0], imgs.size()[1], crop_size, crop_size)
+        for i in range(imgs.size()[0]):
+            r = np.random.randint(0, imgs.size()[2] - crop_size)
+            outputs[i] = imgs[i][:, r:r + crop_size, r:r + crop_size]
+        return outputs
+    """
+    script = """
+    import torch
+    import util
+
+    model = torch.nn.Conv2d(3, 3, 3).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, _ in torch.utils.data.DataLoader(dataset, batch_size=8):
+        if resize:
+            x = util.resize(x, 286)
+        x = util.random_crop(x, 256)
+        x = x.cuda()
+        loss = model(x).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    """
+    assert lint_project(tmp_path, {"util.py": helper, "train.py": script}, "TL401") == []

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from trainlint.model.lattice import ACCEL, HOST, Kind, Value
+from trainlint.model.lattice import ACCEL, HOST, UNKNOWN_DEVICE, Kind, Value
 from trainlint.model.torchnames import TORCH_DTYPES, dtype_name, literal_string
 
 if TYPE_CHECKING:
@@ -82,9 +82,10 @@ def moved_to_device(value: Value) -> bool:
 
 def on_device_operands(sides: list[Value]) -> list[Value]:
     """The operands of arithmetic or a comparison, where something unnamed moved to the accelerator
-    meets numbers or tensors (`(y >= 0)` for `y = y.to(device)`): a tensor there, since a module or a
-    batch object has no arithmetic."""
-    if any(moved_to_device(s) for s in sides) and all(moved_to_device(s) or s.kind in (Kind.NUMBER, Kind.TENSOR) for s in sides):
+    meets numbers, tensors or values of no known kind or place (`(y >= 0)` for `y = y.to(device)`,
+    `lengths // (2 ** n_down)` for `n_down` read from a configuration): a tensor there, since a module
+    or a batch object has no arithmetic."""
+    if any(moved_to_device(s) for s in sides) and all(moved_to_device(s) or s.kind in (Kind.NUMBER, Kind.TENSOR) or (s.kind is Kind.UNKNOWN and s.device == UNKNOWN_DEVICE) for s in sides):
         return [Value(Kind.TENSOR, ACCEL) if moved_to_device(s) else s for s in sides]
     return sides
 

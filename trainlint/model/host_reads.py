@@ -273,15 +273,28 @@ def in_optimizer_class(site: Site, model: TrainingModel) -> bool:
 # what takes a number: `total += loss.data[0]`, `losses.append(...)`, `meter.update(...)`, `float(...)`
 _NUMBER_TAKERS = frozenset({"append", "update", "add", "float", "int", "round", "print", "str"})
 LEGACY_READ = "(PyTorch 0.3's read of a one-element tensor, which 0.4 replaced with `.item()`: it fails on a 0-dim tensor)"
+INDEX_READS = {  # how each kind of read by indexing is described, and its kind for `trainlint verify run`
+    "bound": lambda text: (f"slicing by tensor `{text}` (a slice bound is read as a Python int)", "value read"),
+    "into host": lambda text: (f"copying device tensor `{text}` into a tensor on the host", "host copy"),
+    "legacy": lambda text: (f"`{text}` {LEGACY_READ}", "value read"),
+}
 
 
-def index_reads(model: TrainingModel, judged: Callable[[Site], bool]) -> Iterator[tuple[Site, cst.BaseExpression, bool]]:
-    """Reads by indexing, in the statements of the sites `judged` accepts, and whether each is a slice
-    bound: the bounds of slices (`x[:, :max_len]`, `ws[:, cutoff:]`) that are tensors on the accelerator,
+def index_reads(model: TrainingModel, judged: Callable[[Site], bool]) -> Iterator[tuple[Site, cst.BaseExpression, str]]:
+    """Reads by indexing, in the statements of the sites `judged` accepts, each with its kind: "bound",
+    the bounds of slices (`x[:, :max_len]`, `ws[:, cutoff:]`) that are tensors on the accelerator,
     which Python turns into an int with `__index__`, reading a 0-dim tensor's value on the host (as
-    `.item()` does; an index tensor, `x[idx]`, is no bound: the device gathers with it); and
+    `.item()` does; an index tensor, `x[idx]`, is no bound: the device gathers with it); "into host",
+    a device tensor assigned into a tensor built on the host (`x_pad[:, :n] = x` after
+    `x_pad = torch.zeros(...)`: a blocking copy to pageable host memory); and "legacy",
     `loss.data[0]` of a tensor on the accelerator taken as a number (added up, appended, handed to a
     meter's `update`, printed)."""
+    for a in model.assigns:
+        target = a.node.targets[0].target if isinstance(a.node, cst.Assign) and len(a.node.targets) == 1 else None
+        if isinstance(target, cst.Subscript) and judged(a.site):
+            into = model.value(target.value, a.site)
+            if into.kind is Kind.TENSOR and into.device == HOST and _copied_from_device(model, a.value, a.site):
+                yield a.site, a.value, "into host"
     sites = [c.site for c in model.calls] + [a.site for a in model.assigns]
     sites.extend(r.site for fn in model.functions for r in fn.return_facts)
     seen: set[int] = set()
@@ -293,14 +306,27 @@ def index_reads(model: TrainingModel, judged: Callable[[Site], bool]) -> Iterato
         for node in iter_nodes(statement):
             if isinstance(node, cst.Slice):
                 for bound in (node.lower, node.upper, node.step):
-                    if bound is not None and device_tensor(model.value(bound, site)):
-                        yield site, bound, True
+                    # (something unnamed moved to the accelerator is a tensor here: a module or a batch
+                    # object is never a slice bound)
+                    if bound is not None and converted_on_host(model.value(bound, site)):
+                        yield site, bound, "bound"
             taken = [node.value] if isinstance(node, cst.AugAssign) else []
             if isinstance(node, cst.Call) and (dotted(node.func) or "").rsplit(".", 1)[-1] in _NUMBER_TAKERS:
                 taken = [a.value for a in node.args]
             for value in taken:
                 if _legacy_read(model, value, site):
-                    yield site, value, False
+                    yield site, value, "legacy"
+
+
+def _copied_from_device(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> bool:
+    """A value assigned into a host tensor that lives on the accelerator: known to be there, or a tensor
+    of unknown place that the object's own modules compute (`x, _ = self.lstm(x)` in a `forward`).
+    Drawn from a helper's arguments alone (`outputs[i] = imgs[i]` in an augmentation helper), its
+    place is the callers', which often hand it host batches before they move them."""
+    given = model.value(expr, site)
+    if given.device == ACCEL and given.kind in (Kind.TENSOR, Kind.UNKNOWN):
+        return True
+    return device_tensor(given) and site.function is not None and any(r.split(".", 1)[0] == "self" for r in model.roots_of(expr, site.function))
 
 
 def _legacy_read(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> bool:

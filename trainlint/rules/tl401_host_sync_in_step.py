@@ -15,7 +15,7 @@ from trainlint.model.host_reads import (
     header_calls as _header_calls, is_metric_log as _is_metric_log, truth_tested as _truth_tested, reported_at_callers as _reported_at_callers, passes_device_tensor as _passes_device_tensor,
     GIVEN_A_TENSOR, SYNC_METHODS, bare_numpy as _bare_numpy, chain_base as _chain_base, copies_to_host as _copies_to_host,
     count_argument as _count_argument, converted_on_host as _converted_on_host, device_tensor as _device_tensor, formats_tensor as _formats_tensor, orders_tensors as _orders_tensors,
-    in_optimizer_class as _in_optimizer_class, index_reads as _index_reads, LEGACY_READ, sized_by_device_tensor as _sized_by_device_tensor,
+    in_optimizer_class as _in_optimizer_class, index_reads as _index_reads, INDEX_READS, sized_by_device_tensor as _sized_by_device_tensor,
 )
 from trainlint.model.lattice import Kind
 from trainlint.model.names import tokens
@@ -42,7 +42,7 @@ class HostSyncInStep(Rule):
     per_step = True
     why = (
         "CUDA kernels run asynchronously: the host queues work and races ahead. Reading a tensor's value on "
-        "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`, `if t:`, a slice bound (`x[:, :max_len]` with `max_len` a 0-dim device tensor, turned into an int by `__index__`), Python's `max()`/`min()` over a tensor or a list of tensors or with a tensor among their arguments (`max(torch.norm(y) ** 2, 1e-6)`), a tensor given for a count such as `torch.topk`'s `k`, `torch.equal(a, b)` and `torch.allclose(a, b)` (a Python bool: the `if` testing it reads nothing more), printing or "
+        "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`, `if t:`, a slice bound (`x[:, :max_len]` with `max_len` a 0-dim device tensor, turned into an int by `__index__`), a device tensor assigned into a tensor built on the host (`x_pad[:, :n] = x` after `x_pad = torch.zeros(...)`: a blocking copy to the host), Python's `max()`/`min()` over a tensor or a list of tensors or with a tensor among their arguments (`max(torch.norm(y) ** 2, 1e-6)`), a tensor given for a count such as `torch.topk`'s `k`, `torch.equal(a, b)` and `torch.allclose(a, b)` (a Python bool: the `if` testing it reads nothing more), printing or "
         "formatting it (an f-string, `.format`, or `%` in any call's argument: `pbar.set_postfix(loss='%.3f' % loss)`), or a module's lambda shim doing one of these, as d2l's `d2l.to(x, d2l.cpu())`) makes the host wait until every queued kernel has finished, so the GPU idles while "
         "the next step is prepared. Once per step this costs a few to tens of milliseconds; torchtune "
         "measured 40-50 ms of `cudaStreamSynchronize` per step from one `loss.item()`. What is read is "
@@ -346,9 +346,9 @@ for x, y in loader:
             if per_step(fv.site) and not after_sync(fv.site) and _device_tensor(model.value(fv.node.expression, fv.site)):
                 text = model.module.code_for_node(fv.node.expression)
                 syncs.append(_Sync(fv.site, fv.node, f"formatting tensor `{text}` in an f-string", "value read"))
-        for site, node, bound in _index_reads(model, lambda site: per_step(site) and not after_sync(site)):
+        for site, node, how in _index_reads(model, lambda site: per_step(site) and not after_sync(site)):
             text = shorten(model.module.code_for_node(node), 40)
-            syncs.append(_Sync(site, node, f"slicing by tensor `{text}` (a slice bound is read as a Python int)" if bound else f"`{text}` {LEGACY_READ}", "value read"))
+            syncs.append(_Sync(site, node, *INDEX_READS[how](text)))
         yield from _one_per_statement(model, syncs, _header_calls(model, [s.node for s in syncs]))
 
     def explain_call(self, model: TrainingModel, call: Call, line_of: Callable[[Any], int]) -> str | None:
