@@ -786,3 +786,57 @@ def test_a_decoding_loop_is_reported_at_its_forward_not_at_the_function_making_i
     print(translate("hello"))
     """
     assert lint_project(tmp_path, {"seq2seq_models.py": helpers, "seq2seq.py": code}, "TL303") == ["seq2seq.py:13:TL303"]
+
+
+# -- a method its module calls only under no_grad, called with grad from a script that imports it -----
+GAN_TRAINER = """
+import torch
+import torch.nn as nn
+
+
+class ACGAN(object):
+    def __init__(self, args):
+        self.G = nn.Linear(4, 4).cuda()
+        self.D = nn.Linear(4, 1).cuda()
+        self.G_optimizer = torch.optim.Adam(self.G.parameters())
+        self.sample_z_ = torch.rand(8, 4).cuda()
+
+    def train(self, loader):
+        for epoch in range(10):
+            self.G.train()
+            for x_ in loader:
+                self.G_optimizer.zero_grad()
+                loss = self.D(self.G(x_.cuda())).mean()
+                loss.backward()
+                self.G_optimizer.step()
+            with torch.no_grad():
+                self.visualize_results(epoch + 1)
+
+    def visualize_results(self, epoch):
+        self.G.eval()
+        samples = self.G(self.sample_z_)
+        return samples.cpu().data.numpy()
+"""
+GAN_SCRIPT = """
+import argparse
+from ACGAN import ACGAN
+
+def main():
+    args = argparse.ArgumentParser().parse_args()
+    gan = ACGAN(args)
+    gan.train(loader)
+    CALL
+"""
+
+
+def test_a_method_a_script_calls_with_grad_is_evaluation_with_grad(tmp_path: Path) -> None:
+    # pytorch-generative-model-collections: `visualize_results` runs under no_grad inside `train`, and
+    # with grad from main.py after training
+    files = {"ACGAN.py": GAN_TRAINER, "main.py": GAN_SCRIPT.replace("CALL", "gan.visualize_results(args.epoch)")}
+    assert lint_project(tmp_path, files, "TL303") == ["ACGAN.py:26:TL303"]
+
+
+def test_a_method_every_module_calls_under_no_grad_is_not(tmp_path: Path) -> None:
+    for call in ("with torch.no_grad():\n        gan.visualize_results(args.epoch)", "gan.save(args.epoch)", "pass"):
+        files = {"ACGAN.py": GAN_TRAINER, "main.py": "import torch\n" + GAN_SCRIPT.replace("CALL", call)}
+        assert lint_project(tmp_path, files, "TL303") == [], call

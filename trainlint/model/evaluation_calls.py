@@ -84,3 +84,21 @@ def evaluated_elsewhere(
             if training is not None and layer is not None:
                 yield call, target, training, layer, summary
                 break
+
+
+def methods_called_with_grad(model: "TrainingModel") -> tuple[str, ...]:
+    """The methods this module calls on objects other than `self` with autograd on (outside `no_grad`,
+    in no function that runs without grad everywhere): what a module it imports cannot see when it
+    asks whether its own method runs only under no_grad (`gan.visualize_results(epoch)` in a script)."""
+    names: set[str] = set()
+    graded: dict[int, bool] = {}  # (per function: whether it may run with grad)
+    for call in model.calls:
+        method = call.method
+        if method is None or method in names or call.receiver_text in (None, "self", "cls", "super()") or model.under(call.site, "no_grad"):
+            continue
+        fn = call.site.function
+        if fn is not None and id(fn) not in graded:
+            graded[id(fn)] = not model.under_no_grad_everywhere(fn)
+        if fn is None or graded[id(fn)]:
+            names.add(method)
+    return tuple(sorted(names))

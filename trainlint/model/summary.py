@@ -179,6 +179,8 @@ class ModuleSummary:
     # class (each as the imports spell it in full) and "f"
     attached: tuple[tuple[str, str, str], ...] = ()
     uses_accelerator: bool = False  # its own code puts work on a device (`TrainingModel.uses_accelerator`)
+    # the methods it calls with autograd on, on objects other than `self` (`gan.visualize_results(n)`)
+    graded_methods: tuple[str, ...] = ()
 
 
 EMPTY = ModuleSummary()
@@ -213,6 +215,12 @@ class ProjectLookup(Protocol):
     def callers_use_accelerator(self, path: str) -> bool:
         """Whether a project module importing module `path` puts work on a device (the modules it runs
         the training loops of there work where it does)."""
+        ...
+
+    def called_with_grad(self, path: str, method: str) -> bool:
+        """Whether a project module importing module `path` calls a method of that name, on an object
+        other than `self`, with autograd on (a method its own module calls only under no_grad may
+        still run with grad from a script: `gan.visualize_results(epoch)`)."""
         ...
 
     def step_seeds(self, path: str) -> dict[str, Seed]:

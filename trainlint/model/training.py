@@ -489,9 +489,10 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
     def under_no_grad_everywhere(self, fn: Function, seen: frozenset[int] = frozenset()) -> bool:
         """Whether a function runs without grad: decorated, or every call site of it is under no_grad or
         in a function of this module that runs without grad (`with torch.no_grad(): test(...)`, whose
-        `test` calls `run_clip(...)` that runs the forward)."""
+        `test` calls `run_clip(...)` that runs the forward), and, for a method, no importer calls it with grad."""
         if any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators) or wraps_under_no_grad(fn, self.functions, self.calls):
             return True
         sites, seen = self._calls_by_callee.get(id(fn), []), seen | {id(fn)}
         return bool(sites) and all(self.under(c.site, "no_grad") or (c.site.function is not None and id(c.site.function) not in seen
-                                                                     and self.under_no_grad_everywhere(c.site.function, seen)) for c in sites)
+                                                                     and self.under_no_grad_everywhere(c.site.function, seen)) for c in sites) and not (
+            fn.class_name is not None and self.project is not None and bool(self.path) and self.project.called_with_grad(self.path, fn.name))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from dataclasses import replace
-from typing import Any
+from typing import Any, Iterator
 
 from trainlint.project import budget, kept_models, store
 from trainlint.project.components import Components
@@ -104,8 +104,7 @@ class Project(ModuleFinder):
         return self._deeper
 
     def _asker(self, from_file: str) -> Path | None:
-        """The module whose summary is being computed, asking (None: the file linted, which sees every
-        module in full)."""
+        """The module whose summary is being computed, asking (None: the file linted, which sees all)."""
         return _real(Path(from_file)) if self.depth else None
 
     def locate_any(self, importer: Path, qualname: str) -> tuple[Path, list[str]] | None:
@@ -124,7 +123,6 @@ class Project(ModuleFinder):
     def step_seeds(self, path: str) -> dict[str, Seed]:
         """The functions of module `path` ("f", "Class.method") that other modules of the project call
         on every training step, each with the call chains that reach it (`ProjectLookup.step_seeds`).
-
         Joined up from the callers' summaries, which do not depend on their own callers: the calls a
         module makes from its step loops, and those its functions make whenever they run, which are
         per step where those functions are (asked of their callers in turn, as far up as callers go).
@@ -150,13 +148,19 @@ class Project(ModuleFinder):
 
     def callers_use_accelerator(self, path: str) -> bool:
         """Whether a module importing module `path` puts work on a device, by its summary
-        (`ProjectLookup.callers_use_accelerator`): asked by the module linted only (a summary is free
-        of its callers)."""
-        if self.depth > 0 or not path or path == "-":
-            return False
-        target = _real(Path(path))
-        # (analysed even without training code: a script that only moves the model and calls the loop)
-        return any(self.summary(importer, steps=True).uses_accelerator for importer in self.importers(target) if importer != target)
+        (`ProjectLookup.callers_use_accelerator`)."""
+        return any(s.uses_accelerator for s in self._importer_summaries(path))
+
+    def called_with_grad(self, path: str, method: str) -> bool:
+        """(`ProjectLookup.called_with_grad`)"""
+        return any(method in s.graded_methods for s in self._importer_summaries(path))
+
+    def _importer_summaries(self, path: str) -> Iterator[ModuleSummary]:
+        """The summaries of the modules importing module `path` (even without training code: a script
+        that only moves the model and calls the loop), for the module linted only (a summary is free of its callers)."""
+        if self.depth == 0 and path and path != "-":
+            target = _real(Path(path))
+            yield from (self.summary(importer, steps=True) for importer in self.importers(target) if importer != target)
 
     def differentiates(self, path: str, qualified: str) -> bool:
         """Whether a function of a project module may differentiate a value it is given
@@ -167,14 +171,11 @@ class Project(ModuleFinder):
         key = (target, qualified)
         known = self._differentiates.get(key)
         if known is None or known[0] != state:
-            answer = True
-            with watching() as read:
-                if data is not None:
-                    model = self._model(target, module_code(str(target), data))
-                    if model is not None:
-                        from trainlint.model.fix_safety import local_differentiates
+            from trainlint.model.fix_safety import local_differentiates
 
-                        answer = local_differentiates(model, qualified)
+            with watching() as read:
+                model = self._model(target, module_code(str(target), data)) if data is not None else None
+                answer = local_differentiates(model, qualified) if model is not None else True
             known = self._differentiates[key] = (state, answer, tuple(read))
         note_all(known[2], known[0])
         return known[1]
@@ -465,6 +466,7 @@ class Project(ModuleFinder):
     def _compute(self, path: Path, data: bytes) -> ModuleSummary:
         try:
             from trainlint.model.positions import call_placer
+            from trainlint.model.evaluation_calls import methods_called_with_grad
             from trainlint.model.summarizer import Summarizer
 
             source = module_code(str(path), data)
@@ -476,7 +478,8 @@ class Project(ModuleFinder):
             calls = model.step_calls(call_placer(model.module, source, str(path)))
             arguments = self._arguments(path, model.project_arguments())
             kept_models.keep(str(path), source, model, lookup)  # (complete: no answer was cut short)
-            return replace(summary, step_calls=tuple(calls), arguments=arguments, uses_accelerator=model.uses_accelerator)
+            return replace(summary, step_calls=tuple(calls), arguments=arguments, uses_accelerator=model.uses_accelerator,
+                           graded_methods=methods_called_with_grad(model))
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
             return self.outline(path)
 
