@@ -953,3 +953,35 @@ def test_an_augmentation_helper_filling_a_host_tensor_from_its_arguments_is_no_c
         opt.step()
     """
     assert lint_project(tmp_path, {"util.py": helper, "train.py": script}, "TL401") == []
+
+
+# -- a padded batch: a host tensor filled with the batch's own values before the move ----------------
+PADDED_BATCH = """
+import torch
+
+def pad(seqs, lengths):
+    seq_tensor = torch.zeros((len(seqs), lengths.max())).long()
+    for idx, (seq, n) in enumerate(zip(seqs, lengths)):
+        FILL
+    return seq_tensor.cuda()
+
+model = torch.nn.Embedding(128, 8).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for names, labels in loader:
+    seqs = [vocab.encode(name) for name in names]
+    x = pad(seqs, torch.LongTensor([len(s) for s in seqs]))
+    loss = model(x).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_host_tensor_filled_with_the_batch_s_values_is_data() -> None:
+    # PyTorchZeroToAll's `pad_sequences`: `seq_tensor[idx, :seq_len] = torch.LongTensor(seq)`
+    assert found(PADDED_BATCH.replace("FILL", "seq_tensor[idx, :n] = torch.LongTensor(seq)"), "TL406") == []
+
+
+def test_a_host_tensor_filled_with_constants_is_still_built_on_the_host() -> None:
+    for fill in ("seq_tensor[idx, :n] = 1", "seq_tensor[idx] = torch.ones(5).long()"):
+        assert found(PADDED_BATCH.replace("FILL", fill), "TL406") == [8], fill

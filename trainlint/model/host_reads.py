@@ -14,6 +14,7 @@ from trainlint.model.extract import calls_in
 from trainlint.model.facts import Call, Site
 from trainlint.model.lattice import ACCEL, HOST, Kind, Value
 from trainlint.model.names import dotted, root_name, tokens
+from trainlint.model.data_sources import copied_from_device
 from trainlint.model.device_arguments import moved_to_device
 from trainlint.model.summarizer import loop_names_over, passes_on, read_arguments
 from trainlint.model.summary import ARGUMENT_READS
@@ -293,7 +294,7 @@ def index_reads(model: TrainingModel, judged: Callable[[Site], bool]) -> Iterato
         target = a.node.targets[0].target if isinstance(a.node, cst.Assign) and len(a.node.targets) == 1 else None
         if isinstance(target, cst.Subscript) and judged(a.site):
             into = model.value(target.value, a.site)
-            if into.kind is Kind.TENSOR and into.device == HOST and _copied_from_device(model, a.value, a.site):
+            if into.kind is Kind.TENSOR and into.device == HOST and copied_from_device(model, a.value, a.site):
                 yield a.site, a.value, "into host"
     sites = [c.site for c in model.calls] + [a.site for a in model.assigns]
     sites.extend(r.site for fn in model.functions for r in fn.return_facts)
@@ -316,17 +317,6 @@ def index_reads(model: TrainingModel, judged: Callable[[Site], bool]) -> Iterato
             for value in taken:
                 if _legacy_read(model, value, site):
                     yield site, value, "legacy"
-
-
-def _copied_from_device(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> bool:
-    """A value assigned into a host tensor that lives on the accelerator: known to be there, or a tensor
-    of unknown place that the object's own modules compute (`x, _ = self.lstm(x)` in a `forward`).
-    Drawn from a helper's arguments alone (`outputs[i] = imgs[i]` in an augmentation helper), its
-    place is the callers', which often hand it host batches before they move them."""
-    given = model.value(expr, site)
-    if given.device == ACCEL and given.kind in (Kind.TENSOR, Kind.UNKNOWN):
-        return True
-    return device_tensor(given) and site.function is not None and any(r.split(".", 1)[0] == "self" for r in model.roots_of(expr, site.function))
 
 
 def _legacy_read(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> bool:

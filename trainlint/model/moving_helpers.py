@@ -12,6 +12,7 @@ import libcst as cst
 from trainlint.model.arguments import argument_for
 from trainlint.model.names import dotted
 from trainlint.model.arithmetic import built_on_host
+from trainlint.model.data_sources import filled_with_data
 from trainlint.model.parameter_facts import MOVES, keys
 from trainlint.model.torchnames import literal_string
 
@@ -108,6 +109,6 @@ def moved_host_tensors(m: "TrainingModel", call: "Call") -> list[cst.BaseExpress
     out = []
     for given in moved_arguments(m, call, local, summary):
         value = m.value(given, call.site)
-        if built_on_host(value) and not (value.origin or "").endswith("_like"):
+        if built_on_host(value) and not (value.origin or "").endswith("_like") and not filled_with_data(m, given, call.site):
             out.append(given)
     return out

@@ -11,6 +11,7 @@ import libcst as cst
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.device_arguments import DTYPE_CALLS
+from trainlint.model.data_sources import filled_with_data
 from trainlint.model.environments import observed, wraps_observation
 from trainlint.model.gates import is_cached_value
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES as RANDOM, literal_string
@@ -242,7 +243,7 @@ for x in loader:
     optimizer.step()
 """
     not_flagged = (
-        "Moving the batch from the DataLoader (`x.to(device)`: use `pin_memory=True` and `non_blocking=True`), a host tensor a count of the batch's data is added to (`tokens += (labels != pad).sum()`; a factory's tensor scaled by a factor, `torch.arange(half) * -scale`, is still the factory's and is flagged), a tensor built under a test that changes from round to round (`if step == 0:`, `if buf is None:`, a random draw) before the move rebinds it (then it moves once), or "
+        "Moving the batch from the DataLoader (`x.to(device)`: use `pin_memory=True` and `non_blocking=True`), a host tensor a count of the batch's data is added to (`tokens += (labels != pad).sum()`; a factory's tensor scaled by a factor, `torch.arange(half) * -scale`, is still the factory's and is flagged), a host tensor the function fills with the batch's own values before moving it (a padded batch: `seq_tensor[i, :n] = torch.LongTensor(seq)`; filled with numbers, host constants or device values it is flagged), a tensor built under a test that changes from round to round (`if step == 0:`, `if buf is None:`, a random draw) before the move rebinds it (then it moves once), or "
         "the batch a loop draws from in-memory data (`torch.tensor(x).to(device)` for `x` of `zip(xs, ys)`; a "
         "`torch.from_numpy` of an array NumPy built in the step from numbers, `np.zeros_like(v)` filled on the host, "
         "a `np.meshgrid` of `np.arange`s raveled, stacked and transposed, a draw of a count `np.random.permutation(n)`, "
@@ -358,8 +359,7 @@ for x, targets in loader:
             name = factory.rsplit(".", 1)[-1]
             direct = factory.startswith("torch.") and factory.count(".") == 1 and name in DETERMINISTIC | RANDOM | LEGACY_CONSTRUCTORS
             if not direct and call.receiver is not None:
-                # `alpha = torch.rand(n, 1); alpha = alpha.cuda()`, `torch.zeros(1, n).fill_(s).type_as(x)`:
-                # built on the host, from factories only, then copied to the device
+                # built on the host, from factories only, then copied: `alpha = torch.rand(n, 1); alpha = alpha.cuda()`
                 if _minibatch(call.receiver) or _moved_once(model, call):
                     continue
                 value = model.value(call.receiver, call.site)
@@ -374,7 +374,7 @@ for x, targets in loader:
                 if isinstance(call.receiver, cst.Name) and not built_on_host(value):
                     value = rebuilt_each_round(model, call.receiver.value, call) or value
                 built = (value.origin or "").removeprefix("torch.")
-                if built_on_host(value) and not built.endswith("_like") and not wraps_observation(model, call.receiver, call.site.function, call.site):
+                if built_on_host(value) and not built.endswith("_like") and not wraps_observation(model, call.receiver, call.site.function, call.site) and not filled_with_data(model, call.receiver, call.site):
                     shown = shorten(model.module.code_for_node(call.receiver), 50)
                     if built == "from_numpy":  # (`path = np.zeros_like(v)` filled on the host, then wrapped)
                         yield Finding(call.node, f"`{shown}` wraps an array NumPy built on the host, copied to the device every step")
