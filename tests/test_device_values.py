@@ -985,3 +985,30 @@ def test_a_host_tensor_filled_with_the_batch_s_values_is_data() -> None:
 def test_a_host_tensor_filled_with_constants_is_still_built_on_the_host() -> None:
     for fill in ("seq_tensor[idx, :n] = 1", "seq_tensor[idx] = torch.ones(5).long()"):
         assert found(PADDED_BATCH.replace("FILL", fill), "TL406") == [8], fill
+
+
+# -- the loader's batch, read before the loop moves it -----------------------------------------------
+TRIMMED_BATCH = """
+import torch
+
+def train(model, loader, optimizer, device):
+    for i, (x, lengths) in enumerate(loader):
+        READ
+        x = x[:, :n].to(device)
+        lengths = lengths.to(device)
+        loss = model(x, lengths).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_the_loader_s_lengths_read_before_their_move_are_on_the_host() -> None:
+    # a-PyTorch-Tutorial-to-Sequence-Labeling: `max_word_len = max(wmap_lengths.tolist())` trims the
+    # batch before `wmap_lengths = wmap_lengths.to(device)`
+    assert found(TRIMMED_BATCH.replace("READ", "n = max(lengths.tolist())"), "TL401") == []
+
+
+def test_the_lengths_read_after_their_move_are_read_on_the_device() -> None:
+    source = TRIMMED_BATCH.replace("READ", "n = 8").replace("        loss = model(", "        n = max(lengths.tolist())\n        loss = model(")
+    assert found(source, "TL401") == [9]

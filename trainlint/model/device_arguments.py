@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.lattice import ACCEL, HOST, UNKNOWN_DEVICE, Kind, Value
+from trainlint.model.names import root_name
 from trainlint.model.torchnames import TORCH_DTYPES, dtype_name, literal_string
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Function, Site
+    from trainlint.model.facts import Function, Loop, Site
     from trainlint.model.training import TrainingModel
 
 
@@ -119,3 +120,19 @@ def device_ordinal(model: "TrainingModel", expr: cst.BaseExpression, site: "Site
         c.qualname in SPAWNERS and c.node.args and isinstance(c.node.args[0].value, cst.Name) and c.node.args[0].value.value == fn.name
         for c in model.calls
     )
+
+
+def moved_later_in_loop(model: "TrainingModel", name: str, loop: "Loop", at: "Site") -> bool:
+    """Whether the body of `loop`, whose header binds `name`, moves it to the device after `at`
+    (`for x, lengths in loader: n = max(lengths.tolist()); ...; lengths = lengths.cuda()`): before
+    the move, the loader's value is on the host (the move would be pointless otherwise)."""
+    for a in model.reaching(at.function, name, None):
+        value = a.value
+        if not (a.site.order > at.order and loop in a.site.loops and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
+            continue
+        if root_name(value.func.value) != name or value.func.attr.value not in ("to", "cuda"):
+            continue
+        first = value.args[0].value if value.args else None
+        if value.func.attr.value == "cuda" or (first is not None and dtype_name(first, model.imports) not in TORCH_DTYPES and not model.values.spells_cpu(first, a.site.function, a.site)):
+            return True
+    return False

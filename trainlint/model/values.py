@@ -27,7 +27,7 @@ from trainlint.model.cycles import CycleMemo
 from trainlint.model.saved_arguments import saving_constructor
 from trainlint.model.torchnames import returns_indices
 from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, TENSOR_VALUED_ATTRIBUTES, CallValues
-from trainlint.model.device_arguments import moved_to_device, on_device_operands
+from trainlint.model.device_arguments import moved_later_in_loop, moved_to_device, on_device_operands
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Function, Site
@@ -322,8 +322,7 @@ class ValueModel(CallValues, CycleMemo):
         declared = self._annotation(annotation) if annotation else None
         if declared is not None and not refinable(declared):
             return declared
-        # a declared `nn.Module` says what kind, not which class (a `list[Tensor]`, not where its
-        # tensors live): what is passed may say
+        # a declared `nn.Module` (`list[Tensor]`) says what kind, not which class (where): what is passed may say
         for passed in (
             self._arguments(fn, name),
             self.model.passed_from_other_modules(fn, name),
@@ -385,8 +384,9 @@ class ValueModel(CallValues, CycleMemo):
             node = loop.node
             if isinstance(node, cst.For) and name in target_names(node.target):
                 drawn = unpacked_element(element_of(self.of(node.iter, fn, at)), node.target, name)
-                # an element drawn from data built before the loop (`for x, y in batches:` of host
-                # tensors) is data: where it lives, but not built by a factory where it is used
+                if drawn.kind is Kind.UNKNOWN and drawn.device == UNKNOWN_DEVICE and moved_later_in_loop(self.model, name, loop, at):
+                    return Value(Kind.UNKNOWN, HOST)  # (the loader's batch, before the loop moves it)
+                # data drawn from before the loop (`for x, y in batches:`): where it lives, not a factory's
                 return replace(drawn, origin=None) if drawn.kind is Kind.TENSOR else drawn
         return None
 

@@ -81,6 +81,21 @@ for i, x in enumerate(loader):
         optimizer.step()
         optimizer.zero_grad()
 """,
+        # gradient accumulation that flushes the last partial window after the epoch's loop
+        """
+def train_epoch(loader, model, optimizer):
+    for i, x in enumerate(loader, start=1):
+        model(x).backward()
+        if i % 4 == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    if i % 4 != 0:
+        optimizer.step()
+        optimizer.zero_grad()
+
+for epoch in range(3):
+    train_epoch(loader, model, optimizer)
+""",
         """
 for real in loader:
     d_opt.zero_grad()
@@ -161,5 +176,8 @@ for x in loader:
                     continue  # `if not torch.isfinite(loss): optimizer.zero_grad(); continue`: that path never steps
                 between = [b for b in backwards if b.site.function is fn and clear.site.order < b.site.order < step.site.order]
                 before = [b for b in backwards if b.site.function is fn and b.site.order < clear.site.order and set(b.site.loops) >= set(step.site.loops)]
+                last = max((b.site.order for b in before), default=None)
+                if last is not None and any(s.receiver_text == optimizer and s.site.function is fn and last < s.site.order < clear.site.order for s in steps):
+                    continue  # (`step(); zero_grad()` in the loop, then a flush `step()` after it: nothing was discarded)
                 if before and not between:
                     yield Finding(clear.node, f"`{optimizer}.zero_grad()` between `backward()` and `{optimizer}.step()` discards the gradients: the step applies zeros")
