@@ -55,7 +55,9 @@ for x, y in loader:
         "Modules that clear or overwrite gradients anywhere (`zero_grad`, `p.grad = None`, `grad.zero_()`, "
         "`grad.fill_()`, `grad.copy_()`), DeepSpeed/"
         "accelerate/Fabric engines whose `step()` clears them, gradient accumulation with `zero_grad` under "
-        "the accumulation boundary, and a `zero_grad` followed by another backward before the step (GANs)."
+        "the accumulation boundary (also when a last partial window is flushed after the loop, `if step % n != 0: "
+        "optimizer.step()`: a step of the same optimizer between the backward and the `zero_grad` consumed the "
+        "gradients), and a `zero_grad` followed by another backward before the step (GANs)."
     )
     verification = (
         "`trainlint verify run` counts `zero_grad()` calls and checks whether the `.grad` tensors are replaced "
