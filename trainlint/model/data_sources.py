@@ -11,10 +11,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from trainlint.model.arithmetic import built_on_host
-from trainlint.model.lattice import ACCEL, HOST, Kind
+from trainlint.model.lattice import Kind
 from trainlint.model.names import dotted
-from trainlint.model.torchnames import LEGACY_CONSTRUCTORS
 from trainlint.model.walk import iter_nodes
 
 if TYPE_CHECKING:
@@ -23,12 +21,10 @@ if TYPE_CHECKING:
     from trainlint.model.facts import Function, Site
     from trainlint.model.lattice import Value
     from trainlint.model.reaching import ReachingDefinitions
-    from trainlint.model.training import TrainingModel
 
 # conversions that keep what was read: methods of it (`buf.astype(np.int32)`), functions of it (`np.array(buf)`)
 _METHODS = frozenset({"astype", "copy", "view", "reshape", "numpy", "long", "int"})
 _FUNCTIONS = frozenset({"array", "asarray", "ascontiguousarray"})
-_CONSTRUCTORS = LEGACY_CONSTRUCTORS | {"tensor", "as_tensor", "from_numpy"}
 
 
 def drawn(model: "ReachingDefinitions", expr: cst.BaseExpression, fn: "Function | None", at: "Site | None", depth: int = 0) -> bool:
@@ -187,39 +183,3 @@ def _a_count(expr: cst.BaseExpression) -> bool:
         func = expr.func
         return (isinstance(func, cst.Attribute) and func.attr.value in ("size", "numel")) or (isinstance(func, cst.Name) and func.value == "len")
     return isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape"
-
-
-def copied_from_device(model: "TrainingModel", expr: cst.BaseExpression, site: "Site") -> bool:
-    """A value assigned into a host tensor that lives on the accelerator: known to be there, or a tensor
-    of unknown place that the object's own modules compute (`x, _ = self.lstm(x)` in a `forward`).
-    Drawn from a helper's arguments alone (`outputs[i] = imgs[i]` in an augmentation helper), its
-    place is the callers', which often hand it host batches before they move them."""
-    given = model.value(expr, site)
-    if given.device == ACCEL and given.kind in (Kind.TENSOR, Kind.UNKNOWN):
-        return True
-    on_device = given.is_tensor and given.device != HOST
-    return on_device and site.function is not None and any(r.split(".", 1)[0] == "self" for r in model.roots_of(expr, site.function))
-
-
-def filled_with_data(model: "TrainingModel", expr: cst.BaseExpression, site: "Site") -> bool:
-    """A tensor a factory built on the host (`seq_tensor = torch.zeros((n, max_len)).long()`) that the
-    function fills with the batch's own values before the move (`seq_tensor[i, :len] = torch.LongTensor(seq)`):
-    a padded batch, data, not a constant; filled with numbers, host constants or device values
-    (`x_pad[:, :n] = x`), it could have been built on the device."""
-    name = expr
-    while isinstance(name, cst.Subscript):  # (`seq_tensor[perm_idx]`: rows of it)
-        name = name.value
-    if not isinstance(name, cst.Name) or site.function is None:
-        return False
-    fills = [a for a in model.assigns if a.targets == (f"{name.value}[]",) and a.site.function is site.function and a.site.order < site.order]
-    return any(_data_tensor(model, a.value, a.site) and not copied_from_device(model, a.value, a.site) for a in fills)
-
-
-def _data_tensor(model: "TrainingModel", expr: cst.BaseExpression, site: "Site") -> bool:
-    """A tensor made of values the analysis does not know as numbers (`torch.LongTensor(seq)` of a
-    row of the batch), or computed from such tensors without a graph."""
-    if isinstance(expr, cst.Call) and expr.args and (model.imports.resolve(expr.func) or "").removeprefix("torch.") in _CONSTRUCTORS:
-        given = model.value(expr.args[0].value, site)
-        return given.kind is Kind.UNKNOWN or (given.kind is Kind.COLLECTION and (given.element is None or given.element.kind is Kind.UNKNOWN))
-    value = model.value(expr, site)  # (an activation, carrying a graph, is no data)
-    return value.kind is Kind.TENSOR and not built_on_host(value) and value.graph is False

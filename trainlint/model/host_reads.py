@@ -14,7 +14,7 @@ from trainlint.model.extract import calls_in
 from trainlint.model.facts import Call, Site
 from trainlint.model.lattice import ACCEL, HOST, Kind, Value
 from trainlint.model.names import dotted, root_name, tokens
-from trainlint.model.data_sources import copied_from_device
+from trainlint.model.moving_helpers import copied_from_device
 from trainlint.model.device_arguments import moved_to_device
 from trainlint.model.summarizer import loop_names_over, passes_on, read_arguments
 from trainlint.model.summary import ARGUMENT_READS

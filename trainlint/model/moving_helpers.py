@@ -1,7 +1,9 @@
 """Helpers that move what they are given to the device: `to_var(x)` (`x = x.cuda()` when a GPU is
 there, then `return Variable(x)`), `utils.cuda([imgs, z])` returning `[x.cuda() for x in xs]`,
 `self.get_torch_variable(arg)` returning `Variable(arg).cuda(self.cuda_index)`. A call of one is a
-move of its argument (of each element of a list or tuple written there), as `arg.cuda()` is."""
+move of its argument (of each element of a list or tuple written there), as `arg.cuda()` is. And what a
+host tensor is filled with before its move: the batch's own values (a padded batch, data), or a device
+tensor (a copy back to the host)."""
 
 from __future__ import annotations
 
@@ -12,12 +14,12 @@ import libcst as cst
 from trainlint.model.arguments import argument_for
 from trainlint.model.names import dotted
 from trainlint.model.arithmetic import built_on_host
-from trainlint.model.data_sources import filled_with_data
 from trainlint.model.parameter_facts import MOVES, keys
-from trainlint.model.torchnames import literal_string
+from trainlint.model.lattice import ACCEL, HOST, Kind
+from trainlint.model.torchnames import LEGACY_CONSTRUCTORS, literal_string
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Call, Function
+    from trainlint.model.facts import Call, Function, Site
     from trainlint.model.summary import FunctionSummary
     from trainlint.model.training import TrainingModel
 
@@ -112,3 +114,42 @@ def moved_host_tensors(m: "TrainingModel", call: "Call") -> list[cst.BaseExpress
         if built_on_host(value) and not (value.origin or "").endswith("_like") and not filled_with_data(m, given, call.site):
             out.append(given)
     return out
+
+
+def copied_from_device(model: "TrainingModel", expr: cst.BaseExpression, site: "Site") -> bool:
+    """A value assigned into a host tensor that lives on the accelerator: known to be there, or a tensor
+    of unknown place that the object's own modules compute (`x, _ = self.lstm(x)` in a `forward`).
+    Drawn from a helper's arguments alone (`outputs[i] = imgs[i]` in an augmentation helper), its
+    place is the callers', which often hand it host batches before they move them."""
+    given = model.value(expr, site)
+    if given.device == ACCEL and given.kind in (Kind.TENSOR, Kind.UNKNOWN):
+        return True
+    on_device = given.is_tensor and given.device != HOST
+    return on_device and site.function is not None and any(r.split(".", 1)[0] == "self" for r in model.roots_of(expr, site.function))
+
+
+def filled_with_data(model: "TrainingModel", expr: cst.BaseExpression, site: "Site") -> bool:
+    """A tensor a factory built on the host (`seq_tensor = torch.zeros((n, max_len)).long()`) that the
+    function fills with the batch's own values before the move (`seq_tensor[i, :len] = torch.LongTensor(seq)`):
+    a padded batch, data, not a constant; filled with numbers, host constants or device values
+    (`x_pad[:, :n] = x`), it could have been built on the device."""
+    name = expr
+    while isinstance(name, cst.Subscript):  # (`seq_tensor[perm_idx]`: rows of it)
+        name = name.value
+    if not isinstance(name, cst.Name) or site.function is None:
+        return False
+    fills = [a for a in model.assigns if a.targets == (f"{name.value}[]",) and a.site.function is site.function and a.site.order < site.order]
+    return any(_data_tensor(model, a.value, a.site) and not copied_from_device(model, a.value, a.site) for a in fills)
+
+
+_CONSTRUCTORS = LEGACY_CONSTRUCTORS | {"tensor", "as_tensor", "from_numpy"}
+
+
+def _data_tensor(model: "TrainingModel", expr: cst.BaseExpression, site: "Site") -> bool:
+    """A tensor made of values the analysis does not know as numbers (`torch.LongTensor(seq)` of a
+    row of the batch), or computed from such tensors without a graph."""
+    if isinstance(expr, cst.Call) and expr.args and (model.imports.resolve(expr.func) or "").removeprefix("torch.") in _CONSTRUCTORS:
+        given = model.value(expr.args[0].value, site)
+        return given.kind is Kind.UNKNOWN or (given.kind is Kind.COLLECTION and (given.element is None or given.element.kind is Kind.UNKNOWN))
+    value = model.value(expr, site)  # (an activation, carrying a graph, is no data)
+    return value.kind is Kind.TENSOR and not built_on_host(value) and value.graph is False

@@ -11,7 +11,7 @@ import libcst as cst
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.device_arguments import DTYPE_CALLS
-from trainlint.model.data_sources import filled_with_data
+from trainlint.model.moving_helpers import filled_with_data
 from trainlint.model.environments import observed, wraps_observation
 from trainlint.model.gates import is_cached_value
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES as RANDOM, literal_string
