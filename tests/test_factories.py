@@ -656,3 +656,98 @@ def test_a_graph_retained_by_a_helper_whose_caller_never_backpropagates_after_it
         "                loss = rec + lam * gan\n", "                loss = rec + gan\n").replace(
         "                opt.step()\n", "                opt.step()\n                calculate_lambda(rec, gan, model.last.weight)\n")}
     assert [f for f in lint_tree(tmp_path, files) if "TL301" in f] == ["vqgan.py:7:TL301"]  # (its first `grad` is followed by its second)
+
+
+# Retinaface's and ssd.pytorch's MultiBoxLoss: targets built with the legacy `torch.Tensor(num, n, 4)`,
+# filled per image by a helper, then moved. On the host unless a script importing the loss makes a
+# CUDA type the default (ssd.pytorch's `train.py` does: there the tensor is built on the device).
+LEGACY_LOSS = {
+    "layers/__init__.py": "",
+    "layers/multibox.py": """
+        import torch
+        from torch import nn
+
+
+        def match(truths, loc_t, idx):
+            loc_t[idx] = truths
+
+
+        class MultiBoxLoss(nn.Module):
+            def forward(self, predictions, targets):
+                num, n = predictions.size(0), predictions.size(1)
+                loc_t = torch.Tensor(num, n, 4)
+                for idx in range(num):
+                    match(targets[idx], loc_t, idx)
+                loc_t = loc_t.cuda()
+                scale = torch.Tensor([0.1, 0.1, 0.2, 0.2]).cuda()
+                return ((predictions - loc_t) / scale).abs().sum()
+    """,
+    "train.py": """
+        import torch
+
+        from layers.multibox import MultiBoxLoss
+
+        DEFAULT
+
+
+        def train(net, loader, optimizer):
+            criterion = MultiBoxLoss()
+            for images, targets in loader:
+                images = images.cuda()
+                targets = [t.cuda() for t in targets]
+                loss = criterion(net(images), targets)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    """,
+}
+
+
+def _legacy_loss(default: str) -> dict[str, str]:
+    return {**LEGACY_LOSS, "train.py": LEGACY_LOSS["train.py"].replace("DEFAULT", default)}
+
+
+def test_the_default_tensor_type_s_constructor_builds_on_the_host_and_is_moved_every_step(tmp_path: Path) -> None:
+    found = lint_tree(tmp_path, _legacy_loss("torch.manual_seed(0)"), ["layers/multibox.py"])
+    assert [f for f in found if f.endswith("TL406")] == ["layers/multibox.py:16:TL406", "layers/multibox.py:17:TL406"]
+
+
+def test_a_cpu_default_set_by_the_script_changes_nothing(tmp_path: Path) -> None:
+    found = lint_tree(tmp_path, _legacy_loss('torch.set_default_tensor_type("torch.DoubleTensor" if False else "torch.cpu.FloatTensor")'), ["layers/multibox.py"])
+    assert [f for f in found if f.endswith("TL406")] == ["layers/multibox.py:16:TL406", "layers/multibox.py:17:TL406"]
+
+
+def test_a_cuda_default_set_by_a_script_importing_the_loss_builds_it_on_the_device(tmp_path: Path) -> None:
+    found = lint_tree(tmp_path, _legacy_loss('torch.set_default_tensor_type("torch.cuda.FloatTensor")'), ["layers/multibox.py"])
+    assert [f for f in found if f.endswith("TL406")] == []
+
+
+def test_a_parameter_wrapping_a_kept_host_table_is_the_table_moved_every_step() -> None:
+    source = """
+        import torch
+        from torch import nn
+
+
+        class PositionalEncoding(nn.Module):
+            def __init__(self, n, d):
+                super().__init__()
+                self.pe = torch.zeros(n, d)
+                self.register_buffer("table", torch.zeros(n, d))
+
+            def forward(self, x):
+                out = x + nn.Parameter(self.pe, requires_grad=False).to(x.device)
+                return out + nn.Parameter(self.table, requires_grad=False).to(x.device)
+
+
+        def train(model, loader, opt):
+            model = model.cuda()
+            for x in loader:
+                loss = model(x.cuda()).sum()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+
+
+        train(PositionalEncoding(512, 64), [], None)
+    """
+    assert lines(source, "TL406") == [13]  # not the registered buffer, which moves with the module

@@ -11,7 +11,7 @@ from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCT
 
 # the factories whose tensors are built where the default device is, from no data (`torch.normal` with
 # `size=`), and `torch.from_numpy` of an array NumPy's factories made here (its origin says so)
-HOST_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_CONSTRUCTORS | {"normal", "from_numpy"}
+HOST_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_CONSTRUCTORS | {"normal", "from_numpy", "Tensor"}
 
 
 def arithmetic(sides: list[Value], scaling: bool = False) -> Value:

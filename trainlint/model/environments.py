@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable
 import libcst as cst
 
 from trainlint.model.arguments import argument_for
-from trainlint.model.data_sources import bound_to_read_data, stored_rows
+from trainlint.model.data_sources import bound_to_read_data, drawn, read_data, stored_rows
 from trainlint.model.gates import child_nodes
 from trainlint.model.names import dotted
 from trainlint.model.torchnames import LEGACY_CONSTRUCTORS
@@ -102,7 +102,7 @@ def wraps_observation(model: "TrainingModel", expr: cst.BaseExpression, fn: "Fun
     if not isinstance(expr, cst.Call) or not expr.args:
         return False
     factory = model.imports.resolve(expr.func) or ""
-    return factory.startswith("torch.") and factory[6:] in LEGACY_CONSTRUCTORS and observed(model, expr.args[0].value, fn, at)
+    return factory.startswith("torch.") and factory[6:] in LEGACY_CONSTRUCTORS | {"Tensor"} and observed(model, expr.args[0].value, fn, at)
 
 
 def observed(model: "TrainingModel", expr: cst.BaseExpression, fn: "Function | None", at: "Site | None", depth: int = 0) -> bool:
@@ -152,6 +152,47 @@ def wraps_data(model: "TrainingModel", value_of: "Callable[..., Value]", given: 
     return (isinstance(given, cst.Name) and bound_to_read_data(model, value_of, given, fn, at)) or stored_rows(model, given, fn) or observed(model, given, fn, at)
 
 
+def holds_data(
+    model: "TrainingModel", value_of: "Callable[..., Value]", iterated: "Callable[..., bool]",
+    given: cst.BaseExpression, fn: "Function | None", at: "Site | None", read: bool = True, depth: int = 0,
+) -> bool:
+    """What a constructor wraps is data, not numbers the code chose: the batch a loop draws (`iterated`),
+    an observation, rows of a buffer, what a function read (unless not `read`); also a name bound only
+    to a conversion of such (`points = points.data.numpy()` of the loader's batch, then augmented)."""
+    if iterated(given, fn, at) or wraps_data(model, value_of, given, fn, at) or drawn(model, given, fn, at) or (read and read_data(model, value_of, given, fn, at)):
+        return True
+    if not isinstance(given, cst.Name) or at is None or depth >= 2:
+        return False
+    bound = model.reaching(fn, given.value, at)
+    return bool(bound) and all(
+        a.op is None and not a.unpacked and a.value is not None and holds_data(model, value_of, iterated, _unconverted(a.value), fn, a.site, read, depth + 1)
+        for a in bound
+    )
+
+
+def wrapped_data(
+    model: "TrainingModel", value_of: "Callable[..., Value]", iterated: "Callable[..., bool]",
+    given: cst.BaseExpression, fn: "Function | None", at: "Site | None",
+) -> bool:
+    """What the one argument of a legacy constructor holds is data (`holds_data`, but not what any call
+    gives: `torch.FloatTensor(x.size())` is sized by it), or nothing (`torch.FloatTensor([])`: nothing crosses)."""
+    return holds_data(model, value_of, iterated, given, fn, at, read=False) or (isinstance(given, (cst.List, cst.Tuple)) and not given.elements)
+
+
+def _unconverted(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`x` of `x.data.cpu().numpy()`: what a conversion to a host array holds."""
+    while True:
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _CONVERSIONS and not expr.args:
+            expr = expr.func.value
+        elif isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+            expr = expr.value
+        else:
+            return expr
+
+
+_CONVERSIONS = frozenset({"numpy", "cpu", "detach", "copy", "float", "double", "long"})
+
+
 def _converts_itself(model: "TrainingModel", value: cst.BaseExpression, name: str) -> bool:
     """`state = torch.FloatTensor(state).to(device)`: the name rebound to a copy of what it held (an
     observation stays one), which a loop's back edge may show reaching its own use."""
@@ -161,7 +202,7 @@ def _converts_itself(model: "TrainingModel", value: cst.BaseExpression, name: st
     if not isinstance(value, cst.Call) or len(value.args) != 1 or dotted(value.args[0].value) != name:
         return False
     factory = model.imports.resolve(value.func) or ""
-    return factory in OBSERVATION_COPIES or factory in _WRAPPING or (factory.startswith("torch.") and factory[6:] in LEGACY_CONSTRUCTORS)
+    return factory in OBSERVATION_COPIES or factory in _WRAPPING or (factory.startswith("torch.") and factory[6:] in LEGACY_CONSTRUCTORS | {"Tensor"})
 
 
 def _from_environment(model: "TrainingModel", assign: "Assign", depth: int, name: "str | None" = None) -> bool:

@@ -29,6 +29,9 @@ def kept_on_host(model: "TrainingModel", call: "Call", value: Value) -> str | No
     the device every step, where a registered buffer would move once with the module. The
     attribute's text, or None."""
     receiver = call.receiver
+    if isinstance(receiver, cst.Call) and receiver.args and receiver.args[0].keyword is None and model.imports.resolve(receiver.func) in PARAMETER_CLASSES:
+        receiver = receiver.args[0].value  # (`nn.Parameter(self.pe, requires_grad=False).to(device)`: the same data)
+        value = model.value(receiver, call.site)
     while isinstance(receiver, cst.Subscript):
         receiver = receiver.value  # (`self.P[:, :n]`: slices of it)
     text = dotted(receiver) if isinstance(receiver, cst.Attribute) else None

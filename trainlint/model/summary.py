@@ -217,6 +217,12 @@ class ProjectLookup(Protocol):
         the training loops of there work where it does)."""
         ...
 
+    def callers_set_default_device(self, path: str) -> bool:
+        """Whether a project module importing module `path` may make a device the default for new
+        tensors (`torch.set_default_tensor_type("torch.cuda.FloatTensor")`): `torch.Tensor(n)` of
+        module `path` is then no host tensor."""
+        ...
+
     def called_with_grad(self, path: str, method: str) -> bool:
         """Whether a project module importing module `path` calls a method of that name, on an object
         other than `self`, with autograd on (a method its own module calls only under no_grad may

@@ -16,8 +16,8 @@ from trainlint.model.arguments import LambdaCalls, argument_for
 from trainlint.model.containers import MODULE_CONTAINERS, element_of, held_modules, namespace_value
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
 from trainlint.model.device_arguments import DeviceArguments, moved_to_device
-from trainlint.model.data_sources import ARRAY_METHODS, drawn, numpy_built, read_data
-from trainlint.model.environments import wraps_data
+from trainlint.model.data_sources import ARRAY_METHODS, numpy_built
+from trainlint.model.environments import holds_data, wrapped_data
 from trainlint.model.layer_swaps import parameter_free
 from trainlint.model.names import dotted, tokens
 from trainlint.model.torchnames import (
@@ -91,15 +91,16 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
     @cached_property
     def default_device(self) -> str:
         """Where a factory without `device=` builds its tensor: the host, unless the module changes the
-        default (`torch.set_default_device("cuda")`, `torch.set_default_tensor_type("torch.cuda.FloatTensor")`)."""
+        default (`torch.set_default_device("cuda")`, `torch.set_default_tensor_type("torch.cuda.FloatTensor")`)
+        or a script importing it may (ssd.pytorch's `train.py`, for its `torch.Tensor(num, n, 4)`)."""
         for call in self.model.calls:
             if call.qualname in ("torch.set_default_device", "torch.set_default_tensor_type") and call.node.args:
                 arg = call.node.args[0].value
                 text = literal_string(arg) or self.model.module.code_for_node(arg)
-                if "cpu" in text and "cuda" not in text:
-                    continue
-                return "cuda" if "cuda" in text else UNKNOWN_DEVICE
-        return HOST
+                if "cuda" in text or "cpu" not in text:
+                    return "cuda" if "cuda" in text else UNKNOWN_DEVICE
+        project, path = self.model.project, self.model.path
+        return UNKNOWN_DEVICE if project is not None and path and project.callers_set_default_device(path) else HOST
 
     # -- calls ---------------------------------------------------------------------------------
     def _call(self, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
@@ -279,16 +280,13 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             return Value(Kind.MODULE, origin=qual)
         if qual in ("torch.compile",) and call.args:
             return self.of(call.args[0].value, fn, at)
-        if last in LEGACY_CONSTRUCTORS and namespace in ("torch", "torch.cuda"):
-            # (`torch.FloatTensor(states)` of what a replay buffer's `sample` returned: data, as `torch.tensor(x)`'s)
+        if (last in LEGACY_CONSTRUCTORS and namespace in ("torch", "torch.cuda")) or (qual == "torch.Tensor" and call.args):
+            # (`torch.FloatTensor(states)` of what a replay buffer's `sample` returned: data, as `torch.tensor(x)`'s;
+            # `torch.Tensor(n, 4)`, of the default tensor type, is built where the default device is)
             given = call.args[0].value if namespace == "torch" and len(call.args) == 1 else None
-            data = given is not None and wraps_data(self.model, self.of, given, fn, at)
-            return Value(Kind.TENSOR, HOST if namespace == "torch" else "cuda", False, origin=None if data else qual)
-        if qual == "torch.Tensor" and call.args:
-            # the legacy constructor of the default tensor type (`torch.Tensor([1, 2])`): built where
-            # the default device is, the host unless the module changes it. Not claimed built on the
-            # host for TL406: old projects set the default type to CUDA in their script (ssd.pytorch)
-            return Value(Kind.TENSOR, self.default_device, False)
+            data = given is not None and wrapped_data(self.model, self.of, self._iterated, given, fn, at)
+            device = "cuda" if namespace == "torch.cuda" else self.default_device if last == "Tensor" else HOST
+            return Value(Kind.TENSOR, device, False, origin=None if data or (last == "Tensor" and device != HOST) else qual)
         if qual in ("torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_norm"):
             return Value(Kind.TENSOR, UNKNOWN_DEVICE, False)  # the total norm: a 0-dim tensor where the gradients are
         if qual == "torch.nn.utils.rnn.pad_sequence":
@@ -299,6 +297,10 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             return self._torch_function(last, call, fn, at)
         return None
 
+    def _holds_data(self, given: cst.BaseExpression, fn: "Function | None", at: "Site | None", read: bool = True) -> bool:
+        """What a constructor wraps is data (`holds_data`)."""
+        return holds_data(self.model, self.of, self._iterated, given, fn, at, read)
+
     def _torch_function(self, name: str, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
         device_arg = _kwarg(call, "device")
         dtype = dtype_name(_kwarg(call, "dtype"), self.model.imports)
@@ -308,10 +310,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             if source.kind is Kind.TENSOR and source.device != HOST:
                 # a copy (or, for `as_tensor`, the tensor itself) where the data is, not the host
                 return Value(Kind.TENSOR, source.device, source.graph if name == "as_tensor" else False, dtype or source.dtype)
-        if name in ("tensor", "as_tensor", "from_numpy") and call.args and (
-            self._iterated(call.args[0].value, fn, at) or wraps_data(self.model, self.of, call.args[0].value, fn, at)
-            or drawn(self.model, call.args[0].value, fn, at) or (name != "from_numpy" and read_data(self.model, self.of, call.args[0].value, fn, at))
-        ):
+        if name in ("tensor", "as_tensor", "from_numpy") and call.args and self._holds_data(call.args[0].value, fn, at, read=name != "from_numpy"):
             # `for x, y in zip(xs, ys): torch.tensor(x).to("cuda")`: the batch the loop draws (as a loader's)
             # or an environment's observation, on the host by nature (no constant built on the device)
             device = device_of_argument(device_arg) if device_arg is not None else self.default_device

@@ -453,3 +453,19 @@ def importers_in(
             if data is not None and (b"import *" in data or any(name in data for name in names)):
                 out.append(importer)
     return out, frozenset(f for f in out if f in index.training)
+
+
+def set_default_device(files: list[Path]) -> bool:
+    """Whether one of `files` (the scripts importing a module) may make a CUDA device the default for
+    new tensors (`torch.set_default_tensor_type("torch.cuda.FloatTensor")`): a legacy `torch.Tensor(n)`
+    in the module it imports is then built on the device (read from the text, each file noted)."""
+    for file in files:
+        state, data = read_state(str(file))
+        note(state)
+        # (a default named as the CPU's changes nothing: `set_default_tensor_type(torch.DoubleTensor)`)
+        if data is not None and any(b"cpu" not in m or b"cuda" in m for m in _SETS_DEFAULT.findall(data)):
+            return True
+    return False
+
+
+_SETS_DEFAULT = re.compile(rb"set_default_(?:tensor_type|device)\(([^)\n]*)")

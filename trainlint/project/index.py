@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from dataclasses import replace
-from typing import Any, Iterator
+from typing import Any
 
 from trainlint.project import budget, kept_models, store
 from trainlint.project.components import Components
@@ -33,7 +33,7 @@ from trainlint.project.classes import class_hierarchy, inherited_methods
 from trainlint.project.hierarchy import class_candidates, unbuilt
 from trainlint.project.passed_instances import passed_instances, resolved_arguments
 from trainlint.project.seeds import join_seeds, passed_to
-from trainlint.project.importers import MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, SUMMARISED_TOKENS, TRAINING_TOKENS, ImportIndex, import_index, importers_in, module_outline, pending_bytes
+from trainlint.project.importers import MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, SUMMARISED_TOKENS, TRAINING_TOKENS, ImportIndex, import_index, importers_in, module_outline, pending_bytes, set_default_device
 from trainlint.project import roots as import_roots
 from trainlint.project.finding import ModuleFinder
 from trainlint.project.outline_effects import with_outline_facts
@@ -99,8 +99,7 @@ class Project(ModuleFinder):
 
     def _summariser(self) -> Project:
         """The project through which every summary is computed and read (one per process and root)."""
-        if self._deeper is None:
-            self._deeper = self if self.depth else Project(self.root, 1)
+        self._deeper = self._deeper or (self if self.depth else Project(self.root, 1))
         return self._deeper
 
     def _asker(self, from_file: str) -> Path | None:
@@ -147,20 +146,21 @@ class Project(ModuleFinder):
         return {} if self.alone(target) else join_seeds(self, target)
 
     def callers_use_accelerator(self, path: str) -> bool:
-        """Whether a module importing module `path` puts work on a device, by its summary
-        (`ProjectLookup.callers_use_accelerator`)."""
-        return any(s.uses_accelerator for s in self._importer_summaries(path))
+        """(`ProjectLookup.callers_use_accelerator`, by the importers' summaries)"""
+        return any(self.summary(f, steps=True).uses_accelerator for f in self._importer_files(path))
 
     def called_with_grad(self, path: str, method: str) -> bool:
         """(`ProjectLookup.called_with_grad`)"""
-        return any(method in s.graded_methods for s in self._importer_summaries(path))
+        return any(method in self.summary(f, steps=True).graded_methods for f in self._importer_files(path))
 
-    def _importer_summaries(self, path: str) -> Iterator[ModuleSummary]:
-        """The summaries of the modules importing module `path` (even without training code: a script
-        that only moves the model and calls the loop), for the module linted only (a summary is free of its callers)."""
-        if self.depth == 0 and path and path != "-":
-            target = _real(Path(path))
-            yield from (self.summary(importer, steps=True) for importer in self.importers(target) if importer != target)
+    def callers_set_default_device(self, path: str) -> bool:
+        """(`ProjectLookup.callers_set_default_device`, by the importers' text)"""
+        return set_default_device(self._importer_files(path))
+
+    def _importer_files(self, path: str) -> list[Path]:
+        """The modules importing module `path`, for the module linted only (a summary is free of its callers)."""
+        target = _real(Path(path)) if self.depth == 0 and path and path != "-" else None
+        return [f for f in self.importers(target) if f != target] if target is not None else []
 
     def differentiates(self, path: str, qualified: str) -> bool:
         """Whether a function of a project module may differentiate a value it is given

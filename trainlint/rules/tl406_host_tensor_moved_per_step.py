@@ -215,7 +215,7 @@ class HostTensorMovedPerStep(Rule):
         "host-to-device copy that blocks the host - every step. The tuning guide: \"Instead of calling "
         "torch.rand(size).cuda() ... produce the output directly on the target device\"; the profiler's "
         "ExtraCUDACopyPattern reports exactly this. A table an object keeps on the host (a NumPy schedule "
-        "built in `__init__`, or an `nn.Parameter` a plain object that is no `nn.Module` keeps: nothing moves it with a model) crosses again at every call that moves it, also through a helper it is "
+        "built in `__init__`, or an `nn.Parameter` a plain object that is no `nn.Module` keeps: nothing moves it with a model) crosses again at every call that moves it (also wrapped on the way, `nn.Parameter(self.pe, requires_grad=False).to(device)`), also through a helper it is "
         "passed to (`_extract_into_tensor(self.sqrt_alphas_cumprod, t, shape)`, whose "
         "`th.from_numpy(arr).to(device=t.device)` is reported with the attribute): register it as a buffer. "
         "A tensor built on either path by a factory (`torch.rand(n) * 2 - 1` or `torch.randn(n)`) is built on "
@@ -252,12 +252,12 @@ for x in loader:
         "(`torch.tensor(self.tokens[pos:pos + n].astype(np.int32)).cuda()`), a tensor made from what a function "
         "read and the batches cut from it (`data = torch.tensor(encode(text))`, then "
         "`torch.stack([data[i:i + n] for i in ix]).to(device)`; also through a legacy constructor and a name bound to "
-        "part of what a function returned: `states, rewards = memory.sample(n)`, then `torch.FloatTensor(states).to(device)` or `torch.tensor(states, dtype=torch.float).to(device)`, also through NumPy's conversions and arithmetic with a number (`torch.FloatTensor(1 - np.float32(dones))`), and an observation a rollout rebinds to its own tensor (`state = torch.FloatTensor(state).to(device)`) or hands to a method of this module (`get_action(state)`); also in the buffer's own `sample`, `torch.FloatTensor(self.state[ind])` of the arrays its `add` fills), a tensor built and moved only while its name is unset (`br = x.cuda() if br is None else br`), a pinned buffer (`pin_memory=True`, "
+        "part of what a function returned: `states, rewards = memory.sample(n)`, then `torch.FloatTensor(states).to(device)`; the loader's batch converted, augmented and wrapped again, `points = points.data.numpy()`, then `torch.Tensor(points).cuda()` or `torch.tensor(states, dtype=torch.float).to(device)`, also through NumPy's conversions and arithmetic with a number (`torch.FloatTensor(1 - np.float32(dones))`), and an observation a rollout rebinds to its own tensor (`state = torch.FloatTensor(state).to(device)`) or hands to a method of this module (`get_action(state)`); also in the buffer's own `sample`, `torch.FloatTensor(self.state[ind])` of the arrays its `add` fills), a tensor built and moved only while its name is unset (`br = x.cuda() if br is None else br`), a pinned buffer (`pin_memory=True`, "
         "made to be copied) and what `torch.from_file` reads, an environment's observation (`torch.tensor([self.state]).cuda()` of what `env.reset()` or "
         "`env.step(action)` returned, also `torch.FloatTensor(state)` in a policy's `select_action(state)` that the script calls with its observation, reshaped or copied: `state = copy.copy(next_state)`), "
         "a tensor an object keeps and replaces with its copy (`self.window = self.window.to(x)`), "
         "casts (`.to(torch.long)`, `.to(dtype)`, `.to(dtype=...)`), moves to the host (`.to(\"cpu\")`), factories that "
-        "already pass `device=` (or in a module that sets a CUDA default with `torch.set_default_device`), and code outside training steps (the `forward` of each block of an `nn.ModuleList` or `nn.Sequential` the step's model runs is inside them, as TL401's page says; code past a `continue` or `return` of its block is not). The fix is safe (applied by `--fix`) only when "
+        "already pass `device=` (or in a module that sets a CUDA default with `torch.set_default_device`, or that a script importing it may set one for: ssd.pytorch's `train.py` calls `torch.set_default_tensor_type(\"torch.cuda.FloatTensor\")`, so its loss's `torch.Tensor(num, n, 4)` is built on the device; elsewhere that legacy constructor of the default type builds on the host and is flagged, as are the typed ones, `torch.LongTensor(n)`), an empty one (`torch.Tensor([]).to(device)`: nothing crosses), and code outside training steps (the `forward` of each block of an `nn.ModuleList` or `nn.Sequential` the step's model runs is inside them, as TL401's page says; code past a `continue` or `return` of its block is not). The fix is safe (applied by `--fix`) only when "
         "the argument is surely a device (`\"cuda:0\"`, `torch.device(...)`, a tensor's `.device`, or a name bound "
         "only to those) and the factory's values cannot change with it (no `**kwargs`, `requires_grad=True`, "
         "random draw, `linspace` or fractional `arange`); otherwise it is offered as unsafe, or not at all."
@@ -428,12 +428,11 @@ def _contains(expr: cst.CSTNode, node: cst.CSTNode) -> bool:
     return any(n is node for n in iter_nodes(expr))
 
 
-
 def _legacy(name: str) -> str:
     """What to say of a legacy typed constructor, which cannot be given a device."""
-    if name not in LEGACY_CONSTRUCTORS:
-        return ""
-    return " (a legacy constructor, always on the CPU: build it with `torch.empty(..., dtype=..., device=...)`)"
+    if name == "Tensor":
+        return " (the legacy constructor of the default tensor type, on the CPU here: build it with `torch.empty(...)` or `torch.tensor(...)` and `device=...`)"
+    return " (a legacy constructor, always on the CPU: build it with `torch.empty(..., dtype=..., device=...)`)" if name in LEGACY_CONSTRUCTORS else ""
 
 
 def _fix(model: TrainingModel, call: Call, name: str) -> NodeFix | None:
