@@ -840,3 +840,69 @@ def test_a_method_every_module_calls_under_no_grad_is_not(tmp_path: Path) -> Non
     for call in ("with torch.no_grad():\n        gan.visualize_results(args.epoch)", "gan.save(args.epoch)", "pass"):
         files = {"ACGAN.py": GAN_TRAINER, "main.py": "import torch\n" + GAN_SCRIPT.replace("CALL", call)}
         assert lint_project(tmp_path, files, "TL303") == [], call
+
+
+# a character GPT's `generate`: each turn draws a token with `torch.multinomial` and feeds it back;
+# its only call, after training, runs outside no_grad
+GENERATE = """
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab, block_size):
+        super().__init__()
+        self.block_size = block_size
+        self.head = nn.Embedding(vocab, vocab)
+
+    def forward(self, idx):
+        return self.head(idx)
+
+    def generate(self, idx, max_new_tokens):
+        for _ in range(max_new_tokens):
+            idx_cond = idx[:, -self.block_size:]
+            logits = self(idx_cond)
+            probs = F.softmax(logits[:, -1, :], dim=-1)
+            idx_next = torch.multinomial(probs, num_samples=1)
+            idx = torch.cat((idx, idx_next), dim=1)
+        return idx
+
+
+def train(model, batches, optimizer):
+    for x, y in batches:
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_sampling_loop_feeding_back_drawn_tokens_records_graphs_nobody_uses():
+    assert lines(GENERATE, "TL303") == [19]
+
+
+def test_a_sampler_returning_the_log_probabilities_of_its_tokens_leaves_them_to_a_caller():
+    # self-critical training: the caller backpropagates through what the sampler returns
+    source = GENERATE.replace("        return idx\n", "        return idx, probs.log()\n")
+    assert lines(source, "TL303") == []
+    kept = GENERATE.replace("        for _ in", "        logprobs = []\n        for _ in").replace(
+        "            idx = torch.cat(", "            logprobs.append(probs.log())\n            idx = torch.cat("
+    ).replace("        return idx\n", "        return idx, logprobs\n")
+    assert lines(kept, "TL303") == []
+
+
+def test_a_sampling_loop_under_no_grad_is_not_reported():
+    source = GENERATE.replace("    def generate(", "    @torch.no_grad()\n    def generate(")
+    assert lines(source, "TL303") == []
+
+
+def test_a_sampler_writing_the_log_probabilities_into_a_buffer_it_returns_leaves_them_to_a_caller():
+    # self-critical captioning's `_sample`: `seq_logprobs[:, t] = logprobs.gather(1, it)`, returned with `seq`
+    source = GENERATE.replace("        for _ in", "        seq_logprobs = idx.new_zeros(idx.size(0), max_new_tokens)\n        for t, _ in enumerate(").replace(
+        "range(max_new_tokens):", "range(max_new_tokens)):"
+    ).replace(
+        "            idx = torch.cat(", "            seq_logprobs[:, t] = probs.log().gather(1, idx_next).view(-1)\n            idx = torch.cat("
+    ).replace("        return idx\n", "        return idx, seq_logprobs\n")
+    assert "seq_logprobs[:, t] =" in source
+    assert lines(source, "TL303") == []

@@ -136,66 +136,6 @@ def _scores_graphless(model: "TrainingModel", call: Call) -> bool:
     return first is not None and first.kind is Kind.TENSOR and first.graph is False and first.origin is None
 
 
-def decoding_forward(model: "TrainingModel", fn: Function) -> Call | None:
-    """Greedy decoding: a loop of `fn` runs a module whose output goes through `argmax` and comes back
-    as that module's input on the next turn (`Y, state = decoder(outputs[-1], state)`, then
-    `outputs.append(Y.argmax(2))`). No backward passes through `argmax`, so what the loop records is
-    never used; nor does `fn` backpropagate or train. The forward fed back, outside no_grad, or None."""
-    if trains_any(model, fn.calls):
-        return None
-    for call in fn.calls:
-        if call.site.function is not fn or not call.site.loops or model.under(call.site, "no_grad") or grad_disabled(fn, call):
-            continue
-        if model.value(call.node.func, call.site).kind is not Kind.MODULE or model.value(call.node, call.site).graph is False:
-            continue
-        loop = call.site.loops[-1]
-        assigns = [a for a in model.assigns if a.site.function is fn and loop in a.site.loops]
-        outputs = _flowing({t for a in model.assigns_in(call.site.statement) for t in a.targets}, assigns)
-        fed: set[str] = set()
-        for other in fn.calls:
-            if loop not in other.site.loops or other.name != "argmax" and other.method != "argmax":
-                continue
-            if not _names(other.node) & outputs:
-                continue
-            fed |= {t for a in model.assigns_in(other.site.statement) for t in a.targets}
-            for kept in fn.calls:  # `outputs.append(int(Y.argmax(2)))`
-                if kept.method in ("append", "extend") and kept.site.statement is other.site.statement and kept.receiver is not None:
-                    if any(_contains(a.value, other.node) for a in kept.node.args):
-                        fed |= _names(kept.receiver)
-        fed = _flowing(fed, assigns)
-        if fed and any(_names(a.value) & fed for a in call.node.args):
-            return call
-    return None
-
-
-def _flowing(names: set[str], assigns: "list") -> set[str]:
-    """`names` and every name assigned, in the loop's assignments, from one of them."""
-    out = set(names)
-    changed = bool(out)
-    while changed:
-        changed = False
-        for a in assigns:
-            if _names(a.value) & out and not set(a.targets) <= out:
-                out |= set(a.targets)
-                changed = True
-    return out
-
-
-def _names(node: cst.CSTNode) -> set[str]:
-    """The variables an expression reads (`outputs` in `outputs[-1]`, not `decoder` in `self.decoder`)."""
-    found: set[str] = set()
-    stack: list[cst.CSTNode] = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name):
-            found.add(current.value)
-        elif isinstance(current, cst.Attribute):
-            stack.append(current.value)
-        else:
-            stack.extend(current.children)
-    return found
-
-
 def step_list_evaluations(model: "TrainingModel") -> Iterator[tuple[Call, Call, Function]]:
     """A driver that runs a list of step functions over batches (`reduce(batches, state, steps)`:
     `for step in steps: step(batch, state)`), called twice by one function: with steps of which one

@@ -10,8 +10,9 @@ import libcst as cst
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, Function, TrainingModel
 from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
+from trainlint.model.decoding_loops import decoding_forward
 from trainlint.model.evaluation import (
-    decoding_forward, discarded_by_callers, evaluated_here, frozen_modules, grad_disabled, grad_off_everywhere, inside_forward, last_mode,
+    discarded_by_callers, evaluated_here, frozen_modules, grad_disabled, grad_off_everywhere, inside_forward, last_mode,
     prediction_forward, prediction_loop_forwards, runs_module, step_list_evaluations, step_prediction, trains_any,
 )
 from trainlint.model.graph_uses import differentiates
@@ -136,7 +137,7 @@ def evaluate(model, loader):
         "submodule of a module switched to eval mode is in eval mode (`net.eval()`, then `net.decoder(x)`). "
         "A loop of the script itself that runs a module, trains nothing and keeps only what no backward can reach (labels, host arrays, numbers) is a prediction loop; so is such a loop in a function that trains, with or without an eval switch (a periodic test inside the training loop, `if episode % 5000 == 0: for i in range(TEST_EPISODE): ...`, counting `total_rewards += np.sum(rewards)`), and predictions read with `_, predicted = torch.max(out.data, 1)` are `argmax`'s. "
         "The script's top level (a notebook's cells) is evaluation code like a function's body: its first forward in a loop, of a module it switched to eval mode, outside `no_grad`, in no loop that backpropagates, is reported; one forward outside any loop (a model file's `if __name__ == \"__main__\":` self-check) is a demonstration. "
-        "A loop that feeds what a module gives, through `argmax`, back to that module as its next input (greedy decoding: `Y, state = decoder(outputs[-1], state)`, then `outputs.append(Y.argmax(2))`), in a function that neither backpropagates nor trains, records graphs no backward can use. "
+        "A loop that feeds what a module gives, through `argmax`, back to that module as its next input (greedy decoding: `Y, state = decoder(outputs[-1], state)`, then `outputs.append(Y.argmax(2))`), in a function that neither backpropagates nor trains, records graphs no backward can use; so does one feeding back a token drawn with `torch.multinomial` or picked with `topk` (a GPT's `generate`: `idx_next = torch.multinomial(probs, 1)`, then `idx = torch.cat((idx, idx_next), 1)`; also `self(idx)` in a method of the model) where the function returns only what it fed back (a sampler returning the log-probabilities too leaves them to a caller's backward). "
         "A function (not a method) that runs a module over the batches of a loop, trains nothing, and whose every caller in the module lets what it returns die without a backward is evaluation code too. A driver that runs a list of step functions over batches (`for step in steps: step(batch, state)`), called once with steps of which one backpropagates and once, outside no_grad, with steps that share a module-running step with them and none of which backpropagates, evaluates with grad: the second call is reported (the steps are known from the list or tuple passed, or the caller's default). Calls of a diffusers pipeline run under no_grad (the library's `__call__` says so). "
         "A function's name never makes it evaluation code."
     )
@@ -390,7 +391,7 @@ def train(model, ema, loader, valid_batches, optimizer):
                     continue
                 forward = decoding_forward(model, fn)
                 if forward is not None:
-                    yield Finding(forward.node, f"forward pass in a decoding loop of `{fn.name}` records an autograd graph: each turn feeds back an `argmax`, through which no backward passes")
+                    yield Finding(forward.node, f"forward pass in a decoding loop of `{fn.name}` records an autograd graph: each turn feeds back a token it picked (`argmax`, a sample), through which no backward passes")
                     continue
                 forward = discarded_by_callers(model, fn, sites.get(fn, ()) if switches else model.calls_of(fn))
                 if forward is not None:
