@@ -137,3 +137,59 @@ def test_a_numeric_default_no_call_changes_rules_out_its_branch() -> None:
     assert [d.line for d in lint(GRAD_NORM.replace("{norm_type}", ""), "TL401")] == []
     taken = lint(GRAD_NORM.replace("{norm_type}", ", norm_type=inf"), "TL401")
     assert [d.line for d in taken] == [GRAD_NORM.splitlines().index("        total_norm = max(p.grad.detach().abs().max().to(device) for p in parameters)") + 1]
+
+
+# an LSTM classifier whose `forward(text, batch_size=None)` builds its state for the configured batch
+# size, or for the one a caller passes: the training step calls `model(text)`, only the prediction
+# after training passes `batch_size`
+CLASSIFIER = {
+    "models/__init__.py": "",
+    "models/lstm.py": """
+        import torch
+        from torch import nn
+
+
+        class LSTMClassifier(nn.Module):
+            def __init__(self, batch_size, hidden):
+                super().__init__()
+                self.batch_size, self.hidden = batch_size, hidden
+                self.lstm = nn.LSTM(hidden, hidden)
+
+            def forward(self, text, batch_size=None):
+                if batch_size is None:
+                    h_0 = torch.zeros(1, self.batch_size, self.hidden).cuda()
+                else:
+                    h_0 = torch.zeros(1, batch_size, self.hidden).cuda()
+                return self.lstm(text, (h_0, h_0))[0]
+    """,
+    "main.py": """
+        import torch
+
+        from models.lstm import LSTMClassifier
+
+
+        def train(loader, optimizer):
+            model = LSTMClassifier(32, 8).cuda()
+            for text, target in loader:
+                loss = torch.nn.functional.cross_entropy(model(text.cuda())[-1], target.cuda())
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            return model
+
+
+        def predict(model, sentence):
+            with torch.no_grad():
+                return model(sentence.cuda(), PASSED)
+    """,
+}
+
+
+def test_the_branch_for_a_value_no_step_call_passes_is_not_every_step(tmp_path: Path) -> None:
+    files = {**CLASSIFIER, "main.py": CLASSIFIER["main.py"].replace("PASSED", "1")}
+    assert [f for f in lint_tree(tmp_path, files) if f.endswith("TL406")] == ["models/lstm.py:14:TL406"]
+
+
+def test_a_step_call_passing_the_value_keeps_its_branch_and_not_the_other(tmp_path: Path) -> None:
+    files = {**CLASSIFIER, "main.py": CLASSIFIER["main.py"].replace("PASSED", "1").replace("model(text.cuda())", "model(text.cuda(), 32)")}
+    assert [f for f in lint_tree(tmp_path, files) if f.endswith("TL406")] == ["models/lstm.py:16:TL406"]

@@ -1012,3 +1012,157 @@ def test_the_loader_s_lengths_read_before_their_move_are_on_the_host() -> None:
 def test_the_lengths_read_after_their_move_are_read_on_the_device() -> None:
     source = TRIMMED_BATCH.replace("READ", "n = 8").replace("        loss = model(", "        n = max(lengths.tolist())\n        loss = model(")
     assert found(source, "TL401") == [9]
+
+
+# -- a module's `forward` given what this module's step passes it -----------------------------------
+# the model and its loop in one script: `model(x.cuda(), mask.cuda())` hands `forward` device tensors
+FORWARD_ARGUMENTS = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x, mask):
+        if mask.any():
+            x = x * 2
+        same = torch.equal(x, mask)
+        return self.fc(x).sum() + same
+
+
+def train(model, loader, opt):
+    model = model.cuda()
+    for x, mask in loader:
+        loss = model(ARGUMENTS)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+train(Net(), [], None)
+"""
+
+
+def test_a_forward_reads_on_the_host_what_the_step_of_its_module_passes_on_the_device() -> None:
+    assert sorted(found(FORWARD_ARGUMENTS.replace("ARGUMENTS", "x.cuda(), mask.cuda()"), "TL401")) == [12, 14]
+
+
+def test_a_forward_given_a_host_tensor_by_the_step_reads_nothing_from_the_device() -> None:
+    assert found(FORWARD_ARGUMENTS.replace("ARGUMENTS", "x, mask"), "TL401") == []
+
+
+# -- a batch converted to NumPy, augmented, and wrapped again is data ------------------------------
+POINT_CLOUDS = """
+import torch
+
+
+def train(classifier, loader, optimizer, augment):
+    for points, target in loader:
+        points = points.data.numpy()
+        points[:, :, 0:3] = augment(points[:, :, 0:3])
+        points = torch.Tensor(points)
+        points, target = points.float().cuda(), target.long().cuda()
+        noise = torch.Tensor(8, 3)
+        loss = classifier(points + noise.cuda(), target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_the_loader_s_batch_converted_and_wrapped_again_is_data_not_a_tensor_built_here() -> None:
+    assert found(POINT_CLOUDS, "TL406") == [12]  # the noise, not the points
+
+
+# the blocks of an `nn.ModuleList`, called by index from the model's `forward`
+LAYERS = """
+import torch
+from torch import nn
+
+
+class Attention(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, queries, keys):
+        self_attention = torch.equal(queries, keys)
+        return self.proj(queries) if self_attention else self.proj(keys)
+
+
+class Encoder(nn.Module):
+    def __init__(self, d, n):
+        super().__init__()
+        self.layers = nn.ModuleList([Attention(d) for _ in range(n)])
+
+    def forward(self, x):
+        for i in range(len(self.layers)):
+            x = self.layers[i](x, KEYS)
+        return x
+
+
+def train(model, loader, opt):
+    model = model.cuda()
+    for x in loader:
+        loss = model(x.cuda()).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+train(Encoder(8, 2), [], None)
+"""
+
+
+def test_a_block_of_a_module_list_called_by_index_is_given_the_activations() -> None:
+    assert found(LAYERS.replace("KEYS", "x"), "TL401") == [12]
+
+
+def test_a_block_of_a_module_list_given_host_tensors_reads_nothing_from_the_device() -> None:
+    assert found(LAYERS.replace("KEYS", "torch.zeros(8)").replace("self.layers[i](x,", "self.layers[i](torch.ones(8),"), "TL401") == []
+
+
+# a policy update wrapping each state the episodes stored, one by one, in a comprehension
+EPISODES = """
+import torch
+
+
+def update(policy, optimizer, episodes, device):
+    for _ in range(10):
+        states = torch.stack([torch.Tensor(s).float().to(device) for s in episodes.states])
+        scales = torch.stack([torch.Tensor(s).to(device) for s in [[1.0], [2.0]]])
+        loss = policy(states * scales).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_elements_a_comprehension_draws_from_stored_episodes_are_data_and_written_ones_are_not() -> None:
+    assert found(EPISODES, "TL406") == [8]
+
+
+# a Hugging Face tokenizer's `return_tensors="pt"` batch is built on the host, until it is moved
+TOKENIZED = """
+import torch
+
+
+def train(model, tokenizer, loader, opt, device):
+    for text in loader:
+        prompt = tokenizer(text, return_tensors="pt", truncation=True)["input_ids"][0].tolist()
+        enc = tokenizer(text, return_tensors="pt")
+        first = enc["input_ids"][0, 0].item()
+        ids = enc["input_ids"].to(device)
+        last = ids[0, -1].item()
+        loss = model(ids).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_a_tokenizer_s_tensors_are_read_on_the_host_until_they_are_moved() -> None:
+    assert found(TOKENIZED, "TL401") == [11]

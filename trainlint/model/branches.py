@@ -101,9 +101,25 @@ def _none_branch(model: "TrainingModel", fn: Function, test: cst.BaseExpression,
     if not (isinstance(compared.comparator, cst.Name) and compared.comparator.value == "None"):
         return False
     # (`if max_len == None:` tests the same, for the values a caller passes: numbers, tensors, objects)
-    if not isinstance(compared.operator, (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)) or (isinstance(compared.operator, (cst.Is, cst.Equal)) != body):
+    if not isinstance(compared.operator, (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)):
         return False
+    if isinstance(compared.operator, (cst.Is, cst.Equal)) != body:  # the branch for a value: `else` of `if batch_size is None:`
+        return _always_none(model, fn, test.left.value)
     return _never_none(model, fn, test.left.value)
+
+
+@_memo("always none")
+def _always_none(model: "TrainingModel", fn: Function, name: str) -> bool:
+    """Whether parameter `name`, None by default and never rebound, is left to its default by every step
+    call from other modules (`model(text)`, while only the prediction after training passes `batch_size`)
+    and by every call in this module."""
+    default = fn.defaults.get(name)
+    if not (isinstance(default, cst.Name) and default.value == "None") or model._is_hook(fn):
+        return False
+    external = model.passed_facts(fn, name) if model.project is not None else None
+    if not external or any(f != "default" for f in external) or any(name in a.targets for a in model.assigns if a.site.function is fn):
+        return False  # (only what other modules' steps pass is known: none, no answer)
+    return all(not any(a.star for a in c.node.args) and _argument(fn, c, name) is None for c in (*model.calls_of(fn), *model.method_calls_of(fn)))
 
 
 @_memo("never none")

@@ -3,6 +3,7 @@ assignments by node and statement, and framework internals. A mixin of `Training
 
 from __future__ import annotations
 
+import builtins
 from functools import cached_property
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from trainlint.model.hooks import FRAMEWORK_WORDS, LIBRARY_HOOK_NAMES, library_a
 from trainlint.model.containers import what_a_call_runs
 from trainlint.model.lattice import Kind, Value, origins
 from trainlint.model.names import dotted, is_super, tokens, walk_names
+
+_BUILTINS = frozenset(dir(builtins))
 
 
 class CallGraph:
@@ -376,17 +379,20 @@ class CallGraph:
         if fn.class_name is None:
             return []
         found = [c for c in self._calls_by_method.get(fn.name, ()) if c.receiver_text not in ("self", "cls") and fn in self.callees(c)]
-        if fn.name in ("forward", "__call__"):
-            # `self.criterion_ga(att_ws, ilens, olens)`: an instance called runs its `forward`
+        if fn.name in ("forward", "__call__"):  # an instance called runs its `forward`
             found += [c for c in self._instance_calls if c.method != fn.name and fn in self.callees(c)]
         return found
 
     @cached_property
     def _instance_calls(self) -> list[Call]:
-        """Calls of an attribute of `self` that is no method of the caller's class (`self.loss_fn(x)`)."""
+        """Calls that may run an instance: of an attribute of `self` that is no method of the caller's class
+        (`self.loss_fn(x)`), of a name that is no function of the module nor a builtin (`model(x)`), of an
+        element of a container (`self.layers[i](x)` of an `nn.ModuleList`)."""
         return [
             c for c in self.calls
-            if c.receiver_text == "self" and c.method is not None and c.qualname is None and self.callee(c) is None
+            if (c.receiver_text == "self" and c.method is not None and c.qualname is None and self.callee(c) is None)
+            or (c.name is not None and c.qualname is None and c.name not in _BUILTINS and self.callee(c) is None)
+            or isinstance(c.node.func, cst.Subscript)
         ]
 
     @cached_property

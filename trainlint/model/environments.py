@@ -15,7 +15,8 @@ import libcst as cst
 from trainlint.model.arguments import argument_for
 from trainlint.model.data_sources import bound_to_read_data, drawn, read_data, stored_rows
 from trainlint.model.gates import child_nodes
-from trainlint.model.names import dotted
+from trainlint.model.names import dotted, target_names
+from trainlint.model.walk import iter_nodes
 from trainlint.model.torchnames import LEGACY_CONSTRUCTORS
 
 if TYPE_CHECKING:
@@ -161,6 +162,8 @@ def holds_data(
     to a conversion of such (`points = points.data.numpy()` of the loader's batch, then augmented)."""
     if iterated(given, fn, at) or wraps_data(model, value_of, given, fn, at) or drawn(model, given, fn, at) or (read and read_data(model, value_of, given, fn, at)):
         return True
+    if isinstance(given, cst.Name) and at is not None and at.statement is not None and _comprehension_drawn(at.statement, given.value):
+        return True
     if not isinstance(given, cst.Name) or at is None or depth >= 2:
         return False
     bound = model.reaching(fn, given.value, at)
@@ -177,6 +180,16 @@ def wrapped_data(
     """What the one argument of a legacy constructor holds is data (`holds_data`, but not what any call
     gives: `torch.FloatTensor(x.size())` is sized by it), or nothing (`torch.FloatTensor([])`: nothing crosses)."""
     return holds_data(model, value_of, iterated, given, fn, at, read=False) or (isinstance(given, (cst.List, cst.Tuple)) and not given.elements)
+
+
+def _comprehension_drawn(statement: cst.CSTNode, name: str) -> bool:
+    """`[torch.Tensor(s) for s in states]`: an element a comprehension of the statement draws from a
+    collection the code holds (not one written in the code, nor a `range`)."""
+    return any(
+        isinstance(n, cst.CompFor) and name in target_names(n.target) and not isinstance(n.iter, (cst.List, cst.Tuple, cst.Set))
+        and not (isinstance(n.iter, cst.Call) and dotted(n.iter.func) == "range")
+        for n in iter_nodes(statement)
+    )
 
 
 def _unconverted(expr: cst.BaseExpression) -> cst.BaseExpression:

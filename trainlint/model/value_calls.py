@@ -104,6 +104,8 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
 
     # -- calls ---------------------------------------------------------------------------------
     def _call(self, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
+        if any(a.keyword is not None and a.keyword.value == "return_tensors" and literal_string(a.value) == "pt" for a in call.args):
+            return Value(Kind.COLLECTION, HOST, element=Value(Kind.TENSOR, HOST, False))  # a tokenizer's batch, built on the host
         m = self.model
         func = call.func
         known = m.call_at(call)  # (its callee as the imports before it say, where the function imports that name)
@@ -297,10 +299,6 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             return self._torch_function(last, call, fn, at)
         return None
 
-    def _holds_data(self, given: cst.BaseExpression, fn: "Function | None", at: "Site | None", read: bool = True) -> bool:
-        """What a constructor wraps is data (`holds_data`)."""
-        return holds_data(self.model, self.of, self._iterated, given, fn, at, read)
-
     def _torch_function(self, name: str, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
         device_arg = _kwarg(call, "device")
         dtype = dtype_name(_kwarg(call, "dtype"), self.model.imports)
@@ -310,7 +308,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             if source.kind is Kind.TENSOR and source.device != HOST:
                 # a copy (or, for `as_tensor`, the tensor itself) where the data is, not the host
                 return Value(Kind.TENSOR, source.device, source.graph if name == "as_tensor" else False, dtype or source.dtype)
-        if name in ("tensor", "as_tensor", "from_numpy") and call.args and self._holds_data(call.args[0].value, fn, at, read=name != "from_numpy"):
+        if name in ("tensor", "as_tensor", "from_numpy") and call.args and holds_data(self.model, self.of, self._iterated, call.args[0].value, fn, at, read=name != "from_numpy"):
             # `for x, y in zip(xs, ys): torch.tensor(x).to("cuda")`: the batch the loop draws (as a loader's)
             # or an environment's observation, on the host by nature (no constant built on the device)
             device = device_of_argument(device_arg) if device_arg is not None else self.default_device
