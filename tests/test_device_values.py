@@ -1166,3 +1166,63 @@ def train(model, tokenizer, loader, opt, device):
 
 def test_a_tokenizer_s_tensors_are_read_on_the_host_until_they_are_moved() -> None:
     assert found(TOKENIZED, "TL401") == [11]
+
+
+# lengths handed to `pack_padded_sequence`, which copies them to the CPU (`torch.as_tensor(..., device="cpu")`)
+PACKED = """
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(8, 8, batch_first=True)
+
+    def forward(self, x, lengths, host_lengths):
+        a = pack_padded_sequence(x, list(lengths), batch_first=True)
+        b = pack_padded_sequence(x, lengths=lengths, batch_first=True)
+        c = pack_padded_sequence(x, host_lengths, batch_first=True)
+        return [self.rnn(packed)[0] for packed in (a, b, c)]
+
+
+def train(model, loader, opt):
+    model = model.cuda()
+    for x, lengths in loader:
+        loss = sum(out.data.sum() for out in model(x.cuda(), lengths.cuda(), lengths))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+train(Tagger(), [], None)
+"""
+
+
+def test_device_lengths_given_to_pack_padded_sequence_are_read_on_the_host() -> None:
+    assert found(PACKED, "TL401") == [13, 14]  # not the loader's host lengths
+
+
+# the lengths a decoder hands back as a host list (`(caption_lengths - 1).tolist()`), then packed
+CAPTIONS = """
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence
+
+
+def train(encoder, decoder, loader, criterion, opt):
+    for imgs, caps, caplens in loader:
+        imgs, caps, caplens = imgs.cuda(), caps.cuda(), caplens.cuda()
+        scores, caps_sorted, decode_lengths = decoder(encoder(imgs), caps, caplens)
+        scores, _ = pack_padded_sequence(scores, decode_lengths, batch_first=True)
+        targets, _ = pack_padded_sequence(caps_sorted[:, 1:], caplens - 1, batch_first=True)
+        loss = criterion(scores, targets)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_lengths_a_module_returns_are_not_known_on_the_device_and_moved_ones_are() -> None:
+    assert found(CAPTIONS, "TL401") == [12]

@@ -80,20 +80,33 @@ def bare_numpy(call: Call) -> bool:
 # torch functions whose count is a Python int (the parameter, its place after the input): given a
 # tensor, torch reads its value on the host (`torch.topk(cost, k=dynamic_ks[i])`)
 COUNT_PARAMETERS = {"topk": ("k", 1), "kthvalue": ("k", 1), "multinomial": ("num_samples", 1)}
+# and functions given lengths that they copy to the CPU, as a tensor or a list of its elements
+# (`pack_padded_sequence(x, list(lengths))`: `torch.as_tensor(lengths, device="cpu")` reads each)
+HOST_LENGTHS = {"torch.nn.utils.rnn.pack_padded_sequence": ("lengths", 1)}
 GIVEN_A_TENSOR = "the tensor given for the Python int"
 
 def count_argument(call: Call) -> tuple[str, cst.BaseExpression | None]:
-    """The count parameter and argument of `torch.topk(x, k)` or `x.topk(k)`, if the call has one."""
+    """The count parameter and argument of `torch.topk(x, k)` or `x.topk(k)`, if the call has one (also
+    the lengths of `pack_padded_sequence(x, lengths)`, `HOST_LENGTHS`: the tensor a `list(...)` of them iterates)."""
     name = call.qualname.rsplit(".", 1)[-1] if call.qualname in (f"torch.{n}" for n in COUNT_PARAMETERS) else None
     if name is None and call.method in COUNT_PARAMETERS and call.qualname is None:
         name = call.method
-    if name is None:
+    if name is None and call.qualname not in HOST_LENGTHS:
         return "", None
-    keyword, position = COUNT_PARAMETERS[name]
+    keyword, position = COUNT_PARAMETERS[name] if name is not None else HOST_LENGTHS[call.qualname]  # type: ignore[index]
     position -= 1 if call.method == name and call.qualname is None else 0
     positional = [a.value for a in call.node.args if a.keyword is None and not a.star]
     named = [a.value for a in call.node.args if a.keyword is not None and a.keyword.value == keyword]
-    return keyword, named[0] if named else positional[position] if len(positional) > position else None
+    given = named[0] if named else positional[position] if len(positional) > position else None
+    if name is None and isinstance(given, cst.Call) and dotted(given.func) in ("list", "tuple") and len(given.args) == 1:
+        given = given.args[0].value
+    return keyword, given
+
+
+def count_on_device(keyword: str, value: Value) -> bool:
+    """What a count argument holds lives on the accelerator: a tensor that may (`device_tensor`); for
+    lengths, one known to (what a module gives, of unknown place, may be the host list it returned)."""
+    return device_tensor(value) if keyword != "lengths" else (value.is_tensor and value.device == ACCEL) or moved_to_device(value)
 
 
 def device_tensor(value: Value) -> bool:
