@@ -205,3 +205,20 @@ def test_an_indented_shell_escape_opening_a_cell_is_ipython_syntax_not_a_parse_e
     nested = "for i in range(2):\n    !echo $i\n"
     path = write(tmp_path, notebook(code_cell(escape), code_cell(MODEL_CELL), code_cell(nested), code_cell(LOOP_CELL)))
     assert [(d["code"], d["cell"]) for d in findings(str(path))] == [("TL302", 2)]
+
+
+def test_a_line_starting_with_percent_inside_brackets_continues_the_expression(tmp_path: Path):
+    # a textbook's training loop: the `%` formatting of a print continues on the next line
+    loop = [
+        "def train(net, train_iter, loss, optimizer, device, start):\n",
+        "    for X, y in train_iter:\n",
+        "        l = loss(net(X.to(device)), y.to(device))\n",
+        "        optimizer.zero_grad()\n",
+        "        l.backward()\n",
+        "        optimizer.step()\n",
+        "        print('loss %.4f, time %.1f sec'\n",
+        "              % (l.cpu().item(), time.time() - start))\n",
+        "    %time train(net, train_iter, loss, optimizer, device, 0)\n",
+    ]
+    path = write(tmp_path, notebook(code_cell(["import time\n", "import torch\n"]), code_cell(loop)))
+    assert [(d["code"], d["cell"], d["line"]) for d in findings(str(path))] == [("TL401", 2, 8)]

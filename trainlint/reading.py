@@ -313,7 +313,7 @@ def blank_magics(lines: list[str]) -> list[str]:
         return [""] * len(lines)
     out, continued, code_above = [], False, False
     for line in lines:
-        if continued or _LINE_MAGIC.match(line):
+        if continued or (_LINE_MAGIC.match(line) and not _inside_brackets(out)):
             indent = line[: len(line) - len(line.lstrip())]
             # an indented first line is IPython's leading indent (it dedents the cell), not a block
             out.append(f"{indent}pass" if indent and code_above and not continued else "")
@@ -322,6 +322,24 @@ def blank_magics(lines: list[str]) -> list[str]:
             out.append(line)
         code_above = code_above or bool(out[-1].strip())
     return out
+
+
+def _inside_brackets(lines: list[str]) -> bool:
+    """Whether the code above leaves a bracket (or a triple-quoted string) open: a line starting with `%`
+    there continues an expression (`print('%d' \\n % (n,))`), not a magic."""
+    if not lines or not any("(" in line or "[" in line or "{" in line or '"""' in line or "'''" in line for line in lines):
+        return False
+    import io
+    import tokenize
+
+    try:
+        for _ in tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline):
+            pass
+    except tokenize.TokenError:  # (EOF in a multi-line statement or string)
+        return True
+    except SyntaxError:
+        return False
+    return False
 
 
 def is_python_notebook(data: dict[str, object]) -> bool:
