@@ -1226,25 +1226,3 @@ def train(encoder, decoder, loader, criterion, opt):
 
 def test_lengths_a_module_returns_are_not_known_on_the_device_and_moved_ones_are() -> None:
     assert found(CAPTIONS, "TL401") == [12]
-
-
-# a notebook's boilerplate names the device and never puts anything there: the training runs on the CPU
-NAMED_DEVICE = """
-import torch
-
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def train(net, data_iter, loss, optimizer):
-    for X, Y in data_iter:
-        l = loss(net(MOVED), Y)
-        optimizer.zero_grad()
-        l.backward()
-        optimizer.step()
-        print(l.item())
-"""
-
-
-def test_a_device_named_and_never_used_puts_no_work_on_it() -> None:
-    assert found(NAMED_DEVICE.replace("MOVED", "X"), "TL401") == []
-    assert found(NAMED_DEVICE.replace("MOVED", "X.to(device)"), "TL401") == [13]

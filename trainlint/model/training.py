@@ -39,8 +39,7 @@ ACCELERATOR_LIBRARIES = (
     "mmcv", "composer", "torchtune", "torchtitan", "fairseq", "megatron", "apex",
 )
 # torch's device APIs (beside `torch.cuda`): a `torch.device` that is not the CPU, Apple's, Intel's
-# (`torch.device("cuda")` alone names a device and puts nothing there: a notebook's boilerplate that nothing uses)
-_DEVICE_APIS = ("torch.mps.", "torch.xpu.", "torch.accelerator.", "torch.backends.mps.")
+_DEVICE_APIS = ("torch.device", "torch.mps.", "torch.xpu.", "torch.accelerator.", "torch.backends.mps.")
 # asking what devices there are puts no work on one (`use_cuda = torch.cuda.is_available()`, unused)
 _DEVICE_QUERIES = frozenset({"is_available", "device_count", "get_device_name", "get_device_properties", "get_device_capability", "is_bf16_supported"})
 
@@ -179,6 +178,8 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
                 continue
             if call.method == "to" and not (call.node.args and self._cpu_device(call.node.args[0].value, call.site)):
                 return True
+            if call.qualname == "torch.device" and call.node.args and self._cpu_device(call.node, call.site):
+                continue
             if (call.qualname or "").startswith(_DEVICE_APIS):
                 return True
             for a in call.node.args:

@@ -90,7 +90,7 @@ for step, (x, y) in enumerate(loader):
         "`return` when not logging), on the error path (`except` handlers, `raise`, an assert's message, a "
         "branch that exits or skips a non-finite batch), after the training loop, in epoch-level code outside "
         "the step loop, in evaluation loops that do not backpropagate, in memoised helpers (`@lru_cache`), in "
-        "test code (`tests/`, a `test_*.py` that defines a test), in modules with no sign of a device (a device only named, `device = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")`, and never used, is none) or whose only device is the CPU (`torch.device(\"cpu\")`, "
+        "test code (`tests/`, a `test_*.py` that defines a test), in modules with no sign of a device or whose only device is the CPU (`torch.device(\"cpu\")`, "
         "`torch.cpu.amp`, IPEX): there `.item()` waits for nothing (a module whose training loop names no device runs it where the modules importing it put their work: `PPO.update`'s minibatch loop, called as "
         "`agent.update(rollouts)` by a script that moves the policy with `.to(device)`, is flagged); inside optimizer and loss-scaler classes (named so, or a class of its own whose `step` and `zero_grad` work over an optimizer's `param_groups`: a LARS wrapper), "
         "whose step must read an overflow flag on the host (torch's `GradScaler.step` does too); reads of values "
