@@ -1145,6 +1145,40 @@ def test_elements_a_comprehension_draws_from_stored_episodes_are_data_and_writte
     assert found(EPISODES, "TL406") == [8]
 
 
+# a batched seq2seq: random pairs drawn from the corpus, padded row by row in a comprehension, wrapped and moved
+PADDED = """
+import random
+import torch
+
+
+def pad_seq(seq, n):
+    return seq + [0] * (n - len(seq))
+
+
+def random_batch(pairs, size):
+    seqs = [random.choice(pairs)[0] for _ in range(size)]
+    longest = max(len(s) for s in seqs)
+    padded = ROWS
+    return torch.LongTensor(padded).cuda()
+
+
+def train(model, optimizer, pairs):
+    for step in range(1000):
+        loss = model(random_batch(pairs, 32)).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_rows_a_comprehension_makes_of_drawn_data_are_data() -> None:
+    assert found(PADDED.replace("ROWS", "[pad_seq(s, longest) for s in seqs]"), "TL406") == []
+
+
+def test_rows_a_comprehension_makes_of_a_range_are_built_here() -> None:
+    assert found(PADDED.replace("ROWS", "[[i] * longest for i in range(4)]"), "TL406") == [14]
+
+
 # a Hugging Face tokenizer's `return_tensors="pt"` batch is built on the host, until it is moved
 TOKENIZED = """
 import torch

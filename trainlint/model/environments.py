@@ -164,6 +164,8 @@ def holds_data(
         return True
     if isinstance(given, cst.Name) and at is not None and at.statement is not None and _comprehension_drawn(at.statement, given.value):
         return True
+    if isinstance(given, (cst.ListComp, cst.GeneratorExp)) and _drawn_for(given.for_in) and _held_data(given, value_of(given.for_in.iter, fn, at)):
+        return True  # `[pad_seq(s, n) for s in input_seqs]`: rows made from a collection the code holds
     if not isinstance(given, cst.Name) or at is None or depth >= 2:
         return False
     bound = model.reaching(fn, given.value, at)
@@ -185,10 +187,27 @@ def wrapped_data(
 def _comprehension_drawn(statement: cst.CSTNode, name: str) -> bool:
     """`[torch.Tensor(s) for s in states]`: an element a comprehension of the statement draws from a
     collection the code holds (not one written in the code, nor a `range`)."""
-    return any(
-        isinstance(n, cst.CompFor) and name in target_names(n.target) and not isinstance(n.iter, (cst.List, cst.Tuple, cst.Set))
-        and not (isinstance(n.iter, cst.Call) and dotted(n.iter.func) == "range")
-        for n in iter_nodes(statement)
+    return any(isinstance(n, cst.CompFor) and name in target_names(n.target) and _drawn_for(n) for n in iter_nodes(statement))
+
+
+def _held_data(comprehension: cst.ListComp | cst.GeneratorExp, drawn_from: "Value") -> bool:
+    """What a comprehension draws from may be data: not a string or a number the code knows (`[ord(c) for
+    c in "hello"]`), nor a tensor, whose elements it reads back to the host (`[classes[i.item()] for i in y]`)."""
+    from trainlint.model.lattice import HOST, Kind
+
+    if drawn_from.kind in (Kind.STRING, Kind.NUMBER, Kind.BOOL) or (drawn_from.kind is Kind.TENSOR and drawn_from.device != HOST):
+        return False
+    drawn = target_names(comprehension.for_in.target)
+    return not any(
+        isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "item" and dotted(n.func.value) in drawn
+        for n in iter_nodes(comprehension.elt)
+    )
+
+
+def _drawn_for(clause: cst.CompFor) -> bool:
+    """A comprehension's `for` over a collection the code holds, not one written in the code nor a `range`."""
+    return not isinstance(clause.iter, (cst.List, cst.Tuple, cst.Set)) and not (
+        isinstance(clause.iter, cst.Call) and dotted(clause.iter.func) == "range"
     )
 
 

@@ -1,0 +1,158 @@
+"""What a helper computes from the tensors it is given, read with Python's own parser for the modules
+that call it (`FunctionSummary.returns_computed`; applied at each call by `model.arguments.computed_value`).
+
+`accuracy(output, target)` of the ImageNet example returns a list its loop fills with
+`correct_k.mul_(100.0 / batch_size)`, computed by tensor methods from `output` and `target`: a call
+given the device's outputs and labels returns device tensors, and `prec1.data[0]` reads the device.
+Such helpers sit in modules with no training code (`utils.py`), which are only outlined; a name's every
+binding in the function counts (no flow), and anything but tensor methods, subscripts and arithmetic
+on the parameters (another call, a host read, a loop's element) makes the function's result unknown.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from trainlint.model.value_calls import HOST_METHODS, NUMBER_METHODS, TENSOR_METHODS
+from trainlint.project.outline_effects import Function, bound_targets, explicit_parameters, own_statements
+
+MAX_STEPS = 64  # expressions and bindings followed back from the function's returns
+LIST, TENSOR = "list", "tensor"
+_OPEN = "\0"  # (a name met again while it is followed, `pred = pred.t()`: what its other bindings say)
+_NOT_COMPUTING = NUMBER_METHODS | HOST_METHODS | {"cpu", "to", "cuda"}
+
+
+def returned_computation(fn: Function, method: bool) -> tuple[str, ...]:
+    """("tensor", "0 output", ...) when every `return` of `fn` gives a tensor that tensor methods and
+    arithmetic compute from those parameters; ("list", ...) when every one gives a list the function
+    fills only by `append`s of such tensors; () otherwise."""
+    returns: list[ast.expr] = []
+    bindings: dict[str, list[ast.expr | None]] = {}  # name -> each value bound to it (None: not an expression's)
+    appended: dict[str, list[ast.expr | None]] = {}  # name -> what `name.append(x)` adds (None: another change)
+    for node in own_statements(fn):
+        if isinstance(node, ast.Return):
+            if node.value is None:
+                return ()
+            returns.append(node.value)
+        _bind(node, bindings)
+        _note_changes(node, appended)
+    if not returns:
+        return ()
+    params = explicit_parameters(fn, method)
+    trace = _Trace(bindings, set(params), [0])
+    shapes: set[str] = set()
+    found: set[str] = set()
+    for value in returns:
+        collected = _collected(value, bindings, appended, trace)
+        got = (collected if collected is not None else trace.computed(value)) - {_OPEN}
+        if not got:
+            return ()
+        shapes.add(LIST if collected is not None else TENSOR)
+        found |= got
+    if len(shapes) != 1 or not found <= set(params):
+        return ()
+    return (shapes.pop(), *(f"{params.index(p)} {p}" for p in sorted(found)))
+
+
+def _bind(node: ast.AST, bindings: dict[str, list[ast.expr | None]]) -> None:
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target, value = node.targets[0], node.value
+        if isinstance(target, ast.Name):
+            bindings.setdefault(target.id, []).append(value)
+            return
+        if isinstance(target, ast.Tuple) and _returns_pair(value):  # `_, pred = output.topk(k, 1)`
+            for element in target.elts:
+                if isinstance(element, ast.Name):
+                    bindings.setdefault(element.id, []).append(value)
+            return
+    if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+        bindings.setdefault(node.target.id, []).append(ast.BinOp(node.target, node.op, node.value))
+        return
+    for target in bound_targets(node):  # (a loop's element, a `with`'s value, anything else: unknown)
+        for name in ast.walk(target):
+            if isinstance(name, ast.Name):
+                bindings.setdefault(name.id, []).append(None)
+
+
+def _note_changes(node: ast.AST, appended: dict[str, list[ast.expr | None]]) -> None:
+    """`res.append(x)` statements, and any other method a statement calls on a name (`res.extend(...)`)."""
+    if not isinstance(node, ast.Expr) or not isinstance(node.value, ast.Call):
+        return
+    call = node.value
+    if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name):
+        single = call.func.attr == "append" and len(call.args) == 1 and not call.keywords
+        appended.setdefault(call.func.value.id, []).append(call.args[0] if single else None)
+
+
+def _returns_pair(value: ast.expr) -> bool:
+    """`x.topk(k, 1)`, `x.sort(1)`, `x.max(1)`: a tensor method giving (values, indices), both tensors."""
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("topk", "sort", "max", "min", "median", "kthvalue")
+
+
+def _collected(value: ast.expr, bindings: dict[str, list[ast.expr | None]], appended: dict[str, list[ast.expr | None]], trace: "_Trace") -> set[str] | None:
+    """The parameters its elements are computed from, when `value` names a list bound only to `[]`
+    and changed only by `append`s of computed tensors; None when it is no such list."""
+    if not isinstance(value, ast.Name):
+        return None
+    bound = bindings.get(value.id, [])
+    if not bound or not all(isinstance(b, ast.List) and not b.elts for b in bound):
+        return None
+    found: set[str] = set()
+    for element in appended.get(value.id, []):
+        got = trace.computed(element) - {_OPEN} if element is not None else set()
+        if not got:
+            return None
+        found |= got
+    return found or None
+
+
+class _Trace:
+    """Follows an expression back through the function's bindings to the parameters it is computed from."""
+
+    def __init__(self, bindings: dict[str, list[ast.expr | None]], params: set[str], steps: list[int]) -> None:
+        self.bindings, self.params, self.steps = bindings, params, steps
+        self.open: set[str] = set()
+
+    def computed(self, expr: ast.expr) -> set[str]:
+        """The parameters `expr` is computed from (empty: it is not a computation of them)."""
+        self.steps[0] += 1
+        if self.steps[0] > MAX_STEPS:
+            return set()
+        if isinstance(expr, ast.Name):
+            return self._name(expr.id)
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            method = expr.func.attr
+            if method in _NOT_COMPUTING or not (method in TENSOR_METHODS or (method.endswith("_") and not method.startswith("_"))):
+                return set()
+            found = self.computed(expr.func.value)
+            if found:  # (`pred.eq(target.view(1, -1))`: the operands' parameters too; `np.where(x)` is NumPy's)
+                for arg in expr.args:
+                    found |= self.computed(arg)
+            return found
+        if isinstance(expr, ast.Attribute) and expr.attr in ("data", "T"):
+            return self.computed(expr.value)
+        if isinstance(expr, ast.Subscript):
+            return self.computed(expr.value)
+        if isinstance(expr, ast.BinOp):
+            return self.computed(expr.left) | self.computed(expr.right)
+        if isinstance(expr, ast.UnaryOp):
+            return self.computed(expr.operand)
+        return set()
+
+    def _name(self, name: str) -> set[str]:
+        bound = self.bindings.get(name, [])
+        found = {name} if name in self.params else set()
+        if name in self.open:
+            return found | {_OPEN}
+        if not bound:
+            return found
+        self.open.add(name)
+        try:
+            for value in bound:
+                got = self.computed(value) if value is not None else set()
+                if not got:
+                    return set()
+                found |= got
+        finally:
+            self.open.discard(name)
+        return found
