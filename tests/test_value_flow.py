@@ -850,3 +850,58 @@ def test_a_tensor_computed_where_autograd_is_off_carries_no_graph():
     assert lines(code.replace("        with torch.no_grad():\n            weights", "        weights"), "TL302") == [13]
     enabled = code.replace("            weights = F.softmax", "            with torch.enable_grad():\n                weights = F.softmax")
     assert lines(enabled, "TL302") == [15]
+
+
+# the ImageNet example's `accuracy` in a helper module with no training code: a list its loop fills
+# with tensors that tensor methods compute from the outputs and labels it is given
+ACCURACY = {
+    "utils.py": """
+        import torch
+
+
+        def accuracy(output, target, topk=(1,)):
+            maxk = max(topk)
+            batch_size = target.size(0)
+            _, pred = output.topk(maxk, 1, True, True)
+            pred = pred.t()
+            correct = pred.eq(target.view(1, -1).expand_as(pred))
+            res = []
+            for k in topk:
+                correct_k = correct[:k].view(-1).float().sum(0)
+                res.append(RESULT)
+            return res
+    """,
+    "train.py": """
+        import utils
+
+
+        def train(model, loader, optimizer, criterion, top1):
+            for images, target in loader:
+                images, target = images.cuda(), target.cuda()
+                output = model(images)
+                loss = criterion(output, target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                prec1, prec5 = utils.accuracy(output, target, topk=(1, 5))
+                top1.update(prec1.data[0], images.size(0))
+    """,
+}
+
+
+def _accuracy(result: str, moved: bool = True) -> dict[str, str]:
+    files = {k: v.replace("RESULT", result) for k, v in ACCURACY.items()}
+    if not moved:
+        files["train.py"] = files["train.py"].replace("images.cuda(), target.cuda()", "images, target")
+    return files
+
+
+def test_a_helper_returns_tensors_it_computes_from_its_device_arguments_on_the_device(tmp_path: Path) -> None:
+    assert lint_tree(tmp_path, _accuracy("correct_k.mul_(100.0 / batch_size)"), "TL401") == ["train.py:14:TL401"]
+
+
+def test_a_helper_result_read_on_the_host_or_its_arguments_on_the_host_is_no_device_tensor(tmp_path: Path) -> None:
+    # near misses: the helper reads each value itself (a float per k: reported there, once), and a caller
+    # that never moves its batch
+    assert lint_tree(tmp_path / "a", _accuracy("correct_k.mul_(100.0 / batch_size).item()"), "TL401") == ["utils.py:14:TL401"]
+    assert lint_tree(tmp_path / "b", _accuracy("correct_k.mul_(100.0 / batch_size)", moved=False), "TL401") == []

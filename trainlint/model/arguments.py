@@ -1,6 +1,9 @@
 """What a call passes for each parameter: the argument for a parameter as summaries name it, and
 the body of a module-level lambda with the call's arguments put in.
 
+A helper's result computed from its tensor arguments (`FunctionSummary.returns_computed`) is where
+those arguments are, at each call (`computed_value`).
+
 Shim modules spell tensor methods as functions (`reduce_sum = lambda x, *args, **kwargs:
 x.sum(*args, **kwargs)`, `to = lambda x, *args, **kwargs: x.to(*args, **kwargs)`, as d2l does), so
 that `float(d2l.reduce_sum(cmp))` is `float(cmp.sum())`: the value model evaluates the body with
@@ -10,11 +13,11 @@ each parameter replaced by the argument given for it, in the caller's scope.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
-from trainlint.model.lattice import UNKNOWN_DEVICE, Kind, Value
+from trainlint.model.lattice import ACCEL, HOST, UNKNOWN_DEVICE, Kind, Value
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Function, Site
@@ -174,3 +177,19 @@ def refines(passed: Value, declared: Value) -> bool:
     if passed.kind is Kind.COLLECTION:
         return passed.element is not None and passed.element.kind is not Kind.UNKNOWN and passed.element.device != UNKNOWN_DEVICE
     return bool(passed.origin)
+
+
+def computed_value(call: cst.Call, computation: tuple[str, ...], value_of: Callable[[cst.BaseExpression], Value]) -> Value | None:
+    """What a call returns of a function whose result is computed from its tensor parameters
+    (`computation`: ("list" or "tensor", "0 output", ...)): tensors on the device when an argument it
+    is computed from is there, on the host when all are host tensors; None otherwise."""
+    if not computation:
+        return None
+    given = [value_of(a) for a in (argument_for(call, key) for key in computation[1:]) if a is not None]
+    if any(v.device == ACCEL for v in given):
+        tensor = Value(Kind.TENSOR, ACCEL)
+    elif given and all(v.kind is Kind.TENSOR and v.device == HOST for v in given):
+        tensor = Value(Kind.TENSOR, HOST)
+    else:
+        return None
+    return Value(Kind.COLLECTION, HOST, element=tensor) if computation[0] == "list" else tensor

@@ -77,6 +77,9 @@ class FunctionSummary:
     # the parameters whose values it reads on the host ("0 targets"; "*" for any, `**kwargs`'s values):
     # of a call's arguments, those a caller reports (`reads_arguments`)
     read_parameters: tuple[str, ...] = ()
+    # ("list", "0 output", "1 target"): what it returns, tensors (or a list of them) computed by tensor
+    # methods from those parameters, where they are (`computed_returns`)
+    returns_computed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import libcst as cst
 
 from trainlint.model.arithmetic import arithmetic
 from trainlint.model.lattice import ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NAMESPACE_CLASSES, NUMBER, PARSED_OPTIONS, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join
-from trainlint.model.arguments import LambdaCalls, argument_for
+from trainlint.model.arguments import LambdaCalls, argument_for, computed_value
 from trainlint.model.containers import MODULE_CONTAINERS, element_of, held_modules, namespace_value
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
 from trainlint.model.device_arguments import DeviceArguments, moved_to_device
@@ -228,10 +228,12 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
     def _library_call(self, qual: str, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value | None:
         m = self.model
         namespace, _, last = qual.rpartition(".")
-        passed = argument_for(call, getattr(m.project_symbol(qual), "returns_argument", None))
+        symbol = m.project_symbol(qual)
+        passed = argument_for(call, getattr(symbol, "returns_argument", None))
         if passed is not None:  # `model = load_ckpt(model, ckpt)`: it gives back what it is given
             return self.of(passed, fn, at)
-        project = m.project_value(qual)
+        # (`prec1, prec5 = accuracy(output, target, topk=(1, 5))`: tensors where its arguments were)
+        project = computed_value(call, getattr(symbol, "returns_computed", ()), lambda e: self.of(e, fn, at)) or m.project_value(qual)
         if project is not None:
             return project
         if qual in NAMESPACE_CLASSES:

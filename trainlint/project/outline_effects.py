@@ -285,10 +285,23 @@ def bound_targets(node: ast.AST) -> list[ast.AST]:
 
 
 def with_outline_facts(summary: ModuleSummary, outline: ModuleSummary) -> ModuleSummary:
-    """A module's summary with the class facts its outline reads (the gradient-flag names a class
-    lacks, `ClassSummary.lacks`, and the parameters its constructor keeps, `ClassSummary.holds`: a
-    walk of Python's own tree, cheaper than one over libcst's)."""
+    """A module's summary with the facts its outline reads (the gradient-flag names a class lacks,
+    `ClassSummary.lacks`, the parameters its constructor keeps, `ClassSummary.holds`, and what each
+    function's result is computed from, `FunctionSummary.returns_computed`: a walk of Python's own
+    tree, cheaper than one over libcst's)."""
     read = {name: (c.lacks, c.holds) for name, c in outline.classes.items() if c.lacks or c.holds}
-    if not read:
+    computed = {name: f.returns_computed for name, f in outline.functions.items() if f.returns_computed}
+    methods = {(k, name): f.returns_computed for k, c in outline.classes.items() for name, f in c.methods.items() if f.returns_computed}
+    if not read and not computed and not methods:
         return summary
-    return replace(summary, classes={k: replace(c, lacks=read.get(k, ((), ()))[0], holds=read.get(k, ((), ()))[1]) for k, c in summary.classes.items()})
+    return replace(
+        summary,
+        functions={k: replace(f, returns_computed=computed[k]) if k in computed else f for k, f in summary.functions.items()},
+        classes={
+            k: replace(
+                c, lacks=read.get(k, ((), ()))[0], holds=read.get(k, ((), ()))[1],
+                methods={n: replace(f, returns_computed=methods[k, n]) if (k, n) in methods else f for n, f in c.methods.items()},
+            )
+            for k, c in summary.classes.items()
+        },
+    )
