@@ -842,6 +842,101 @@ def test_a_method_every_module_calls_under_no_grad_is_not(tmp_path: Path) -> Non
         assert lint_project(tmp_path, files, "TL303") == [], call
 
 
+# a policy's greedy action, a prediction helper its own module never calls: the evaluation script of
+# another module calls it under `@torch.no_grad()` (Lightning's PPO example), or with grad
+AGENT = """
+import torch
+import torch.nn as nn
+
+
+class Agent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.actor = nn.Linear(4, 2)
+
+    def forward(self, obs):
+        return self.actor(obs)
+
+    def get_greedy_action(self, obs):
+        probs = self.actor(obs).softmax(-1)
+        return torch.argmax(probs, dim=-1)
+"""
+AGENT_TEST = """
+import torch
+from agent import Agent
+
+DECORATOR
+def test(agent, env):
+    obs = env.reset()
+    for _ in range(100):
+        obs = env.step(agent.get_greedy_action(obs))
+"""
+
+
+def test_a_helper_other_modules_call_only_under_no_grad_records_nothing(tmp_path: Path) -> None:
+    files = {"agent.py": AGENT, "utils.py": AGENT_TEST.replace("DECORATOR", "@torch.no_grad()")}
+    assert lint_project(tmp_path, files, "TL303") == []
+
+
+def test_a_helper_another_module_calls_with_grad_records_a_graph(tmp_path: Path) -> None:
+    files = {"agent.py": AGENT, "utils.py": AGENT_TEST.replace("DECORATOR", "")}
+    assert lint_project(tmp_path, files, "TL303") == ["agent.py:15:TL303"]
+
+
+# a word-embedding notebook's similarity helper runs the trained model through a method of its own,
+# `model.prediction(...)`, which returns what its embedding layer gives
+SKIPGRAM = """
+import torch
+import torch.nn as nn
+
+
+class Skipgram(nn.Module):
+    def __init__(self, vocab_size, dim):
+        super().__init__()
+        self.embedding_v = nn.Embedding(vocab_size, dim)
+        self.embedding_u = nn.Embedding(vocab_size, dim)
+
+    def forward(self, center, target):
+        return (self.embedding_u(target) * self.embedding_v(center)).sum()
+
+    def prediction(self, inputs):
+        return self.embedding_v(inputs)
+
+    def dimension(self, inputs):
+        return self.embedding_v.embedding_dim
+
+
+model = Skipgram(100, 30).cuda()
+optimizer = torch.optim.Adam(model.parameters())
+for center, target in loader:
+    loss = model(center.cuda(), target.cuda())
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+
+
+def word_similarity(target, vocab):
+    target_v = model.METHOD(prepare_word(target))
+    similarities = []
+    for word in vocab:
+        vector = model.METHOD(prepare_word(word))
+        similarities.append([word, torch.cosine_similarity(target_v, vector).item()])
+    return sorted(similarities, key=lambda x: x[1], reverse=True)[:10]
+
+
+print(word_similarity("king", vocab))
+"""
+
+
+def test_a_method_of_a_module_running_its_layers_is_a_forward_pass() -> None:
+    assert lines(SKIPGRAM.replace("METHOD", "prediction"), "TL303") == [35]
+
+
+def test_a_method_of_a_module_giving_no_graph_is_none() -> None:
+    assert lines(SKIPGRAM.replace("METHOD", "dimension"), "TL303") == []
+    assert lines(SKIPGRAM.replace("METHOD", "prediction").replace("def word_similarity", "@torch.no_grad()\ndef word_similarity"), "TL303") == []
+
+
 # a character GPT's `generate`: each turn draws a token with `torch.multinomial` and feeds it back;
 # its only call, after training, runs outside no_grad
 GENERATE = """

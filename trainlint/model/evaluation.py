@@ -59,14 +59,26 @@ def first_forward(model: "TrainingModel", fn: Function, looped: bool = False) ->
         if grad_disabled(fn, call):
             continue
         if model.callee(call) is not None:
-            if _own_forward(model, fn, call):
+            if _own_forward(model, fn, call) or _module_method(model, call):
                 return call  # (`q = self.forward(state)` in a module's `act`: its layers run)
             continue
         # (`_model.forward(frames)`, called by name: the module's layers run as they do for `_model(frames)`)
         module = call.receiver if call.method == "forward" and call.receiver is not None else call.node.func
-        if model.value(module, call.site).kind is Kind.MODULE and model.value(call.node, call.site).graph is not False:
+        if (model.value(module, call.site).kind is Kind.MODULE and model.value(call.node, call.site).graph is not False) or _module_method(model, call):
             return call
     return None
+
+
+def _module_method(model: "TrainingModel", call: Call) -> bool:
+    """`model.prediction(x)`: a method of an `nn.Module` class of this module, called on an instance,
+    whose result carries a graph (it runs the module's layers: `return self.embedding_v(inputs)`)."""
+    if call.method is None or call.receiver is None or call.receiver_text == "self":
+        return False
+    receiver = model.value(call.receiver, call.site)
+    info = model.local_class(receiver.origin) if receiver.kind is Kind.MODULE and receiver.origin else None
+    if info is None or not model.is_module_class(info) or not any(f.class_name == receiver.origin and f.name == call.method for f in model.functions):
+        return False
+    return model.value(call.node, call.site).graph is True
 
 
 def _own_forward(model: "TrainingModel", fn: Function, call: Call) -> bool:

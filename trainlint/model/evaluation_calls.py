@@ -86,6 +86,17 @@ def evaluated_elsewhere(
                 break
 
 
+def methods_called_without_grad(model: "TrainingModel") -> tuple[str, ...]:
+    """The methods this module calls on objects other than `self` under no_grad (or in a function that
+    runs without grad everywhere): a prediction helper of another module that only such calls run
+    (`with torch.no_grad(): acc = network.predict(x)`) records no graph."""
+    return tuple(sorted({
+        call.method for call in model.calls
+        if call.method is not None and call.receiver_text not in (None, "self", "cls", "super()") and (model.under(call.site, "no_grad") or (
+            call.site.function is not None and any(d in ("torch.no_grad", "torch.inference_mode") for d in call.site.function.decorators)))
+    }))
+
+
 def methods_called_with_grad(model: "TrainingModel") -> tuple[str, ...]:
     """The methods this module calls on objects other than `self` with autograd on (outside `no_grad`,
     in no function that runs without grad everywhere): what a module it imports cannot see when it

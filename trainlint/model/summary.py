@@ -184,6 +184,7 @@ class ModuleSummary:
     uses_accelerator: bool = False  # its own code puts work on a device (`TrainingModel.uses_accelerator`)
     # the methods it calls with autograd on, on objects other than `self` (`gan.visualize_results(n)`)
     graded_methods: tuple[str, ...] = ()
+    quiet_methods: tuple[str, ...] = ()  # the methods it calls on other objects with autograd off only
 
 
 EMPTY = ModuleSummary()
@@ -226,10 +227,11 @@ class ProjectLookup(Protocol):
         module `path` is then no host tensor."""
         ...
 
-    def called_with_grad(self, path: str, method: str) -> bool:
+    def called_with_grad(self, path: str, method: str) -> bool | None:
         """Whether a project module importing module `path` calls a method of that name, on an object
         other than `self`, with autograd on (a method its own module calls only under no_grad may
-        still run with grad from a script: `gan.visualize_results(epoch)`)."""
+        still run with grad from a script: `gan.visualize_results(epoch)`); False when they call it
+        only under no_grad (`with torch.no_grad(): acc = network.predict(x)`), None when none calls it."""
         ...
 
     def step_seeds(self, path: str) -> dict[str, Seed]:

@@ -493,6 +493,8 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         if any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators) or wraps_under_no_grad(fn, self.functions, self.calls):
             return True
         sites, seen = self._calls_by_callee.get(id(fn), []), seen | {id(fn)}
-        return bool(sites) and all(self.under(c.site, "no_grad") or (c.site.function is not None and id(c.site.function) not in seen
-                                                                     and self.under_no_grad_everywhere(c.site.function, seen)) for c in sites) and not (
-            fn.class_name is not None and self.project is not None and bool(self.path) and self.project.called_with_grad(self.path, fn.name))
+        project = self.project if fn.class_name is not None and self.path else None  # (a method other modules may call)
+        if not sites:  # called only by other modules, each under no_grad (`with torch.no_grad(): acc = net.predict(x)`)
+            return project is not None and project.called_with_grad(self.path, fn.name) is False
+        return all(self.under(c.site, "no_grad") or (c.site.function is not None and id(c.site.function) not in seen and self.under_no_grad_everywhere(
+            c.site.function, seen)) for c in sites) and not (project is not None and project.called_with_grad(self.path, fn.name))

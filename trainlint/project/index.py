@@ -149,9 +149,10 @@ class Project(ModuleFinder):
         """(`ProjectLookup.callers_use_accelerator`, by the importers' summaries)"""
         return any(self.summary(f, steps=True).uses_accelerator for f in self._importer_files(path))
 
-    def called_with_grad(self, path: str, method: str) -> bool:
-        """(`ProjectLookup.called_with_grad`)"""
-        return any(method in self.summary(f, steps=True).graded_methods for f in self._importer_files(path))
+    def called_with_grad(self, path: str, method: str) -> bool | None:
+        """(`ProjectLookup.called_with_grad`, by the importers' summaries)"""
+        called = [self.summary(f, steps=True) for f in self._importer_files(path)]
+        return True if any(method in s.graded_methods for s in called) else False if any(method in s.quiet_methods for s in called) else None
 
     def callers_set_default_device(self, path: str) -> bool:
         """(`ProjectLookup.callers_set_default_device`, by the importers' text)"""
@@ -466,7 +467,7 @@ class Project(ModuleFinder):
     def _compute(self, path: Path, data: bytes) -> ModuleSummary:
         try:
             from trainlint.model.positions import call_placer
-            from trainlint.model.evaluation_calls import methods_called_with_grad
+            from trainlint.model.evaluation_calls import methods_called_with_grad as graded, methods_called_without_grad as quiet
             from trainlint.model.summarizer import Summarizer
 
             source = module_code(str(path), data)
@@ -478,8 +479,7 @@ class Project(ModuleFinder):
             calls = model.step_calls(call_placer(model.module, source, str(path)))
             arguments = self._arguments(path, model.project_arguments())
             kept_models.keep(str(path), source, model, lookup)  # (complete: no answer was cut short)
-            return replace(summary, step_calls=tuple(calls), arguments=arguments, uses_accelerator=model.uses_accelerator,
-                           graded_methods=methods_called_with_grad(model))
+            return replace(summary, step_calls=tuple(calls), arguments=arguments, uses_accelerator=model.uses_accelerator, graded_methods=graded(model), quiet_methods=quiet(model))
         except Exception:  # a module we cannot analyse says nothing; its own lint reports why
             return self.outline(path)
 

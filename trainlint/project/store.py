@@ -25,7 +25,7 @@ from trainlint.checked_json import (
 )
 from trainlint.reading import State, current_state, digest, read_regular
 
-STORE_FORMAT = 22  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs; 9: the attributes of `self` a method calls; 10: the parameter a function steps; 11: methods set on classes from outside, arguments saved from the caller's frame; 12: layers a function replaces, the modules a returned optimizer holds, returned probabilities, library losses passed; 13: what a function does with its parameters; 14: one summary per module content, no variants; 15: torch layers and other modules' classes a class holds, the gradient flags it lacks; 16: the parameters a function calls, the methods it calls on self; 17: whether the module puts work on a device; 18: the attributes a class's constructor sets from its parameters; 19: what a dict holds by key; 20: the parameters a function reads on the host; 21: the methods a module calls with grad; 22: the parameters a returned tensor is computed from)
+STORE_FORMAT = 22  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs; 9: the attributes of `self` a method calls; 10: the parameter a function steps; 11: methods set on classes from outside, arguments saved from the caller's frame; 12: layers a function replaces, the modules a returned optimizer holds, returned probabilities, library losses passed; 13: what a function does with its parameters; 14: one summary per module content, no variants; 15: torch layers and other modules' classes a class holds, the gradient flags it lacks; 16: the parameters a function calls, the methods it calls on self; 17: whether the module puts work on a device; 18: the attributes a class's constructor sets from its parameters; 19: what a dict holds by key; 20: the parameters a function reads on the host; 21: the methods a module calls with grad; 22: the parameters a returned tensor is computed from, the methods a module calls without grad)
 
 if TYPE_CHECKING:
     from trainlint.model.lattice import Value
@@ -50,6 +50,7 @@ def encode_summary(summary: ModuleSummary, depends: set[State], version: int) ->
             [list(a) for a in summary.attached],
             summary.uses_accelerator,
             list(summary.graded_methods),
+            list(summary.quiet_methods),
         ],
         "depends": sorted(depends),
     })
@@ -60,7 +61,7 @@ def decode_summary(raw: bytes, version: int) -> tuple[ModuleSummary, set[State]]
     from trainlint.model.summary import ModuleSummary
 
     data = header(raw, version, _SUMMARY_KEYS)
-    functions, classes, exports, step_calls, arguments, outline, attached, accelerator, graded = items(data["summary"], 9)
+    functions, classes, exports, step_calls, arguments, outline, attached, accelerator, graded, quiet = items(data["summary"], 10)
     summary = ModuleSummary(
         {k: _decode_function(f) for k, f in mapping(functions).items()},
         {k: _decode_class(c) for k, c in mapping(classes).items()},
@@ -71,6 +72,7 @@ def decode_summary(raw: bytes, version: int) -> tuple[ModuleSummary, set[State]]
         tuple(tuple(text(t) for t in items(a, 3)) for a in items(attached)),  # type: ignore[misc]
         flag(accelerator),
         tuple(text(m) for m in items(graded)),
+        tuple(text(m) for m in items(quiet)),
     )
     return summary, set(decode_states(data["depends"]))
 
