@@ -905,3 +905,48 @@ def test_a_helper_result_read_on_the_host_or_its_arguments_on_the_host_is_no_dev
     # that never moves its batch
     assert lint_tree(tmp_path / "a", _accuracy("correct_k.mul_(100.0 / batch_size).item()"), "TL401") == ["utils.py:14:TL401"]
     assert lint_tree(tmp_path / "b", _accuracy("correct_k.mul_(100.0 / batch_size)", moved=False), "TL401") == []
+
+
+# a mean-teacher consistency loss in a helper module: torch's functions of the logits it is given
+CONSISTENCY = {
+    "losses.py": """
+        import torch
+        from torch.nn import functional as F
+
+
+        def softmax_mse_loss(input_logits, target_logits):
+            input_softmax = F.softmax(input_logits, dim=1)
+            target_softmax = F.softmax(target_logits, dim=1)
+            return F.mse_loss(input_softmax, target_softmax, reduction="sum") / input_logits.size(1)
+
+
+        def class_weights(input_logits, target_logits):
+            return torch.ones(input_logits.size(1))
+    """,
+    "train.py": """
+        import torch
+        import losses
+
+        model, ema_model = torch.nn.Linear(8, 4).cuda(), torch.nn.Linear(8, 4).cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        consistency = losses.HELPER
+        for x, y in loader:
+            x, y = x.cuda(), y.cuda()
+            out, ema_out = model(x), ema_model(x).detach()
+            loss = torch.nn.functional.cross_entropy(out, y) + consistency(out, ema_out)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            meters.update("cons_loss", consistency(out, ema_out).data[0])
+    """,
+}
+
+
+def test_a_helper_computing_with_torch_functions_of_model_outputs_returns_a_tensor_there(tmp_path: Path) -> None:
+    files = {k: v.replace("HELPER", "softmax_mse_loss") for k, v in CONSISTENCY.items()}
+    assert lint_tree(tmp_path, files, "TL401") == ["train.py:15:TL401"]
+
+
+def test_a_helper_building_a_tensor_from_sizes_returns_a_host_tensor(tmp_path: Path) -> None:
+    files = {k: v.replace("HELPER", "class_weights") for k, v in CONSISTENCY.items()}
+    assert lint_tree(tmp_path, files, "TL401") == []

@@ -182,14 +182,15 @@ def refines(passed: Value, declared: Value) -> bool:
 def computed_value(call: cst.Call, computation: tuple[str, ...], value_of: Callable[[cst.BaseExpression], Value]) -> Value | None:
     """What a call returns of a function whose result is computed from its tensor parameters
     (`computation`: ("list" or "tensor", "0 output", ...)): tensors on the device when an argument it
-    is computed from is there, on the host when all are host tensors; None otherwise."""
+    is computed from is there, on the host when all are host tensors, where they are when all are
+    tensors (a model's outputs); None otherwise."""
     if not computation:
         return None
     given = [value_of(a) for a in (argument_for(call, key) for key in computation[1:]) if a is not None]
     if any(v.device == ACCEL for v in given):
         tensor = Value(Kind.TENSOR, ACCEL)
-    elif given and all(v.kind is Kind.TENSOR and v.device == HOST for v in given):
-        tensor = Value(Kind.TENSOR, HOST)
+    elif given and all(v.kind is Kind.TENSOR for v in given):
+        tensor = Value(Kind.TENSOR, HOST if all(v.device == HOST for v in given) else UNKNOWN_DEVICE)
     else:
         return None
     return Value(Kind.COLLECTION, HOST, element=tensor) if computation[0] == "list" else tensor

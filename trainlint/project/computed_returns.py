@@ -20,12 +20,18 @@ MAX_STEPS = 64  # expressions and bindings followed back from the function's ret
 LIST, TENSOR = "list", "tensor"
 _OPEN = "\0"  # (a name met again while it is followed, `pred = pred.t()`: what its other bindings say)
 _NOT_COMPUTING = NUMBER_METHODS | HOST_METHODS | {"cpu", "to", "cuda"}
+# torch's functions whose result is not where their arguments are: factories, conversions, predicates
+_NOT_FROM_ARGUMENTS = frozenset(
+    """tensor as_tensor from_numpy zeros ones full empty arange linspace logspace eye rand randn randint randperm
+    normal is_tensor is_floating_point numel equal allclose save load manual_seed device no_grad""".split()
+)
 
 
-def returned_computation(fn: Function, method: bool) -> tuple[str, ...]:
-    """("tensor", "0 output", ...) when every `return` of `fn` gives a tensor that tensor methods and
-    arithmetic compute from those parameters; ("list", ...) when every one gives a list the function
-    fills only by `append`s of such tensors; () otherwise."""
+def returned_computation(fn: Function, method: bool, torch_names: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """("tensor", "0 output", ...) when every `return` of `fn` gives a tensor that tensor methods, torch's
+    functions (through `torch_names`, the module's names for torch and its modules: `F` for
+    `torch.nn.functional`) and arithmetic compute from those parameters; ("list", ...) when every one
+    gives a list the function fills only by `append`s of such tensors; () otherwise."""
     returns: list[ast.expr] = []
     bindings: dict[str, list[ast.expr | None]] = {}  # name -> each value bound to it (None: not an expression's)
     appended: dict[str, list[ast.expr | None]] = {}  # name -> what `name.append(x)` adds (None: another change)
@@ -39,7 +45,7 @@ def returned_computation(fn: Function, method: bool) -> tuple[str, ...]:
     if not returns:
         return ()
     params = explicit_parameters(fn, method)
-    trace = _Trace(bindings, set(params), [0])
+    trace = _Trace(bindings, set(params), [0], torch_names)
     shapes: set[str] = set()
     found: set[str] = set()
     for value in returns:
@@ -109,8 +115,8 @@ def _collected(value: ast.expr, bindings: dict[str, list[ast.expr | None]], appe
 class _Trace:
     """Follows an expression back through the function's bindings to the parameters it is computed from."""
 
-    def __init__(self, bindings: dict[str, list[ast.expr | None]], params: set[str], steps: list[int]) -> None:
-        self.bindings, self.params, self.steps = bindings, params, steps
+    def __init__(self, bindings: dict[str, list[ast.expr | None]], params: set[str], steps: list[int], torch_names: frozenset[str]) -> None:
+        self.bindings, self.params, self.steps, self.torch_names = bindings, params, steps, torch_names
         self.open: set[str] = set()
 
     def computed(self, expr: ast.expr) -> set[str]:
@@ -120,6 +126,13 @@ class _Trace:
             return set()
         if isinstance(expr, ast.Name):
             return self._name(expr.id)
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and _root(expr.func) in self.torch_names:
+            if expr.func.attr in _NOT_FROM_ARGUMENTS:  # (`F.mse_loss(a, b)`, `torch.sum(x ** 2)`: where a, x are)
+                return set()
+            found = set()
+            for arg in expr.args:
+                found |= self.computed(arg)
+            return found
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
             method = expr.func.attr
             if method in _NOT_COMPUTING or not (method in TENSOR_METHODS or (method.endswith("_") and not method.startswith("_"))):
@@ -156,3 +169,15 @@ class _Trace:
         finally:
             self.open.discard(name)
         return found
+
+
+def _root(expr: ast.expr) -> str:
+    """The name an attribute chain starts from (`torch` of `torch.nn.functional.softmax`)."""
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+    return expr.id if isinstance(expr, ast.Name) else ""
+
+
+def torch_modules(imported: dict[str, str], exports: dict[str, str]) -> frozenset[str]:
+    """The names a module binds to torch and its modules (`torch`, `F` of `from torch.nn import functional as F`)."""
+    return frozenset(name for name, full in (*imported.items(), *exports.items()) if full == "torch" or full.startswith("torch.nn.functional"))
