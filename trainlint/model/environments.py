@@ -14,6 +14,7 @@ import libcst as cst
 
 from trainlint.model.arguments import argument_for
 from trainlint.model.data_sources import bound_to_read_data, drawn, read_data, stored_rows
+from trainlint.model.lattice import HOST, Kind
 from trainlint.model.gates import child_nodes
 from trainlint.model.names import dotted, target_names
 from trainlint.model.walk import iter_nodes
@@ -193,8 +194,6 @@ def _comprehension_drawn(statement: cst.CSTNode, name: str) -> bool:
 def _held_data(comprehension: cst.ListComp | cst.GeneratorExp, drawn_from: "Value") -> bool:
     """What a comprehension draws from may be data: not a string or a number the code knows (`[ord(c) for
     c in "hello"]`), nor a tensor, whose elements it reads back to the host (`[classes[i.item()] for i in y]`)."""
-    from trainlint.model.lattice import HOST, Kind
-
     if drawn_from.kind in (Kind.STRING, Kind.NUMBER, Kind.BOOL) or (drawn_from.kind is Kind.TENSOR and drawn_from.device != HOST):
         return False
     drawn = target_names(comprehension.for_in.target)

@@ -87,8 +87,8 @@ def evaluated_elsewhere(
 
 
 def methods_called_without_grad(model: "TrainingModel") -> tuple[str, ...]:
-    """The methods this module calls on objects other than `self` under no_grad (or in a function that
-    runs without grad everywhere): a prediction helper of another module that only such calls run
+    """The methods this module calls on objects other than `self` under no_grad (a `with` block, or a
+    function decorated with it): a prediction helper of another module that only such calls run
     (`with torch.no_grad(): acc = network.predict(x)`) records no graph."""
     return tuple(sorted({
         call.method for call in model.calls

@@ -5,8 +5,9 @@ that call it (`FunctionSummary.returns_computed`; applied at each call by `model
 `correct_k.mul_(100.0 / batch_size)`, computed by tensor methods from `output` and `target`: a call
 given the device's outputs and labels returns device tensors, and `prec1.data[0]` reads the device.
 Such helpers sit in modules with no training code (`utils.py`), which are only outlined; a name's every
-binding in the function counts (no flow), and anything but tensor methods, subscripts and arithmetic
-on the parameters (another call, a host read, a loop's element) makes the function's result unknown.
+binding in the function counts (no flow), and anything but tensor methods, torch's functions (not its
+factories), subscripts and arithmetic on the parameters (another call, a host read, a loop's element)
+makes the function's result unknown.
 """
 
 from __future__ import annotations
