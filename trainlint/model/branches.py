@@ -1,6 +1,13 @@
 """Branches the steps never take: `if mode == "cpu":` in a function that every caller off the error
 path calls with another mode (a fallback kept for an out-of-memory handler), and the branch for None
-of a parameter that every call, in any module, gives a tensor or an object."""
+of a parameter that every call, in any module, gives a tensor or an object. And branches taken on
+some steps only: `if storer is not None:` where `storer` is None on all steps but a few.
+
+A value handed on only on logging steps gates what tests for it: a loss's helper returns the
+caller's record (`storer`) when `self.n_train_steps % self.record_loss_every == 1` and None
+otherwise, and each loss term appends `loss.item()` to it under `if storer is not None:`. A plain
+presence test is no gate (`if log_writer is not None:` holds on every step or on none); it is one
+when every value that reaches the name is None but under a periodic test of DESIGN.md."""
 
 from __future__ import annotations
 
@@ -8,7 +15,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from trainlint.model.facts import Call, Function, Site
+from trainlint.model.facts import Assign, Call, Function, Site
+from trainlint.model.gates import is_gate_test
 from trainlint.model.torchnames import literal_string
 
 if TYPE_CHECKING:
@@ -87,7 +95,7 @@ def _passed_flags(model: "TrainingModel", fn: Function, name: str) -> list[str]:
     for call in (c for c in (*model.calls_of(fn), *model.method_calls_of(fn)) if not c.site.in_except):
         if any(a.star for a in call.node.args):
             return ["?"]
-        arg = _argument(fn, call, name)
+        arg = passed_argument(fn, call, name)
         passed.append(fallback if arg is None else arg.value if isinstance(arg, cst.Name) and arg.value in ("True", "False") else "?")
     return passed
 
@@ -119,7 +127,7 @@ def _always_none(model: "TrainingModel", fn: Function, name: str) -> bool:
     external = model.passed_facts(fn, name) if model.project is not None else None
     if not external or any(f != "default" for f in external) or any(name in a.targets for a in model.assigns if a.site.function is fn):
         return False  # (only what other modules' steps pass is known: none, no answer)
-    return all(not any(a.star for a in c.node.args) and _argument(fn, c, name) is None for c in (*model.calls_of(fn), *model.method_calls_of(fn)))
+    return all(not any(a.star for a in c.node.args) and passed_argument(fn, c, name) is None for c in (*model.calls_of(fn), *model.method_calls_of(fn)))
 
 
 @_memo("never none")
@@ -141,7 +149,7 @@ def _never_none(model: "TrainingModel", fn: Function, name: str) -> bool:
     for call in calls:
         if any(a.star for a in call.node.args):
             return False
-        arg = _argument(fn, call, name)
+        arg = passed_argument(fn, call, name)
         if arg is None:
             if not given_default:
                 return False
@@ -191,7 +199,7 @@ def _passed_literals(model: "TrainingModel", fn: Function, name: str) -> set[str
     for call in calls:
         if any(a.star for a in call.node.args):
             return None
-        arg = _argument(fn, call, name)
+        arg = passed_argument(fn, call, name)
         value = _literal(model, arg) if arg is not None else default
         if value is None:
             return None
@@ -199,7 +207,7 @@ def _passed_literals(model: "TrainingModel", fn: Function, name: str) -> set[str
     return found
 
 
-def _argument(fn: Function, call: "Call", name: str) -> cst.BaseExpression | None:
+def passed_argument(fn: Function, call: "Call", name: str) -> cst.BaseExpression | None:
     """What a call of `fn` passes for parameter `name`, by name or by position (None: its default)."""
     named = next((a.value for a in call.node.args if a.keyword is not None and a.keyword.value == name), None)
     if named is not None:
@@ -208,3 +216,167 @@ def _argument(fn: Function, call: "Call", name: str) -> cst.BaseExpression | Non
     args = [a for a in call.node.args if a.keyword is None]
     index = positional.index(name) if name in positional else len(args)
     return args[index].value if index < len(args) else None
+
+
+def _after_unpacked(fn: Function, call: "Call", name: str) -> cst.BaseExpression | None | bool:
+    """What `f(*pair, storer)` passes for a trailing parameter: the positional arguments after the
+    one unpacked fill the last parameters (as they do when it unpacks to the ones before); None:
+    its default; False: not known (an unpacked mapping, or the parameter not among the last)."""
+    args = call.node.args
+    if any(a.star == "**" for a in args):
+        return False
+    named = next((a.value for a in args if a.keyword is not None and a.keyword.value == name), None)
+    if named is not None:
+        return named
+    positional = [a for a in args if a.keyword is None]
+    last_star = max(i for i, a in enumerate(positional) if a.star)
+    after = positional[last_star + 1 :]
+    params = fn.explicit_params
+    if name not in params or isinstance(fn.node.params.star_arg, cst.Param):  # (`*args` may take them)
+        return False
+    from_end = len(params) - params.index(name)
+    return after[-from_end].value if from_end <= len(after) else False
+
+
+# what a value is, for a presence test: None, given under a gate, given on some steps only, or always
+NONE, GATED, SOMETIMES, ALWAYS = "none", "gated", "sometimes", "always"
+MAX_DEPTH = 6  # calls and parameters followed from a test to the values that reach it
+
+
+def presence_gate(model: "TrainingModel", site: Site) -> cst.If | None:
+    """The `if x is not None:` (or `if x:`, or the rest after `if x is None: return`) around `site`
+    whose `x` is None on all steps but some, or None."""
+    fn = site.function
+    if fn is None:
+        return None
+    tests = [(n, True) for d, n in zip(site.gate_depths, site.gate_nodes) if d == -1 and n is not None]
+    tests += [(n, False) for n in site.else_of]
+    for node, body in tests:
+        name = _tested_for_presence(node.test, body)
+        if name is not None and _name_kind(model, fn, name, _test_site(model, node), 0) == SOMETIMES:
+            return node
+    return None
+
+
+def _tested_for_presence(test: cst.BaseExpression, body: bool) -> str | None:
+    """The name whose being given runs the branch: `x is not None` or `x` (its body), `x is None`
+    (its else, or the rest after its early exit); a conjunct of `and` in a body."""
+    if body and isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _tested_for_presence(test.left, body) or _tested_for_presence(test.right, body)
+    if body and isinstance(test, cst.Name) and test.value not in ("True", "False", "None"):
+        return test.value
+    if not (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1):
+        return None
+    compared = test.comparisons[0]
+    if not (isinstance(compared.comparator, cst.Name) and compared.comparator.value == "None"):
+        return None
+    given = isinstance(compared.operator, (cst.IsNot, cst.NotEqual))
+    return test.left.value if given == body and isinstance(compared.operator, (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)) else None
+
+
+def _test_site(model: "TrainingModel", node: cst.If) -> Site | None:
+    sites = model.__dict__.get("_presence_test_sites")
+    if sites is None:
+        sites = model.__dict__["_presence_test_sites"] = {id(c.node): c.site for c in model.conditions if c.kind == "if"}
+    return sites.get(id(node.test))
+
+
+def _name_kind(model: "TrainingModel", fn: Function, name: str, site: Site | None, depth: int) -> str:
+    """What `name` holds at `site` in `fn`: the join of the values that reach it (a parameter's: what
+    every call passes)."""
+    if site is None or depth > MAX_DEPTH:
+        return ALWAYS
+    memo = model.__dict__.setdefault("_presence_kinds", {})
+    key = (id(fn), name, id(site.statement))
+    if key in memo:
+        return memo[key]
+    memo[key] = ALWAYS  # (a cycle through calls or parameters gives nothing)
+    assigns = model.reaching(fn, name, site)
+    kinds = [_assign_kind(model, a, depth) for a in assigns]
+    if name in fn.params and not _hidden(assigns, site):
+        kinds.append(_parameter_kind(model, fn, name, depth))
+    memo[key] = kind = _join(kinds)
+    return kind
+
+
+def _join(kinds: list[str]) -> str:
+    if not kinds or ALWAYS in kinds:
+        return ALWAYS
+    return SOMETIMES if GATED in kinds or SOMETIMES in kinds else NONE
+
+
+def _gated(model: "TrainingModel", site: Site) -> bool:
+    """Whether a statement sits in the body of a periodic test of its own function."""
+    return any(
+        depth >= 0 and node is not None and is_gate_test(node.test, set(), model.settings.gate_names)
+        for depth, node in zip(site.gate_depths, site.gate_nodes)
+    )
+
+
+def _assign_kind(model: "TrainingModel", assign: Assign, depth: int) -> str:
+    if assign.op is not None or len(assign.targets) != 1:
+        return ALWAYS
+    if _gated(model, assign.site):
+        return GATED
+    return _value_kind(model, assign.value, assign.site, depth)
+
+
+def _value_kind(model: "TrainingModel", expr: cst.BaseExpression, site: Site, depth: int) -> str:
+    """`None`; `x if <periodic test> else None`; a name or a call of a project function whose value
+    is one of these on all steps but some; else always given."""
+    if isinstance(expr, cst.Name) and expr.value == "None":
+        return NONE
+    if isinstance(expr, cst.IfExp):
+        if isinstance(expr.orelse, cst.Name) and expr.orelse.value == "None" and is_gate_test(expr.test, set(), model.settings.gate_names):
+            return SOMETIMES
+        return ALWAYS
+    if isinstance(expr, cst.Name) and site.function is not None:
+        return _name_kind(model, site.function, expr.value, site, depth + 1)
+    if isinstance(expr, cst.Call):
+        call = model.call_at(expr)
+        callees = model.callees(call) if call is not None else ()
+        if not callees:
+            return ALWAYS
+        return _join([_returns_kind(model, callee, depth + 1) for callee in callees])
+    return ALWAYS
+
+
+def _returns_kind(model: "TrainingModel", fn: Function, depth: int) -> str:
+    """The join of what a function returns (`return storer` of a name given under a periodic test)."""
+    if not fn.return_facts:
+        return ALWAYS
+    kinds = [GATED if _gated(model, r.site) else _value_kind(model, r.value, r.site, depth) for r in fn.return_facts]
+    return _join(kinds)
+
+
+def _hidden(assigns: list[Assign], use: Site) -> bool:
+    """Whether a parameter's own value no longer reaches `use`: an assignment under no branch that
+    the use is not in rebinds it, or both branches of one `if` do (`if t: x = a` / `else: x = b`)."""
+    branches = {id(n) for n in (*use.gate_nodes, *use.else_of) if n is not None}
+    if any({id(n) for n in (*a.site.gate_nodes, *a.site.else_of) if n is not None} <= branches for a in assigns):
+        return True
+    bodies = {id(n) for a in assigns for n in a.site.gate_nodes if n is not None}
+    return any(id(n) in bodies for a in assigns for n in a.site.else_of)
+
+
+def _parameter_kind(model: "TrainingModel", fn: Function, name: str, depth: int) -> str:
+    """What every call of `fn` in this module passes for parameter `name` (its default where a call
+    passes none); always given when other modules call it every step or no call is seen."""
+    if model._is_hook(fn) or fn in getattr(model, "_external_chains", {}):
+        return ALWAYS
+    calls = [c for c in (*model.calls_of(fn), *model.method_calls_of(fn)) if not c.site.in_except]
+    if not calls:
+        return ALWAYS
+    kinds = []
+    for call in calls:
+        arg = _after_unpacked(fn, call, name) if any(a.star for a in call.node.args) else passed_argument(fn, call, name)
+        if arg is False:
+            return ALWAYS
+        if arg is None:
+            default = fn.defaults.get(name)
+            kinds.append(NONE if isinstance(default, cst.Name) and default.value == "None" else ALWAYS)
+        else:
+            kinds.append(_value_kind(model, arg, call.site, depth + 1))
+    return _join(kinds)
+
+

@@ -29,7 +29,7 @@ from trainlint.model.names import ImportMap, dotted, star_reader, tokens
 from trainlint.model.reaching import ReachingDefinitions
 from trainlint.model.symbols import SymbolQueries
 from trainlint.model.torchnames import helper_turns_grad_off, literal_string, wraps_under_no_grad
-from trainlint.model.branches import branch_not_taken
+from trainlint.model.branches import branch_not_taken, presence_gate
 from trainlint.model.gates import boundary_branches
 from trainlint.model.walk import walk
 
@@ -424,7 +424,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         return self._outermost_step_loop(site) is not None
 
     def _gated(self, site: Site, step_functions: set[Function] | frozenset[Function]) -> bool:
-        if site.in_except or branch_not_taken(self, site):
+        if site.in_except or branch_not_taken(self, site) or presence_gate(self, site) is not None:
             return True
         if site.function is not None and site.function in step_functions:
             base = 0

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
-from trainlint.model.branches import branch_not_taken
+from trainlint.model.branches import branch_not_taken, presence_gate
 from trainlint.model.gates import (
     BOUNDARY_NAMES,
     _identifiers,
@@ -131,6 +131,10 @@ def step_verdict(model: TrainingModel, site: Site, line_of: LineOf) -> tuple[boo
         return False, [*reasons, "not every step: on the error path (an `except` handler, a `raise`, or an assert's message), which runs only when something failed, or past a `return`, `raise`, `continue` or `break` of its block, which never runs"]
     if branch_not_taken(model, site):
         return False, [*reasons, "not every step: in a branch the steps never take (every call of the function passes another value)"]
+    given = presence_gate(model, site)
+    if given is not None:
+        where = f"`if {_code(model, given.test, 50)}:` (line {line_of(given)})"
+        return False, [*reasons, f"not every step: gated by {where}: what it tests is None but on the steps of a periodic test that gives it"]
     branches = getattr(model, "_step_branches", set())
     nodes = site.gate_nodes or (None,) * len(site.gate_depths)
     for depth, node in zip(site.gate_depths, nodes):
