@@ -12,6 +12,7 @@ from trainlint.model.hooks import LIBRARY_NO_GRAD_HOOKS, library_step_hook
 from trainlint.model.modes import Training, call_trains, discarded, loop_ancestors
 from trainlint.model.names import dotted
 from trainlint.model.parameter_facts import EVALUATES, arguments
+from trainlint.model.torchnames import decorated_no_grad
 
 if TYPE_CHECKING:
     from trainlint.model.mode_layers import ModeLayers
@@ -93,7 +94,7 @@ def methods_called_without_grad(model: "TrainingModel") -> tuple[str, ...]:
     return tuple(sorted({
         call.method for call in model.calls
         if call.method is not None and call.receiver_text not in (None, "self", "cls", "super()") and (model.under(call.site, "no_grad") or (
-            call.site.function is not None and any(d in ("torch.no_grad", "torch.inference_mode") for d in call.site.function.decorators)))
+            call.site.function is not None and decorated_no_grad(call.site.function.decorators)))
     }))
 
 

@@ -12,7 +12,7 @@ from trainlint.model.gates import (
 from trainlint.model.names import ImportMap, dotted
 from trainlint.model.hooks import pass_indexes
 from trainlint.model.modules_by_name import ImportsByName
-from trainlint.model.torchnames import AUTOCAST, NO_GRAD, autocast_dtype, is_false
+from trainlint.model.torchnames import AUTOCAST, NO_GRAD, autocast_dtype, decorated_no_grad, is_false
 
 
 def _target_texts(target: cst.BaseExpression) -> list[str]:
@@ -204,7 +204,7 @@ class Extractor(cst.CSTVisitor):
                 info.methods[fn.name] = fn
         self._frames.append((self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes, self._else_of))
         self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes, self._else_of = fn, (), [], 0, [], [], []
-        if any(d in NO_GRAD for d in decorators):
+        if decorated_no_grad(decorators):
             self._withs.append(WithItem("no_grad", None))
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:

@@ -20,7 +20,7 @@ from trainlint.model.moving_helpers import moved_parameter
 from trainlint.model.parameter_facts import (
     EPOCHS, EVALUATES, KEEPS_MODE, MOVES, SETS_EPOCH, SHUFFLED_LOADER, TRAINS_MODE, arguments, fact, keys,
 )
-from trainlint.model.torchnames import is_true
+from trainlint.model.torchnames import decorated_no_grad, is_true
 from trainlint.model.walk import iter_nodes
 
 if TYPE_CHECKING:
@@ -214,7 +214,7 @@ class ParameterUses:
         m = self.model
         if _trains(m, fn, sub):
             return False
-        no_grad = any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators)
+        no_grad = decorated_no_grad(fn.decorators)
         for c in fn.calls:
             if c.site.function is not fn or dotted(c.node.func) != name or not c.site.loops:
                 continue

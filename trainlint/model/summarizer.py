@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from trainlint.model.arguments import argument_for
 from trainlint.model.names import dotted, root_name, tokens
-from trainlint.model.torchnames import GRAD_SCALER, is_clip_name, is_scheduler_factory
+from trainlint.model.torchnames import GRAD_SCALER, decorated_no_grad, is_clip_name, is_scheduler_factory
 from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value, join, origins
 from trainlint.model.function_values import portable
 from trainlint.model.added_methods import adds_methods
@@ -182,7 +182,7 @@ class Summarizer:
         reads = bool(read_parameters)
         if any(c.method == "step" and ENV_WORDS & set(tokens(c.receiver_text or "")) for c in fn.calls):
             syncs, reads, read_parameters = [], False, []  # acting in a host environment: the action must reach the host every step
-        no_grad = any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators)
+        no_grad = decorated_no_grad(fn.decorators)
         returns = portable(_qualified(_returned(fn, m) if fn.return_facts else UNKNOWN, m))
         return FunctionSummary(
             where=f"`{fn.qualified}` in {self.label}",

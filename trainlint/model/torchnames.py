@@ -22,6 +22,13 @@ AUTOCAST = frozenset(
     }
 )
 NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
+
+
+def decorated_no_grad(decorators: "tuple[str, ...]") -> bool:
+    """A function decorated to run without grad (`@torch.no_grad()`, `@torch.inference_mode()`)."""
+    return any(d in NO_GRAD for d in decorators)
+
+
 GRAD_SCALER = frozenset(
     {
         "torch.cuda.amp.GradScaler",

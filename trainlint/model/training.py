@@ -28,7 +28,7 @@ from trainlint.model.manual_updates import steps_its_items, updated_by_hand, upd
 from trainlint.model.names import ImportMap, dotted, star_reader, tokens
 from trainlint.model.reaching import ReachingDefinitions
 from trainlint.model.symbols import SymbolQueries
-from trainlint.model.torchnames import helper_turns_grad_off, literal_string, wraps_under_no_grad
+from trainlint.model.torchnames import decorated_no_grad, helper_turns_grad_off, literal_string, wraps_under_no_grad
 from trainlint.model.branches import branch_not_taken, presence_gate
 from trainlint.model.gates import boundary_branches
 from trainlint.model.walk import walk
@@ -490,7 +490,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         """Whether a function runs without grad: decorated, or every call site of it is under no_grad or
         in a function of this module that runs without grad (`with torch.no_grad(): test(...)`, whose
         `test` calls `run_clip(...)` that runs the forward), and, for a method, no importer calls it with grad."""
-        if any(d in ("torch.no_grad", "torch.inference_mode") for d in fn.decorators) or wraps_under_no_grad(fn, self.functions, self.calls):
+        if decorated_no_grad(fn.decorators) or wraps_under_no_grad(fn, self.functions, self.calls):
             return True
         sites, seen = self._calls_by_callee.get(id(fn), []), seen | {id(fn)}
         project = self.project if fn.class_name is not None and self.path else None  # (a method other modules may call)

@@ -25,7 +25,7 @@ from trainlint.model.names import dotted, target_names
 from trainlint.model.arithmetic import arithmetic, built_on_host
 from trainlint.model.cycles import CycleMemo
 from trainlint.model.saved_arguments import saving_constructor
-from trainlint.model.torchnames import returns_indices
+from trainlint.model.torchnames import decorated_no_grad, returns_indices
 from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, TENSOR_VALUED_ATTRIBUTES, CallValues
 from trainlint.model.device_arguments import moved_later_in_loop, moved_to_device, on_device_operands
 
@@ -491,7 +491,7 @@ class ValueModel(CallValues, CycleMemo):
         try:
             values = [self.of(r.value, function, r.site) for r in function.return_facts]
             value = join(values) if values else NONE
-            if value.kind is Kind.TENSOR and any(d in ("torch.no_grad", "torch.inference_mode") for d in function.decorators):
+            if value.kind is Kind.TENSOR and decorated_no_grad(function.decorators):
                 value = replace(value, graph=False)
         finally:
             low = self._leave(("returns", key), saved)
