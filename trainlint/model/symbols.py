@@ -94,6 +94,22 @@ class SymbolQueries:
         uses = self._protocol_uses
         return uses.get((_identity(function), name)) or uses.get((None, name))
 
+    def attribute_used_as(self, class_name: str | None, text: str) -> Value | None:
+        """`self.network` of class `class_name` whose assignments say nothing (`config.network_fn()`), by
+        what the class's methods do with it: `self.network.parameters()` (or `named_parameters()`,
+        `modules()`, `eval()`), a module. None when nothing says."""
+        return self._attribute_uses.get((class_name, text)) if class_name is not None else None
+
+    @cached_property
+    def _attribute_uses(self) -> dict[tuple[str, str], Value]:
+        found: dict[tuple[str, str], Value] = {}
+        for method in ("parameters", "named_parameters", "modules", "named_modules", "children", "eval"):
+            for call in self._calls_by_method.get(method, ()):  # type: ignore[attr-defined]
+                fn, text = call.site.function, call.receiver_text
+                if fn is not None and fn.class_name and text and text.startswith("self.") and text.count(".") == 1 and not (method == "eval" and call.node.args):
+                    found[(fn.class_name, text)] = Value(Kind.MODULE)
+        return found
+
     @cached_property
     def _protocol_uses(self) -> dict[tuple[int | None, str], Value]:
         found: dict[tuple[int | None, str], Value] = {}

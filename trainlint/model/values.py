@@ -34,9 +34,7 @@ if TYPE_CHECKING:
     from trainlint.model.training import TrainingModel
 
 
-
-# how many asks of one parameter may be under way at once (the second joins the call sites not
-# under way; a third gets no information)
+# how many asks of one parameter may be under way at once (the second joins the call sites not under way; a third gets nothing)
 PARAMETER_ASKS = 2
 
 
@@ -457,7 +455,8 @@ class ValueModel(CallValues, CycleMemo):
                 values.append(self._parameter(init, text[5:]))
             if not values and fn is not None and cls is not None:  # set by a project base class
                 values = self._inherited_attribute(fn, text[5:])
-            value = join(values) if values else UNKNOWN
+            value = join(values) if values else UNKNOWN  # then what its methods do with it (`self.net.parameters()`: a module)
+            value = (self.model.attribute_used_as(cls, text) or value) if value.kind is Kind.UNKNOWN and value is not CYCLE else value
         finally:
             low = self._leave(key, saved)
         if value is not CYCLE:

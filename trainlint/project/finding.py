@@ -73,9 +73,11 @@ class ModuleFinder:
         for name, spelled in public_names(module_code(str(path), data) if data is not None else "").items():
             if name.startswith("*"):  # its own star import: what that binds, spelled from here
                 for k, v in self.star_names(str(path), spelled, depth + 1).items():
-                    if v.startswith(".") and not v.startswith(".."):  # (relative to the module's package)
+                    if v.startswith(".."):  # (relative to a package above the module's: not spelled from here)
+                        continue
+                    if v.startswith("."):  # (relative to the module's package; `..utils` + `.torch_utils.to_np`)
                         v = f"{module}{v}" if path.name == "__init__.py" else v if _same(Path(from_file).parent, path.parent) else ""
-                    if v and not v.startswith("..") and k not in out:
+                    if v and k not in out:
                         out[k] = v
             else:
                 out[name] = f"{module}{spelled}" if spelled.startswith(".") else spelled

@@ -82,7 +82,7 @@ class EvalForwardWithGrad(Rule):
     severity = Severity.WARNING
     summary = "Forward passes in evaluation code outside `torch.no_grad()` / `torch.inference_mode()`."
     hint = "Wrap evaluation in `with torch.no_grad():` (or decorate the function with `@torch.inference_mode()`)."
-    requires = ("eval", "train(", "argmax", ".max(", "backward")
+    requires = ("eval", "train(", "argmax", ".max(", ".numpy(", ".tolist(", "backward")
 
     @classmethod
     def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
@@ -92,7 +92,7 @@ class EvalForwardWithGrad(Rule):
         # a helper returning predictions or a loop keeping them, or, in a module that trains, a helper
         # running a module over batches whose result its callers do not backpropagate
         looped, defined = LOOP_TEXT.search(source) is not None, _DEF.search(source) is not None
-        if "argmax" in source or ".max(" in source:  # (`_, predicted = torch.max(outputs, 1)`: the older spelling)
+        if any(t in source for t in ("argmax", ".max(", ".numpy(", ".tolist(")):  # labels (`torch.max(outputs, 1)`), host arrays
             return looped or defined
         return "backward" in source and looped and defined
     why = (
@@ -133,7 +133,7 @@ def evaluate(model, loader):
         "mode (`.eval()`, `.train(False)`) and run (a method of it given a tensor or what the `for` around it draws runs it, `lm_model.log_prob(word_t)`; not a method of it given nothing, `self._device()`, nor one of this module), in the function that switched it, in a helper its caller "
         "switched it for, or in a loop of a training driver that validates between epochs; or a prediction "
         "helper: a function that runs a module (known as one by its value) and gives back only what no backward "
-        "can reach (`argmax` labels, strings, numbers, a list it fills with host arrays), keeping nothing that may carry a graph on objects, in its arguments or in an object it holds (`self.memory.store(out)`), and differentiating nothing (a backward or `torch.autograd.grad`, also in a function nested in it; a counter or a setting it updates, `self.time_step += 1`, keeps no graph) (a module run by name, `encoder.forward(x)`, runs as `encoder(x)` does, and so does a method of a module class of this module that returns what its layers give, `model.prediction(word)` for `def prediction(self, inputs): return self.embedding_v(inputs)`), also one the training loop runs every step and that trains nothing (a policy's `select_action` returning `self.actor(state).cpu().data.numpy().flatten()`, a DQN's own `act` running `self.forward(state)` for the action the loop hands the environment). A "
+        "can reach (`argmax` labels, strings, numbers, host arrays: a knowledge-graph model's `predict` giving back `score.cpu().data.numpy()`, an agent's `eval_step` giving back `to_np(q.argmax(-1))`; a list it fills with host arrays), keeping nothing that may carry a graph on objects, in its arguments or in an object it holds (`self.memory.store(out)`), and differentiating nothing (a backward or `torch.autograd.grad`, also in a function nested in it; a counter or a setting it updates, `self.time_step += 1`, keeps no graph) (a module run by name, `encoder.forward(x)`, runs as `encoder(x)` does, and so does a method of a module class of this module that returns what its layers give, `model.prediction(word)` for `def prediction(self, inputs): return self.embedding_v(inputs)`), also one the training loop runs every step and that trains nothing (a policy's `select_action` returning `self.actor(state).cpu().data.numpy().flatten()`, a DQN's own `act` running `self.forward(state)` for the action the loop hands the environment). A "
         "submodule of a module switched to eval mode is in eval mode (`net.eval()`, then `net.decoder(x)`). "
         "A loop of the script itself that runs a module, trains nothing and keeps only what no backward can reach (labels, host arrays, numbers) is a prediction loop; so is such a loop in a function that trains, with or without an eval switch (a periodic test inside the training loop, `if episode % 5000 == 0: for i in range(TEST_EPISODE): ...`, counting `total_rewards += np.sum(rewards)`), and predictions read with `_, predicted = torch.max(out.data, 1)` are `argmax`'s. "
         "The script's top level (a notebook's cells) is evaluation code like a function's body: its first forward in a loop, of a module it switched to eval mode, outside `no_grad`, in no loop that backpropagates, is reported; one forward outside any loop (a model file's `if __name__ == \"__main__\":` self-check) is a demonstration. "
