@@ -266,6 +266,29 @@ def test_an_array_numpy_builds_from_numbers_written_in_the_code_is_host_built() 
     assert _lines(code, "TL406") == [7, 10]
 
 
+def test_labels_numpy_repeats_from_a_range_are_host_built_and_repeated_batch_labels_are_data() -> None:
+    # few-shot episodes: `torch.from_numpy(np.repeat(range(n_way), n_query))` are the same labels every
+    # episode, built on the host and copied each step; near misses: the batch's own labels repeated,
+    # and a range handed to torch (built where `device=` says)
+    code = """
+        import numpy as np
+        import torch
+
+        def episode_loss(scores, n_way, n_query, labels):
+            y_query = torch.from_numpy(np.repeat(range(n_way), n_query))
+            tiled = torch.from_numpy(np.tile(np.arange(n_way), n_query)).cuda()
+            own = torch.from_numpy(np.repeat(labels, n_query)).cuda()
+            ranged = torch.tensor(range(n_way), device="cuda")
+            return loss_fn(scores, y_query.cuda()) + tiled.sum() + own.sum() + ranged.sum()
+
+        for x, y in loader:
+            episode_loss(model(x.cuda()), 5, 15, y.numpy()).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+    assert _lines(code, "TL406") == [7, 10]
+
+
 def test_a_table_the_object_keeps_passed_to_a_helper_that_moves_it_is_copied_every_step() -> None:
     # improved-diffusion's `_extract_into_tensor(self.sqrt_alphas_cumprod, t, shape)`, copied from
     # NumPy to the device at every call; near misses: the same helper given fresh data per step, and

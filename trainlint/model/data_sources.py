@@ -115,9 +115,9 @@ NUMPY_FACTORIES = frozenset({"zeros", "zeros_like", "ones", "ones_like", "full",
 # draws from a count or a shape (`np.random.permutation(n)`; `permutation(array)` shuffles data)
 NUMPY_DRAWS = frozenset({"rand", "randn", "randint", "random", "random_sample", "uniform", "normal", "permutation", "choice"})
 # functions whose result is built from numbers when each array given is (`np.vstack((x.ravel(), y.ravel()))`)
-NUMPY_COMBINING = frozenset(
-    "vstack hstack stack concatenate column_stack dstack meshgrid floor ceil round abs exp log sqrt clip tile repeat transpose cumsum".split()
-)
+NUMPY_COMBINING = frozenset("vstack hstack stack concatenate column_stack dstack meshgrid".split())
+# functions of one array, the rest of whose arguments are numbers (`np.repeat(labels, n_query)`)
+NUMPY_ELEMENTWISE = frozenset("floor ceil round abs exp log sqrt clip tile repeat transpose cumsum".split())
 MAX_ARRAY_STEPS = 12  # expressions and names followed back from the array a tensor wraps
 ARRAY_METHODS = frozenset({"astype", "copy", "reshape", "ravel", "flatten", "transpose", "squeeze"})
 
@@ -154,7 +154,10 @@ def numpy_built(
             return True
         if name in NUMPY_COMBINING and args:
             return all(built(e.value) for a in args for e in (a.elements if isinstance(a, (cst.Tuple, cst.List)) else [cst.Element(a)]))
-        return False
+        if name in NUMPY_ELEMENTWISE and args:
+            return built(args[0])
+        # `range(n_way)` handed to NumPy (`np.repeat(range(n_way), n_query)`): numbers, whatever its bounds are
+        return name == "builtins.range" or (not name and isinstance(expr.func, cst.Name) and expr.func.value == "range")
     if isinstance(expr, cst.Name):
         assigns = model.reaching(fn, expr.value, at)
         return bool(assigns) and all(a.op is None and built(a.value, a.site.function, a.site) for a in assigns)

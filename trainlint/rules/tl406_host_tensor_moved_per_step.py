@@ -247,7 +247,7 @@ for x in loader:
         "the batch a loop draws from in-memory data (`torch.tensor(x).to(device)` for `x` of `zip(xs, ys)`; a "
         "`torch.from_numpy` of an array NumPy built in the step from numbers, `np.zeros_like(v)` filled on the host, "
         "a `np.meshgrid` of `np.arange`s raveled, stacked and transposed, a draw of a count `np.random.permutation(n)`, "
-        "an array of numbers written in the code `np.array([1, 0, 0, 0, 1, 0, 0, 0, 1])`, "
+        "an array of numbers written in the code `np.array([1, 0, 0, 0, 1, 0, 0, 0, 1])`, the labels of an episode `np.repeat(range(n_way), n_query)`, "
         "is flagged, while a shuffle or a stack of the batch's own arrays is data), rows a comprehension makes of a collection the code holds (a batched seq2seq's `torch.LongTensor([pad_seq(s, n) for s in input_seqs]).cuda()` of pairs drawn from the corpus; "
         "rows made of a `range`, of a string written in the code, or of a tensor's elements read back with `.item()` are flagged), a batch a loader cuts from the data it holds at a position it computes "
         "(`torch.tensor(self.tokens[pos:pos + n].astype(np.int32)).cuda()`), a tensor made from what a function "
