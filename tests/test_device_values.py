@@ -1260,3 +1260,29 @@ def train(encoder, decoder, loader, criterion, opt):
 
 def test_lengths_a_module_returns_are_not_known_on_the_device_and_moved_ones_are() -> None:
     assert found(CAPTIONS, "TL401") == [12]
+
+
+# -- a sum of values the analysis cannot name may be a tensor -------------------------------------
+def test_a_sum_of_a_loss_dicts_values_is_read_where_its_item_is() -> None:
+    # DETR's engine: `losses_reduced_scaled = sum(loss_dict_reduced_scaled.values())` of what a
+    # helper reduced across processes, then `.item()` every step; near misses: a sum of sizes is a
+    # number, and one of a list of Python floats read back with `float` waits for nothing
+    code = """
+        import torch
+
+        for samples, targets in loader:
+            outputs = model(samples.cuda())
+            loss_dict = criterion(outputs, targets)
+            losses = sum(loss_dict[k] * weights[k] for k in loss_dict.keys() if k in weights)
+            reduced = reduce_dict(loss_dict)
+            total = sum(reduced.values())
+            loss_value = total.item()
+            count = sum(p.numel() for p in model.parameters())
+            print(count)
+            floats = [1.0, 2.0]
+            logged = float(sum(floats))
+            optimizer.zero_grad()
+            losses.backward()
+            optimizer.step()
+    """
+    assert found(code, "TL401") == [10]

@@ -137,8 +137,8 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
                     inner = [self.of(a.value, fn, at) for a in call.args if a.keyword is None]
                     elements = [v.element if v.kind is Kind.COLLECTION and v.element is not None else v for v in inner]
                     tensors = [e for e in elements if e.kind is Kind.TENSOR]
-                    if tensors:
-                        return arithmetic(tensors)
+                    if tensors or (name == "sum" and any(e.kind is Kind.UNKNOWN for e in elements)):
+                        return arithmetic(tensors) if tensors else UNKNOWN  # (`sum(loss_dict.values())` may be a tensor)
                 if name in NUMBER_BUILTINS:
                     return NUMBER if name != "bool" else BOOL
                 if name in ("str", "repr", "format"):
