@@ -87,3 +87,99 @@ def test_a_models_predict_giving_back_a_host_array_records_a_graph(tmp_path: Pat
 def test_a_predict_giving_back_the_tensor_is_no_prediction_helper(tmp_path: Path) -> None:
     files = {"kg/__init__.py": "", "kg/transe.py": KG_MODEL["kg/transe.py"].replace("return score.cpu().data.numpy()", "return score")}
     assert lint_tree(tmp_path, files) == []
+
+
+SENTIMENT = {
+    "sentiment.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class NBoW(nn.Module):
+            def __init__(self, vocab_size, dim):
+                super().__init__()
+                self.embedding = nn.Embedding(vocab_size, dim)
+                self.fc = nn.Linear(dim, 2)
+
+            def forward(self, ids):
+                return self.fc(self.embedding(ids).mean(dim=1))
+
+
+        def predict_sentiment(text, model, vocab, device):
+            tensor = torch.LongTensor(vocab.lookup_indices(text.split())).unsqueeze(dim=0).to(device)
+            prediction = model(tensor).squeeze(dim=0)
+            probability = torch.softmax(prediction, dim=-1)
+            predicted_class = prediction.argmax(dim=-1).item()
+            predicted_probability = probability[predicted_class].item()
+            return predicted_class, predicted_probability
+
+
+        model = NBoW(100, 32).cuda()
+        optimizer = torch.optim.Adam(model.parameters())
+        for ids, label in loader:
+            loss = nn.functional.cross_entropy(model(ids.cuda()), label.cuda())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        print(predict_sentiment("This film is great", model, vocab, "cuda"))
+    """,
+}
+
+
+def test_a_helper_giving_back_a_pair_of_numbers_is_a_prediction_helper(tmp_path: Path) -> None:
+    # bentrevett's sentiment notebooks: the class and its probability, both read with `.item()`
+    assert lint_tree(tmp_path, SENTIMENT) == ["sentiment.py:18:TL303"]
+
+
+def test_a_helper_giving_back_a_number_and_the_output_is_no_prediction_helper(tmp_path: Path) -> None:
+    files = {"sentiment.py": SENTIMENT["sentiment.py"].replace("return predicted_class, predicted_probability", "return predicted_class, probability")}
+    assert lint_tree(tmp_path, files) == []
+
+
+POLICY = {
+    "ppo.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class ActorCritic(nn.Module):
+            def __init__(self, state_dim, action_dim):
+                super().__init__()
+                self.actor = nn.Sequential(nn.Linear(state_dim, action_dim), nn.Softmax(dim=-1))
+                self.critic = nn.Linear(state_dim, 1)
+
+            def act(self, state):
+                dist = torch.distributions.Categorical(self.actor(state))
+                action = dist.sample()
+                return action.detach(), dist.log_prob(action).detach(), self.critic(state).detach()
+
+
+        class PPO:
+            def __init__(self, state_dim, action_dim):
+                self.policy_old = ActorCritic(state_dim, action_dim).cuda()
+
+            def select_action(self, state):
+                with torch.no_grad():
+                    action, logprob, value = self.policy_old.act(torch.FloatTensor(state).cuda())
+                return action.item()
+
+            def update(self, states, returns):
+                for _ in range(4):
+                    loss = (self.policy_old.critic(states).squeeze(-1) - returns).pow(2).mean()
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+    """,
+}
+
+
+def test_a_method_an_attribute_runs_only_under_no_grad_records_no_graph(tmp_path: Path) -> None:
+    # PPO-PyTorch: `self.policy_old.act(state)` under no_grad, the attribute an instance of the class
+    assert lint_tree(tmp_path, POLICY) == []
+
+
+def test_a_method_an_attribute_runs_with_grad_is_a_prediction_helper(tmp_path: Path) -> None:
+    # near miss: another method runs it with autograd on
+    greedy = "            def greedy(self, state):\n                return self.policy_old.act(state)\n\n"
+    files = {"ppo.py": POLICY["ppo.py"].replace("            def update(", greedy + "            def update(")}
+    assert lint_tree(tmp_path, files) == ["ppo.py:13:TL303"]

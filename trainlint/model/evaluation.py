@@ -12,7 +12,7 @@ from trainlint.model.facts import Call, Function
 from trainlint.model.graph_uses import NOT_DIFFERENTIABLE, differentiates, graphs_used
 from trainlint.model.arguments import argument_for
 from trainlint.model.containers import is_empty_list
-from trainlint.model.lattice import HOST, Kind, origins
+from trainlint.model.lattice import HOST, Kind, Value, origins
 from trainlint.model.modes import call_trains, function_trains, mode_switch
 from trainlint.model.names import dotted, target_names
 from trainlint.model.value_calls import MODULE_API_METHODS
@@ -368,9 +368,17 @@ def prediction_forward(model: "TrainingModel", fn: Function) -> Call | None:
         return None
     for ret in fn.return_facts:
         value = model.value(ret.value, ret.site) if ret.value is not None else None
-        if value is not None and not (value.graph is False or value.kind in NOT_DIFFERENTIABLE or _filled_with_predictions(model, fn, ret.value)):
+        if value is not None and not (_no_graph(value) or _filled_with_predictions(model, fn, ret.value)):
             return None
     return None if graphs_used(model, fn) else first_forward(model, fn)
+
+
+def _no_graph(value: Value) -> bool:
+    """A value no backward can reach: one without a graph, or a tuple of such (`return predicted_class,
+    predicted_probability` of two `.item()`s)."""
+    if value.graph is False or value.kind in NOT_DIFFERENTIABLE:
+        return True
+    return value.kind is Kind.COLLECTION and bool(value.items) and all(_no_graph(v) for v in value.items or ())
 
 
 def _filled_with_predictions(model: "TrainingModel", fn: Function, returned: cst.BaseExpression | None) -> bool:
