@@ -8,6 +8,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import lint
 from trainlint.config import Settings
 from trainlint.engine.lint import lint_paths
@@ -1012,6 +1014,134 @@ def test_the_loader_s_lengths_read_before_their_move_are_on_the_host() -> None:
 def test_the_lengths_read_after_their_move_are_read_on_the_device() -> None:
     source = TRIMMED_BATCH.replace("READ", "n = 8").replace("        loss = model(", "        n = max(lengths.tolist())\n        loss = model(")
     assert found(source, "TL401") == [9]
+
+
+# -- a batch read before a later move: the function moves it, so it was on the host --------------
+# XLM's steps: `x, y, pred_mask = self.mask_out(x, lengths)`, asserts on the batch, then
+# `to_cuda(x, y, pred_mask, lengths)` of a helper of another module that moves each argument
+MASKED_STEP = """
+import torch
+from utils import to_cuda
+
+
+class Trainer:
+    def __init__(self, model, optimizer, data):
+        self.model, self.optimizer, self.data = model, optimizer, data
+
+    def mask_out(self, x, lengths):
+        n = (x == 0).sum().item()
+        pred_mask = torch.rand(x.size()) < 0.15
+        return x.masked_fill(pred_mask, n), x[pred_mask], pred_mask
+
+    def step(self):
+        x, lengths = self.data.get_batch()
+        BEFORE
+        x, y, pred_mask = self.mask_out(x, lengths)
+        x, y, pred_mask, lengths = MOVE
+        AFTER
+        loss = self.model(x, lengths, pred_mask, y)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+
+    def train(self):
+        self.model.cuda()
+        for _ in range(1000):
+            self.step()
+"""
+TO_CUDA = """
+def to_cuda(*args):
+    return [None if x is None else x.cuda() for x in args]
+"""
+
+
+def _masked_step(tmp_path: Path, before: str, after: str, move: str = "to_cuda(x, y, pred_mask, lengths)") -> list[str]:
+    step = MASKED_STEP.replace("BEFORE", before).replace("AFTER", after).replace("MOVE", move)
+    return lint_project(tmp_path, {"train.py": step, "utils.py": TO_CUDA}, "TL401")
+
+
+def test_a_batch_read_before_the_step_moves_it_is_on_the_host(tmp_path: Path) -> None:
+    assert _masked_step(tmp_path, "assert (lengths - 1).sum().item() > 0", "pass") == []
+
+
+def test_a_batch_read_before_a_move_by_a_helper_of_its_own_module_is_on_the_host(tmp_path: Path) -> None:
+    step = MASKED_STEP.replace("BEFORE", "assert (lengths - 1).sum().item() > 0").replace("AFTER", "pass")
+    step = step.replace("MOVE", "to_cuda(x, y, pred_mask, lengths)").replace("from utils import to_cuda\n", TO_CUDA)
+    assert lint_project(tmp_path, {"train.py": step}, "TL401") == []
+
+
+def test_the_batch_read_after_the_move_is_read_on_the_device(tmp_path: Path) -> None:
+    assert _masked_step(tmp_path, "pass", "assert (lengths - 1).sum().item() > 0") == ["train.py:20:TL401"]
+
+
+def test_a_batch_the_step_never_moves_keeps_its_unknown_place(tmp_path: Path) -> None:
+    # (moved by nothing the analysis can see: read as the device's, as before)
+    found = _masked_step(tmp_path, "assert (lengths - 1).sum().item() > 0", "pass", move="x, y, pred_mask, lengths")
+    assert found == ["train.py:11:TL401", "train.py:17:TL401"]
+
+
+@pytest.mark.parametrize("moves", [
+    # under a condition the read is not under: YOLOX's `if mode == "cpu":` brings back what that mode copied
+    "if self.mode == 'cpu':\n            x, y, pred_mask, lengths = to_cuda(x, y, pred_mask, lengths)",
+    # in the handler of an error (an out-of-memory fallback computed on the CPU)
+    "try:\n            pass\n        except RuntimeError:\n            x, y, pred_mask, lengths = to_cuda(x, y, pred_mask, lengths)",
+    # a cast (`dtype = x.dtype`), not a move
+    "dtype = x.dtype\n        lengths = lengths.to(dtype)",
+    # its shape only, read into a tensor the step moves
+    "n = torch.zeros(lengths.size(0))\n        n = n.cuda()",
+])
+def test_a_move_on_one_path_a_cast_or_a_shape_read_does_not_place_the_batch(tmp_path: Path, moves: str) -> None:
+    step = MASKED_STEP.replace("BEFORE", "assert (lengths - 1).sum().item() > 0").replace("AFTER", "pass")
+    step = step.replace("x, y, pred_mask, lengths = MOVE", moves)
+    found = lint_project(tmp_path, {"train.py": step, "utils.py": TO_CUDA}, "TL401")
+    assert "train.py:17:TL401" in found
+
+
+# XLM's `generate_batch`: the batch noised by a helper (`add_noise` asserting on it) and concatenated,
+# then returned to steps that each move what they get
+RETURNED_BATCH = """
+import torch
+from utils import to_cuda
+
+
+class Trainer:
+    def __init__(self, model, optimizer, data):
+        self.model, self.optimizer, self.data = model, optimizer, data
+
+    def add_noise(self, words, lengths):
+        assert (words[0] == 1).sum().item() == lengths.size(0)
+        return words, lengths
+
+    def generate_batch(self):
+        x1, len1 = self.data.get_batch()
+        x1, len1 = self.add_noise(x1, len1)
+        x = torch.cat([x1, x1])
+        return x, len1
+
+    def step(self):
+        x, lengths = self.generate_batch()
+        x, lengths = to_cuda(x, lengths)
+        loss = self.model(x, lengths)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+OTHER
+    def train(self):
+        self.model.cuda()
+        for _ in range(1000):
+            self.step()
+"""
+
+
+def test_a_batch_returned_to_steps_that_each_move_it_is_on_the_host_in_the_helpers_on_its_way(tmp_path: Path) -> None:
+    files = {"train.py": RETURNED_BATCH.replace("OTHER", ""), "utils.py": TO_CUDA}
+    assert lint_project(tmp_path, files, "TL401") == []
+
+
+def test_a_batch_returned_also_where_nothing_moves_it_keeps_its_unknown_place(tmp_path: Path) -> None:
+    other = "\n    def peek(self):\n        x, lengths = self.generate_batch()\n        return x\n"
+    files = {"train.py": RETURNED_BATCH.replace("OTHER", other), "utils.py": TO_CUDA}
+    assert lint_project(tmp_path, files, "TL401") == ["train.py:11:TL401"]
 
 
 # -- a module's `forward` given what this module's step passes it -----------------------------------

@@ -1,12 +1,14 @@
 """Helpers that move what they are given to the device: `to_var(x)` (`x = x.cuda()` when a GPU is
 there, then `return Variable(x)`), `utils.cuda([imgs, z])` returning `[x.cuda() for x in xs]`,
 `self.get_torch_variable(arg)` returning `Variable(arg).cuda(self.cuda_index)`. A call of one is a
-move of its argument (of each element of a list or tuple written there), as `arg.cuda()` is. And what a
-host tensor is filled with before its move: the batch's own values (a padded batch, data), or a device
-tensor (a copy back to the host)."""
+move of its argument (of each element of a list or tuple written there, or of each argument given for a
+`*args`), as `arg.cuda()` is. What a host tensor is filled with before its move: the batch's own values
+(a padded batch, data), or a device tensor (a copy back to the host). And what a function moves later
+was on the host before the move (`placed_before_move`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -15,11 +17,13 @@ from trainlint.model.arguments import argument_for
 from trainlint.model.names import dotted
 from trainlint.model.arithmetic import built_on_host
 from trainlint.model.parameter_facts import MOVES, keys
-from trainlint.model.lattice import ACCEL, HOST, Kind
+from trainlint.model.lattice import ACCEL, HOST, UNKNOWN_DEVICE, Kind, Value
 from trainlint.model.torchnames import LEGACY_CONSTRUCTORS, literal_string
+from trainlint.model.walk import iter_nodes
+from trainlint.model.value_calls import CONFIG_NAMES
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Call, Function, Site
+    from trainlint.model.facts import Assign, Call, Function, Site
     from trainlint.model.summary import FunctionSummary
     from trainlint.model.training import TrainingModel
 
@@ -53,6 +57,10 @@ def _moved_parameter(m: "TrainingModel", fn: "Function") -> str | None:
     if len(found) != 1 or not moves:
         return None
     name = found.pop()
+    star = fn.node.params.star_arg
+    if isinstance(star, cst.Param) and star.name.value == name:
+        # (`def to_cuda(*args)`: every positional argument from there on)
+        return f"{len([p for p in (*fn.node.params.posonly_params, *fn.node.params.params) if p.name.value in params])} *{name}"
     return f"{params.index(name)} {name}" if name in params else None
 
 
@@ -69,7 +77,7 @@ def _given(m: "TrainingModel", fn: "Function", expr: cst.BaseExpression, site: o
         return (inner[0], True) if inner is not None else None
     if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):  # `[x.cuda() for x in xs]`
         target, iterated = expr.for_in.target, expr.for_in.iter
-        element = expr.elt
+        element = _unless_none(expr.elt)  # (`[None if x is None else x.cuda() for x in args]`)
         if expr.for_in.inner_for_in is not None or expr.for_in.ifs or not isinstance(target, cst.Name) or not isinstance(iterated, cst.Name):
             return None
         moved = isinstance(element, cst.Call) and isinstance(element.func, cst.Attribute) and element.func.attr.value in MOVE_METHODS
@@ -88,11 +96,27 @@ def _given(m: "TrainingModel", fn: "Function", expr: cst.BaseExpression, site: o
     return None
 
 
+def _unless_none(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`x.cuda()` of `None if x is None else x.cuda()` (or of `x.cuda() if x is not None else None`)."""
+    if isinstance(expr, cst.IfExp):
+        if isinstance(expr.body, cst.Name) and expr.body.value == "None":
+            return expr.orelse
+        if isinstance(expr.orelse, cst.Name) and expr.orelse.value == "None":
+            return expr.body
+    return expr
+
+
 def moved_arguments(m: "TrainingModel", call: "Call", callee: "Function | None", summary: "FunctionSummary | None") -> list[cst.BaseExpression]:
     """What a call of a moving helper (`callee` of this module, else the project function `summary`
-    describes) moves: the argument for the parameter it moves, or each element of a list or tuple
-    written there (`utils.cuda([imgs, z])`); empty for any other call."""
+    describes) moves: the argument for the parameter it moves, each element of a list or tuple
+    written there (`utils.cuda([imgs, z])`), or each positional argument from there on for a `*args`
+    parameter (`to_cuda(x, lengths, y)`); empty for any other call."""
     key = moved_parameter(m, callee) if callee is not None else next(iter(keys(summary, MOVES)), None)
+    index, _, name = (key or "").partition(" ")
+    if name.startswith("*") and index.isdigit():
+        positional = [a for a in call.node.args if a.keyword is None]
+        cut = next((i for i, a in enumerate(positional) if a.star), len(positional))
+        return [a.value for a in positional[int(index):cut]]
     given = argument_for(call.node, key) if key is not None else None
     if given is None:
         return []
@@ -153,3 +177,177 @@ def _data_tensor(model: "TrainingModel", expr: cst.BaseExpression, site: "Site")
         return given.kind is Kind.UNKNOWN or (given.kind is Kind.COLLECTION and (given.element is None or given.element.kind is Kind.UNKNOWN))
     value = model.value(expr, site)  # (an activation, carrying a graph, is no data)
     return value.kind is Kind.TENSOR and not built_on_host(value) and value.graph is False
+
+
+def placed_before_move(m: "TrainingModel", value: "Value", name: str, at: "Site | None", assigns: list) -> "Value":  # type: ignore[type-arg]
+    """`value`, which `name` holds at `at` with its binding `assigns` (none: a parameter's), placed on
+    the host where the program moves what it holds to the device later, whenever `at` runs (under no
+    `if` or `except` that `at` is not under): `to_cuda(x, lengths, y)` or `x = x.cuda()` after
+    `assert len(y) == (lengths - 1).sum().item()` tells that the batch was not there yet (the move
+    would be pointless otherwise). Also through what is computed from it on the way (`x, y, mask =
+    self.mask_out(x, lengths)`, `x = concat(x1, x2)`, then `to_cuda(x, y, mask)`), and through a
+    `return` whose every caller in the module moves what it gets. Only a value of unknown place and no
+    graph: a forward's output moved to another device (a pipeline's stages) was on one."""
+    fn = at.function if at is not None else None
+    if fn is None or value.kind not in (Kind.TENSOR, Kind.UNKNOWN) or value.device != UNKNOWN_DEVICE or value.graph:
+        return value
+    flows = _flows(m)
+    if not flows.moves or (id(fn) not in flows.moving and not fn.return_facts):
+        return value  # (nothing moved here, and nothing handed back to a caller that may move it)
+    key = (id(fn), name, *sorted(id(a) for a in assigns), at.order)  # type: ignore[union-attr]
+    if key not in flows.answers:
+        flows.answers[key] = False  # (asked again on the way: not known to be moved)
+        flows.answers[key] = _moved_later(m, flows, fn, name, {id(a) for a in assigns}, at)  # type: ignore[arg-type]
+    # (its factory, if one is named, is no proof that nothing in it came from data: the place was unknown)
+    return replace(value, device=HOST, origin=None) if flows.answers[key] else value
+
+
+class _Flows:
+    """Per module: the sites where each function moves a name to the device, the assignments that read
+    a name, and the answers given."""
+
+    def __init__(self) -> None:
+        self.moves: dict[tuple[int, str], list[Site]] = {}
+        self.moving: set[int] = set()  # the functions that move something
+        self.reads: dict[tuple[int, str], list[Assign]] = {}
+        self.returned: dict[int, list[tuple[Site, set[str]]]] = {}  # per function: each `return`, and the names it hands back
+        self.answers: dict[tuple[object, ...], bool] = {}
+
+    def returns(self, fn: "Function") -> list[tuple["Site", set[str]]]:
+        """Each `return` of `fn` with the names it hands back (not through a copy to the host)."""
+        found = self.returned.get(id(fn))
+        if found is None:
+            found = self.returned[id(fn)] = []
+            for r in fn.return_facts:
+                nodes = list(iter_nodes(r.value)) if r.value is not None else []
+                found.append((r.site, set() if _copies_to_host(nodes) else _names(nodes)))
+        return found
+
+
+def _moved_later(m: "TrainingModel", flows: _Flows, fn: "Function", name: str, bound: set[int], since: "Site", depth: int = 0) -> bool:
+    """Whether what `name` holds from `bound` at `since` reaches a move, in `fn` or, through its
+    `return`, in every caller of the module (a few steps of the flow at most)."""
+    todo, seen, origin = [(name, bound, since)], 0, since
+    while todo and seen < 24:
+        name, bound, since = todo.pop(0)
+        seen += 1
+
+        def reaches(site: "Site") -> bool:  # (on one path at least: a move on a branch still tells)
+            if not _later(site, since):
+                return False
+            found = {id(a) for a in m.reaching(fn, name, site)}
+            return bound <= found if bound else not found or m.parameter_reaches(fn, name, site)
+
+        # (each step runs whenever the read did: `if torch.cuda.is_available(): w = torch.ones_like(x).cuda()`
+        # is a move made in case, which tells nothing of where `x` was)
+        if any(_unconditional(site, origin) and reaches(site) for site in flows.moves.get((id(fn), name), ())):
+            return True
+        for a in flows.reads.get((id(fn), name), ()):
+            if _unconditional(a.site, origin) and reaches(a.site):
+                todo.extend((target, {id(a)}, a.site) for target in _plain(a.targets))
+        if depth >= 2 or not any(name in names and _unconditional(site, origin) and reaches(site) for site, names in flows.returns(fn)):
+            continue
+        callers = m.calls_of(fn)
+        into = [next((a for a in m.assigns_in(c.site.statement) if a.value is c.node), None) for c in callers]
+        if callers and all(
+            a is not None and a.site.function is not None
+            and any(_moved_later(m, flows, a.site.function, t, {id(a)}, a.site, depth + 1) for t in _plain(a.targets))
+            for a in into
+        ):
+            return True
+    return False
+
+
+def _plain(targets: "tuple[str, ...]") -> list[str]:
+    """The plain names among an assignment's targets (not `self.x` or `x[i]`)."""
+    return [t for t in targets if t.isidentifier()]
+
+
+def _names(nodes: "list[cst.CSTNode]") -> set[str]:
+    """The names read among `nodes` (not the attribute names of `a.b`, nor keywords)."""
+    skipped = {id(n.attr) for n in nodes if isinstance(n, cst.Attribute)} | {id(n.keyword) for n in nodes if isinstance(n, cst.Arg) and n.keyword is not None}
+    # (`x.size(1)`, `x.shape`, `len(x)`: what is read of `x` is a number, wherever `x` is)
+    skipped |= {id(n.value) for n in nodes if isinstance(n, cst.Attribute) and n.attr.value in METADATA}
+    skipped |= {id(n.args[0].value) for n in nodes if isinstance(n, cst.Call) and dotted(n.func) == "len" and n.args}
+    return {n.value for n in nodes if isinstance(n, cst.Name) and id(n) not in skipped}
+
+
+METADATA = frozenset({"shape", "size", "dim", "ndim", "dtype", "device", "numel", "is_cuda"})
+
+
+def _copies_to_host(nodes: "list[cst.CSTNode]") -> bool:
+    return any(
+        isinstance(n, cst.Call) and ((isinstance(n.func, cst.Attribute) and n.func.attr.value in HOST_COPIES) or dotted(n.func) in ("float", "int", "list"))
+        for n in nodes
+    )
+
+
+HOST_COPIES = frozenset({"cpu", "numpy", "tolist", "item"})
+
+
+def _unconditional(site: "Site", since: "Site") -> bool:
+    """`site` is under no `if` (or `else`, or `except` handler) that `since` is not under: it runs
+    whenever `since` did (a move under `if mode == "cpu":`, or in the handler of an out-of-memory error,
+    brings back what that path copied to the host, on that path only)."""
+    gates, held = site.gate_nodes, since.gate_nodes
+    return (since.in_except or not site.in_except) and len(gates) <= len(held) and all(a is b for a, b in zip(gates, held)) and {id(n) for n in site.else_of} <= {id(n) for n in since.else_of}
+
+
+def _later(site: "Site", since: "Site") -> bool:
+    """`site` runs after `since` in one pass of the function (or in its statement: `x = f(x)`)."""
+    return site.order > since.order or (site.statement is not None and site.statement is since.statement)
+
+
+def _flows(m: "TrainingModel") -> _Flows:
+    """The module's `_Flows`, made once (kept on the model)."""
+    found = m.__dict__.get("_flows")
+    if found is not None:
+        return found
+    flows = m.__dict__["_flows"] = _Flows()
+    for call in m.calls:
+        fn = call.site.function
+        if fn is None:
+            continue
+        if call.method in MOVE_METHODS and isinstance(call.receiver, cst.Name):
+            if call.method == "cuda" or (
+                not _to_where_another_is(call.node) and not _cast(m, call) and m.values._moved(Value(Kind.TENSOR), call.node, fn, call.site).device == ACCEL
+            ):
+                flows.moves.setdefault((id(fn), call.receiver.value), []).append(call.site)
+                flows.moving.add(id(fn))
+            continue
+        if not any(isinstance(a.value, cst.Name) for a in call.node.args) or not isinstance(call.node.func, (cst.Name, cst.Attribute)):
+            continue
+        if call.method in MOVE_METHODS or (call.qualname or "").startswith("torch."):
+            continue
+        # (what the call runs, read from the names alone: asking values here would ask this again)
+        local = m.callee(call)
+        symbol = m.project_symbol(call.qualname) if local is None and call.qualname is not None else None
+        summary = symbol if symbol is not None and hasattr(symbol, "parameter_facts") else None
+        for given in moved_arguments(m, call, local, summary) if local is not None or summary is not None else ():
+            if isinstance(given, cst.Name):
+                flows.moves.setdefault((id(fn), given.value), []).append(call.site)
+                flows.moving.add(id(fn))
+    for a in m.assigns if flows.moves else ():
+        fn = a.site.function
+        if a.op is None and fn is not None and (id(fn) in flows.moving or fn.return_facts) and _plain(a.targets):
+            nodes = list(iter_nodes(a.value))
+            for n in set() if _copies_to_host(nodes) else _names(nodes):
+                flows.reads.setdefault((id(fn), n), []).append(a)
+    return flows
+
+
+def _cast(m: "TrainingModel", call: "Call") -> bool:
+    """`x.to(dtype)` for `dtype = anchors.dtype` (or `x.to(param.dtype)`): a cast, the tensor stays where it is."""
+    first = call.node.args[0].value if call.node.args else None
+    texts = [dotted(first) or ""]
+    if isinstance(first, cst.Name):
+        texts += [dotted(a.value) or "" for a in m.reaching(call.site.function, first.value, call.site)]
+    return any("dtype" in t.rsplit(".", 1)[-1].lower() for t in texts)
+
+
+def _to_where_another_is(call: cst.Call) -> bool:
+    """`x_pad.to(x.device)`: sent where another tensor is, which may be where it already was (not
+    `self.device` or `args.device`, a setting)."""
+    first = call.args[0].value if call.args else None
+    base = first.value if isinstance(first, cst.Attribute) and first.attr.value == "device" else None
+    return isinstance(base, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) and (dotted(base) or "").split(".")[0] not in CONFIG_NAMES | {"self"}

@@ -24,6 +24,7 @@ from trainlint.model.containers import DICT, comprehension_bindings, constant_ke
 from trainlint.model.names import dotted, target_names
 from trainlint.model.arithmetic import arithmetic, built_on_host
 from trainlint.model.cycles import CycleMemo
+from trainlint.model.moving_helpers import placed_before_move
 from trainlint.model.saved_arguments import saving_constructor
 from trainlint.model.torchnames import decorated_no_grad, returns_indices
 from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, TENSOR_VALUED_ATTRIBUTES, CallValues
@@ -116,7 +117,7 @@ class ValueModel(CallValues, CycleMemo):
             if tensors:
                 built = all(built_on_host(t) for t in tensors) and all(s.kind in (Kind.TENSOR, Kind.NUMBER) for s in sides)
                 return replace(tensors[0], graph=False, dtype="bool", origin=tensors[0].origin if built else None)
-            return BOOL if all(s.kind in (Kind.NUMBER, Kind.STRING, Kind.BOOL, Kind.NONE) for s in sides) else UNKNOWN
+            return BOOL if all(s.kind in (Kind.NUMBER, Kind.STRING, Kind.BOOL, Kind.NONE) for s in sides) else Value(Kind.UNKNOWN, HOST) if all(s.on_host for s in sides) else UNKNOWN
         if kind is cst.BooleanOperation:
             return self.of(expr.left, fn, at) | self.of(expr.right, fn, at)
         if kind is cst.IfExp:
@@ -155,9 +156,9 @@ class ValueModel(CallValues, CycleMemo):
                 value = value | self._parameter(fn, name)  # type: ignore[arg-type]
             if at is not None and m.loop_binding_reaches(name, at, assigns):  # (`if gpu: x = x.cuda()` in `for x in xs:`)
                 value = join([value, self._loop_variable(fn, name, at) or CYCLE])
-            return value
+            return placed_before_move(m, value, name, at, assigns)
         if fn is not None and name in fn.params:
-            return self._parameter(fn, name)
+            return placed_before_move(m, self._parameter(fn, name), name, at, [])
         loop_value = self._loop_variable(fn, name, at)  # (a script's loops too)
         if loop_value is not None:
             return loop_value

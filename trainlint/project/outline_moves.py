@@ -17,7 +17,8 @@ Function = ast.FunctionDef | ast.AsyncFunctionDef
 def moves_fact(fn: Function, method: bool) -> tuple[str, ...]:
     """("moves 0 x",) when every `return` of `fn` gives back its parameter `x` moved to the device, or
     as it came, at least one moving it (a name rebound only to a move of itself counts as moved)."""
-    params = explicit_parameters(fn, method)
+    positional = explicit_parameters(fn, method)
+    params = positional + [fn.args.vararg.arg] if fn.args.vararg is not None else positional
     statements = [n for s in fn.body for n in own_statements_from(s)]
     returns = [n.value for n in statements if isinstance(n, ast.Return)]
     if not params or not returns or any(r is None for r in returns):
@@ -35,7 +36,8 @@ def moves_fact(fn: Function, method: bool) -> tuple[str, ...]:
     if None in found or len(names) != 1 or not any(f[1] for f in found if f is not None):
         return ()
     name = names.pop()
-    return (fact(MOVES, f"{params.index(name)} {name}"),)
+    star = "*" if name not in positional else ""  # (`def to_cuda(*args)`: every positional argument from there on)
+    return (fact(MOVES, f"{params.index(name)} {star}{name}"),)
 
 
 def _given(expr: ast.expr, params: list[str], rebound: dict[str, bool] | None = None) -> tuple[str, bool] | None:
@@ -49,7 +51,7 @@ def _given(expr: ast.expr, params: list[str], rebound: dict[str, bool] | None = 
         return (inner[0], True) if inner is not None else None
     if isinstance(expr, (ast.ListComp, ast.GeneratorExp)) and len(expr.generators) == 1:
         loop = expr.generators[0]
-        element = expr.elt
+        element = _unless_none(expr.elt)  # (`[None if x is None else x.cuda() for x in args]`)
         if loop.ifs or not isinstance(loop.target, ast.Name) or not isinstance(loop.iter, ast.Name) or loop.iter.id not in params:
             return None
         moved = isinstance(element, ast.Call) and isinstance(element.func, ast.Attribute) and element.func.attr in MOVE_METHODS
@@ -61,3 +63,13 @@ def _given(expr: ast.expr, params: list[str], rebound: dict[str, bool] | None = 
             return (expr.id, True) if rebound[expr.id] else None
         return expr.id, False
     return None
+
+
+def _unless_none(expr: ast.expr) -> ast.expr:
+    """`x.cuda()` of `None if x is None else x.cuda()` (or of `x.cuda() if x is not None else None`)."""
+    if isinstance(expr, ast.IfExp):
+        if isinstance(expr.body, ast.Constant) and expr.body.value is None:
+            return expr.orelse
+        if isinstance(expr.orelse, ast.Constant) and expr.orelse.value is None:
+            return expr.body
+    return expr
