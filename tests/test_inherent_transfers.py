@@ -447,6 +447,48 @@ def test_a_replay_batch_stacked_from_a_list_of_stored_transitions_is_data() -> N
     assert _lines(LIST_REPLAY, "TL406") == []
 
 
+
+# hindsight experience replay's update: a dict of arrays sampled from the buffer, fields normalised by a
+# method and joined with NumPy, then wrapped by `torch.tensor(...)` and moved under a flag
+DICT_REPLAY = """
+import numpy as np
+import torch
+
+class Agent:
+    def __init__(self, actor, buffer, normalizer, use_cuda):
+        self.actor = actor.cuda()
+        self.buffer = buffer
+        self.o_norm = normalizer
+        self.use_cuda = use_cuda
+        self.optim = torch.optim.Adam(self.actor.parameters())
+
+    def update(self):
+        for _ in range(40):
+            batch = self.buffer.sample(256)
+            obs = self.o_norm.normalize(batch["obs"])
+            goal = self.o_norm.normalize(batch["g"])
+            inputs = np.concatenate([obs, goal], axis=1)
+            inputs_tensor = torch.tensor(inputs, dtype=torch.float32)
+            actions = torch.tensor(batch["actions"], dtype=torch.float32)
+            weights = torch.tensor(np.concatenate([np.ones(3), np.zeros(3)]))
+            if self.use_cuda:
+                inputs_tensor = inputs_tensor.cuda()
+                actions = actions.cuda()
+                weights = weights.cuda()
+            loss = (self.actor(inputs_tensor) - actions).pow(2).mean()
+            self.optim.zero_grad()
+            loss.backward()
+            self.optim.step()
+"""
+
+
+def test_fields_of_a_sampled_batch_joined_by_numpy_are_data() -> None:
+    # the joined array of numbers the code wrote (line 25) is still built on the host each step
+    assert _lines(DICT_REPLAY, "TL406") == [25]
+    # a dict the code writes holds numbers, not data
+    written = DICT_REPLAY.replace('batch = self.buffer.sample(256)', 'batch = {"obs": [0.0], "g": [1.0], "actions": [0.5, 0.5]}')
+    assert _lines(written, "TL406") == [24, 25]
+
 def test_arrays_a_helper_builds_from_numbers_are_constants_it_moves_every_step() -> None:
     # near miss: the same call shape, the helper stacking arrays it builds with `np.ones` rather than
     # rows its class stored (constants that could be made on the device once)

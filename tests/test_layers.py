@@ -36,6 +36,7 @@ TYPE_ONLY_UPWARD = {
     ("trainlint.model.modes", "trainlint.model.training"): "the mode analysis reads the TrainingModel it is handed",
     ("trainlint.model.parameter_uses", "trainlint.model.training"): "parameter facts are read from the TrainingModel being summarised",
     ("trainlint.model.moving_helpers", "trainlint.model.training"): "moving helpers are read in the TrainingModel being analysed",
+    ("trainlint.model.plain_bindings", "trainlint.model.training"): "plain bindings are read in the TrainingModel being analysed",
     ("trainlint.model.parameter_uses", "trainlint.model.summary"): "a function's parameter facts build on the summaries of its calls",
     ("trainlint.model.parameter_facts", "trainlint.model.summary"): "parameter facts are read from the summaries that hold them",
     ("trainlint.project.seeds", "trainlint.project.index"): "the seeds are joined up over the Project that asks for them",

@@ -950,3 +950,36 @@ def test_a_helper_computing_with_torch_functions_of_model_outputs_returns_a_tens
 def test_a_helper_building_a_tensor_from_sizes_returns_a_host_tensor(tmp_path: Path) -> None:
     files = {k: v.replace("HELPER", "class_weights") for k, v in CONSISTENCY.items()}
     assert lint_tree(tmp_path, files, "TL401") == []
+
+
+# DeepSDF's reconstruction: a latent code fitted through a decoder kept in eval mode; the optimizer holds
+# only the code, so no step trains the decoder
+LATENT_FIT = """
+import torch
+
+def reconstruct(decoder, samples, iterations):
+    latent = torch.ones(1, 256).normal_(0, 0.01).cuda()
+    latent.requires_grad = True
+    optimizer = torch.optim.Adam([latent], lr=5e-3)
+    for e in range(iterations):
+        decoder.eval()
+        optimizer.zero_grad()
+        loss = (decoder(torch.cat([latent.expand(len(samples), -1), samples], 1)) - 1).abs().mean()
+        loss.backward()
+        optimizer.step()
+    return latent
+
+for shape in shapes:
+    latent = reconstruct(decoder, shape, 800)
+    decoder.eval()
+    save(decoder, latent)
+"""
+
+
+def test_a_module_in_eval_mode_while_a_latent_code_is_fitted_through_it_is_not_trained():
+    assert found(LATENT_FIT, "TL503") == []
+    # the decoder's own parameters handed to the optimizer: its steps train in eval mode
+    trained = LATENT_FIT.replace("torch.optim.Adam([latent], lr=5e-3)", "torch.optim.Adam([latent, *decoder.parameters()], lr=5e-3)")
+    assert found(trained, "TL503") == [9, 18]
+    listed = LATENT_FIT.replace("torch.optim.Adam([latent], lr=5e-3)", "torch.optim.Adam([latent, decoder.scale], lr=5e-3)")
+    assert found(listed, "TL503") == [9, 18]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable
 import libcst as cst
 
 from trainlint.model.arguments import argument_for
-from trainlint.model.data_sources import bound_to_read_data, drawn, read_data, stored_rows
+from trainlint.model.data_sources import NUMPY_COMBINING, bound_to_read_data, drawn, read_data, stored_rows
 from trainlint.model.lattice import HOST, Kind
 from trainlint.model.gates import child_nodes
 from trainlint.model.names import dotted, target_names
@@ -167,6 +167,15 @@ def holds_data(
         return True
     if isinstance(given, (cst.ListComp, cst.GeneratorExp)) and _drawn_for(given.for_in) and _held_data(given, value_of(given.for_in.iter, fn, at)):
         return True  # `[pad_seq(s, n) for s in input_seqs]`: rows made from a collection the code holds
+    if isinstance(given, cst.Subscript) and isinstance(given.value, cst.Name) and _constant_key(given):
+        # `transitions["actions"]` of `transitions = self.buffer.sample(n)`: a field of the data
+        return holds_data(model, value_of, iterated, given.value, fn, at, read, depth)
+    if isinstance(given, cst.Call) and given.args and isinstance(given.args[0].value, (cst.List, cst.Tuple)) and given.args[0].value.elements:
+        # `np.concatenate([obs, goal], axis=1)` of the sampled batch's fields: the batch's own arrays joined
+        joined = (model.imports.resolve(given.func) or "").split(".")
+        return joined[0] == "numpy" and joined[-1] in NUMPY_COMBINING and all(
+            holds_data(model, value_of, iterated, e.value, fn, at, read, depth) for e in given.args[0].value.elements
+        )
     if not isinstance(given, cst.Name) or at is None or depth >= 2:
         return False
     bound = model.reaching(fn, given.value, at)
@@ -208,6 +217,11 @@ def _drawn_for(clause: cst.CompFor) -> bool:
     return not isinstance(clause.iter, (cst.List, cst.Tuple, cst.Set)) and not (
         isinstance(clause.iter, cst.Call) and dotted(clause.iter.func) == "range"
     )
+
+
+def _constant_key(expr: cst.Subscript) -> bool:
+    """`batch["obs"]`, `pair[0]`: one element chosen by a key written in the code."""
+    return len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) and isinstance(expr.slice[0].slice.value, (cst.SimpleString, cst.Integer))
 
 
 def _unconverted(expr: cst.BaseExpression) -> cst.BaseExpression:

@@ -17,6 +17,7 @@ from trainlint.model.arguments import argument_for
 from trainlint.model.names import dotted
 from trainlint.model.arithmetic import built_on_host
 from trainlint.model.parameter_facts import MOVES, keys
+from trainlint.model.plain_bindings import is_dtype
 from trainlint.model.lattice import ACCEL, HOST, UNKNOWN_DEVICE, Kind, Value
 from trainlint.model.torchnames import LEGACY_CONSTRUCTORS, literal_string
 from trainlint.model.walk import iter_nodes
@@ -310,7 +311,7 @@ def _flows(m: "TrainingModel") -> _Flows:
             continue
         if call.method in MOVE_METHODS and isinstance(call.receiver, cst.Name):
             if call.method == "cuda" or (
-                not _to_where_another_is(call.node) and not _cast(m, call) and m.values._moved(Value(Kind.TENSOR), call.node, fn, call.site).device == ACCEL
+                not _to_where_another_is(call.node) and not (call.node.args and is_dtype(m, call.node.args[0].value, call.site)) and m.values._moved(Value(Kind.TENSOR), call.node, fn, call.site).device == ACCEL
             ):
                 flows.moves.setdefault((id(fn), call.receiver.value), []).append(call.site)
                 flows.moving.add(id(fn))
@@ -334,15 +335,6 @@ def _flows(m: "TrainingModel") -> _Flows:
             for n in set() if _copies_to_host(nodes) else _names(nodes):
                 flows.reads.setdefault((id(fn), n), []).append(a)
     return flows
-
-
-def _cast(m: "TrainingModel", call: "Call") -> bool:
-    """`x.to(dtype)` for `dtype = anchors.dtype` (or `x.to(param.dtype)`): a cast, the tensor stays where it is."""
-    first = call.node.args[0].value if call.node.args else None
-    texts = [dotted(first) or ""]
-    if isinstance(first, cst.Name):
-        texts += [dotted(a.value) or "" for a in m.reaching(call.site.function, first.value, call.site)]
-    return any("dtype" in t.rsplit(".", 1)[-1].lower() for t in texts)
 
 
 def _to_where_another_is(call: cst.Call) -> bool:

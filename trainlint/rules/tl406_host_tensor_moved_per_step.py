@@ -3,31 +3,24 @@
 from __future__ import annotations
 
 import re
-import weakref
 from typing import Iterator
 
 import libcst as cst
 
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model import Call, Site, TrainingModel
-from trainlint.model.device_arguments import DTYPE_CALLS
 from trainlint.model.moving_helpers import filled_with_data
 from trainlint.model.environments import observed, wraps_observation
 from trainlint.model.gates import is_cached_value
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES as RANDOM, literal_string
 from trainlint.model.kept_tensors import kept_array_passed, kept_on_host, rebuilt_each_round
 from trainlint.model.moving_helpers import moved_host_tensors, moved_parameter
-from trainlint.model.names import dotted
+from trainlint.model.plain_bindings import is_dtype, plain_bindings
 from trainlint.model.lattice import HOST, Kind
 from trainlint.model.arithmetic import built_on_host
 from trainlint.model.walk import child_nodes, iter_nodes
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, shorten
 
-DTYPE_NAMES = frozenset(
-    """float16 bfloat16 float32 float64 float half double long int int64 int32 int16 int8 uint8 uint16
-    uint32 uint64 short bool complex32 complex64 complex128 cfloat cdouble chalf float8_e4m3fn
-    float8_e5m2 float8_e4m3fnuz float8_e5m2fnuz qint8 quint8 qint32""".split()
-)
 # what `torch.device(...)` accepts as a string: a device type and an optional index
 _DEVICE_STRING = re.compile(r"(cpu|cuda|mps|xpu|xla|meta|hpu|npu|mtia|ipu|privateuseone)(:\d+)?")
 # factory keywords that do not change what `device=` adds (`requires_grad=True` would: the factory's
@@ -38,28 +31,6 @@ _FALSE_KEYWORDS = frozenset({"requires_grad", "pin_memory"})
 _COPY_KEYWORDS = frozenset({"non_blocking", "copy"})
 # computed on the device, these may differ from the host's result in the last bits
 _COMPUTED = frozenset({"linspace", "logspace", "hann_window", "hamming_window", "bartlett_window", "blackman_window", "kaiser_window"})
-
-
-def _is_dtype(model: TrainingModel, expr: cst.BaseExpression, site: Site, depth: int = 0) -> bool:
-    """`torch.long`, an alias of it, `x.dtype`, `dtype`, `torch.get_default_dtype()`, or a name bound
-    only to those."""
-    if isinstance(expr, cst.Call):
-        return model.imports.resolve(expr.func) in DTYPE_CALLS
-    qual = model.imports.resolve(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
-    if qual is not None and qual.startswith("torch.") and qual.removeprefix("torch.") in DTYPE_NAMES:
-        return True
-    text = dotted(expr) or ""
-    if text and "dtype" in text.rsplit(".", 1)[-1].lower():
-        return True  # `w.to(dtype)`, `x.to(param.dtype)`: a cast, the tensor stays where it is
-    if isinstance(expr, cst.Name) and depth < 3:
-        # what reaches the name first: whether something else binds it reads the whole scope, and
-        # needs asking only when every assignment is a dtype
-        reaching = _bindings(model, expr.value, site, other_bindings=False)
-        if not reaching or not all(_is_dtype(model, a.value, a.site, depth + 1) for a in reaching):
-            return False
-        assigns = _bindings(model, expr.value, site)
-        return bool(assigns) and all(_is_dtype(model, a.value, a.site, depth + 1) for a in assigns)
-    return False
 
 
 def _moves_device(model: TrainingModel, call: Call) -> bool:
@@ -74,7 +45,7 @@ def _moves_device(model: TrainingModel, call: Call) -> bool:
     first = call.node.args[0]
     if first.star or (first.keyword is not None and first.keyword.value != "device"):
         return False
-    if _is_dtype(model, first.value, call.site):
+    if is_dtype(model, first.value, call.site):
         return False
     return not model.values.spells_cpu(first.value, call.site.function, call.site)
 
@@ -84,67 +55,6 @@ def _device_tensor_value(model: TrainingModel, expr: cst.BaseExpression, site: S
     in `.to(device)` is not known to be the CPU)."""
     value = model.value(expr, site)
     return not value.on_host and value.kind not in (Kind.MODULE, Kind.OPTIMIZER, Kind.OBJECT)
-
-
-def _bindings(model: TrainingModel, name: str, site: Site, other_bindings: bool = True) -> list:  # type: ignore[type-arg]
-    """The assignments that give `name` its value at `site`; [] when something else may (a
-    parameter, a loop or `with` target, a `global` statement, an import). Without `other_bindings`,
-    the assignments alone, as if nothing else bound it (the question that reads the whole scope is
-    left to the caller)."""
-    fn = site.function
-    if other_bindings and fn is not None and name in fn.params:
-        return []  # (a rebinding on one path leaves the caller's value on the others)
-    scope = fn.node if fn is not None else model.module
-    if other_bindings and name in _bound_otherwise(model, scope):
-        return []
-    found = model.reaching(fn, name, site)
-    if not found and fn is not None and not (other_bindings and name in _bound_otherwise(model, model.module)):
-        found = model.reaching(None, name, None)  # a module-level name read in a function
-    return found
-
-
-# the last model's answers, by scope (a weak reference: the model and its tree are not kept alive)
-_scopes: list[tuple["weakref.ref[TrainingModel]", dict[int, frozenset[str]]]] = []
-
-
-_TARGETED = frozenset({cst.For, cst.CompFor, cst.AugAssign, cst.NamedExpr})
-
-
-def _bound_otherwise(model: TrainingModel, scope: cst.CSTNode) -> frozenset[str]:
-    """Names `scope` binds other than by plain assignment (loop, `with` and `except` targets,
-    augmented assignments, `:=`, imports, `global`, nested definitions); once per scope."""
-    if not _scopes or _scopes[0][0]() is not model:
-        _scopes[:] = [(weakref.ref(model), {})]
-    memo = _scopes[0][1]
-    found = memo.get(id(scope))
-    if found is None:
-        names: set[str] = set()
-        stack: list[tuple[cst.CSTNode, bool]] = [(scope, False)]
-        while stack:
-            node, nested = stack.pop()
-            kind = type(node)  # (exact classes: isinstance on libcst's ABCs is slow, and this sees every node)
-            target: cst.CSTNode | None = None
-            if kind is cst.Global or kind is cst.Nonlocal:
-                names |= {n.name.value for n in node.names}  # type: ignore[attr-defined]  # (from any function: it rebinds this scope's)
-            elif nested:
-                pass  # a nested function's or class's own names
-            elif kind in _TARGETED:
-                target = node.target  # type: ignore[attr-defined]
-            elif kind is cst.AsName:
-                target = node.name  # type: ignore[attr-defined]
-            elif kind is cst.ImportAlias and node.asname is None:  # type: ignore[attr-defined]  # (`as` names are AsName's)
-                bound: cst.BaseExpression = node.name  # type: ignore[attr-defined]
-                while type(bound) is cst.Attribute:
-                    bound = bound.value  # type: ignore[attr-defined]  # `import a.b` binds `a`
-                names.add(bound.value if type(bound) is cst.Name else "")  # type: ignore[attr-defined]
-            elif (kind is cst.FunctionDef or kind is cst.ClassDef) and node is not scope:
-                names.add(node.name.value)  # type: ignore[attr-defined]
-                nested = True
-            if target is not None:
-                names |= {n.value for n in iter_nodes(target) if type(n) is cst.Name}
-            stack.extend((child, nested) for child in child_nodes(node))
-        found = memo[id(scope)] = frozenset(names)
-    return found
 
 
 def _proven_device(model: TrainingModel, expr: cst.BaseExpression, site: Site, depth: int = 0) -> bool:
@@ -160,7 +70,7 @@ def _proven_device(model: TrainingModel, expr: cst.BaseExpression, site: Site, d
     if isinstance(expr, cst.IfExp):
         return _proven_device(model, expr.body, site, depth) and _proven_device(model, expr.orelse, site, depth)
     if isinstance(expr, cst.Name) and depth < 3:
-        assigns = _bindings(model, expr.value, site)
+        assigns = plain_bindings(model, expr.value, site)
         return bool(assigns) and all(_proven_device(model, a.value, a.site, depth + 1) for a in assigns)
     return False
 
@@ -186,7 +96,7 @@ def _integral(model: TrainingModel, expr: cst.BaseExpression, site: Site, depth:
             return True
         return isinstance(func, cst.Attribute) and func.attr.value in ("size", "numel", "dim") and bool(expr.args) == (func.attr.value == "size")
     if isinstance(expr, cst.Name) and depth < 3:
-        assigns = _bindings(model, expr.value, site)
+        assigns = plain_bindings(model, expr.value, site)
         return bool(assigns) and all(_integral(model, a.value, a.site, depth + 1) for a in assigns)
     return False
 
@@ -253,7 +163,7 @@ for x in loader:
         "(`torch.tensor(self.tokens[pos:pos + n].astype(np.int32)).cuda()`), a tensor made from what a function "
         "read and the batches cut from it (`data = torch.tensor(encode(text))`, then "
         "`torch.stack([data[i:i + n] for i in ix]).to(device)`; also through a legacy constructor and a name bound to "
-        "part of what a function returned: `states, rewards = memory.sample(n)`, then `torch.FloatTensor(states).to(device)`; the loader's batch converted, augmented and wrapped again, `points = points.data.numpy()`, then `torch.Tensor(points).cuda()` or `torch.tensor(states, dtype=torch.float).to(device)`, also through NumPy's conversions and arithmetic with a number (`torch.FloatTensor(1 - np.float32(dones))`), and an observation a rollout rebinds to its own tensor (`state = torch.FloatTensor(state).to(device)`) or hands to a method of this module (`get_action(state)`); also in the buffer's own `sample`, `torch.FloatTensor(self.state[ind])` of the arrays its `add` fills), a tensor built and moved only while its name is unset (`br = x.cuda() if br is None else br`), a pinned buffer (`pin_memory=True`, "
+        "part of what a function returned: `states, rewards = memory.sample(n)`, then `torch.FloatTensor(states).to(device)`, or a field of it, `torch.tensor(batch[\"actions\"])` of `batch = buffer.sample(n)`, also such fields joined by NumPy, `np.concatenate([obs, goal], axis=1)`; the loader's batch converted, augmented and wrapped again, `points = points.data.numpy()`, then `torch.Tensor(points).cuda()` or `torch.tensor(states, dtype=torch.float).to(device)`, also through NumPy's conversions and arithmetic with a number (`torch.FloatTensor(1 - np.float32(dones))`), and an observation a rollout rebinds to its own tensor (`state = torch.FloatTensor(state).to(device)`) or hands to a method of this module (`get_action(state)`); also in the buffer's own `sample`, `torch.FloatTensor(self.state[ind])` of the arrays its `add` fills), a tensor built and moved only while its name is unset (`br = x.cuda() if br is None else br`), a pinned buffer (`pin_memory=True`, "
         "made to be copied) and what `torch.from_file` reads, an environment's observation (`torch.tensor([self.state]).cuda()` of what `env.reset()` or "
         "`env.step(action)` returned, also `torch.FloatTensor(state)` in a policy's `select_action(state)` that the script calls with its observation, reshaped or copied: `state = copy.copy(next_state)`), "
         "a tensor an object keeps and replaces with its copy (`self.window = self.window.to(x)`), "
@@ -460,7 +370,7 @@ def _fix(model: TrainingModel, call: Call, name: str) -> NodeFix | None:
             return None  # `.to(device, torch.float16)`, `.cuda(1)`: more than a move
     if (call.method == "to" and device is None) or not factory.args or factory.lpar:
         return None
-    if device is not None and (_is_dtype(model, device, call.site) or model.value(device, call.site).is_tensor):
+    if device is not None and (is_dtype(model, device, call.site) or model.value(device, call.site).is_tensor):
         return None  # a cast, or `.to(other)`: other's device and dtype
     if _has_comment(call.node, (factory, device) if device is not None else (factory,)):
         return None  # the `.to(...)` being removed holds a comment

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import libcst as cst
+
 from trainlint.diagnostics import Severity
-from trainlint.model import TrainingModel
+from trainlint.model import Call, TrainingModel
+from trainlint.model.facts import Function, Loop
 from trainlint.model.names import tokens
 from trainlint.model.lattice import Kind
+from trainlint.model.layer_swaps import is_optimizer_construction
 from trainlint.rules.rule import Finding, Rule
 
 
@@ -52,7 +56,7 @@ for epoch in range(epochs):
     model.eval()
     evaluate(model)
 """
-    not_flagged = "Modules that call `.train()` on the same model anywhere (the evaluation helper may restore it), `eval()` outside the training loops, and `eval()` on names that are not models."
+    not_flagged = "Modules that call `.train()` on the same model anywhere (the evaluation helper may restore it), `eval()` outside the training loops, `eval()` on names that are not models, and `eval()` where every optimizer the loop steps holds only tensors its function made (`Adam([latent])`: a latent code fitted through a decoder kept in eval mode, whose weights no step trains)."
     verification = "`trainlint verify run` checks whether the model is in eval mode at each optimizer step."
     valid = (
         """
@@ -99,5 +103,28 @@ for epoch in range(3):
                 continue
             if model.value(call.receiver, call.site).kind not in (Kind.MODULE, Kind.UNKNOWN):
                 continue  # (`.eval()` of something other than a module: a sympy or a metric object's)
+            if _fits_tensors_only(model, call, loops):
+                continue  # (`Adam([latent])`: the loop fits a code for the module in eval mode, never its weights)
             if any(l in loops for l in call.site.loops) or call.site.function in reachable:
                 yield Finding(call.node, f"`{call.receiver_text}.eval()` runs inside the training loop and nothing calls `.train()` again: later steps train without dropout and with frozen batch-norm statistics")
+
+
+def _fits_tensors_only(model: TrainingModel, call: Call, loops: frozenset[Loop]) -> bool:
+    """Every optimizer stepped where `call` puts a module in eval mode (its function's own steps, and
+    those of the functions its step loops call) is one its function built from a list of tensors it
+    made (`Adam([latent])`), no module's parameters: fitting a latent code through a module kept in eval mode."""
+    around = frozenset(l for l in call.site.loops if l in loops)
+    reached = model.called_from(around) | {call.site.function}
+    stepping = {c.site.function for c in model.calls if c.site.function in reached and model.is_optimizer_step(c)}
+    return bool(stepping) and all(f is not None and _builds_tensor_optimizers(model, f) for f in stepping)
+
+
+def _builds_tensor_optimizers(model: TrainingModel, fn: Function) -> bool:
+    built = [c for c in fn.calls if c.site.function is fn and is_optimizer_construction(model, c)]
+    return bool(built) and all(_tensor_list(model, c.arg(0, "params"), c) for c in built)
+
+
+def _tensor_list(model: TrainingModel, given: cst.BaseExpression | None, at: Call) -> bool:
+    return isinstance(given, (cst.List, cst.Tuple)) and bool(given.elements) and all(
+        isinstance(e.value, cst.Name) and model.value(e.value, at.site).kind is Kind.TENSOR for e in given.elements
+    )
