@@ -7,7 +7,7 @@ import libcst as cst
 from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Return, Site, WithItem
 from trainlint.model.gates import (
     child_nodes, constant_test, has_modulo, is_first_value_test, is_gate_test, is_inference_only_test, is_lazy_init_test, is_sentinel_test,
-    is_training_test, mostly_true,
+    is_latch_test, is_training_test, mostly_true,
 )
 from trainlint.model.names import ImportMap, dotted
 from trainlint.model.hooks import pass_indexes
@@ -145,6 +145,10 @@ class Extractor(cst.CSTVisitor):
         within = pass_indexes(fn.name, fn.params) if fn is not None and fn.class_name is not None else frozenset()
         return is_gate_test(test, self.gate_names, self.extra_gates, within)
 
+    def _negated_gate(self, test: cst.BaseExpression) -> bool:
+        """`if not do_log: return`: an exit on the steps a flag leaves out, which leaves the rest to its steps."""
+        return isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and self._is_gate(test.expression)
+
     # -- imports and module aliases ------------------------------------------------------------
     def visit_Import(self, node: cst.Import) -> None:
         self.imports.add_import(node, self._function)
@@ -258,7 +262,7 @@ class Extractor(cst.CSTVisitor):
 
     def visit_If_body(self, node: cst.If) -> None:
         gate = (self._is_gate(node.test) or constant_test(node.test) is False or is_lazy_init_test(node.test, self.cached_globals) or is_inference_only_test(node.test)
-                or is_first_value_test(node, self._loop_stack[-1].node if self._loop_stack else None) or is_sentinel_test(node))
+                or is_first_value_test(node, self._loop_stack[-1].node if self._loop_stack else None) or is_sentinel_test(node) or is_latch_test(node))
         self._gates.append(len(self._loop_stack) if gate else -1)
         self._gate_nodes.append(node)
         if is_error_branch(node):
@@ -296,7 +300,7 @@ class Extractor(cst.CSTVisitor):
             self._else_of.append(original_node)  # `if not reverse: ...; return`: the rest runs when the test fails
             self._block_else[-1] += 1
         # `if step % 10 != 0: return` (true on most steps) leaves the rest to one step in ten
-        if self._block_gates and is_early_exit(original_node) and any(f(original_node.test) for f in (self._is_gate, mostly_true, is_training_test)):
+        if self._block_gates and is_early_exit(original_node) and any(f(original_node.test) for f in (self._is_gate, self._negated_gate, mostly_true, is_training_test)):
             self._gates.append(len(self._loop_stack))
             self._gate_nodes.append(original_node)
             self._block_gates[-1] += 1

@@ -72,7 +72,9 @@ def has_modulo(expr: cst.CSTNode) -> bool:
         node = stack.pop()
         kind = node.__class__
         if kind is cst.BinaryOperation and node.operator.__class__ is cst.Modulo:  # type: ignore[attr-defined]
-            return True
+            left = node.left  # type: ignore[attr-defined]
+            if not (isinstance(left, (cst.Name, cst.Attribute)) and is_rank_name(_identifiers(left)[0])):
+                return True  # (`args.rank % ngpus_per_node == 0`: the first process of each node, every step)
         if kind in _NO_MODULO:
             continue
         stack.extend(child_nodes(node))
@@ -217,6 +219,24 @@ def sentinel_compared(test: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
+def is_latch_test(node: cst.If) -> bool:
+    """`if not self.logged_image: self.logged_image = True; ...` (alone or as a conjunct): a body that
+    sets the flag its test found unset runs once."""
+    test, negated = node.test, []
+    conjuncts = [test]
+    while conjuncts:
+        part = conjuncts.pop()
+        if isinstance(part, cst.BooleanOperation) and isinstance(part.operator, cst.And):
+            conjuncts += [part.left, part.right]
+        elif isinstance(part, cst.UnaryOperation) and isinstance(part.operator, cst.Not) and dotted(part.expression):
+            negated.append(dotted(part.expression))
+    return bool(negated) and any(
+        isinstance(n, cst.Assign) and isinstance(n.value, cst.Name) and n.value.value == "True"
+        and any(dotted(t.target) in negated for t in n.targets)
+        for n in iter_nodes(node.body)
+    )
+
+
 def is_sentinel_test(node: cst.If) -> bool:
     """`if Z < 0: self.params[2] = out.mean() * n; Z = self.params[2].item()`: state that starts at a
     negative sentinel and is set in the body to the value it keeps (the body writes the object's state:
@@ -296,7 +316,10 @@ def constant_test(test: cst.BaseExpression) -> bool | None:
 
 
 def _presence_test(test: cst.BaseExpression) -> bool:
-    """`if log_writer is not None:`: whether an object was configured, true on every step or none."""
+    """`if log_writer is not None:` (or `if not log_writer is None:`): whether an object was configured,
+    true on every step or none."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _compares_with_none(test.expression, cst.Is)
     return _compares_with_none(test, cst.IsNot)
 
 
@@ -346,6 +369,8 @@ def is_gate_test(
             if _is_diagnostic_level(node):
                 return True  # `if opt.debug > 0:`: a level of debugging output, as `if debug:` is a flag of it
             continue  # `if self.gradient_clip_val > 0:` holds on every step or on none: a setting, no gate
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not) and isinstance(node.expression, (cst.Name, cst.Attribute)):
+            continue  # `not cross_valid`, `not do_log`: true on the steps the flag leaves out, every training step
         if isinstance(node, (cst.Name, cst.Attribute)):
             idents = _identifiers(node)
             if any(ident in gate_names or ident in extra_gates or ident in BOUNDARY_NAMES for ident in idents):

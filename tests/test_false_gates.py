@@ -1,0 +1,102 @@
+"""Tests that look like gates and hold on every training step. A flag of periodic work negated is no gate: `if not cross_valid:` in an epoch function that trains or
+validates as its flag says is the training pass, run on every step (Conv-TasNet's solver plots each
+step's loss under `if self.visdom_epoch and not cross_valid:`). An early exit on a negated flag (`if not
+do_log: return`) still leaves the rest to the flag's steps. A presence test written `if not writer is None:`
+is one, as `if writer is not None:` is; and a remainder of a rank (`args.rank % ngpus_per_node == 0`, the first
+process of each node, FixMatch's logging) is a rank test, not a periodic one."""
+
+from __future__ import annotations
+
+from tests.helpers import lines
+
+SOLVER = """
+import torch
+
+
+class Solver:
+    def __init__(self, model, optimizer, visdom_epoch):
+        self.model = model.cuda()
+        self.optimizer = optimizer
+        self.visdom_epoch = visdom_epoch
+
+    def run_one_epoch(self, loader, cross_valid=False):
+        losses = torch.zeros(len(loader))
+        for i, (x, y) in enumerate(loader):
+            x, y = x.cuda(), y.cuda()
+            loss = (self.model(x) - y).pow(2).mean()
+            if not cross_valid:
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+            if self.visdom_epoch and not cross_valid:
+                losses[i] = loss.item()
+            if cross_valid:
+                print(loss.item())
+            self.report(loss)
+
+    def report(self, loss):
+        if not self.do_log:
+            return
+        print(loss.item())
+"""
+
+
+def test_a_negated_flag_of_periodic_work_runs_on_every_training_step() -> None:
+    # line 21: the plot of every training step; line 23 is the validation pass; `report` exits unless logging
+    assert lines(SOLVER, "TL401") == [21]
+
+
+def test_the_flag_itself_still_gates() -> None:
+    gated = SOLVER.replace("if self.visdom_epoch and not cross_valid:", "if self.visdom_epoch and cross_valid:")
+    assert lines(gated, "TL401") == []
+
+
+LOGGER = """
+import torch
+
+
+def train(model, loader, optimizer, args, tb_log, ngpus_per_node):
+    model.cuda()
+    for x, y in loader:
+        loss = model(x.cuda(), y.cuda())
+        loss.backward()
+        optimizer.step()
+        if not args.distributed or (args.distributed and args.rank % ngpus_per_node == 0):
+            if not tb_log is None:
+                tb_log.add_scalar("loss", loss.item())
+"""
+
+
+def test_a_negated_presence_test_and_a_rank_remainder_gate_nothing() -> None:
+    assert lines(LOGGER, "TL401") == [13]
+    periodic = LOGGER.replace("args.rank % ngpus_per_node == 0", "args.step % args.log_every == 0")
+    assert lines(periodic, "TL401") == []
+
+
+LATCH = """
+import torch
+
+
+class Trainer:
+    def __init__(self, model, optimizer, dry_run):
+        self.model = model.cuda()
+        self.optimizer = optimizer
+        self.dry_run = dry_run
+        self.log_image_flag = False
+
+    def fit(self, loader):
+        for img, label in loader:
+            img, label = img.cuda(), label.cuda()
+            loss = torch.nn.functional.cross_entropy(self.model(img), label)
+            loss.backward()
+            self.optimizer.step()
+            if not self.log_image_flag and not self.dry_run:
+                self.log_image_flag = True
+                print(img.detach().cpu())
+"""
+
+
+def test_a_negated_flag_the_body_sets_runs_once() -> None:
+    assert lines(LATCH, "TL401") == []
+    # the flag left unset: the image is copied to the host on every step
+    assert lines(LATCH.replace("self.log_image_flag = True", "pass"), "TL401") == [20]
