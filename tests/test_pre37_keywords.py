@@ -80,3 +80,20 @@ def test_a_script_of_that_python_calls_a_helper_every_step(tmp_path):
     assert found == ["timing.py:4:TL402", "train.py:7:TL000"]
     [sync] = [d for r in results for d in r.diagnostics if d.code == "TL402"]
     assert [(Path(place.path).name, place.line) for chain in sync.chains for place in chain][:1] == [("train.py", 13)]
+
+
+def test_a_python_2_numpy_helper_of_the_step_is_left_to_a_python_linter(tmp_path):
+    """Faster R-CNN's proposal layer: Python 2 NumPy code the model's `forward` calls every step. It names
+    neither torch nor a step (only a token a rule looks for, `argmax`), so it cannot hold a finding of its
+    own; the TL000 page leaves it unreported.
+    The same file naming torch is reported."""
+    (tmp_path / "pyproject.toml").write_text("")
+    layer = "import numpy as np\n\nclass Proposals:\n    def __call__(self, scores):\n        print 'scores', scores.shape\n        self.order = np.argmax(scores)\n        return self.order\n\nproposals = Proposals()\n"
+    (tmp_path / "proposals.py").write_text(layer)
+    (tmp_path / "train.py").write_text(TRAIN.replace("import torch\n", "import torch\nfrom proposals import proposals\n")
+                                       .replace("    print(loss.item())\n", "    proposals(x.cpu().numpy())\n")
+                                       .replace("async=True", "non_blocking=True").replace("async = True", "non_blocking=True"))
+    tasks = [(tmp_path / name, Settings(root=tmp_path)) for name in ("proposals.py", "train.py")]
+    assert not [d for r in lint_paths(tasks, jobs=1) for d in r.diagnostics if d.code == "TL000"]
+    (tmp_path / "proposals.py").write_text(layer.replace("import numpy as np\n", "import numpy as np\nimport torch\n"))
+    assert [Path(d.path).name for r in lint_paths(tasks, jobs=1) for d in r.diagnostics if d.code == "TL000"] == ["proposals.py"]

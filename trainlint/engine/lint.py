@@ -7,21 +7,19 @@ from the cache never loads them.
 
 from __future__ import annotations
 
-import ast
 import gc
 import os
-import re
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ContextManager, Callable
+from typing import TYPE_CHECKING, ContextManager, Callable
 
 from trainlint.diagnostics import Diagnostic
+from trainlint.engine.parse_failures import lone_surrogate, names_torch_or_a_step, pre37_module, syntax_error
 from trainlint.engine.results import FileResult, could_not_analyse, decode, error_diagnostic
 from trainlint.reading import ReadError, digest, read_regular, read_source, too_large
 
-_NATIVE_POSITION = re.compile(r"(?:parser error: )?error at (?P<line>\d+):(?P<column>\d+): ")
 
 if TYPE_CHECKING:
 
@@ -285,13 +283,14 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
     try:
         module = parse_file(source, name)
     except cst.ParserSyntaxError as exc:
-        message, line, column, python_accepts = _syntax_error(source, exc)
+        message, line, column, python_accepts = syntax_error(source, exc)
         if python_accepts:  # e.g. 10,000 implicitly concatenated strings: valid, but not for libcst
             result.diagnostics.append(could_not_analyse(name, f"the parser (libcst) rejects this valid file: {message}"))
             return
-        module, source = _pre37_module(source, name)
+        module, source = pre37_module(source, name)
         if module is None:
-            result.diagnostics.append(error_diagnostic(name, f"syntax error: {message}", line, column))
+            if names_torch_or_a_step(source):  # (a Python 2 NumPy reader on the step's path holds nothing to report)
+                result.diagnostics.append(error_diagnostic(name, f"syntax error: {message}", line, column))
             return
         # reported, and the rest analysed as that Python read it (its findings hold once the line is fixed)
         result.diagnostics.append(error_diagnostic(name, f"syntax error: {message}; `async=` is a keyword argument of "
@@ -304,7 +303,7 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
         result.diagnostics.append(could_not_analyse(name, "the parser ran out of memory"))
         return
     except UnicodeEncodeError:  # a lone surrogate: a notebook's or an editor's JSON can hold one, a file cannot
-        result.diagnostics.append(_lone_surrogate(source, name))
+        result.diagnostics.append(lone_surrogate(source, name))
         return
     try:
         from trainlint.project.index import watching
@@ -346,58 +345,6 @@ def _analyse(source: str, name: str, settings: Settings, rules: list[Rule], resu
         detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
         result.diagnostics.append(error_diagnostic(name, f"internal error while analysing this file: {detail}"))
         result.internal_error = True
-
-
-def _pre37_module(source: str, name: str) -> tuple[Any, str]:
-    """The tree of a text that fails to parse only for `async` keyword arguments (Python before 3.7),
-    read as `pre37_keywords` spells them, and that text; else (None, the text)."""
-    import libcst as cst
-
-    from trainlint.model.parse import parse_file
-    from trainlint.reading import pre37_keywords
-
-    read = pre37_keywords(source)
-    if read == source:
-        return None, source
-    try:
-        return parse_file(read, name), read
-    except (cst.ParserSyntaxError, RecursionError, MemoryError, UnicodeEncodeError):
-        return None, source
-
-
-def _lone_surrogate(source: str, name: str) -> Diagnostic:
-    """The TL000 of source text holding a lone surrogate, which neither CPython nor libcst can read."""
-    found = re.search("[\ud800-\udfff]", source)
-    if found is None:
-        return error_diagnostic(name, "syntax error: the source cannot be encoded as UTF-8")
-    at = found.start()
-    line = source.count("\n", 0, at) + 1
-    column = at - source.rfind("\n", 0, at)
-    return error_diagnostic(name, f"syntax error: a lone surrogate (U+{ord(found.group()):04X}) cannot be encoded as UTF-8", line, column)
-
-
-def _syntax_error(source: str, exc: Any) -> tuple[str, int, int, bool]:
-    """Message and 1-based position of a syntax error, and whether CPython accepts the file after all.
-
-    CPython's own parser names the offending token (libcst's reports where its lookahead gave up,
-    often the next line), so it is asked first; libcst's account is kept for code CPython accepts.
-    """
-    try:
-        compile(source, "<trainlint>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-        accepted = True
-    except SyntaxError as err:
-        accepted = False
-        if err.lineno is not None:
-            return err.msg, err.lineno, max(err.offset or 1, 1), False
-    except (ValueError, RecursionError, MemoryError):
-        accepted = False
-    message = " ".join(exc.message.split())
-    line, column = exc.raw_line, exc.raw_column + 1
-    where = _NATIVE_POSITION.match(message)  # "parser error: error at 3:4: expected ..."
-    if where:
-        line, column = int(where["line"]), int(where["column"]) + 1
-        message = message[where.end():]
-    return message, line, column, accepted
 
 
 def lint_paths(

@@ -85,7 +85,9 @@ files, and the exit code is 1. A path that does not exist is reported under the 
 
 Files that cannot contain a finding (no training-step token such as `backward`, `.step(`,
 `training_step`, nor any token a selected rule needs) are skipped without being parsed, so a
-syntax error in such a file is left to your Python linter.
+syntax error in such a file is left to your Python linter; so is one in a file that names neither
+`torch` nor a training step (a Python 2 module of plain Python or NumPy, even one the training step
+calls: it cannot hold a finding of its own).
 
 Code written for Python before 3.7 often names a keyword argument `async`: PyTorch's
 `x.cuda(async=True)`, the spelling of `non_blocking=True` before 0.4, a syntax error since `async`
