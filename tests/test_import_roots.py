@@ -74,6 +74,29 @@ def test_a_sub_package_helper_of_a_project_without_a_marker_keeps_its_chain(tmp_
     assert roots(project / "models/criterion.py").root == project
 
 
+def test_a_setup_py_inside_a_package_does_not_cut_it_off_from_the_scripts_above(tmp_path: Path) -> None:
+    # Faster R-CNN's `faster_rcnn/setup.py` builds the package's C extension; EfficientViT has a module
+    # `efficientvit/apps/setup.py`: either stands beside an `__init__.py`, and the package's callers
+    # are the scripts above it, in the project of the `.git` around
+    (tmp_path / "proj/.git").mkdir(parents=True)
+    project = write(tmp_path / "proj", {
+        "detector/__init__.py": "", "detector/setup.py": "from setuptools import setup\n", "detector/criterion.py": HELPER,
+        "train.py": script("from detector.criterion import weigh"),
+    })
+    assert tl401(project, "detector/criterion.py") == [("criterion.py", 6, ["train.py:11"])]
+    assert roots(project / "detector/criterion.py").root == project
+    done = trainlint(project, "--show-imports", "detector/criterion.py")
+    assert done.stdout.splitlines()[1] == f"project root = .  # the marker {project / '.git'}"
+
+
+def test_a_setup_py_of_a_folder_that_is_no_package_keeps_it_a_project_of_its_own(tmp_path: Path) -> None:
+    # near miss: `tools/` (no __init__.py) is a distribution of its own inside the repository; a script
+    # above importing a namesake module by another route is no caller of it
+    (tmp_path / "proj/.git").mkdir(parents=True)
+    project = write(tmp_path / "proj", {"tools/setup.py": "from setuptools import setup\n", "tools/criterion.py": HELPER})
+    assert roots(project / "tools/criterion.py").root == project / "tools"
+
+
 def test_a_sub_package_helper_called_only_after_the_loop_stays_silent(tmp_path: Path) -> None:
     project = write(tmp_path / "proj", {
         "models/__init__.py": "", "models/criterion.py": HELPER, "train.py": script("from models.criterion import weigh", "AFTER:print(weigh(loss))"),

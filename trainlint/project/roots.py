@@ -6,7 +6,8 @@ interpreter would find them for the file being run.
 extend `sys.path` itself (`sys.path.insert(0, os.path.dirname(__file__) + "/..")`) before importing;
 a `src/` layout's packages are found under `src/`. The project (the modules read as the callers of
 a file's functions) is the folder of the nearest `.git`, `pyproject.toml`, `setup.py` or `setup.cfg`
-above the file; without one, the outermost folder the file's imports need: the folder above its top
+above the file (past one other than `.git` beside an `__init__.py`: inside a package, a build script or a
+module named `setup.py`, and the package's callers import it from above); without one, the outermost folder the file's imports need: the folder above its top
 package, a folder its `sys.path` edits name, the folder where one of its absolute imports of a local
 module is found (the interpreter must have it on its path, so whoever runs the file lives there).
 
@@ -155,6 +156,7 @@ def marker_root(folder: Path) -> tuple[Path | None, tuple[State, ...]]:
     if known is None:
         looked: list[State] = []
         found: Path | None = None
+        inner: Path | None = None  # the outermost marker inside a package, kept while none is found above
         for here in (folder, *list(folder.parents)[:MARKER_LEVELS]):
             if here.name in INSTALLED_FOLDERS:
                 break  # (a virtual environment's marker above it is its user's project, not the package's)
@@ -163,10 +165,22 @@ def marker_root(folder: Path) -> tuple[Path | None, tuple[State, ...]]:
                 if looked[-1][1] in (EXISTS, FOLDER):
                     found = here
                     break
+            if found is not None and found.name and _inside_package(found, marker, looked):
+                inner, found = found, None
             if found is not None:
                 break
-        known = _MARKERS[folder] = (found, tuple(looked))
+        known = _MARKERS[folder] = (found or inner, tuple(looked))
     return known
+
+
+def _inside_package(folder: Path, marker: str, looked: list[State]) -> bool:
+    """Whether a marker other than `.git` stands in a package (an `__init__.py` beside it): a module
+    named `setup.py` (`apps/setup.py`) or the build script of a package's C extension, whose callers
+    are imported from above the package, in the project around it."""
+    if marker == ".git":
+        return False
+    looked.append(_probe(folder / "__init__.py"))
+    return looked[-1][1] == EXISTS
 
 
 def _find_roots(path: Path) -> Roots:
@@ -183,7 +197,8 @@ def _find_roots(path: Path) -> Roots:
     top, chain = _package_top(here)
     looked.extend(chain)
     if marker is not None:
-        root, why = marker, f"the marker {next(s[0] for s in states if s[1] in (EXISTS, FOLDER))}"
+        found = next(s[0] for s in states if s[1] in (EXISTS, FOLDER) and Path(s[0]).parent == marker and Path(s[0]).name in ROOT_MARKERS)
+        root, why = marker, f"the marker {found}"
     else:
         # the outermost folder the file's imports need, the file's own at least
         needed: list[tuple[Path, str]] = [(here, "the file's folder (no .git, pyproject.toml, setup.py or setup.cfg above it)")]
