@@ -432,9 +432,9 @@ COLLECTOR = """
 """
 
 
-def _framework(tmp_path: Path, main: str = RL_MAIN) -> dict[str, list]:
+def _framework(tmp_path: Path, main: str = RL_MAIN, policies: str = "") -> dict[str, list]:
     files = {
-        "rl/__init__.py": "", "rl/policy/__init__.py": "", "rl/trainer/__init__.py": "",
+        "rl/__init__.py": "", "rl/policy/__init__.py": policies, "rl/trainer/__init__.py": "",
         "rl/policy/base.py": POLICY_BASE, "rl/policy/pg.py": POLICY_PG, "rl/trainer/base.py": TRAINER,
         "rl/collector.py": COLLECTOR, "main.py": main,
     }
@@ -457,6 +457,46 @@ def test_a_subclass_the_project_never_builds_runs_no_override(tmp_path: Path) ->
     built = _framework(tmp_path, RL_MAIN.replace("from rl.policy.pg import PGPolicy", "from rl.policy.pg import A2CPolicy, PGPolicy")
                        .replace("policy = PGPolicy(net, optim)", "policy = PGPolicy(net, optim) if net.out_features > 1 else A2CPolicy(net, optim)"))
     assert "rl/policy/pg.py:26:TL401" in built
+
+
+def test_a_subclass_its_package_offers_is_built_by_the_package_s_users(tmp_path: Path) -> None:
+    # mimicry's `nets/wgan_gp/__init__.py` is `from .wgan_gp_base import *`: a library offers its
+    # classes to users who build them, though its own example builds another one
+    assert "rl/policy/pg.py:26:TL401" in _framework(tmp_path, policies="from .pg import *\n")
+    assert "rl/policy/pg.py:26:TL401" not in _framework(tmp_path, policies="from .pg import PGPolicy\n")  # (offers one, not the other)
+
+
+POLICY_AC = """
+    import torch
+
+    from rl.policy.base import BasePolicy, Stats
+
+
+    class ActorCriticPolicy(BasePolicy):
+        def _update_with_batch(self, batch):
+            obs, act, ret = batch
+            loss = (self.net(obs).squeeze(-1) - ret).pow(2).mean()
+            self.optim.zero_grad()
+            loss.backward()
+            self.optim.step()
+            return Stats(loss=loss.item(), grad_norm=0.0)
+
+
+    class A2CPolicy(ActorCriticPolicy):
+        pass
+"""
+
+
+def test_an_intermediate_base_runs_its_override_in_the_subclass_the_project_builds(tmp_path: Path) -> None:
+    # nothing builds `ActorCriticPolicy` itself, but main.py builds its subclass `A2CPolicy`, which
+    # runs the override it inherits; built by nobody, neither runs it
+    write(tmp_path, {"rl/policy/ac.py": POLICY_AC})
+    main = RL_MAIN.replace("from rl.policy.pg import PGPolicy", "from rl.policy.ac import A2CPolicy\n    from rl.policy.pg import PGPolicy")
+    built = _framework(tmp_path, main.replace("policy = PGPolicy(net, optim)", "policy = PGPolicy(net, optim) if net.out_features > 1 else A2CPolicy(net, optim)"))
+    assert "rl/policy/ac.py:14:TL401" in findings(tmp_path, ["rl/policy/ac.py"], "TL401")
+    assert built
+    write(tmp_path, {"main.py": RL_MAIN})
+    assert findings(tmp_path, ["rl/policy/ac.py"], "TL401") == {}
 
 
 # -- 4. an object built under the script guard and handed to the step's module ---------------------
@@ -968,3 +1008,66 @@ def test_a_factory_of_another_module_choosing_from_its_own_dict_builds_one_of_it
     # an entry that is no class or factory of the module: nothing is known of what the dict builds
     write(tmp_path, {"nets/load_net.py": nets.replace('"Gin": Gin}', '"Gin": make_gin}')})
     assert list(findings(tmp_path, ["train.py", "nets/load_net.py"], "TL406")) == []
+
+
+# -- an object known only by the method called on it ------------------------------------------------
+
+# mimicry's GANs: the trainer builds a `MetricLog` and hands it to `netG.train_step(..., log_data=...)`,
+# `netG` being whatever model the user gave the trainer; `train_step` logs the device loss through it
+DUCK = {
+    "gan/__init__.py": "",
+    "gan/metric_log.py": """
+        import torch
+
+
+        class MetricLog:
+            def __init__(self):
+                self.metrics = {}
+
+            def add_metric(self, name, value):
+                if isinstance(value, torch.Tensor):
+                    value = value.item()
+                self.metrics[name] = value
+    """,
+    "gan/nets.py": """
+        import torch.nn as nn
+
+
+        class Generator(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(8, 8)
+
+            def train_step(self, batch, opt, log_data, device):
+                loss = self.net(batch.to(device)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                log_data.add_metric("loss", loss)
+    """,
+    "gan/trainer.py": """
+        from gan.metric_log import MetricLog
+
+
+        class Trainer:
+            def __init__(self, net, opt, loader):
+                self.net, self.opt, self.loader = net, opt, loader
+
+            def train(self):
+                for batch in self.loader:
+                    log_data = MetricLog()
+                    self.net.train_step(batch, self.opt, log_data, "cuda")
+    """,
+}
+
+
+def test_a_parameter_known_only_by_its_method_is_the_one_project_class_that_defines_it(tmp_path: Path) -> None:
+    write(tmp_path, DUCK)
+    found = findings(tmp_path, ["gan/nets.py"], "TL401")
+    assert list(found) == ["gan/nets.py:15:TL401"]
+
+
+def test_a_method_no_class_the_project_builds_defines_says_nothing_of_the_parameter(tmp_path: Path) -> None:
+    # near miss: the trainer hands over a plain dict's wrapper of a library; `MetricLog` is never built
+    write(tmp_path, {**DUCK, "gan/trainer.py": DUCK["gan/trainer.py"].replace("log_data = MetricLog()", "log_data = make_logger()")})
+    assert findings(tmp_path, ["gan/nets.py"], "TL401") == {}

@@ -72,3 +72,42 @@ def test_names_the_script_binds_itself_or_the_module_keeps_back_are_not_the_star
     assert findings(project) == []
     project = write(tmp_path / "r", {"train.py": step("mask = Tensor(8).cuda()", "from torch import *")})
     assert findings(project) == []
+
+
+LOSSES = """\
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Loss2d(nn.Module):
+    def forward(self, x, y):
+        return F.nll_loss(F.log_softmax(x, 1), y)
+
+
+class Meter:
+    def update(self, value):
+        self.value = value
+"""
+
+
+def legacy_reads(cwd: Path) -> list[tuple[str, int]]:
+    done = trainlint(cwd, ".", "--select", "TL401", "--output-format", "json", "--no-cache")
+    assert done.returncode in (0, 1), done.stderr
+    return sorted((Path(d["path"]).name, d["line"]) for d in json.loads(done.stdout))
+
+
+def test_a_class_a_package_re_exports_by_a_star_import_is_known_where_it_is_imported_by_name(tmp_path: Path) -> None:
+    # pytorch-semantic-segmentation: `utils/__init__.py` is `from .misc import *` (no torch of its own);
+    # `from utils import CrossEntropyLoss2d` is a module, so the loss it gives the step (its caller's
+    # argument) is a tensor and `.data[0]` reads it
+    train = "\n".join([
+        "from utils import Loss2d, Meter", "", "", "def fit(model, loader, criterion, opt):", "    meter = Meter()",
+        "    for x, y in loader:", "        out = model(x.cuda())", "        main_loss = criterion(out, y.cuda())",
+        "        (main_loss + 0.4 * out.pow(2).mean()).backward()", "        opt.step()", "        meter.update(main_loss.data[0])", "", "",
+        "def main(model, loader, opt):", "    fit(model, loader, Loss2d().cuda(), opt)", "",
+    ])
+    project = write(tmp_path / "p", {"utils/__init__.py": "from .misc import *\n", "utils/misc.py": LOSSES, "train.py": train})
+    assert legacy_reads(project) == [("train.py", 11)]
+    # near miss: the module's `__all__` keeps the class back, so the package offers no `Loss2d` to know
+    project = write(tmp_path / "q", {"utils/__init__.py": "from .misc import *\n", "utils/misc.py": "__all__ = ['Meter']\n" + LOSSES, "train.py": train})
+    assert legacy_reads(project) == []

@@ -130,6 +130,8 @@ DISPATCH = "self::"
 # the kind of `ProjectLookup.class_candidates` question `getattr(module, "build_%s" % name)` asks,
 # followed by the constant start of the name
 ATTRIBUTES = "attributes:"
+# the kind of the question an object known only by a method called on it asks, followed by the method
+DEFINING = "defining:"
 
 
 @dataclass(frozen=True)

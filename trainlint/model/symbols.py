@@ -20,6 +20,7 @@ from trainlint.model.arguments import argument_for
 from trainlint.model.torchnames import LIBRARY_LOSS_SCALERS
 from trainlint.model.function_values import local_function_index, local_function_origin
 from trainlint.model.values import ValueModel
+from trainlint.model.summary import DEFINING
 
 if TYPE_CHECKING:
     from trainlint.model.summary import FunctionSummary
@@ -413,6 +414,26 @@ class SymbolQueries:
         found = self._inherited_by_self(call) if call.receiver_text == "self" else self._super_targets(call)  # type: ignore[attr-defined]
         symbol = self.project_symbol(found[0]) if found else None
         return symbol if isinstance(symbol, FunctionSummary) else None
+
+    def parameter_method_summary(self, call: Call) -> "FunctionSummary | None":
+        """`log_data.add_metric("errG", errG)` on a parameter nothing here says the class of (its caller
+        in another module holds it as an attribute of an object it was handed): what the method does in
+        the project classes that define it and that the project builds (`hierarchy.classes_defining`), where
+        they all agree; its `where` says the object was known by the method."""
+        fn = call.site.function
+        receiver = call.receiver
+        if fn is None or call.method is None or call.method.startswith("__") or not isinstance(receiver, cst.Name) or receiver.value not in fn.params:
+            return None
+        ask = getattr(self.project, "class_candidates", None)
+        if ask is None or not self.path or self.reaching(fn, receiver.value, call.site) or self.values.of(receiver, fn, call.site).kind is not Kind.UNKNOWN:  # type: ignore[attr-defined]
+            return None
+        found = ask(self.path, f"{DEFINING}{call.method}", "")
+        summaries = [(self.class_methods(origin) or {}).get(call.method) for origin in found]
+        if not summaries or not all(summaries):
+            return None
+        names = " or ".join(f"`{o.rpartition('::')[2]}`" for o in found)
+        kept = common_summary(summaries)  # type: ignore[arg-type]
+        return replace(kept, where=f"{kept.where}; `{receiver.value}` may be {names}, the project's classes defining `{call.method}`")
 
     def call_summary(self, call: Call) -> "FunctionSummary | None":
         """What a call does: a function of this module, or of the project."""

@@ -4,10 +4,12 @@ absolute imports are looked for): a mixin of `index.Project`, which holds the me
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from trainlint.project.roots import LIBRARY_ROOTS, installed_elsewhere, real_path, roots
-from trainlint.project.star_imports import public_names
+from trainlint.model.summary import ModuleSummary
+from trainlint.project.star_imports import STAR, public_names
 from trainlint.project.watching import note, note_all, watching
 from trainlint.reading import EXISTS, State, module_code, probe_state, read_state
 
@@ -82,6 +84,20 @@ class ModuleFinder:
             else:
                 out[name] = f"{module}{spelled}" if spelled.startswith(".") else spelled
         return out
+
+    def star_exported(self, path: Path, outline: ModuleSummary) -> tuple[ModuleSummary, tuple[State, ...]]:
+        """A module's outline with what its star imports bind among its exports (a package's `from .misc
+        import *` re-exports what `misc` offers, as its own imports would spell it; an explicit import
+        of the name wins), and the states read to know it."""
+        stars = [module for key, module in outline.exports.items() if key.startswith(STAR)]
+        if not stars:
+            return outline, ()
+        exports = {k: v for k, v in outline.exports.items() if not k.startswith(STAR)}
+        with watching() as read:
+            for module in stars:
+                for name, spelled in self.star_names(str(path), module).items():
+                    exports.setdefault(name, spelled)
+        return replace(outline, exports=exports), tuple(read)
 
     def imported_file(self, importer: Path, module: str, level: int = 0) -> Path | None:
         """The local file that `import module` (with `level` leading dots: `from ..module import`) in

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypeVar
 
-from trainlint.model.summary import ATTRIBUTES
+from trainlint.model.summary import ATTRIBUTES, DEFINING
 from trainlint.project.classes import class_hierarchy
 from trainlint.project.python_trees import python_tree, walk
 from trainlint.project.roots import real_path
@@ -27,7 +27,7 @@ def unbuilt(project: "Project", target: Path, name: str, base: str) -> bool:
     """Whether the project builds objects of other classes deriving from `base` ("file::Base", or
     that class itself) but never one of class `name` of module `target`: an application that builds
     its objects, one of which it never builds (a library whose users build its classes builds none)."""
-    if built(project, target, name):
+    if _built_or_derived(project, target, name, 0):
         return False
     base_path, _, base_name = base.rpartition("::")
     mine = f"{target}::{name}"
@@ -38,11 +38,29 @@ def unbuilt(project: "Project", target: Path, name: str, base: str) -> bool:
     return False
 
 
+def _built_or_derived(project: "Project", target: Path, name: str, depth: int) -> bool:
+    """Whether the project builds an object of class `name` or of a class deriving from it (an
+    intermediate base, `BaseConditionalGenerator`, runs its methods in the objects of its subclasses),
+    `MAX_DERIVED_LEVELS` of subclasses down."""
+    if built(project, target, name):
+        return True
+    if depth >= MAX_DERIVED_LEVELS or project.depth > 0:
+        return False
+    for sub in _derived(project, _real(target), name)[1:]:
+        path, _, cls = sub.rpartition("::")
+        if _built_or_derived(project, Path(path), cls, depth + 1):
+            return True
+    return False
+
+
+MAX_DERIVED_LEVELS = 2
+
+
 def built(project: "Project", target: Path, name: str) -> bool:
     """Whether the project may build an object of class `name` of module `target`: its module, or one
     that imports the name, names it other than in an import or a `class` statement (constructs it,
-    registers it, hands it on), or a decorator registers it. A class named nowhere else is never
-    built (a name may only silence: any other use counts as one). Asked by the analysis of the module
+    registers it, hands it on), a decorator registers it, or its package offers it (`_published`).
+    A class named nowhere else is never built (a name may only silence: any other use counts as one). Asked by the analysis of the module
     linted; a deeper level (a summary) has no import index of its own to ask and takes every class as
     built."""
     if project.depth > 0:
@@ -73,13 +91,48 @@ def _built(index: "ImportIndex", target: Path, name: str) -> bool:
                 return True
         if module == target and re.search(rf"^[ \t]*@.*\n(?:[ \t]*@.*\n)*[ \t]*class {re.escape(name)}\b", text, re.M):
             return True
-    return False
+    return _published(target, name)
+
+
+def _published(target: Path, name: str) -> bool:
+    """Whether the package holding module `target` offers class `name` from its `__init__.py` (`from
+    .wgan_gp_base import *`, `from .pg import PGPolicy`): a package's users build what it offers."""
+    state, data = read_state(str(target.parent / "__init__.py"))
+    note(state)
+    if not data or target.name == "__init__.py":
+        return False
+    text = module_code(str(target.parent / "__init__.py"), data)
+    module = re.escape(target.stem)
+    return re.search(rf"^[ \t]*from[ \t]+\.{module}[ \t]+import[ \t]+(?:\*|[^#\n]*(?<![\w.]){re.escape(name)}\b)", text, re.M) is not None
 
 
 _IMPORTS = re.compile(r"^[ \t]*from[ \t]+[\w.]+[ \t]+import[ \t]*\([^)]*\)", re.M)  # (multi-line imports)
 
 
 MAX_MODULES = 24  # modules read for the classes registered in a registry or deriving from a base
+MAX_DEFINING = 3  # classes defining a method, at most, for an object known only by that method
+
+
+def classes_defining(project: "Project", from_file: Path, method: str) -> tuple[str, ...]:
+    """The project classes ("file::Class") that define `method` themselves and that the project builds:
+    what an object handed to a function may be when nothing but the method called on it says (a
+    `log_data` parameter whose `log_data.add_metric(...)` only `MetricLog` defines). None past
+    `MAX_DEFINING`, or where a module defining one cannot be read; asked by the module linted only."""
+    if project.depth > 0:
+        return ()
+    index = project._import_index(_real(from_file))
+    known = index.defining.get(method)
+    if known is None:
+        with watching() as read:
+            found: list[str] = []
+            files = index.methods.get(method, ())
+            for file in files[:MAX_MODULES] if len(files) <= MAX_MODULES else ():
+                for name, cls in project.outline(file).classes.items():
+                    if method in cls.methods and built(project, file, name):
+                        found.append(f"{_real(file)}::{name}")
+        known = index.defining[method] = (tuple(found), tuple(read))
+    note_all(known[1])
+    return known[0] if len(known[0]) <= MAX_DEFINING else ()
 
 
 def class_candidates(project: "Project", from_file: Path, kind: str, qualname: str) -> tuple[str, ...]:
@@ -89,7 +142,10 @@ def class_candidates(project: "Project", from_file: Path, kind: str, qualname: s
     subclasses in the modules importing its module; "functions", the functions ("file::f") a dict of
     functions holds (`loss_registry = {"simple": noise_estimation_loss}`), when it holds only those;
     ATTRIBUTES + prefix, the classes of module `qualname` and those its factories build, named with
-    the prefix (`getattr(models, "build_%s" % name)`). Empty when `qualname` is none of these."""
+    the prefix (`getattr(models, "build_%s" % name)`); DEFINING + method, those defining the method
+    (`classes_defining`, `qualname` unused). Empty when `qualname` is none of these."""
+    if kind.startswith(DEFINING):
+        return classes_defining(project, from_file, kind[len(DEFINING):])
     if kind.startswith(ATTRIBUTES):  # (a module, found as the home of a name in it)
         home = project.locate_any(from_file, f"{qualname}.*")
         return _attributes(project, _real(home[0]), kind[len(ATTRIBUTES):]) if home is not None and home[1] == ["*"] else ()

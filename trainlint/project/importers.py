@@ -22,6 +22,7 @@ from trainlint.project.outline_moves import moves_fact
 from trainlint.project.outline_effects import add_effects, bound_targets as _targets, explicit_parameters, imported_names, own_statements as _own_statements, spelled as _spelled
 from trainlint.project.outline_returns import ReturnedClasses
 from trainlint.project.roots import IMPORT_TEXT
+from trainlint.project.star_imports import STAR
 from trainlint.project.watching import note, unwatched
 from trainlint.reading import MAX_MODULE_BYTES, MAX_PROJECT_MODULES, State, module_code, project_modules, project_state, read_regular, read_state
 
@@ -55,6 +56,9 @@ class ImportIndex:
     named: dict[Path, frozenset[Path]] = field(default_factory=dict)  # the local modules they name, once asked
     # (module, class) -> whether the project may build it (`hierarchy.built`), and the states read
     built: dict[tuple[Path, str], tuple[bool, tuple[State, ...]]] = field(default_factory=dict)
+    methods: dict[str, list[Path]] = field(default_factory=dict)  # a method's name -> the files defining one
+    # a method's name -> the classes defining it that the project builds (`hierarchy.classes_defining`)
+    defining: dict[str, tuple[tuple[str, ...], tuple[State, ...]]] = field(default_factory=dict)
     modules: int = 0  # how many modules were read
     read: dict[Path, tuple[int, ...]] = field(default_factory=dict)  # each module's times, size and inode as read
 
@@ -127,9 +131,14 @@ def import_index(root: Path) -> ImportIndex:
             index.imports[file] = tuple(named)
             for word in words:
                 index.by_word.setdefault(word, []).append(file)
+            for method in set(_METHOD_DEFINED.findall(text)):
+                index.methods.setdefault(method, []).append(file)
             if any(token in text for token in TRAINING_TOKENS):
                 index.training.add(file)
     return index
+
+
+_METHOD_DEFINED = re.compile(r"^[ \t]+def[ \t]+([A-Za-z]\w*)", re.M)  # (an indented `def`: a method, or a nested function)
 
 
 def module_outline(source: str, path: str = "") -> ModuleSummary:
@@ -152,6 +161,8 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
                 imported[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
         elif isinstance(node, ast.ImportFrom):
             exports.update(imported_names(node))
+            if any(alias.name == "*" for alias in node.names):  # (expanded by the project, which reads that module)
+                exports[f"{STAR}{'.' * node.level}{node.module or ''}"] = "." * node.level + (node.module or "")
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name] = FunctionSummary(
                 where=f"`{node.name}`", returns_argument=_returned_parameter(node, False), adds_methods=_adds_methods(node),

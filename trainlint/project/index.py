@@ -377,13 +377,13 @@ class Project(ModuleFinder):
             self._current_outlines.add(path)
             if known is None or known[0] != state:
                 text = module_code(str(path), data) if data is not None else ""
-                outline = module_outline(text, str(_real(path))) if data is not None else EMPTY
+                outline, read = self.star_exported(path, module_outline(text, str(_real(path))) if data is not None else EMPTY)
                 opaque = outline
                 if any(token in text for token in TRAINING_TOKENS):
                     opaque = replace(outline, functions={}, classes={k: ClassSummary(c.kind) for k, c in outline.classes.items()})
                 summarised = any(token in text for token in SUMMARISED_TOKENS)
-                known = self._outlines[path] = (state, outline, opaque, summarised)
-        note(known[0])
+                known = self._outlines[path] = (state, outline, opaque, summarised, read)
+        note_all(known[4], known[0])
         return known[2] if unknown_if_training else known[1]
 
     def _outline_says_all(self, path: Path) -> bool:

@@ -7,6 +7,8 @@ import ast
 
 from trainlint.project.python_trees import python_tree
 
+STAR = "*"  # an outline's key for a star import it makes (`*.misc`), to the module it names
+
 
 def public_names(source: str) -> dict[str, str]:
     """The names `from m import *` takes from a module with this source, each as the module spells
