@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic
@@ -42,7 +43,7 @@ def messages(report: dict) -> list[str]:
     return [p["message"] for p in report["problems"]]
 
 
-def verify_run_json(script: "Path", *args: str, cwd: "Path | None" = None) -> "tuple[int, dict]":
+def verify_run_json(script: Path, *args: str, cwd: Path | None = None) -> "tuple[int, dict]":
     """`trainlint verify run SCRIPT --device cpu --format json ARGS...`: its exit code and report."""
     import json
     import subprocess

@@ -1071,3 +1071,16 @@ def test_a_method_no_class_the_project_builds_defines_says_nothing_of_the_parame
     # near miss: the trainer hands over a plain dict's wrapper of a library; `MetricLog` is never built
     write(tmp_path, {**DUCK, "gan/trainer.py": DUCK["gan/trainer.py"].replace("log_data = MetricLog()", "log_data = make_logger()")})
     assert findings(tmp_path, ["gan/nets.py"], "TL401") == {}
+
+
+def test_a_module_clearing_its_own_gradients_is_no_optimizer_its_methods_return_tensors(tmp_path: Path) -> None:
+    # mimicry's InfoMax discriminator: `self.zero_grad()` (the module's own) does not make `self` an
+    # optimizer, so `self.compute_infomax_loss(...)` returns what that method of the class returns
+    nets = DUCK["gan/nets.py"].replace("                opt.zero_grad()\n", "").replace(
+        "            def train_step(", "            def penalty(self, x):\n                return self.net(x).pow(2).mean()\n\n            def train_step(",
+    ).replace(
+        "                loss = self.net(batch.to(device)).pow(2).mean()\n",
+        "                self.zero_grad()\n                reg = self.penalty(batch.to(device))\n                loss = self.net(batch.to(device)).mean() + reg\n",
+    ).replace('log_data.add_metric("loss", loss)', 'log_data.add_metric("reg", reg)')
+    write(tmp_path, {**DUCK, "gan/nets.py": nets})
+    assert list(findings(tmp_path, ["gan/nets.py"], "TL401")) == ["gan/nets.py:19:TL401"]

@@ -143,7 +143,7 @@ class SymbolQueries:
                 if first.keyword is None and isinstance(first.value, cst.Name):
                     found.setdefault((_identity(call.site.function), first.value.value), Value(Kind.TENSOR))
         for text in self.duck_optimizers:
-            if "." not in text:
+            if "." not in text and text not in ("self", "cls"):  # (a module's own `self.zero_grad()`: its class says what it is)
                 found.setdefault((None, text), Value(Kind.OPTIMIZER))
         return found
 
