@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from trainlint.model.device_arguments import on_device_operands
+from trainlint.model.distributions import drawn
 from trainlint.model.lattice import ACCEL, HOST, HOST_DATA, NUMBER, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join_graph
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES
 
@@ -51,5 +52,7 @@ def arithmetic(sides: list[Value], scaling: bool = False) -> Value:
 
 def built_on_host(value: Value) -> bool:
     """A tensor a torch factory built on the host (`torch.arange(n)`), or one computed from such tensors
-    and numbers only: nothing in it came from data."""
-    return value.kind is Kind.TENSOR and value.device == HOST and (value.origin or "").removeprefix("torch.") in HOST_FACTORIES
+    and numbers only, or a distribution built from numbers draws (`Normal(0, 1).sample()`): nothing in
+    it came from data."""
+    origin = value.origin or ""
+    return value.kind is Kind.TENSOR and value.device == HOST and (origin.removeprefix("torch.") in HOST_FACTORIES or drawn(origin))

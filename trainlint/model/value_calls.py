@@ -17,6 +17,7 @@ from trainlint.model.containers import MODULE_CONTAINERS, element_of, held_modul
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
 from trainlint.model.device_arguments import DeviceArguments, moved_to_device
 from trainlint.model.data_sources import ARRAY_METHODS, numpy_built
+from trainlint.model.distributions import DISTRIBUTIONS, distribution, sampled
 from trainlint.model.environments import holds_data, wrapped_data
 from trainlint.model.layer_swaps import parameter_free
 from trainlint.model.names import dotted, tokens
@@ -238,6 +239,8 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             return project
         if qual in NAMESPACE_CLASSES:
             return namespace_value(call, lambda e: self.of(e, fn, at))
+        if qual.startswith(DISTRIBUTIONS):
+            return distribution(qual, call, lambda e: self.of(e, fn, at), self.default_device)
         if qual in LIBRARY_LOSS_SCALERS:
             return Value(Kind.SCALER, origin=qual)
         if qual in GRAD_SCALER or qual.endswith("ShardedGradScaler"):
@@ -448,10 +451,8 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
         if base.kind in (Kind.OBJECT, Kind.SCALER, Kind.OPTIMIZER, Kind.SCHEDULER):
             if base.kind is Kind.SCALER and method == "scale" and call.args:
                 return self.of(call.args[0].value, fn, at)
-            summary = m.method_value(base, method)
-            if summary is not None:
-                return summary
-            return UNKNOWN
+            summary = m.method_value(base, method) or sampled(base, method)
+            return summary if summary is not None else UNKNOWN
         # an unknown receiver: the method's name is the evidence
         if moved_to_device(base) and method in TENSOR_METHODS and method not in MODULE_API_METHODS:
             # `(y >= 0).sum()` of a batch moved with `y.to(device)`: only a tensor computes there

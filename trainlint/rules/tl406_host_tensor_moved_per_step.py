@@ -131,7 +131,9 @@ class HostTensorMovedPerStep(Rule):
         "A tensor built on either path by a factory (`torch.rand(n) * 2 - 1` or `torch.randn(n)`) is built on "
         "the host, and so is one a branch the loop never changes builds anew on each round before the move "
         "rebinds it (`if opt.mode == \"S\": noise = torch.randn(n)`, then `noise = Variable(noise.cuda())`: "
-        "the previous round's device tensor reaches the move only on a round where no branch ran). A helper that gives back what it is given moved (`to_var(x)`, `utils.cuda([imgs, z])` returning `[x.cuda() for x in xs]`) moves it at each call: reported there, naming the host tensors handed to it."
+        "the previous round's device tensor reaches the move only on a round where no branch ran). A "
+        "distribution built from numbers draws on the host (`noise = Normal(0, 1)`, then `z = noise.sample()` "
+        "and `z.to(device)` in a policy's step); one built from device tensors draws there. A helper that gives back what it is given moved (`to_var(x)`, `utils.cuda([imgs, z])` returning `[x.cuda() for x in xs]`) moves it at each call: reported there, naming the host tensors handed to it."
     )
     story = "NVIDIA/TransformerEngine #1941 (`torch.tensor([0])` copies \"causing a lot of CPU syncs\"); mmsegmentation #3231 (`torch.rand(...).to(device)` vs `device=`)."
     example = """\
