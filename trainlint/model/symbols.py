@@ -422,8 +422,8 @@ class SymbolQueries:
         they all agree; its `where` says the object was known by the method."""
         fn = call.site.function
         receiver = call.receiver
-        if fn is None or call.method is None or call.method.startswith("__") or not isinstance(receiver, cst.Name) or receiver.value not in fn.params:
-            return None
+        if fn is None or call.method is None or call.method.startswith("__") or not isinstance(receiver, cst.Name) or receiver.value not in fn.params[fn.class_name is not None:]:
+            return None  # (a method's `self` is its class's instance, never a guess)
         ask = getattr(self.project, "class_candidates", None)
         if ask is None or not self.path or self.reaching(fn, receiver.value, call.site) or self.values.of(receiver, fn, call.site).kind is not Kind.UNKNOWN:  # type: ignore[attr-defined]
             return None
