@@ -885,6 +885,45 @@ def test_a_helper_another_module_calls_with_grad_records_a_graph(tmp_path: Path)
     assert lint_project(tmp_path, files, "TL303") == ["agent.py:15:TL303"]
 
 
+# Decision Transformer's `evaluate_episode(model, env)`, a function of its own module that runs the
+# model over an episode after switching it to eval mode; its only caller, in another module, runs it
+# under `with torch.no_grad():` (or, the near miss, does not)
+EPISODES = """
+import torch
+
+
+def evaluate_episode(model, env, device):
+    model.eval()
+    state, total = env.reset(), 0.0
+    for _ in range(1000):
+        action = model.get_action(torch.as_tensor(state, device=device))
+        state, reward, done, _ = env.step(action.detach().cpu().numpy())
+        total += reward
+        if done:
+            break
+    return total
+"""
+EXPERIMENT = """
+import torch
+from evaluate_episodes import evaluate_episode
+
+
+def eval_episodes(model, env, device):
+    returns = []
+    for _ in range(10):
+        CALL
+    return returns
+"""
+
+
+def test_a_function_other_modules_call_only_under_no_grad_records_nothing(tmp_path: Path) -> None:
+    quiet = "with torch.no_grad():\n            returns.append(evaluate_episode(model, env, device))"
+    files = {"evaluate_episodes.py": EPISODES, "experiment.py": EXPERIMENT.replace("CALL", quiet)}
+    assert lint_project(tmp_path, files, "TL303") == []
+    files["experiment.py"] = EXPERIMENT.replace("CALL", "returns.append(evaluate_episode(model, env, device))")
+    assert lint_project(tmp_path, files, "TL303") == ["evaluate_episodes.py:9:TL303"]
+
+
 # a word-embedding notebook's similarity helper runs the trained model through a method of its own,
 # `model.prediction(...)`, which returns what its embedding layer gives
 SKIPGRAM = """
@@ -1003,3 +1042,4 @@ def test_a_sampler_writing_the_log_probabilities_into_a_buffer_it_returns_leaves
     ).replace("        return idx\n", "        return idx, seq_logprobs\n")
     assert "seq_logprobs[:, t] =" in source
     assert lines(source, "TL303") == []
+

@@ -649,3 +649,25 @@ def test_a_parameter_of_a_module_moves_with_it() -> None:
     code = KEPT_PARAMETER.format(base="(nn.Module)", init="super().__init__()\n        ", call="forward").replace(
         "criterion = ComputeLoss()", "criterion = ComputeLoss().cuda()")
     assert lines(code, "TL406") == []
+
+
+def test_a_move_to_the_host_with_keywords_tensor_to_does_not_take_is_another_class_s_to() -> None:
+    code = """
+        import torch
+
+        def store_embeddings(sentences, pin_memory):
+            for sentence in sentences:
+                sentence.to("cpu", pin_memory=pin_memory)
+
+        model = Tagger().cuda()
+        for batch in loader:
+            loss = model.forward_loss(batch)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            store_embeddings(batch, True)
+            model.logits.to("cpu", non_blocking=True)
+    """
+    # flair's `DataPoint.to(device, pin_memory=...)` copies each stored embedding without blocking;
+    # a tensor's `.to("cpu", non_blocking=True)` still waits for the kernels that make it
+    assert lines(code, "TL401") == [15]

@@ -349,6 +349,29 @@ def test_a_tensor_moved_once_and_minibatches_of_a_host_buffer_are_not_rebuilt_ea
     assert lines(code, "TL406") == [18]
 
 
+def test_rows_gathered_from_host_features_by_index_select_are_a_minibatch() -> None:
+    code = """
+        import numpy as np
+        import torch
+        from torch.autograd import Variable
+
+        def train_epoch(model, optimizer, features, batch_size):
+            features = torch.FloatTensor(features)
+            order = list(np.random.permutation(len(features)))
+            for i in range(0, len(features), batch_size):
+                idx = torch.LongTensor(order[i:i + batch_size])
+                batch = Variable(features.index_select(0, idx)).cuda()
+                eye = torch.eye(8).index_select(0, torch.tensor([0, 1])).cuda()
+                loss = model(batch + eye.sum()).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    """
+    # SentEval's ranking probe gathers each minibatch from the task's features; an identity matrix
+    # built every step is still flagged, whatever rows it keeps
+    assert lines(code, "TL406") == [12]
+
+
 # trl's legacy PPOTrainer: the subclass's loop calls the library's own `self.step(...)`, which runs the
 # PPO update and calls the subclass's `batched_forward_pass` override; the rollout lists hold the CPU
 # copies `get_inputs` makes, read on the host afterwards.

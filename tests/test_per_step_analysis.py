@@ -1133,6 +1133,33 @@ def test_an_isinstance_test_for_a_sequence_unpacks_no_tensor(unpack, found):
     assert lines(LOSS_WITH_EXTRAS.format(unpack=unpack), "TL401") == found
 
 
+COUNT_BESIDE_LOSS = """
+from typing import Tuple
+
+import torch
+
+average_over = 0
+for batch in loader:
+    loss = model.forward_loss(batch)
+    {test}
+        average_over += loss[1]
+        loss = loss[0]
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("test, found", [
+    # flair's trainer: a model's forward_loss may give back the number of items with its loss
+    ("if isinstance(loss, Tuple):", []),
+    ("if isinstance(loss, (list, tuple)):", []),
+    ("if loss.dim() > 0:", [10]),  # a row of the loss tensor: its graph is kept from step to step
+])
+def test_an_element_of_what_an_isinstance_test_calls_a_sequence_is_no_row_of_a_tensor(test, found):
+    assert lines(COUNT_BESIDE_LOSS.format(test=test), "TL302") == found
+
+
 OPTIMIZER_WRAPPER = """
 import torch
 

@@ -130,7 +130,7 @@ def unpacked_element(element: Value, target: cst.BaseExpression, name: str) -> V
     return UNKNOWN
 
 
-SEQUENCE_TYPES = frozenset({"list", "tuple", "Sequence", "collections.abc.Sequence", "typing.Sequence"})
+SEQUENCE_TYPES = frozenset({"list", "tuple", "Sequence", "List", "Tuple", "collections.abc.Sequence", "typing.Sequence", "typing.List", "typing.Tuple"})
 
 
 def tested_as_sequence(gates: tuple[cst.If | None, ...], value: cst.BaseExpression) -> bool:

@@ -87,13 +87,21 @@ def evaluated_elsewhere(
                 break
 
 
+def _called_name(call: "Call") -> str | None:
+    """The name a call runs in another module: a method of an object other than `self`, or a function
+    it imports (`evaluate_episode_rtg(...)`, by the imported name)."""
+    if call.method is not None:
+        return call.method if call.receiver_text not in (None, "self", "cls", "super()") else None
+    return call.qualname.rpartition(".")[2] if call.qualname is not None and call.receiver is None else None
+
+
 def methods_called_without_grad(model: "TrainingModel") -> tuple[str, ...]:
-    """The methods this module calls on objects other than `self` under no_grad (a `with` block, or a
-    function decorated with it): a prediction helper of another module that only such calls run
-    (`with torch.no_grad(): acc = network.predict(x)`) records no graph."""
+    """The methods (and imported functions) this module calls on objects other than `self` under
+    no_grad (a `with` block, or a function decorated with it): a prediction helper of another module
+    that only such calls run (`with torch.no_grad(): acc = network.predict(x)`) records no graph."""
     return tuple(sorted({
-        call.method for call in model.calls
-        if call.method is not None and call.receiver_text not in (None, "self", "cls", "super()") and (model.under(call.site, "no_grad") or (
+        name for call in model.calls
+        if (name := _called_name(call)) is not None and (model.under(call.site, "no_grad") or (
             call.site.function is not None and decorated_no_grad(call.site.function.decorators)))
     }))
 
@@ -105,8 +113,8 @@ def methods_called_with_grad(model: "TrainingModel") -> tuple[str, ...]:
     names: set[str] = set()
     graded: dict[int, bool] = {}  # (per function: whether it may run with grad)
     for call in model.calls:
-        method = call.method
-        if method is None or method in names or call.receiver_text in (None, "self", "cls", "super()") or model.under(call.site, "no_grad"):
+        method = _called_name(call)
+        if method is None or method in names or model.under(call.site, "no_grad"):
             continue
         fn = call.site.function
         if fn is not None and id(fn) not in graded:

@@ -486,15 +486,15 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
     def under(self, site: Site, kind: str) -> bool:
         return any(w.kind == kind or (kind == "no_grad" and helper_turns_grad_off(w, self.functions, self.imports.resolve)) for w in site.withs)
 
-    def under_no_grad_everywhere(self, fn: Function, seen: frozenset[int] = frozenset()) -> bool:
+    def under_no_grad_everywhere(self, fn: Function, seen: frozenset[int] = frozenset(), importers: bool = False) -> bool:
         """Whether a function runs without grad: decorated, or every call site of it (of a method no call resolves to, by name:
         `self.policy_old.act(state)`) is under no_grad or in a function of this module that runs without grad (`with
-        torch.no_grad(): test(...)`, whose `test` runs the forward), and, for a method, no importer calls it with grad."""
+        torch.no_grad(): test(...)`, whose `test` runs the forward), and, for a method (and, for a rule's `importers`, a top-level function), no importer calls it with grad."""
         if decorated_no_grad(fn.decorators) or wraps_under_no_grad(fn, self.functions, self.calls):
             return True
         sites, seen = self._calls_by_callee.get(id(fn), []) or [c for c in self.calls if fn.class_name is not None and c.method == fn.name and c.receiver_text not in (None, "self", "cls", "super()")], seen | {id(fn)}
-        project = self.project if fn.class_name is not None and self.path else None  # (a method other modules may call)
+        project = self.project if (fn.class_name is not None or (importers and fn.parent is None)) and self.path else None  # (other modules may call it)
         if not sites:  # called only by other modules, each under no_grad (`with torch.no_grad(): acc = net.predict(x)`)
             return project is not None and project.called_with_grad(self.path, fn.name) is False
         return all(self.under(c.site, "no_grad") or (c.site.function is not None and id(c.site.function) not in seen and self.under_no_grad_everywhere(
-            c.site.function, seen)) for c in sites) and not (project is not None and project.called_with_grad(self.path, fn.name))
+            c.site.function, seen, importers)) for c in sites) and not (project is not None and project.called_with_grad(self.path, fn.name))

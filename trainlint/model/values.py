@@ -81,7 +81,7 @@ class ValueModel(CallValues, CycleMemo):
         if kind is cst.Subscript:
             base = self.of(expr.value, fn, at)
             if base.kind is Kind.TENSOR:
-                return base
+                return UNKNOWN if at is not None and at.gate_nodes and tested_as_sequence(at.gate_nodes, expr.value) else base  # (`if isinstance(loss, tuple): n += loss[1]`)
             held = base.keyed(key) if (key := constant_key(expr)) is not None else None
             if held is not None:
                 return held  # `nets["encoder"]`: what the dict holds under that key

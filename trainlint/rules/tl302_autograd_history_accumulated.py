@@ -81,6 +81,7 @@ for x, y in loader:
         "accumulators that are themselves backpropagated (gradient accumulation by summing losses), "
         "accumulators reset on the optimizer-step branch (`if (i + 1) % accum == 0: ...; total = 0`), "
         "values computed under `torch.no_grad()` or detached upstream (two lines above, or in a callee), "
+        "an element of what an `isinstance` test calls a sequence (`if isinstance(loss, tuple): count += loss[1]`), "
         "state on `self` that a method rebuilds from nothing (`torch.zeros(...)`) before each pass or on "
         "every step, even when another module calls it (a decoder calling `attention.init_states(x)`), "
         "values the analysis does not know to carry a graph (the indices of a reduction along a dimension, `_, idx = x.max(1)`, `x.topk(k)`, `x.sort()`, are integers and carry none), a last output kept on `self` (its saved "

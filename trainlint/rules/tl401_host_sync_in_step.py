@@ -22,6 +22,7 @@ from trainlint.model.names import tokens
 from trainlint.rules.rule import Finding, Rule, shorten
 
 HOST_COPIES = frozenset({"cpu", "numpy", "to"})
+TO_KEYWORDS = frozenset({"device", "dtype", "non_blocking", "copy", "memory_format"})  # (those of `Tensor.to` and `Module.to`)
 CONVERSIONS = frozenset({"float", "int", "bool"})
 HOST_TESTS = frozenset({"math.isfinite", "math.isnan", "math.isinf", "torch.equal", "torch.allclose"})  # (a Python bool of the values)
 ORDERING_BUILTINS = frozenset({"max", "min", "sorted"})
@@ -97,7 +98,7 @@ for step, (x, y) in enumerate(loader):
         "known to live on the host (the loader's batch read before the loop body moves it, `max(lengths.tolist())` before `lengths = lengths.to(device)`; a batch of unknown place that the function moves later, `.cuda()`, `.to(device)` or a project helper that moves each argument it is given (`to_cuda(x, lengths, y)`), read before that move, also in what is computed from it on the way (`x, y, pred_mask = self.mask_out(x, lengths)`) and in the helpers it passes through, and through a `return` whose every caller in the module moves what it gets (XLM's `generate_batch`), while a forward's output moved to another device (a pipeline's stages) was on a device before its move; a Hugging Face tokenizer's `return_tensors=\"pt\"` batch until it is moved, `tokenizer(text, return_tensors=\"pt\")[\"input_ids\"][0].tolist()`; a `.cpu()` copy and what is computed from it, `lengths.cpu().int()` indexed, scaled or iterated, though a copy made on one path only, `if self.cpu: x = x.cpu()`, leaves the device value on the other; also where a helper is handed one: `log(model, loss.cpu(), correct.cpu())`, whose `__call__` passes them on to the method that reads them; numbers, numpy arrays, a tokenizer's output, host-built "
         "tensors: `torch.Tensor([1, 2])` or `torch.tensor(pad)` built from numbers and never moved, a counter of numbers (`self.seen += len(y)`), a host tensor a device count is added into in place; `t.numpy()` with no copy before it, which torch refuses on a device tensor rather than copy it); the elements "
         "of a host list iterated (`for t, l in losses.tolist():`, where only the `tolist()` is reported); a "
-        "custom autograd function applied only in evaluation; modules moved or offloaded (`vae.cpu()`); and actions copied to a host environment "
+        "custom autograd function applied only in evaluation; modules moved or offloaded (`vae.cpu()`); another class's `to`, called with a keyword `Tensor.to` does not take (flair's `sentence.to(device, pin_memory=True)`); and actions copied to a host environment "
         "(`envs.step(actions.cpu().numpy())`, also when a helper returns the action to the loop that steps the "
         "environment, in its module or in the script that calls it: `action = (policy.select_action(state) + noise).clip(-1, 1)`, then `env.step(action)`; also an action computed from the copy: `dist = self(state).data.cpu()`, then `return (dist * atoms).sum(2).argmax(1).numpy()[0]`) or priorities handed back to the replay buffer that gave the batch "
         "(`rb.update_priorities(data.indices, td_error.cpu().numpy())`, also with the indices unpacked beside the batch: `state, ..., indices, weights = buffer.sample(n, beta)`), which the algorithm needs. Under an `if` whose test reads a "
@@ -405,7 +406,7 @@ for x, y in loader:
             return f"`{shorten(code(call.node), 60)}`"
         if call.method == "to" and call.node.args and call.receiver is not None:
             first = call.node.args[0]
-            if model.values.spells_cpu(first.value, site.function, site) and (first.keyword is None or first.keyword.value == "device"):
+            if model.values.spells_cpu(first.value, site.function, site) and (first.keyword is None or first.keyword.value == "device") and all(a.keyword is None or a.keyword.value in TO_KEYWORDS for a in call.node.args):
                 receiver = model.value(call.receiver, site)
                 if receiver.on_host or receiver.kind in NOT_DEVICE_DATA:
                     return None

@@ -168,7 +168,7 @@ for x in loader:
         "part of what a function returned: `states, rewards = memory.sample(n)`, then `torch.FloatTensor(states).to(device)`, or a field of it, `torch.tensor(batch[\"actions\"])` of `batch = buffer.sample(n)`, also such fields joined by NumPy, `np.concatenate([obs, goal], axis=1)`; the loader's batch converted, augmented and wrapped again, `points = points.data.numpy()`, then `torch.Tensor(points).cuda()` or `torch.tensor(states, dtype=torch.float).to(device)`, also through NumPy's conversions and arithmetic with a number (`torch.FloatTensor(1 - np.float32(dones))`), and an observation a rollout rebinds to its own tensor (`state = torch.FloatTensor(state).to(device)`) or hands to a method of this module (`get_action(state)`); also in the buffer's own `sample`, `torch.FloatTensor(self.state[ind])` of the arrays its `add` fills), a tensor built and moved only while its name is unset (`br = x.cuda() if br is None else br`), a pinned buffer (`pin_memory=True`, "
         "made to be copied) and what `torch.from_file` reads, an environment's observation (`torch.tensor([self.state]).cuda()` of what `env.reset()` or "
         "`env.step(action)` returned, also `torch.FloatTensor(state)` in a policy's `select_action(state)` that the script calls with its observation, reshaped or copied: `state = copy.copy(next_state)`), "
-        "a tensor an object keeps and replaces with its copy (`self.window = self.window.to(x)`), "
+        "rows picked by an index from a tensor the code holds (`storage[idx].cuda()`, `Variable(feats.index_select(0, idx)).cuda()`; rows of a factory's tensor built in the step are flagged), a tensor an object keeps and replaces with its copy (`self.window = self.window.to(x)`), "
         "casts (`.to(torch.long)`, `.to(dtype)`, `.to(dtype=...)`), moves to the host (`.to(\"cpu\")`), factories that "
         "already pass `device=` (or in a module that sets a CUDA default with `torch.set_default_device`, or that a script importing it may set one for: ssd.pytorch's `train.py` calls `torch.set_default_tensor_type(\"torch.cuda.FloatTensor\")`, so its loss's `torch.Tensor(num, n, 4)` is built on the device; elsewhere that legacy constructor of the default type builds on the host and is flagged, as are the typed ones, `torch.LongTensor(n)`), an empty one (`torch.Tensor([]).to(device)`: nothing crosses), a branch only a call passing an optional argument takes (the `else` of `if batch_size is None:` in a `forward` that every training step, in another module, calls as `model(text)`; the prediction after training passes `batch_size`), and code outside training steps (the `forward` of each block of an `nn.ModuleList` or `nn.Sequential` the step's model runs is inside them, as TL401's page says; code past a `continue` or `return` of its block is not). The fix is safe (applied by `--fix`) only when "
         "the argument is surely a device (`\"cuda:0\"`, `torch.device(...)`, a tensor's `.device`, or a name bound "
@@ -311,10 +311,18 @@ for x, targets in loader:
 
 
 def _minibatch(receiver: cst.BaseExpression) -> bool:
-    """`obs[:, idx]`, `returns[idx].to(torch.float32)`: rows of a host buffer picked by an index, a
-    minibatch of stored data (as a DataLoader's batch is), not a tensor the step builds."""
-    while isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute):
-        receiver = receiver.func.value
+    """`obs[:, idx]`, `returns[idx].to(torch.float32)`, `Variable(feats.index_select(0, idx))`: rows
+    of a host buffer picked by an index, a minibatch of stored data (as a DataLoader's batch is), not
+    a tensor the step builds."""
+    while isinstance(receiver, cst.Call):
+        if isinstance(receiver.func, cst.Attribute):
+            if receiver.func.attr.value == "index_select" and len(receiver.args) == 2 and not isinstance(receiver.func.value, cst.Call):
+                return True  # (rows of a tensor the code holds; `torch.eye(n).index_select(...)` is built here)
+            receiver = receiver.func.value
+        elif isinstance(receiver.func, cst.Name) and receiver.func.value == "Variable" and receiver.args:
+            receiver = receiver.args[0].value  # (the legacy wrapper changes nothing)
+        else:
+            break
     if not isinstance(receiver, cst.Subscript):
         return False
     for element in receiver.slice:
