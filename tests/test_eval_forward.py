@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import lines
 from tests.test_device_values import lint_project
 
@@ -1043,3 +1045,38 @@ def test_a_sampler_writing_the_log_probabilities_into_a_buffer_it_returns_leaves
     assert "seq_logprobs[:, t] =" in source
     assert lines(source, "TL303") == []
 
+
+# pytorch-playground's scripts: the epoch loop at the top level trains, then every few epochs
+# switches the model to eval mode and runs the test set (inside `try:`, to save on Ctrl-C)
+EPOCHS_AT_TOP_LEVEL = """
+import torch
+import torch.nn.functional as F
+
+model = Net().cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+try:
+    for epoch in range(10):
+        model.train()
+        for data, target in train_loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(data.cuda()), target.cuda())
+            loss.backward()
+            optimizer.step()
+        if epoch % 5 == 0:
+            EVALUATE
+            correct = 0
+            for data, target in test_loader:
+                output = model(data.cuda())
+                correct += output.max(1)[1].eq(target.cuda()).sum()
+except KeyboardInterrupt:
+    pass
+"""
+
+
+@pytest.mark.parametrize("evaluate, found", [
+    ("model.eval()", [19]),
+    ("model.eval(); torch.set_grad_enabled(False)", []),
+    ("model.train()", []),  # (no switch to eval: the near miss a switch-based rule must not report)
+])
+def test_an_evaluation_loop_inside_a_top_level_epoch_loop_that_trains_is_judged_on_its_own(evaluate: str, found: list[int]) -> None:
+    assert lines(EPOCHS_AT_TOP_LEVEL.replace("EVALUATE", evaluate), "TL303") == found

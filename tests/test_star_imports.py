@@ -111,3 +111,59 @@ def test_a_class_a_package_re_exports_by_a_star_import_is_known_where_it_is_impo
     # near miss: the module's `__all__` keeps the class back, so the package offers no `Loss2d` to know
     project = write(tmp_path / "q", {"utils/__init__.py": "from .misc import *\n", "utils/misc.py": "__all__ = ['Meter']\n" + LOSSES, "train.py": train})
     assert legacy_reads(project) == []
+
+
+METRICS = """\
+import torch
+import torch.nn as nn
+
+
+class AddMargin(nn.Module):
+    def forward(self, x, label):
+        return x - 0.35
+
+
+class ArcMargin(nn.Module):
+    def forward(self, x, label):
+        return x.cos()
+
+
+class Sphere(nn.Module):
+    def forward(self, x, label):
+        one_hot = torch.zeros(x.size()).cuda()
+        return x + one_hot
+"""
+ARCFACE = """\
+import torch
+import torch.nn as nn
+from models import *
+
+if opt.metric == 'add_margin':
+    metric_fc = AddMargin()
+elif opt.metric == 'arc_margin':
+    metric_fc = ArcMargin()
+elif opt.metric == 'sphere':
+    metric_fc = Sphere()
+else:
+    metric_fc = nn.Linear(512, 10)
+metric_fc.to(device)
+metric_fc = nn.DataParallel(metric_fc)
+for data, label in loader:
+    output = metric_fc(model(data.cuda()), label.cuda())
+    loss = output.mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_python_2_package_re_exports_its_modules_by_implicit_relative_star_imports(tmp_path: Path) -> None:
+    # arcface-pytorch: `models/__init__.py` is `from metrics import *` (Python 2: the module beside it);
+    # the script picks one of its margin layers by a setting, wraps it in DataParallel and runs it
+    # every step, so each candidate's forward runs per step
+    files = {"models/__init__.py": "from metrics import *\n", "models/metrics.py": METRICS, "train.py": ARCFACE}
+    assert findings(write(tmp_path / "p", files)) == [("metrics.py", 17, "TL406", ["train.py:16"])]
+    # near miss: five layers to choose from are more than the analysis follows (a registry's worth)
+    more = {**files, "models/metrics.py": METRICS + "\n\nclass Cos(nn.Module):\n    def forward(self, x, label):\n        return x\n",
+            "train.py": ARCFACE.replace("else:", "elif opt.metric == 'cos':\n    metric_fc = Cos()\nelse:")}
+    assert findings(write(tmp_path / "q", more)) == []

@@ -74,16 +74,27 @@ class ModuleFinder:
         out: dict[str, str] = {}
         for name, spelled in public_names(module_code(str(path), data) if data is not None else "").items():
             if name.startswith("*"):  # its own star import: what that binds, spelled from here
+                beside = self._implicitly_relative(path, spelled, from_file) and path.name == "__init__.py" and not level
                 for k, v in self.star_names(str(path), spelled, depth + 1).items():
                     if v.startswith(".."):  # (relative to a package above the module's: not spelled from here)
                         continue
                     if v.startswith("."):  # (relative to the module's package; `..utils` + `.torch_utils.to_np`)
                         v = f"{module}{v}" if path.name == "__init__.py" else v if _same(Path(from_file).parent, path.parent) else ""
+                    elif beside and v.startswith(f"{spelled}."):
+                        v = f"{module}.{v}"  # (Python 2's `from metrics import *` in `models/__init__.py`: `models.metrics`)
                     if v and k not in out:
                         out[k] = v
             else:
                 out[name] = f"{module}{spelled}" if spelled.startswith(".") else spelled
         return out
+
+    def _implicitly_relative(self, path: Path, module: str, from_file: str) -> bool:
+        """Whether `import module` in `path` finds a module beside it that the file `from_file` does not
+        find by that name (Python 2's implicit relative import, in a package's `__init__.py`)."""
+        if module.startswith("."):
+            return False
+        here = self.imported_file(path, module)
+        return here is not None and _same(here.parent if here.name != "__init__.py" else here.parent.parent, path.parent) and self.imported_file(Path(from_file), module) != here
 
     def star_exported(self, path: Path, outline: ModuleSummary) -> tuple[ModuleSummary, tuple[State, ...]]:
         """A module's outline with what its star imports bind among its exports (a package's `from .misc
