@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import json
 import textwrap
 import time
 from pathlib import Path
@@ -191,3 +192,31 @@ def test_the_language_server_refuses_the_fixes_the_cli_refuses(monkeypatch: pyte
     assert {d.code for d in analysis.checked_fixes(source, "t.py", settings, found)} == {"TL302", "TL406"}
     # "fix all": one round of `--fix`
     assert {d.code for d in analysis.safe_fixes(source, "t.py", settings)} == {"TL302", "TL406"}
+
+
+# ClassyVision's task: the step calls its own helper to clip, which calls torch's clip
+CLIPPING_HELPER = textwrap.dedent("""\
+    import torch
+
+
+    class Task:
+        def train_step(self, sample):
+            loss = self.loss(self.model(sample["input"]), sample["target"])
+            self.amp_grad_scaler.scale(loss).backward()
+            if self.clip_grad_norm is not None:
+                self._clip_gradients(self.clip_grad_norm)
+            self.amp_grad_scaler.step(self.optimizer)
+            self.amp_grad_scaler.update()
+
+        def _clip_gradients(self, max_norm):
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+""")
+
+
+def test_a_clip_in_a_helper_is_reported_where_it_clips_and_unscaled_before_the_call(tmp_path: Path):
+    path = tmp_path / "task.py"
+    path.write_text(CLIPPING_HELPER)
+    done = trainlint(str(path), "--select", "TL201", "--output-format", "json", "--no-cache")
+    assert [d["line"] for d in json.loads(done.stdout)] == [14]
+    trainlint(str(path), "--fix", "--unsafe-fixes", "--select", "TL201", "--no-cache")
+    assert "    self.amp_grad_scaler.unscale_(self.optimizer)\n            self._clip_gradients(" in path.read_text()

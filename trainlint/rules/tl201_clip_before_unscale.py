@@ -26,6 +26,13 @@ def clip_facts(call: Call) -> dict[str, object]:
     return {}
 
 
+def _inner_clip(model: TrainingModel, call: Call) -> Call | None:
+    """torch's clip in the helper of this module that `call` runs (`self._clip_gradients(max_norm)`,
+    whose body calls `clip_grad_norm_`), or None."""
+    callee = model.callee(call)
+    return next((c for c in callee.calls if is_clip(c) and (c.qualname or "").startswith("torch.")), None) if callee is not None else None
+
+
 def _later(model: TrainingModel, call: Call) -> Iterator[Call]:
     """The calls of the same function after `call`, in source order (read on only as far as asked)."""
     calls = model.calls
@@ -112,7 +119,8 @@ for x in loader:
                 if is_clip(call):
                     message = f"gradients are clipped while still multiplied by the loss scale: call `{scaler}.unscale_(optimizer)` first (the threshold is effectively max_norm x 65536)"
                     fix = self._fix(model, call, scaler, list(_later(model, backward)))
-                    yield Finding(call.node, message, fix=fix, facts=clip_facts(call))
+                    clip = _inner_clip(model, call) or call  # (reported where it clips; the fix stays before the call)
+                    yield Finding(clip.node, message, fix=fix, facts=clip_facts(clip))
                     break
 
     @staticmethod
