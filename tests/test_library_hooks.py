@@ -753,3 +753,23 @@ def test_a_project_scaler_clips_where_a_call_gives_it_a_threshold(tmp_path: Path
     assert [f for f in lint_tree(tmp_path, files, paths=["engine.py"]) if "TL202" in f] == []
     unclipped = dict(files, **{"engine.py": files["engine.py"].replace("clip_grad=max_norm, ", "")})
     assert [f for f in lint_tree(tmp_path, unclipped, paths=["engine.py"]) if "TL202" in f] == ["engine.py:8:TL202"]
+
+
+def test_a_legacy_cuda_constructor_given_an_array_numpy_draws_copies_it_every_step() -> None:
+    code = """
+        import numpy as np
+        import torch
+
+        for imgs, _ in loader:
+            real = imgs.type(torch.cuda.FloatTensor)
+            z = torch.cuda.FloatTensor(np.random.normal(0, 1, (imgs.shape[0], 128)))
+            buffer = torch.cuda.FloatTensor(imgs.shape[0], 128)
+            batch = torch.cuda.FloatTensor(imgs.numpy())
+            loss = (gen(z) - real).pow(2).mean() + buffer.sum() + batch.sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    """
+    # AutoGAN's noise: NumPy draws it on the host, the CUDA constructor copies it; given sizes it
+    # allocates on the device, and the batch's own array is data
+    assert lines(code, "TL406") == [7]

@@ -18,6 +18,7 @@ from trainlint.model.moving_helpers import moved_host_tensors, moved_parameter
 from trainlint.model.plain_bindings import is_dtype, plain_bindings
 from trainlint.model.lattice import HOST, Kind
 from trainlint.model.arithmetic import built_on_host
+from trainlint.model.data_sources import numpy_built
 from trainlint.model.walk import child_nodes, iter_nodes
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, shorten
 
@@ -118,7 +119,7 @@ class HostTensorMovedPerStep(Rule):
     severity = Severity.INFO
     summary = "A tensor built on the host (`torch.zeros(...)`, `torch.tensor(...)`) then moved with `.cuda()`/`.to(device)` every step."
     hint = "Create it on the device: `torch.zeros(n, device=device)`."
-    requires = (".cuda(", ".to(")
+    requires = (".cuda(", ".to(", *(f"cuda.{name}(" for name in LEGACY_CONSTRUCTORS))  # (`torch.cuda.FloatTensor(array)` copies too)
     per_step = True
     why = (
         "Building a tensor on the CPU and copying it fills host memory, then issues a pageable "
@@ -133,7 +134,9 @@ class HostTensorMovedPerStep(Rule):
         "rebinds it (`if opt.mode == \"S\": noise = torch.randn(n)`, then `noise = Variable(noise.cuda())`: "
         "the previous round's device tensor reaches the move only on a round where no branch ran). A "
         "distribution built from numbers draws on the host (`noise = Normal(0, 1)`, then `z = noise.sample()` "
-        "and `z.to(device)` in a policy's step); one built from device tensors draws there. A helper that gives back what it is given moved (`to_var(x)`, `utils.cuda([imgs, z])` returning `[x.cuda() for x in xs]`) moves it at each call: reported there, naming the host tensors handed to it."
+        "and `z.to(device)` in a policy's step); one built from device tensors draws there. A helper that gives back what it is given moved (`to_var(x)`, `utils.cuda([imgs, z])` returning `[x.cuda() for x in xs]`) moves it at each call: reported there, naming the host tensors handed to it. "
+        "A legacy CUDA constructor given an array NumPy built from numbers copies it from the host too (AutoGAN's noise, "
+        "`torch.cuda.FloatTensor(np.random.normal(0, 1, (n, d)))`); given sizes it allocates on the device, and given the batch's own array it moves data."
     )
     story = "NVIDIA/TransformerEngine #1941 (`torch.tensor([0])` copies \"causing a lot of CPU syncs\"); mmsegmentation #3231 (`torch.rand(...).to(device)` vs `device=`)."
     example = """\
@@ -264,6 +267,9 @@ for x, targets in loader:
                 shown = ", ".join(f"`{shorten(model.module.code_for_node(e), 40)}`" for e in moved[:3])
                 yield Finding(call.node, f"{shown} {'is' if len(moved) == 1 else 'are'} built on the host and copied to the device by `{shorten(model.module.code_for_node(call.node.func), 40)}` every step")
                 continue
+            if _cuda_copy_of_numbers(model, call):
+                yield Finding(call.node, f"`{shorten(model.module.code_for_node(call.node), 50)}` copies an array NumPy built on the host from numbers to the device every step (build it there: `torch.randn(n, d, device=...)`)")
+                continue
             if call.method not in ("cuda", "to", "type_as") or not model.every_step(call.site) or not _moves_device(model, call):
                 continue
             if call.site.function is not None and moved_parameter(model, call.site.function) is not None:
@@ -308,6 +314,15 @@ for x, targets in loader:
                 continue  # the module made the device the default: the factory builds there
             fix = _fix(model, call, name) if name not in LEGACY_CONSTRUCTORS else None  # (no `device=` there)
             yield Finding(call.node, f"`torch.{name}(...)` is built on the host and copied to the device every step{_legacy(name)}", fix=fix)
+
+
+def _cuda_copy_of_numbers(model: TrainingModel, call: Call) -> bool:
+    """`torch.cuda.FloatTensor(np.random.normal(0, 1, (n, d)))` every step: a legacy CUDA constructor
+    given an array NumPy built from numbers copies it from the host (given sizes, it allocates there)."""
+    qualname = call.qualname or ""
+    if not qualname.startswith("torch.cuda.") or qualname[len("torch.cuda."):] not in LEGACY_CONSTRUCTORS or len(call.node.args) != 1 or call.node.args[0].keyword is not None:
+        return False
+    return model.every_step(call.site) and numpy_built(model, model.imports.resolve, model.values.of, call.node.args[0].value, call.site.function, call.site)
 
 
 def _minibatch(receiver: cst.BaseExpression) -> bool:
