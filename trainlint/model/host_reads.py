@@ -250,8 +250,14 @@ def _seen_reading(model: TrainingModel, fn: Function) -> bool:
 
 
 def is_metric_log(model: TrainingModel, call: Call) -> bool:
-    """`wandb.log({...})`, `writer.add_scalar(tag, value, step)`: loggers convert tensors on the host."""
-    return call.qualname in METRIC_LOGGERS or (call.method in METRIC_METHODS and call.qualname is None)
+    """`wandb.log({...})`, `writer.add_scalar(tag, value, step)`: loggers convert tensors on the host.
+    The writer may be a project module's (`from utils.logger import TB_LOGGER`, an object of its own
+    class handing `add_scalar` on to a `SummaryWriter` through `__getattr__`)."""
+    if call.qualname in METRIC_LOGGERS:
+        return True
+    if call.method not in METRIC_METHODS:
+        return False
+    return call.qualname is None or (model.project_symbol(call.qualname) is None and model._in_project(call.qualname.rpartition(".")[0]))
 
 
 def truth_tested(test: cst.BaseExpression) -> list[cst.BaseExpression]:
