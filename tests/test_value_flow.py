@@ -983,3 +983,37 @@ def test_a_module_in_eval_mode_while_a_latent_code_is_fitted_through_it_is_not_t
     assert found(trained, "TL503") == [9, 18]
     listed = LATENT_FIT.replace("torch.optim.Adam([latent], lr=5e-3)", "torch.optim.Adam([latent, decoder.scale], lr=5e-3)")
     assert found(listed, "TL503") == [9, 18]
+
+
+METER = """
+import torch
+
+class AverageMeter(object):
+    def __init__(self):
+        self.sum = 0
+        self.count = 0
+
+    def update(self, val, n=1):
+        self.sum += val * n
+        self.count += n
+
+def train(model, loader, optimizer):
+    losses, data_time = AverageMeter(), AverageMeter()
+    model.cuda()
+    for img, target in loader:
+        data_time.update(0.1)
+        total_loss = model(img.cuda(), target.cuda()).mean()
+        optimizer.zero_grad()
+        total_loss.backward()
+        optimizer.step()
+        losses.update(total_loss, img.size(0))
+"""
+
+
+def test_a_meter_accumulating_what_the_step_hands_it_is_reported_at_the_call() -> None:
+    """The pose estimator's `losses.update(total_loss, n)`: `AverageMeter.update` keeps every step's
+    graph in `self.sum`, for this call only (the data timer is handed numbers): one finding, at the
+    call, whose unsafe fix detaches the argument; handed `total_loss.item()`, nothing."""
+    assert lines(METER, "TL302") == [22]
+    assert lines(METER.replace("losses.update(total_loss,", "losses.update(total_loss.item(),"), "TL302") == []
+

@@ -10,7 +10,8 @@ from trainlint.diagnostics import Applicability, Severity
 from trainlint.model.fix_safety import may_be_differentiated
 from trainlint.model import Assign, Call, Loop, Site, TrainingModel
 from trainlint.model.lattice import Kind, Value, origins
-from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule
+from trainlint.model.arguments import argument_for
+from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, shorten
 
 
 # a codebook keeping what a reduction along a dimension gives, step after step (for the examples)
@@ -49,6 +50,10 @@ class AutogradHistoryAccumulated(Rule):
         "that graph alive after the step: accumulated, memory grows every step until the GPU runs out; "
         "stored, the last step's graph is held twice. The PyTorch FAQ: \"Don't accumulate history across "
         "your training loop ... total_loss += loss ... fix this by writing total_loss += float(loss)\"."
+        " A helper of the module that accumulates only what it is given (`AverageMeter.update`'s "
+        "`self.sum += val * n`) keeps the graphs of the calls that hand it a tensor with one: the finding is "
+        "at each such call in a step (`losses.update(total_loss, n)`; a data timer handed numbers is fine), "
+        "with an unsafe fix detaching the argument."
     )
     story = (
         "Field report 004: persistent tensors on `self` without detachment and retained graphs: CUDA OOM "
@@ -202,6 +207,7 @@ for i, (x, y) in enumerate(loader):
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         backpropagated = self._backpropagated(model)
         stores = _Stores(model)
+        passed_on: set[int] = set()  # the calls reported for handing a helper what it accumulates
         for a in model.assigns:
             if not model.in_step(a.site) or model.under(a.site, "no_grad") or a.site.in_except:
                 continue  # (an error path, or code past a `continue`, runs in no step)
@@ -217,7 +223,13 @@ for i, (x, y) in enumerate(loader):
                 continue
             target = a.targets[0]
             if a.op == "AddAssign" and self._outlives_step(model, stores, a, target):
-                yield Finding(a.node, f"`{target} += ...` accumulates a tensor with its autograd graph: every step's graph stays alive", fix=_detach_fix(model, a.value, target, a.site))
+                callers = _passing_callers(model, a)
+                if callers is None:
+                    yield Finding(a.node, f"`{target} += ...` accumulates a tensor with its autograd graph: every step's graph stays alive", fix=_detach_fix(model, a.value, target, a.site))
+                for call, passed in callers or ():
+                    if id(call.node) not in passed_on:
+                        passed_on.add(id(call.node))
+                        yield _handed_to_accumulator(model, call, passed, a, target)
         for call in model.calls:
             if call.method != "append" or len(call.node.args) != 1 or not model.in_step(call.site) or model.under(call.site, "no_grad") or call.site.in_except:
                 continue
@@ -288,6 +300,49 @@ class _Stores:
             if c.receiver_text and c.method in ("pop", "popleft", "clear")
         }
         self.answers: dict[tuple[str, int, int | None], bool] = {}
+
+
+def _passing_callers(model: TrainingModel, assign: Assign) -> list[tuple[Call, cst.BaseExpression]] | None:
+    """A helper of this module accumulating only what it is given (`AverageMeter.update`'s
+    `self.sum += val * n`) keeps the graphs its callers hand it: the calls in a step passing a tensor
+    with its graph, each with that argument, are where the defect is (other callers pass numbers).
+    None when the value is not the parameters' alone, or no call of this module passes them."""
+    fn = assign.site.function
+    if fn is None:
+        return None
+    params = fn.explicit_params
+    roots = model.roots_of(assign.value, fn)
+    if not roots or not roots <= {*params, "self", "cls"} or not roots & set(params):
+        return None
+    calls = [*model.calls_of(fn), *model.method_calls_of(fn)]
+    if not calls:
+        return None
+    found = []
+    for call in calls:
+        if not model.in_step(call.site) or model.under(call.site, "no_grad"):
+            continue
+        for index, name in enumerate(params):
+            passed = argument_for(call.node, f"{index} {name}") if name in roots else None
+            if passed is not None and model.value(passed, call.site).graph is True:
+                found.append((call, passed))
+                break
+    return found
+
+
+def _handed_to_accumulator(model: TrainingModel, call: Call, passed: cst.BaseExpression, assign: Assign, target: str) -> Finding:
+    """The call handing a helper what it accumulates; the fix detaches the argument (unsafe: the helper's
+    total is no longer differentiable, should anything backpropagate it)."""
+    code = model.module.code_for_node
+    fn = assign.site.function
+    fix = None
+    if isinstance(passed, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
+        fix = NodeFix(f"detach: `{code(passed)}.detach()`", (NodeEdit(passed, f"{code(passed)}.detach()"),), Applicability.UNSAFE)
+    return Finding(
+        call.node,
+        f"`{shorten(code(call.node), 40)}` hands `{shorten(code(passed), 30)}`, a tensor with its autograd graph, to "
+        f"`{fn.qualified if fn else '?'}`, which accumulates it (`{target} += ...`): every step's graph stays alive",
+        fix=fix,
+    )
 
 
 def _on_step_branch(model: TrainingModel, assign: Assign) -> bool:
