@@ -163,6 +163,34 @@ def test_tl508_evaluation_loop_is_not_an_epoch_of_training():
     assert lint(code, "TL508") == []
 
 
+TRAINER_CLASS = """\
+    import torch
+    from torch.utils.data import DataLoader, DistributedSampler
+
+
+    class Trainer:
+        def _init_state(self):
+            train_sampler = DistributedSampler(self.train_set, num_replicas=self.world_size, rank=self.rank)
+            self._train_loader = DataLoader(self.train_set, batch_size=32, sampler=train_sampler)
+            self._test_loader = DataLoader(self.test_set, batch_size=32)
+
+        def _train(self):
+            for epoch in range(self.epochs):
+                {top}
+                for x, y in self._train_loader:
+                    self.optimizer.zero_grad()
+                    self.criterion(self.model(x.cuda()), y.cuda()).backward()
+                    self.optimizer.step()
+    """
+
+
+def test_tl508_a_loader_a_trainer_keeps_on_self_is_followed_to_its_epochs():
+    """FixRes' trainer: `_init_state` keeps the loader of a shuffling sampler on `self`, `_train` runs the
+    epochs over it. Near miss: `self._train_loader.sampler.set_epoch(epoch)` in the epoch loop."""
+    assert [d.line for d in lint(TRAINER_CLASS.replace("{top}", "pass"), "TL508")] == [7]
+    assert lint(TRAINER_CLASS.replace("{top}", "self._train_loader.sampler.set_epoch(epoch)"), "TL508") == []
+
+
 def test_tl508_custom_sampler_with_set_epoch_is_flagged_and_one_without_is_not():
     with_epoch = """\
         import torch

@@ -104,7 +104,7 @@ for epoch in range(epochs):
         "evaluation loops that do not train, a function of another module that runs one epoch over it), and "
         "loaders given to a function of another module whose module calls `set_epoch` anywhere (it may set "
         "it through `loader.sampler`). A helper's loader returned in a tuple is followed through the name it is "
-        "unpacked into (`train_loader, test_loader = get_loader(args)`); one fed through `batch_sampler=`, or "
+        "unpacked into (`train_loader, test_loader = get_loader(args)`), and one a class keeps on `self` in one method to the epochs its other methods run over it (`self._train_loader = DataLoader(...)` in `_init_state`); one fed through `batch_sampler=`, or "
         "returned on several paths, is not followed."
     )
     evidence = (
@@ -337,11 +337,15 @@ for epoch in range(10):
             c.method in FRAMEWORK_METHODS and any(name in names_in(a.value) for a in c.node.args) for c in model.calls
         ):
             return None
+        # a loader kept on `self` (`self._train_loader = DataLoader(...)` in `_init_state`) is iterated by the class's other methods
+        kept = name is not None and name.startswith("self.") and fn is not None and fn.class_name is not None
         for loop in model.loops:
-            if loop.function is not fn or not loop_trains(model, loop) or loop.parent is None or not isinstance(loop.node, cst.For):
+            if not (loop.function is fn or kept and loop.function is not None and loop.function.class_name == fn.class_name):  # type: ignore[union-attr]
+                continue
+            if not loop_trains(model, loop) or loop.parent is None or not isinstance(loop.node, cst.For):
                 continue
             iterates = (loop.node.iter is loader.node or any(n is loader.node for n in iter_nodes(loop.node.iter))) if inline else (
-                name in model.roots_of(loop.node.iter, fn)
+                name in model.roots_of(loop.node.iter, loop.function)
             )
             if iterates:
                 epoch = self._outer(loop, sampler)
