@@ -528,6 +528,135 @@ def test_an_action_helper_counting_its_calls_still_keeps_no_graph():
     assert lines(differentiated, "TL303") == [18]
 
 
+SAMPLING_POLICY = """
+import torch
+import torch.nn as nn
+
+
+class GaussianPolicy(nn.Module):
+    def __init__(self, n, a):
+        super().__init__()
+        self.linear = nn.Linear(n, a)
+
+    def forward(self, state):
+        return self.linear(state)
+
+    def sample(self, state):
+        mean = self.forward(state)
+        return mean, mean.exp(), torch.tanh(mean)
+
+
+class SAC(object):
+    def __init__(self, n, a):
+        self.policy = GaussianPolicy(n, a).cuda()
+        self.policy_optim = torch.optim.Adam(self.policy.parameters(), lr=1e-3)
+
+    def select_action(self, state):
+        state = torch.FloatTensor(state).cuda().unsqueeze(0)
+        action, _, _ = self.policy.sample(state)
+        return action.detach().cpu().numpy()[0]
+
+    def update(self, state):
+        _, log_pi, _ = self.policy.sample(state)
+        loss = log_pi.mean()
+        self.policy_optim.zero_grad()
+        loss.backward()
+        self.policy_optim.step()
+"""
+
+
+def test_a_policys_own_sample_method_runs_its_layers():
+    """pytorch-soft-actor-critic's `select_action`: the policy's own `sample` (a method of the module's
+    class, giving back a tuple of what its layers compute) records a graph for an action handed back as
+    a host array; a module's `sample` of a library stays graphless. The file holds no loop: a helper
+    returning predictions needs none. Near misses: under no_grad, and the update that backpropagates."""
+    assert lines(SAMPLING_POLICY, "TL303") == [26]
+    assert lines(SAMPLING_POLICY.replace("    def select_action(", "    @torch.no_grad()\n    def select_action("), "TL303") == []
+
+
+def test_a_policy_class_of_another_module_runs_its_layers_in_its_own_sample(tmp_path: Path) -> None:
+    """The same `select_action` with the policies in `model.py` (`from model import GaussianPolicy,
+    DeterministicPolicy`): each one's `sample` calls its `forward`, so the call runs the module. Near
+    miss: a `sample` that only draws noise (`torch.randn`) runs no layer."""
+    policies = SAMPLING_POLICY[: SAMPLING_POLICY.index("class SAC(object):")] + (
+        "class DeterministicPolicy(GaussianPolicy):\n"
+        "    def sample(self, state):\n"
+        "        mean = self.forward(state)\n"
+        "        return mean, torch.tensor(0.), mean\n"
+    )
+    agent = "import torch\nfrom model import GaussianPolicy, DeterministicPolicy\n\n\n" + SAMPLING_POLICY[SAMPLING_POLICY.index("class SAC(object):"):].replace(
+        "        self.policy = GaussianPolicy(n, a).cuda()",
+        "        if n:\n            self.policy = GaussianPolicy(n, a).cuda()\n        else:\n            self.policy = DeterministicPolicy(n, a).cuda()",
+    )
+    assert lint_project(tmp_path, {"model.py": policies, "sac.py": agent}, "TL303") == ["sac.py:15:TL303"]
+    noise = policies.replace("        mean = self.forward(state)\n        return mean, mean.exp()", "        mean = torch.randn(3)\n        return mean, mean.exp()").replace(
+        "        mean = self.forward(state)\n        return mean, torch.tensor(0.), mean", "        mean = torch.randn(3)\n        return mean, torch.tensor(0.), mean")
+    assert lint_project(tmp_path, {"model.py": noise, "sac.py": agent}, "TL303") == []
+
+
+def test_a_modules_own_forward_is_no_prediction_helper():
+    """PlaNet's planner: an `nn.Module` whose `forward` runs the transition model in a loop and hands back
+    the action mean that `topk` picked; VAR's quantizer feeds back what `argmin` picks. Whether their graphs
+    are recorded is their callers' matter (`with torch.no_grad(): action = planner(belief, state)`)."""
+    code = """
+    import torch
+    from torch import nn
+
+    class MPCPlanner(nn.Module):
+        def __init__(self, transition_model, reward_model):
+            super().__init__()
+            self.transition_model, self.reward_model = transition_model, reward_model
+            self.score = nn.Linear(8, 1)
+
+        def forward(self, belief, state):
+            action_mean = torch.zeros(12, 1, device=belief.device)
+            for _ in range(10):
+                actions = action_mean + torch.randn(12, 100, device=belief.device)
+                returns = self.score(self.transition_model(state, actions, belief)).sum(dim=0)
+                _, topk = returns.topk(10)
+                action_mean = actions[:, topk].mean(dim=1, keepdim=True)
+            return action_mean[0]
+    """
+    assert lines(code, "TL303") == []
+
+
+GLOBAL_MODEL = """
+import torch
+from torch import nn
+
+_model = None
+
+
+class SpeakerEncoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.Linear(40, 256)
+
+    def forward(self, frames):
+        return self.lstm(frames)
+
+
+def load_model(path):
+    global _model
+    _model = SpeakerEncoder().cuda()
+    _model.load_state_dict(torch.load(path))
+    _model.eval()
+
+
+def embed_frames_batch(frames_batch):
+    frames = torch.from_numpy(frames_batch).cuda()
+    return _model.forward(frames).detach().cpu().numpy()
+"""
+
+
+def test_a_module_a_loader_binds_to_a_global_is_the_globals_value():
+    """Real-Time-Voice-Cloning's encoder inference: `_model = None` at the top, bound by `load_model`'s
+    `global _model` to the encoder it switches to eval; `embed_frames_batch` runs it and gives back a host
+    array. Near miss: without the `global` statement the loader binds a local and `_model` stays None."""
+    assert lines(GLOBAL_MODEL, "TL303") == [26]
+    assert lines(GLOBAL_MODEL.replace("    global _model\n", ""), "TL303") == []
+
+
 def test_a_loss_module_given_an_output_made_under_no_grad_records_nothing():
     # WideResNet's `validate`: `with torch.no_grad(): output = model(input)`, then `loss = criterion(output,
     # target)` outside it; the loss has no parameters and its input no graph. Near miss: a loss module that
@@ -1018,6 +1147,14 @@ def train(model, batches, optimizer):
 
 def test_a_sampling_loop_feeding_back_drawn_tokens_records_graphs_nobody_uses():
     assert lines(GENERATE, "TL303") == [19]
+
+
+def test_a_module_whose_only_sign_is_the_token_it_draws_is_read():
+    """char-rnn's `generate.py`: nothing in it switches a module, backpropagates or takes an `argmax`; the
+    loop feeding back what `torch.multinomial` (or `topk`) draws is enough for the rule to read the module."""
+    source = GENERATE[: GENERATE.index("\n\ndef train(")] + "\n"
+    assert lines(source, "TL303") == [19]
+    assert lines(source.replace("idx_next = torch.multinomial(probs, num_samples=1)", "_, idx_next = probs.topk(1)"), "TL303") == [19]
 
 
 def test_a_sampler_returning_the_log_probabilities_of_its_tokens_leaves_them_to_a_caller():

@@ -22,8 +22,8 @@ def decoding_forward(model: "TrainingModel", fn: Function) -> Call | None:
     `_DRAWN`) and comes back as that module's input on the next turn (`Y, state = decoder(outputs[-1], state)`,
     then `outputs.append(Y.argmax(2))`). No backward passes through `argmax`, so what the loop records is
     never used; nor does `fn` backpropagate or train. The forward fed back, outside no_grad, or None."""
-    if trains_any(model, fn.calls):
-        return None
+    if trains_any(model, fn.calls) or (fn.class_name is not None and fn.name == "forward"):
+        return None  # (a module's own `forward`, VAR's multi-scale quantizer: its callers decide, as for prediction helpers)
     for call in fn.calls:
         if call.site.function is not fn or not call.site.loops or model.under(call.site, "no_grad") or grad_disabled(fn, call):
             continue

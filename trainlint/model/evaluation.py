@@ -70,15 +70,22 @@ def first_forward(model: "TrainingModel", fn: Function, looped: bool = False) ->
 
 
 def _module_method(model: "TrainingModel", call: Call) -> bool:
-    """`model.prediction(x)`: a method of an `nn.Module` class of this module, called on an instance,
+    """`model.prediction(x)`: a method of an `nn.Module` class of the project, called on an instance,
     whose result carries a graph (it runs the module's layers: `return self.embedding_v(inputs)`)."""
     if call.method is None or call.receiver is None or call.receiver_text == "self":
         return False
     receiver = model.value(call.receiver, call.site)
-    info = model.local_class(receiver.origin) if receiver.kind is Kind.MODULE and receiver.origin else None
-    if info is None or not model.is_module_class(info) or not any(f.class_name == receiver.origin and f.name == call.method for f in model.functions):
+    if receiver.kind is not Kind.MODULE or not origins(receiver):
         return False
-    return model.value(call.node, call.site).graph is True
+    info = model.local_class(receiver.origin) if receiver.origin else None
+    if info is None:  # classes of other project modules (`from model import GaussianPolicy, DeterministicPolicy`):
+        # each one's method runs the module's layers when it calls them or its `forward`, outside no_grad
+        summaries = [(model.class_methods(o) or {}).get(call.method) for o in origins(receiver)]
+        return all(s is not None and not s.no_grad and (bool(s.self_calls) or "forward" in s.self_methods) for s in summaries)
+    if not model.is_module_class(info) or not any(f.class_name == receiver.origin and f.name == call.method for f in model.functions):
+        return False
+    value = model.value(call.node, call.site)  # (or a tuple of what they give: a policy's `mean, log_std, action = self.policy.sample(s)`)
+    return value.graph is True or (value.kind is Kind.COLLECTION and any(v.graph is True for v in value.items or ()))
 
 
 def _own_forward(model: "TrainingModel", fn: Function, call: Call) -> bool:
@@ -364,8 +371,8 @@ def prediction_forward(model: "TrainingModel", fn: Function) -> Call | None:
     labels, strings, numbers): a prediction helper (`predict_sentiment`, a greedy decoder). Its
     first forward pass outside no_grad, or None. The module is one by its value; the function neither keeps
     what may carry a graph nor differentiates it (`graphs_used`), so its graphs die unused."""
-    if not fn.return_facts:
-        return None
+    if not fn.return_facts or (fn.class_name is not None and fn.name == "forward"):
+        return None  # (a module's own `forward`, a planner's: what its callers do with it decides, `with torch.no_grad(): act(...)`)
     for ret in fn.return_facts:
         value = model.value(ret.value, ret.site) if ret.value is not None else None
         if value is not None and not (_no_graph(value) or _filled_with_predictions(model, fn, ret.value)):

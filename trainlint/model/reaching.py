@@ -11,6 +11,7 @@ import libcst as cst
 from trainlint.model.facts import Assign, Function, Site
 from trainlint.model.gates import child_nodes
 from trainlint.model.names import dotted, root_name, target_names
+from trainlint.model.walk import iter_nodes
 
 
 def _hides(assign: Assign, at: Site) -> bool:
@@ -38,6 +39,23 @@ class ReachingDefinitions:
     @cached_property
     def _assign_orders(self) -> dict[tuple[Function | None, str], list[int]]:
         return {key: [a.site.order for a in assigns] for key, assigns in self._assigns_by_name.items()}
+
+    def global_rebindings(self, name: str) -> list[Assign]:
+        """The assignments to module-level `name` in functions that declare it `global`
+        (`global _model` then `_model = SpeakerEncoder(...)` in a loader): a function reading the
+        name sees them besides the module's own (`_model = None`)."""
+        return self._global_rebindings.get(name, [])
+
+    @cached_property
+    def _global_rebindings(self) -> dict[str, list[Assign]]:
+        if "global" not in self.module.code:  # (most modules)
+            return {}
+        table: dict[str, list[Assign]] = {}
+        for fn in self.functions:
+            declared = {item.name.value for node in iter_nodes(fn.node) if isinstance(node, cst.Global) for item in node.names}
+            for name in declared:
+                table.setdefault(name, []).extend(self._assigns_by_name.get((fn, name), []))
+        return table
 
     def bindings(self, function: Function | None, name: str) -> list[cst.BaseExpression]:
         """Values assigned to `name` in this function (or at module level for None)."""

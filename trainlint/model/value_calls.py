@@ -421,13 +421,13 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
                 return replace(base, dtype=dtype, device=device, graph=graph)
             if method in ("parameters", "named_parameters", "state_dict", "modules", "children", "buffers"):
                 return Value(Kind.COLLECTION, base.device, origin="parameters")
-            if method in ("generate", "sample"):
-                return Value(Kind.TENSOR, base.device, False)
             if method == "forward":
                 return self._forward(at)
-            summary = m.method_value(base, method)
+            summary = m.method_value(base, method)  # (a policy's own `sample`, running its layers, first)
             if summary is not None:
                 return summary
+            if method in ("generate", "sample"):
+                return Value(Kind.TENSOR, base.device, False)
             return UNKNOWN
         if base.kind in (Kind.NUMBER, Kind.STRING, Kind.BOOL, Kind.HOST_ARRAY, Kind.NONE):
             if method in ("item", "tolist", "cpu", "numpy", "mean", "sum", "max", "min", "std"):

@@ -171,7 +171,7 @@ class ValueModel(CallValues, CycleMemo):
                 if name in enclosing.params:
                     return self._parameter(enclosing, name)
                 enclosing = enclosing.parent
-            module_level = m.reaching(None, name, None)
+            module_level = m.reaching(None, name, None) + m.global_rebindings(name)
             if module_level:
                 return self._bindings(name, module_level)
         defined = m.visible_function(name, fn)

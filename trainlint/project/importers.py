@@ -176,7 +176,7 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
             own = {m.name for m in defs}
             methods = {
                 m.name: FunctionSummary(
-                    where=f"`{node.name}.{m.name}`", returns_argument=_returned_parameter(m, True), self_calls=_self_calls(m, own),
+                    where=f"`{node.name}.{m.name}`", returns_argument=_returned_parameter(m, True), self_calls=_self_calls(m, own), self_methods=_self_calls(m, own, True),
                     saves_arguments=_saves_arguments(m), calls_parameters=_called_parameters(m, True), parameter_facts=moves_fact(m, True),
                     returns_computed=returned_computation(m, True, torch_modules(imported, exports)),
                 )
@@ -337,15 +337,16 @@ def _dotted(text: str) -> bool:
     return all(part.isidentifier() for part in text.split("."))
 
 
-def _self_calls(method: ast.FunctionDef | ast.AsyncFunctionDef, methods: set[str]) -> tuple[str, ...]:
+def _self_calls(method: ast.FunctionDef | ast.AsyncFunctionDef, methods: set[str], own: bool = False) -> tuple[str, ...]:
     """The attributes of `self` a method calls on every call (`out = self.vae_layer(x)` in its body,
-    not under an `if`, a loop or a `try`), other than its class's own methods."""
+    not under an `if`, a loop or a `try`), other than its class's own methods; `own`: those of its
+    class's methods instead (`mean, log_std = self.forward(state)` in a policy's `sample`)."""
     found: list[str] = []
     for statement in method.body:
         if isinstance(statement, (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return)):
             for node in walk(statement):
                 func = node.func if isinstance(node, ast.Call) else None
-                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and func.attr not in methods:
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and (func.attr in methods) is own:
                     found.append(func.attr)
     return tuple(dict.fromkeys(found))
 
