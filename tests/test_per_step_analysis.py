@@ -1331,3 +1331,29 @@ def test_a_flag_named_for_something_else_than_training_is_no_such_test():
     # `use_amp`, `train_loader`: what runs while they are false still runs on training steps
     for name in ("use_amp", "train_loader"):
         assert lines(TRAIN_OR_EVALUATE.replace("is_train", name), "TL401") == [12, 14]
+
+
+SMOKE_TEST = """
+import torch
+
+if __name__ == "__main__":
+    xyz = torch.randn(2, 9, 3).cuda().requires_grad_()
+    module = torch.nn.Linear(3, 3).cuda()
+    for _ in range(1):
+        out = module(xyz)
+        out.backward(torch.ones_like(out))
+        print(out)
+        print(xyz.grad)
+"""
+
+
+def test_a_one_round_loop_is_no_repeated_step():
+    """The `__main__` smoke test of copied PointNet++ modules: `for _ in range(1):` backpropagates once,
+    with no optimizer, so its prints run once, not every step. Near misses: two rounds repeat; a one-round
+    loop inside a loop over batches runs once per round of that loop, which trains."""
+    assert lines(SMOKE_TEST, "TL401") == []
+    assert lines(SMOKE_TEST.replace("range(1)", "range(2)"), "TL401") == [10, 11]
+    looped = SMOKE_TEST.replace("    for _ in range(1):\n", "    for batch in loader:\n        for _ in range(1):\n").replace(
+        "        out = module(xyz)\n        out.backward(torch.ones_like(out))\n        print(out)\n        print(xyz.grad)\n",
+        "            out = module(xyz)\n            out.backward(torch.ones_like(out))\n            print(out)\n            print(xyz.grad)\n")
+    assert lines(looped, "TL401") == [11, 12]

@@ -76,6 +76,12 @@ class Loop:
     end: int = 0  # the order of the last site inside the loop (sites are numbered in source order)
 
     @property
+    def runs_once(self) -> bool:
+        """`for _ in range(1):`: one round, no repetition."""
+        node = self.node
+        return self.counted and len(node.iter.args) == 1 and isinstance(node.iter.args[0].value, cst.Integer) and node.iter.args[0].value.value == "1"  # type: ignore[union-attr, attr-defined]
+
+    @property
     def counted(self) -> bool:
         """`for _ in range(k):`: a loop that repeats a fixed number of times."""
         node = self.node

@@ -299,10 +299,9 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         backpropagating = self._unlooped_closure(
             lambda c: self.is_step_event(c) or self._runs_any(c, updating) or self.project_backprops(c)
         )
-        # A loop that only backpropagates trains when weights are updated in it (by hand through `.grad`)
-        # or around it (gradient accumulation), or when this module updates weights nowhere visible (a
-        # library does; a framework's hooks are not hidden). Reading `.grad` alone is an optimizer's own
-        # loop; a gradient helper's (`get_grads(f, x)` for a plot) among code that steps elsewhere too.
+        # A loop that only backpropagates trains when weights are updated in it (by hand through `.grad`) or
+        # around it (gradient accumulation), or when this module updates weights nowhere visible (a library
+        # does, not a framework's hooks). Reading `.grad` alone is an optimizer's own loop or a gradient helper's.
         updates_visible = (
             any(self.is_optimizer_step(c) or self.project_steps(c) for c in self.calls)
             or any(loop.uses_grad for loop in self.loops)
@@ -317,11 +316,12 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
                 for c in loop.direct_calls
             )
             loop.is_step = updates or (backprops and (loop.uses_grad or not updates_visible))
-        # `for opt in optimizers: opt.step()` inside a loop: one step's updates; the loop around it trains
+        # `for opt in optimizers: opt.step()` or a one-round `for _ in range(1):` in a loop: the loop around it trains
         for loop in self.loops:
-            if loop.is_step and loop.parent is not None and steps_its_items(self, loop):
+            if loop.is_step and (loop.runs_once or loop.parent is not None and steps_its_items(self, loop)):
                 loop.is_step = False
-                loop.parent.is_step = True
+                if loop.parent is not None:
+                    loop.parent.is_step = True
         for loop in self.loops:  # parents come before their children
             if not loop.is_step and loop.parent is not None and loop.parent.is_step:
                 loop.is_step = any(self.is_backward(c) or self._runs_any(c, backpropagating) for c in loop.direct_calls)
