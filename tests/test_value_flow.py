@@ -1017,3 +1017,33 @@ def test_a_meter_accumulating_what_the_step_hands_it_is_reported_at_the_call() -
     assert lines(METER, "TL302") == [22]
     assert lines(METER.replace("losses.update(total_loss,", "losses.update(total_loss.item(),"), "TL302") == []
 
+
+
+PLAIN_ACCUMULATION = """
+import torch
+import torch.nn.functional as F
+
+model = torch.nn.Linear(3, 3).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loss_all = 0
+for x, y in loader:
+    parts = 0
+    for scale in (1.0, 0.5):
+        parts = parts + F.mse_loss(model(x.cuda()) * scale, y.cuda())
+    loss = parts * 0.5
+    loss_all = loss_all + loss
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+print(loss_all / len(loader))
+"""
+
+
+def test_a_total_rebound_to_itself_plus_a_loss_accumulates_like_plus_equals() -> None:
+    """RCDNet's `loss_B_all = loss_B_all + loss_B`: the epoch total keeps every step's graph, as `+=`
+    would; the fix detaches the added term. Near misses: `parts` is reset every step and backpropagated
+    (through `loss`); a total of `loss.item()` holds numbers."""
+    found = lint(PLAIN_ACCUMULATION, "TL302")
+    assert [d.line for d in found] == [13]
+    assert found[0].fix is not None and found[0].fix.edits[0].content == "loss.detach()"
+    assert lines(PLAIN_ACCUMULATION.replace("loss_all = loss_all + loss", "loss_all = loss_all + loss.item()"), "TL302") == []

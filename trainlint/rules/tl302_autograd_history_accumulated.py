@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+import re
+from typing import Callable, Iterator
 
 import libcst as cst
 
@@ -11,6 +12,7 @@ from trainlint.model.fix_safety import may_be_differentiated
 from trainlint.model import Assign, Call, Loop, Site, TrainingModel
 from trainlint.model.lattice import Kind, Value, origins
 from trainlint.model.arguments import argument_for
+from trainlint.model.names import dotted
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, shorten
 
 
@@ -36,13 +38,21 @@ for x in loader:
     optimizer.step()
 """
 
+_ADDED_TO_ITSELF = re.compile(r"\b([\w.]+)[ \t]*=[ \t]*\1[ \t]*\+")
+
+
 class AutogradHistoryAccumulated(Rule):
     code = "TL302"
     name = "autograd-history-accumulated"
     severity = Severity.ERROR
     summary = "A tensor carrying autograd history kept across steps: `total += loss`, `losses.append(loss)`, `self.h = f(x, self.h)`."
     hint = "Keep a detached copy: `total += loss.detach()` (or `.item()` at log steps only)."
-    requires = ("+=", ".append(", "self.")
+    requires = ("+=", ".append(", "self.", "+")
+
+    @classmethod
+    def may_fire(cls, source: str, imports_project: Callable[[], bool]) -> bool:
+        # `total += loss`, `losses.append(loss)`, state on `self`, or `total = total + loss`
+        return any(t in source for t in ("+=", ".append(", "self.")) or _ADDED_TO_ITSELF.search(source) is not None
     per_step = True
     why = (
         "A loss or model output references the whole autograd graph that produced it, with every saved "
@@ -50,6 +60,7 @@ class AutogradHistoryAccumulated(Rule):
         "that graph alive after the step: accumulated, memory grows every step until the GPU runs out; "
         "stored, the last step's graph is held twice. The PyTorch FAQ: \"Don't accumulate history across "
         "your training loop ... total_loss += loss ... fix this by writing total_loss += float(loss)\"."
+        " `total = total + loss` accumulates as `total += loss` does (the fix detaches the term added)."
         " A helper of the module that accumulates only what it is given (`AverageMeter.update`'s "
         "`self.sum += val * n`) keeps the graphs of the calls that hand it a tensor with one: the finding is "
         "at each such call in a step (`losses.update(total_loss, n)`; a data timer handed numbers is fine), "
@@ -222,10 +233,12 @@ for i, (x, y) in enumerate(loader):
             if len(a.targets) != 1 or a.targets[0] in backpropagated:
                 continue
             target = a.targets[0]
-            if a.op == "AddAssign" and self._outlives_step(model, stores, a, target):
+            added = a.value if a.op == "AddAssign" else _added_to_itself(a.value, target) if a.op is None else None
+            if added is not None and self._outlives_step(model, stores, a, target):
                 callers = _passing_callers(model, a)
                 if callers is None:
-                    yield Finding(a.node, f"`{target} += ...` accumulates a tensor with its autograd graph: every step's graph stays alive", fix=_detach_fix(model, a.value, target, a.site))
+                    spelled = f"{target} += ..." if a.op else f"{target} = {target} + ..."  # (RCDNet's `loss_B_all = loss_B_all + loss_B`)
+                    yield Finding(a.node, f"`{spelled}` accumulates a tensor with its autograd graph: every step's graph stays alive", fix=_detach_fix(model, added, target, a.site))
                 for call, passed in callers or ():
                     if id(call.node) not in passed_on:
                         passed_on.add(id(call.node))
@@ -271,8 +284,8 @@ for i, (x, y) in enumerate(loader):
         # `metrics[key] += v` is reset by rebinding `metrics`
         names = (target, target[:-2]) if target.endswith("[]") else (target,)
         for a in [a for name in names for a in stores.plain.get(name, ())]:
-            if a.site.function is not fact.site.function:
-                continue
+            if a.site.function is not fact.site.function or _added_to_itself(a.value, a.targets[0]) is not None:
+                continue  # (`total = total + loss` adds, it does not reset)
             if loops and loops[0] in a.site.loops and (
                 not a.site.gate_depths or model.every_step(a.site) or _on_step_branch(model, a)
             ):
@@ -363,6 +376,15 @@ def _chains_itself(model: TrainingModel, assign: Assign, target: str) -> bool:
     if not target.startswith("self.") or assign.site.function is None or not assign.site.function.class_name:
         return False
     return target in model.roots_of(assign.value, assign.site.function) and not _reset_before(model, assign, target)
+
+
+def _added_to_itself(value: cst.BaseExpression, target: str) -> cst.BaseExpression | None:
+    """`total + loss` (or `loss + total`) assigned back to `total`: the term added, else None."""
+    if not isinstance(value, cst.BinaryOperation) or not isinstance(value.operator, cst.Add):
+        return None
+    if dotted(value.left) == target:
+        return value.right
+    return value.left if dotted(value.right) == target else None
 
 
 def _fresh(value: Value) -> bool:
