@@ -255,7 +255,8 @@ class Extractor(cst.CSTVisitor):
             del self._gate_nodes[-count:]
 
     def visit_Global(self, node: cst.Global) -> None:
-        self.cached_globals.update(item.name.value for item in node.names)
+        for holder in (self.cached_globals, self._function.declared_global if self._function is not None else set()):
+            holder.update(item.name.value for item in node.names)  # (the module's, and the function's own)
 
     def visit_If(self, node: cst.If) -> None:
         self.conditions.append(Condition(node.test, "if", self.site()))

@@ -28,6 +28,7 @@ class Function:
     defaults: dict[str, cst.BaseExpression] = field(default_factory=dict)  # parameter -> default value
     return_facts: list["Return"] = field(default_factory=list)
     parent: "Function | None" = None  # the enclosing function of a nested one (a closure's scope)
+    declared_global: set[str] = field(default_factory=set)  # names its `global` statements bind at module level
 
     @property
     def runs_once(self) -> bool:

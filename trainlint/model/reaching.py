@@ -11,7 +11,6 @@ import libcst as cst
 from trainlint.model.facts import Assign, Function, Site
 from trainlint.model.gates import child_nodes
 from trainlint.model.names import dotted, root_name, target_names
-from trainlint.model.walk import iter_nodes
 
 
 def _hides(assign: Assign, at: Site) -> bool:
@@ -48,12 +47,9 @@ class ReachingDefinitions:
 
     @cached_property
     def _global_rebindings(self) -> dict[str, list[Assign]]:
-        if "global" not in self.module.code:  # (most modules)
-            return {}
         table: dict[str, list[Assign]] = {}
         for fn in self.functions:
-            declared = {item.name.value for node in iter_nodes(fn.node) if isinstance(node, cst.Global) for item in node.names}
-            for name in declared:
+            for name in fn.declared_global:
                 table.setdefault(name, []).extend(self._assigns_by_name.get((fn, name), []))
         return table
 
