@@ -236,13 +236,13 @@ for i, (x, y) in enumerate(loader):
             added = a.value if a.op == "AddAssign" else _added_to_itself(a.value, target) if a.op is None else None
             if added is not None and self._outlives_step(model, stores, a, target):
                 callers = _passing_callers(model, a)
+                spelled = f"{target} += ..." if a.op else f"{target} = {target} + ..."  # (RCDNet's `loss_B_all = loss_B_all + loss_B`)
                 if callers is None:
-                    spelled = f"{target} += ..." if a.op else f"{target} = {target} + ..."  # (RCDNet's `loss_B_all = loss_B_all + loss_B`)
                     yield Finding(a.node, f"`{spelled}` accumulates a tensor with its autograd graph: every step's graph stays alive", fix=_detach_fix(model, added, target, a.site))
                 for call, passed in callers or ():
                     if id(call.node) not in passed_on:
                         passed_on.add(id(call.node))
-                        yield _handed_to_accumulator(model, call, passed, a, target)
+                        yield _handed_to_accumulator(model, call, passed, a, spelled)
         for call in model.calls:
             if call.method != "append" or len(call.node.args) != 1 or not model.in_step(call.site) or model.under(call.site, "no_grad") or call.site.in_except:
                 continue
@@ -342,7 +342,7 @@ def _passing_callers(model: TrainingModel, assign: Assign) -> list[tuple[Call, c
     return found
 
 
-def _handed_to_accumulator(model: TrainingModel, call: Call, passed: cst.BaseExpression, assign: Assign, target: str) -> Finding:
+def _handed_to_accumulator(model: TrainingModel, call: Call, passed: cst.BaseExpression, assign: Assign, spelled: str) -> Finding:
     """The call handing a helper what it accumulates; the fix detaches the argument (unsafe: the helper's
     total is no longer differentiable, should anything backpropagate it)."""
     code = model.module.code_for_node
@@ -353,7 +353,7 @@ def _handed_to_accumulator(model: TrainingModel, call: Call, passed: cst.BaseExp
     return Finding(
         call.node,
         f"`{shorten(code(call.node), 40)}` hands `{shorten(code(passed), 30)}`, a tensor with its autograd graph, to "
-        f"`{fn.qualified if fn else '?'}`, which accumulates it (`{target} += ...`): every step's graph stays alive",
+        f"`{fn.qualified if fn else '?'}`, which accumulates it (`{spelled}`): every step's graph stays alive",
         fix=fix,
     )
 
