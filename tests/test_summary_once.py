@@ -131,6 +131,20 @@ def test_each_module_content_is_summarised_at_most_once(tmp_path: Path, jobs: st
     assert set(CHAIN) | set(DIAMOND) | set(CYCLE) | {"ops.py", "util.py"} <= names, names
 
 
+def test_a_project_reached_through_a_link_is_summarised_once_per_module(tmp_path: Path) -> None:
+    # a checkout under a linked folder (`/home` a link to `/data/home`): the files named through the
+    # link and the modules their imports resolve to are one module each, summarised once
+    root = _project(tmp_path)
+    link = tmp_path / "linked"
+    link.symlink_to(root, target_is_directory=True)
+    log = tmp_path / "summaries.log"
+    through_link = _check(root, str(link), "-j", "1", log=log)  # (named through the link, not from the folder)
+    computed = _computed(root, log)
+    repeated = {k: n for k, n in Counter(computed).items() if n > 1}
+    assert not repeated, repeated
+    assert through_link and [(p.replace(link.as_posix(), root.as_posix()), *rest) for p, *rest in through_link] == _check(root, str(root), "-j", "1")
+
+
 def test_the_same_findings_whichever_file_a_run_starts_from(tmp_path: Path) -> None:
     root = _project(tmp_path)
     whole = _check(root, ".", "-j", "1")

@@ -50,8 +50,8 @@ _real = import_roots.real_path
 
 
 def _absolute(path: Path) -> Path:
-    """The module's path as the run's store names its summary (the same from any spelling of it)."""
-    return Path(os.path.abspath(path))
+    """The module's path as the run's store names its summary: one from any spelling, links too."""
+    return _real(Path(os.path.abspath(path)))
 
 
 class Project(ModuleFinder):
@@ -439,7 +439,8 @@ class Project(ModuleFinder):
         and whether it may be kept (computed inside a cycle, it is neither kept nor shared)."""
         if data is None:
             return EMPTY, set(), True
-        shared_entry = store.shared_entry(path, state)
+        key = _absolute(path)
+        shared_entry = store.shared_entry(key, state)
         stored = store.load_shared(shared_entry)
         if stored is None and not store.claim(shared_entry, budget.patience()):  # another worker was computing it: shared now
             stored = store.load_shared(shared_entry)
@@ -449,7 +450,6 @@ class Project(ModuleFinder):
             store.release(shared_entry)
             budget.ran_out_elsewhere(str(path))
             return self.outline(path, unknown_if_training=True), set(), True
-        key = _absolute(path)
         try:
             store.log_computation(path, state)
             with self._computing.working(key), watching() as depends, budget.own_budget(str(path)):
