@@ -61,6 +61,8 @@ class AutogradHistoryAccumulated(Rule):
         "stored, the last step's graph is held twice. The PyTorch FAQ: \"Don't accumulate history across "
         "your training loop ... total_loss += loss ... fix this by writing total_loss += float(loss)\"."
         " `total = total + loss` accumulates as `total += loss` does (the fix detaches the term added)."
+        " A term of the loss a step backpropagates (`loss = loss_b + 0.9 * loss_r`, then `loss.backward()`) carries the graph,"
+        " whatever computed it: accumulating `loss_r` is flagged (unsafe fix unless it is known to be a tensor, not a number)."
         " A helper of the module that accumulates only what it is given (`AverageMeter.update`'s "
         "`self.sum += val * n`) keeps the graphs of the calls that hand it a tensor with one: the finding is "
         "at each such call in a step (`losses.update(total_loss, n)`; a data timer handed numbers is fine), "
@@ -175,6 +177,16 @@ def forward_backward(model, batches, optimizer):
         _KEPT_CODES.format(unpack="_, codes", kept="codes"),
         # the same through `torch` imported under another name, the dimension given by position
         _KEPT_CODES.replace("import torch\n", "import torch\nimport torch as t\n").replace("self.proj(x).max(1)", "t.max(self.proj(x), 1)").format(unpack="_, codes", kept="codes"),
+        # a term of the loss known to be a number holds no graph
+        """
+reg_total = 0.0
+for x, y in loader:
+    reg = 0.0
+    loss = criterion(model(x), y) + reg
+    reg_total += reg
+    loss.backward()
+    optimizer.step()
+""",
     )
     invalid = (
         # the values of the same reduction keep the graph
@@ -213,16 +225,31 @@ for i, (x, y) in enumerate(loader):
         print(running_loss / 100)
         running_loss = 0.0
 """,
+        # a term of the loss backpropagated carries its graph, whatever unseen criterion computed it
+        """
+class Trainer:
+    def train(self):
+        rain_total = 0
+        for lr, hr in self.loader:
+            derained, rain = self.model(lr)
+            loss_b = self.loss(derained, hr)
+            loss_r = self.loss(rain, lr - hr)
+            loss = loss_b + 0.9 * loss_r
+            rain_total = rain_total + loss_r
+            loss.backward()
+            self.optimizer.step()
+""",
     )
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         backpropagated = self._backpropagated(model)
         stores = _Stores(model)
         passed_on: set[int] = set()  # the calls reported for handing a helper what it accumulates
+        terms = _loss_terms(model, backpropagated)
         for a in model.assigns:
             if not model.in_step(a.site) or model.under(a.site, "no_grad") or a.site.in_except:
                 continue  # (an error path, or code past a `continue`, runs in no step)
-            if model.value(a.value, a.site).graph is not True:
+            if model.value(a.value, a.site).graph is not True and not _accumulates_term(model, terms, a):
                 continue
             for target in a.targets:
                 if a.op is None and _chains_itself(model, a, target):
@@ -387,6 +414,35 @@ def _added_to_itself(value: cst.BaseExpression, target: str) -> cst.BaseExpressi
     return value.left if dotted(value.right) == target else None
 
 
+def _loss_terms(model: TrainingModel, backpropagated: set[str]) -> dict[int, set[str]]:
+    """Per function, the names it adds into the loss it backpropagates (`loss = loss_b + loss_r`, then
+    `loss.backward()`): each carries the graph, whatever computed it (a criterion of an unseen class)."""
+    terms: dict[int, set[str]] = {}
+    for a in model.assigns:
+        if a.op is None and len(a.targets) == 1 and a.targets[0] in backpropagated and a.site.function is not None:
+            terms.setdefault(id(a.site.function), set()).update(_addends(a.value))
+    return terms
+
+
+def _accumulates_term(model: TrainingModel, terms: dict[int, set[str]], assign: Assign) -> bool:
+    """`total += term` or `total = total + term` of such a term, unless it is known to be no tensor."""
+    if len(assign.targets) != 1 or id(assign.site.function) not in terms:
+        return False
+    added = assign.value if assign.op == "AddAssign" else _added_to_itself(assign.value, assign.targets[0]) if assign.op is None else None
+    return isinstance(added, cst.Name) and added.value in terms[id(assign.site.function)] and model.value(added, assign.site).kind in (Kind.TENSOR, Kind.UNKNOWN)
+
+
+def _addends(value: cst.BaseExpression) -> Iterator[str]:
+    """The names a sum adds (`a + b + 0.1 * c` adds `a`, `b` and `c`)."""
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Add, cst.Multiply)):
+        add = isinstance(value.operator, cst.Add)
+        for term, other in ((value.left, value.right), (value.right, value.left)):
+            if add or (isinstance(term, cst.Name) and isinstance(other, (cst.Integer, cst.Float))):
+                yield from _addends(term)
+    elif isinstance(value, cst.Name):
+        yield value.value
+
+
 def _fresh(value: Value) -> bool:
     """A value with no autograd history: `None`, or a tensor built from nothing (`torch.zeros(...)`)."""
     return value.graph is False or value.kind is Kind.NONE
@@ -431,11 +487,14 @@ def _reset_before(model: TrainingModel, assign: Assign, target: str) -> bool:
 def _detach_fix(model: TrainingModel, value: cst.BaseExpression, target: str, site: Site) -> NodeFix | None:
     """`value.detach()` where `value` is stored into `target` at `site`.
 
-    Safe only when nothing read from `target` afterwards may be differentiated (reach a backward
-    call or be returned: `total = self.loss * 1.0; total.backward()`), else offered as unsafe.
+    Safe only when `value` is known to be a tensor (a term of the loss known only by its use may be a
+    number, which has no `.detach()`) and nothing read from `target` afterwards may be differentiated
+    (reach a backward call or be returned: `total = self.loss * 1.0; total.backward()`), else offered
+    as unsafe.
     """
     if not isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
         return None
     text = model.module.code_for_node(value)
-    applicability = Applicability.UNSAFE if may_be_differentiated(model, target, site) else Applicability.SAFE
+    known = model.value(value, site).kind is Kind.TENSOR
+    applicability = Applicability.UNSAFE if not known or may_be_differentiated(model, target, site) else Applicability.SAFE
     return NodeFix(f"detach: `{text}.detach()`", (NodeEdit(value, f"{text}.detach()"),), applicability)
