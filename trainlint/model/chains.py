@@ -76,10 +76,11 @@ class StepChains(InheritedTargets):
         if not passed or len(passed) > MAX_ALTERNATIVES:
             return None
         # a model or a loss module (what runs `forward` every step), a plain object (a metric logger
-        # whose `update` reads what it is given), or a loss scaler (whose `__call__` backpropagates and
-        # steps, clipping where a call asks it to); optimizers passed in keep what the module itself can
-        # tell of them. Several classes passed (in several places) make an object of one of them, when
-        # all are of one kind.
+        # whose `update` reads what it is given), a loss scaler (whose `__call__` backpropagates and
+        # steps, clipping where a call asks it to), or a learning-rate scheduler of the project (a
+        # warm-up built in `main` and stepped in the loop of another module); optimizers passed in keep
+        # what the module itself can tell of them. Several classes passed (in several places) make an
+        # object of one of them, when all are of one kind.
         kinds = set()
         for origin in passed:
             library = origin.removeprefix(f"{LIBRARY_CLASS}::")
@@ -88,7 +89,7 @@ class StepChains(InheritedTargets):
             if library in LIBRARY_LOGITS_LOSSES:  # `criterion=nn.CrossEntropyLoss()`: a loss module of torch's
                 return Value(Kind.MODULE, origin=library) if len(passed) == 1 else None
             symbol = self.project_symbol(origin)
-            if not isinstance(symbol, ClassSummary) or symbol.kind not in (Kind.MODULE, Kind.OBJECT, Kind.SCALER):
+            if not isinstance(symbol, ClassSummary) or symbol.kind not in (Kind.MODULE, Kind.OBJECT, Kind.SCALER, Kind.SCHEDULER):
                 return None
             kinds.add(symbol.kind)
         return Value(kinds.pop(), origin="|".join(passed)) if len(kinds) == 1 else None

@@ -15,6 +15,7 @@ from trainlint.model.lattice import ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NAMESPA
 from trainlint.model.arguments import LambdaCalls, argument_for, computed_value
 from trainlint.model.containers import MODULE_CONTAINERS, element_of, held_modules, namespace_value
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
+from trainlint.model.chosen_classes import ChosenClasses
 from trainlint.model.device_arguments import DeviceArguments, moved_to_device
 from trainlint.model.data_sources import ARRAY_METHODS, numpy_built
 from trainlint.model.distributions import DISTRIBUTIONS, distribution, sampled
@@ -86,7 +87,7 @@ def device_of_argument(expr: cst.BaseExpression | None) -> str:
     return UNKNOWN_DEVICE
 
 
-class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
+class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
     """The call-evaluating half of `ValueModel` (`of` is the evaluator's, declared on `LambdaCalls`)."""
 
     @cached_property
@@ -180,34 +181,14 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments):
             if called is None and callee.kind is Kind.UNKNOWN and fn is not None and isinstance(func, cst.Name):
                 called = m.passed_call_returns(fn, name) if not m.reaching(fn, name, at) else None
             return called if called is not None else self._by_words(name, at)
+        if isinstance(func, cst.Subscript) and isinstance(func.value, cst.Name):
+            chosen = self._class_from_dict(func.value.value, call, fn, at)
+            if chosen is not None:
+                return chosen
         callee = self.of(func, fn, at)
         if callee.kind is Kind.MODULE:
             return self._forward(at, callee, [self.of(a.value, fn, at) for a in call.args])
         return UNKNOWN
-
-    def _chosen_class(self, name: str, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value | None:
-        """`klass = CharacterEmbed if not interpolated else InterpolatedEmbed` then `klass(...)`: an
-        instance of one of the classes (of this module, or imported from the project) the name may
-        hold (None unless all are such)."""
-        m = self.model
-        assigns = m.reaching(fn, name, at)
-        if not assigns:
-            return None
-        built: list[Value] = []
-        for assign in assigns:
-            value = assign.value
-            for choice in (value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,):
-                if not isinstance(choice, cst.Name) or assign.op is not None:
-                    return None
-                if m.local_class(choice.value) is not None:
-                    built.append(m.instance_of_local_class(choice.value))
-                    continue
-                qual = m.imports.resolve(choice)
-                instance = self._library_call(qual, call, fn, at) if qual is not None and choice.value[:1].isupper() else None
-                if instance is None or instance.origin is None:  # not a class of the project
-                    return None
-                built.append(instance)
-        return join(built)
 
     def _forward(self, at: "Site | None", module: Value | None = None, inputs: "list[Value] | None" = None) -> Value:
         """The output of a forward pass: a tensor with a graph, unless autograd is off there, the module is frozen

@@ -63,7 +63,8 @@ for x in loader:
         "(built by `torch.optim.lr_scheduler`, by a transformers or diffusers schedule builder such as "
         "`get_linear_schedule_with_warmup`, or from a library class named as torch names its schedulers, "
         "`*LR`/`*LRScheduler`, or as an instance of a class of the project deriving from one of torch's, "
-        "`class WarmupCosineSchedule(LambdaLR)`), never by the name of the variable holding it: a `.step()` on "
+        "`class WarmupCosineSchedule(LambdaLR)`, or built by a dict whose classes are all schedulers, "
+        "`key2scheduler[cfg.name](optimizer)`), never by the name of the variable holding it: a `.step()` on "
         "an object whose kind is not known, or of a class of the project deriving from no scheduler, is not reported."
     )
     verification = "`trainlint verify run` counts the scheduler steps the script takes before its first optimizer step."
@@ -94,6 +95,25 @@ for x in loader:
     model(x).backward()
     optimizer.step()
 """,
+        # a dict of classes of which one is no scheduler: what the subscript builds is not known
+        """
+import torch
+from torch.optim.lr_scheduler import CosineAnnealingLR
+
+class Warmup:
+    def __init__(self, optimizer):
+        self.optimizer, self.count = optimizer, 0
+
+    def step(self):
+        self.count += 1
+
+SCHEDULES = {"warmup": Warmup, "cosine": CosineAnnealingLR}
+schedule = SCHEDULES[cfg.schedule](optimizer)
+for x in loader:
+    schedule.step()
+    model(x).backward()
+    optimizer.step()
+""",
     )
     invalid = (
         # a class of the project deriving from torch's LambdaLR
@@ -112,6 +132,22 @@ for x in loader:
     scheduler.step()
     optimizer.step()
     optimizer.zero_grad()
+""",
+        # a dict of scheduler classes subscripted by a setting (pytorch-semseg's `key2scheduler`)
+        """
+import torch
+from torch.optim.lr_scheduler import CosineAnnealingLR, MultiStepLR
+
+key2scheduler = {"multi_step": MultiStepLR, "cosine_annealing": CosineAnnealingLR}
+
+def get_scheduler(optimizer, name, **settings):
+    return key2scheduler[name](optimizer, **settings)
+
+scheduler = get_scheduler(optimizer, cfg.schedule, **cfg.schedule_args)
+for x in loader:
+    scheduler.step()
+    model(x).backward()
+    optimizer.step()
 """,
         """
 import torch
