@@ -22,6 +22,7 @@ TYPE_ONLY_UPWARD = {
     ("trainlint.model.manual_updates", "trainlint.model.training"): "hand updates are read from the TrainingModel being analysed",
     ("trainlint.model.function_values", "trainlint.model.training"): "function values are called for the TrainingModel being analysed",
     ("trainlint.model.chosen_classes", "trainlint.model.training"): "classes chosen at run time are built in the TrainingModel being analysed",
+    ("trainlint.model.state_resets", "trainlint.model.training"): "state resets are found in the TrainingModel being analysed",
     ("trainlint.model.device_arguments", "trainlint.model.training"): "device arguments are read in the TrainingModel being analysed",
     ("trainlint.model.saved_arguments", "trainlint.model.training"): "saved arguments are found in the TrainingModel being analysed",
     ("trainlint.model.module_classes", "trainlint.model.training"): "module classes are resolved in the TrainingModel being analysed",

@@ -10,7 +10,8 @@ import libcst as cst
 from trainlint.diagnostics import Applicability, Severity
 from trainlint.model.fix_safety import may_be_differentiated
 from trainlint.model import Assign, Call, Loop, Site, TrainingModel
-from trainlint.model.lattice import Kind, Value, origins
+from trainlint.model.lattice import Kind
+from trainlint.model.state_resets import reset_before, reset_earlier
 from trainlint.model.arguments import argument_for
 from trainlint.model.names import dotted
 from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, shorten
@@ -101,7 +102,8 @@ for x, y in loader:
         "values computed under `torch.no_grad()` or detached upstream (two lines above, or in a callee), "
         "an element of what an `isinstance` test calls a sequence (`if isinstance(loss, tuple): count += loss[1]`), "
         "state on `self` that a method rebuilds from nothing (`torch.zeros(...)`) before each pass or on "
-        "every step, even when another module calls it (a decoder calling `attention.init_states(x)`), "
+        "every step, even when another module calls it (a decoder calling `attention.init_states(x)`), or that the "
+        "function adding into it resets first on the same path (`self.loss_dict = defaultdict(float)` atop `forward`), "
         "values the analysis does not know to carry a graph (the indices of a reduction along a dimension, `_, idx = x.max(1)`, `x.topk(k)`, `x.sort()`, are integers and carry none), a last output kept on `self` (its saved "
         "tensors were freed by backward; nothing grows), test code, and code outside training steps. The "
         "`.detach()` fix is safe (applied by `--fix`) only when every later use of the total is proven to "
@@ -177,6 +179,28 @@ def forward_backward(model, batches, optimizer):
         _KEPT_CODES.format(unpack="_, codes", kept="codes"),
         # the same through `torch` imported under another name, the dimension given by position
         _KEPT_CODES.replace("import torch\n", "import torch\nimport torch as t\n").replace("self.proj(x).max(1)", "t.max(self.proj(x), 1)").format(unpack="_, codes", kept="codes"),
+        # rebuilt at the top of every forward before each head's loss is added: one pass's losses
+        """
+from collections import defaultdict
+from torch import nn
+
+class Detector(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+
+    def forward(self, x):
+        self.loss_dict = defaultdict(float)
+        for head in self.heads:
+            x = head(x)
+            self.loss_dict["total"] += x.pow(2).mean()
+        return self.loss_dict["total"]
+
+model = Detector()
+for x in loader:
+    model(x).backward()
+    optimizer.step()
+""",
         # a term of the loss known to be a number holds no graph
         """
 reg_total = 0.0
@@ -224,6 +248,17 @@ for i, (x, y) in enumerate(loader):
     if i % 100 == 99:
         print(running_loss / 100)
         running_loss = 0.0
+""",
+        # reset on the first step only: the total outlives every later step
+        """
+class Trainer:
+    def train_step(self, step, x):
+        if step == 0:
+            self.total = 0.0
+        loss = self.model(x).mean()
+        self.total += loss
+        loss.backward()
+        self.opt.step()
 """,
         # a term of the loss backpropagated carries its graph, whatever unseen criterion computed it
         """
@@ -298,7 +333,8 @@ class Trainer:
         if key not in stores.answers:
             if target.startswith("self."):  # unless a method rebuilds it from nothing before, or every step
                 fn = fact.site.function
-                stores.answers[key] = not (isinstance(fact, Assign) and fn is not None and fn.class_name and _reset_before(model, fact, target))
+                stores.answers[key] = not (isinstance(fact, Assign) and fn is not None and fn.class_name and (
+                    reset_before(model, fact, target) or reset_earlier(model, fact, target)))
             else:
                 stores.answers[key] = AutogradHistoryAccumulated._outlives(model, stores, fact, target, loops)
         return stores.answers[key]
@@ -402,7 +438,7 @@ def _chains_itself(model: TrainingModel, assign: Assign, target: str) -> bool:
     """`self.hidden = model(x, self.hidden)` on `self`: each step's graph hangs on the previous one."""
     if not target.startswith("self.") or assign.site.function is None or not assign.site.function.class_name:
         return False
-    return target in model.roots_of(assign.value, assign.site.function) and not _reset_before(model, assign, target)
+    return target in model.roots_of(assign.value, assign.site.function) and not reset_before(model, assign, target)
 
 
 def _added_to_itself(value: cst.BaseExpression, target: str) -> cst.BaseExpression | None:
@@ -441,47 +477,6 @@ def _addends(value: cst.BaseExpression) -> Iterator[str]:
                 yield from _addends(term)
     elif isinstance(value, cst.Name):
         yield value.value
-
-
-def _fresh(value: Value) -> bool:
-    """A value with no autograd history: `None`, or a tensor built from nothing (`torch.zeros(...)`)."""
-    return value.graph is False or value.kind is Kind.NONE
-
-
-def _reset_before(model: TrainingModel, assign: Assign, target: str) -> bool:
-    """A decoder's `forward` that calls `self._init_states(x)` (which sets `self.query =
-    torch.zeros(...)`) and then `self.decode(...)` per time step: the state is rebuilt from nothing
-    on every call, so its graph lives for one forward pass, not across steps."""
-    fn = assign.site.function
-    assert fn is not None
-    resets = {
-        a.site.function for a in model.attribute_assigns(fn.class_name, target)
-        if a.op is None and a.site.function is not fn and a.site.function is not None and a.site.function.name != "__init__"
-        and _fresh(model.value(a.value, a.site))
-    }
-    if not resets:
-        return False
-    if resets & model.step_functions:
-        return True  # rebuilt from nothing every step (the decoder of another module calls `init_states`): one step's graph at most
-    names = {r.name for r in resets}
-    own = [c for c in model.calls if c.receiver_text == "self" and c.site.function is not None and c.site.function.class_name == fn.class_name]
-    for reset in (c for c in own if c.method in names):
-        caller = reset.site.function
-        if caller is fn and reset.site.order < assign.site.order:
-            return True
-        if any(c.method == fn.name and c.site.function is caller and c.site.order > reset.site.order for c in own):
-            return True
-    # `self.attention.init_states(x)` in the decoder's `forward`, which then runs the attention per
-    # time step: reset by the object that uses it, once per forward pass (not once before a step loop)
-    for reset in model.calls:
-        caller = reset.site.function
-        if reset.method not in names or reset.receiver_text in (None, "self") or caller is None or caller.name == "__init__":
-            continue
-        if any(l.is_step for l in model.loops if l.function is caller):
-            continue
-        if fn.class_name in origins(model.value(reset.receiver, reset.site)):
-            return True
-    return False
 
 
 def _detach_fix(model: TrainingModel, value: cst.BaseExpression, target: str, site: Site) -> NodeFix | None:
