@@ -331,11 +331,11 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
             parent = loop.parent
             if loop.is_step and parent is not None and not parent.is_step and loop.counted and self.iterates_loader(parent):
                 parent.is_step = True
-        # an `if` that holds the optimizer step (an accumulation boundary, `if step % k == 0` of a
-        # delayed actor update, an early `continue` before the step) runs on every training step
+        # an `if` that holds the optimizer step (an accumulation boundary, `if step % k == 0` of a delayed actor
+        # update, an early `continue` before the step) runs every step; a project call under no_grad backpropagates nothing
         self._step_branches: set[int] = set()
         for call in self.calls:
-            if self.is_optimizer_step(call) or self._runs_any(call, updating) or self.project_steps(call):
+            if self.is_optimizer_step(call) or self._runs_any(call, updating) or (self.project_steps(call) and not call.site.grad_off):
                 self._step_branches.update(id(n) for n in call.site.gate_nodes if n is not None)
         self._step_branches |= boundary_branches(self.module, self.calls, self.assigns, self._step_branches)
         # per-step functions: hooks, functions other modules run every step, and callees of ungated per-step code
