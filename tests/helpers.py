@@ -7,7 +7,7 @@ from pathlib import Path
 
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic
-from trainlint.engine.lint import lint_source
+from trainlint.engine.lint import lint_paths, lint_source
 
 
 def lint(code: str, select: str | None = None, name: str = "train.py", **settings: object) -> list[Diagnostic]:
@@ -27,6 +27,17 @@ def codes(code: str, select: str | None = None, **settings: object) -> list[str]
 def lines(code: str, rule: str) -> list[int]:
     """Lines (1-based, of the dedented snippet) where `rule` fires."""
     return [d.line for d in lint(code, rule)]
+
+
+def lint_project(tmp_path: Path, files: dict[str, str], select: str, preview: bool = False) -> list[str]:
+    """"name:line:code" of each finding when a project of dedented `files` (and a `pyproject.toml`
+    marking its root) is linted whole with `select` (codes or prefixes, comma-separated)."""
+    (tmp_path / "pyproject.toml").write_text("")
+    for name, text in files.items():
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    settings = Settings(select=tuple(select.split(",")), root=tmp_path, preview=preview)
+    results = lint_paths([(tmp_path / n, settings) for n in files], jobs=1)
+    return sorted(f"{Path(d.path).name}:{d.line}:{d.code}" for r in results for d in r.diagnostics)
 
 
 def process_alive(pid: int) -> bool:

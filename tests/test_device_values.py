@@ -10,22 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import lint
-from trainlint.config import Settings
-from trainlint.engine.lint import lint_paths
+from tests.helpers import lint, lint_project as _lint_project
+
+
+def lint_project(tmp_path: Path, files: dict[str, str], select: str) -> list[str]:
+    return _lint_project(tmp_path, files, select, preview=True)
 
 
 def found(code: str, rule: str, name: str = "train.py") -> list[int]:
     return [d.line for d in lint(textwrap.dedent(code), rule, name=name) if d.code == rule]
-
-
-def lint_project(tmp_path: Path, files: dict[str, str], select: str) -> list[str]:
-    (tmp_path / "pyproject.toml").write_text("")
-    for name, text in files.items():
-        (tmp_path / name).write_text(textwrap.dedent(text))
-    settings = Settings(select=tuple(select.split(",")), root=tmp_path, preview=True)
-    results = lint_paths([(tmp_path / n, settings) for n in files], jobs=1)
-    return sorted(f"{Path(d.path).name}:{d.line}:{d.code}" for r in results for d in r.diagnostics)
 
 
 # -- 1. a host counter that accumulates a device reduction is a device tensor afterwards ------------

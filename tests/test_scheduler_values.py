@@ -5,20 +5,9 @@ the project with a `step` of its own that derives from no scheduler."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
-from trainlint.config import Settings
-from trainlint.engine.lint import lint_paths
-
-
-def lint_project(tmp_path: Path, files: dict[str, str]) -> list[str]:
-    (tmp_path / "pyproject.toml").write_text("")
-    for name, text in files.items():
-        (tmp_path / name).write_text(textwrap.dedent(text))
-    settings = Settings(select=("TL502",), root=tmp_path)
-    results = lint_paths([(tmp_path / n, settings) for n in files], jobs=1)
-    return sorted(f"{Path(d.path).name}:{d.line}:{d.code}" for r in results for d in r.diagnostics)
+from tests.helpers import lint_project
 
 
 UTILS = """
@@ -69,12 +58,12 @@ for epoch in range(10):
 def test_a_warm_up_scheduler_of_the_project_handed_to_another_modules_loop(tmp_path: Path) -> None:
     # Teacher-free KD: `utils.WarmUpLR(...)` built in main.py, stepped first in train.py's loop
     files = {"utils.py": UTILS, "train.py": TRAIN, "main.py": MAIN.format(cls="WarmUpLR")}
-    assert lint_project(tmp_path, files) == ["train.py:5:TL502"]
+    assert lint_project(tmp_path, files, "TL502") == ["train.py:5:TL502"]
 
 
 def test_a_class_with_a_step_of_its_own_handed_in_is_no_scheduler(tmp_path: Path) -> None:
     files = {"utils.py": UTILS, "train.py": TRAIN, "main.py": MAIN.format(cls="StepCounter")}
-    assert lint_project(tmp_path, files) == []
+    assert lint_project(tmp_path, files, "TL502") == []
 
 
 SCHEDULERS = """
@@ -110,9 +99,9 @@ for x, y in loader:
 def test_a_scheduler_built_from_a_dict_of_scheduler_classes_by_a_helper(tmp_path: Path) -> None:
     # pytorch-semseg: `key2scheduler[s_type](optimizer, **scheduler_dict)` in another module
     files = {"utils.py": UTILS, "schedulers.py": SCHEDULERS.format(third="WarmUpLR"), "train.py": SEMSEG}
-    assert lint_project(tmp_path, files) == ["train.py:9:TL502"]
+    assert lint_project(tmp_path, files, "TL502") == ["train.py:9:TL502"]
 
 
 def test_a_dict_holding_a_class_that_is_no_scheduler_builds_nothing_known(tmp_path: Path) -> None:
     files = {"utils.py": UTILS, "schedulers.py": SCHEDULERS.format(third="StepCounter"), "train.py": SEMSEG}
-    assert lint_project(tmp_path, files) == []
+    assert lint_project(tmp_path, files, "TL502") == []

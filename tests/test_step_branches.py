@@ -6,20 +6,9 @@ still makes that branch hold the step."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
-from trainlint.config import Settings
-from trainlint.engine.lint import lint_paths
-
-
-def lint_project(tmp_path: Path, files: dict[str, str]) -> list[str]:
-    (tmp_path / "pyproject.toml").write_text("")
-    for name, text in files.items():
-        (tmp_path / name).write_text(textwrap.dedent(text))
-    settings = Settings(select=("TL401",), root=tmp_path)
-    results = lint_paths([(tmp_path / n, settings) for n in files], jobs=1)
-    return sorted(f"{Path(d.path).name}:{d.line}:{d.code}" for r in results for d in r.diagnostics)
+from tests.helpers import lint_project
 
 
 HELPER = """
@@ -65,10 +54,10 @@ for step in range(1000):
 
 def test_a_validation_block_under_no_grad_calling_an_updating_helper_is_gated(tmp_path: Path) -> None:
     files = {"helper.py": HELPER, "train.py": TRAIN.format(guard="with torch.no_grad():")}
-    assert lint_project(tmp_path, files) == []
+    assert lint_project(tmp_path, files, "TL401") == []
 
 
 def test_the_same_block_with_gradients_on_holds_an_update_and_runs_every_step(tmp_path: Path) -> None:
     # the helper may backpropagate and update there: the branch holds a training step (the page's law)
     files = {"helper.py": HELPER, "train.py": TRAIN.format(guard="with torch.enable_grad():")}
-    assert lint_project(tmp_path, files) == ["train.py:18:TL401", "train.py:19:TL401"]
+    assert lint_project(tmp_path, files, "TL401") == ["train.py:18:TL401", "train.py:19:TL401"]
