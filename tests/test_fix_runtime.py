@@ -158,3 +158,23 @@ def test_every_safe_fix_in_the_catalogue_has_a_runtime_test():
                 safe |= {d.code for d in lint(textwrap.dedent(example), rule.code)
                          if d.fix is not None and d.fix.applicability is Applicability.SAFE}
     assert safe <= set(SCRIPTS), f"add a runtime test for the safe fixes of {sorted(safe - set(SCRIPTS))}"
+
+
+def test_detach_of_a_loss_term_known_only_by_its_use_is_not_safe() -> None:
+    # `loss_r` is a term of the backpropagated loss, computed by a criterion of an unseen class: it
+    # carries the graph when it is a tensor, but it may be a number, which has no `.detach()`
+    code = """
+    class Trainer:
+        def train(self):
+            rain_total = 0
+            for lr, hr in self.loader:
+                derained, rain = self.model(lr)
+                loss_r = self.loss(rain, lr - hr)
+                loss = self.loss(derained, hr) + 0.9 * loss_r
+                rain_total = rain_total + loss_r
+                loss.backward()
+                self.optimizer.step()
+    """
+    found = [d for d in lint(code, "TL302") if d.fix is not None]
+    assert [d.line for d in found] == [9]
+    assert all(d.fix.applicability is Applicability.UNSAFE for d in found)
