@@ -982,6 +982,40 @@ def test_a_host_tensor_filled_with_constants_is_still_built_on_the_host() -> Non
         assert found(PADDED_BATCH.replace("FILL", fill), "TL406") == [8], fill
 
 
+LABEL_VECTOR = """
+import torch
+
+class SegmentationLoss(torch.nn.Module):
+    def forward(self, pred, se_pred, target):
+        se_target = self._label_vector(target, pred.size(1)).type_as(pred)
+        return torch.nn.functional.binary_cross_entropy_with_logits(se_pred, se_target)
+
+    @staticmethod
+    def _label_vector(target, nclass):
+        vect = torch.zeros(target.size(0), nclass)
+        for i in range(target.size(0)):
+            hist = torch.histc(target[i].cpu().float(), bins=nclass, min=0, max=nclass - 1)
+            FILL
+        return vect
+
+model, criterion = Net().cuda(), SegmentationLoss()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, target in loader:
+    x, target = x.cuda(), target.cuda()
+    pred, se_pred = model(x)
+    loss = criterion(pred, se_pred, target)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_host_tensor_a_helper_fills_with_the_batch_s_values_and_returns_is_data() -> None:
+    # PyTorch-Encoding's SE loss: a histogram of each image's labels, filled on the host and moved
+    assert found(LABEL_VECTOR.replace("FILL", "vect[i] = hist > 0"), "TL406") == []
+    assert found(LABEL_VECTOR.replace("FILL", "vect[i] = 1"), "TL406") == [6]
+
+
 # -- the loader's batch, read before the loop moves it -----------------------------------------------
 TRIMMED_BATCH = """
 import torch
@@ -1409,3 +1443,42 @@ def test_a_sum_of_a_loss_dicts_values_is_read_where_its_item_is() -> None:
             optimizer.step()
     """
     assert found(code, "TL401") == [10]
+
+
+# -- what a NumPy helper of another module returns is host data, whatever it was given ---------------
+NUMPY_HELPERS = {
+    "utils.py": """
+        import numpy as np
+
+
+        def rainfall_to_pixel(rainfall, a=58.53, b=1.56):
+            dbr = np.log10(rainfall) * 10.0
+            dbz = dbr * b + 10.0 * np.log10(a)
+            return (dbz + 10.0) / 70.0
+
+
+        def scaled(values, factor):
+            return np.log10(values) * factor
+    """,
+    "train.py": """
+        import torch
+        from utils import rainfall_to_pixel, scaled
+
+        model = torch.nn.Linear(4, 4).cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        thresholds = [0.5, 2, 5]
+        for x, factor in loader:
+            opt.zero_grad()
+            loss = model(x.cuda()).sum()
+            loss.backward()
+            opt.step()
+            levels = rainfall_to_pixel(thresholds).tolist()
+            weights = scaled(thresholds, factor.cuda()).tolist()
+    """,
+}
+
+
+def test_a_numpy_helper_s_result_is_read_without_a_sync_unless_a_device_tensor_joins_it(tmp_path: Path) -> None:
+    # `np.log10(...)` cannot read a device tensor: its result, scaled by numbers, is host data; scaled
+    # by a parameter (here the device's `factor`), it may be a device tensor
+    assert lint_project(tmp_path, NUMPY_HELPERS, "TL401") == ["train.py:14:TL401"]

@@ -186,6 +186,8 @@ def computed_value(call: cst.Call, computation: tuple[str, ...], value_of: Calla
     tensors (a model's outputs); None otherwise."""
     if not computation:
         return None
+    if computation[0] == "host":  # (NumPy's result, whatever it was given)
+        return Value(Kind.HOST_ARRAY, HOST)
     given = [value_of(a) for a in (argument_for(call, key) for key in computation[1:]) if a is not None]
     if any(v.device == ACCEL for v in given):
         tensor = Value(Kind.TENSOR, ACCEL)

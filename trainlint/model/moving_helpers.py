@@ -153,14 +153,21 @@ def copied_from_device(model: "TrainingModel", expr: cst.BaseExpression, site: "
     return on_device and site.function is not None and any(r.split(".", 1)[0] == "self" for r in model.roots_of(expr, site.function))
 
 
-def filled_with_data(model: "TrainingModel", expr: cst.BaseExpression, site: "Site") -> bool:
+def filled_with_data(model: "TrainingModel", expr: cst.BaseExpression, site: "Site", depth: int = 0) -> bool:
     """A tensor a factory built on the host (`seq_tensor = torch.zeros((n, max_len)).long()`) that the
-    function fills with the batch's own values before the move (`seq_tensor[i, :len] = torch.LongTensor(seq)`):
-    a padded batch, data, not a constant; filled with numbers, host constants or device values
+    function fills with the batch's own values before the move (`seq_tensor[i, :len] = torch.LongTensor(seq)`),
+    or that a function of this module fills so and returns (a histogram of the batch's labels): a
+    padded batch, data, not a constant; filled with numbers, host constants or device values
     (`x_pad[:, :n] = x`), it could have been built on the device."""
     name = expr
     while isinstance(name, cst.Subscript):  # (`seq_tensor[perm_idx]`: rows of it)
         name = name.value
+    call = model.call_at(name) if isinstance(name, cst.Call) else None
+    if call is not None and depth < 2:  # `self._label_vector(target, n)`: a helper here fills what it returns
+        helpers = model.callees(call)
+        return bool(helpers) and all(
+            fn.return_facts and all(filled_with_data(model, r.value, r.site, depth + 1) for r in fn.return_facts) for fn in helpers
+        )
     if not isinstance(name, cst.Name) or site.function is None:
         return False
     fills = [a for a in model.assigns if a.targets == (f"{name.value}[]",) and a.site.function is site.function and a.site.order < site.order]

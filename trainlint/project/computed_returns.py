@@ -7,7 +7,8 @@ given the device's outputs and labels returns device tensors, and `prec1.data[0]
 Such helpers sit in modules with no training code (`utils.py`), which are only outlined; a name's every
 binding in the function counts (no flow), and anything but tensor methods, torch's functions (not its
 factories), subscripts and arithmetic on the parameters (another call, a host read, a loop's element)
-makes the function's result unknown.
+makes the function's result unknown. A function whose every `return` gives what NumPy's functions
+compute (`np.log10(r) * 10.0`) returns host data, whatever it was given: NumPy cannot read a device tensor.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from trainlint.model.value_calls import HOST_METHODS, NUMBER_METHODS, TENSOR_MET
 from trainlint.project.outline_effects import Function, bound_targets, explicit_parameters, own_statements
 
 MAX_STEPS = 64  # expressions and bindings followed back from the function's returns
-LIST, TENSOR = "list", "tensor"
+LIST, TENSOR, HOST_DATA = "list", "tensor", "host"
 _OPEN = "\0"  # (a name met again while it is followed, `pred = pred.t()`: what its other bindings say)
 _NOT_COMPUTING = NUMBER_METHODS | HOST_METHODS | {"cpu", "to", "cuda"}
 # torch's functions whose result is not where their arguments are: factories, conversions, predicates
@@ -28,11 +29,12 @@ _NOT_FROM_ARGUMENTS = frozenset(
 )
 
 
-def returned_computation(fn: Function, method: bool, torch_names: frozenset[str] = frozenset()) -> tuple[str, ...]:
+def returned_computation(fn: Function, method: bool, torch_names: frozenset[str] = frozenset(), numpy_names: frozenset[str] = frozenset()) -> tuple[str, ...]:
     """("tensor", "0 output", ...) when every `return` of `fn` gives a tensor that tensor methods, torch's
     functions (through `torch_names`, the module's names for torch and its modules: `F` for
     `torch.nn.functional`) and arithmetic compute from those parameters; ("list", ...) when every one
-    gives a list the function fills only by `append`s of such tensors; () otherwise."""
+    gives a list the function fills only by `append`s of such tensors; ("host",) when every one gives
+    what NumPy (`numpy_names`) computes; () otherwise."""
     returns: list[ast.expr] = []
     bindings: dict[str, list[ast.expr | None]] = {}  # name -> each value bound to it (None: not an expression's)
     appended: dict[str, list[ast.expr | None]] = {}  # name -> what `name.append(x)` adds (None: another change)
@@ -45,6 +47,8 @@ def returned_computation(fn: Function, method: bool, torch_names: frozenset[str]
         _note_changes(node, appended)
     if not returns:
         return ()
+    if numpy_names and all(_numpy_computed(value, {**_number_defaults(fn), **bindings}, numpy_names, set()) for value in returns):
+        return (HOST_DATA,)
     params = explicit_parameters(fn, method)
     trace = _Trace(bindings, set(params), [0], torch_names)
     shapes: set[str] = set()
@@ -172,11 +176,47 @@ class _Trace:
         return found
 
 
+def _numpy_computed(expr: ast.expr | None, bindings: dict[str, list[ast.expr | None]], numpy_names: frozenset[str], open_names: set[str]) -> bool | None:
+    """True when `expr` is NumPy's result (`np.log10(r)`, its methods, items and arithmetic with numbers),
+    None for a number, False otherwise (a parameter, another call: what it is depends on the caller)."""
+    if isinstance(expr, ast.Constant):
+        return None if isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool) else False
+    if isinstance(expr, ast.Call):
+        if isinstance(expr.func, ast.Attribute) and _root(expr.func) in numpy_names:
+            return True
+        return isinstance(expr.func, ast.Attribute) and _numpy_computed(expr.func.value, bindings, numpy_names, open_names) is True
+    if isinstance(expr, ast.Subscript):
+        return _numpy_computed(expr.value, bindings, numpy_names, open_names) is True
+    if isinstance(expr, ast.UnaryOp):
+        return _numpy_computed(expr.operand, bindings, numpy_names, open_names)
+    if isinstance(expr, ast.BinOp):
+        sides = [_numpy_computed(side, bindings, numpy_names, open_names) for side in (expr.left, expr.right)]
+        return False if False in sides else True if True in sides else None
+    if isinstance(expr, ast.Name) and expr.id not in open_names and expr.id in bindings:
+        open_names.add(expr.id)  # (`x = np.log(x)`: each binding once)
+        found = [_numpy_computed(value, bindings, numpy_names, open_names) for value in bindings[expr.id]]
+        open_names.discard(expr.id)
+        return False if not found or False in found else True if True in found else None
+    return False
+
+
+def _number_defaults(fn: Function) -> dict[str, list[ast.expr | None]]:
+    """The parameters whose default is a number (`a=58.53`), bound to it: a caller gives them numbers."""
+    args = fn.args
+    pairs = [*zip(args.args[len(args.args) - len(args.defaults):], args.defaults), *zip(args.kwonlyargs, args.kw_defaults)]
+    return {a.arg: [d] for a, d in pairs if isinstance(d, ast.Constant) and type(d.value) in (int, float)}
+
+
 def _root(expr: ast.expr) -> str:
     """The name an attribute chain starts from (`torch` of `torch.nn.functional.softmax`)."""
     while isinstance(expr, ast.Attribute):
         expr = expr.value
     return expr.id if isinstance(expr, ast.Name) else ""
+
+
+def numpy_modules(imported: dict[str, str], exports: dict[str, str]) -> frozenset[str]:
+    """The names a module binds to NumPy and its modules (`np` of `import numpy as np`)."""
+    return frozenset(name for name, full in (*imported.items(), *exports.items()) if full == "numpy" or full.startswith("numpy."))
 
 
 def torch_modules(imported: dict[str, str], exports: dict[str, str]) -> frozenset[str]:

@@ -17,7 +17,7 @@ from trainlint.model.lattice import HOST, Kind, Value
 from trainlint.model.modules_by_name import modules_named
 from trainlint.model.saved_arguments import FRAME_READERS
 from trainlint.model.summary import EMPTY, ClassSummary, FunctionSummary, ModuleSummary, registry_root
-from trainlint.project.computed_returns import returned_computation, torch_modules
+from trainlint.project.computed_returns import numpy_modules, returned_computation, torch_modules
 from trainlint.project.outline_moves import moves_fact
 from trainlint.project.outline_effects import add_effects, bound_targets as _targets, explicit_parameters, imported_names, own_statements as _own_statements, spelled as _spelled
 from trainlint.project.outline_returns import ReturnedClasses
@@ -166,7 +166,7 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name] = FunctionSummary(
                 where=f"`{node.name}`", returns_argument=_returned_parameter(node, False), adds_methods=_adds_methods(node),
-                calls_parameters=_called_parameters(node), parameter_facts=moves_fact(node, False), returns_computed=returned_computation(node, False, torch_modules(imported, exports)),
+                calls_parameters=_called_parameters(node), parameter_facts=moves_fact(node, False), returns_computed=returned_computation(node, False, torch_modules(imported, exports), numpy_modules(imported, exports)),
             )
             factories.append((node, ""))
         elif isinstance(node, ast.Assign) and ast.unparse(node.value) == "sys.modules[__name__]":
@@ -178,7 +178,7 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
                 m.name: FunctionSummary(
                     where=f"`{node.name}.{m.name}`", returns_argument=_returned_parameter(m, True), self_calls=_self_calls(m, own), self_methods=_self_calls(m, own, True),
                     saves_arguments=_saves_arguments(m), calls_parameters=_called_parameters(m, True), parameter_facts=moves_fact(m, True),
-                    returns_computed=returned_computation(m, True, torch_modules(imported, exports)),
+                    returns_computed=returned_computation(m, True, torch_modules(imported, exports), numpy_modules(imported, exports)),
                 )
                 for m in defs
             }
