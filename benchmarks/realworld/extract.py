@@ -117,12 +117,14 @@ def clone(spec: RepoSpec, into: Path) -> Path:
 
 
 def wanted_files(git_dir: Path, spec: RepoSpec) -> list[str]:
-    """The Python and JSON files under the spec's paths at its commit (mirrors may lack large blobs)."""
+    """The Python and JSON files under the spec's paths, and the files they name, at its commit (mirrors
+    may lack large blobs)."""
     paths = [p for p in spec.paths if p not in (".", "")]
     done = _git(["ls-tree", "-r", "-z", "--name-only", spec.commit, "--", *paths], git_dir)
     if done.returncode != 0:
         raise RuntimeError(f"git ls-tree failed for {spec.name}: {done.stderr.decode(errors='replace').strip()}")
-    names = [n for n in done.stdout.decode("utf-8", errors="surrogateescape").split("\0") if n.endswith(KEPT_SUFFIXES)]
+    # (and a file the spec names itself, whatever its suffix: a script `train` that trainlint lints when named)
+    names = [n for n in done.stdout.decode("utf-8", errors="surrogateescape").split("\0") if n.endswith(KEPT_SUFFIXES) or n in paths]
     # a JSON data file (a dataset) whose blob the mirror left out is skipped; a missing module is an error
     query = "".join(f"{spec.commit}:{n}\n" for n in names).encode("utf-8", "surrogateescape")
     checked = _git(["cat-file", "--batch-check"], git_dir, input=query)
@@ -155,7 +157,7 @@ def archive(git_dir: Path, spec: RepoSpec, dest: Path) -> tuple[int, int]:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
                 files += 1
-                if member.name.endswith(".py"):
+                if member.name.endswith(".py") or member.name in spec.paths:
                     lines += data.count(b"\n")
     # the folder stands for the repository's checkout: mark its root, as `.git` or `pyproject.toml` marks
     # a real one, so that the project phase finds the modules that import a file from anywhere in it
