@@ -114,8 +114,10 @@ def lint_repo(folder: Path, spec: RepoSpec, jobs: int) -> list[Finding]:
     some rules only (`rules` in the manifest), those rules' findings alone."""
     # a repository labelled for some rules only runs those alone: its other findings are not scored
     settings = Settings(root=folder, preview=True, select=spec.rules)
-    targets = discover([folder], folder)
-    results = lint_paths([(t.path, settings) for t in targets], jobs)
+    targets = [t.path for t in discover([folder], folder)]
+    # and a file the manifest names whatever its suffix (a script `train`), as when named on the command line
+    targets += [folder / p for p in spec.paths if p not in (".", "") and (folder / p).is_file() and folder / p not in targets]
+    results = lint_paths([(path, settings) for path in targets], jobs)
     seen: dict[Key, Finding] = {}
     for result in results:
         for d in result.diagnostics:
