@@ -100,3 +100,34 @@ def test_a_negated_flag_the_body_sets_runs_once() -> None:
     assert lines(LATCH, "TL401") == []
     # the flag left unset: the image is copied to the host on every step
     assert lines(LATCH.replace("self.log_image_flag = True", "pass"), "TL401") == [20]
+
+
+# an episode's end is a gate: an A3C worker rebuilds its LSTM state only after an episode ends
+A3C_WORKER = """
+import torch
+
+
+def train(player, optimizer, num_steps, hidden_size):
+    while True:
+        if player.done:
+            player.hx = torch.zeros(1, hidden_size).cuda()
+        else:
+            player.hx = player.hx.detach()
+        for step in range(num_steps):
+            player.action_train()
+            if player.done:
+                break
+        R = torch.zeros(1, 1).cuda()
+        if not player.done:
+            R = player.value().detach()
+            bootstrap = torch.ones(1, 1).cuda()
+        loss = player.loss(R)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_the_end_of_an_episode_gates_while_the_steps_that_continue_one_do_not() -> None:
+    # dgriff777/rl_a3c_pytorch: `if player.done:` runs once per episode; `if not player.done:` on the other updates
+    assert lines(A3C_WORKER, "TL406") == [15, 18]

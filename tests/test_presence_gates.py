@@ -112,3 +112,36 @@ def test_a_value_given_under_a_periodic_conditional_expression_gates() -> None:
     """
     # the second test is of a writer set once: true on every step, so its read stays a finding
     assert lines(code, "TL401") == [15]
+
+
+# a flag set at an epoch's start holds on that epoch's later steps: `if struc_flag:` tests no presence
+STAGE_FLAG = """
+import torch
+
+
+def train(model, loader, optimizer, opt):
+    epoch_done = True
+    epoch = 0
+    while True:
+        if epoch_done:
+            if epoch >= opt.structure_after:
+                struc_flag = True
+            else:
+                struc_flag = False
+            epoch_done = False
+        for x, y in loader:
+            out = model(x.cuda(), y.cuda())
+            loss = out["loss"].mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            if struc_flag:
+                print(out["struc_loss"].mean().item())
+        epoch_done = True
+        epoch += 1
+"""
+
+
+def test_a_flag_set_at_an_epoch_s_start_is_tested_on_every_step_of_the_stage() -> None:
+    # ruotianluo/self-critical.pytorch: the structure stage's loss is read on every step once it starts
+    assert lines(STAGE_FLAG, "TL401") == [22]

@@ -316,6 +316,8 @@ def _gated(model: "TrainingModel", site: Site) -> bool:
 def _assign_kind(model: "TrainingModel", assign: Assign, depth: int) -> str:
     if assign.op is not None or len(assign.targets) != 1:
         return ALWAYS
+    if isinstance(assign.value, cst.Name) and assign.value.value in ("True", "False"):
+        return ALWAYS  # a flag, never None: `struc_flag = True` at an epoch's start holds on its later steps
     if _gated(model, assign.site):
         return GATED
     return _value_kind(model, assign.value, assign.site, depth)

@@ -15,8 +15,8 @@ from trainlint.model.walk import is_node, iter_nodes
 GATE_WORDS = frozenset(
     """log logging eval evaluate evaluation save saving print printing every interval verbose
     debug display report reporting checkpoint ckpt valid validate validation val visualize vis
-    plot monitor profile profiling freq frequency period periodic first last test""".split()
-)
+    plot monitor profile profiling freq frequency period periodic first last test done""".split()
+)  # (`done`: an episode's end, `if player.done:`, once per episode of a rollout, not every update)
 # counters compared with a constant: `if step == 0`, `if i == 0`
 COUNTER_WORDS = frozenset(
     "step steps iter iters iteration iterations it epoch batch idx i n global count counter updates update num".split()

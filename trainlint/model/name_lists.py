@@ -23,7 +23,7 @@ class NameList:
 
 
 NAME_LISTS: tuple[NameList, ...] = (
-    NameList("model.gates.GATE_WORDS", "flags that gate periodic work (`if do_log:`, and the words' -ing forms: `if counter.needs_displaying():`): code under them is not every step, while code under one negated (`if not cross_valid:`) runs on the other steps, every training step", PER_STEP),
+    NameList("model.gates.GATE_WORDS", "flags that gate periodic work (`if do_log:`, and the words' -ing forms: `if counter.needs_displaying():`) and an episode's end (`if player.done:`, once per episode of a rollout): code under them is not every step, while code under one negated (`if not cross_valid:`) runs on the other steps, every training step", PER_STEP),
     NameList("model.gates.DIAGNOSTIC_LEVEL_WORDS", "debugging and verbosity levels, so that `if opt.debug > 0:` gates what it shows as `if debug:` does (other settings compared with a number gate nothing)", PER_STEP),
     NameList("model.gates.COUNTER_WORDS", "step counters, so that `if it % n == 0` is read as a gate", PER_STEP),
     NameList("model.gates.STEP_COUNTER_WORDS", "step counters, so that an early `if step != capture_step: return` leaves the rest to one step", PER_STEP),
