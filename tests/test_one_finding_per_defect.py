@@ -444,3 +444,41 @@ def test_the_message_of_a_statement_of_reading_calls_names_the_others_inside_the
         "`to_np(x)`, which reads its tensor arguments on the host (`to_np` in train.py) (and, in the same statement, "
         "`to_np(y)`), synchronises the host with the GPU on every training step"
     ]
+
+
+VARIANCE_ADAPTOR = """
+import torch
+from torch import nn
+
+
+class VarianceAdaptor(nn.Module):
+    def pitch_per_phoneme(self, phone, src_len, pitch):
+        return torch.tensor([p[:n].mean() for p, n in zip(pitch.cpu().numpy(), src_len.cpu().numpy())]).to(phone.device)
+
+    def lengths_on_host(self, src_len, mel_len):
+        return src_len.cpu().numpy(), mel_len.cpu().numpy()
+
+    def forward(self, text, src_len, mel_len, pitch):
+        pitch = self.pitch_per_phoneme(text, src_len, pitch.cuda())
+        host = self.lengths_on_host(src_len, mel_len)
+        return pitch
+
+
+model = VarianceAdaptor()
+net = nn.Linear(4, 4).cuda()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for text, src_len, mel_len, pitch in loader:
+    out = model(text, src_len, mel_len, pitch)
+    loss = net(out).sum()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_a_helper_statement_reading_what_a_call_passes_is_reported_once_at_the_call() -> None:
+    # Comprehensive-Transformer-TTS's variance adaptor: one statement copies every argument to the host;
+    # the call passes the pitch on the device (where the read is known) and lengths of unknown place, so
+    # the statement is one defect, reported at the call (14), not again in the helper (8). A helper
+    # whose reads no caller can tell stays reported in the helper (11)
+    assert [d.line for d in lint(VARIANCE_ADAPTOR, "TL401")] == [11, 14]

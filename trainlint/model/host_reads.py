@@ -169,7 +169,22 @@ def reported_at_callers(model: TrainingModel, call: Call) -> bool:
     """A read of a value the caller passed (`v.item()` of a parameter), in a function that runs every
     step because project code calls it: the callers that pass a device tensor are reported, where the
     value is known (`metric_logger.update(loss=loss)`), and the read is not reported again here (one
-    finding per defect). A step hook's parameters come from the framework: its reads stay its own."""
+    finding per defect). So is a read of another parameter in the same statement, whose value the
+    callers cannot tell (`zip(phone.cpu().numpy(), src_len.cpu().numpy())`): the statement is one defect,
+    reported at the calls. A step hook's parameters come from the framework: its reads stay its own."""
+    memo: dict[int, bool] = model.__dict__.setdefault("_reads_reported_at_callers", {})
+    if id(call) not in memo:
+        memo[id(call)] = _reported_alone(model, call)
+    if memo[id(call)]:
+        return True
+    fn, statement = call.site.function, call.site.statement
+    if fn is None or statement is None or call.method not in SYNC_METHODS or call.receiver is None or root_name(chain_base(call.receiver)) not in fn.params:
+        return False
+    others = [c for c in model.calls if c is not call and c.site.statement is statement]
+    return any(memo[id(c)] if id(c) in memo else memo.setdefault(id(c), _reported_alone(model, c)) for c in others)
+
+
+def _reported_alone(model: TrainingModel, call: Call) -> bool:
     fn = call.site.function
     if fn is None or call.method not in SYNC_METHODS or call.receiver is None or fn.name in ("forward", "__call__"):
         return False
