@@ -174,11 +174,12 @@ def module_outline(source: str, path: str = "") -> ModuleSummary:
         elif isinstance(node, ast.ClassDef):
             defs = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
             own = {m.name for m in defs}
+            torch_names, numpy_names = torch_modules(imported, exports), numpy_modules(imported, exports)  # (once per class, not per method)
             methods = {
                 m.name: FunctionSummary(
                     where=f"`{node.name}.{m.name}`", returns_argument=_returned_parameter(m, True), self_calls=_self_calls(m, own), self_methods=_self_calls(m, own, True),
                     saves_arguments=_saves_arguments(m), calls_parameters=_called_parameters(m, True), parameter_facts=moves_fact(m, True),
-                    returns_computed=returned_computation(m, True, torch_modules(imported, exports), numpy_modules(imported, exports)),
+                    returns_computed=returned_computation(m, True, torch_names, numpy_names),
                 )
                 for m in defs
             }
