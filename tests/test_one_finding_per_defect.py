@@ -8,6 +8,8 @@ import textwrap
 from pathlib import Path
 
 from tests.helpers import lint
+from trainlint.config import Settings
+from trainlint.fixes import fix_source
 from tests.test_per_step_analysis import sync_lines
 from tests.test_whole_program import findings, write
 
@@ -482,3 +484,44 @@ def test_a_helper_statement_reading_what_a_call_passes_is_reported_once_at_the_c
     # the statement is one defect, reported at the call (14), not again in the helper (8). A helper
     # whose reads no caller can tell stays reported in the helper (11)
     assert [d.line for d in lint(VARIANCE_ADAPTOR, "TL401")] == [11, 14]
+
+
+def test_the_moves_of_one_statement_are_one_finding_with_one_fix() -> None:
+    # a dict of host tensors moved entry by entry is one statement: one finding, naming the others,
+    # whose fix creates each on the device
+    code = """
+    import torch
+    for x, y in loader:
+        inputs = {
+            "x": x.cuda(),
+            "mask": torch.ones(x.shape[0]).to("cuda"),
+            "pos": torch.arange(x.shape[1]).to("cuda"),
+        }
+        loss = model(**inputs)
+        loss.backward()
+        optimizer.step()
+    """
+    found = lint(code, "TL406")
+    assert [d.line for d in found] == [6]
+    assert "in the same statement, `torch.arange(x.shape[1]).to(\"cuda\")`" in found[0].message
+    assert found[0].facts.get("moves") == 2
+    fixed = fix_source(textwrap.dedent(code), "train.py", Settings(select=("TL406",)), unsafe=False)
+    assert '"mask": torch.ones(x.shape[0], device="cuda"),' in fixed.source
+    assert '"pos": torch.arange(x.shape[1], device="cuda"),' in fixed.source
+    assert not lint(fixed.source, "TL406")
+
+
+def test_moves_in_separate_statements_stay_separate_findings() -> None:
+    code = """
+    import torch
+    for x, y in loader:
+        mask = torch.ones(x.shape[0]).to("cuda")
+        pos = torch.arange(x.shape[1]).to("cuda")
+        loss = model(x.cuda(), mask, pos)
+        loss.backward()
+        optimizer.step()
+    """
+    found = lint(code, "TL406")
+    assert [d.line for d in found] == [4, 5]
+    assert not any("same statement" in d.message for d in found)
+    assert all(d.fix is not None for d in found)

@@ -136,7 +136,10 @@ class HostTensorMovedPerStep(Rule):
         "distribution built from numbers draws on the host (`noise = Normal(0, 1)`, then `z = noise.sample()` "
         "and `z.to(device)` in a policy's step); one built from device tensors draws there. A helper that gives back what it is given moved (`to_var(x)`, `utils.cuda([imgs, z])` returning `[x.cuda() for x in xs]`) moves it at each call: reported there, naming the host tensors handed to it. "
         "A legacy CUDA constructor given an array NumPy built from numbers copies it from the host too (AutoGAN's noise, "
-        "`torch.cuda.FloatTensor(np.random.normal(0, 1, (n, d)))`); given sizes it allocates on the device, and given the batch's own array it moves data."
+        "`torch.cuda.FloatTensor(np.random.normal(0, 1, (n, d)))`); given sizes it allocates on the device, and given the batch's own array it moves data. "
+        "One finding per statement: the moves of one statement (a dict of `torch.tensor(...).to(device)` "
+        "entries) are one defect, reported at the first, naming the others, and fixed together when each "
+        "can be; moves in separate statements are separate findings."
     )
     story = "NVIDIA/TransformerEngine #1941 (`torch.tensor([0])` copies \"causing a lot of CPU syncs\"); mmsegmentation #3231 (`torch.rand(...).to(device)` vs `device=`)."
     example = """\
@@ -261,14 +264,23 @@ for x, targets in loader:
     )
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
+        groups: dict[int, list[tuple[Call, Finding]]] = {}
+        for call, finding in self._moves(model):
+            statement = call.site.statement
+            groups.setdefault(id(statement) if statement is not None else id(call.node), []).append((call, finding))
+        for group in groups.values():
+            yield _one_per_statement(model, group)
+
+    def _moves(self, model: TrainingModel) -> Iterator[tuple[Call, Finding]]:
+        """Each move of a host tensor on a per-step line, with its call."""
         for call in model.calls:
             moved = moved_host_tensors(model, call)  # (`to_var(torch.randn(n, d))`, `utils.cuda([imgs, z])`)
             if moved:
                 shown = ", ".join(f"`{shorten(model.module.code_for_node(e), 40)}`" for e in moved[:3])
-                yield Finding(call.node, f"{shown} {'is' if len(moved) == 1 else 'are'} built on the host and copied to the device by `{shorten(model.module.code_for_node(call.node.func), 40)}` every step")
+                yield call, Finding(call.node, f"{shown} {'is' if len(moved) == 1 else 'are'} built on the host and copied to the device by `{shorten(model.module.code_for_node(call.node.func), 40)}` every step")
                 continue
             if _cuda_copy_of_numbers(model, call):
-                yield Finding(call.node, f"`{shorten(model.module.code_for_node(call.node), 50)}` copies an array NumPy built on the host from numbers to the device every step (build it there: `torch.randn(n, d, device=...)`)")
+                yield call, Finding(call.node, f"`{shorten(model.module.code_for_node(call.node), 50)}` copies an array NumPy built on the host from numbers to the device every step (build it there: `torch.randn(n, d, device=...)`)")
                 continue
             if call.method not in ("cuda", "to", "type_as") or not model.every_step(call.site) or not _moves_device(model, call):
                 continue
@@ -284,11 +296,11 @@ for x, targets in loader:
                 value = model.value(call.receiver, call.site)
                 kept = kept_on_host(model, call, value)
                 if kept is not None:
-                    yield Finding(call.node, f"`{kept}` is a host tensor the object keeps (built once, not a buffer), copied to the device every step")
+                    yield call, Finding(call.node, f"`{kept}` is a host tensor the object keeps (built once, not a buffer), copied to the device every step")
                     continue
                 passed = kept_array_passed(model, call)
                 if passed is not None:
-                    yield Finding(call.node, f"`{passed[0]}`, passed as `{passed[1]}`, is a host array the object keeps (built once, not a buffer), copied to the device every step")
+                    yield call, Finding(call.node, f"`{passed[0]}`, passed as `{passed[1]}`, is a host array the object keeps (built once, not a buffer), copied to the device every step")
                     continue
                 if isinstance(call.receiver, cst.Name) and not built_on_host(value):
                     value = rebuilt_each_round(model, call.receiver.value, call) or value
@@ -296,9 +308,9 @@ for x, targets in loader:
                 if built_on_host(value) and not built.endswith("_like") and not wraps_observation(model, call.receiver, call.site.function, call.site) and not filled_with_data(model, call.receiver, call.site):
                     shown = shorten(model.module.code_for_node(call.receiver), 50)
                     if built == "from_numpy":  # (`path = np.zeros_like(v)` filled on the host, then wrapped)
-                        yield Finding(call.node, f"`{shown}` wraps an array NumPy built on the host, copied to the device every step")
+                        yield call, Finding(call.node, f"`{shown}` wraps an array NumPy built on the host, copied to the device every step")
                         continue
-                    yield Finding(call.node, f"`{shown}` is built on the host by `torch.{built}(...)` and copied to the device every step{_legacy(built)}")
+                    yield call, Finding(call.node, f"`{shown}` is built on the host by `torch.{built}(...)` and copied to the device every step{_legacy(built)}")
                 continue
             if not direct:
                 continue
@@ -313,7 +325,25 @@ for x, targets in loader:
             if name not in LEGACY_CONSTRUCTORS and model.values.default_device != HOST:
                 continue  # the module made the device the default: the factory builds there
             fix = _fix(model, call, name) if name not in LEGACY_CONSTRUCTORS else None  # (no `device=` there)
-            yield Finding(call.node, f"`torch.{name}(...)` is built on the host and copied to the device every step{_legacy(name)}", fix=fix)
+            yield call, Finding(call.node, f"`torch.{name}(...)` is built on the host and copied to the device every step{_legacy(name)}", fix=fix)
+
+
+def _one_per_statement(model: TrainingModel, group: list[tuple[Call, Finding]]) -> Finding:
+    """One finding per statement: the moves of one statement (a dict of `torch.tensor(...).to(device)`
+    entries) are one defect, reported at the first, naming the others, with their fixes as one."""
+    group.sort(key=lambda pair: pair[0].site.order)
+    first = group[0][1]
+    if len(group) == 1:
+        return first
+    others = [f"`{shorten(model.module.code_for_node(call.node), 40)}`" for call, _ in group[1:]]
+    named = ", ".join(others[:-1]) + (" and " if len(others) > 1 else "") + others[-1]
+    fixes = [f.fix for _, f in group if f.fix is not None]
+    fix = None
+    if len(fixes) == len(group):  # (all or nothing: a fix that left one move would not end the defect)
+        safe = all(f.applicability == Applicability.SAFE for f in fixes)
+        edits = tuple(e for f in fixes for e in f.edits)
+        fix = NodeFix(f"create each on the device ({len(fixes)} tensors)", edits, Applicability.SAFE if safe else Applicability.UNSAFE)
+    return Finding(first.node, f"{first.message} (and, in the same statement, {named})", fix=fix, facts={**first.facts, "moves": len(group)})
 
 
 def _cuda_copy_of_numbers(model: TrainingModel, call: Call) -> bool:
