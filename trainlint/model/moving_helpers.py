@@ -220,6 +220,7 @@ class _Flows:
         self.reads: dict[tuple[int, str], list[Assign]] = {}
         self.returned: dict[int, list[tuple[Site, set[str]]]] = {}  # per function: each `return`, and the names it hands back
         self.answers: dict[tuple[object, ...], bool] = {}
+        self.copies: set[tuple[int, str]] = set()  # (site, collection): a collection copied element by element there
 
     def returns(self, fn: "Function") -> list[tuple["Site", set[str]]]:
         """Each `return` of `fn` with the names it hands back (not through a copy to the host)."""
@@ -240,15 +241,17 @@ def _moved_later(m: "TrainingModel", flows: _Flows, fn: "Function", name: str, b
         name, bound, since = todo.pop(0)
         seen += 1
 
-        def reaches(site: "Site") -> bool:  # (on one path at least: a move on a branch still tells)
-            if not _later(site, since):
+        def reaches(site: "Site", earlier: bool = False) -> bool:  # (on one path at least: a move on a branch still tells)
+            if not earlier and not _later(site, since):
                 return False
             found = {id(a) for a in m.reaching(fn, name, site)}
             return bound <= found if bound else not found or m.parameter_reaches(fn, name, site)
 
         # (each step runs whenever the read did: `if torch.cuda.is_available(): w = torch.ones_like(x).cuda()`
-        # is a move made in case, which tells nothing of where `x` was)
-        if any(_unconditional(site, origin) and reaches(site) for site in flows.moves.get((id(fn), name), ())):
+        # is a move made in case, which tells nothing of where `x` was; a collection copied element by
+        # element before the read tells as much: `obs = {k: v.to(device) for k, v in batch.items()}`, then
+        # `batch["reward"].item()`; a tensor's own `x.cuda()` before it may be a move made in case)
+        if any(_unconditional(site, origin) and reaches(site, earlier=(id(site), name) in flows.copies) for site in flows.moves.get((id(fn), name), ())):
             return True
         for a in flows.reads.get((id(fn), name), ()):
             if _unconditional(a.site, origin) and reaches(a.site):
@@ -312,15 +315,20 @@ def _flows(m: "TrainingModel") -> _Flows:
     if found is not None:
         return found
     flows = m.__dict__["_flows"] = _Flows()
+    wholes = _moved_element_by_element(m)
     for call in m.calls:
         fn = call.site.function
         if fn is None:
             continue
-        if call.method in MOVE_METHODS and isinstance(call.receiver, cst.Name):
+        receiver = call.receiver
+        if call.method in MOVE_METHODS and isinstance(receiver, cst.Name):
             if call.method == "cuda" or (
                 not _to_where_another_is(call.node) and not (call.node.args and is_dtype(m, call.node.args[0].value, call.site)) and m.values._moved(Value(Kind.TENSOR), call.node, fn, call.site).device == ACCEL
             ):
-                flows.moves.setdefault((id(fn), call.receiver.value), []).append(call.site)
+                flows.moves.setdefault((id(fn), receiver.value), []).append(call.site)
+                for whole in wholes.get(id(receiver), ()) if not _copies_dropped(call) else ():
+                    flows.moves.setdefault((id(fn), whole), []).append(call.site)
+                    flows.copies.add((id(call.site), whole))
                 flows.moving.add(id(fn))
             continue
         if not any(isinstance(a.value, cst.Name) for a in call.node.args) or not isinstance(call.node.func, (cst.Name, cst.Attribute)):
@@ -342,6 +350,56 @@ def _flows(m: "TrainingModel") -> _Flows:
             for n in set() if _copies_to_host(nodes) else _names(nodes):
                 flows.reads.setdefault((id(fn), n), []).append(a)
     return flows
+
+
+def _moved_element_by_element(m: "TrainingModel") -> dict[int, tuple[str, ...]]:
+    """The uses of a variable that stands for each element of a named collection, to that collection's
+    name: `v` of `{k: v.to(device) for k, v in batch.items()}` (or `for t in batch`, `batch.values()`)
+    and `x` of `map_structure(batch, lambda x: x.to(device))`, a function given both. Moving such an
+    element moves the collection's values (the loader's batch), not a name bound anew."""
+    out: dict[int, tuple[str, ...]] = {}
+    for comp in m.comprehensions:
+        clause: cst.CompFor | None = comp.for_in
+        scopes: list[cst.CSTNode] = [comp.key, comp.value] if isinstance(comp, cst.DictComp) else [comp.elt]
+        while clause is not None:
+            source = clause.iter
+            if isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) and source.func.attr.value in ("items", "values") and not source.args:
+                source = source.func.value
+            target = clause.target
+            names = [target] if isinstance(target, cst.Name) else [e.value for e in target.elements] if isinstance(target, cst.Tuple) else []
+            element = names[-1] if names and isinstance(names[-1], cst.Name) else None  # (`k, v`: the value)
+            if isinstance(source, cst.Name) and element is not None:
+                _note_uses(out, scopes, element.value, (source.value,))
+            clause = clause.inner_for_in
+    for call in m.calls:
+        given = tuple(a.value.value for a in call.node.args if isinstance(a.value, cst.Name) and not a.star)
+        for arg in call.node.args if given else ():
+            function = arg.value
+            if isinstance(function, cst.Lambda) and len(function.params.params) == 1:
+                _note_uses(out, [function.body], function.params.params[0].name.value, given)
+    return out
+
+
+def _copies_dropped(call: "Call") -> bool:
+    """The element-wise copies a statement of its own makes and drops: `[m.cuda() for m in nets]`, which
+    moves modules in place, or `list(map(lambda m: m.cuda(), nets))`."""
+    statement = call.site.statement
+    expressions = [s.value for s in statement.body if isinstance(s, cst.Expr)] if statement is not None else []
+    return any(_dropping(e) and any(n is call.node for n in iter_nodes(e)) for e in expressions)
+
+
+def _dropping(expression: cst.BaseExpression) -> bool:
+    """A comprehension, or a call of `list`/`map`/... or one given a lambda: what it builds is dropped
+    when it is a statement (a call taking the copy, `model(**{k: v.cuda() for ...})`, uses it)."""
+    if isinstance(expression, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+        return True
+    return isinstance(expression, cst.Call) and (dotted(expression.func) in ("list", "tuple", "set", "map") or any(isinstance(a.value, cst.Lambda) for a in expression.args))
+
+
+def _note_uses(out: dict[int, tuple[str, ...]], scopes: "list[cst.CSTNode]", name: str, wholes: tuple[str, ...]) -> None:
+    for node in (n for scope in scopes for n in iter_nodes(scope)):
+        if isinstance(node, cst.Name) and node.value == name:
+            out[id(node)] = wholes
 
 
 def _to_where_another_is(call: cst.Call) -> bool:

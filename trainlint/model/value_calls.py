@@ -53,6 +53,7 @@ TENSOR_METHODS = frozenset(
     view_as reshape_as flip roll nonzero argwhere argsort unique cumprod amax amin ravel fill_ zero_ byte short
     new_zeros new_ones new_full new_empty new_tensor""".split()
 )
+CASTS = frozenset({"float", "half", "double", "bfloat16"})
 NUMBER_METHODS = frozenset({"item", "tolist", "size", "dim", "numel", "nelement", "element_size", "get_device", "data_ptr", "stride"})
 HOST_METHODS = frozenset({"numpy"})
 # attributes that are tensors on what the analysis already knows is a tensor or a model's forward
@@ -442,8 +443,9 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
             # `y.to(device)` of an unseen batch: a tensor, module or batch object moved (`moved_to_device`)
             moved = self._moved(base, call, fn, at) if method == "to" else replace(base, device=ACCEL)
             return Value(Kind.UNKNOWN, moved.device) if moved.device == ACCEL else UNKNOWN
-        if base.device == HOST and method in TENSOR_METHODS and method not in MODULE_API_METHODS:
+        if base.device == HOST and method in TENSOR_METHODS and (method not in MODULE_API_METHODS or (method in CASTS and isinstance(receiver, cst.Subscript))):
             # `lengths.cpu().int()`: what a tensor method computes from a host value stays on the host
+            # (a cast of an item, `batch["reward"].float()`, too: a module casts itself in place)
             return Value(Kind.UNKNOWN, HOST)
         if method in ("item",):
             return NUMBER

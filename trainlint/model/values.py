@@ -161,7 +161,7 @@ class ValueModel(CallValues, CycleMemo):
             return placed_before_move(m, self._parameter(fn, name), name, at, [])
         loop_value = self._loop_variable(fn, name, at)  # (a script's loops too)
         if loop_value is not None:
-            return loop_value
+            return placed_before_move(m, loop_value, name, at, [])
         if fn is not None:
             enclosing = fn.parent
             while enclosing is not None:  # a closure reads its enclosing function's names
