@@ -320,13 +320,12 @@ def _flows(m: "TrainingModel") -> _Flows:
         fn = call.site.function
         if fn is None:
             continue
-        receiver = call.receiver
-        if call.method in MOVE_METHODS and isinstance(receiver, cst.Name):
+        if call.method in MOVE_METHODS and isinstance(call.receiver, cst.Name):
             if call.method == "cuda" or (
                 not _to_where_another_is(call.node) and not (call.node.args and is_dtype(m, call.node.args[0].value, call.site)) and m.values._moved(Value(Kind.TENSOR), call.node, fn, call.site).device == ACCEL
             ):
-                flows.moves.setdefault((id(fn), receiver.value), []).append(call.site)
-                for whole in wholes.get(id(receiver), ()) if not _copies_dropped(call) else ():
+                flows.moves.setdefault((id(fn), call.receiver.value), []).append(call.site)
+                for whole in wholes.get(id(call.receiver), ()) if not _copies_dropped(call) else ():
                     flows.moves.setdefault((id(fn), whole), []).append(call.site)
                     flows.copies.add((id(call.site), whole))
                 flows.moving.add(id(fn))

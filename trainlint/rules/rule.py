@@ -46,6 +46,11 @@ class UnreadableInput(ValueError):
     """A non-Python input (a JSON config) that cannot be read at all: the engine reports a TL000."""
 
 
+def listed(items: list[str]) -> str:
+    """`a`, `a and b`, `a, b and c`: the others a finding names, in a message."""
+    return ", ".join(items[:-1]) + (" and " if len(items) > 1 else "") + (items[-1] if items else "")
+
+
 def shorten(text: str, limit: int) -> str:
     """Code quoted in a message: on one line, cut to `limit` characters."""
     text = " ".join(text.split())

@@ -19,7 +19,7 @@ from trainlint.model.host_reads import (
 )
 from trainlint.model.lattice import Kind
 from trainlint.model.names import tokens
-from trainlint.rules.rule import Finding, Rule, shorten
+from trainlint.rules.rule import Finding, Rule, listed, shorten
 
 HOST_COPIES = frozenset({"cpu", "numpy", "to"})
 TO_KEYWORDS = frozenset({"device", "dtype", "non_blocking", "copy", "memory_format"})  # (those of `Tensor.to` and `Module.to`)
@@ -479,8 +479,7 @@ def _one_per_statement(model: TrainingModel, syncs: list[_Sync], headers: dict[i
         group.sort(key=lambda s: s.site.order)
         first = group[0]
         others = [f"`{shorten(model.module.code_for_node(s.node), 40)}`" for s in group[1:]]
-        named = ", ".join(others[:-1]) + (" and " if len(others) > 1 else "") + (others[-1] if others else "")
-        also = f" (and, in the same statement, {named})" if others else ""
+        also = f" (and, in the same statement, {listed(others)})" if others else ""
         kinds = {s.kind for s in group}
         kind = "host copy" if kinds == {"host copy"} else "value read"
         described = f"{first.described[:-1]}{also}," if first.described.endswith(",") else first.described + also  # ("`f(x)`, which ...,")

@@ -20,7 +20,7 @@ from trainlint.model.lattice import HOST, Kind
 from trainlint.model.arithmetic import built_on_host
 from trainlint.model.data_sources import numpy_built
 from trainlint.model.walk import child_nodes, iter_nodes
-from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, shorten
+from trainlint.rules.rule import Finding, NodeEdit, NodeFix, Rule, listed, shorten
 
 # what `torch.device(...)` accepts as a string: a device type and an optional index
 _DEVICE_STRING = re.compile(r"(cpu|cuda|mps|xpu|xla|meta|hpu|npu|mtia|ipu|privateuseone)(:\d+)?")
@@ -336,14 +336,13 @@ def _one_per_statement(model: TrainingModel, group: list[tuple[Call, Finding]]) 
     if len(group) == 1:
         return first
     others = [f"`{shorten(model.module.code_for_node(call.node), 40)}`" for call, _ in group[1:]]
-    named = ", ".join(others[:-1]) + (" and " if len(others) > 1 else "") + others[-1]
     fixes = [f.fix for _, f in group if f.fix is not None]
     fix = None
     if len(fixes) == len(group):  # (all or nothing: a fix that left one move would not end the defect)
         safe = all(f.applicability == Applicability.SAFE for f in fixes)
         edits = tuple(e for f in fixes for e in f.edits)
         fix = NodeFix(f"create each on the device ({len(fixes)} tensors)", edits, Applicability.SAFE if safe else Applicability.UNSAFE)
-    return Finding(first.node, f"{first.message} (and, in the same statement, {named})", fix=fix, facts={**first.facts, "moves": len(group)})
+    return Finding(first.node, f"{first.message} (and, in the same statement, {listed(others)})", fix=fix, facts={**first.facts, "moves": len(group)})
 
 
 def _cuda_copy_of_numbers(model: TrainingModel, call: Call) -> bool:
