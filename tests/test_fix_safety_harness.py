@@ -107,6 +107,11 @@ MOVES = [
             2.0
         ).to(device)
         """, True),
+    # two moves in one statement: one finding, whose fix creates both on the device
+    move("one-statement-two-moves", """
+        parts = {"a": torch.ones(3).to(device), "b": torch.full((3,), 0.5).to(device)}
+        t = parts["a"] + parts["b"]
+        """, True),
     move("alias-and-dtype", "t = th.ones(3, dtype=th.float64).to(device)", True, imports="import torch\nimport torch as th\n"),
     move("imported-factory", "t = zeros(3).to(device)", True, imports="import torch\nfrom torch import zeros\n"),
     move("another-tensors-device", "t = torch.ones(3).to(ref.device)", True, head="ref = torch.zeros(2)\n"),
