@@ -117,7 +117,7 @@ NUMPY_DRAWS = frozenset({"rand", "randn", "randint", "random", "random_sample", 
 # functions whose result is built from numbers when each array given is (`np.vstack((x.ravel(), y.ravel()))`)
 NUMPY_COMBINING = frozenset("vstack hstack stack concatenate column_stack dstack meshgrid".split())
 # functions of one array, the rest of whose arguments are numbers (`np.repeat(labels, n_query)`)
-NUMPY_ELEMENTWISE = frozenset("floor ceil round abs exp log sqrt clip tile repeat transpose cumsum".split())
+NUMPY_ELEMENTWISE = frozenset("floor ceil round abs exp log sqrt clip tile repeat transpose cumsum broadcast_to reshape expand_dims squeeze".split())
 MAX_ARRAY_STEPS = 12  # expressions and names followed back from the array a tensor wraps
 ARRAY_METHODS = frozenset({"astype", "copy", "reshape", "ravel", "flatten", "transpose", "squeeze"})
 

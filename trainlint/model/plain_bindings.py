@@ -1,5 +1,6 @@
 """The assignments that alone give a name its value, and what they say it is: a dtype (`x.to(dtype)` for
-`dtype = anchors.dtype` is a cast, not a move). Only plain assignments count; a name a loop, a `with`, an
+`dtype = anchors.dtype` is a cast, not a move), a legacy CUDA tensor type (`x.type(Tensor)` for `Tensor =
+torch.cuda.FloatTensor if cuda else torch.FloatTensor` is a move). Only plain assignments count; a name a loop, a `with`, an
 import or a `global` statement may bind is left unknown."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import libcst as cst
 
 from trainlint.model.device_arguments import DTYPE_CALLS
 from trainlint.model.names import dotted
+from trainlint.model.torchnames import LEGACY_CONSTRUCTORS, is_cuda_tensor_type
 from trainlint.model.walk import child_nodes, iter_nodes
 
 if TYPE_CHECKING:
@@ -44,6 +46,47 @@ def is_dtype(model: "TrainingModel", expr: cst.BaseExpression, site: "Site", dep
         assigns = plain_bindings(model, expr.value, site)
         return bool(assigns) and all(is_dtype(model, a.value, a.site, depth + 1) for a in assigns)
     return False
+
+
+def is_cuda_type(model: "TrainingModel", expr: cst.BaseExpression, site: "Site", depth: int = 0) -> bool:
+    """`torch.cuda.FloatTensor` and its kind, a choice of it or the host's type (`torch.cuda.FloatTensor
+    if x.is_cuda else torch.FloatTensor`: the type of a GPU run, where the analysis places a device
+    chosen at run time), or a name or an attribute of `self` bound only to those."""
+    if depth > 3:
+        return False
+    if isinstance(expr, cst.IfExp):
+        arms = (expr.body, expr.orelse)
+        cuda = [is_cuda_type(model, arm, site, depth + 1) for arm in arms]
+        return any(cuda) and all(c or _host_type(model, arm) for c, arm in zip(cuda, arms))
+    if is_cuda_tensor_type(model.imports.resolve(expr)):
+        return True
+    if not _binds_cuda_types(model):
+        return False
+    if isinstance(expr, cst.Name):
+        assigns = plain_bindings(model, expr.value, site)
+    elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self" and site.function is not None:
+        # `self.FloatTensor = torch.cuda.FloatTensor if self.use_gpu() else torch.FloatTensor` in `__init__`
+        owner, text = site.function.class_name, f"self.{expr.attr.value}"
+        assigns = [a for a in model.assigns if text in a.targets and a.site.function is not None and a.site.function.class_name == owner]
+    else:
+        return False
+    return bool(assigns) and all(a.op is None and is_cuda_type(model, a.value, a.site, depth + 1) for a in assigns)
+
+
+def _binds_cuda_types(model: "TrainingModel") -> bool:
+    """Whether any assignment of the module gives a legacy CUDA type, in a conditional or not (asked
+    once: most modules have none, and then no name need be followed)."""
+    known = model.__dict__.get("_binds_cuda_types")
+    if known is None:
+        arms = (arm for a in model.assigns for arm in ((a.value.body, a.value.orelse) if isinstance(a.value, cst.IfExp) else (a.value,)))
+        known = model.__dict__["_binds_cuda_types"] = any(is_cuda_tensor_type(model.imports.resolve(arm)) for arm in arms)
+    return known
+
+
+def _host_type(model: "TrainingModel", expr: cst.BaseExpression) -> bool:
+    """`torch.FloatTensor` and its kind, or `torch.Tensor`: the host's types."""
+    qualname = model.imports.resolve(expr) or ""
+    return qualname.startswith("torch.") and qualname[len("torch."):] in (*LEGACY_CONSTRUCTORS, "Tensor")
 
 
 def plain_bindings(model: "TrainingModel", name: str, site: "Site", other_bindings: bool = True) -> list:  # type: ignore[type-arg]

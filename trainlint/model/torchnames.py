@@ -61,6 +61,15 @@ RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "rand_like
 LEGACY_CONSTRUCTORS = frozenset(
     f"{kind}Tensor" for kind in ("Float", "Double", "Half", "BFloat16", "Byte", "Char", "Short", "Int", "Long", "Bool")
 )
+
+
+def is_cuda_tensor_type(qualname: str | None) -> bool:
+    """`torch.cuda.FloatTensor` and its kind, also as the imports resolve a name for it (`Tensor =
+    torch.cuda.FloatTensor if cuda else torch.FloatTensor`: the type of a GPU run, where the analysis
+    places a device chosen at run time); `x.type(Tensor)` copies `x` to the device."""
+    return qualname is not None and qualname.startswith("torch.cuda.") and qualname[len("torch.cuda."):] in LEGACY_CONSTRUCTORS
+
+
 # what returns the module it is given, moved or cast in place, and the wrappers that run its `forward`
 MODULE_MOVES = frozenset({"to", "cuda", "cpu", "train", "float", "half", "bfloat16", "double"})
 MODULE_WRAPPERS = frozenset({

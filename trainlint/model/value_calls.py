@@ -22,6 +22,7 @@ from trainlint.model.distributions import DISTRIBUTIONS, distribution, sampled
 from trainlint.model.environments import holds_data, wrapped_data
 from trainlint.model.layer_swaps import parameter_free
 from trainlint.model.names import dotted, tokens
+from trainlint.model.plain_bindings import is_cuda_type
 from trainlint.model.torchnames import (
     CUDA_SYNC_OBJECTS, DETERMINISTIC_FACTORIES, GRAD_SCALER, LEGACY_CONSTRUCTORS, LIBRARY_LOSS_SCALERS, RANDOM_FACTORIES,
     dtype_name, is_false, is_scheduler_factory, is_true, literal_string, runs_without_grad,
@@ -117,6 +118,8 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
             value = self._library_call(qual, call, fn, at)
             if value is not None:
                 return value
+        if qual is None and at is not None and isinstance(func, (cst.Name, cst.Attribute)) and is_cuda_type(m, func, at):
+            return Value(Kind.TENSOR, ACCEL, False)  # `dtype(array)` of `dtype = torch.cuda.FloatTensor if cuda else ...`
         own = m.imports.own_name(func)  # `f`, or `d2l.f` where `d2l` is this module itself
         if isinstance(func, cst.Attribute) and dotted(func.value) == "self" and own is None:
             held = self.of(func, fn, at)  # `self.tokenizer(text)` after `self.tokenizer = list_str_to_tensor`
@@ -369,6 +372,8 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
             if method == "to":
                 return self._moved(base, call, fn, at)
             if method == "type":  # `x.type(torch.long)` converts; `x.type()` names the type
+                if call.args and at is not None and is_cuda_type(m, call.args[0].value, at):
+                    return replace(base, device=ACCEL)
                 return base if call.args else STRING
             if method in TENSOR_METHODS or method.endswith("_"):
                 out = base

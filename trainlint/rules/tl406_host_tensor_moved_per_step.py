@@ -15,7 +15,7 @@ from trainlint.model.gates import is_cached_value
 from trainlint.model.torchnames import DETERMINISTIC_FACTORIES as DETERMINISTIC, LEGACY_CONSTRUCTORS, RANDOM_FACTORIES as RANDOM, literal_string
 from trainlint.model.kept_tensors import kept_array_passed, kept_on_host, rebuilt_each_round
 from trainlint.model.moving_helpers import moved_host_tensors, moved_parameter
-from trainlint.model.plain_bindings import is_dtype, plain_bindings
+from trainlint.model.plain_bindings import is_cuda_type, is_dtype, plain_bindings
 from trainlint.model.lattice import HOST, Kind
 from trainlint.model.arithmetic import built_on_host
 from trainlint.model.data_sources import numpy_built
@@ -35,10 +35,12 @@ _COMPUTED = frozenset({"linspace", "logspace", "hann_window", "hamming_window", 
 
 
 def _moves_device(model: TrainingModel, call: Call) -> bool:
-    """`.cuda()`, `.to(device)`, `.type_as(x)` of a tensor `x`: a copy to a device (not
-    `.to(torch.float16)` or `.to("cpu")`)."""
+    """`.cuda()`, `.to(device)`, `.type_as(x)` of a tensor `x`, `.type(torch.cuda.FloatTensor)`: a copy
+    to a device (not `.to(torch.float16)` or `.to("cpu")`)."""
     if call.method == "cuda":
         return True
+    if call.method == "type":
+        return len(call.node.args) == 1 and is_cuda_type(model, call.node.args[0].value, call.site)
     if call.method == "type_as":
         return len(call.node.args) == 1 and _device_tensor_value(model, call.node.args[0].value, call.site)
     if not call.node.args:
@@ -119,7 +121,9 @@ class HostTensorMovedPerStep(Rule):
     severity = Severity.INFO
     summary = "A tensor built on the host (`torch.zeros(...)`, `torch.tensor(...)`) then moved with `.cuda()`/`.to(device)` every step."
     hint = "Create it on the device: `torch.zeros(n, device=device)`."
-    requires = (".cuda(", ".to(", *(f"cuda.{name}(" for name in LEGACY_CONSTRUCTORS))  # (`torch.cuda.FloatTensor(array)` copies too)
+    # (`torch.cuda.FloatTensor(array)` copies too, also as `Tensor = torch.cuda.FloatTensor if cuda else
+    # torch.FloatTensor` called, or given to `.type(Tensor)`)
+    requires = (".cuda(", ".to(", *(f"cuda.{name}" for name in LEGACY_CONSTRUCTORS))
     per_step = True
     why = (
         "Building a tensor on the CPU and copying it fills host memory, then issues a pageable "
@@ -137,6 +141,11 @@ class HostTensorMovedPerStep(Rule):
         "and `z.to(device)` in a policy's step); one built from device tensors draws there. A helper that gives back what it is given moved (`to_var(x)`, `utils.cuda([imgs, z])` returning `[x.cuda() for x in xs]`) moves it at each call: reported there, naming the host tensors handed to it. "
         "A legacy CUDA constructor given an array NumPy built from numbers copies it from the host too (AutoGAN's noise, "
         "`torch.cuda.FloatTensor(np.random.normal(0, 1, (n, d)))`); given sizes it allocates on the device, and given the batch's own array it moves data. "
+        "The same holds for the type under a name of its own, chosen at run time as a device is "
+        "(`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`, in a function by the input's "
+        "`is_cuda`, or kept on `self`): `Tensor(np.random.normal(...))` copies numbers, and "
+        "`torch.zeros(n, 4).type(Tensor)` moves a host tensor to the device (`imgs.type(Tensor)` moves the "
+        "batch, data). "
         "One finding per statement: the moves of one statement (a dict of `torch.tensor(...).to(device)` "
         "entries) are one defect, reported at the first, naming the others, and fixed together when each "
         "can be; moves in separate statements are separate findings."
@@ -282,7 +291,7 @@ for x, targets in loader:
             if _cuda_copy_of_numbers(model, call):
                 yield call, Finding(call.node, f"`{shorten(model.module.code_for_node(call.node), 50)}` copies an array NumPy built on the host from numbers to the device every step (build it there: `torch.randn(n, d, device=...)`)")
                 continue
-            if call.method not in ("cuda", "to", "type_as") or not model.every_step(call.site) or not _moves_device(model, call):
+            if call.method not in ("cuda", "to", "type_as", "type") or not model.every_step(call.site) or not _moves_device(model, call):
                 continue
             if call.site.function is not None and moved_parameter(model, call.site.function) is not None:
                 continue  # (a moving helper's move: reported where a caller hands it a host tensor)
@@ -324,7 +333,8 @@ for x, targets in loader:
                 continue
             if name not in LEGACY_CONSTRUCTORS and model.values.default_device != HOST:
                 continue  # the module made the device the default: the factory builds there
-            fix = _fix(model, call, name) if name not in LEGACY_CONSTRUCTORS else None  # (no `device=` there)
+            # (no `device=` for a legacy constructor; `.type(torch.cuda.FloatTensor)` also casts)
+            fix = _fix(model, call, name) if name not in LEGACY_CONSTRUCTORS and call.method != "type" else None
             yield call, Finding(call.node, f"`torch.{name}(...)` is built on the host and copied to the device every step{_legacy(name)}", fix=fix)
 
 
@@ -348,9 +358,8 @@ def _one_per_statement(model: TrainingModel, group: list[tuple[Call, Finding]]) 
 def _cuda_copy_of_numbers(model: TrainingModel, call: Call) -> bool:
     """`torch.cuda.FloatTensor(np.random.normal(0, 1, (n, d)))` every step: a legacy CUDA constructor
     given an array NumPy built from numbers copies it from the host (given sizes, it allocates there)."""
-    qualname = call.qualname or ""
-    if not qualname.startswith("torch.cuda.") or qualname[len("torch.cuda."):] not in LEGACY_CONSTRUCTORS or len(call.node.args) != 1 or call.node.args[0].keyword is not None:
-        return False
+    if len(call.node.args) != 1 or call.node.args[0].keyword is not None or not is_cuda_type(model, call.node.func, call.site):
+        return False  # (also `dtype(array)` of `dtype = torch.cuda.FloatTensor if x.is_cuda else torch.FloatTensor`)
     return model.every_step(call.site) and numpy_built(model, model.imports.resolve, model.values.of, call.node.args[0].value, call.site.function, call.site)
 
 
