@@ -66,8 +66,7 @@ def is_cuda_type(model: "TrainingModel", expr: cst.BaseExpression, site: "Site",
         assigns = plain_bindings(model, expr.value, site)
     elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self" and site.function is not None:
         # `self.FloatTensor = torch.cuda.FloatTensor if self.use_gpu() else torch.FloatTensor` in `__init__`
-        owner, text = site.function.class_name, f"self.{expr.attr.value}"
-        assigns = [a for a in model.assigns if text in a.targets and a.site.function is not None and a.site.function.class_name == owner]
+        assigns = model.attribute_assigns(site.function.class_name, f"self.{expr.attr.value}")
     else:
         return False
     return bool(assigns) and all(a.op is None and is_cuda_type(model, a.value, a.site, depth + 1) for a in assigns)

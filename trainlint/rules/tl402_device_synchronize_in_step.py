@@ -46,7 +46,9 @@ for step, x in enumerate(loader):
         torch.cuda.synchronize()   # only when timing a log interval
 """
     not_flagged = (
-        "Synchronisation under a gate, at epoch level, in benchmarks outside training steps. A helper the step "
+        "Synchronisation under a gate, at epoch level, in benchmarks outside training steps: a loop that runs "
+        "forward and backward, reads a clock around `torch.cuda.synchronize()` and updates no weight in its "
+        "module (a model zoo's `compute_time_train`) measures the passes and trains nothing. A helper the step "
         "hands its work to is part of the step: `elapsed, loss = timer(train_step)`, where `timer(fn)` calls "
         "`fn()` between two `torch.cuda.synchronize()` calls, synchronises twice per step, and each is flagged "
         "in `timer` with the chain from the step loop; a helper that calls what it is given only on log steps "
