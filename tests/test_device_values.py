@@ -651,6 +651,13 @@ def test_a_factory_sized_by_a_device_tensor_syncs() -> None:
     assert found(SIZED.replace("SIZE", "end=lengths.max()"), "TL401") == [10]
 
 
+def test_a_tensor_factory_method_sized_by_a_device_tensor_syncs() -> None:
+    # a TTS loss's word durations: `dur.new_zeros([b, word_id.max() + 1])`, sized on the host
+    sized = SIZED.replace("torch.arange(SIZE, device=x.device) < lengths[:, None]", "x.new_zeros([x.shape[0], SIZE])")
+    assert found(sized.replace("SIZE", "lengths.max() + 1"), "TL401") == [10]
+    assert found(sized.replace("SIZE", "x.shape[1] + 1"), "TL401") == []
+
+
 def test_a_factory_sized_by_a_shape_or_a_host_value_does_not() -> None:
     for size in ("x.shape[1]", "x.size(1)", "512"):
         assert found(SIZED.replace("SIZE", size), "TL401") == [], size

@@ -115,6 +115,7 @@ def device_tensor(value: Value) -> bool:
 
 SIZED_FACTORIES = frozenset(f"torch.{n}" for n in "arange zeros ones empty randn rand randint full linspace eye randperm".split())
 SIZE_KEYWORDS = frozenset({"size", "start", "end", "step", "steps", "low", "high", "n", "fill_value"})
+SIZED_METHODS = frozenset({"new_zeros", "new_ones", "new_empty", "new_full"})
 
 
 def converted_on_host(value: Value) -> bool:
@@ -125,8 +126,9 @@ def converted_on_host(value: Value) -> bool:
 
 def sized_by_device_tensor(model: TrainingModel, call: Call, site: Site) -> bool:
     """`torch.arange(lengths.max())`, `torch.full((b,), sigma)`: a torch factory given a tensor on the
-    accelerator as a size, bound or fill value, which torch reads on the host before it allocates."""
-    if call.qualname not in SIZED_FACTORIES:
+    accelerator as a size, bound or fill value, which torch reads on the host before it allocates;
+    also a tensor's own factories (`dur.new_zeros([b, word_id.max() + 1])`)."""
+    if call.qualname not in SIZED_FACTORIES and not (call.qualname is None and call.method in SIZED_METHODS):
         return False
     given = [a.value for a in call.node.args if a.keyword is None or a.keyword.value in SIZE_KEYWORDS]
     given = [e.value for g in given for e in (g.elements if isinstance(g, (cst.Tuple, cst.List)) else [cst.Element(g)]) if isinstance(e, cst.Element)]
