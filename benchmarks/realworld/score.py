@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         labels.update(load_labels(spec, label_folder))
         if args.recorded is None:
             findings.extend(lint_repo(folder, spec, args.jobs))
-        lines[spec.name] = sum(p.read_bytes().count(b"\n") for p in folder.rglob("*.py")) if folder.is_dir() else 0
+        lines[spec.name] = sum(p.read_bytes().count(b"\n") for p in folder.rglob("*.py") if p.is_file()) if folder.is_dir() else 0  # (a folder may be named `x.py`)
     if args.recorded is not None:
         findings = recorded_findings(args.recorded, linted)
     header = ["rule", "findings", "true", "false", "unlabelled", "precision", "expected", "found", "recall"]
