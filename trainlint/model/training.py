@@ -25,7 +25,7 @@ from trainlint.model.hooks import LIBRARY_HOOK_NAMES, LIBRARY_STEP_METHODS, libr
 from trainlint.model.lattice import Kind
 from trainlint.model.added_methods import attach_added_methods
 from trainlint.model.manual_updates import steps_its_items, updated_by_hand, updates_once
-from trainlint.model.timing_loops import times_passes
+from trainlint.model.measuring_loops import measures_passes
 from trainlint.model.names import ImportMap, dotted, star_reader, tokens
 from trainlint.model.reaching import ReachingDefinitions
 from trainlint.model.symbols import SymbolQueries
@@ -301,7 +301,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         )
         # A loop that only backpropagates trains when weights are updated in it (by hand through `.grad`) or around it
         # (gradient accumulation), or when this module updates weights nowhere visible (a library does, not a framework's
-        # hooks; one timing the passes is a benchmark). Reading `.grad` alone is an optimizer's own loop or a gradient helper's.
+        # hooks) and it measures nothing (measuring_loops.py). Reading `.grad` alone is an optimizer's or a helper's loop.
         updates_visible = (
             any(self.is_optimizer_step(c) or self.project_steps(c) for c in self.calls)
             or any(loop.uses_grad for loop in self.loops)
@@ -315,7 +315,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
                 self.is_backward(c) or self._runs_any(c, backpropagating) or self.project_backprops(c)
                 for c in loop.direct_calls
             )
-            loop.is_step = updates or (backprops and (loop.uses_grad or not (updates_visible or times_passes(loop, self.calls, self.callees, self.imports.resolve))))
+            loop.is_step = updates or (backprops and (loop.uses_grad or not (updates_visible or measures_passes(loop, self.calls, self.callees, self.imports.resolve))))
         # `for opt in optimizers: opt.step()` or a one-round `for _ in range(1):` in a loop: the loop around it trains
         for loop in self.loops:
             if loop.is_step and (loop.runs_once or loop.parent is not None and steps_its_items(self, loop)):

@@ -48,7 +48,8 @@ for step, x in enumerate(loader):
     not_flagged = (
         "Synchronisation under a gate, at epoch level, in benchmarks outside training steps: a loop that runs "
         "forward and backward, reads a clock around `torch.cuda.synchronize()` and updates no weight in its "
-        "module (a model zoo's `compute_time_train`) measures the passes and trains nothing. A helper the step "
+        "module (a model zoo's `compute_time_train`) measures the passes and trains nothing, as does a sweep over "
+        "settings written in the code (`for channels in [1, 16, 30]:`) through a gradient check. A helper the step "
         "hands its work to is part of the step: `elapsed, loss = timer(train_step)`, where `timer(fn)` calls "
         "`fn()` between two `torch.cuda.synchronize()` calls, synchronises twice per step, and each is flagged "
         "in `timer` with the chain from the step loop; a helper that calls what it is given only on log steps "

@@ -1,7 +1,9 @@
-"""A loop that times the forward and backward passes of a model and updates no weight is a benchmark,
-not a training step (a model zoo's `compute_time_train`, a `--debug` loop calling `measure_fp_bp_time`):
-its `torch.cuda.synchronize()` is the measurement. A loop that times its passes and steps an optimizer
-trains, and pays for the synchronize on every step."""
+"""Loops that measure the passes, in a module that updates no weight, are no training steps: one that
+times the forward and backward passes of a model (a model zoo's `compute_time_train`, a `--debug` loop
+calling `measure_fp_bp_time`: its `torch.cuda.synchronize()` is the measurement), and a sweep over
+settings written in the code calling a check that compares two implementations' gradients (a custom
+operator's test script). A loop that times its passes and steps an optimizer trains, and pays for the
+synchronize on every step; a loop over a loader that only backpropagates trains as before."""
 
 from __future__ import annotations
 
@@ -72,3 +74,42 @@ def test_a_backward_only_loop_without_a_clock_still_trains() -> None:
     # weights updated nowhere visible (a library's per-parameter hooks step them): the loop trains
     untimed = BENCHMARK.replace("        start = time.perf_counter()\n", "").replace("        fw += time.perf_counter() - start\n", "").replace("        bw += time.perf_counter() - start\n", "")
     assert lines(untimed, "TL402") == [14, 16]
+
+
+# a custom operator's test script: each check builds leaf tensors, backpropagates through the reference
+# and the CUDA version, and compares the gradients; `__main__` sweeps the channel counts
+GRADIENT_CHECK = """
+import torch
+
+
+def reference(x, w):
+    return (x.unsqueeze(-1) * w).sum(-1)
+
+
+def check_backward_equal(channels):
+    x0 = torch.rand(2, 4, channels).cuda()
+    w0 = torch.rand(2, 4, channels, 3).cuda()
+    x0.requires_grad = True
+    reference(x0.double(), w0.double()).sum().backward()
+    x1 = x0.detach()
+    x1.requires_grad = True
+    reference(x1, w0).sum().backward()
+    ok = torch.allclose(x0.grad, x1.grad, rtol=1e-2, atol=1e-3)
+    print(f"{ok} max_abs_err {(x0.grad - x1.grad).abs().max():.2e}")
+
+
+if __name__ == "__main__":
+    for channels in [1, 16, 30, 1025]:
+        check_backward_equal(channels)
+"""
+
+
+def test_a_sweep_of_written_settings_through_a_gradient_check_is_no_step() -> None:
+    assert lines(GRADIENT_CHECK, "TL401") == []
+    assert lines(GRADIENT_CHECK, "TL406") == []
+
+
+def test_the_same_check_over_a_loader_trains() -> None:
+    # near miss: a loop drawing batches that only backpropagates (a library steps the weights) trains
+    looped = GRADIENT_CHECK.replace("for channels in [1, 16, 30, 1025]:", "for channels in loader:")
+    assert lines(looped, "TL401") == [17, 18]
