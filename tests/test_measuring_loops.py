@@ -113,3 +113,9 @@ def test_the_same_check_over_a_loader_trains() -> None:
     # near miss: a loop drawing batches that only backpropagates (a library steps the weights) trains
     looped = GRADIENT_CHECK.replace("for channels in [1, 16, 30, 1025]:", "for channels in loader:")
     assert lines(looped, "TL401") == [17, 18]
+
+
+def test_a_loop_over_variables_is_no_sweep() -> None:
+    # near miss: `for loss in [loss_a, loss_b]:` lists values, not settings; backpropagating each trains
+    over_values = GRADIENT_CHECK.replace("    for channels in [1, 16, 30, 1025]:\n        check_backward_equal(channels)\n", "    a, b = 1, 16\n    for channels in [a, b]:\n        check_backward_equal(channels)\n")
+    assert lines(over_values, "TL401") == [17, 18]

@@ -25,16 +25,23 @@ def measures_passes(
 ) -> bool:
     """Whether a loop that backpropagates, in a module that updates no weight, measures rather than
     trains: it times its passes (`times_passes`) or sweeps settings written in the code (`sweeps_literals`)."""
-    return sweeps_literals(loop) or times_passes(loop, module_calls, callees, resolve)
+    return sweeps_literals(loop, resolve) or times_passes(loop, module_calls, callees, resolve)
 
 
-def sweeps_literals(loop: "Loop") -> bool:
+def sweeps_literals(loop: "Loop", resolve: "Callable[[cst.BaseExpression], str | None]") -> bool:
     """`for channels in [1, 16, 30, 1025]:`, `for dtype in (torch.float, torch.double):`: a loop over a
-    list or tuple written in the code, of numbers, strings or names."""
+    list or tuple written in the code, of numbers, strings or a library's constants (not variables:
+    `for loss in [loss_a, loss_b]:` may be part of a step)."""
     node = loop.node
     if not isinstance(node, cst.For) or not isinstance(node.iter, (cst.List, cst.Tuple)) or not node.iter.elements:
         return False
-    return all(isinstance(e, cst.Element) and isinstance(e.value, (cst.Integer, cst.Float, cst.SimpleString, cst.Name, cst.Attribute)) for e in node.iter.elements)
+    return all(isinstance(e, cst.Element) and _constant(e.value, resolve) for e in node.iter.elements)
+
+
+def _constant(expr: cst.BaseExpression, resolve: "Callable[[cst.BaseExpression], str | None]") -> bool:
+    if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
+        return True
+    return isinstance(expr, cst.Attribute) and resolve(expr) is not None  # (`torch.float16`, `np.float32`)
 
 
 def times_passes(

@@ -1,7 +1,7 @@
 """The assignments that alone give a name its value, and what they say it is: a dtype (`x.to(dtype)` for
-`dtype = anchors.dtype` is a cast, not a move), a legacy CUDA tensor type (`x.type(Tensor)` for `Tensor =
-torch.cuda.FloatTensor if cuda else torch.FloatTensor` is a move). Only plain assignments count; a name a loop, a `with`, an
-import or a `global` statement may bind is left unknown."""
+`dtype = anchors.dtype` is a cast, not a move), a legacy CUDA tensor type (`x.type(Tensor)` for
+`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor` is a move). Only plain assignments
+count; a name a loop, a `with`, an import or a `global` statement may bind is left unknown."""
 
 from __future__ import annotations
 
