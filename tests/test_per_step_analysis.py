@@ -624,6 +624,57 @@ def test_a_comprehension_variable_is_an_element_of_its_iterable():
     assert sync_lines(code) == [7, 8, 11]
 
 
+def test_the_pairs_a_comprehension_unpacks_are_the_dicts_keys_and_values():
+    """`{k: float(v) for k, v in losses.items()}` reads each device loss on the host (also through a
+    dict comprehension that scales them first); the same over a dict of host numbers reads nothing."""
+    code = """
+    import torch
+
+    def train(model, loader, optimizer, device):
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            out = model(x)
+            losses = {"mse": (out - y).pow(2).mean(), "l1": (out - y).abs().mean()}
+            sum(losses.values()).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            scaled = {k: v * 0.5 for k, v in losses.items()}
+            logged = {name: float(value) for name, value in scaled.items()}
+            stats = {"lr": optimizer.param_groups[0]["lr"], "epoch": 1}
+            shown = {k: float(v) for k, v in stats.items()}
+            lengths = y.sum(dim=1)
+            cut = [row[:int(n)] for i, n in enumerate(lengths)]
+    """
+    assert sync_lines(code) == [13, 17]
+
+
+def test_the_count_enumerate_gives_a_comprehension_is_not_a_constant():
+    """`stoi = {ch: i for i, ch in enumerate(chars)}` numbers the characters of a text file: the
+    tokens encoded with it are data, and the batches cut from them are no constant copied per step."""
+    code = """
+    import torch
+
+    text = open("input.txt").read()
+    chars = sorted(set(text))
+    stoi = {ch: i for i, ch in enumerate(chars)}
+    encode = lambda s: [stoi[c] for c in s]
+    data = torch.tensor(encode(text), dtype=torch.long)
+
+    def get_batch():
+        ix = torch.randint(len(data) - 8, (4,))
+        x = torch.stack([data[i:i + 8] for i in ix])
+        return x.to("cuda")
+
+    def train(model, optimizer):
+        for it in range(100):
+            loss = model(get_batch())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    """
+    assert lines(code, "TL406") == []
+
+
 def test_an_update_applied_to_each_replica_is_one_step_of_its_function():
     # d2l's multi-GPU training: each device's copy backpropagates, then each copy is updated in a loop
     # over the copies; the function is one step, so the loop calling it is the step loop

@@ -17,12 +17,18 @@ DICT = "dict"  # the origin of a dict literal: its subscript is one value, chose
 from trainlint.model.names import dotted, target_names
 
 
-def comprehension_bindings(comprehensions: list[cst.BaseComp]) -> dict[int, cst.BaseExpression]:
+# a comprehension variable's binding: the iterable it takes elements of, and the target that unpacks
+# each element (None: the variable is the element)
+Drawn = tuple[cst.BaseExpression, "cst.BaseExpression | None"]
+
+
+def comprehension_bindings(comprehensions: list[cst.BaseComp]) -> dict[int, Drawn]:
     """Each use of a comprehension's variable (by node), to the iterable it is an element of:
-    `x` of `for x in xs` to `xs`, `a` and `b` of `for a, b in zip(xs, ys)` to `xs` and `ys`."""
-    out: dict[int, cst.BaseExpression] = {}
+    `x` of `for x in xs` to `xs`, `a` and `b` of `for a, b in zip(xs, ys)` to `xs` and `ys`, and `k`
+    and `v` of `for k, v in d.items()` to `d.items()` with the target that unpacks each pair."""
+    out: dict[int, Drawn] = {}
     for comp in comprehensions:  # outer first: an inner comprehension rebinds its own
-        names: dict[str, cst.BaseExpression] = {}
+        names: dict[str, Drawn] = {}
         clause: cst.CompFor | None = comp.for_in
         while clause is not None:
             names.update(_comprehension_targets(clause))
@@ -48,16 +54,23 @@ def comprehension_bindings(comprehensions: list[cst.BaseComp]) -> dict[int, cst.
     return out
 
 
-def _comprehension_targets(clause: cst.CompFor) -> dict[str, cst.BaseExpression]:
+def _comprehension_targets(clause: cst.CompFor) -> dict[str, Drawn]:
     """The variables a `for` clause binds, each to the iterable it takes elements of (only those known)."""
     target = clause.target
     if isinstance(target, cst.Name):
-        return {target.value: clause.iter}
-    if isinstance(target, cst.Tuple) and isinstance(clause.iter, cst.Call) and dotted(clause.iter.func) == "zip":
+        return {target.value: (clause.iter, None)}
+    if not isinstance(target, (cst.Tuple, cst.List)) or any(isinstance(e, cst.StarredElement) for e in target.elements):
+        return {}
+    if isinstance(clause.iter, cst.Call) and dotted(clause.iter.func) == "zip":
         args = [a.value for a in clause.iter.args if a.keyword is None and not a.star]
         names = [e.value for e in target.elements]
         if len(args) == len(names) and all(isinstance(n, cst.Name) for n in names):
-            return {n.value: a for n, a in zip(names, args)}  # type: ignore[union-attr]
+            return {n.value: (a, None) for n, a in zip(names, args)}  # type: ignore[union-attr]
+    if isinstance(clause.iter, cst.Call) and dotted(clause.iter.func) == "enumerate" and clause.iter.args and len(target.elements) == 2:
+        element = target.elements[1].value  # (the count is left unbound: not known to be a number of the data)
+        return {element.value: (clause.iter.args[0].value, None)} if isinstance(element, cst.Name) else {}
+    if isinstance(clause.iter, cst.Call) and isinstance(clause.iter.func, cst.Attribute) and clause.iter.func.attr.value == "items" and not clause.iter.args:
+        return {name: (clause.iter, target) for name in target_names(target)}  # (each pair unpacked by place)
     return {}
 
 

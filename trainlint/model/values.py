@@ -20,7 +20,7 @@ from trainlint.model.candidates import MAX_CANDIDATES
 from trainlint.model.arguments import argument_for, refinable, refines
 from trainlint.model.class_attributes import registered_buffers, torch_layer_parameter
 from trainlint.model.function_values import library_function
-from trainlint.model.containers import DICT, comprehension_bindings, constant_key, dict_value, element_of, is_empty_list, tested_as_sequence, unpacked_element
+from trainlint.model.containers import DICT, Drawn, comprehension_bindings, constant_key, dict_value, element_of, is_empty_list, tested_as_sequence, unpacked_element
 from trainlint.model.names import dotted, target_names
 from trainlint.model.arithmetic import arithmetic, built_on_host
 from trainlint.model.cycles import CycleMemo
@@ -69,7 +69,13 @@ class ValueModel(CallValues, CycleMemo):
         if kind is cst.Name:
             bound = self._comprehension_bindings.get(id(expr)) if self.model.comprehensions else None
             if bound is not None:  # `l` in `[l.item() for l in losses]`: an element of `losses`
-                return element_of(self.of(bound, fn, at))
+                iterable, target = bound
+                drawn = element_of(self.of(iterable, fn, at))
+                if target is None:
+                    return drawn
+                drawn = unpacked_element(drawn, target, expr.value)  # `v` of `for k, v in d.items()`
+                if drawn.kind is not Kind.UNKNOWN or drawn.device != UNKNOWN_DEVICE:
+                    return drawn
             value = self._name(expr.value, fn, at)
             if value.kind is Kind.UNKNOWN and value is not CYCLE:
                 return self.model.used_as(expr.value, fn) or value
@@ -140,7 +146,7 @@ class ValueModel(CallValues, CycleMemo):
 
     # -- names ---------------------------------------------------------------------------------
     @cached_property
-    def _comprehension_bindings(self) -> dict[int, cst.BaseExpression]:
+    def _comprehension_bindings(self) -> dict[int, Drawn]:
         return comprehension_bindings(self.model.comprehensions)
 
     def _name(self, name: str, fn: "Function | None", at: "Site | None") -> Value:
