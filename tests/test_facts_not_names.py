@@ -242,6 +242,33 @@ def test_arrays_numpy_builds_from_numbers_through_grids_stacks_and_draws_are_hos
     assert _lines(code, "TL406") == [10, 11, 13]
 
 
+def test_slices_and_draws_of_an_array_numpy_built_from_numbers_are_host_built() -> None:
+    # faster-rcnn's proposal sampling: `torch.from_numpy(npr.choice(np.arange(0, n), size=k)).long().cuda()`
+    # and NumPy's indices with an axis added, copied every step; near misses: a slice of the batch's own array,
+    # and a draw from the batch's labels
+    code = """
+        import numpy as np
+        import numpy.random as npr
+        import torch
+
+        def sample_rois(rois, labels, k, batch):
+            keep = torch.from_numpy(npr.choice(np.arange(0, rois.size(0)), size=k, replace=False)).long().cuda()
+            ids = np.arange(rois.size(0))[None, :]
+            first = torch.from_numpy(ids).cuda()
+            own = torch.from_numpy(batch[:k]).cuda()
+            drawn = torch.from_numpy(npr.choice(labels, size=k)).cuda()
+            return keep, first, own, drawn
+
+        for x, y in loader:
+            out = model(x.cuda())
+            sample_rois(out, y.numpy(), 8, x.numpy())
+            out.sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+    assert _lines(code, "TL406") == [7, 9]
+
+
 def test_an_array_numpy_builds_from_numbers_written_in_the_code_is_host_built() -> None:
     # PointNet's spatial transformer: `torch.from_numpy(np.array([1, 0, 0, 0, 1, 0, 0, 0, 1]))` as the
     # identity it adds every forward; torchdiffeq's `np.array([2. * np.pi])`. Near misses: an array

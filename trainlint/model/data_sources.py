@@ -127,7 +127,8 @@ def numpy_built(
     expr: cst.BaseExpression, fn: "Function | None", at: "Site | None", depth: int = 0,
 ) -> bool:
     """An array made here by NumPy from numbers (`np.zeros(...)`, `np.arange(n) * stride`, a draw
-    `np.random.permutation(n)`), possibly cast, reshaped or combined with others of its kind
+    `np.random.permutation(n)` or `np.random.choice(np.arange(n), k)`), possibly cast, reshaped, sliced
+    or indexed (`perm[i:i + batch_size]`), or combined with others of its kind
     (`np.vstack((sx.ravel(), sy.ravel())).transpose()` of a `np.meshgrid` of two such), or a name
     bound only to such: nothing in it came from data. `resolve` gives a call's qualified name."""
 
@@ -143,13 +144,15 @@ def numpy_built(
             return built(expr.func.value)
     if isinstance(expr, cst.Attribute) and expr.attr.value == "T":
         return built(expr.value)
+    if isinstance(expr, cst.Subscript):  # `perm[i:i + batch_size]`, `np.arange(n)[None, :]`: values of the array
+        return built(expr.value)
     if isinstance(expr, cst.Call):
         name = (resolve(expr.func) or "").removeprefix("numpy.")
         args = [a.value for a in expr.args if a.keyword is None and not a.star]
         if name in NUMPY_FACTORIES or (name.startswith("random.") and name[7:] in NUMPY_DRAWS - {"permutation", "choice"}):
             return True
         if name in ("random.permutation", "random.choice"):  # of a count, not of an array (which shuffles data)
-            return bool(args) and (_a_count(args[0]) or value_of(args[0], fn, at).kind is Kind.NUMBER)
+            return bool(args) and (_a_count(args[0]) or value_of(args[0], fn, at).kind is Kind.NUMBER or built(args[0]))
         if name in ("array", "asarray") and args and _numbers(args[0], resolve):  # `np.array([1, 0, 0, 0, 1, 0])`
             return True
         if name in NUMPY_COMBINING and args:
