@@ -1338,6 +1338,7 @@ for x, y in loader:
     ("total_loss += loss.data[0]", [11]),  # PyTorch 0.3's `.item()`
     ("losses.update(loss.data[0], x.size(0))", [11]),
     ("history.append(loss.data[0])", [11]),
+    ("train_hist['D_losses'].append(loss.data[0])", [11]),  # appended to a list a dict holds
     ("save_image(out.data[0], 'sample.png')", []),  # near miss: the first image of the batch, a tensor
     ("first = out.data[0]", []),
     ("if step % 100 == 0: print(loss.data[0])", []),

@@ -348,11 +348,18 @@ def index_reads(model: TrainingModel, judged: Callable[[Site], bool]) -> Iterato
                     if bound is not None and converted_on_host(model.value(bound, site)):
                         yield site, bound, "bound"
             taken = [node.value] if isinstance(node, cst.AugAssign) else []
-            if isinstance(node, cst.Call) and (dotted(node.func) or "").rsplit(".", 1)[-1] in _NUMBER_TAKERS:
+            if isinstance(node, cst.Call) and _called_name(node.func) in _NUMBER_TAKERS:
                 taken = [a.value for a in node.args]
             for value in taken:
                 if _legacy_read(model, value, site):
                     yield site, value, "legacy"
+
+
+def _called_name(func: cst.BaseExpression) -> str | None:
+    """`append` of `hist["loss"].append(...)` (whatever the receiver is), `float` of `float(...)`."""
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else None
 
 
 def _legacy_read(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> bool:
