@@ -648,6 +648,39 @@ def test_the_pairs_a_comprehension_unpacks_are_the_dicts_keys_and_values():
     assert sync_lines(code) == [13, 17]
 
 
+@pytest.mark.parametrize(("move", "found"), [
+    ('for k in batch:\n                if k != "meta":\n                    batch[k] = batch[k].to(device=device, non_blocking=True)', [6]),
+    ("for k, v in batch.items():\n                batch[k] = v.to(device)", [6, 18]),
+    ("for k in batch.keys():\n                batch[k] = batch[k].cuda()", [6, 18]),
+])
+def test_a_dict_moved_key_by_key_holds_device_values_after_the_loop(move: str, found: list[int]) -> None:
+    """CenterNet's trainer moves the batch with `for k in batch: batch[k] = batch[k].to(device)`: the
+    loss that tests `if num_pos == 0:` on a sum of `batch["mask"]` reads the device (also in a helper
+    given the batch); a key the loop leaves where it was (`"meta"`, else moved too) and a dict rebound
+    since hold none."""
+    code = """
+    import torch
+
+    def focal(out, batch):
+        num_pos = batch["mask"].sum()
+        if num_pos == 0:
+            return out.sum()
+        return out.sum() / num_pos
+
+    def train(model, loader, optimizer, device):
+        for batch in loader:
+            MOVE
+            loss = focal(model(batch["input"]), batch)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            image_id = int(batch["meta"]["id"])
+            batch = next(other)
+            seen = int(batch["mask"].sum())
+    """.replace("MOVE", move)
+    assert sorted(sync_lines(code)) == found
+
+
 def test_the_count_enumerate_gives_a_comprehension_is_not_a_constant():
     """`stoi = {ch: i for i, ch in enumerate(chars)}` numbers the characters of a text file: the
     tokens encoded with it are data, and the batches cut from them are no constant copied per step."""

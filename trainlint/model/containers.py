@@ -11,7 +11,7 @@ from typing import Any, Callable
 import libcst as cst
 
 from trainlint.model.gates import child_nodes, isinstance_tests
-from trainlint.model.lattice import ACCEL, HOST, NAMESPACE, UNKNOWN, Kind, Value, join
+from trainlint.model.lattice import ACCEL, HOST, NAMESPACE, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join
 
 DICT = "dict"  # the origin of a dict literal: its subscript is one value, chosen by its key
 from trainlint.model.names import dotted, target_names
@@ -52,6 +52,17 @@ def comprehension_bindings(comprehensions: list[cst.BaseComp]) -> dict[int, Draw
             else:
                 stack.extend(child_nodes(node))
     return out
+
+
+def comprehension_value(bound: Drawn, name: str, value_of: Callable[[cst.BaseExpression], Value]) -> Value | None:
+    """What the comprehension variable `name`, bound as `comprehension_bindings` says, holds: an element
+    of its iterable, or the part of one its target unpacks (None when the pair says nothing of it)."""
+    iterable, target = bound
+    drawn = element_of(value_of(iterable))
+    if target is None:
+        return drawn
+    drawn = unpacked_element(drawn, target, name)  # `v` of `for k, v in d.items()`
+    return drawn if drawn.kind is not Kind.UNKNOWN or drawn.device != UNKNOWN_DEVICE else None
 
 
 def _comprehension_targets(clause: cst.CompFor) -> dict[str, Drawn]:

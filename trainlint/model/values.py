@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from trainlint.model.lattice import ACCEL, ANNOTATED, BOOL, CYCLE, HOST, HOST_DATA, MANY_CLASSES, NAMESPACE, NONE, NUMBER, PARSED_OPTIONS, STRING, TENSOR
-from trainlint.model.lattice import UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join, origins
-from trainlint.model.candidates import MAX_CANDIDATES
+from trainlint.model.lattice import ACCEL, ANNOTATED, BOOL, CYCLE, HOST, HOST_DATA, NAMESPACE, NONE, NUMBER, PARSED_OPTIONS, STRING, TENSOR
+from trainlint.model.lattice import UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join
 from trainlint.model.arguments import argument_for, refinable, refines
 from trainlint.model.class_attributes import registered_buffers, torch_layer_parameter
 from trainlint.model.function_values import library_function
-from trainlint.model.containers import DICT, Drawn, comprehension_bindings, constant_key, dict_value, element_of, is_empty_list, tested_as_sequence, unpacked_element
+from trainlint.model.containers import Drawn, comprehension_bindings, comprehension_value, dict_value, element_of, is_empty_list, tested_as_sequence, unpacked_element
+from trainlint.model.subscripts import keyed_moves, moved_dict, subscript_value
 from trainlint.model.names import dotted, target_names
 from trainlint.model.arithmetic import arithmetic, built_on_host
 from trainlint.model.cycles import CycleMemo
@@ -28,10 +28,10 @@ from trainlint.model.moving_helpers import placed_before_move
 from trainlint.model.saved_arguments import saving_constructor
 from trainlint.model.torchnames import decorated_no_grad, returns_indices
 from trainlint.model.value_calls import CONFIG_NAMES, HOST_ATTRIBUTES, TENSOR_VALUED_ATTRIBUTES, CallValues
-from trainlint.model.device_arguments import moved_later_in_loop, moved_to_device, on_device_operands
+from trainlint.model.device_arguments import moved_later_in_loop, on_device_operands
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Function, Site
+    from trainlint.model.facts import Assign, Function, Site
     from trainlint.model.training import TrainingModel
 
 
@@ -68,15 +68,12 @@ class ValueModel(CallValues, CycleMemo):
             return STRING
         if kind is cst.Name:
             bound = self._comprehension_bindings.get(id(expr)) if self.model.comprehensions else None
-            if bound is not None:  # `l` in `[l.item() for l in losses]`: an element of `losses`
-                iterable, target = bound
-                drawn = element_of(self.of(iterable, fn, at))
-                if target is None:
-                    return drawn
-                drawn = unpacked_element(drawn, target, expr.value)  # `v` of `for k, v in d.items()`
-                if drawn.kind is not Kind.UNKNOWN or drawn.device != UNKNOWN_DEVICE:
-                    return drawn
+            drawn = comprehension_value(bound, expr.value, lambda e: self.of(e, fn, at)) if bound is not None else None
+            if drawn is not None:  # `l` in `[l.item() for l in losses]`: an element of `losses`
+                return drawn
             value = self._name(expr.value, fn, at)
+            if (moves := self._keyed_moves.get(expr.value)) and value is not CYCLE:  # (`for k in batch: batch[k] = batch[k].cuda()`)
+                value = moved_dict(value, moves, at, lambda a: self.of(a.value, fn, a.site), lambda a: self.model.reaching(fn, expr.value, at) == self.model.reaching(fn, expr.value, a.site))
             if value.kind is Kind.UNKNOWN and value is not CYCLE:
                 return self.model.used_as(expr.value, fn) or value
             return value
@@ -85,23 +82,7 @@ class ValueModel(CallValues, CycleMemo):
         if kind is cst.Call:  # (a tensor computed where autograd is off carries no graph)
             return self._call(expr, fn, at).without_graph() if at is not None and at.grad_off else self._call(expr, fn, at)
         if kind is cst.Subscript:
-            base = self.of(expr.value, fn, at)
-            if base.kind is Kind.TENSOR:
-                return UNKNOWN if at is not None and at.gate_nodes and tested_as_sequence(at.gate_nodes, expr.value) else base  # (`if isinstance(loss, tuple): n += loss[1]`)
-            held = base.keyed(key) if (key := constant_key(expr)) is not None else None
-            if held is not None:
-                return held  # `nets["encoder"]`: what the dict holds under that key
-            if base.kind in (Kind.COLLECTION, Kind.MODULE) and base.element is not None:
-                if base.origin in (DICT, NAMESPACE) and len(origins(base.element)) > MAX_CANDIDATES:
-                    # one of the dict's objects, chosen by its key (`HEADS[cfg.head]`): a class chosen at
-                    # run time, followed among at most as many candidates as a registry's
-                    return replace(base.element, origin=MANY_CLASSES if base.element.kind is Kind.MODULE else None)
-                return base.element  # (`self.layers[i]`: a module the container holds)
-            if base.kind is Kind.HOST_ARRAY:
-                return HOST_DATA
-            if base.kind is Kind.UNKNOWN and base.device == HOST:
-                return base  # (a row of a host copy: `distance_matrix.cpu()[i, j]`)
-            return base if moved_to_device(base) else UNKNOWN  # (`batch.to(device)["labels"]`: there too)
+            return subscript_value(expr, self.of(expr.value, fn, at), at)
         if kind is cst.BinaryOperation:
             scaling = type(expr.operator) in (cst.Multiply, cst.Divide)
             return arithmetic([self.of(expr.left, fn, at), self.of(expr.right, fn, at)], scaling)
@@ -148,6 +129,10 @@ class ValueModel(CallValues, CycleMemo):
     @cached_property
     def _comprehension_bindings(self) -> dict[int, Drawn]:
         return comprehension_bindings(self.model.comprehensions)
+
+    @cached_property
+    def _keyed_moves(self) -> "dict[str, list[Assign]]":
+        return keyed_moves(self.model.assigns)
 
     def _name(self, name: str, fn: "Function | None", at: "Site | None") -> Value:
         m = self.model
