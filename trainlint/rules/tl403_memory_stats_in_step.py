@@ -8,6 +8,8 @@ from trainlint.diagnostics import Severity
 from trainlint.model import TrainingModel
 from trainlint.rules.rule import Finding, Rule
 
+# each builds the whole of `memory_stats()` to return one of its entries (torch/cuda/memory.py)
+COUNTERS = ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_cached", "max_memory_cached")
 MEMORY_STATS = frozenset(
     f"torch.cuda.{prefix}{name}"
     for prefix in ("", "memory.")
@@ -19,6 +21,7 @@ MEMORY_STATS = frozenset(
         "memory_summary",
         "memory_stats",
         "memory_snapshot",
+        *COUNTERS,
     )
 )
 
@@ -29,12 +32,14 @@ class MemoryStatsInStep(Rule):
     severity = Severity.INFO
     summary = "CUDA memory statistics reset or collected on every training step."
     hint = "Reset or read memory statistics at epoch boundaries or under a debug/log flag."
-    requires = ("memory_stats", "memory_summary", "memory_snapshot", "reset_peak", "reset_max", "reset_accumulated")
+    requires = ("memory_stats", "memory_summary", "memory_snapshot", "reset_peak", "reset_max", "reset_accumulated", "memory_allocated", "memory_reserved", "memory_cached")
     per_step = True
     why = (
         "`reset_peak_memory_stats()` every step makes the peak-memory figure describe one step only and "
         "hides the growth you are trying to see; `memory_summary()`, `memory_stats()` and "
-        "`memory_snapshot()` walk the allocator's state under its lock and build large Python objects. "
+        "`memory_snapshot()` walk the allocator's state under its lock and build large Python objects, "
+        "and so do `max_memory_allocated()`, `memory_reserved()` and the other counters, each of which builds "
+        "the whole of `memory_stats()` to return one entry of it. "
         "In a hot loop they are instrumentation overhead that belongs at epoch boundaries or behind a "
         "debug flag."
     )
@@ -73,6 +78,14 @@ for epoch in range(3):
         model(x).sum().backward()
         optimizer.step()
 """,
+        """
+import torch
+for step, x in enumerate(loader):
+    model(x).sum().backward()
+    optimizer.step()
+    if step % 100 == 0:
+        logger.log(mem=torch.cuda.max_memory_allocated() / 2**30)
+""",
     )
     invalid = (
         """
@@ -82,10 +95,18 @@ for x in loader:
     model(x).sum().backward()
     optimizer.step()
 """,
+        """
+import torch
+for x in loader:
+    model(x).sum().backward()
+    optimizer.step()
+    logger.log(mem=torch.cuda.max_memory_allocated() / 2**30)
+""",
     )
 
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         for call in model.calls:
             if call.qualname in MEMORY_STATS and model.every_step(call.site):
                 fn = call.qualname.rsplit(".", 1)[-1]
-                yield Finding(call.node, f"`torch.cuda.{fn}()` runs on every training step")
+                whole = " (which builds the whole of `memory_stats()`)" if fn in COUNTERS else ""
+                yield Finding(call.node, f"`torch.cuda.{fn}()`{whole} runs on every training step")
