@@ -1489,3 +1489,34 @@ def test_a_numpy_helper_s_result_is_read_without_a_sync_unless_a_device_tensor_j
     # `np.log10(...)` cannot read a device tensor: its result, scaled by numbers, is host data; scaled
     # by a parameter (here the device's `factor`), it may be a device tensor
     assert lint_project(tmp_path, NUMPY_HELPERS, "TL401") == ["train.py:14:TL401"]
+
+
+# -- a tensor method combining its receiver with a device tensor computes on the device ------------
+ACCURACY = """
+import torch
+
+
+def main(model, loader, optimizer, device):
+    for x, y in loader:
+        def train_step():
+            out = model(x.to(device))
+            loss = torch.nn.functional.cross_entropy(out, y.to(device))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            top1 = {read}
+            return top1
+        top1 = train_step()
+"""
+
+
+def test_an_index_compared_with_a_moved_batch_is_a_device_tensor() -> None:
+    # `out` comes from a model the code cannot see: `.eq()` with the moved labels says where it is
+    code = ACCURACY.format(read="float(out.max(dim=1).indices.eq(y.to(device)).sum())")
+    assert found(code, "TL401") == [13]
+
+
+def test_the_batch_compared_with_its_own_labels_stays_on_the_host() -> None:
+    # (`x` and `y` as the loader gives them: the model reads a moved copy, the comparison the host's)
+    code = ACCURACY.format(read="float(x.eq(y).sum())")
+    assert found(code, "TL401") == []

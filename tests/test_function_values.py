@@ -236,3 +236,40 @@ def test_a_function_the_option_picks_that_builds_on_the_device_moves_nothing() -
     # the same call and `.to()`, but the chosen function builds its tensor on the device
     on_device = TOKENIZED.replace('tensor([*bytes(t, "UTF-8")])', 'tensor([*bytes(t, "UTF-8")], device="cuda")')
     assert lint(on_device, "TL406") == []
+
+
+LOSS_FACTORY = """
+import torch
+
+
+def init_loss(tau=0.1):
+    def loss(anchors, targets, prototypes):
+        probs = torch.softmax(anchors @ prototypes.T / tau, dim=1)
+        with torch.no_grad():
+            targets = torch.softmax(targets @ prototypes.T / tau, dim=1)
+            used = float(len(set(targets.argmax(dim=1).tolist())))
+        return -(targets * torch.log(probs)).sum(dim=1).mean(), used
+
+    return loss
+
+
+def main(encoder, loader, optimizer, device):
+    prototypes = torch.randn(10, 16){moved}
+    criterion = init_loss()
+    for x in loader:
+        optimizer.zero_grad()
+        loss, used = criterion(encoder(x[0]), encoder(x[1]), prototypes)
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_closure_a_factory_returns_is_given_what_its_calls_pass() -> None:
+    # `criterion(...)` runs the nested `loss`: its parameter `prototypes` is the device tensor passed
+    diagnostics = lint(LOSS_FACTORY.format(moved=".to(device)"), "TL401")
+    assert [d.line for d in diagnostics if d.code == "TL401"] == [10]
+
+
+def test_a_closure_given_host_tensors_reads_nothing_from_the_device() -> None:
+    diagnostics = lint(LOSS_FACTORY.format(moved=""), "TL401")
+    assert [d.line for d in diagnostics if d.code == "TL401"] == []

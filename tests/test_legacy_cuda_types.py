@@ -106,3 +106,27 @@ def test_a_type_an_object_keeps_copies_every_step() -> None:
     # near miss: a type that is the host's on both arms copies nothing
     host = YOLO_LAYER.replace("torch.cuda.FloatTensor if xin.is_cuda else torch.FloatTensor", "torch.DoubleTensor if xin.is_cuda else torch.FloatTensor")
     assert lines(host, "TL406") == []
+
+
+HOST_TYPE = """
+import torch
+
+
+def train(model, loader, optimizer):
+    model = model.cuda()
+    for inputs, mask in loader:
+        inputs = inputs.type(torch.FloatTensor)
+        inputs, mask = inputs.cuda(), mask.cuda()
+        out = model(inputs)
+        weights = mask.type(torch.FloatTensor).cuda()
+        loss = (out * weights).sum()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+def test_a_device_tensor_given_the_host_s_type_is_copied_to_the_host() -> None:
+    # `.type(torch.FloatTensor)` of the moved mask copies it back (then `.cuda()` again); of the
+    # loader's batch, before the move, it only casts on the host
+    assert lines(HOST_TYPE, "TL401") == [11]

@@ -349,6 +349,26 @@ def test_a_tensor_moved_once_and_minibatches_of_a_host_buffer_are_not_rebuilt_ea
     assert lines(code, "TL406") == [18]
 
 
+def test_minibatches_of_a_host_buffer_reshaped_by_a_helper_are_stored_data() -> None:
+    code = """
+        import torch
+
+        def flatten01(arr):
+            return arr.reshape((-1, *arr.shape[2:]))
+
+        logits = torch.zeros(128, 8, 15)
+        for update in range(100):
+            for i in range(8):
+                rows = flatten01(logits[:, i]).to("cuda")
+                noise = flatten01(torch.randn(128, 1, 15)).to("cuda")
+                loss = agent.kl(rows, noise)
+                loss.backward()
+                optimizer.step()
+    """
+    # the helper gives back a view of what it is given: rows of the buffer, or a draw made here
+    assert lines(code, "TL406") == [11]
+
+
 def test_rows_gathered_from_host_features_by_index_select_are_a_minibatch() -> None:
     code = """
         import numpy as np

@@ -1047,3 +1047,102 @@ def test_a_total_rebound_to_itself_plus_a_loss_accumulates_like_plus_equals() ->
     assert [d.line for d in found] == [13]
     assert found[0].fix is not None and found[0].fix.edits[0].content == "loss.detach()"
     assert lines(PLAIN_ACCUMULATION.replace("loss_all = loss_all + loss", "loss_all = loss_all + loss.item()"), "TL302") == []
+
+
+def test_a_dict_of_device_losses_unpacked_into_a_logger_that_reads_its_values(tmp_path):
+    files = {
+        "utils.py": """
+            import torch
+
+            class MetricLogger:
+                def __init__(self):
+                    self.meters = {}
+
+                def update(self, **kwargs):
+                    for k, v in kwargs.items():
+                        if isinstance(v, torch.Tensor):
+                            v = v.item()
+                        self.meters[k] = v
+        """,
+        "train.py": """
+            import torch
+            from utils import MetricLogger
+
+            metric_logger = MetricLogger()
+            for samples, targets in loader:
+                out = model(samples.to(device))
+                losses = {"mse": torch.nn.functional.mse_loss(out, targets.to(device)), "l1": out.abs().mean()}
+                sizes = {"batch": len(samples), "width": samples.shape[1]}
+                optimizer.zero_grad()
+                sum(losses.values()).backward()
+                optimizer.step()
+                metric_logger.update(**losses)
+                metric_logger.update(**sizes)
+        """,
+    }
+    # `**losses` hands the logger each device loss, which it reads; `**sizes` only numbers
+    assert [f for f in lint_tree(tmp_path, files) if "TL401" in f] == ["train.py:13:TL401"]
+
+
+ONE_EXPRESSION_HELPERS = """
+import torch
+
+
+def exists(val):
+    return val is not None
+
+
+def default(val, d):
+    return val if exists(val) else d
+
+
+def cast_tuple(val, depth=1):
+    \"\"\"A tuple of `depth` copies, unless it is one.\"\"\"
+    return val if isinstance(val, tuple) else (val,) * depth
+
+
+def block_order(spans):
+    order = []
+    for span in spans:
+        start, end = cast_tuple(span, 2)
+        assert start <= end
+        order.extend(range(start, end + 1))
+    return order
+
+
+def main(loader, device, spans):
+    model = torch.nn.Linear(8, 8).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        order = block_order(spans)
+        logits = cast_tuple(model(x.to(device)[:, order]))
+        loss = sum(torch.nn.functional.cross_entropy(l, y.to(device)) for l in logits)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        weight = default(None, y.to(device).sum())
+        if weight > 0.5:
+            print("skewed batch")
+"""
+
+
+def test_a_one_expression_helper_gives_each_call_what_its_own_arguments_make() -> None:
+    # `cast_tuple(span, 2)` of a setting stays host data, though another call hands it the logits;
+    # `default(None, <device mean>)` is that device mean, and the `if` on it waits for the device
+    assert lines(ONE_EXPRESSION_HELPERS, "TL401") == [38]
+
+
+def test_a_recursive_one_expression_function_is_read_without_end() -> None:
+    code = """
+        import torch
+
+        def list_sum(x):
+            return x[0] if len(x) == 1 else x[0] + list_sum(x[1:])
+
+        for x in loader:
+            loss = list_sum([model(x.cuda()), model(x.cuda() * 2)])
+            loss.backward()
+            optimizer.step()
+            total = float(list_sum([loss, loss]))
+    """
+    assert [(d.code, d.line) for d in lint(textwrap.dedent(code), "TL401")] == [("TL401", 11)]

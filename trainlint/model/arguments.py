@@ -12,6 +12,7 @@ each parameter replaced by the argument given for it, in the caller's scope.
 
 from __future__ import annotations
 
+import builtins
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable
 
@@ -22,6 +23,10 @@ from trainlint.model.lattice import ACCEL, HOST, UNKNOWN_DEVICE, Kind, Value
 if TYPE_CHECKING:
     from trainlint.model.facts import Function, Site
     from trainlint.model.training import TrainingModel
+
+
+_BUILTINS = frozenset(dir(builtins))
+MAX_INLINED = 4  # one-expression functions put in one another's place at once
 
 
 class _Substitute(cst.CSTTransformer):
@@ -63,9 +68,9 @@ class _Substitute(cst.CSTTransformer):
         return updated_node.with_changes(args=args)
 
 
-def inline(lam: cst.Lambda, call: cst.Call) -> cst.BaseExpression | None:
-    """`lam`'s body as `call` runs it, or None when the arguments cannot be matched to the parameters
-    (a `*xs` or `**kw` in the call, a parameter given twice or not at all)."""
+def inline(lam: cst.Lambda | cst.FunctionDef, call: cst.Call, body: cst.BaseExpression | None = None) -> cst.BaseExpression | None:
+    """`lam`'s body (for a `def`, `body`: what it returns) as `call` runs it, or None when the arguments
+    cannot be matched to the parameters (a `*xs` or `**kw` in the call, a parameter given twice or not at all)."""
     params = lam.params
     if params.posonly_params or params.kwonly_params or any(a.star in ("*", "**") for a in call.args):
         return None
@@ -98,7 +103,45 @@ def inline(lam: cst.Lambda, call: cst.Call) -> cst.BaseExpression | None:
     double = params.star_kwarg.name.value if params.star_kwarg is not None else ""
     if (extra and not star) or (keywords and not double):
         return None
-    return lam.body.visit(_Substitute(given, extra, keywords, star, double))  # type: ignore[return-value]
+    return (body if body is not None else lam.body).visit(_Substitute(given, extra, keywords, star, double))  # type: ignore[union-attr, return-value]
+
+
+def returned_expression(fn: "Function", free: Callable[[str], bool]) -> cst.BaseExpression | None:
+    """What a one-statement function returns (`def default(v, d): return v if exists(v) else d`), when
+    each name in it is a parameter or one that `free` accepts (a builtin, a function of the module):
+    the expression a call of it may be read as, with the arguments put in (`inline`)."""
+    body = fn.node.body
+    statements = [s for s in body.body if not _docstring(s)] if isinstance(body, cst.IndentedBlock) else []
+    if fn.node.decorators or len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
+        return None
+    line = statements[0].body
+    if len(line) != 1 or not isinstance(line[0], cst.Return) or line[0].value is None:
+        return None
+    value = line[0].value
+    kept: set[int] = set()
+    for node in _nodes(value):
+        if isinstance(node, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.NamedExpr)):
+            return None  # (names bound inside would be taken for the parameters)
+        if isinstance(node, cst.Attribute):
+            kept.add(id(node.attr))
+        elif isinstance(node, cst.Arg) and node.keyword is not None:
+            kept.add(id(node.keyword))
+        elif isinstance(node, cst.Name) and id(node) not in kept and node.value not in fn.params and not free(node.value):
+            return None
+    return value
+
+
+def _docstring(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+
+
+def _nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    out, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        out.append(current)
+        stack.extend(reversed(current.children))
+    return out
 
 
 def argument_for(call: cst.Call, parameter: str | None) -> cst.BaseExpression | None:
@@ -152,6 +195,32 @@ class LambdaCalls:
         if key not in self._inlined:  # (kept for the model's life: values are memoised by node identity)
             self._inlined[key] = inline(assigns[0].value, call)
         return self._inlined[key]
+
+    def _expression_call(self, local: "Function", call: cst.Call, fn: "Function | None", at: "Site | None") -> Value | None:
+        """`default(mask, None)` of a one-expression function of this module: what its expression gives
+        with this call's arguments put in, in the caller's scope (a join over every call would mix the
+        tensors other calls pass into this one's result)."""
+        m = self.model
+
+        def free(name: str) -> bool:  # (a builtin, or a top-level function the caller sees as well)
+            if (fn is not None and name in fn.params) or m.reaching(fn, name, at):
+                return False
+            return name in _BUILTINS or any(f.name == name and f.parent is None and f.class_name is None for f in m.functions)
+
+        if local.parent is not None or local.class_name is not None:
+            return None
+        key = (id(call), id(local.node))
+        if key not in self._inlined:
+            expression = returned_expression(local, free)
+            self._inlined[key] = inline(local.node, call, expression) if expression is not None else None
+        body = self._inlined[key]
+        if body is None or key in self._inlining or len(self._inlining) >= MAX_INLINED:
+            return None  # (`list_sum(x[1:])` in `list_sum`'s own expression: a new call each time)
+        self._inlining.add(key)
+        try:
+            return self.of(body, fn, at)
+        finally:
+            self._inlining.discard(key)
 
     @cached_property
     def _inlined(self) -> dict[tuple[int, int], cst.BaseExpression | None]:

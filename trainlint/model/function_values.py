@@ -120,6 +120,22 @@ def _only_raises(function: "Function") -> bool:
     return isinstance(last, cst.SimpleStatementSuite) and any(isinstance(s, cst.Raise) for s in last.body)
 
 
+def held_calls_of(model: "TrainingModel", fn: "Function") -> "list[Call]":
+    """`step(batch)` where the name `step` holds `fn` without naming it (`step = make_step(cfg)`
+    returning a nested `def`), its arguments given as they are (not through `partial`)."""
+    return [
+        c for c in model._instance_calls  # (calls of what is no function of the module by name)
+        if type(c.node.func) is cst.Name and fn in model.held_functions(model.value(c.node.func, c.site)) and not bound_partially(model, c)
+    ]
+
+
+def bound_partially(model: "TrainingModel", call: "Call") -> bool:
+    """`backwards(loss)` after `backwards = partial(loss_backwards, self.fp16)`: its arguments fill the
+    parameters after those the `partial` binds."""
+    bound = model.reaching(call.site.function, call.node.func.value, call.site) if isinstance(call.node.func, cst.Name) else []
+    return any(isinstance(a.value, cst.Call) and model.imports.resolve(a.value.func) == "functools.partial" for a in bound)
+
+
 def partial_function(model: "TrainingModel", call: "Call") -> cst.BaseExpression | None:
     """What a name bound to `functools.partial(f, ...)` runs when called: `f`, as written
     (`compute_losses()` after `compute_losses = functools.partial(self.diffusion.training_losses,

@@ -15,6 +15,7 @@ from trainlint.model.facts import Call, Site
 from trainlint.model.lattice import ACCEL, HOST, Kind, Value
 from trainlint.model.names import dotted, root_name, tokens
 from trainlint.model.moving_helpers import copied_from_device
+from trainlint.model.plain_bindings import host_type
 from trainlint.model.device_arguments import moved_to_device
 from trainlint.model.summarizer import loop_names_over, passes_on, read_arguments
 from trainlint.model.summary import ARGUMENT_READS
@@ -135,6 +136,14 @@ def sized_by_device_tensor(model: TrainingModel, call: Call, site: Site) -> bool
     return any((v := model.value(g, site)).is_tensor and v.device == ACCEL for g in given)
 
 
+def typed_to_host(model: TrainingModel, call: Call) -> bool:
+    """`mask.type(torch.FloatTensor)` of a tensor on the accelerator: a copy to the host (`.cpu()`) and a cast."""
+    if call.method != "type" or len(call.node.args) != 1 or call.receiver is None or not host_type(model, call.node.args[0].value):
+        return False
+    receiver = model.value(call.receiver, call.site)
+    return receiver.device == ACCEL and receiver.kind in (Kind.TENSOR, Kind.UNKNOWN)
+
+
 def copies_to_host(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> bool:
     """A lambda's body, inlined at a call, that copies a device tensor to the host: `x.item()`,
     `x.cpu()`, `x.numpy()`, `x.tolist()`, or `x.to(<the CPU>)`."""
@@ -201,8 +210,11 @@ def passes_device_tensor(model: TrainingModel, call: Call, summary: FunctionSumm
     passes a device tensor where it reads one: reported here, unless this function only hands on what
     it was given as it came (`self.preprocess(targets)`), which its own callers report."""
     site = call.site
+    unpacked = {id(a.value) for a in call.node.args if a.star}
     for given in read_arguments(call.node, summary):
         value = model.value(given, site)
+        if id(given) in unpacked and value.kind is Kind.COLLECTION and value.element is not None:
+            value = value.element  # (`update(**losses)`: the function reads each value the dict holds)
         # (what the function reads is a tensor, so a batch moved to the device is one: `y.cuda()`)
         # (a module's `forward` hands nothing on to its callers: its reads stay where its code is)
         if (device_tensor(value) or (summary.read_parameters and moved_to_device(value))) and not (

@@ -57,7 +57,7 @@ def is_cuda_type(model: "TrainingModel", expr: cst.BaseExpression, site: "Site",
     if isinstance(expr, cst.IfExp):
         arms = (expr.body, expr.orelse)
         cuda = [is_cuda_type(model, arm, site, depth + 1) for arm in arms]
-        return any(cuda) and all(c or _host_type(model, arm) for c, arm in zip(cuda, arms))
+        return any(cuda) and all(c or host_type(model, arm) for c, arm in zip(cuda, arms))
     if is_cuda_tensor_type(model.imports.resolve(expr)):
         return True
     if not _binds_cuda_types(model):
@@ -82,7 +82,7 @@ def _binds_cuda_types(model: "TrainingModel") -> bool:
     return known
 
 
-def _host_type(model: "TrainingModel", expr: cst.BaseExpression) -> bool:
+def host_type(model: "TrainingModel", expr: cst.BaseExpression) -> bool:
     """`torch.FloatTensor` and its kind, or `torch.Tensor`: the host's types."""
     qualname = model.imports.resolve(expr) or ""
     return qualname.startswith("torch.") and qualname[len("torch."):] in (*LEGACY_CONSTRUCTORS, "Tensor")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.arithmetic import arithmetic
-from trainlint.model.lattice import ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NAMESPACE_CLASSES, NUMBER, PARSED_OPTIONS, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join
+from trainlint.model.lattice import ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NAMESPACE_CLASSES, NUMBER, PARSED_OPTIONS, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join, join_graph
 from trainlint.model.arguments import LambdaCalls, argument_for, computed_value
 from trainlint.model.containers import MODULE_CONTAINERS, element_of, held_modules, namespace_value
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
@@ -22,7 +22,7 @@ from trainlint.model.distributions import DISTRIBUTIONS, distribution, sampled
 from trainlint.model.environments import holds_data, wrapped_data
 from trainlint.model.layer_swaps import parameter_free
 from trainlint.model.names import dotted, tokens
-from trainlint.model.plain_bindings import is_cuda_type
+from trainlint.model.plain_bindings import host_type, is_cuda_type
 from trainlint.model.torchnames import (
     CUDA_SYNC_OBJECTS, DETERMINISTIC_FACTORIES, GRAD_SCALER, LEGACY_CONSTRUCTORS, LIBRARY_LOSS_SCALERS, RANDOM_FACTORIES,
     dtype_name, is_false, is_scheduler_factory, is_true, literal_string, runs_without_grad,
@@ -55,6 +55,9 @@ TENSOR_METHODS = frozenset(
     new_zeros new_ones new_full new_empty new_tensor""".split()
 )
 CASTS = frozenset({"float", "half", "double", "bfloat16"})
+# tensor methods combining the receiver with a second tensor: torch wants both on one device, so a
+# device operand puts the result there (`pred.eq(target.to(device))`); numpy spells none of them
+OPERAND_METHODS = frozenset("eq ne gt lt ge le mul add sub div matmul mm bmm logical_and logical_or".split())
 NUMBER_METHODS = frozenset({"item", "tolist", "size", "dim", "numel", "nelement", "element_size", "get_device", "data_ptr", "stride"})
 HOST_METHODS = frozenset({"numpy"})
 # attributes that are tensors on what the analysis already knows is a tensor or a model's forward
@@ -163,7 +166,8 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
                     return BOOL if name in ("isinstance", "hasattr", "callable") else UNKNOWN
                 local = m.visible_function(name, fn) if not m.reaching(fn, name, at) and name not in (fn.params if fn else ()) else None
                 if local is not None:
-                    return self.returns(local)
+                    inlined = self._expression_call(local, call, fn, at)
+                    return inlined if inlined is not None else self.returns(local)
                 inlined = self._lambda_call(name, call, fn, at)
                 if inlined is not None:
                     return inlined
@@ -358,6 +362,10 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
             other = self.of(call.args[0].value, fn, at)  # (`y_true.type_as(x)` of an unseen value: a tensor there)
             if other.kind is Kind.TENSOR:
                 return replace(base, kind=Kind.TENSOR, device=other.device, dtype=other.dtype)
+        if base.kind in (Kind.TENSOR, Kind.UNKNOWN) and base.device != ACCEL and method in OPERAND_METHODS and call.args:
+            other = self.of(call.args[0].value, fn, at)
+            if other.device == ACCEL and other.kind in (Kind.TENSOR, Kind.UNKNOWN):
+                return Value(Kind.TENSOR, ACCEL, False if method in GRAPHLESS else join_graph(base.graph, other.graph))
         if base.kind is Kind.TENSOR:
             if method in NUMBER_METHODS:
                 return NUMBER if method != "tolist" else Value(Kind.COLLECTION, HOST, element=NUMBER)
@@ -374,6 +382,8 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
             if method == "type":  # `x.type(torch.long)` converts; `x.type()` names the type
                 if call.args and at is not None and is_cuda_type(m, call.args[0].value, at):
                     return replace(base, device=ACCEL)
+                if call.args and host_type(m, call.args[0].value):
+                    return replace(base, device=HOST)  # `mask.type(torch.FloatTensor)`: a copy on the host
                 return base if call.args else STRING
             if method in TENSOR_METHODS or method.endswith("_"):
                 out = base

@@ -18,7 +18,7 @@ from trainlint.model.lattice import ACCEL, ANNOTATED, BOOL, CYCLE, HOST, HOST_DA
 from trainlint.model.lattice import UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join
 from trainlint.model.arguments import argument_for, refinable, refines
 from trainlint.model.class_attributes import registered_buffers, torch_layer_parameter
-from trainlint.model.function_values import library_function
+from trainlint.model.function_values import held_calls_of, library_function
 from trainlint.model.containers import Drawn, comprehension_bindings, comprehension_value, dict_value, element_of, is_empty_list, tested_as_sequence, unpacked_element
 from trainlint.model.subscripts import keyed_moves, moved_dict, subscript_value
 from trainlint.model.names import dotted, target_names
@@ -340,7 +340,7 @@ class ValueModel(CallValues, CycleMemo):
         starred = isinstance(star, cst.Param) and star.name.value == name
         index = fn.params.index(name) - (1 if fn.class_name is not None and fn.params and fn.params[0] in ("self", "cls") else 0)
         values: list[Value] = []
-        for call in [*self.model.calls_of(fn), *self.model.method_calls_of(fn)]:
+        for call in [*self.model.calls_of(fn), *self.model.method_calls_of(fn), *held_calls_of(self.model, fn)]:
             if any(a.star for a in call.node.args):
                 return None
             positional = [a for a in call.node.args if a.keyword is None]
@@ -403,6 +403,8 @@ class ValueModel(CallValues, CycleMemo):
             return BOOL if attr == "requires_grad" else Value(Kind.COLLECTION, HOST, element=NUMBER) if attr == "shape" else Value(Kind.OBJECT, HOST)
         if base.kind is Kind.TENSOR and attr in TENSOR_VALUED_ATTRIBUTES:
             return base
+        if base.kind is Kind.TENSOR and attr in ("values", "indices"):  # `x.max(dim=1).indices`: a tensor there
+            return replace(base, graph=None)
         text = dotted(expr)
         if text is not None and text.startswith("self.") and text.count(".") == 1:
             return self.self_attribute(fn, text)

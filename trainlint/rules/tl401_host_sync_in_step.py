@@ -15,7 +15,7 @@ from trainlint.model.host_reads import (
     header_calls as _header_calls, is_metric_log as _is_metric_log, truth_tested as _truth_tested, reported_at_callers as _reported_at_callers, passes_device_tensor as _passes_device_tensor,
     GIVEN_A_TENSOR, SYNC_METHODS, bare_numpy as _bare_numpy, chain_base as _chain_base, copies_to_host as _copies_to_host,
     count_argument as _count_argument, count_on_device as _count_on_device, converted_on_host as _converted_on_host, device_tensor as _device_tensor, formats_tensor as _formats_tensor, orders_tensors as _orders_tensors,
-    in_optimizer_class as _in_optimizer_class, index_reads as _index_reads, INDEX_READS, sized_by_device_tensor as _sized_by_device_tensor,
+    in_optimizer_class as _in_optimizer_class, index_reads as _index_reads, INDEX_READS, sized_by_device_tensor as _sized_by_device_tensor, typed_to_host,
 )
 from trainlint.model.lattice import Kind
 from trainlint.model.names import tokens
@@ -43,7 +43,7 @@ class HostSyncInStep(Rule):
     per_step = True
     why = (
         "CUDA kernels run asynchronously: the host queues work and races ahead. Reading a tensor's value on "
-        "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`, `if t:`, a slice bound (`x[:, :max_len]` with `max_len` a 0-dim device tensor, turned into an int by `__index__`), a device tensor assigned into a tensor built on the host (`x_pad[:, :n] = x` after `x_pad = torch.zeros(...)`: a blocking copy to the host), Python's `max()`/`min()` over a tensor or a list of tensors or with a tensor among their arguments (`max(torch.norm(y) ** 2, 1e-6)`), a tensor given for a count such as `torch.topk`'s `k` or for the lengths `pack_padded_sequence` copies to the CPU (also `list(lengths)` of a device tensor), `torch.equal(a, b)` and `torch.allclose(a, b)` (a Python bool: the `if` testing it reads nothing more), printing or "
+        "the host (`.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `.type(torch.FloatTensor)` (the host's type: a copy there), `float(t)`, `bool(t)`, `if t:`, a slice bound (`x[:, :max_len]` with `max_len` a 0-dim device tensor, turned into an int by `__index__`), a device tensor assigned into a tensor built on the host (`x_pad[:, :n] = x` after `x_pad = torch.zeros(...)`: a blocking copy to the host), Python's `max()`/`min()` over a tensor or a list of tensors or with a tensor among their arguments (`max(torch.norm(y) ** 2, 1e-6)`), a tensor given for a count such as `torch.topk`'s `k` or for the lengths `pack_padded_sequence` copies to the CPU (also `list(lengths)` of a device tensor), `torch.equal(a, b)` and `torch.allclose(a, b)` (a Python bool: the `if` testing it reads nothing more), printing or "
         "formatting it (an f-string, `.format`, or `%` in any call's argument: `pbar.set_postfix(loss='%.3f' % loss)`), or a module's lambda shim doing one of these, as d2l's `d2l.to(x, d2l.cpu())`) makes the host wait until every queued kernel has finished, so the GPU idles while "
         "the next step is prepared. Once per step this costs a few to tens of milliseconds; torchtune "
         "measured 40-50 ms of `cudaStreamSynchronize` per step from one `loss.item()`. What is read is "
@@ -413,9 +413,8 @@ for x, y in loader:
                     return None
                 return f"`{shorten(code(call.node), 60)}`"
             return None
-        if call.name in CONVERSIONS and call.qualname is None and len(call.node.args) == 1:
-            if _converted_on_host(model.value(call.node.args[0].value, site)):
-                return f"`{shorten(code(call.node), 60)}`"
+        if typed_to_host(model, call) or (call.name in CONVERSIONS and call.qualname is None and len(call.node.args) == 1 and _converted_on_host(model.value(call.node.args[0].value, site))):
+            return f"`{shorten(code(call.node), 60)}`"  # (`mask.type(torch.FloatTensor)` copies to the host as well)
         if _sized_by_device_tensor(model, call, site):
             return f"`{shorten(code(call.node), 60)}`, whose size is a tensor on the device that torch reads,"
         if call.name in ORDERING_BUILTINS and call.qualname is None and _orders_tensors(model, call, site):
