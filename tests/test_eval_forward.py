@@ -1217,3 +1217,46 @@ except KeyboardInterrupt:
 ])
 def test_an_evaluation_loop_inside_a_top_level_epoch_loop_that_trains_is_judged_on_its_own(evaluate: str, found: list[int]) -> None:
     assert lines(EPOCHS_AT_TOP_LEVEL.replace("EVALUATE", evaluate), "TL303") == found
+
+
+def test_a_decoder_another_module_runs_only_inside_a_function_called_under_no_grad(tmp_path: Path):
+    # the evaluator's `translate_all` calls `decoder.generate` outside any `with`, but every call of
+    # `translate_all` is under `torch.no_grad()`: no graph is recorded (called from `score`, it is)
+    models = """
+    import torch
+    from torch import nn
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(100, 8)
+            self.proj = nn.Linear(8, 100)
+
+        def forward(self, tokens):
+            return self.proj(self.embed(tokens))
+
+        def generate(self, bos, max_len=20):
+            tokens = [bos]
+            for _ in range(max_len):
+                scores = self.forward(tokens[-1])
+                tokens.append(scores.argmax(-1))
+            return torch.stack(tokens)
+    """
+    evaluator = """
+    import torch
+    from models import Decoder
+
+    def translate_all(decoder, batches):
+        return [decoder.generate(b) for b in batches]
+
+    def evaluate(decoder, batches):
+        with torch.no_grad():
+            return translate_all(decoder, batches)
+
+    def score(decoder, batches):
+        return {call}(decoder, batches)
+    """
+    quiet = lint_project(tmp_path, {"models.py": models, "evaluator.py": evaluator.format(call="evaluate")}, "TL303")
+    assert quiet == []
+    graded = lint_project(tmp_path, {"models.py": models, "evaluator.py": evaluator.format(call="translate_all")}, "TL303")
+    assert graded == ["models.py:17:TL303"]

@@ -99,11 +99,17 @@ def methods_called_without_grad(model: "TrainingModel") -> tuple[str, ...]:
     """The methods (and imported functions) this module calls on objects other than `self` under
     no_grad (a `with` block, or a function decorated with it): a prediction helper of another module
     that only such calls run (`with torch.no_grad(): acc = network.predict(x)`) records no graph."""
-    return tuple(sorted({
-        name for call in model.calls
-        if (name := _called_name(call)) is not None and (model.under(call.site, "no_grad") or (
-            call.site.function is not None and decorated_no_grad(call.site.function.decorators)))
-    }))
+    quiet: dict[int, bool] = {}  # (per function: whether it runs without grad everywhere, as `methods_called_with_grad` asks)
+    names: set[str] = set()
+    for call in model.calls:
+        name, fn = _called_name(call), call.site.function
+        if name is None or name in names:
+            continue
+        if fn is not None and id(fn) not in quiet:
+            quiet[id(fn)] = decorated_no_grad(fn.decorators) or model.under_no_grad_everywhere(fn)
+        if model.under(call.site, "no_grad") or (fn is not None and quiet[id(fn)]):
+            names.add(name)  # (also in a function every call of which is under no_grad: `evaluate` in `with torch.no_grad():`)
+    return tuple(sorted(names))
 
 
 def methods_called_with_grad(model: "TrainingModel") -> tuple[str, ...]:
