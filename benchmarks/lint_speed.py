@@ -104,7 +104,9 @@ def _command(args: list[str], env: dict[str, str] | None = None, sample: bool = 
     global LAST_CPU
     cpu = _cpu_children()
     start = time.perf_counter()
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    # (run from the checkout's own root: `python -m` puts the working folder first on sys.path, so a
+    # baseline run from this checkout would import this checkout's package, whatever PYTHONPATH says)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=src,
                             env={**os.environ, "PYTHONPATH": str(src), **(env or {})})
     peak = [0.0]
     if sample and os.path.isdir("/proc"):
@@ -250,6 +252,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, default=None, help="another checkout's root: its cold run beside this one's")
     parser.add_argument("--cold-only", action="store_true", help="stop after the cold runs (no warm runs, one file or scaling)")
     args = parser.parse_args()
+    args.path = args.path.resolve()  # (the commands run from a checkout's root)
+    args.one_file = args.one_file.resolve() if args.one_file else None
+    args.baseline = args.baseline.resolve() if args.baseline else None
     settings = Settings()
     files = [t.path for t in discover([args.path], settings.root)]
     lines = sum(_lines(f) for f in files)
