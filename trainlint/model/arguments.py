@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Callable
 import libcst as cst
 
 from trainlint.model.lattice import ACCEL, HOST, UNKNOWN_DEVICE, Kind, Value
+from trainlint.model.walk import iter_nodes
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Function, Site
     from trainlint.model.training import TrainingModel
 
 
-_BUILTINS = frozenset(dir(builtins))
+BUILTINS = frozenset(dir(builtins))
 MAX_INLINED = 4  # one-expression functions put in one another's place at once
 
 
@@ -119,7 +120,7 @@ def returned_expression(fn: "Function", free: Callable[[str], bool]) -> cst.Base
         return None
     value = line[0].value
     kept: set[int] = set()
-    for node in _nodes(value):
+    for node in iter_nodes(value):
         if isinstance(node, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.NamedExpr)):
             return None  # (names bound inside would be taken for the parameters)
         if isinstance(node, cst.Attribute):
@@ -133,15 +134,6 @@ def returned_expression(fn: "Function", free: Callable[[str], bool]) -> cst.Base
 
 def _docstring(statement: cst.BaseStatement) -> bool:
     return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
-
-
-def _nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out, stack = [], [node]
-    while stack:
-        current = stack.pop()
-        out.append(current)
-        stack.extend(reversed(current.children))
-    return out
 
 
 def argument_for(call: cst.Call, parameter: str | None) -> cst.BaseExpression | None:
@@ -205,7 +197,7 @@ class LambdaCalls:
         def free(name: str) -> bool:  # (a builtin, or a top-level function the caller sees as well)
             if (fn is not None and name in fn.params) or m.reaching(fn, name, at):
                 return False
-            return name in _BUILTINS or any(f.name == name and f.parent is None and f.class_name is None for f in m.functions)
+            return name in BUILTINS or any(f.name == name and f.parent is None and f.class_name is None for f in m.functions)
 
         if local.parent is not None or local.class_name is not None:
             return None

@@ -3,13 +3,12 @@ assignments by node and statement, and framework internals. A mixin of `Training
 
 from __future__ import annotations
 
-import builtins
 from functools import cached_property
 from pathlib import Path
 
 import libcst as cst
 
-from trainlint.model.arguments import argument_for
+from trainlint.model.arguments import BUILTINS as _BUILTINS, argument_for
 from trainlint.model.candidates import candidate_classes, chosen_note
 from trainlint.model.facts import ClassInfo, Assign, Call, Function, Site
 from trainlint.model.hooks import FRAMEWORK_WORDS, LIBRARY_HOOK_NAMES, library_argument, library_model_parameter, library_step_hook
@@ -18,7 +17,6 @@ from trainlint.model.engine_hooks import engine_step_functions
 from trainlint.model.lattice import Kind, Value, origins
 from trainlint.model.names import dotted, is_super, tokens, walk_names
 
-_BUILTINS = frozenset(dir(builtins))
 
 
 class CallGraph:

@@ -372,7 +372,7 @@ def _minibatch(receiver: cst.BaseExpression) -> bool:
             if receiver.func.attr.value == "index_select" and len(receiver.args) == 2 and not isinstance(receiver.func.value, cst.Call):
                 return True  # (rows of a tensor the code holds; `torch.eye(n).index_select(...)` is built here)
             receiver = receiver.func.value
-        elif isinstance(receiver.func, cst.Name) and len(receiver.args) == 1:
+        elif isinstance(receiver.func, cst.Name) and receiver.args and (receiver.func.value == "Variable" or len(receiver.args) == 1):
             receiver = receiver.args[0].value  # (the legacy `Variable`, a helper's view: `flatten01(obs[:, idx])`)
         else:
             break
