@@ -1260,3 +1260,66 @@ def test_a_decoder_another_module_runs_only_inside_a_function_called_under_no_gr
     assert quiet == []
     graded = lint_project(tmp_path, {"models.py": models, "evaluator.py": evaluator.format(call="translate_all")}, "TL303")
     assert graded == ["models.py:17:TL303"]
+
+
+def test_a_decoder_method_run_by_a_module_that_does_not_import_its_module(tmp_path: Path):
+    # the trainer builds the decoder and hands it to an evaluator that never imports `models`: the
+    # evaluator's calls of `generate`, found by the method's name, say whether it runs with grad
+    models = """
+    import torch
+    from torch import nn
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.proj(x)
+
+        def generate(self, x, steps=20):
+            outputs = []
+            for _ in range(steps):
+                x = self.forward(x)
+                outputs.append(x.argmax(-1))
+            return torch.stack(outputs)
+    """
+    evaluator = """
+    import torch
+
+    class Evaluator:
+        def __init__(self, decoder):
+            self.decoder = decoder
+
+        def run_all_evals(self, batches):
+            {opening}
+                return [self.decoder.generate(b) for b in batches]
+    """
+    trainer = """
+    import torch
+    from models import Decoder
+    from evaluator import Evaluator
+
+    def main(batches):
+        decoder = Decoder().cuda()
+        optimizer = torch.optim.Adam(decoder.parameters())
+        for x, y in batches:
+            loss = (decoder(x) - y).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        Evaluator(decoder).run_all_evals(batches)
+    """
+    files = {"models.py": models, "trainer.py": trainer}
+    quiet = lint_project(tmp_path, {**files, "evaluator.py": evaluator.format(opening="with torch.no_grad():")}, "TL303")
+    assert quiet == []
+    graded = lint_project(tmp_path, {**files, "evaluator.py": evaluator.format(opening="if True:")}, "TL303")
+    assert graded == ["models.py:16:TL303"]
+    # another class of the project defines `generate` too: a call by that name may be of either
+    beams = """
+    class BeamSearch:
+        def generate(self, x):
+            return x
+    """
+    ambiguous = lint_project(tmp_path, {**files, "beams.py": beams, "evaluator.py": evaluator.format(opening="with torch.no_grad():")}, "TL303")
+    assert ambiguous == ["models.py:16:TL303"]

@@ -1084,3 +1084,76 @@ def test_a_module_clearing_its_own_gradients_is_no_optimizer_its_methods_return_
     ).replace('log_data.add_metric("loss", loss)', 'log_data.add_metric("reg", reg)')
     write(tmp_path, {**DUCK, "gan/nets.py": nets})
     assert list(findings(tmp_path, ["gan/nets.py"], "TL401")) == ["gan/nets.py:19:TL401"]
+
+
+# A GAN trainer framework: the base class's loop calls `self._train_step(batch)`, an abstract method
+# each subclass of another module overrides; the override backpropagates through the base's
+# `_update_generator`, whose optimizers a dict holds, and logs through the base's `_record_loss`
+GAN_BASE = """
+    import torch
+
+
+    class TrainerGAN:
+        def __init__(self, model, criterion, optimizer, loader, device):
+            self.model, self.criterion, self.optimizer = model, criterion, optimizer
+            self.loader, self.device = loader, device
+            self.total = {}
+
+        def run(self):
+            for batch in self.loader:
+                self._train_step(batch)
+
+        def _train_step(self, batch):
+            raise NotImplementedError
+
+        def _record_loss(self, name, loss):
+            if torch.is_tensor(loss):
+                loss = loss.item()
+            self.total[name] = self.total.get(name, 0.0) + loss
+
+        def _update_generator(self, gen_loss):
+            self.optimizer["generator"].zero_grad()
+            gen_loss.backward()
+            self.optimizer["generator"].step()
+"""
+
+GAN_SUBCLASS = """
+    from trainer.base import TrainerGAN
+
+
+    class Trainer(TrainerGAN):
+        def _train_step(self, batch):
+            x = batch.to(self.device)
+            y = self.model["generator"](x)
+            gen_loss = self.criterion["mel"](y, x)
+            aux_loss = self.criterion["aux"](y, x)
+            self._record_loss("generator_loss", gen_loss)
+            self._record_loss("aux_loss", aux_loss)
+            self._UPDATE(gen_loss)
+"""
+
+GAN_MAIN = """
+    import torch
+
+    from trainer.autoencoder import Trainer
+
+
+    def main(loader, criterion):
+        device = torch.device("cuda")
+        model = {"generator": torch.nn.Linear(4, 4).to(device)}
+        optimizer = {"generator": torch.optim.Adam(model["generator"].parameters())}
+        Trainer(model, criterion, optimizer, loader, device).run()
+"""
+
+
+@pytest.mark.parametrize("update, found", [
+    # the loss handed to the base's update is a tensor with a graph: logging it reads the device (the
+    # auxiliary loss, never backpropagated, is of no known kind)
+    ("_update_generator", ["trainer/autoencoder.py:11:TL401"]),
+    # a method of the base that neither steps nor backpropagates: no step, nothing per step
+    ("_record_loss", []),
+])
+def test_a_base_class_loop_runs_the_override_that_updates_through_the_base(tmp_path: Path, update: str, found: list[str]) -> None:
+    files = {"trainer/__init__.py": "", "trainer/base.py": GAN_BASE, "trainer/autoencoder.py": GAN_SUBCLASS.replace("_UPDATE", update), "main.py": GAN_MAIN}
+    write(tmp_path, files)
+    assert sorted(findings(tmp_path, ["trainer/autoencoder.py", "trainer/base.py"], "TL401")) == found

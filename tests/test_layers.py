@@ -27,6 +27,7 @@ TYPE_ONLY_UPWARD = {
     ("trainlint.model.saved_arguments", "trainlint.model.training"): "saved arguments are found in the TrainingModel being analysed",
     ("trainlint.model.module_classes", "trainlint.model.training"): "module classes are resolved in the TrainingModel being analysed",
     ("trainlint.model.class_attributes", "trainlint.model.training"): "inherited layer parameters are read in the TrainingModel being analysed",
+    ("trainlint.model.backpropagated", "trainlint.model.training"): "backpropagated arguments are found in the TrainingModel being analysed",
     ("trainlint.model.added_methods", "trainlint.model.training"): "added methods are attached in the TrainingModel being built",
     ("trainlint.model.environments", "trainlint.model.training"): "environments are read in the TrainingModel being analysed",
     ("trainlint.model.training", "trainlint.model.summary"): "the project lookup the model is given answers with summaries",

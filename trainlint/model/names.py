@@ -36,6 +36,15 @@ def dotted(expr: cst.BaseExpression) -> str | None:
     return None
 
 
+def keyed(expr: cst.BaseExpression | None) -> str | None:
+    """`self.optimizer["generator"]`: a dotted name subscripted by one constant string, as its text (a
+    dict of optimizers, one per network); `dotted` of anything else."""
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+        key, held = expr.slice[0].slice.value, dotted(expr.value)
+        return f"{held}[{key.value}]" if held is not None and isinstance(key, cst.SimpleString) else None
+    return dotted(expr) if expr is not None else None
+
+
 def root_name(expr: cst.BaseExpression) -> str | None:
     """The leftmost name of an attribute/call/subscript chain: `model.fc.parameters()` -> "model"."""
     while True:

@@ -34,6 +34,8 @@ SETS_EPOCH = "sets_epoch"
 # always; "shuffled_loader 1 shuffle True" when the sampler's `shuffle=` is that parameter (the last
 # word: its default, "True", "False" or "-" for none)
 SHUFFLED_LOADER = "shuffled_loader"
+# backpropagates the tensor it is given on every call (`loss.backward()`): a loss, with its graph
+BACKPROPS = "backprops"
 # returns the tensor it is given moved to the device (`to_var(x)`, `utils.cuda(xs)`): see `moving_helpers`
 MOVES = "moves"
 

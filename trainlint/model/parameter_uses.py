@@ -17,6 +17,7 @@ from trainlint.model.lattice import Kind
 from trainlint.model.modes import ModeAnalysis, discarded, loop_ancestors, mode_switch
 from trainlint.model.names import dotted
 from trainlint.model.moving_helpers import moved_parameter
+from trainlint.model.backpropagated import backpropagated_parameters
 from trainlint.model.parameter_facts import (
     EPOCHS, EVALUATES, KEEPS_MODE, MOVES, SETS_EPOCH, SHUFFLED_LOADER, TRAINS_MODE, arguments, fact, keys,
 )
@@ -184,7 +185,7 @@ class ParameterUses:
         moved = moved_parameter(m, fn)
         if moved is not None:
             out.append(fact(MOVES, moved))
-        return tuple(out)
+        return (*out, *backpropagated_parameters(m, fn))
 
     def _read_as_loader(self, fn: Function, name: str, sub: "dict[int, FunctionSummary]") -> bool:
         """A parameter some loop of `fn` iterates, or that `fn` passes to a function of this module or the

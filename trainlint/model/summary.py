@@ -229,11 +229,13 @@ class ProjectLookup(Protocol):
         module `path` is then no host tensor."""
         ...
 
-    def called_with_grad(self, path: str, method: str) -> bool | None:
+    def called_with_grad(self, path: str, method: str, anywhere: bool = False) -> bool | None:
         """Whether a project module importing module `path` calls a method of that name, on an object
         other than `self`, with autograd on (a method its own module calls only under no_grad may
         still run with grad from a script: `gan.visualize_results(epoch)`); False when they call it
-        only under no_grad (`with torch.no_grad(): acc = network.predict(x)`), None when none calls it."""
+        only under no_grad (`with torch.no_grad(): acc = network.predict(x)`), None when none calls it.
+        `anywhere`: when no importer calls it, as the modules calling it by name say (an evaluator
+        handed the object by a module it does not import)."""
         ...
 
     def step_seeds(self, path: str) -> dict[str, Seed]:

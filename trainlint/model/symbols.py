@@ -15,12 +15,13 @@ from trainlint.model.facts import Call, ClassInfo, Function, Site
 from trainlint.test_code import is_test_name, is_test_path
 from trainlint.model.lattice import Kind, Value, join, origins
 from trainlint.model.module_classes import is_module_class
-from trainlint.model.names import dotted, is_super
+from trainlint.model.names import dotted, is_super, keyed
 from trainlint.model.arguments import argument_for
 from trainlint.model.torchnames import LIBRARY_LOSS_SCALERS
 from trainlint.model.function_values import local_function_index, local_function_origin
 from trainlint.model.values import ValueModel
 from trainlint.model.summary import DEFINING
+from trainlint.model.backpropagated import handed_to_backward
 
 if TYPE_CHECKING:
     from trainlint.model.summary import FunctionSummary
@@ -72,8 +73,8 @@ class SymbolQueries:
         methods: dict[str, set[str]] = {}
         for name in ("zero_grad", "scale", "update"):
             for call in self._calls_by_method.get(name, ()):  # type: ignore[attr-defined]
-                if call.receiver_text:
-                    methods.setdefault(call.receiver_text, set()).add(name)
+                if receiver := call.receiver_text or keyed(call.receiver):  # (also `self.optimizer["generator"]`)
+                    methods.setdefault(receiver, set()).add(name)
         found = {t for t, m in methods.items() if "zero_grad" in m or {"scale", "update"} <= m}
         # the first backward pass of each function, by its innermost loop (None: outside loops)
         backward_at: dict[tuple[int | None, int | None], int] = {}
@@ -83,17 +84,21 @@ class SymbolQueries:
                 backward_at[key] = min(backward_at.get(key, call.site.order), call.site.order)
         for call in self._calls_by_method.get("step", ()):  # type: ignore[attr-defined]
             first = backward_at.get(_scope(call))
-            if call.receiver_text and first is not None and call.site.order > first and len(call.node.args) <= 1:
-                found.add(call.receiver_text)  # (stepped after a backward pass in the same loop body)
+            stepped = call.receiver_text or keyed(call.receiver)
+            if stepped and first is not None and call.site.order > first and len(call.node.args) <= 1:
+                found.add(stepped)  # (stepped after a backward pass in the same loop body)
         return frozenset(found)
 
     def used_as(self, name: str, function: Function | None) -> Value | None:
         """A name whose value is not known, by what this module does with it: backpropagated
         (`loss.backward()`, `scaler.scale(loss).backward()`, `engine.backward(loss)`) in the function,
-        a tensor with a graph there; `net.parameters()`, `net.eval()`, or `net(x)` with `net.cuda()` (in
-        the function, or at module level), a module. None when nothing says."""
-        uses = self._protocol_uses
-        return uses.get((_identity(function), name)) or uses.get((None, name))
+        or handed to a function that backpropagates it, a tensor with a graph there; `net.parameters()`,
+        `net.eval()`, or `net(x)` with `net.cuda()` (in the function, or at module level), a module.
+        None when nothing says."""
+        found = self._protocol_uses.get((_identity(function), name)) or self._protocol_uses.get((None, name))
+        if found is None and function is not None and handed_to_backward(self, name, function):  # type: ignore[arg-type]
+            return Value(Kind.TENSOR, graph=True)  # (`self._update(loss)` backpropagates it)
+        return found
 
     def attribute_used_as(self, class_name: str | None, text: str) -> Value | None:
         """`self.network` of class `class_name` whose assignments say nothing (`config.network_fn()`), by

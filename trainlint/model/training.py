@@ -26,7 +26,7 @@ from trainlint.model.lattice import Kind
 from trainlint.model.added_methods import attach_added_methods
 from trainlint.model.manual_updates import steps_its_items, updated_by_hand, updates_once
 from trainlint.model.measuring_loops import measures_passes
-from trainlint.model.names import ImportMap, dotted, star_reader, tokens
+from trainlint.model.names import ImportMap, dotted, keyed, star_reader, tokens
 from trainlint.model.reaching import ReachingDefinitions
 from trainlint.model.symbols import SymbolQueries
 from trainlint.model.torchnames import decorated_no_grad, helper_turns_grad_off, literal_string, wraps_under_no_grad
@@ -239,7 +239,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
             return self._engine_steps(call)  # (a DeepSpeed engine is a module that backpropagates and steps)
         if kind in (Kind.SCHEDULER, Kind.DATALOADER, Kind.NUMBER, Kind.COLLECTION):
             return False
-        return self.is_optimizer_like(call.receiver_text) or self._engine_steps(call)
+        return self.is_optimizer_like(call.receiver_text or keyed(call.receiver)) or self._engine_steps(call)
 
     def _engine_steps(self, call: Call) -> bool:
         """`engine.backward(loss)` then `engine.step()` in the same function: an object that both
@@ -255,9 +255,11 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         return self.called_from(frozenset(self.loops))
 
     def _may_step(self, call: Call) -> bool:
-        """Whether a project call can make a loop of this module a training loop: it sits in a loop, or
-        in a function that a loop calls (a model file's calls are never asked about)."""
-        return bool(call.site.loops) or (call.site.function is not None and call.site.function in self._loop_reach)
+        """Whether a project call can make a loop of this module a training loop: it sits in a loop, or in a function
+        that a loop calls (a model file's calls are never asked about), or calls a method its class inherits from a
+        project base in another module (`_train_step` calling the base's `self._update_generator(loss)`: a step)."""
+        fn = call.site.function
+        return bool(call.site.loops) or (fn is not None and (fn in self._loop_reach or (call.receiver_text == "self" and bool(fn.class_bases) and self.callee(call) is None)))
 
     def project_steps(self, call: Call) -> bool:
         """A call into the project that updates weights (an imported step helper, a loss scaler)."""
@@ -464,11 +466,10 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         stepping_fns = {l.function for l in self.loops if l.is_step and l.function is not None}
         out: set[Loop] = set()
         for loop in self.loops:
-            if loop.is_step or any(self._runs_any(c, stepping_fns) or self._runs_any(c, self.step_functions) for c in loop.direct_calls):
-                node: Loop | None = loop
-                while node is not None:
-                    out.add(node)
-                    node = node.parent
+            node: Loop | None = loop if loop.is_step or any(self._runs_any(c, stepping_fns) or self._runs_any(c, self.step_functions) for c in loop.direct_calls) else None
+            while node is not None:
+                out.add(node)
+                node = node.parent
         return frozenset(out)
 
     def called_from(self, loops: frozenset[Loop]) -> frozenset[Function]:
@@ -477,10 +478,9 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         frontier = [self.called_function(c) for c in self.calls if any(l in loops for l in c.site.loops)]
         while frontier:
             fn = frontier.pop()
-            if fn is None or fn in found:
-                continue
-            found.add(fn)
-            frontier.extend(self.called_function(c) for c in fn.calls)
+            if fn is not None and fn not in found:
+                found.add(fn)
+                frontier.extend(self.called_function(c) for c in fn.calls)
         return frozenset(found)
 
     def under(self, site: Site, kind: str) -> bool:
@@ -495,6 +495,6 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         sites, seen = self._calls_by_callee.get(id(fn), []) or [c for c in self.calls if fn.class_name is not None and c.method == fn.name and c.receiver_text not in (None, "self", "cls", "super()")], seen | {id(fn)}
         project = self.project if (fn.class_name is not None or (importers and fn.parent is None)) and self.path else None  # (other modules may call it)
         if not sites:  # called only by other modules, each under no_grad (`with torch.no_grad(): acc = net.predict(x)`)
-            return project is not None and project.called_with_grad(self.path, fn.name) is False
+            return project is not None and project.called_with_grad(self.path, fn.name, anywhere=importers) is False
         return all(self.under(c.site, "no_grad") or (c.site.function is not None and id(c.site.function) not in seen and self.under_no_grad_everywhere(
             c.site.function, seen, importers)) for c in sites) and not (project is not None and project.called_with_grad(self.path, fn.name))

@@ -59,6 +59,8 @@ class ImportIndex:
     methods: dict[str, list[Path]] = field(default_factory=dict)  # a method's name -> the files defining one
     # a method's name -> the classes defining it that the project builds (`hierarchy.classes_defining`)
     defining: dict[str, tuple[tuple[str, ...], tuple[State, ...]]] = field(default_factory=dict)
+    # a method's name -> the files whose text calls one (`calling_by_text`), and the states read: once asked
+    called: tuple[dict[str, list[Path]], tuple[State, ...]] | None = None
     modules: int = 0  # how many modules were read
     read: dict[Path, tuple[int, ...]] = field(default_factory=dict)  # each module's times, size and inode as read
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from dataclasses import replace
 from typing import Any
 
-from trainlint.project import budget, kept_models, store
+from trainlint.project import budget, kept_models, roots as import_roots, store
 from trainlint.project.components import Components
 from trainlint.project.watching import CycleFixpoint, InProgress, note, note_all, watching
 from trainlint.project.classes import class_hierarchy, inherited_methods
@@ -34,8 +34,8 @@ from trainlint.project.hierarchy import class_candidates, unbuilt
 from trainlint.project.passed_instances import passed_instances, resolved_arguments
 from trainlint.project.seeds import join_seeds, passed_to
 from trainlint.project.importers import MAX_IMPORTERS, MAX_OUTLINED_IMPORTERS, SUMMARISED_TOKENS, TRAINING_TOKENS, ImportIndex, import_index, importers_in, module_outline, pending_bytes, set_default_device
-from trainlint.project import roots as import_roots
 from trainlint.project.finding import ModuleFinder
+from trainlint.project.method_callers import calling_by_text
 from trainlint.project.outline_effects import with_outline_facts
 from trainlint.project.roots import IMPORT_TEXT, LIBRARY_ROOTS
 from trainlint.model.summary import EMPTY, Argument, ClassSummary, FunctionSummary, ModuleSummary, Seed
@@ -82,7 +82,6 @@ class Project(ModuleFinder):
         self._computing: InProgress[Path] = InProgress()  # summaries being computed (imports may form cycles)
         self._seeds: CycleFixpoint[Path, dict[str, Seed]] = CycleFixpoint({})  # callers may call each other
         self._importers: dict[Path, tuple[tuple[list[Path], frozenset[Path]], tuple[State, ...]]] = {}  # with what they read
-        # what fixes asked: (path, qualified name) -> the content it was asked of, the answer, what it read
         self._differentiates: dict[tuple[Path, str], tuple[State, bool, tuple[State, ...]]] = {}
 
     # -- public --------------------------------------------------------------------------------
@@ -126,9 +125,9 @@ class Project(ModuleFinder):
         module makes from its step loops, and those its functions make whenever they run, which are
         per step where those functions are (asked of their callers in turn, as far up as callers go).
         Only the analysis of the module being linted asks: summaries are free of seeds."""
-        if self.depth > 0 or not path or path == "-":
+        target = self._linted(path)
+        if target is None:
             return {}
-        target = _real(Path(path))
         label = f"{target} (its callers)"
         if self._seeds.asking or target in self._seeds:  # (inside the budget of the module first asked about)
             seeds = self._seeds.ask(target, self._step_seeds)
@@ -149,10 +148,14 @@ class Project(ModuleFinder):
         """(`ProjectLookup.callers_use_accelerator`, by the importers' summaries)"""
         return any(self.summary(f, steps=True).uses_accelerator for f in self._importer_files(path))
 
-    def called_with_grad(self, path: str, method: str) -> bool | None:
-        """(`ProjectLookup.called_with_grad`, by the importers' summaries)"""
-        called = [self.summary(f, steps=True) for f in self._importer_files(path)]
-        return True if any(method in s.graded_methods for s in called) else False if any(method in s.quiet_methods for s in called) else None
+    def called_with_grad(self, path: str, method: str, anywhere: bool = False) -> bool | None:
+        """(`ProjectLookup.called_with_grad`, by the importers' summaries, else by those of the modules calling it by name)"""
+        target = self._linted(path)
+        for files in (lambda: self._importer_files(path), lambda: calling_by_text(self._import_index(target), target, method, note_all) if anywhere and target else []):
+            called = [self.summary(f, steps=True) for f in files()]
+            if any(method in s.graded_methods or method in s.quiet_methods for s in called):
+                return any(method in s.graded_methods for s in called)
+        return None
 
     def callers_set_default_device(self, path: str) -> bool:
         """(`ProjectLookup.callers_set_default_device`, by the importers' text)"""
@@ -160,10 +163,12 @@ class Project(ModuleFinder):
 
     def _importer_files(self, path: str) -> list[Path]:
         """The modules importing module `path`, for the module linted only (a summary is free of its callers)."""
-        target = _real(Path(path)) if self.depth == 0 and path and path != "-" else None
-        return [f for f in self.importers(target) if f != target] if target is not None else []
+        return [f for f in self.importers(target) if f != target] if (target := self._linted(path)) is not None else []
 
-    def differentiates(self, path: str, qualified: str) -> bool:
+    def _linted(self, path: str) -> Path | None:
+        return _real(Path(path)) if self.depth == 0 and path and path != "-" else None
+
+    def differentiates(self, path: str, qualified: str) -> bool:  # (memoised: the content asked of, the answer, what it read)
         """Whether a function of a project module may differentiate a value it is given
         (`ProjectLookup.differentiates`): the module analysed again as for its summary, which leaves
         this open because only a fix's proof asks it."""
@@ -291,10 +296,9 @@ class Project(ModuleFinder):
     def _top_level(self, base: Path, top: str) -> tuple[State, State]:
         """What `base/top/` and `base/top.py` are (memoised: imports repeat)."""
         key = (base, top)
-        known = self._tops.get(key)
-        if known is None:
-            known = self._tops[key] = (probe_state(str(base / top)), probe_state(str(base / f"{top}.py")))
-        return known
+        if key not in self._tops:
+            self._tops[key] = (probe_state(str(base / top)), probe_state(str(base / f"{top}.py")))
+        return self._tops[key]
 
     # -- summaries -----------------------------------------------------------------------------
     def _resolve(self, path: Path, rest: list[str], hops: int, asker: Path | None = None) -> Symbol | None:
@@ -303,10 +307,7 @@ class Project(ModuleFinder):
         by its outline, any other by its summary (the file linted, None: all by summaries)."""
         if not rest or hops > 3:
             return None
-        if asker is not None and self._components.reaches(_real(path), asker):
-            summary = self.outline(path, unknown_if_training=True)
-        else:
-            summary = self.summary(path)
+        summary = self.outline(path, unknown_if_training=True) if asker is not None and self._components.reaches(_real(path), asker) else self.summary(path)
         name = rest[0]
         if name in summary.functions and len(rest) == 1:
             return summary.functions[name]
@@ -378,9 +379,8 @@ class Project(ModuleFinder):
             if known is None or known[0] != state:
                 text = module_code(str(path), data) if data is not None else ""
                 outline, read = self.star_exported(path, module_outline(text, str(_real(path))) if data is not None else EMPTY)
-                opaque = outline
-                if any(token in text for token in TRAINING_TOKENS):
-                    opaque = replace(outline, functions={}, classes={k: ClassSummary(c.kind) for k, c in outline.classes.items()})
+                opaque = replace(outline, functions={}, classes={k: ClassSummary(c.kind) for k, c in outline.classes.items()}) if any(
+                    token in text for token in TRAINING_TOKENS) else outline
                 summarised = any(token in text for token in SUMMARISED_TOKENS)
                 known = self._outlines[path] = (state, outline, opaque, summarised, read)
         note_all(known[4], known[0])
