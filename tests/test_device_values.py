@@ -1520,3 +1520,29 @@ def test_the_batch_compared_with_its_own_labels_stays_on_the_host() -> None:
     # (`x` and `y` as the loader gives them: the model reads a moved copy, the comparison the host's)
     code = ACCURACY.format(read="float(x.eq(y).sum())")
     assert found(code, "TL401") == []
+
+
+# -- a factory given `device=t.device` builds where `t` is -----------------------------------------
+BESIDE = """
+import torch
+
+
+def train(model, loader, optimizer, device):
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        weights = torch.ones(len(y), device=PLACE.device)
+        if weights.sum() > 0:
+            print("weighted")
+"""
+
+
+@pytest.mark.parametrize("place, lines", [
+    ("y", [13]),  # beside the labels on the device: the test reads it
+    ("torch.arange(4)", []),  # beside a tensor built on the host: nothing waits
+])
+def test_a_factory_builds_beside_the_tensor_whose_device_it_is_given(place: str, lines: list[int]) -> None:
+    assert found(BESIDE.replace("PLACE", place), "TL401") == lines

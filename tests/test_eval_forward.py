@@ -3,6 +3,7 @@ evaluation function, in a caller-switched helper, or in the evaluation loop of a
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -1315,11 +1316,63 @@ def test_a_decoder_method_run_by_a_module_that_does_not_import_its_module(tmp_pa
     assert quiet == []
     graded = lint_project(tmp_path, {**files, "evaluator.py": evaluator.format(opening="if True:")}, "TL303")
     assert graded == ["models.py:16:TL303"]
-    # another class of the project defines `generate` too: a call by that name may be of either
+    # another class of the project defines `generate` too: an evaluator importing its module calls that one
     beams = """
     class BeamSearch:
         def generate(self, x):
             return x
     """
-    ambiguous = lint_project(tmp_path, {**files, "beams.py": beams, "evaluator.py": evaluator.format(opening="with torch.no_grad():")}, "TL303")
-    assert ambiguous == ["models.py:16:TL303"]
+    quiet_evaluator = evaluator.format(opening="with torch.no_grad():")
+    other = lint_project(tmp_path, {**files, "beams.py": beams, "evaluator.py": "from beams import BeamSearch\n" + textwrap.dedent(quiet_evaluator)}, "TL303")
+    assert other == ["models.py:16:TL303"]
+    # one that imports neither may be handed either: its quiet calls hold for both
+    either = lint_project(tmp_path, {**files, "beams.py": beams, "evaluator.py": quiet_evaluator}, "TL303")
+    assert either == []
+
+
+def test_a_call_by_the_method_s_name_on_an_object_of_another_class_is_no_call_of_it(tmp_path: Path):
+    # `searcher.generate(x)` in the decoder's own module runs the beam searcher's `generate`, not the
+    # decoder's: the decoder's runs only where the evaluator calls it, under no_grad
+    models = """
+    import torch
+    from torch import nn
+    from beams import BeamSearch
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.proj(x)
+
+        def generate(self, x, steps=20):
+            outputs = []
+            for _ in range(steps):
+                x = self.forward(x)
+                outputs.append(x.argmax(-1))
+            return torch.stack(outputs)
+
+        def generate_beam(self, x):
+            searcher = {searcher}
+            return searcher.generate(x)
+    """
+    beams = """
+    class BeamSearch:
+        def __init__(self, model):
+            self.model = model
+
+        def generate(self, x):
+            return self.model.forward(x)
+    """
+    evaluator = """
+    import torch
+
+    def evaluate(decoder, batches):
+        with torch.no_grad():
+            return [decoder.generate(b) for b in batches]
+    """
+    files = {"beams.py": beams, "evaluator.py": evaluator}
+    assert lint_project(tmp_path, {**files, "models.py": models.format(searcher="BeamSearch(self)")}, "TL303") == []
+    # handed in, of no known class, it may be a decoder: that call runs `generate` with grad
+    assert lint_project(tmp_path, {**files, "models.py": models.format(searcher="self.searcher")}, "TL303") == ["models.py:17:TL303"]

@@ -1155,6 +1155,53 @@ def test_a_negative_test_that_sets_no_state_is_no_first_call_gate(test, assign):
     assert lines(NCE_MEMORY.format(test=test, assign=assign), "TL401") == [13, 17]
 
 
+# rotary tables kept in zero-filled buffers, computed on the first forward (minimind's `freqs_cos`)
+ROTARY_BUFFERS = """
+import torch
+from torch import nn
+
+
+def tables(dim, end):
+    freqs = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+    angles = torch.outer(torch.arange(end).float(), freqs)
+    return torch.cos(angles), torch.sin(angles)
+
+
+class Model(nn.Module):
+    def __init__(self, dim, end):
+        super().__init__()
+        self.dim, self.end = dim, end
+        self.proj = nn.Linear(dim, dim)
+        self.register_buffer("freqs_cos", torch.zeros(end, dim // 2), persistent=False)
+        self.register_buffer("freqs_sin", torch.zeros(end, dim // 2), persistent=False)
+
+    def forward(self, x):
+        if self.freqs_cos[0, 0] == 0:
+            cos, sin = tables(self.dim, self.end)
+            {kept} = cos.to(x.device), sin.to(x.device)
+        return self.proj(x) * self.freqs_cos[: x.shape[1]].sum()
+
+
+model = Model(64, 128).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for x in loader:
+    loss = model(x.cuda()).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("kept, moves", [
+    ("self.freqs_cos, self.freqs_sin", []),  # the buffers replaced: non-zero from the second call on
+    ("cos_here, sin_here", [23]),  # the buffer tested stays zero: computed and copied every step
+])
+def test_a_buffer_computed_on_the_first_call_from_its_zero_fill_is_computed_once(kept: str, moves: list[int]) -> None:
+    code = ROTARY_BUFFERS.format(kept=kept)
+    assert lines(code, "TL401") == [21]  # (the test reads the buffer on the device, every step)
+    assert lines(code, "TL406") == moves
+
+
 DIAGNOSTIC_BRANCH = """
 import torch
 

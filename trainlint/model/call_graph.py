@@ -112,10 +112,7 @@ class CallGraph:
         if direct is not None:
             if direct.class_name is None or call.receiver_text not in ("self", "cls"):
                 return (direct,)
-            overrides = [
-                info.methods[direct.name] for info in self.subclasses(direct.class_name) if direct.name in info.methods
-            ]
-            return (direct, *overrides)
+            return (direct, *(info.methods[direct.name] for info in self.subclasses(direct.class_name) if direct.name in info.methods))
         func = call.node.func
         info = self.module_called_as_self(call)  # type: ignore[attr-defined]
         if info is not None:  # `self(x)` in a method of an `nn.Module` (a base's `fit`): its `forward`, or a subclass's
@@ -134,9 +131,7 @@ class CallGraph:
             return tuple(passed)
         if isinstance(func, cst.Attribute) and call.receiver_text not in ("self", "cls") and not isinstance(func.value, cst.Call):
             # `obj.m(...)`: a method of the class obj is an instance of (of each it may be)
-            found = [
-                m for info in self._instance_classes(func.value, call) if (m := self.inherited_method(info, func.attr.value)) is not None
-            ] if func.attr.value in self._method_names else []
+            found = [m for info in self._instance_classes(func.value, call) if (m := self.inherited_method(info, func.attr.value)) is not None] if func.attr.value in self._method_names else []
             if found:
                 return tuple(found)
         if call.name is not None and (call.qualname is not None or self.local_class(call.name) is not None):
@@ -300,6 +295,13 @@ class CallGraph:
                 if found is not None:
                     return found
         return None
+
+    def of_another_class(self, call: Call, name: str) -> bool:
+        """A method called on an object known to be of a class other than `name` and its subclasses here
+        (`generator.generate(...)` after `generator = SequenceGenerator(...)`): no call of `name`'s method."""
+        value = self.value(call.receiver, call.site) if call.receiver is not None else None  # type: ignore[attr-defined]
+        built = (value.origin or "").replace("::", ".").rpartition(".")[2] if value is not None and value.kind in (Kind.OBJECT, Kind.MODULE) else ""
+        return bool(built) and built != name and built not in {c.name for c in self.subclasses(name)}
 
     def subclasses(self, name: str) -> list[ClassInfo]:
         """The classes of this module that derive from class `name`, directly or through others."""

@@ -22,10 +22,27 @@ if TYPE_CHECKING:
 DTYPE_CALLS = frozenset({"torch.get_default_dtype", "torch.promote_types", "torch.result_type"})
 
 
+def device_of_argument(expr: cst.BaseExpression | None) -> str:
+    """`"cpu"` -> host; `"cuda"`, `device`, `torch.device("cuda")` -> accelerator-or-unknown."""
+    text = literal_string(expr)
+    if text is not None:
+        return HOST if text.split(":")[0] == "cpu" else ACCEL
+    if isinstance(expr, cst.Call) and expr.args:
+        return device_of_argument(expr.args[0].value)
+    return UNKNOWN_DEVICE
+
+
 class DeviceArguments:
     """Where `.to()` sends a value, read from its arguments."""
 
     model: "TrainingModel"
+
+    def built_on(self, device: cst.BaseExpression | None, fn: "Function | None", at: "Site | None") -> str:
+        """Where a factory given `device=` builds: also beside a tensor whose place is known (`torch.tensor(1.,
+        device=t.device)` of a host `t` is on the host); without one, the default device."""
+        if type(device) is cst.Attribute and device.attr.value == "device" and (beside := self.of(device.value, fn, at)).kind is Kind.TENSOR:  # type: ignore[attr-defined]
+            return beside.device
+        return device_of_argument(device) if device is not None else self.default_device  # type: ignore[attr-defined]
 
     def _moved(self, base: Value, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
         for a in call.args:

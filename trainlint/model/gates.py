@@ -216,6 +216,8 @@ def sentinel_compared(test: cst.BaseExpression) -> cst.BaseExpression | None:
     zero = number.value.rstrip("0.") == ""  # (0, 0.0, 0.)
     if (isinstance(operator, cst.LessThan) and (negative or zero)) or (isinstance(operator, (cst.Equal, cst.LessThanEqual)) and negative and not zero):
         return test.left
+    if isinstance(operator, cst.Equal) and zero and not negative and isinstance(test.left, cst.Subscript) and root_name(test.left) == "self":
+        return test.left  # (an element of the object's zero-filled buffer, `self.freqs_cos[0, 0] == 0`, until the body computes it)
     return None
 
 
@@ -244,12 +246,14 @@ def is_sentinel_test(node: cst.If) -> bool:
     held = sentinel_compared(node.test)
     if not isinstance(held, (cst.Name, cst.Attribute, cst.Subscript)):
         return False
-    targets = [t.target for n in iter_nodes(node.body) if isinstance(n, cst.Assign) for t in n.targets]
+    targets = [e.value if isinstance(t.target, cst.Tuple) else t.target for n in iter_nodes(node.body) if isinstance(n, cst.Assign)
+               for t in n.targets for e in (t.target.elements if isinstance(t.target, cst.Tuple) else (t,))]  # type: ignore[union-attr]
     if isinstance(held, cst.Name):  # a local read from the object's state before the test
         return any(isinstance(t, cst.Name) and t.value == held.value for t in targets) and any(
             isinstance(t, (cst.Attribute, cst.Subscript)) and root_name(t) == "self" for t in targets
         )
-    return root_name(held) == "self" and any(t.deep_equals(held) for t in targets)
+    whole = held.value if isinstance(held, cst.Subscript) else held  # (the buffer whose element is tested, replaced whole)
+    return root_name(held) == "self" and any(t.deep_equals(held) or t.deep_equals(whole) for t in targets)
 
 
 def _empty_test(test: cst.BaseExpression) -> bool:

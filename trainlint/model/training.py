@@ -492,7 +492,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         torch.no_grad(): test(...)`, whose `test` runs the forward), and, for a method (and, for a rule's `importers`, a top-level function), no importer calls it with grad."""
         if decorated_no_grad(fn.decorators) or wraps_under_no_grad(fn, self.functions, self.calls):
             return True
-        sites, seen = self._calls_by_callee.get(id(fn), []) or [c for c in self.calls if fn.class_name is not None and c.method == fn.name and c.receiver_text not in (None, "self", "cls", "super()")], seen | {id(fn)}
+        sites, seen = self._calls_by_callee.get(id(fn), []) or [c for c in self.calls if fn.class_name is not None and c.method == fn.name and c.receiver_text not in (None, "self", "cls", "super()") and not self.of_another_class(c, fn.class_name)], seen | {id(fn)}
         project = self.project if (fn.class_name is not None or (importers and fn.parent is None)) and self.path else None  # (other modules may call it)
         if not sites:  # called only by other modules, each under no_grad (`with torch.no_grad(): acc = net.predict(x)`)
             return project is not None and project.called_with_grad(self.path, fn.name, anywhere=importers) is False

@@ -82,16 +82,6 @@ COLLECTION_BUILTINS = frozenset({"list", "tuple", "dict", "set", "sorted", "zip"
 NUMBER_BUILTINS = frozenset({"float", "int", "len", "round", "abs", "sum", "min", "max", "bool", "hash", "ord"})
 
 
-def device_of_argument(expr: cst.BaseExpression | None) -> str:
-    """`"cpu"` -> host; `"cuda"`, `device`, `torch.device("cuda")` -> accelerator-or-unknown."""
-    text = literal_string(expr)
-    if text is not None:
-        return HOST if text.split(":")[0] == "cpu" else ACCEL
-    if isinstance(expr, cst.Call) and expr.args:
-        return device_of_argument(expr.args[0].value)
-    return UNKNOWN_DEVICE
-
-
 class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
     """The call-evaluating half of `ValueModel` (`of` is the evaluator's, declared on `LambdaCalls`)."""
 
@@ -305,7 +295,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
         if name in ("tensor", "as_tensor", "from_numpy") and call.args and holds_data(self.model, self.of, self._iterated, call.args[0].value, fn, at, read=name != "from_numpy"):
             # `for x, y in zip(xs, ys): torch.tensor(x).to("cuda")`: the batch the loop draws (as a loader's)
             # or an environment's observation, on the host by nature (no constant built on the device)
-            device = device_of_argument(device_arg) if device_arg is not None else self.default_device
+            device = self.built_on(device_arg, fn, at)
             return Value(Kind.TENSOR, device, False, dtype)
         if name == "from_numpy":
             # an array the code fills on the host (`path = np.zeros_like(v)`, then a search writes it)
@@ -317,11 +307,9 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
         if name in DETERMINISTIC_FACTORIES | RANDOM_FACTORIES or sized_draw or name in ("from_numpy", "as_strided", "zeros_like"):
             if name.endswith("_like") and call.args:
                 source = self.of(call.args[0].value, fn, at)
-                device = device_of_argument(device_arg) if device_arg is not None else (
-                    source.device if source.kind is Kind.TENSOR else UNKNOWN_DEVICE
-                )
+                device = self.built_on(device_arg, fn, at) if device_arg is not None else source.device if source.kind is Kind.TENSOR else UNKNOWN_DEVICE
                 return Value(Kind.TENSOR, device, False, dtype)
-            device = device_of_argument(device_arg) if device_arg is not None else self.default_device
+            device = self.built_on(device_arg, fn, at)
             return Value(Kind.TENSOR, device, False, dtype, origin=f"torch.{name}")
         args: list[Value] = []
         for a in call.args:

@@ -65,7 +65,7 @@ def gate_reason(model: TrainingModel, test: cst.BaseExpression, line_of: LineOf)
     if is_lazy_init_test(test, cached):
         return "it builds what is missing (`... is None`): its body runs once, not every step"
     if sentinel_compared(test) is not None:
-        return "it compares with the negative value the state starts at, which its body sets: it runs on the first call only"
+        return "it compares with the value the state starts at (negative, or a zero-filled buffer), which its body sets: it runs on the first call only"
     if constant_test(test) is False:
         return "its test is a constant false: its body never runs"
     if is_inference_only_test(test) or is_training_test(test):
