@@ -1546,3 +1546,33 @@ def train(model, loader, optimizer, device):
 ])
 def test_a_factory_builds_beside_the_tensor_whose_device_it_is_given(place: str, lines: list[int]) -> None:
     assert found(BESIDE.replace("PLACE", place), "TL401") == lines
+
+
+# -- iterating a dict gives its keys, not its values ------------------------------------------------
+KEYS_OF_A_BATCH = """
+import torch
+
+
+def train(criterion, loader, device):
+    net = torch.nn.Linear(3, 3).to(device)
+    optimizer = torch.optim.Adam(net.parameters())
+    for batch_idx, batch in enumerate(loader):
+        for key in batch:
+            batch[key] = batch[key].to(device)
+        end_points = net({"points": batch["points"]})
+        for key in ITERATED:
+            assert key not in end_points
+            end_points[key] = batch[key]
+        loss = criterion(end_points)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("iterated, lines", [
+    ("batch", []),  # (votenet) a key of the batch, looked for among the outputs' keys: no tensor is read
+    ("[batch[\"points\"], batch[\"labels\"]]", [13]),  # the batch's tensors, each looked for in the output: `__contains__` reads it
+])
+def test_the_keys_of_a_dict_moved_key_by_key_are_no_tensors(iterated: str, lines: list[int]) -> None:
+    assert found(KEYS_OF_A_BATCH.replace("ITERATED", iterated), "TL401") == lines

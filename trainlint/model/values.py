@@ -373,7 +373,10 @@ class ValueModel(CallValues, CycleMemo):
         for loop in reversed(at.loops):
             node = loop.node
             if isinstance(node, cst.For) and name in target_names(node.target):
-                drawn = unpacked_element(element_of(self.of(node.iter, fn, at)), node.target, name)
+                iterated = self.of(node.iter, fn, at)
+                if iterated.kind is Kind.COLLECTION and iterated.origin == "dict":  # (a dict gives its keys: `for key in batch:`)
+                    return STRING if iterated.keys else Value(Kind.UNKNOWN, HOST)
+                drawn = unpacked_element(element_of(iterated), node.target, name)
                 if drawn.kind is Kind.UNKNOWN and drawn.device == UNKNOWN_DEVICE and moved_later_in_loop(self.model, name, loop, at):
                     return Value(Kind.UNKNOWN, HOST)  # (the loader's batch, before the loop moves it)
                 # data drawn from before the loop (`for x, y in batches:`): where it lives, not a factory's
