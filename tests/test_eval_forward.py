@@ -1263,12 +1263,11 @@ def test_a_decoder_another_module_runs_only_inside_a_function_called_under_no_gr
     assert graded == ["models.py:17:TL303"]
 
 
-def test_a_decoder_method_run_by_a_module_that_does_not_import_its_module(tmp_path: Path):
-    # the trainer builds the decoder and hands it to an evaluator that never imports `models`: the
-    # evaluator's calls of `generate`, found by the method's name, say whether it runs with grad
-    models = """
+# a decoder with a greedy decoding loop, as another module builds and evaluates it
+DECODER = """
     import torch
     from torch import nn
+    {imported}
 
     class Decoder(nn.Module):
         def __init__(self):
@@ -1284,7 +1283,13 @@ def test_a_decoder_method_run_by_a_module_that_does_not_import_its_module(tmp_pa
                 x = self.forward(x)
                 outputs.append(x.argmax(-1))
             return torch.stack(outputs)
-    """
+    {more}"""
+
+
+def test_a_decoder_method_run_by_a_module_that_does_not_import_its_module(tmp_path: Path):
+    # the trainer builds the decoder and hands it to an evaluator that never imports `models`: the
+    # evaluator's calls of `generate`, found by the method's name, say whether it runs with grad
+    models = DECODER.format(imported="", more="")
     evaluator = """
     import torch
 
@@ -1315,7 +1320,7 @@ def test_a_decoder_method_run_by_a_module_that_does_not_import_its_module(tmp_pa
     quiet = lint_project(tmp_path, {**files, "evaluator.py": evaluator.format(opening="with torch.no_grad():")}, "TL303")
     assert quiet == []
     graded = lint_project(tmp_path, {**files, "evaluator.py": evaluator.format(opening="if True:")}, "TL303")
-    assert graded == ["models.py:16:TL303"]
+    assert graded == ["models.py:17:TL303"]
     # another class of the project defines `generate` too: an evaluator importing its module calls that one
     beams = """
     class BeamSearch:
@@ -1324,7 +1329,7 @@ def test_a_decoder_method_run_by_a_module_that_does_not_import_its_module(tmp_pa
     """
     quiet_evaluator = evaluator.format(opening="with torch.no_grad():")
     other = lint_project(tmp_path, {**files, "beams.py": beams, "evaluator.py": "from beams import BeamSearch\n" + textwrap.dedent(quiet_evaluator)}, "TL303")
-    assert other == ["models.py:16:TL303"]
+    assert other == ["models.py:17:TL303"]
     # one that imports neither may be handed either: its quiet calls hold for both
     either = lint_project(tmp_path, {**files, "beams.py": beams, "evaluator.py": quiet_evaluator}, "TL303")
     assert either == []
@@ -1333,30 +1338,11 @@ def test_a_decoder_method_run_by_a_module_that_does_not_import_its_module(tmp_pa
 def test_a_call_by_the_method_s_name_on_an_object_of_another_class_is_no_call_of_it(tmp_path: Path):
     # `searcher.generate(x)` in the decoder's own module runs the beam searcher's `generate`, not the
     # decoder's: the decoder's runs only where the evaluator calls it, under no_grad
-    models = """
-    import torch
-    from torch import nn
-    from beams import BeamSearch
-
-    class Decoder(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.proj = nn.Linear(8, 8)
-
-        def forward(self, x):
-            return self.proj(x)
-
-        def generate(self, x, steps=20):
-            outputs = []
-            for _ in range(steps):
-                x = self.forward(x)
-                outputs.append(x.argmax(-1))
-            return torch.stack(outputs)
-
+    models = DECODER.format(imported="from beams import BeamSearch", more="""
         def generate_beam(self, x):
             searcher = {searcher}
             return searcher.generate(x)
-    """
+    """)
     beams = """
     class BeamSearch:
         def __init__(self, model):
