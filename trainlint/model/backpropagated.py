@@ -20,8 +20,13 @@ if TYPE_CHECKING:
 def backpropagated_parameters(model: "TrainingModel", fn: "Function") -> list[str]:
     """The facts "backprops 0 loss" of the explicit parameters `fn` backpropagates (`loss.backward()`,
     `scaler.scale(loss).backward()`), as its summary tells other modules."""
+    return [fact(BACKPROPS, key) for key in _backpropagated(model, fn)]
+
+
+def _backpropagated(model: "TrainingModel", fn: "Function") -> list[str]:
+    """The explicit parameters `fn` backpropagates, as summaries name parameters ("0 loss")."""
     uses = model._protocol_uses
-    return [fact(BACKPROPS, f"{i} {p}") for i, p in enumerate(fn.explicit_params) if _graph(uses.get((id(fn), p)))]
+    return [f"{i} {p}" for i, p in enumerate(fn.explicit_params) if getattr(uses.get((id(fn), p)), "graph", None) is True]
 
 
 _ASKING: set[tuple[int, str]] = set()  # the questions open: resolving a callee may ask of values again
@@ -51,7 +56,7 @@ def _handed(model: "TrainingModel", name: str, fn: "Function") -> bool:
                 continue
             callee = model.callee(call)
             if callee is not None:
-                handed = [f[len(BACKPROPS) + 1:] for f in backpropagated_parameters(model, callee)]
+                handed = _backpropagated(model, callee)
             else:
                 summary = model.project_call_summary(call)
                 handed = keys(summary, BACKPROPS) if summary is not None and summary.backprops else []
@@ -60,7 +65,3 @@ def _handed(model: "TrainingModel", name: str, fn: "Function") -> bool:
         return False
     finally:
         _ASKING.discard((id(fn), name))
-
-
-def _graph(value: object) -> bool:
-    return value is not None and getattr(value, "graph", None) is True
