@@ -1157,3 +1157,223 @@ def test_a_base_class_loop_runs_the_override_that_updates_through_the_base(tmp_p
     files = {"trainer/__init__.py": "", "trainer/base.py": GAN_BASE, "trainer/autoencoder.py": GAN_SUBCLASS.replace("_UPDATE", update), "main.py": GAN_MAIN}
     write(tmp_path, files)
     assert sorted(findings(tmp_path, ["trainer/autoencoder.py", "trainer/base.py"], "TL401")) == found
+
+
+# -- an object built in `main` and handed through the script's own functions to another module's loop
+
+FORWARDED_CRITERION = """
+    import torch
+
+
+    class SetCriterion(torch.nn.Module):
+        def forward(self, outputs, targets):
+            cost = (outputs - targets).abs().detach().cpu().numpy()
+            return (outputs - targets).abs().mean() + float(cost.min())
+
+
+    def build_criterion(args):
+        return SetCriterion()
+"""
+
+FORWARDED_ENGINE = """
+    def train_one_epoch(model, optimizer, criterion, loader, device):
+        for x, y in loader:
+            loss = criterion(model(x.to(device)), y.to(device))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+FORWARDED_MAIN = """
+    import torch
+
+    from criterion import build_criterion
+    from engine import train_one_epoch
+
+
+    def do_train(args, model, optimizer, criterion, loader):
+        device = torch.device("cuda")
+        for epoch in range(args.epochs):
+            train_one_epoch(model, optimizer, criterion, loader, device)
+
+
+    def main(args, loader):
+        model = torch.nn.Linear(4, 4).cuda()
+        criterion = build_criterion(args)
+        criterion = criterion.cuda()
+        optimizer = torch.optim.AdamW(model.parameters())
+        if args.test_only:
+            criterion = None
+        else:
+            do_train(args, model, optimizer, criterion, loader)
+"""
+
+
+@pytest.mark.parametrize("rebinding, found", [
+    ("", {"criterion.py:7:TL401": [[("engine.py", 4)]]}),
+    # the script's function replaces what it is handed before passing it on: the built criterion never reaches the loop
+    ("        criterion = torch.nn.L1Loss()\n", {}),
+])
+def test_an_object_handed_through_the_script_s_own_functions_runs_in_the_loop_it_reaches(tmp_path: Path, rebinding: str, found: dict) -> None:
+    main = FORWARDED_MAIN.replace('        device = torch.device("cuda")\n', '        device = torch.device("cuda")\n' + rebinding)
+    write(tmp_path, {"criterion.py": FORWARDED_CRITERION, "engine.py": FORWARDED_ENGINE, "main.py": main})
+    assert findings(tmp_path, ["criterion.py"], "TL401") == found
+
+
+# -- a framework's trainer handed games of many classes, each by its own script
+
+GAME_TRAINER = """
+    import torch
+
+
+    class Trainer:
+        def __init__(self, game, optimizer, train_data, device):
+            self.game = game
+            self.optimizer = optimizer
+            self.train_data = train_data
+            self.device = device
+            if device.type == "cuda" and device.index is not None:
+                self.game = torch.nn.parallel.DistributedDataParallel(self.game, device_ids=[device.index])
+            else:
+                self.game.to(self.device)
+
+        def train_epoch(self):
+            for batch in self.train_data:
+                loss, interaction = self.game(*[x.to(self.device) for x in batch])
+                loss.backward()
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+"""
+
+GAME_CLASSES = """
+    import torch
+
+
+    class Game{n}(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 1)
+
+        def forward(self, x, y):
+            out = self.lin(x)
+            lengths = torch.ones(out.size(0)).to(out.device)
+            return ((out - y) ** 2).mean(), lengths
+"""
+
+GAME_SCRIPT = """
+    import torch
+
+    from core.games{n} import Game{n}
+    from core.trainers import Trainer
+
+
+    def main(loader):
+        game = Game{n}()
+        Trainer(game, torch.optim.Adam(game.parameters()), loader, torch.device("cuda")).train_epoch()
+"""
+
+
+@pytest.mark.parametrize("games, found", [
+    # six scripts, six games: each script's game runs in the trainer's loop
+    (6, {"core/games0.py:12:TL406": [[("trainers.py", 18)]]}),
+    # more classes than an object is followed through (`MAX_ALTERNATIVES`): none of them is
+    (9, {}),
+])
+def test_a_trainer_handed_a_game_of_one_of_several_classes_runs_each_game_s_forward(tmp_path: Path, games: int, found: dict) -> None:
+    files = {"core/__init__.py": "", "core/trainers.py": GAME_TRAINER}
+    for n in range(games):
+        files[f"core/games{n}.py"] = GAME_CLASSES.replace("{n}", str(n))
+        files[f"zoo/play{n}.py"] = GAME_SCRIPT.replace("{n}", str(n))
+    write(tmp_path, files)
+    assert findings(tmp_path, ["core/games0.py"], "TL406") == found
+
+
+# -- a read in a project base's method that a subclass runs through `super()` -----------------------
+
+SUPER_BASE = """
+    import torch
+
+
+    class ModelPlain:
+        def __init__(self, net, device):
+            self.net = net.to(device)
+            self.device = device
+            self.optimizer = torch.optim.Adam(self.net.parameters())
+            self.log_dict = {}
+
+        def feed_data(self, data):
+            self.L = data["L"].to(self.device)
+            self.H = data["H"].to(self.device)
+
+        def optimize_parameters(self, step):
+            self.optimizer.zero_grad()
+            loss = (self.net(self.L) - self.H).abs().mean()
+            loss.backward()
+            self.optimizer.step()
+            self.log_dict["G_loss"] = loss.item()
+"""
+
+SUPER_SUBCLASS = """
+    from models.model_plain import ModelPlain
+
+
+    class ModelVRT(ModelPlain):
+        def optimize_parameters(self, step):
+            if step == 0:
+                self.net.requires_grad_(False)
+            super(ModelVRT, self).optimize_parameters(step)
+"""
+
+SUPER_TRAIN = """
+    import torch
+
+    from models.model_vrt import ModelVRT
+
+
+    def main(loader):
+        model = ModelVRT(torch.nn.Linear(4, 4), torch.device("cuda"))
+        for step, data in enumerate(loader):
+            model.feed_data(data)
+            model.optimize_parameters(step)
+"""
+
+
+def test_a_read_a_base_s_method_makes_is_reported_in_the_base_not_at_the_subclass_s_super_call(tmp_path: Path) -> None:
+    files = {"models/__init__.py": "", "models/model_plain.py": SUPER_BASE, "models/model_vrt.py": SUPER_SUBCLASS, "train.py": SUPER_TRAIN}
+    write(tmp_path, files)
+    found = findings(tmp_path, ["models/model_plain.py", "models/model_vrt.py", "train.py"], "TL401")
+    assert sorted(found) == ["models/model_plain.py:21:TL401"]
+
+
+# -- anomaly detection switched on by a script that trains through the project's own trainer -------
+
+ANOMALY_SCRIPT = """
+    import torch
+
+    from core.trainers import Trainer
+    from core.games0 import Game0
+
+
+    def main(loader):
+        game = Game0()
+        trainer = Trainer(game, torch.optim.Adam(game.parameters()), loader, torch.device("cuda"))
+        trainer.RUN()
+
+
+    if __name__ == "__main__":
+        torch.autograd.set_detect_anomaly(True)
+        main([])
+"""
+
+
+@pytest.mark.parametrize("run, found", [
+    # the trainer's epoch runs the steps, under the switch the script turned on
+    ("train_epoch", ["zoo/template.py:15:TL404"]),
+    # a method of the trainer that trains nothing: nothing runs under the switch
+    ("__init__", []),
+])
+def test_anomaly_detection_in_a_script_training_through_the_project_s_trainer(tmp_path: Path, run: str, found: list[str]) -> None:
+    files = {"core/__init__.py": "", "core/trainers.py": GAME_TRAINER, "core/games0.py": GAME_CLASSES.replace("{n}", "0")}
+    files["zoo/template.py"] = ANOMALY_SCRIPT.replace("RUN", run)
+    write(tmp_path, files)
+    assert sorted(findings(tmp_path, ["zoo/template.py"], "TL404")) == found

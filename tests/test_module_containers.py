@@ -162,6 +162,21 @@ LAYER_KINDS = """
             return x
 
 
+    class Reorg(nn.Module):
+        def forward(self, x):
+            return x
+
+
+    class Dropout(nn.Module):
+        def forward(self, x):
+            return x
+
+
+    class Yolo(nn.Module):
+        def forward(self, x):
+            return x
+
+
     class Region(nn.Module):
         def forward(self, x):
             if x.sum().item() > 0:
@@ -182,6 +197,12 @@ LAYER_KINDS = """
                 models.append(Shortcut())
             elif kind == "upsample":
                 models.append(Upsample())
+            elif kind == "reorg":
+                models.append(Reorg())
+            elif kind == "dropout":
+                models.append(Dropout())
+            elif kind == "yolo":
+                models.append(Yolo())
             else:
                 models.append(Region())
         return models

@@ -525,3 +525,48 @@ def test_moves_in_separate_statements_stay_separate_findings() -> None:
     assert [d.line for d in found] == [4, 5]
     assert not any("same statement" in d.message for d in found)
     assert all(d.fix is not None for d in found)
+
+
+# 3DETR's box utilities: the matcher hands the targets' counts, of a place no caller knows (a
+# library's `prepare`), to a function that hands them on as they came to the implementation that
+# copies them to the host
+BOX_UTIL = """
+    import torch
+
+
+    def _iou_cython(corners1, corners2, nums_k2):
+        nums = nums_k2.cpu().numpy()
+        return (corners1 - corners2).abs().sum(-1) * float(nums[0])
+
+
+    def generalized_iou(corners1, corners2, nums_k2: torch.Tensor):
+        with torch.no_grad():
+            return _iou_cython(corners1, corners2, nums_k2)
+"""
+
+BOX_CRITERION = """
+    import torch
+
+    from box_util import generalized_iou
+    from data import prepare
+
+
+    class SetCriterion(torch.nn.Module):
+        def forward(self, outputs, targets):
+            return generalized_iou(outputs["corners"], targets["corners"], targets["nactual_gt"]).mean()
+
+
+    def train(model, optimizer, loader):
+        criterion = SetCriterion()
+        for batch in loader:
+            targets = prepare(batch)
+            loss = criterion(model(batch["x"].cuda()), targets)
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_a_passed_value_of_unknown_place_handed_on_as_it_came_is_reported_once_where_it_is_read(tmp_path: Path) -> None:
+    write(tmp_path, {"box_util.py": BOX_UTIL, "criterion.py": BOX_CRITERION})
+    found = findings(tmp_path, ["box_util.py", "criterion.py"], "TL401")
+    assert sorted(found) == ["box_util.py:6:TL401"]

@@ -183,3 +183,42 @@ def test_a_method_an_attribute_runs_with_grad_is_a_prediction_helper(tmp_path: P
     greedy = "            def greedy(self, state):\n                return self.policy_old.act(state)\n\n"
     files = {"ppo.py": POLICY["ppo.py"].replace("            def update(", greedy + "            def update(")}
     assert lint_tree(tmp_path, files) == ["ppo.py:13:TL303"]
+
+
+# salina's DQN: a probe of the convolution's output size, run once while the network is built
+SIZE_PROBE = {
+    "agents.py": """
+        import torch
+        from torch import nn
+
+
+        class DuelingCnnDQN(nn.Module):
+            def __init__(self, input_shape, num_outputs):
+                super().__init__()
+                self.input_shape = input_shape
+                self.features = nn.Sequential(nn.Conv2d(input_shape[0], 8, 3), nn.ReLU())
+                self.value = nn.Linear(self.feature_size(), num_outputs)
+
+            def forward(self, x):
+                return self.value(self.features(x).view(x.size(0), -1))
+
+            def feature_size(self):
+                return RETURNED
+
+
+        model = DuelingCnnDQN((3, 16, 16), 4).cuda()
+        optimizer = torch.optim.Adam(model.parameters())
+        for x, y in loader:
+            loss = ((model(x.cuda()) - y.cuda()) ** 2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    """,
+}
+
+
+def test_a_probe_of_a_layer_s_output_size_is_no_prediction_helper(tmp_path: Path) -> None:
+    probe = "self.features(torch.zeros(1, *self.input_shape)).view(1, -1).size(1)"
+    assert lint_tree(tmp_path, {"agents.py": SIZE_PROBE["agents.py"].replace("RETURNED", probe)}) == []
+    # (the output's values, turned into a number, are a prediction: its graph was recorded for nothing)
+    assert lint_tree(tmp_path, {"agents.py": SIZE_PROBE["agents.py"].replace("RETURNED", "self.features(torch.zeros(1, *self.input_shape)).argmax().item()")}) == ["agents.py:17:TL303"]

@@ -163,7 +163,8 @@ def test_a_python_2_package_re_exports_its_modules_by_implicit_relative_star_imp
     # every step, so each candidate's forward runs per step
     files = {"models/__init__.py": "from metrics import *\n", "models/metrics.py": METRICS, "train.py": ARCFACE}
     assert findings(write(tmp_path / "p", files)) == [("metrics.py", 17, "TL406", ["train.py:16"])]
-    # near miss: five layers to choose from are more than the analysis follows (a registry's worth)
-    more = {**files, "models/metrics.py": METRICS + "\n\nclass Cos(nn.Module):\n    def forward(self, x, label):\n        return x\n",
-            "train.py": ARCFACE.replace("else:", "elif opt.metric == 'cos':\n    metric_fc = Cos()\nelse:")}
+    # near miss: nine layers to choose from are more than the analysis follows (a registry's worth)
+    extra = [f"Cos{n}" for n in range(5)]
+    more = {**files, "models/metrics.py": METRICS + "".join(f"\n\nclass {c}(nn.Module):\n    def forward(self, x, label):\n        return x\n" for c in extra),
+            "train.py": ARCFACE.replace("else:", "".join(f"elif opt.metric == '{c}':\n    metric_fc = {c}()\n" for c in extra) + "else:")}
     assert findings(write(tmp_path / "q", more)) == []

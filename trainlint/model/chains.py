@@ -379,8 +379,8 @@ class StepChains(InheritedTargets):
 
     def project_target(self, call: Call) -> str | None:
         """The first of `project_targets` (or the method of a project base in another module that a
-        call on `self` runs), or None."""
-        targets = self.project_targets(call) or self._inherited_by_self(call)
+        call on `self` or `super()` runs), or None."""
+        targets = self.project_targets(call) or self._inherited_by_self(call) or self._super_targets(call)
         return targets[0] if targets else None
 
     def project_targets(self, call: Call) -> list[str]:

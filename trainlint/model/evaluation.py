@@ -373,11 +373,26 @@ def prediction_forward(model: "TrainingModel", fn: Function) -> Call | None:
     what may carry a graph nor differentiates it (`graphs_used`), so its graphs die unused."""
     if not fn.return_facts or (fn.class_name is not None and fn.name == "forward"):
         return None  # (a module's own `forward`, a planner's: what its callers do with it decides, `with torch.no_grad(): act(...)`)
+    if all(_shape_of(ret.value) for ret in fn.return_facts):
+        return None  # (a probe for a layer's size, `self.features(torch.zeros(1, *shape)).view(1, -1).size(1)`: its graph dies at once)
     for ret in fn.return_facts:
         value = model.value(ret.value, ret.site) if ret.value is not None else None
         if value is not None and not (_no_graph(value) or _filled_with_predictions(model, fn, ret.value)):
             return None
     return None if graphs_used(model, fn) else first_forward(model, fn)
+
+
+def _shape_of(returned: cst.BaseExpression | None) -> bool:
+    """`out.size(1)`, `out.shape[-1]`, `out.numel()`, `len(out)`: a size read from an output, which
+    keeps no graph alive."""
+    while isinstance(returned, cst.Subscript):
+        returned = returned.value
+    if isinstance(returned, cst.Attribute):
+        return returned.attr.value in ("shape", "ndim")
+    if isinstance(returned, cst.Call):
+        func = returned.func
+        return (isinstance(func, cst.Attribute) and func.attr.value in ("size", "numel", "dim")) or (isinstance(func, cst.Name) and func.value == "len")
+    return False
 
 
 def _no_graph(value: Value) -> bool:

@@ -218,10 +218,18 @@ def passes_device_tensor(model: TrainingModel, call: Call, summary: FunctionSumm
         # (what the function reads is a tensor, so a batch moved to the device is one: `y.cuda()`)
         # (a module's `forward` hands nothing on to its callers: its reads stay where its code is)
         if (device_tensor(value) or (summary.read_parameters and moved_to_device(value))) and not (
-            site.function is not None and site.function.name != "forward" and callers_report(model, site.function, given, site)
+            site.function is not None and site.function.name != "forward" and (callers_report(model, site.function, given, site) or _handed_on_unknown(model, site, given, value))
         ):
             return True
     return False
+
+
+def _handed_on_unknown(model: TrainingModel, site: Site, given: cst.BaseExpression, value: Value) -> bool:
+    """A parameter of the calling function handed on as it came, of a place no one knows (a tensor by
+    its annotation, `nums_k2: torch.Tensor`, that its own callers pass from what they cannot see): the
+    function reading it reports the read itself, as its callers do not (`callers_report`)."""
+    fn = site.function
+    return fn is not None and value.device != ACCEL and root_name(given) in fn.params and passes_on(model, fn, given, site)
 
 
 def callers_report(model: TrainingModel, fn: Function, read: cst.BaseExpression, site: Site) -> bool:

@@ -100,7 +100,10 @@ class Value:
         )
 
 
-MAX_ALTERNATIVES = 4  # classes an object may be one of (`init_attn(kind)` returning one of several)
+# classes an object may be one of (`init_attn(kind)` returning one of several, a trainer handed a
+# game of another class by each of six scripts): each one built or handed there, so each one's
+# methods run where the object's do (the class-hierarchy guesses of `candidates` stop at 3)
+MAX_ALTERNATIVES = 8
 # the origin of a module of more classes than that (a list of every layer kind a config may name):
 # none of them is followed, and a join with a module of unknown class leaves it so
 MANY_CLASSES = "*"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Callable, Iterator, Protocol
+from typing import Callable, Iterable, Iterator, Protocol
 
 from trainlint.model.lattice import Kind, origins
 from trainlint.model.summary import ATTRIBUTES, Argument, ModuleSummary
@@ -49,8 +49,13 @@ def passed_instances(source: str) -> list[tuple[str, str, str]]:
                 if alias.name != "*":
                     imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
     out: list[tuple[str, str, str]] = []
+    functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    given: dict[int, tuple[str, dict[str, set[str] | None]]] = {}  # what each call of a module function passes
 
     def emit(call: ast.Call, bound: Bound) -> None:
+        if isinstance(call.func, ast.Name) and call.func.id in functions and call.func.id not in bound:
+            given[id(call)] = (call.func.id, _given(call, functions[call.func.id], bound, classes, imported))
+            return
         callee = _spelled(call.func, imported) or _method_of_bound(call.func, bound)
         if callee is None and isinstance(call.func, ast.Subscript):  # `loss_registry[cfg.loss](model, x)`
             table = _spelled(call.func.value, imported)
@@ -73,7 +78,53 @@ def passed_instances(source: str) -> list[tuple[str, str, str]]:
         for function in [node] if not isinstance(node, ast.ClassDef) else node.body:
             if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 _walk(function.body, {}, True, emit, classes, imported)
+    # a module function handed objects by this module's calls passes them on (`main` building the
+    # criterion, `do_train(..., criterion)` handing it to `engine.train_one_epoch`): its statements
+    # again, with its parameters bound where every call of it passes an object of a class
+    walked: dict[str, Bound] = {}
+    for _ in range(MAX_FORWARDING):
+        params = _parameters(given.values())
+        todo = [(name, bound) for name, bound in params.items() if walked.get(name) != bound]
+        if not todo:
+            break
+        for name, bound in todo:
+            walked[name] = bound
+            _walk(functions[name].body, dict(bound), True, emit, classes, imported)
     return list(dict.fromkeys(out))
+
+
+MAX_FORWARDING = 3  # module functions an object is handed through (`main` -> `do_train` -> `fit`)
+
+
+def _given(call: ast.Call, function: ast.FunctionDef | ast.AsyncFunctionDef, bound: Bound, classes: set[str], imported: dict[str, str]) -> dict[str, set[str] | None]:
+    """What a call of a module function passes for each of its parameters: the classes of the objects
+    it built, or None (something else)."""
+    names = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    out: dict[str, set[str] | None] = {name: None for name in names + [a.arg for a in function.args.kwonlyargs]}
+    for index, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred) or index >= len(names):
+            return {name: None for name in out}  # (`f(*args)`: which parameter gets what is not known)
+        out[names[index]] = _built(arg, bound, classes, imported) or None
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            return {name: None for name in out}
+        if keyword.arg in out:
+            out[keyword.arg] = _built(keyword.value, bound, classes, imported) or None
+    return out
+
+
+def _parameters(calls: "Iterable[tuple[str, dict[str, set[str] | None]]]") -> dict[str, Bound]:
+    """For each module function called, its parameters that every call passes an object of a class for."""
+    joined: dict[str, dict[str, set[str] | None]] = {}
+    for name, passed in calls:
+        known = joined.get(name)
+        if known is None:
+            joined[name] = dict(passed)
+            continue
+        for param, made in passed.items():
+            before = known.get(param)
+            known[param] = before | made if before is not None and made is not None else None
+    return {name: {p: m for p, m in passed.items() if m} for name, passed in joined.items() if any(passed.values())}
 
 
 Bound = dict[str, "set[str] | None"]

@@ -128,7 +128,7 @@ for step, (x, y) in enumerate(loader):
         "the project classes that define the called method and could be built there (in the dict, also one bound in the function that subscripts it, registered in "
         "the registry, deriving from the declared base; a dict of factories, `DiT_models[args.model]()`, or a module's own names, `models_mae.__dict__[args.model]()`, holds the "
         "class each factory returns; another module's names picked by `getattr(base_model, 'build_%s' % args.model)()` are its classes and its factories' named with the constant start of the name), whose chains say so (\"`criterion` may be `SetCriterion`, "
-        "built from the configuration\"). Such an object handed to another module is followed there too, also one a factory of another module returns (`model = gnn_model(name, params)`, picking from a dict of per-net factories, handed to `train_epoch(model, ...)` in a third module) or returns in a tuple (`model, diffusion = create_model_and_diffusion(...)`, each place the class its own factory builds): "
+        "built from the configuration\"). Such an object handed to another module is followed there too, also through the script's own functions that pass it on (`main` building the criterion and calling `do_train(..., criterion)`, which hands it to `engine.train_one_epoch`), also one a factory of another module returns (`model = gnn_model(name, params)`, picking from a dict of per-net factories, handed to `train_epoch(model, ...)` in a third module) or returns in a tuple (`model, diffusion = create_model_and_diffusion(...)`, each place the class its own factory builds): "
         "`diffusion.training_losses(model, x, t)` runs the `forward` of `model` (also once moved or wrapped: "
         "`DDP(model.to(device))`) wherever `training_losses` calls it, a loss handed to a class that keeps it (`DeepSupervisionWrapper(loss)`, whose `__init__` sets `self.loss = loss`) runs wherever a method of that class calls `self.loss(...)`, and `super().training_losses(...)` runs the "
         "base class's method in its own module. The blocks of a container of modules run where it runs: "
@@ -136,7 +136,7 @@ for step, (x, y) in enumerate(loader):
         "appended to), `self.body(x)` of an `nn.Sequential(*stages)`; a model restored with `torch.load` on one path and "
         "built from a project class on another runs that class's `forward`. Code past a `return`, `raise`, `continue` or "
         "`break` of its block never runs and is not flagged, nor does a branch a constant test rules out (the `elif` and `else` of `if True:`, the body of `if False:` or `if 0:`; a name holding the constant is a switch and rules out nothing). Not flagged: such an object with more than three candidate classes (a dict of objects subscripted by an option, `heads[cfg.head]`, too), a "
-        "container holding more than four classes of module, a "
+        "container holding more than eight classes of module, an object handed more than eight classes by other modules (a framework's trainer given each script's game is followed through all of them up to that), a "
         "class the dict, the registry or the base does not hold, and the override of a subclass the project never "
         "builds while it builds others of that base (named nowhere but in imports and `class` statements)."
     )

@@ -40,7 +40,7 @@ for x in loader:
     model(x).backward()
     optimizer.step()
 """
-    not_flagged = "A non-literal switch (`set_detect_anomaly(args.debug)`), calls under a debug gate (`if args.debug:`), `set_detect_anomaly(False)`, modules that never backpropagate, and test code (`tests/`, a `test_*.py` that defines a test: a `test_agent.py` that trains is no test module)."
+    not_flagged = "A non-literal switch (`set_detect_anomaly(args.debug)`), calls under a debug gate (`if args.debug:`), `set_detect_anomaly(False)`, modules that never backpropagate (a script that trains by calling a training loop of another project module, `trainer.train(n_epochs)` of the project's own `Trainer`, does), and test code (`tests/`, a `test_*.py` that defines a test: a `test_agent.py` that trains is no test module)."
     verification = "`trainlint verify run` checks `torch.is_anomaly_enabled()` at each optimizer step."
     valid = (
         """
@@ -69,9 +69,10 @@ loss.backward()
     def check(self, model: TrainingModel) -> Iterator[Finding]:
         if model.is_test_code:  # a unit test that checks one step under anomaly detection on purpose
             return
-        if not model.has_training_step and not any((c.qualname or "") in LIGHTNING_TRAINERS for c in model.calls):
+        switches = [c for c in model.calls if (c.qualname or "") in ANOMALY_SWITCHES or (c.qualname or "") in LIGHTNING_TRAINERS]
+        if not switches or not (model.has_training_step or any((c.qualname or "") in LIGHTNING_TRAINERS for c in switches) or _trains_elsewhere(model)):
             return
-        for call in model.calls:
+        for call in switches:
             if call.site.gate_depths and any(d >= 0 for d in call.site.gate_depths):
                 continue
             qual = call.qualname or ""
@@ -81,3 +82,16 @@ loss.backward()
                 yield Finding(call.node, "training under `detect_anomaly()` records a traceback per op and checks every gradient, slowing training 1.5-3x or more")
             elif qual in LIGHTNING_TRAINERS and is_true(call.kwarg("detect_anomaly")):
                 yield Finding(call.node, "Lightning `detect_anomaly=True` slows training 1.5-3x; enable it only to debug")
+
+
+ANOMALY_SWITCHES = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.detect_anomaly"})
+
+
+def _trains_elsewhere(model: TrainingModel) -> bool:
+    """Whether the module trains through a function or method of another project module that runs a
+    training loop (`trainer.train(n_epochs)` of the project's own `Trainer`): its switch holds there."""
+    for call in model.calls:
+        summary = model.project_call_summary(call) if call.qualname is None or not call.qualname.startswith("torch.") else None
+        if summary is not None and summary.trains:
+            return True
+    return False
