@@ -410,3 +410,18 @@ def test_a_module_bound_by_name_at_module_level_leaves_a_parameter_of_that_name_
     """)
     calls = {c.node.func.attr.value: c.qualname for c in TrainingModel.build(libcst.parse_module(source)).calls if isinstance(c.node.func, libcst.Attribute)}
     assert calls["build"] == "nets.build" and calls["forward"] is None, calls
+
+
+def test_a_package_importing_itself_by_name_is_not_its_namesake_module(tmp_path: Path) -> None:
+    # DALLE2-pytorch: `dalle2_pytorch/__init__.py` re-exports `from dalle2_pytorch.trainer import ...`
+    # beside a module `dalle2_pytorch/dalle2_pytorch.py`: the import names the package, found from the
+    # folder above it (the folder of a package's own modules is not on `sys.path` when it is imported)
+    files = {
+        "lib/__init__.py": "from lib.helpers import weigh\nfrom lib.lib import Net\n",
+        "lib/lib.py": "import torch\n\n\nclass Net(torch.nn.Module):\n    pass\n",
+        "lib/helpers.py": HELPER,
+        "train.py": script("from lib import weigh"),
+    }
+    project = write(tmp_path / "proj", files)
+    assert tl401(project, "train.py") == []
+    assert tl401(project, "lib/helpers.py") == [("helpers.py", 6, ["train.py:11"])]

@@ -21,6 +21,15 @@ def _same(a: Path, b: Path) -> bool:
     return a == b or os.path.abspath(a) == os.path.abspath(b)
 
 
+def _top_package(importer: Path, base: Path) -> Path:
+    """The folder of the top package holding `importer`, whose base folder is `base`."""
+    try:
+        first = Path(os.path.abspath(importer)).relative_to(os.path.abspath(base)).parts[0]
+    except (ValueError, IndexError):
+        return importer.parent
+    return base / first
+
+
 class ModuleFinder:
     """`locate` a module and the names in it, memoised in the tables `Project` sets up."""
 
@@ -52,7 +61,7 @@ class ModuleFinder:
         else:
             if parts[0] in LIBRARY_ROOTS or len(parts) < 2:
                 return None
-            bases = self._search_dirs(importer)
+            bases = self._search_dirs(importer, parts[0])
         for base in bases:
             # the longest prefix that is a module file; the rest are names inside it
             for cut in range(len(parts) - 1, 0, -1):
@@ -126,7 +135,7 @@ class ModuleFinder:
         elif not parts or parts[0] in LIBRARY_ROOTS:
             return None
         else:
-            bases = self._search_dirs(importer)
+            bases = self._search_dirs(importer, parts[0])
         for base in bases:
             path = self._module_file(base, parts)
             if path is not None and not _same(path, importer) and not self._library(path, importer, level):
@@ -154,12 +163,19 @@ class ModuleFinder:
                 out.add(real_path(found))
         return frozenset(out)
 
-    def _search_dirs(self, importer: Path) -> list[Path]:
+    def _search_dirs(self, importer: Path, top: str = "") -> list[Path]:
         """The folders the importer's absolute imports are looked for in (`Roots.search`: its
-        `sys.path` edits, its folder and parents, its package's base, the project root and `src/`)."""
+        `sys.path` edits, its folder and parents, its package's base, the project root and `src/`).
+        An import of the importer's own top package (`from dalle2_pytorch.trainer import ...` in
+        `dalle2_pytorch/__init__.py`) is found from the folder above that package first: a module
+        beside the importer named like the package (`dalle2_pytorch/dalle2_pytorch.py`) is not it."""
         found = roots(importer)
         note(*found.states)
-        return found.search(importer.parent)
+        search = found.search(importer.parent)
+        base = found.package_base
+        if top and base != importer.parent and _same(base / top, _top_package(importer, base)):
+            search = [base, *(d for d in search if not _same(d, base))]
+        return search
 
     def _module_file(self, base: Path, parts: tuple[str, ...]) -> Path | None:
         key = (base, ".".join(parts))
