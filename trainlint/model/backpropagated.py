@@ -13,7 +13,7 @@ from trainlint.model.arguments import argument_for
 from trainlint.model.parameter_facts import BACKPROPS, fact, keys
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Function
+    from trainlint.model.facts import Call, Function
     from trainlint.model.training import TrainingModel
 
 
@@ -31,6 +31,8 @@ def _backpropagated(model: "TrainingModel", fn: "Function") -> list[str]:
 
 _ASKING: set[tuple[int, str]] = set()  # the questions open: resolving a callee may ask of values again
 _ANSWERS: "WeakKeyDictionary[TrainingModel, dict[tuple[int, str], bool]]" = WeakKeyDictionary()
+# per model, per function: the calls of its own body by the names they pass (asked of many names)
+_HANDING: "WeakKeyDictionary[TrainingModel, dict[int, dict[str, list[Call]]]]" = WeakKeyDictionary()
 
 
 def handed_to_backward(model: "TrainingModel", name: str, fn: "Function") -> bool:
@@ -51,9 +53,7 @@ def _handed(model: "TrainingModel", name: str, fn: "Function") -> bool:
         return False
     _ASKING.add((id(fn), name))
     try:
-        for call in fn.calls:
-            if call.site.function is not fn or not any(type(a.value) is cst.Name and a.value.value == name for a in call.node.args):
-                continue
+        for call in _calls_passing(model, fn).get(name, ()):
             callee = model.callee(call)
             if callee is not None:
                 handed = _backpropagated(model, callee)
@@ -65,3 +65,16 @@ def _handed(model: "TrainingModel", name: str, fn: "Function") -> bool:
         return False
     finally:
         _ASKING.discard((id(fn), name))
+
+
+def _calls_passing(model: "TrainingModel", fn: "Function") -> "dict[str, list[Call]]":
+    """The calls of `fn`'s own body, by each name they pass as an argument."""
+    known = _HANDING.setdefault(model, {})
+    found = known.get(id(fn))
+    if found is None:
+        found = known[id(fn)] = {}
+        for call in fn.calls:
+            if call.site.function is fn:
+                for name in dict.fromkeys(a.value.value for a in call.node.args if type(a.value) is cst.Name):
+                    found.setdefault(name, []).append(call)
+    return found
