@@ -173,7 +173,7 @@ class ModuleFinder:
         note(*found.states)
         search = found.search(importer.parent)
         base = found.package_base
-        if top and base != importer.parent and _same(base / top, _top_package(importer, base)):
+        if top and not _same(base, importer.parent) and _same(base / top, _top_package(importer, base)):
             search = [base, *(d for d in search if not _same(d, base))]
         return search
 
