@@ -1,8 +1,10 @@
 """The pool's units of work: a worker keeps to one project while it has files, another worker starts
-another project, and a worker moving on to another project forgets what it knew of the last one."""
+another project, and a worker that holds what it read of a project is replaced rather than moved on
+to another."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from trainlint.config import Settings
@@ -53,31 +55,32 @@ def _lint(path: str, settings: Settings, data: bytes | None) -> FileResult:
     return FileResult(path)
 
 
-FORGOTTEN: list[str] = []
+def _pid_lint(path: str, settings: Settings, data: bytes | None) -> FileResult:
+    return FileResult(f"{path}|{os.getpid()}")  # (which worker analysed the file)
 
 
-def _forget() -> None:
-    FORGOTTEN.append("forgot")
+def _workers_by_file(tmp_path: Path, jobs: int) -> dict[str, str]:
+    files = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir(exist_ok=True)
+        (tmp_path / name / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+        files += [str(tmp_path / name / f"{i}.py") for i in (1, 2)]
+    tasks = [(f, Settings(), None) for f in files]
+    replies = [r.path.split("|") for _, r in workers.run(tasks, jobs, _pid_lint, lambda s: 10.0, lambda s: 1024)]
+    return {Path(path).relative_to(tmp_path).as_posix(): pid for path, pid in replies}
 
 
-def test_a_worker_forgets_the_project_it_leaves_once_it_has_grown(monkeypatch) -> None:
-    FORGOTTEN.clear()
-    monkeypatch.setattr(workers, "_LAST_UNIT", [""])
-    monkeypatch.setattr(workers, "FORGET_GROWTH_MB", -1.0)  # (any size counts as grown)
-    settings = Settings()
-    workers._analyse_file(_lint, False, "a/1.py", settings, None, "a", _forget)
-    assert FORGOTTEN == []  # (the first unit: nothing to forget)
-    workers._analyse_file(_lint, False, "a/2.py", settings, None, "a", _forget)
-    assert FORGOTTEN == []  # (the same unit)
-    workers._analyse_file(_lint, False, "b/1.py", settings, None, "b", _forget)
-    assert FORGOTTEN == ["forgot"]
-    monkeypatch.setattr(workers, "FORGET_GROWTH_MB", 1e9)  # a worker that has not grown keeps what it knows
-    workers._analyse_file(_lint, False, "c/1.py", settings, None, "c", _forget)
-    assert FORGOTTEN == ["forgot"]
+def test_a_worker_that_holds_a_project_is_replaced_rather_than_given_another(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(workers, "PROJECT_GROWTH_MB", -1.0)  # (any size counts as grown)
+    pid = _workers_by_file(tmp_path, 1)
+    assert pid["a/1.py"] == pid["a/2.py"] and pid["b/1.py"] == pid["b/2.py"]  # (a project's files: one worker)
+    assert pid["a/1.py"] != pid["b/1.py"]
+    monkeypatch.setattr(workers, "PROJECT_GROWTH_MB", 1e9)  # a worker that has not grown goes on to the next project
+    assert len(set(_workers_by_file(tmp_path, 1).values())) == 1
 
 
-def test_forgetting_changes_no_finding(tmp_path: Path, monkeypatch) -> None:
-    """Two projects linted in one run by two workers that forget each project as they leave it: the
+def test_replacing_workers_changes_no_finding(tmp_path: Path, monkeypatch) -> None:
+    """Three projects linted in one run by two workers, each replaced as it leaves a project: the
     findings that a module's summary gives its importer are found all the same."""
     for name in ("one", "two", "three"):
         project = tmp_path / name
@@ -95,7 +98,7 @@ def test_forgetting_changes_no_finding(tmp_path: Path, monkeypatch) -> None:
             "        opt.zero_grad()\n"
             "        log_loss(loss)\n"
         )
-    monkeypatch.setattr(workers, "FORGET_GROWTH_MB", -1.0)
+    monkeypatch.setattr(workers, "PROJECT_GROWTH_MB", -1.0)
     files = sorted(tmp_path.rglob("*.py"))
     results = lint_paths([(f, Settings()) for f in files], jobs=2)
     # (the helper reads the tensor its caller passes: reported at each project's call, which only

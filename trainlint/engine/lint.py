@@ -70,13 +70,6 @@ def lint_bytes(data: bytes, name: str, settings: Settings) -> FileResult:
     raise AssertionError("unreachable: a worker run yields one result per task")
 
 
-def _forget_projects() -> None:
-    """A worker's: forget the projects read so far (it moves on to another)."""
-    from trainlint.project.shared import forget_projects
-
-    forget_projects()
-
-
 @dataclass(frozen=True)
 class ReadAs:
     """The digest of the bytes a cache miss's key was computed from, sent in place of them (a run held
@@ -382,7 +375,7 @@ def lint_paths(
 
         _preload()
         with _keeping(cache), sharing_summaries() if len(misses) > 1 else nullcontext():  # (a recycled worker finds them there too)
-            for j, result in workers.run(misses, jobs, _lint_task, _file_timeout, _file_memory, forget=_forget_projects):
+            for j, result in workers.run(misses, jobs, _lint_task, _file_timeout, _file_memory):
                 results[miss_index[j]] = result
                 key = keys[j]
                 if cache is not None and key is not None and result.cacheable and not result.internal_error:

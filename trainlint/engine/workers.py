@@ -18,8 +18,9 @@ Memory is bounded per worker with an address-space limit (`RLIMIT_AS`, its size 
 cap); a worker that has grown by RECYCLE_GROWTH_MB (or past half its cap) ends after its reply, so
 neither fragmentation nor the summaries it remembers accumulate (a fresh one is forked in a few
 milliseconds, and the workers of a run share summaries through files). A worker keeps to one
-project while it has files (`scheduling.py`) and forgets it when it moves on to another, and gives
-the memory its C allocator holds free back after each file.
+project while it has files (`scheduling.py`) and is replaced by a fresh one, once it holds what it
+read of that project, rather than moving on to another; it gives the memory its C allocator holds
+free back after each file.
 
 The time limit counts the CPU time a worker spends on a task (`ITIMER_PROF`: the kernel ends the
 worker with SIGPROF, even inside the native parser), so a busy machine does not cost a valid file
@@ -75,9 +76,11 @@ class WorkerFailure(Exception):
 # project (each module's outline and summary): on a 60k-line project, recycling at 96 MB made a run
 # 2.6 times slower. A worker's growth levels off once it knows the project (LLaMA-Factory: 200 MB).
 RECYCLE_GROWTH_MB = 256
-# A worker moving on to another project forgets what it knew of the last one once it has grown by
-# this much (the speed set: 314 MB peak at 48, 295 at 24, same time): one project's knowledge at a time.
-FORGET_GROWTH_MB = 24
+# A worker that has grown by this much holds what it read of its project: the pool replaces it rather
+# than hand it another project. Ending a process frees its heap at once, where collecting the objects
+# took 0.2-0.6 s a project; and each worker holds one project's knowledge at a time (the speed set:
+# 314 MB peak at 48 MB, 295 at 24, same time).
+PROJECT_GROWTH_MB = 24
 
 
 class _Descriptor:
@@ -134,7 +137,7 @@ def _serve(conn: Connection, cap_mb: int, output: _Descriptor | None, die_with_p
             faulthandler.enable(file=2)
     limit_memory(cap_mb)
     allow_deep_recursion()
-    start = _STARTED_MB[0] = rss_mb()
+    start = rss_mb()
     while True:
         try:
             task = conn.recv_bytes()
@@ -162,20 +165,21 @@ def _serve(conn: Connection, cap_mb: int, output: _Descriptor | None, die_with_p
         except BaseException as exc:  # every failure goes back as a message
             reply = (index, "error", f"{type(exc).__name__}: {exc}")
         # after a MemoryError the heap may be in a bad state: a fresh worker takes over
-        recycle = reply[1] == "memory" or rss_mb() - start > min(cap_mb / 2, RECYCLE_GROWTH_MB)
+        grown = rss_mb() - start
+        recycle = reply[1] == "memory" or grown > min(cap_mb / 2, RECYCLE_GROWTH_MB)
         # the task's garbage is all young (collection is paused while a file is analysed): a
         # young collection frees it; a full one per task would cost more than half the analysis
         gc.collect(0)
         release_freed_memory()
         try:
-            conn.send((*reply, recycle))
+            conn.send((*reply, recycle, grown > PROJECT_GROWTH_MB))
         except MemoryError:
-            conn.send((index, "memory", None, True))
+            conn.send((index, "memory", None, True, True))
             return
         except OSError:
             return  # the supervisor is gone
         except Exception as exc:  # an unpicklable result
-            conn.send((index, "error", f"{type(exc).__name__}: {exc}", recycle))
+            conn.send((index, "error", f"{type(exc).__name__}: {exc}", recycle, grown > PROJECT_GROWTH_MB))
         if recycle:
             return
 
@@ -194,6 +198,7 @@ class Worker:
         self.cpu_limit = 0.0
         self.started = 0.0
         self.ending = False  # it said it ends after its reply
+        self.knows_project = False  # it said it has grown by PROJECT_GROWTH_MB: it holds what it read of one
         self.output = tempfile.TemporaryFile()
         parent, child = context.Pipe()
         # where descriptors cannot be handed on (Windows) the worker keeps the standard streams it gets
@@ -249,7 +254,7 @@ class Worker:
         index = self.index
         assert index is not None
         try:
-            got, status, value, self.ending = self.conn.recv()
+            got, status, value, self.ending, self.knows_project = self.conn.recv()
         except (EOFError, OSError):
             raise WorkerFailure(self._lost()) from None
         self.index = None
@@ -322,29 +327,14 @@ def _fork_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
-# the unit (`project_units`) of the last file a pool worker analysed, and its size when it started
-_LAST_UNIT: list[str] = [""]
-_STARTED_MB: list[float] = [0.0]
-
-
 def _analyse_file(
     lint: Callable[[str, Settings, Any], FileResult],
     keep_source: bool,
     path: str,
     settings: Settings,
     data: Any,  # (what `lint` is given with the path: bytes to analyse, or what says how to read them)
-    unit: str = "",
-    forget: Callable[[], None] | None = None,
 ) -> FileResult:
-    """A pool worker's task: one file's result, without its source unless the supervisor needs it.
-    A worker moving on to another unit (project) that has grown by FORGET_GROWTH_MB first `forget`s
-    what it knew of the last one: no file of it is left to need it."""
-    if forget is not None and unit != _LAST_UNIT[0]:
-        if _LAST_UNIT[0] and rss_mb() - _STARTED_MB[0] > FORGET_GROWTH_MB:
-            forget()
-            gc.collect()
-            release_freed_memory()
-        _LAST_UNIT[0] = unit
+    """A pool worker's task: one file's result, without its source unless the supervisor needs it."""
     result = lint(path, settings, data)
     if not keep_source:
         result.source = None  # keep the traffic small; --fix re-reads the file
@@ -371,11 +361,10 @@ def run(
     timeout: Callable[[Settings], float],
     cap_mb: Callable[[Settings], int],
     keep_source: bool = False,
-    forget: Callable[[], None] | None = None,
 ) -> Iterator[tuple[int, FileResult]]:
     """Analyse `tasks` in up to `jobs` forked workers (`lint` module-level, as a task names it);
-    yields (task index, result) as files finish. `forget` (module-level): drop what a worker knows
-    of the project it is leaving (see `_analyse_file`)."""
+    yields (task index, result) as files finish. A worker that holds what it read of one project
+    (PROJECT_GROWTH_MB) is replaced by a fresh one rather than given another project's file."""
     context = _fork_context()
     numbered = [(i, path, s, data) for i, (path, s, data) in enumerate(tasks)]
     folders_of_tasks = list(dict.fromkeys(os.path.dirname(path) for path, _, _ in tasks))
@@ -398,14 +387,18 @@ def run(
         while pending or in_hand:
             while pending and len(workers) < min(jobs, len(pending) + len(in_hand)):
                 workers.append(Worker(context, cap))
-            for worker in workers:
+            for worker in list(workers):
                 if worker not in in_hand and pending:
                     elsewhere = {pending.unit_of(folders[w]) for w in in_hand if w in folders}
-                    task = in_hand[worker] = pending.take(folders.get(worker), elsewhere)
+                    task = pending.take(folders.get(worker), elsewhere)
                     index, path, settings, data = task
-                    folder = folders[worker] = os.path.dirname(path)
-                    unit = pending.unit_of(folder)
-                    worker.send(index, _analyse_file, (lint, keep_source, path, settings, data, unit, forget), timeout(settings))
+                    folder = os.path.dirname(path)
+                    if worker.knows_project and pending.unit_of(folders[worker]) != pending.unit_of(folder):
+                        retire(worker)
+                        worker = Worker(context, cap)
+                        workers.append(worker)
+                    in_hand[worker], folders[worker] = task, folder
+                    worker.send(index, _analyse_file, (lint, keep_source, path, settings, data), timeout(settings))
             busy = list(in_hand)
             ready = wait([w.conn for w in busy], timeout=max(0.0, min(w.deadline for w in busy) - time.monotonic()))
             for worker in busy:

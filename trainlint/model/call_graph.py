@@ -379,7 +379,7 @@ class CallGraph:
         """`obj.m(...)` where obj is an instance of the class of method `fn` (known from its value)."""
         if fn.class_name is None:
             return []
-        found = [c for c in self._calls_by_method.get(fn.name, ()) if c.receiver_text not in ("self", "cls") and fn in self.callees(c)]
+        found = [c for c in self.calls_by_method.get(fn.name, ()) if c.receiver_text not in ("self", "cls") and fn in self.callees(c)]
         if fn.name in ("forward", "__call__"):  # an instance called runs its `forward`
             found += [c for c in self._instance_calls if c.method != fn.name and fn in self.callees(c)]
         return found
@@ -397,7 +397,8 @@ class CallGraph:
         ]
 
     @cached_property
-    def _calls_by_method(self) -> dict[str, list[Call]]:
+    def calls_by_method(self) -> dict[str, list[Call]]:
+        """The calls of a method (`x.m(...)`), by the method's name."""
         table: dict[str, list[Call]] = {}
         for c in self.calls:
             if c.method is not None:

@@ -50,9 +50,9 @@ def registered_buffers(model: "TrainingModel", class_name: str | None, attr: str
     """The tensors the methods of class `class_name` register as buffer `attr`
     (`self.register_buffer("update_count", torch.tensor([0]))`), each with the call's site."""
     out = []
-    for call in model.calls:
+    for call in model.calls_by_method.get("register_buffer", ()):
         fn = call.site.function
-        if call.method != "register_buffer" or call.receiver_text != "self" or fn is None or fn.class_name != class_name:
+        if call.receiver_text != "self" or fn is None or fn.class_name != class_name:
             continue
         name, tensor = call.positional(0), call.positional(1) or call.kwarg("tensor")
         if tensor is not None and name is not None and getattr(name, "evaluated_value", None) == attr:

@@ -72,17 +72,17 @@ class SymbolQueries:
         """Receivers (by their text) used as an optimizer or a gradient scaler (`is_optimizer_like`)."""
         methods: dict[str, set[str]] = {}
         for name in ("zero_grad", "scale", "update"):
-            for call in self._calls_by_method.get(name, ()):  # type: ignore[attr-defined]
+            for call in self.calls_by_method.get(name, ()):  # type: ignore[attr-defined]
                 if receiver := call.receiver_text or keyed(call.receiver):  # (also `self.optimizer["generator"]`)
                     methods.setdefault(receiver, set()).add(name)
         found = {t for t, m in methods.items() if "zero_grad" in m or {"scale", "update"} <= m}
         # the first backward pass of each function, by its innermost loop (None: outside loops)
         backward_at: dict[tuple[int | None, int | None], int] = {}
-        for call in (*self._calls_by_method.get("backward", ()), *self._calls_by_method.get("grad", ())):  # type: ignore[attr-defined]
+        for call in (*self.calls_by_method.get("backward", ()), *self.calls_by_method.get("grad", ())):  # type: ignore[attr-defined]
             if self.is_backward(call) or call.qualname == "torch.autograd.grad":  # type: ignore[attr-defined]
                 key = _scope(call)
                 backward_at[key] = min(backward_at.get(key, call.site.order), call.site.order)
-        for call in self._calls_by_method.get("step", ()):  # type: ignore[attr-defined]
+        for call in self.calls_by_method.get("step", ()):  # type: ignore[attr-defined]
             first = backward_at.get(_scope(call))
             stepped = call.receiver_text or keyed(call.receiver)
             if stepped and first is not None and call.site.order > first and len(call.node.args) <= 1:
@@ -110,7 +110,7 @@ class SymbolQueries:
     def _attribute_uses(self) -> dict[tuple[str, str], Value]:
         found: dict[tuple[str, str], Value] = {}
         for method in ("parameters", "named_parameters", "modules", "named_modules", "children", "eval"):
-            for call in self._calls_by_method.get(method, ()):  # type: ignore[attr-defined]
+            for call in self.calls_by_method.get(method, ()):  # type: ignore[attr-defined]
                 fn, text = call.site.function, call.receiver_text
                 if fn is not None and fn.class_name and text and text.startswith("self.") and text.count(".") == 1 and not (method == "eval" and call.node.args):
                     found[(fn.class_name, text)] = Value(Kind.MODULE)
@@ -121,17 +121,17 @@ class SymbolQueries:
         found: dict[tuple[int | None, str], Value] = {}
         # nn.Module's own API, which tensors do not have (`requires_grad_` they do)
         for method in ("parameters", "named_parameters", "modules", "named_modules", "children", "eval"):
-            for call in self._calls_by_method.get(method, ()):  # type: ignore[attr-defined]
+            for call in self.calls_by_method.get(method, ()):  # type: ignore[attr-defined]
                 if isinstance(call.receiver, cst.Name) and not (method == "eval" and call.node.args):
                     found[(_identity(call.site.function), call.receiver.value)] = Value(Kind.MODULE)
         # called (`net(x)`) and moved or cast (`net.cuda()`): a module, as a tensor is never called
         called = {(_identity(c.site.function), c.name) for c in self.calls if c.name and not c.qualname}  # type: ignore[attr-defined]
         for method in ("cuda", "to", "half", "bfloat16", "float"):
-            for call in self._calls_by_method.get(method, ()):  # type: ignore[attr-defined]
+            for call in self.calls_by_method.get(method, ()):  # type: ignore[attr-defined]
                 if isinstance(call.receiver, cst.Name) and (_identity(call.site.function), call.receiver.value) in called:
                     found[(_identity(call.site.function), call.receiver.value)] = Value(Kind.MODULE)
         # backpropagated: `loss.backward()`, `engine.backward(loss)`, `torch.autograd.grad(loss, params)`
-        for call in (*self._calls_by_method.get("backward", ()), *self._calls_by_method.get("grad", ())):  # type: ignore[attr-defined]
+        for call in (*self.calls_by_method.get("backward", ()), *self.calls_by_method.get("grad", ())):  # type: ignore[attr-defined]
             if call.method == "grad" and call.qualname != "torch.autograd.grad":
                 continue
             first = call.positional(0)

@@ -246,7 +246,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         backpropagates a loss and steps is a training engine (DeepSpeed's), its step the update."""
         return any(
             c.receiver_text == call.receiver_text and c.site.function is call.site.function and c.node.args and self.is_backward(c)
-            for c in self._calls_by_method.get("backward", ())
+            for c in self.calls_by_method.get("backward", ())
         )
 
     @cached_property
