@@ -123,6 +123,8 @@ def _only_raises(function: "Function") -> bool:
 def held_calls_of(model: "TrainingModel", fn: "Function") -> "list[Call]":
     """`step(batch)` where the name `step` holds `fn` without naming it (`step = make_step(cfg)`
     returning a nested `def`), its arguments given as they are (not through `partial`)."""
+    if fn.class_name is not None:  # (a name holds a function of the module only where it names a top-level or nested `def`)
+        return []
     return [
         c for c in model._instance_calls  # (calls of what is no function of the module by name)
         if type(c.node.func) is cst.Name and fn in model.held_functions(model.value(c.node.func, c.site)) and not bound_partially(model, c)
