@@ -71,7 +71,7 @@ def _workers_by_file(tmp_path: Path, jobs: int) -> dict[str, str]:
 
 
 def test_a_worker_that_holds_a_project_is_replaced_rather_than_given_another(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(workers, "PROJECT_GROWTH_MB", -1.0)  # (any size counts as grown)
+    monkeypatch.setattr(workers, "PROJECT_GROWTH_MB", float("-inf"))  # (any size counts as grown, even a shrunk one)
     pid = _workers_by_file(tmp_path, 1)
     assert pid["a/1.py"] == pid["a/2.py"] and pid["b/1.py"] == pid["b/2.py"]  # (a project's files: one worker)
     assert pid["a/1.py"] != pid["b/1.py"]
@@ -98,7 +98,7 @@ def test_replacing_workers_changes_no_finding(tmp_path: Path, monkeypatch) -> No
             "        opt.zero_grad()\n"
             "        log_loss(loss)\n"
         )
-    monkeypatch.setattr(workers, "PROJECT_GROWTH_MB", -1.0)
+    monkeypatch.setattr(workers, "PROJECT_GROWTH_MB", float("-inf"))
     files = sorted(tmp_path.rglob("*.py"))
     results = lint_paths([(f, Settings()) for f in files], jobs=2)
     # (the helper reads the tensor its caller passes: reported at each project's call, which only
