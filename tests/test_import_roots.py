@@ -425,3 +425,29 @@ def test_a_package_importing_itself_by_name_is_not_its_namesake_module(tmp_path:
     project = write(tmp_path / "proj", files)
     assert tl401(project, "train.py") == []
     assert tl401(project, "lib/helpers.py") == [("helpers.py", 6, ["train.py:11"])]
+
+
+def test_a_class_a_package_re_exports_under_its_module_s_name_is_the_class(tmp_path: Path) -> None:
+    # ClovaCall: `models/__init__.py` says `from .Seq2Seq import Seq2Seq`, so `models.Seq2Seq` is the
+    # class (the import rebinds the package's attribute), and `models.Seq2Seq.forward` its method, not
+    # a function `forward` of the module `models/Seq2Seq.py`
+    criterion = """
+        import torch
+
+
+        class Criterion(torch.nn.Module):
+            def forward(self, loss):
+                return (loss * 2).item()
+    """
+    files = {
+        "models/__init__.py": "from .Criterion import Criterion\n",
+        "models/Criterion.py": criterion,
+        "train.py": script("from models import Criterion\n\ncrit = Criterion()", call="print(crit(loss))"),
+    }
+    project = write(tmp_path / "proj", files)
+    assert tl401(project, "models/Criterion.py") == [("Criterion.py", 7, ["train.py:13"])]
+    # a module that defines what is asked of it keeps it: `models.Criterion.weigh` is the module's own
+    files["models/Criterion.py"] = textwrap.dedent(criterion) + "\n\ndef weigh(loss):\n    return (loss * 2).item()\n"
+    files["train.py"] = script("import models.Criterion", call="print(models.Criterion.weigh(loss))")
+    project = write(tmp_path / "other", files)
+    assert tl401(project, "models/Criterion.py") == [("Criterion.py", 11, ["train.py:11"])]

@@ -1386,6 +1386,15 @@ ELSE_BRANCH = """        else:
 AFTER_RETURN = """        best = scores.argmax().item()
         return best
 """
+# speech-resynthesis' generator: `elif kwargs.get("dur_prediction", False):` after `if self.training:`
+ELIF_BRANCHES = """        elif self.decode:
+            best = scores.argmax().item()
+            return best
+        elif self.keep:
+            return scores.max().item()
+        else:
+            return scores.argmin().item()
+"""
 
 
 @pytest.mark.parametrize("extra, inference, found", [
@@ -1393,6 +1402,8 @@ AFTER_RETURN = """        best = scores.argmax().item()
     ("", AFTER_RETURN, [9]),  # so is what follows its early return
     (" and targets is not None", ELSE_BRANCH, [9, 13]),  # near miss: a training forward without targets takes it
     (" and targets is not None", AFTER_RETURN, [9, 12]),
+    ("", ELIF_BRANCHES, [9]),  # each `elif` and the `else` after `if self.training:` are inference paths too
+    (" and targets is not None", ELIF_BRANCHES, [9, 13, 16, 18]),
 ])
 def test_the_inference_path_of_if_self_training_is_no_step(extra, inference, found):
     # pytorch-retinanet's shape: `if self.training: return self.focalLoss(...)`, `else:` decodes the

@@ -693,6 +693,61 @@ def test_a_tensor_given_for_topk_s_count_is_read_on_the_host() -> None:
     assert lines(source, "TL401") == [9, 10]
 
 
+def test_a_list_a_forward_sets_to_empty_before_appending_holds_one_pass() -> None:
+    # SC-SfMLearner's depth decoder: `self.outputs = []` atop `forward`, then one append per scale
+    source = """
+        import torch
+        from torch import nn
+
+        class Decoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(4, 4, 3)
+
+            def forward(self, x):
+                self.outputs = []
+                for i in range(3):
+                    x = self.conv(x)
+                    self.outputs.append(torch.sigmoid(x))
+                return self.outputs
+
+        def train(loader, opt):
+            net = Decoder().cuda()
+            for x in loader:
+                loss = sum(o.mean() for o in net(x.cuda()))
+                loss.backward()
+                opt.step()
+    """
+    assert lines(source, "TL302") == []
+    # set only when built: every pass adds to the list of the passes before
+    built_once = source.replace("                self.outputs = []\n", "").replace("self.conv = nn.Conv2d(4, 4, 3)", "self.conv = nn.Conv2d(4, 4, 3)\n                self.outputs = []")
+    assert lines(built_once, "TL302") == [14]
+    # emptied only on some passes: a history on the others
+    gated = source.replace("                self.outputs = []\n", "                if x.shape[0] > 8:\n                    self.outputs = []\n")
+    assert lines(gated, "TL302") == [15]
+
+
+def test_a_device_tensor_of_repeats_is_summed_on_the_host_unless_the_output_size_is_given() -> None:
+    # tab-ddpm's `sliced_logsumexp`: `torch.repeat_interleave(lse, ends - starts, dim=-1)` sizes its
+    # output from the sum of the repeats (torch's docs: `output_size` avoids that synchronisation)
+    source = """
+        import torch
+
+        def train(model, loader, opt):
+            for x, lengths in loader:
+                x, repeats = x.cuda(), torch.clamp(lengths.cuda().int(), min=1)
+                a = torch.repeat_interleave(x, repeats, dim=0)
+                b = x.repeat_interleave(repeats, dim=0)
+                c = torch.repeat_interleave(x, repeats, dim=0, output_size=x.shape[0] * 4)
+                d = x.repeat_interleave(2, dim=0)
+                e = torch.repeat_interleave(x, torch.tensor([1, 2, 3, 4]), dim=0)  # (on the host: nothing to read)
+                loss = model(a + b + c + d + e).sum()
+                loss.backward()
+                opt.step()
+    """
+    assert lines(source, "TL401") == [7, 8]
+
+
 def test_an_fp16_network_with_its_batchnorm_back_in_fp32_is_told_only_its_other_weights_stall():
     code = """
     import torch

@@ -6,7 +6,7 @@ import libcst as cst
 
 from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Return, Site, WithItem
 from trainlint.model.gates import (
-    child_nodes, constant_test, has_modulo, is_first_value_test, is_gate_test, is_inference_only_test, is_lazy_init_test, is_sentinel_test,
+    after_training_test, child_nodes, constant_test, has_modulo, is_first_value_test, is_gate_test, is_inference_only_test, is_lazy_init_test, is_sentinel_test,
     is_latch_test, is_training_test, mostly_true,
 )
 from trainlint.model.names import ImportMap, dotted
@@ -263,7 +263,7 @@ class Extractor(cst.CSTVisitor):
 
     def visit_If_body(self, node: cst.If) -> None:
         gate = (self._is_gate(node.test) or constant_test(node.test) is False or is_lazy_init_test(node.test, self.cached_globals) or is_inference_only_test(node.test)
-                or is_first_value_test(node, self._loop_stack[-1].node if self._loop_stack else None) or is_sentinel_test(node) or is_latch_test(node))
+                or is_first_value_test(node, self._loop_stack[-1].node if self._loop_stack else None) or is_sentinel_test(node) or is_latch_test(node) or after_training_test(self._else_of, node))
         self._gates.append(len(self._loop_stack) if gate else -1)
         self._gate_nodes.append(node)
         if is_error_branch(node):
@@ -289,7 +289,7 @@ class Extractor(cst.CSTVisitor):
 
     # an `else:` block is conditional too (it runs only when the test fails): a gate on `if self.training:`
     def visit_Else(self, node: cst.Else) -> None:
-        self._gates.append(len(self._loop_stack) if self._else_of and is_training_test(self._else_of[-1].test) else -1)
+        self._gates.append(len(self._loop_stack) if after_training_test(self._else_of, node) else -1)
         self._gate_nodes.append(None)
 
     def leave_Else(self, original_node: cst.Else) -> None:

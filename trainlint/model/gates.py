@@ -309,6 +309,18 @@ def is_training_test(test: cst.BaseExpression) -> bool:
     return _training_flag(test)
 
 
+def after_training_test(else_of: Sequence[cst.If], node: cst.CSTNode) -> bool:
+    """`node` (an `elif` or an `else:` block) follows `if self.training:` down its chain of `elif`s
+    (`else_of`: the `if`s whose `orelse` is being visited, innermost last): the evaluation path."""
+    for outer in reversed(else_of):
+        if outer.orelse is not node:
+            return False
+        if is_training_test(outer.test):
+            return True
+        node = outer
+    return False
+
+
 def constant_test(test: cst.BaseExpression) -> bool | None:
     """`if True:` / `if 1:` (True), `if False:` / `if 0:` (False): a test written as a constant, whose
     other branch never runs (a switch edited by hand); None for any other test."""

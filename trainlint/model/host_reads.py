@@ -79,8 +79,9 @@ def bare_numpy(call: Call) -> bool:
 
 
 # torch functions whose count is a Python int (the parameter, its place after the input): given a
-# tensor, torch reads its value on the host (`torch.topk(cost, k=dynamic_ks[i])`)
-COUNT_PARAMETERS = {"topk": ("k", 1), "kthvalue": ("k", 1), "multinomial": ("num_samples", 1)}
+# tensor, torch reads its value on the host (`torch.topk(cost, k=dynamic_ks[i])`); `repeat_interleave`
+# reads the sum of its `repeats` to size its output unless it is given `output_size` (torch's docs)
+COUNT_PARAMETERS = {"topk": ("k", 1), "kthvalue": ("k", 1), "multinomial": ("num_samples", 1), "repeat_interleave": ("repeats", 1)}
 # and functions given lengths that they copy to the CPU, as a tensor or a list of its elements
 # (`pack_padded_sequence(x, list(lengths))`: `torch.as_tensor(lengths, device="cpu")` reads each)
 HOST_LENGTHS = {"torch.nn.utils.rnn.pack_padded_sequence": ("lengths", 1)}
@@ -92,7 +93,7 @@ def count_argument(call: Call) -> tuple[str, cst.BaseExpression | None]:
     name = call.qualname.rsplit(".", 1)[-1] if call.qualname in (f"torch.{n}" for n in COUNT_PARAMETERS) else None
     if name is None and call.method in COUNT_PARAMETERS and call.qualname is None:
         name = call.method
-    if name is None and call.qualname not in HOST_LENGTHS:
+    if (name is None and call.qualname not in HOST_LENGTHS) or any(a.keyword is not None and a.keyword.value == "output_size" for a in call.node.args):
         return "", None
     keyword, position = COUNT_PARAMETERS[name] if name is not None else HOST_LENGTHS[call.qualname]  # type: ignore[index]
     position -= 1 if call.method == name and call.qualname is None else 0

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from trainlint.model.lattice import Kind, Value, origins
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Assign
+    from trainlint.model.facts import Assign, Call
     from trainlint.model.training import TrainingModel
 
 
@@ -55,13 +55,14 @@ def reset_before(model: "TrainingModel", assign: "Assign", target: str) -> bool:
     return False
 
 
-def reset_earlier(model: "TrainingModel", assign: "Assign", target: str) -> bool:
-    """`self.loss_dict = defaultdict(float)` (or `= 0.0`) earlier in the same function, in its step loop
-    if it has one, on the path to every `+=` (YOLOv3's `forward`): rebuilt on every pass, not kept."""
-    fn, loops = assign.site.function, [l for l in assign.site.loops if l.is_step]
-    branches = {id(n) for n in (*assign.site.gate_nodes, *assign.site.else_of) if n is not None}
+def reset_earlier(model: "TrainingModel", fact: "Assign | Call", target: str) -> bool:
+    """`self.loss_dict = defaultdict(float)` (or `= 0.0`, or `self.outputs = []`) earlier in the same
+    function, in its step loop if it has one, on the path to every `+=` or `.append(...)` (YOLOv3's
+    `forward`): rebuilt on every pass, not kept."""
+    fn, loops = fact.site.function, [l for l in fact.site.loops if l.is_step]
+    branches = {id(n) for n in (*fact.site.gate_nodes, *fact.site.else_of) if n is not None}
     return any(
-        a.site.function is fn and a.op is None and a.site.order < assign.site.order and (not loops or loops[0] in a.site.loops)
+        a.site.function is fn and a.op is None and a.site.order < fact.site.order and (not loops or loops[0] in a.site.loops)
         and {id(n) for n in (*a.site.gate_nodes, *a.site.else_of) if n is not None} <= branches
         for a in model.attribute_assigns(fn.class_name if fn is not None else None, target.removesuffix("[]"))
     )

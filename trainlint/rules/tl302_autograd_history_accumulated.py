@@ -333,8 +333,8 @@ class Trainer:
         if key not in stores.answers:
             if target.startswith("self."):  # unless a method rebuilds it from nothing before, or every step
                 fn = fact.site.function
-                stores.answers[key] = not (isinstance(fact, Assign) and fn is not None and fn.class_name and (
-                    reset_before(model, fact, target) or reset_earlier(model, fact, target)))
+                stores.answers[key] = not (fn is not None and fn.class_name and (
+                    (isinstance(fact, Assign) and reset_before(model, fact, target)) or reset_earlier(model, fact, target)))
             else:
                 stores.answers[key] = AutogradHistoryAccumulated._outlives(model, stores, fact, target, loops)
         return stores.answers[key]
