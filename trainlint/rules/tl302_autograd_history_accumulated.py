@@ -103,7 +103,7 @@ for x, y in loader:
         "an element of what an `isinstance` test calls a sequence (`if isinstance(loss, tuple): count += loss[1]`), "
         "state on `self` that a method rebuilds from nothing (`torch.zeros(...)`) before each pass or on "
         "every step, even when another module calls it (a decoder calling `attention.init_states(x)`), or that the "
-        "function adding into it resets first on the same path (`self.loss_dict = defaultdict(float)` atop `forward`), "
+        "function adding or appending to it resets first on the same path (`self.loss_dict = defaultdict(float)` or `self.outputs = []` atop `forward`), "
         "values the analysis does not know to carry a graph (the indices of a reduction along a dimension, `_, idx = x.max(1)`, `x.topk(k)`, `x.sort()`, are integers and carry none), a last output kept on `self` (its saved "
         "tensors were freed by backward; nothing grows), test code, and code outside training steps. The "
         "`.detach()` fix is safe (applied by `--fix`) only when every later use of the total is proven to "
