@@ -72,19 +72,17 @@ class ModuleFinder:
             for cut in range(len(parts) - 1, 0, -1):
                 path = self._module_file(base, tuple(parts[:cut]))
                 if path is not None and not _same(path, importer) and not self._library(path, importer, level):  # `import te.pytorch` in te.py is the library
-                    return self._bound_by_package(base, parts, cut) or (path, parts[cut:])
+                    return self._bound_by_package(base, parts, cut, path) or (path, parts[cut:])
         return None
 
-    def _bound_by_package(self, base: Path, parts: list[str], cut: int) -> tuple[Path, list[str]] | None:
+    def _bound_by_package(self, base: Path, parts: list[str], cut: int, module: Path) -> tuple[Path, list[str]] | None:
         """`models.Seq2Seq.forward` where `models/__init__.py` says `from .Seq2Seq import Seq2Seq`: the
         import rebinds the package's attribute `Seq2Seq` to the class, so the name is the class's method,
-        unless the module `models/Seq2Seq.py` itself defines `forward`."""
+        unless the module `models/Seq2Seq.py` (`module`, the file of `parts[:cut]`) itself defines `forward`."""
         package = self._module_file(base, tuple(parts[: cut - 1])) if cut > 1 else None
         if package is None or package.name != "__init__.py":
             return None
-        offered = self.outline(package)  # type: ignore[attr-defined]
-        module = self.outline(self._module_file(base, tuple(parts[:cut])))  # type: ignore[attr-defined]
-        if not _offers(offered, parts[cut - 1]) or _offers(module, parts[cut]):
+        if not _offers(self.outline(package), parts[cut - 1]) or _offers(self.outline(module), parts[cut]):  # type: ignore[attr-defined]
             return None
         return package, parts[cut - 1 :]
 
