@@ -248,6 +248,33 @@ TORCHRL = {
 }
 
 
+def test_a_tensor_a_step_helper_builds_from_the_batch_it_is_handed_is_data() -> None:
+    # lffont's trainer: `torch.LongTensor([*map(len, trg_comp_ids)]).cuda()` in a helper the step loop
+    # hands its batch's lists: the batch's own values, which must cross to the device (TL406 reports
+    # constants the code could build there)
+    source = """
+        import torch
+        from itertools import chain
+
+        class Trainer:
+            def add_losses(self, out, comp_ids):
+                lens = torch.LongTensor([*map(len, comp_ids)]).cuda()
+                flat = torch.LongTensor([*chain(*comp_ids)]).cuda()
+                sos = torch.LongTensor([*map(len, [[1], [2, 3]])]).cuda()
+                return out.repeat_interleave(lens, dim=0).sum() + flat.sum() + sos.sum()
+
+            def train(self, model, loader, opt):
+                for x, comp_ids in loader:
+                    loss = self.add_losses(model(x.cuda()), comp_ids)
+                    loss.backward()
+                    opt.step()
+    """
+    assert lines(source, "TL406") == [9]  # only the list written in the code
+    # handed a list the code writes, the helper's tensors are constants built on the host every step
+    constant = source.replace("self.add_losses(model(x.cuda()), comp_ids)", "self.add_losses(model(x.cuda()), [[0], [1, 2]])")
+    assert lines(constant, "TL406") == [7, 8, 9]
+
+
 def test_a_project_package_named_like_torch_is_the_project_s(tmp_path: Path) -> None:
     found = lint_tree(tmp_path, TORCHRL)
     assert "torchkit/objectives/ppo.py:12:TL401" in found, found

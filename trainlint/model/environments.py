@@ -167,6 +167,9 @@ def holds_data(
         return True
     if isinstance(given, (cst.ListComp, cst.GeneratorExp)) and _drawn_for(given.for_in) and _held_data(given, value_of(given.for_in.iter, fn, at)):
         return True  # `[pad_seq(s, n) for s in input_seqs]`: rows made from a collection the code holds
+    if isinstance(given, cst.List) and given.elements and all(isinstance(e, cst.StarredElement) for e in given.elements):
+        # `[*map(len, comp_ids)]`, `[*chain(*comp_ids)]` of the batch's own lists: what they hold, unpacked
+        return all(_unpacks_data(model, value_of, iterated, e.value, fn, at, read, depth) for e in given.elements)
     if isinstance(given, cst.Subscript) and isinstance(given.value, cst.Name) and _constant_key(given):
         # `transitions["actions"]` of `transitions = self.buffer.sample(n)`: a field of the data
         return holds_data(model, value_of, iterated, given.value, fn, at, read, depth)
@@ -179,9 +182,38 @@ def holds_data(
     if not isinstance(given, cst.Name) or at is None or depth >= 2:
         return False
     bound = model.reaching(fn, given.value, at)
+    if not bound and fn is not None and given.value in fn.explicit_params:
+        return _passed_data(model, value_of, iterated, fn, given.value, read, depth)
     return bool(bound) and all(
         a.op is None and not a.unpacked and a.value is not None and holds_data(model, value_of, iterated, _unconverted(a.value), fn, a.site, read, depth + 1)
         for a in bound
+    )
+
+
+def _unpacks_data(
+    model: "TrainingModel", value_of: "Callable[..., Value]", iterated: "Callable[..., bool]",
+    given: cst.BaseExpression, fn: "Function | None", at: "Site | None", read: bool, depth: int,
+) -> bool:
+    """An iterable made from data: data itself, `map(f, data)`, or `itertools.chain(*data)`."""
+    if isinstance(given, cst.Call) and len(given.args) > 1 and dotted(given.func) == "map" and model.local_function("map") is None:
+        return all(holds_data(model, value_of, iterated, a.value, fn, at, read, depth) for a in given.args[1:])
+    if isinstance(given, cst.Call) and given.args and model.imports.resolve(given.func) == "itertools.chain":
+        return all(holds_data(model, value_of, iterated, a.value, fn, at, read, depth) for a in given.args)
+    return holds_data(model, value_of, iterated, given, fn, at, read, depth)
+
+
+def _passed_data(
+    model: "TrainingModel", value_of: "Callable[..., Value]", iterated: "Callable[..., bool]",
+    fn: "Function", name: str, read: bool, depth: int,
+) -> bool:
+    """Every call of `fn` in this module passes data for parameter `name` (a step's helper given the
+    batch the loop draws: `self.add_losses(trg_comp_ids)`)."""
+    from trainlint.model.branches import passed_argument
+
+    calls = [*model.calls_of(fn), *model.method_calls_of(fn)]
+    given = [passed_argument(fn, c, name) if not any(a.star for a in c.node.args) else None for c in calls]
+    return bool(calls) and all(
+        g is not None and holds_data(model, value_of, iterated, g, c.site.function, c.site, read, depth + 1) for c, g in zip(calls, given)
     )
 
 

@@ -171,7 +171,7 @@ for x in loader:
 """
     not_flagged = (
         "Moving the batch from the DataLoader (`x.to(device)`: use `pin_memory=True` and `non_blocking=True`), a host tensor a count of the batch's data is added to (`tokens += (labels != pad).sum()`; a factory's tensor scaled by a factor, `torch.arange(half) * -scale`, is still the factory's and is flagged), a host tensor the function fills with the batch's own values before moving it (a padded batch: `seq_tensor[i, :n] = torch.LongTensor(seq)`), or that a function of the module fills so and returns (a histogram of each image's labels: `vect[i] = torch.histc(target[i].cpu().float(), ...) > 0`), filled with numbers, host constants or device values it is flagged, a tensor built under a test that changes from round to round (`if step == 0:`, `if buf is None:`, a random draw) before the move rebinds it (then it moves once), or "
-        "the batch a loop draws from in-memory data (`torch.tensor(x).to(device)` for `x` of `zip(xs, ys)`; a "
+        "the batch a loop draws from in-memory data (`torch.tensor(x).to(device)` for `x` of `zip(xs, ys)`, also in a helper every call hands it to, and the batch's own lists unpacked: `torch.LongTensor([*map(len, comp_ids)]).cuda()`, `[*chain(*comp_ids)]`; a "
         "`torch.from_numpy` of an array NumPy built in the step from numbers, `np.zeros_like(v)` filled on the host, "
         "a `np.meshgrid` of `np.arange`s raveled, stacked and transposed, a draw of a count `np.random.permutation(n)` or of such an array `npr.choice(np.arange(0, n), size=k)`, one indexed (`np.arange(n)[None, :]`), "
         "an array of numbers written in the code `np.array([1, 0, 0, 0, 1, 0, 0, 0, 1])`, the labels of an episode `np.repeat(range(n_way), n_query)`, "
