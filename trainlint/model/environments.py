@@ -194,12 +194,13 @@ def _unpacks_data(
     model: "TrainingModel", value_of: "Callable[..., Value]", iterated: "Callable[..., bool]",
     given: cst.BaseExpression, fn: "Function | None", at: "Site | None", read: bool, depth: int,
 ) -> bool:
-    """An iterable made from data: data itself, `map(f, data)`, or `itertools.chain(*data)`."""
+    """An iterable made from data: a name holding data, `map(f, data)`, or `itertools.chain(*data)` (not
+    what any other call returns: `[*bytes(t, "UTF-8")]` of a string written in the code is numbers)."""
     if isinstance(given, cst.Call) and len(given.args) > 1 and dotted(given.func) == "map" and model.local_function("map") is None:
         return all(holds_data(model, value_of, iterated, a.value, fn, at, read, depth) for a in given.args[1:])
     if isinstance(given, cst.Call) and given.args and model.imports.resolve(given.func) == "itertools.chain":
         return all(holds_data(model, value_of, iterated, a.value, fn, at, read, depth) for a in given.args)
-    return holds_data(model, value_of, iterated, given, fn, at, read, depth)
+    return isinstance(given, cst.Name) and holds_data(model, value_of, iterated, given, fn, at, read, depth)
 
 
 def _passed_data(
