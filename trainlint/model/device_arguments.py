@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.lattice import ACCEL, HOST, UNKNOWN_DEVICE, Kind, Value
-from trainlint.model.names import root_name
+from trainlint.model.names import ImportMap, root_name
 from trainlint.model.torchnames import TORCH_DTYPES, dtype_name, literal_string
 
 if TYPE_CHECKING:
@@ -83,12 +83,17 @@ class DeviceArguments:
         if isinstance(expr, cst.Call):  # `torch.get_default_dtype()`, `x.dtype` read through a call of torch's
             return m.imports.resolve(expr.func) in DTYPE_CALLS
         if not isinstance(expr, cst.Name):
-            return dtype_name(expr, m.imports) in TORCH_DTYPES
+            return _spelled_dtype(expr, m.imports)
         assigns = m.reaching(fn, expr.value, at)
         if assigns:
-            return all(a.op is None and dtype_name(a.value, m.imports) in TORCH_DTYPES for a in assigns)
+            return all(a.op is None and _spelled_dtype(a.value, m.imports) for a in assigns)
         default = fn.defaults.get(expr.value) if fn is not None else None
         return default is not None and dtype_name(default, m.imports) in TORCH_DTYPES
+
+
+def _spelled_dtype(expr: cst.BaseExpression, imports: ImportMap) -> bool:
+    """`torch.float16`, or another tensor's `x.dtype` (`dtype = anchors.dtype`, then `.to(dtype)`)."""
+    return dtype_name(expr, imports) in TORCH_DTYPES or (type(expr) is cst.Attribute and expr.attr.value == "dtype")  # type: ignore[attr-defined]
 
 
 def moved_to_device(value: Value) -> bool:

@@ -51,7 +51,7 @@ def is_clip_name(name: str) -> bool:
     return name in CLIP_FUNCTIONS or "clip_grad" in name
 # torch factories that build a tensor on the host unless given `device=`
 DETERMINISTIC_FACTORIES = frozenset(
-    {"tensor", "zeros", "ones", "full", "arange", "eye", "empty", "linspace", "as_tensor", "zeros_like", "ones_like", "full_like", "empty_like"}
+    {"tensor", "zeros", "ones", "full", "arange", "range", "eye", "empty", "linspace", "as_tensor", "zeros_like", "ones_like", "full_like", "empty_like"}
 ) | frozenset({"logspace", "tril_indices", "triu_indices"}) | frozenset(
     f"{window}_window" for window in ("hann", "hamming", "bartlett", "blackman", "kaiser")  # (signal windows: sizes only)
 )

@@ -21,7 +21,7 @@ from trainlint.model.data_sources import ARRAY_METHODS, numpy_built
 from trainlint.model.distributions import DISTRIBUTIONS, distribution, sampled
 from trainlint.model.environments import holds_data, wrapped_data
 from trainlint.model.layer_swaps import parameter_free
-from trainlint.model.names import dotted, tokens
+from trainlint.model.names import dotted, target_names, tokens
 from trainlint.model.plain_bindings import host_type, is_cuda_type
 from trainlint.model.torchnames import (
     CUDA_SYNC_OBJECTS, DETERMINISTIC_FACTORIES, GRAD_SCALER, LEGACY_CONSTRUCTORS, LIBRARY_LOSS_SCALERS, RANDOM_FACTORIES,
@@ -292,16 +292,18 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
             if source.kind is Kind.TENSOR and source.device != HOST:
                 # a copy (or, for `as_tensor`, the tensor itself) where the data is, not the host
                 return Value(Kind.TENSOR, source.device, source.graph if name == "as_tensor" else False, dtype or source.dtype)
+        if name == "from_numpy" and call.args and numpy_built(self.model, self.model.imports.resolve, self.of, call.args[0].value, fn, at):
+            # an array NumPy made here from numbers (`perm[i:i + n]` of `np.random.permutation(len(X))`),
+            # sliced by a loop's index as a batch is, is built on the host: no data in it
+            return Value(Kind.TENSOR, HOST, False, dtype, origin="torch.from_numpy")
         if name in ("tensor", "as_tensor", "from_numpy") and call.args and holds_data(self.model, self.of, self._iterated, call.args[0].value, fn, at, read=name != "from_numpy"):
             # `for x, y in zip(xs, ys): torch.tensor(x).to("cuda")`: the batch the loop draws (as a loader's)
             # or an environment's observation, on the host by nature (no constant built on the device)
             device = self.built_on(device_arg, fn, at)
             return Value(Kind.TENSOR, device, False, dtype)
         if name == "from_numpy":
-            # an array the code fills on the host (`path = np.zeros_like(v)`, then a search writes it)
-            # is built there; one it receives (a batch, an environment's observation) is data
-            built = bool(call.args) and numpy_built(self.model, self.model.imports.resolve, self.of, call.args[0].value, fn, at)
-            return Value(Kind.TENSOR, HOST, False, dtype, origin="torch.from_numpy" if built else None)
+            # one it receives (a batch, an environment's observation) is data
+            return Value(Kind.TENSOR, HOST, False, dtype)
         if name == "from_file" or is_true(_kwarg(call, "pin_memory")):  # data read from disk; a buffer made for copies
             return Value(Kind.TENSOR, HOST if name == "from_file" else self.default_device, False, dtype)
         if name in DETERMINISTIC_FACTORIES | RANDOM_FACTORIES or sized_draw or name in ("from_numpy", "as_strided", "zeros_like"):
@@ -334,10 +336,20 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
         return replace(out, dtype=dtype or out.dtype, graph=False if name in GRAPHLESS else out.graph)
 
     def _iterated(self, expr: cst.BaseExpression, fn: "Function | None", at: "Site | None") -> bool:
-        """A name bound by an enclosing `for` loop's target (and not reassigned since)."""
+        """A name bound by an enclosing `for` loop's target (and not reassigned since), other than the
+        count of a `for z in range(n):` (`torch.tensor(z)` is a number the code chose, not data)."""
         if not isinstance(expr, cst.Name) or at is None or self.model.reaching(fn, expr.value, at):
             return False
-        return self._loop_variable(fn, expr.value, at) is not None  # type: ignore[attr-defined]
+        drawn = self._loop_variable(fn, expr.value, at)  # type: ignore[attr-defined]
+        return drawn is not None and not self._counted(expr.value, at)
+
+    def _counted(self, name: str, at: "Site") -> bool:
+        """`name` is the target of the innermost loop binding it, and that loop runs over `range(...)`."""
+        for loop in reversed(at.loops):
+            if isinstance(loop.node, cst.For) and name in target_names(loop.node.target):
+                it = loop.node.iter
+                return isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range" and isinstance(loop.node.target, cst.Name)
+        return False
 
     def _method_call(self, method: str, receiver: cst.BaseExpression, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
         m = self.model

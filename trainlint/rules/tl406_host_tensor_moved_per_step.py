@@ -171,9 +171,9 @@ for x in loader:
 """
     not_flagged = (
         "Moving the batch from the DataLoader (`x.to(device)`: use `pin_memory=True` and `non_blocking=True`), a host tensor a count of the batch's data is added to (`tokens += (labels != pad).sum()`; a factory's tensor scaled by a factor, `torch.arange(half) * -scale`, is still the factory's and is flagged), a host tensor the function fills with the batch's own values before moving it (a padded batch: `seq_tensor[i, :n] = torch.LongTensor(seq)`), or that a function of the module fills so and returns (a histogram of each image's labels: `vect[i] = torch.histc(target[i].cpu().float(), ...) > 0`), filled with numbers, host constants or device values it is flagged, a tensor built under a test that changes from round to round (`if step == 0:`, `if buf is None:`, a random draw) before the move rebinds it (then it moves once), or "
-        "the batch a loop draws from in-memory data (`torch.tensor(x).to(device)` for `x` of `zip(xs, ys)`, also in a helper every call hands it to, and the batch's own lists unpacked: `torch.LongTensor([*map(len, comp_ids)]).cuda()`, `[*chain(*comp_ids)]`; a "
+        "the batch a loop draws from in-memory data (`torch.tensor(x).to(device)` for `x` of `zip(xs, ys)`, not the count of a `for z in range(n):`, also in a helper every call hands it to, and the batch's own lists unpacked: `torch.LongTensor([*map(len, comp_ids)]).cuda()`, `[*chain(*comp_ids)]`; a "
         "`torch.from_numpy` of an array NumPy built in the step from numbers, `np.zeros_like(v)` filled on the host, "
-        "a `np.meshgrid` of `np.arange`s raveled, stacked and transposed, a draw of a count `np.random.permutation(n)` or of such an array `npr.choice(np.arange(0, n), size=k)`, one indexed (`np.arange(n)[None, :]`), "
+        "a `np.meshgrid` of `np.arange`s raveled, stacked and transposed, a draw of a count `np.random.permutation(n)` or of such an array `npr.choice(np.arange(0, n), size=k)`, one indexed (`np.arange(n)[None, :]`) or sliced by the loop's index as a batch is (`perm[i:i + n]`), "
         "an array of numbers written in the code `np.array([1, 0, 0, 0, 1, 0, 0, 0, 1])`, the labels of an episode `np.repeat(range(n_way), n_query)`, "
         "is flagged, while a shuffle or a stack of the batch's own arrays is data), rows a comprehension makes of a collection the code holds (a batched seq2seq's `torch.LongTensor([pad_seq(s, n) for s in input_seqs]).cuda()` of pairs drawn from the corpus; "
         "rows made of a `range`, of a string written in the code, or of a tensor's elements read back with `.item()` are flagged), a batch a loader cuts from the data it holds at a position it computes "
@@ -183,7 +183,7 @@ for x in loader:
         "part of what a function returned: `states, rewards = memory.sample(n)`, then `torch.FloatTensor(states).to(device)`, or a field of it, `torch.tensor(batch[\"actions\"])` of `batch = buffer.sample(n)`, also such fields joined by NumPy, `np.concatenate([obs, goal], axis=1)`; the loader's batch converted, augmented and wrapped again, `points = points.data.numpy()`, then `torch.Tensor(points).cuda()` or `torch.tensor(states, dtype=torch.float).to(device)`, also through NumPy's conversions and arithmetic with a number (`torch.FloatTensor(1 - np.float32(dones))`), and an observation a rollout rebinds to its own tensor (`state = torch.FloatTensor(state).to(device)`) or hands to a method of this module (`get_action(state)`); also in the buffer's own `sample`, `torch.FloatTensor(self.state[ind])` of the arrays its `add` fills), a tensor built and moved only while its name is unset (`br = x.cuda() if br is None else br`), a pinned buffer (`pin_memory=True`, "
         "made to be copied) and what `torch.from_file` reads, an environment's observation (`torch.tensor([self.state]).cuda()` of what `env.reset()` or "
         "`env.step(action)` returned, also `torch.FloatTensor(state)` in a policy's `select_action(state)` that the script calls with its observation, reshaped or copied: `state = copy.copy(next_state)`), "
-        "rows picked by an index from a tensor the code holds (`storage[idx].cuda()`, `Variable(feats.index_select(0, idx)).cuda()`; rows of a factory's tensor built in the step are flagged), a tensor an object keeps and replaces with its copy (`self.window = self.window.to(x)`), "
+        "rows picked by an index from a tensor the code holds (`storage[idx].cuda()`, `Variable(feats.index_select(0, idx)).cuda()`; rows of a factory's tensor built in the step are flagged, as are new axes of one, `torch.eye(n)[:, :, None, None].to(x.device)`), a tensor an object keeps and replaces with its copy (`self.window = self.window.to(x)`), "
         "casts (`.to(torch.long)`, `.to(dtype)`, `.to(dtype=...)`), moves to the host (`.to(\"cpu\")`), factories that "
         "already pass `device=` (or in a module that sets a CUDA default with `torch.set_default_device`, or that a script importing it may set one for: ssd.pytorch's `train.py` calls `torch.set_default_tensor_type(\"torch.cuda.FloatTensor\")`, so its loss's `torch.Tensor(num, n, 4)` is built on the device; elsewhere that legacy constructor of the default type builds on the host and is flagged, as are the typed ones, `torch.LongTensor(n)`), an empty one (`torch.Tensor([]).to(device)`: nothing crosses), a branch only a call passing an optional argument takes (the `else` of `if batch_size is None:` in a `forward` that every training step, in another module, calls as `model(text)`; the prediction after training passes `batch_size`), and code outside training steps (the `forward` of each block of an `nn.ModuleList` or `nn.Sequential` the step's model runs is inside them, as TL401's page says; code past a `continue` or `return` of its block is not). The fix is safe (applied by `--fix`) only when "
         "the argument is surely a device (`\"cuda:0\"`, `torch.device(...)`, a tensor's `.device`, or a name bound "
@@ -380,9 +380,14 @@ def _minibatch(receiver: cst.BaseExpression) -> bool:
         return False
     for element in receiver.slice:
         index = element.slice
-        if isinstance(index, cst.Index) and not isinstance(index.value, (cst.Integer, cst.UnaryOperation)):
-            return True
+        if isinstance(index, cst.Index) and not isinstance(index.value, (cst.Integer, cst.UnaryOperation, cst.Ellipsis)) and not _new_axis(index.value):
+            return True  # (`torch.eye(n)[:, :, None, None]` adds axes: it picks nothing)
     return False
+
+
+def _new_axis(expr: cst.BaseExpression) -> bool:
+    """`None` as an index: a new axis."""
+    return isinstance(expr, cst.Name) and expr.value == "None"
 
 
 def _moved_once(model: TrainingModel, call: Call) -> bool:
