@@ -168,3 +168,19 @@ def test_a_python_2_package_re_exports_its_modules_by_implicit_relative_star_imp
     more = {**files, "models/metrics.py": METRICS + "".join(f"\n\nclass {c}(nn.Module):\n    def forward(self, x, label):\n        return x\n" for c in extra),
             "train.py": ARCFACE.replace("else:", "".join(f"elif opt.metric == '{c}':\n    metric_fc = {c}()\n" for c in extra) + "else:")}
     assert findings(write(tmp_path / "q", more)) == []
+
+
+def test_a_name_a_sibling_module_star_imports_from_the_package_above_is_the_one_it_binds(tmp_path: Path) -> None:
+    # DeepRL: `agent/ddpg.py` gets `sync_all` through `from .base import *`, whose `from ..utils import *`
+    # names the package above both; a package beside them, star-importing the same way, binds it too
+    train = step("sync_all()", "from .base import *").replace("def fit(", "def fit_ddpg(")
+    files = {
+        "rl/__init__.py": "", "rl/utils/__init__.py": "from .torch_utils import *\n", "rl/utils/torch_utils.py": UTILS,
+        "rl/agent/__init__.py": "", "rl/agent/base.py": "import torch\nfrom ..utils import *\n", "rl/agent/ddpg.py": train,
+    }
+    project = write(tmp_path / "p", files)
+    assert findings(project) == [("torch_utils.py", 8, "TL402", ["ddpg.py:7"])]
+    # near miss: a sibling whose own star import names a package the importer is not in binds nothing here
+    files["rl/agent/base.py"] = "import torch\n"
+    project = write(tmp_path / "q", files)
+    assert findings(project) == []

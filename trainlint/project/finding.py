@@ -9,16 +9,29 @@ from pathlib import Path
 
 from trainlint.project.roots import LIBRARY_ROOTS, installed_elsewhere, real_path, roots
 from trainlint.model.summary import ModuleSummary
-from trainlint.project.star_imports import STAR, public_names
+from trainlint.project.star_imports import MAX_STAR_DEPTH, STAR, public_names
 from trainlint.project.watching import note, note_all, watching
 from trainlint.reading import EXISTS, State, module_code, probe_state, read_state
-
-MAX_STAR_DEPTH = 3  # `from .a import *` in a module that star-imports another, and so on
 
 
 def _same(a: Path, b: Path) -> bool:
     """Whether two spellings name one file (a relative and an absolute one)."""
     return a == b or os.path.abspath(a) == os.path.abspath(b)
+
+
+def _respelled(name: str, module: Path, importer: Path) -> str | None:
+    """A relative name as `importer` spells it, where `module` spells it so (`..utils.to_np` of
+    `agent/base.py`, for `agent/ddpg.py` beside it): the package it names must hold the importer."""
+    dots = len(name) - len(name.lstrip("."))
+    target = module.parent
+    for _ in range(dots - 1):
+        target = target.parent
+    here, ups = importer.parent, 0
+    while not _same(here, target):
+        if here.parent == here or ups >= MAX_STAR_DEPTH:
+            return None
+        here, ups = here.parent, ups + 1
+    return "." * (ups + 1) + name.lstrip(".")
 
 
 def _top_package(importer: Path, base: Path) -> Path:
@@ -101,9 +114,9 @@ class ModuleFinder:
             if name.startswith("*"):  # its own star import: what that binds, spelled from here
                 beside = self._implicitly_relative(path, spelled, from_file) and path.name == "__init__.py" and not level
                 for k, v in self.star_names(str(path), spelled, depth + 1).items():
-                    if v.startswith(".."):  # (relative to a package above the module's: not spelled from here)
-                        continue
-                    if v.startswith("."):  # (relative to the module's package; `..utils` + `.torch_utils.to_np`)
+                    if v.startswith(".."):  # (relative to a package above the module's: spelled again from here)
+                        v = _respelled(v, path, Path(from_file)) or ""
+                    elif v.startswith("."):  # (relative to the module's package; `..utils` + `.torch_utils.to_np`)
                         v = f"{module}{v}" if path.name == "__init__.py" else v if _same(Path(from_file).parent, path.parent) else ""
                     elif beside and v.startswith(f"{spelled}."):
                         v = f"{module}.{v}"  # (Python 2's `from metrics import *` in `models/__init__.py`: `models.metrics`)

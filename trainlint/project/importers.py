@@ -22,7 +22,7 @@ from trainlint.project.outline_moves import moves_fact
 from trainlint.project.outline_effects import add_effects, bound_targets as _targets, explicit_parameters, imported_names, own_statements as _own_statements, spelled as _spelled
 from trainlint.project.outline_returns import ReturnedClasses
 from trainlint.project.roots import IMPORT_TEXT
-from trainlint.project.star_imports import STAR
+from trainlint.project.star_imports import STAR, star_reached
 from trainlint.project.watching import note, unwatched
 from trainlint.reading import MAX_MODULE_BYTES, MAX_PROJECT_MODULES, State, module_code, project_modules, project_state, read_regular, read_state
 
@@ -439,11 +439,13 @@ def importers_in(
     target: Path,
     outline: Callable[[Path], ModuleSummary],
     resolve: Callable[[Path, tuple[tuple[str, int], ...]], frozenset[Path]],
+    star: bool = True,
 ) -> tuple[list[Path], frozenset[Path]]:
     """The files of `index` whose imports name module `target` (`Project.importers`): those whose
     import statements name a word of it and one of which `resolve`s to it as the file's interpreter finds
     modules (`torch.distributed` in a file of the torch package is the library's, not the local
-    `distributed/`); training code first, and those among them with training code."""
+    `distributed/`), and those that star-import a module star-importing it (`from .base import *` of
+    a `base.py` doing `from ..utils import *`); training code first, and those among them with training code."""
     word = target.parent.name if target.name == "__init__.py" else target.stem
 
     def imports(importer: Path, module: Path) -> bool:
@@ -454,8 +456,6 @@ def importers_in(
         return module in named or Path("*") in named
 
     out = [f for f in index.by_word.get(word, ()) if f != target and imports(f, target)]
-    # those with training code first (they may call it every step), notebooks after modules
-    out.sort(key=lambda f: (f not in index.training, f.suffix == ".ipynb"))
     if target.name != "__init__.py" and (target.parent / "__init__.py").is_file():
         # `from pkg import Class` through the package's __init__; a package's name is a common word
         # (`utils`): such an importer must also name something the module defines
@@ -469,6 +469,13 @@ def importers_in(
             note(state)
             if data is not None and (b"import *" in data or any(name in data for name in names)):
                 out.append(importer)
+    if star:
+        def theirs(module: Path) -> list[Path]:
+            return importers_in(index, module, outline, resolve, star=False)[0]
+
+        out.extend(f for f in star_reached(target, out, theirs, resolve) if f not in out)
+    # those with training code first (they may call it every step), notebooks after modules
+    out.sort(key=lambda f: (f not in index.training, f.suffix == ".ipynb"))
     return out, frozenset(f for f in out if f in index.training)
 
 

@@ -4,10 +4,15 @@
 from __future__ import annotations
 
 import ast
+from pathlib import Path
+from typing import Callable
 
 from trainlint.project.python_trees import python_tree
+from trainlint.project.watching import note
+from trainlint.reading import module_code, read_state
 
 STAR = "*"  # an outline's key for a star import it makes (`*.misc`), to the module it names
+MAX_STAR_DEPTH = 3  # `from .a import *` in a module that star-imports another, and so on
 
 
 def public_names(source: str) -> dict[str, str]:
@@ -46,3 +51,28 @@ def public_names(source: str) -> dict[str, str]:
     if listed is not None:
         return {k: v for k, v in names.items() if k in listed or k.startswith("*")}
     return {k: v for k, v in names.items() if not k.startswith("_")}
+
+
+def star_reached(
+    target: Path, direct: list[Path], importers_of: Callable[[Path], list[Path]], resolve: Callable[[Path, tuple[tuple[str, int], ...]], frozenset[Path]], depth: int = 0,
+) -> list[Path]:
+    """The files that bind `target`'s names through star imports of a module that star-imports it
+    (`from .base import *` of a `base.py` doing `from ..utils import *`), to `MAX_STAR_DEPTH` modules:
+    `direct` are `target`'s own importers, `importers_of` gives another module's, `resolve` the files
+    an importer's (module, level) imports name."""
+    reached: list[Path] = []
+    for re_exporter in [f for f in direct if depth < MAX_STAR_DEPTH and _star_imports(f, target, resolve)]:
+        theirs = importers_of(re_exporter)
+        found = [f for f in theirs if _star_imports(f, re_exporter, resolve)] + star_reached(re_exporter, theirs, importers_of, resolve, depth + 1)
+        reached.extend(f for f in found if f != target and f not in reached)
+    return reached
+
+
+def _star_imports(importer: Path, module: Path, resolve: Callable[[Path, tuple[tuple[str, int], ...]], frozenset[Path]]) -> bool:
+    """Whether `importer` does `from module import *`: it binds every public name `module` binds."""
+    state, data = read_state(str(importer))
+    note(state)
+    if data is None or b"import *" not in data:
+        return False
+    stars = tuple((s.lstrip("."), len(s) - len(s.lstrip("."))) for key, s in public_names(module_code(importer.name, data)).items() if key.startswith(STAR))
+    return bool(stars) and module in resolve(importer, stars)
