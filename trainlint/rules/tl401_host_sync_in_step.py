@@ -12,7 +12,7 @@ from trainlint.model import Call, Site, TrainingModel
 from trainlint.model.environments import feeds_batch_source, feeds_environment
 from trainlint.model.extract import calls_in
 from trainlint.model.host_reads import (
-    header_calls as _header_calls, is_metric_log as _is_metric_log, truth_tested as _truth_tested, reported_at_callers as _reported_at_callers, passes_device_tensor as _passes_device_tensor,
+    drained_by, header_calls as _header_calls, is_metric_log as _is_metric_log, truth_tested as _truth_tested, reported_at_callers as _reported_at_callers, passes_device_tensor as _passes_device_tensor,
     GIVEN_A_TENSOR, SYNC_METHODS, bare_numpy as _bare_numpy, chain_base as _chain_base, copies_to_host as _copies_to_host,
     count_argument as _count_argument, count_on_device as _count_on_device, converted_on_host as _converted_on_host, device_tensor as _device_tensor, formats_tensor as _formats_tensor, orders_tensors as _orders_tensors,
     in_optimizer_class as _in_optimizer_class, index_reads as _index_reads, INDEX_READS, sized_by_device_tensor as _sized_by_device_tensor, typed_to_host,
@@ -104,7 +104,8 @@ for step, (x, y) in enumerate(loader):
         "environment, in its module or in the script that calls it: `action = (policy.select_action(state) + noise).clip(-1, 1)`, then `env.step(action)`; also an action computed from the copy: `dist = self(state).data.cpu()`, then `return (dist * atoms).sum(2).argmax(1).numpy()[0]`) or priorities handed back to the replay buffer that gave the batch "
         "(`rb.update_priorities(data.indices, td_error.cpu().numpy())`, also with the indices unpacked beside the batch: `state, ..., indices, weights = buffer.sample(n, beta)`), which the algorithm needs. Under an `if` whose test reads a "
         "tensor (`if loss.item() > 1.0: print(loss.item())`), only the test is reported: the body (and the `else`) runs when the "
-        "data says so, after the test's sync. A test's operands are read in Python's order: a flag after a tensor test gates nothing "
+        "data says so, after the test's sync; so does the rest of the block after such an `if` that exits early (`if loss == 0: continue`), until the step "
+        "queues device work again: `float(loss)` after `loss.backward()` and `optimizer.step()` waits for both and is reported. A test's operands are read in Python's order: a flag after a tensor test gates nothing "
         "(`if (t.isnan().any() or t.isinf().any()) and DEBUG:` reads a tensor every step), a flag before it does "
         "(`if DEBUG and t.isnan().any():`, `if queue_full or not torch.all(q == 0):`). `float(x)`/`print(x)`/f-strings only "
         "when `x` is known to be a tensor at that point: a name rebound to `loss.item()` is a number. `loss.data[0]` taken as a number (added up, appended, handed to a meter's `update`, printed) is PyTorch 0.3's `.item()` and is flagged; `out.data[0]` handed to anything else is the first row, a tensor. A torch factory sized by a tensor on the device reads it on the host first (`torch.arange(lengths.max())`, `torch.randn(b, lengths.max(), 2)`, a tensor's own `dur.new_zeros([b, word_id.max() + 1])`); a shape (`x.shape[1]`) is a number. The "
@@ -331,10 +332,7 @@ for x, y in loader:
             id(cond.node) for cond in model.conditions
             if cond.kind == "if" and id(cond.node) not in synced_tests and any(id(c) in read_nodes for c in calls_in(cond.node))
         )
-
-        def after_sync(site: Site) -> bool:  # (in the body of such an `if`, or in its `else`)
-            return any(n is not None and id(n.test) in synced_tests for n in (*site.gate_nodes, *site.else_of))
-
+        after_sync = drained_by(model, synced_tests, per_step)
         syncs: list[_Sync] = []
         for call, described in reads:
             if not after_sync(call.site):
