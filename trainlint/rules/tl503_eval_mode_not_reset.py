@@ -56,7 +56,7 @@ for epoch in range(epochs):
     model.eval()
     evaluate(model)
 """
-    not_flagged = "Modules that call `.train()` on the same model anywhere (the evaluation helper may restore it), `eval()` outside the training loops, `eval()` on names that are not models, and `eval()` where every optimizer the loop steps holds only tensors its function made (`Adam([latent])`: a latent code fitted through a decoder kept in eval mode, whose weights no step trains)."
+    not_flagged = "Modules that call `.train()` on the same model anywhere (the evaluation helper may restore it), `eval()` outside the training loops, `eval()` on names that are not models, `eval()` where every optimizer the loop steps holds only tensors its function made (`Adam([latent])`: a latent code fitted through a decoder kept in eval mode, whose weights no step trains), and any `eval()` of a model that a training function itself switches to eval mode before its step loop, or at the top of each step before the backward (a linear probe on frozen features, simsiam's `main_lincls.py`: its evaluations leave the mode the training chose)."
     verification = "`trainlint verify run` checks whether the model is in eval mode at each optimizer step."
     valid = (
         """
@@ -96,8 +96,11 @@ for epoch in range(3):
         if any((summary := model.call_summary(c)) is not None and summary.sets_train_mode for c in model.calls):
             return  # a helper (an epoch function in another module) puts the model back in training mode
         reachable = model.called_from(loops)
+        # a function with a step loop that switches a module to eval mode before that loop trains it in
+        # eval mode by design (a linear probe on frozen features): no switch of that module is a slip
+        by_design = {c.receiver_text for c in model.calls if c.method == "eval" and not c.node.args and _before_own_step_loop(model, c)}
         for call in model.calls:
-            if call.method != "eval" or call.node.args or not call.receiver_text:
+            if call.method != "eval" or call.node.args or not call.receiver_text or call.receiver_text in by_design:
                 continue
             if set(tokens(call.receiver_text)) & NOT_TRAINED_WORDS:
                 continue
@@ -107,6 +110,19 @@ for epoch in range(3):
                 continue  # (`Adam([latent])`: the loop fits a code for the module in eval mode, never its weights)
             if any(l in loops for l in call.site.loops) or call.site.function in reachable:
                 yield Finding(call.node, f"`{call.receiver_text}.eval()` runs inside the training loop and nothing calls `.train()` again: later steps train without dropout and with frozen batch-norm statistics")
+
+
+def _before_own_step_loop(model: TrainingModel, call: Call) -> bool:
+    """`model.eval()` at the top of a `train()` whose step loop follows, or at the top of that loop's body
+    (ungated, before the step's backward): the step trains in eval mode by design."""
+    fn = call.site.function
+    if fn is None:
+        return False
+    if not call.site.loops:
+        return any(loop.is_step and loop.function is fn and all(call.site.order < c.site.order for c in loop.direct_calls) for loop in model.loops)
+    loop = call.site.loops[-1]
+    updates = [c.site.order for c in model.calls if loop in c.site.loops and (model.is_backward(c) or model.is_optimizer_step(c))]
+    return loop.is_step and loop.function is fn and not any(call.site.gate_nodes) and bool(updates) and call.site.order < min(updates)
 
 
 def _fits_tensors_only(model: TrainingModel, call: Call, loops: frozenset[Loop]) -> bool:
