@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import libcst as cst
+
 from trainlint.diagnostics import Severity
 from trainlint.model import Call, TrainingModel
 from trainlint.model.environments import AFTER, BACKWARD
+from trainlint.model.names import root_name, target_names
 from trainlint.model.torchnames import is_true
 from trainlint.rules.rule import Finding, Rule
 
@@ -56,7 +59,8 @@ for x, y in loader:
         "A `retain_graph=True` backward followed by another backward in the same step (two losses over one "
         "graph, the GAN pattern; also in a helper that other modules call every step, each before a backward of its own: "
         "`calculate_lambda` taking `autograd.grad(..., retain_graph=True)` before its caller's `loss.backward()`), `retain_graph` given a non-literal value (`retain_graph=i < n - 1`), "
-        "`create_graph=True` alone, and calls outside training steps."
+        "`create_graph=True` alone, a backward per loss in a loop of its own inside the step over the losses one forward computed before it "
+        "(`for name, loss in losses: accelerator.backward(loss, retain_graph=True)`; a loop running a forward per round is reported), and calls outside training steps."
     )
     verification = (
         "`trainlint verify` measures the growth per step of an accumulated graph's autograd nodes. "
@@ -103,7 +107,7 @@ def train_step(batch):
             # penalty), so the graph must survive until that backward consumes it
             if is_true(call.kwarg("create_graph")):
                 continue
-            if any(_same_step_later(call, other) for other in grads) or _consumed_by_caller(model, call, grads):
+            if any(_same_step_later(call, other) for other in grads) or _per_loss(model, call) or _consumed_by_caller(model, call, grads):
                 continue
             yield Finding(
                 call.kwarg_node("retain_graph") or call.node,
@@ -127,6 +131,21 @@ def _consumed_by_caller(model: TrainingModel, call: Call, grads: list[Call]) -> 
         any(_same_step_later(site_call, other) for other in grads)
         for site_call in callers
     )
+
+
+def _per_loss(model: TrainingModel, call: Call) -> bool:
+    """`for name, loss in losses: accelerator.backward(loss, retain_graph=True)`: a backward per loss of
+    one step, in a loop of its own within the step over losses computed before it (from one graph), each
+    consumed by the next round's; not a loop that runs a forward per round (`env_loss` of each
+    environment's own graph, which no later backward needs)."""
+    inner = call.site.loops[-1] if call.site.loops else None
+    if inner is None or inner.is_step or inner.function is not call.site.function or not isinstance(inner.node, cst.For) or not model.in_step(call.site):
+        return False
+    positional = [a.value for a in call.node.args if a.keyword is None and not a.star]
+    given = positional[0] if positional else call.receiver  # (`accelerator.backward(loss)`, `loss.backward()`)
+    while isinstance(given, cst.BinaryOperation):  # (`discr_loss / self.grad_accum_every`)
+        given = given.left
+    return given is not None and root_name(given) in target_names(inner.node.target)
 
 
 def _same_step_later(call: Call, other: Call) -> bool:
