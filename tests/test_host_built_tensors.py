@@ -179,3 +179,72 @@ def test_a_count_of_range_wrapped_and_moved_is_built_on_the_host() -> None:
 def test_an_element_of_data_the_loop_draws_is_data() -> None:
     code = HEAD_INDEX.replace("for z in range(ensemble_size):", "for z in batch.rows:")
     assert lines(code, "TL406") == []
+
+
+# mimicry's self-supervised rotation labels: each a NumPy array of a Python number the code chose,
+# collected and concatenated, then copied to the images' device every step
+ROTATION_LABELS = """
+import numpy as np
+import torch
+
+
+def rotate_batch(images):
+    n = images.shape[0]
+    choices = [(i, i * 4 // n) for i in range(n)]
+    rotated, labels = [], []
+    for i in range(n):
+        idx, rot_label = choices[i]
+        rotated.append(torch.rot90(images[idx], rot_label, (1, 2)).unsqueeze(0))
+        label = torch.from_numpy(np.array(rot_label))
+        labels.append(torch.unsqueeze(label, 0))
+    out = torch.cat(rotated, dim=0)
+    return out, torch.cat(labels, dim=0).to(out.device)
+
+
+def train(model, loader, optimizer):
+    for x in loader:
+        images, labels = rotate_batch(x.cuda())
+        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_an_array_of_a_number_the_code_chose_is_built_on_the_host() -> None:
+    assert lines(ROTATION_LABELS, "TL406") == [16]
+
+
+def test_an_array_of_the_batchs_own_labels_is_data() -> None:
+    code = ROTATION_LABELS.replace("def rotate_batch(images):", "def rotate_batch(images, targets=None):").replace(
+        "np.array(rot_label)", "np.array(targets[idx])"
+    )
+    assert lines(code, "TL406") == []
+
+
+# LaViLa's fine-tuning maps each verb label through a table: the labels were read back from the
+# device (`target.tolist()`), so the tensor built from them crosses to the device a second time
+READ_BACK = """
+import torch
+import torch.nn.functional as F
+
+
+def train(model, loader, optimizer, mapping):
+    for images, target in loader:
+        images, target = images.cuda(), target.cuda()
+        output = model(images)
+        verbs = torch.tensor([mapping[a] for a in target.tolist()]).cuda()
+        loss = F.cross_entropy(output, verbs)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_values_read_back_from_the_device_and_moved_again_are_flagged() -> None:
+    assert lines(READ_BACK, "TL406") == [10]
+
+
+def test_the_loaders_own_labels_mapped_before_the_move_are_data() -> None:
+    code = READ_BACK.replace("images, target = images.cuda(), target.cuda()", "images = images.cuda()")
+    assert lines(code, "TL406") == []

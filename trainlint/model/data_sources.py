@@ -153,8 +153,8 @@ def numpy_built(
             return True
         if name in ("random.permutation", "random.choice"):  # of a count, not of an array (which shuffles data)
             return bool(args) and (_a_count(args[0]) or value_of(args[0], fn, at).kind is Kind.NUMBER or built(args[0]))
-        if name in ("array", "asarray") and args and _numbers(args[0], resolve):  # `np.array([1, 0, 0, 0, 1, 0])`
-            return True
+        if name in ("array", "asarray") and args and (_numbers(args[0], resolve) or value_of(args[0], fn, at).kind is Kind.NUMBER):
+            return True  # `np.array([1, 0, 0, 0, 1, 0])`, `np.array(rot_label)` of a number the code chose
         if name in NUMPY_COMBINING and args:
             return all(built(e.value) for a in args for e in (a.elements if isinstance(a, (cst.Tuple, cst.List)) else [cst.Element(a)]))
         if name in NUMPY_ELEMENTWISE and args:

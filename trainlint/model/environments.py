@@ -14,7 +14,7 @@ import libcst as cst
 
 from trainlint.model.arguments import argument_for
 from trainlint.model.data_sources import NUMPY_COMBINING, bound_to_read_data, drawn, read_data, stored_rows
-from trainlint.model.lattice import HOST, Kind
+from trainlint.model.lattice import ACCEL, HOST, Kind
 from trainlint.model.gates import child_nodes
 from trainlint.model.names import dotted, target_names
 from trainlint.model.walk import iter_nodes
@@ -166,7 +166,9 @@ def holds_data(
     if isinstance(given, cst.Name) and at is not None and at.statement is not None and _comprehension_drawn(at.statement, given.value):
         return True
     if isinstance(given, (cst.ListComp, cst.GeneratorExp)) and _drawn_for(given.for_in) and _held_data(given, value_of(given.for_in.iter, fn, at)):
-        return True  # `[pad_seq(s, n) for s in input_seqs]`: rows made from a collection the code holds
+        # `[pad_seq(s, n) for s in input_seqs]`: rows made from a collection the code holds (not from values
+        # read back from the device, `[mapping[a] for a in target.tolist()]`: those crossed once already)
+        return not _read_back(given.for_in.iter, value_of, fn, at)
     if isinstance(given, cst.List) and given.elements and all(isinstance(e, cst.StarredElement) for e in given.elements):
         # `[*map(len, comp_ids)]`, `[*chain(*comp_ids)]` of the batch's own lists: what they hold, unpacked
         return all(_unpacks_data(model, value_of, iterated, e.value, fn, at, read, depth) for e in given.elements)
@@ -243,6 +245,16 @@ def _held_data(comprehension: cst.ListComp | cst.GeneratorExp, drawn_from: "Valu
         isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "item" and dotted(n.func.value) in drawn
         for n in iter_nodes(comprehension.elt)
     )
+
+
+def _read_back(expr: cst.BaseExpression, value_of: "Callable[..., Value]", fn: "Function | None", at: "Site | None") -> bool:
+    """`target.tolist()` or `x.cpu().numpy()` of a tensor on the accelerator: values copied back to the host."""
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("tolist", "numpy")):
+        return False
+    inner = expr.func.value
+    while isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and inner.func.attr.value in ("cpu", "detach"):
+        inner = inner.func.value
+    return value_of(inner, fn, at).device == ACCEL
 
 
 def _drawn_for(clause: cst.CompFor) -> bool:
