@@ -58,7 +58,8 @@ for x, y in loader:
     not_flagged = (
         "A `retain_graph=True` backward followed by another backward in the same step (two losses over one "
         "graph, the GAN pattern; also in a helper that other modules call every step, each before a backward of its own: "
-        "`calculate_lambda` taking `autograd.grad(..., retain_graph=True)` before its caller's `loss.backward()`), `retain_graph` given a non-literal value (`retain_graph=i < n - 1`), "
+        "`calculate_lambda` taking `autograd.grad(..., retain_graph=True)` before its caller's `loss.backward()`, also through a `forward` "
+        "of its module whose loss the trainer backpropagates), `retain_graph` given a non-literal value (`retain_graph=i < n - 1`), "
         "`create_graph=True` alone, a backward per loss in a loop of its own inside the step over the losses one forward computed before it "
         "(`for name, loss in losses: accelerator.backward(loss, retain_graph=True)`; a loop running a forward per round is reported), and calls outside training steps."
     )
@@ -116,10 +117,12 @@ def train_step(batch):
             )
 
 
-def _consumed_by_caller(model: TrainingModel, call: Call, grads: list[Call]) -> bool:
+def _consumed_by_caller(model: TrainingModel, call: Call, grads: list[Call], depth: int = 0) -> bool:
     """The retaining helper is called from a step that backpropagates after the call returns: in this
     module, or, where only other modules call it every step, in each of those calls' functions
-    (`lam = calculate_lambda(...)` taking `autograd.grad(..., retain_graph=True)`, then `loss.backward()`)."""
+    (`lam = calculate_lambda(...)` taking `autograd.grad(..., retain_graph=True)`, then `loss.backward()`),
+    also through one function of this module between them (a `forward` computing the adaptive weight,
+    whose loss the trainer of another module backpropagates)."""
     fn = call.site.function
     if fn is None:
         return False
@@ -128,7 +131,7 @@ def _consumed_by_caller(model: TrainingModel, call: Call, grads: list[Call]) -> 
     if external:
         return all(f == BACKWARD for f in external)
     return any(
-        any(_same_step_later(site_call, other) for other in grads)
+        any(_same_step_later(site_call, other) for other in grads) or (depth < 1 and _consumed_by_caller(model, site_call, grads, depth + 1))
         for site_call in callers
     )
 
