@@ -131,3 +131,64 @@ def train(player, optimizer, num_steps, hidden_size):
 def test_the_end_of_an_episode_gates_while_the_steps_that_continue_one_do_not() -> None:
     # dgriff777/rl_a3c_pytorch: `if player.done:` runs once per episode; `if not player.done:` on the other updates
     assert lines(A3C_WORKER, "TL406") == [15, 18]
+
+
+EXITS = """
+import torch
+
+
+def train(model, loader, opt):
+    for step, (x, y) in enumerate(loader):
+        x, y = x.cuda(), y.cuda()
+        if step % 100 == 0:
+            print("at", step)
+            continue
+        loss = (model(x) - y).pow(2).mean()
+        print(loss.item())
+        loss.backward()
+        opt.step()
+
+
+def match(model, outputs, targets):
+    for b in range(len(targets)):
+        num_insts = len(targets[b])
+        if num_insts == 0:
+            continue
+        cost = outputs[b].softmax(-1)
+        print(cost.max().item())
+
+
+def maybe_average(step, last, interval):
+    if step - last < interval:
+        return
+    moved = torch.ones(8, device="cuda").sum()
+    print(moved.item())
+"""
+
+
+def test_an_early_exit_on_a_gate_leaves_the_rest_to_every_other_step() -> None:
+    # what an exit on one step in a hundred skips runs on the ninety-nine others; a count compared with
+    # zero (DiffusionDet's matcher skipping an image without boxes) exits for some items, not most steps;
+    # an exit until `interval` steps have passed leaves the rest to one step in `interval`
+    called = "\n\ndef step(model, opt, outputs, targets, i):\n    match(model, outputs, targets)\n    maybe_average(i, 0, 100)\n    opt.step()\n"
+    assert lines(EXITS + called, "TL401") == [12, 23]
+
+
+def test_a_while_on_a_device_value_reads_it_and_its_body_runs_when_the_data_says_so() -> None:
+    # DiffusionDet's dynamic-k matching: the test reads the device every time; what its body reads
+    # runs only when the data leaves a box unmatched (one finding, the test's)
+    code = """
+    import torch
+
+    def train(model, loader, opt):
+        for x in loader:
+            cost = model(x.cuda())
+            matching = torch.zeros_like(cost)
+            while (matching.sum(0) == 0).any():
+                matching[:, cost.argmin(1)] = 1.0
+                if (matching.sum(1) > 1).sum() > 0:
+                    matching *= 0
+            (cost * matching).sum().backward()
+            opt.step()
+    """
+    assert lines(code, "TL401") == [8]

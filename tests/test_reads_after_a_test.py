@@ -40,3 +40,12 @@ def test_an_else_branch_of_the_test_stays_after_it() -> None:
         "            continue\n", "            pass\n        else:\n            history.append(float(loss))\n"
     )
     assert lines(code, "TL401") == [9]
+
+
+def test_a_scheduler_step_queues_nothing_on_the_device() -> None:
+    # `scheduler.step()` between the test and the read changes a learning rate on the host: the read
+    # still waits for nothing (the optimizer's step, after it, would queue work again)
+    code = SKIP_ZERO_LOSS.replace("        history.append(float(loss))\n", "").replace(
+        "            continue\n", "            continue\n        scheduler.step()\n        history.append(float(loss))\n"
+    ).replace("def train(model, loader, optimizer, history):", "def train(model, loader, optimizer, history, scheduler):")
+    assert lines(code, "TL401") == [9]

@@ -11,12 +11,11 @@ import libcst as cst
 from trainlint.model.arguments import BUILTINS as _BUILTINS, argument_for
 from trainlint.model.candidates import candidate_classes, chosen_note
 from trainlint.model.facts import ClassInfo, Assign, Call, Function, Site
-from trainlint.model.hooks import FRAMEWORK_WORDS, LIBRARY_HOOK_NAMES, library_argument, library_model_parameter, library_step_hook
+from trainlint.model.hooks import FRAMEWORK_WORDS, LIBRARY_HOOK_NAMES, library_argument, library_model_parameter, library_step_hook, registered_hook
 from trainlint.model.containers import what_a_call_runs
 from trainlint.model.engine_hooks import engine_step_functions
 from trainlint.model.lattice import Kind, Value, origins
 from trainlint.model.names import dotted, is_super, tokens, walk_names
-
 
 
 class CallGraph:
@@ -429,10 +428,12 @@ class CallGraph:
         return bool(words & FRAMEWORK_WORDS)
 
     def _is_hook(self, fn: Function) -> bool:
-        """A method a training library calls once per step (Lightning's `training_step`, the HF
-        `Trainer`'s `compute_loss`), by the class's bases in any module of the project, a function
-        handed to a library's engine as its step or per-step hook, or one the settings name."""
+        """A method a training library calls once per step (Lightning's `training_step`), by its class's
+        bases in any module of the project or the library registry holding the class (detectron2's models),
+        a function handed to a library's engine as its step or per-step hook, or one the settings name."""
         if fn.name in self.settings.step_functions or id(fn) in engine_step_functions(self):
+            return True
+        if fn.class_name and fn.parent is None and registered_hook(fn.name, self.local_class(fn.class_name), self.imports.resolve):
             return True
         if fn.class_name is None or fn.name not in LIBRARY_HOOK_NAMES:
             return False

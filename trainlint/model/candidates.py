@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from trainlint.model.configurable import configured_argument
+from trainlint.model.hooks import library_registry
 from trainlint.model.names import dotted
 from trainlint.model.summary import ATTRIBUTES
 from trainlint.model.torchnames import MODULE_MOVES, MODULE_WRAPPERS
@@ -28,7 +30,7 @@ def candidate_classes(m: "TrainingModel", expr: cst.BaseExpression, site: "Site"
     `expr` may be an instance of, as the project chooses its class at run time, that define `method`
     (None: the object is called, its `forward` or `__call__`); none where there are more than
     `MAX_CANDIDATES` or where a binding of it is not such a choice."""
-    bindings = _bindings(m, expr, site)
+    bindings = _configured(m, _bindings(m, expr, site))
     found: list[str] = []
     for value, annotation, at in bindings:
         chosen = _declared(m, annotation) if annotation is not None else None
@@ -40,6 +42,19 @@ def candidate_classes(m: "TrainingModel", expr: cst.BaseExpression, site: "Site"
     names = (method,) if method else ("forward", "__call__")
     defining = [c for c in found if any(_defines(m, c, n) for n in names)]
     return tuple(defining) if len(defining) <= MAX_CANDIDATES else ()
+
+
+def _configured(m: "TrainingModel", bindings: "list[tuple[cst.BaseExpression, cst.BaseExpression | None, Site]]") -> "list[tuple[cst.BaseExpression, cst.BaseExpression | None, Site]]":
+    """`bindings`, with a parameter of a `@configurable` constructor (`self.head = head`) replaced by
+    what detectron2's `from_config` gives it (`head = build_sem_seg_head(cfg, shape)`, then `{"head": head}`)."""
+    out = []
+    for value, annotation, at in bindings:
+        given = configured_argument(m.local_class, at.function, value.value) if isinstance(value, cst.Name) and at.function is not None else None
+        if given is None:
+            out.append((value, annotation, at))
+        else:
+            out.extend(_bindings(m, given[0], given[2]) if isinstance(given[0], cst.Name) else [(given[0], None, given[2])])
+    return out
 
 
 def _bindings(m: "TrainingModel", expr: cst.BaseExpression, site: "Site") -> list[tuple[cst.BaseExpression, "cst.BaseExpression | None", "Site"]]:
@@ -87,6 +102,9 @@ def _chosen(m: "TrainingModel", value: cst.BaseExpression, at: "Site", depth: in
         if found is not None:
             return found
     factory = m.called_function(m.call_at(value)) if m.call_at(value) is not None else None  # type: ignore[arg-type]
+    if factory is None and isinstance(func, (cst.Name, cst.Attribute)):
+        registry = library_registry(m.imports.resolve(func))  # (`build_roi_heads(cfg, shape)` of detectron2)
+        return _asked(m, "library", registry) if registry is not None else _ask(m, "factory", func)  # (`build_criterion(cfg)`)
     if factory is None or factory.class_name is not None:
         return None
     declared = _declared(m, factory.node.returns.annotation) if factory.node.returns is not None else None
@@ -123,9 +141,14 @@ def _project_name(m: "TrainingModel", expr: cst.BaseExpression) -> str | None:
 
 
 def _ask(m: "TrainingModel", kind: str, expr: cst.BaseExpression) -> list[str] | None:
+    name = _project_name(m, expr) if getattr(m.project, "class_candidates", None) is not None and m.path else None
+    return _asked(m, kind, name) if name is not None else None
+
+
+def _asked(m: "TrainingModel", kind: str, name: str) -> list[str] | None:
+    """The project's answer to a class-hierarchy question (`ProjectLookup.class_candidates`), memoised."""
     ask = getattr(m.project, "class_candidates", None)
-    name = _project_name(m, expr) if ask is not None and m.path else None
-    if name is None:
+    if ask is None or not m.path:
         return None
     memo = m.__dict__.setdefault("_candidates_memo", {})  # (asked of the same name by many calls)
     found = memo.get((kind, name))

@@ -440,7 +440,8 @@ class StepChains(InheritedTargets):
         from trainlint.model.summary import ClassSummary
 
         here = self.resolved_path  # type: ignore[attr-defined]
-        for expr, method in candidates[:1]:
+        # (`self.criterion(x)`: the object the attribute holds, not a method of `self`'s class)
+        for expr, method in [(e, m) for e, m in candidates if not (isinstance(e, cst.Name) and e.value == "self")][:1]:
             if self.value(expr, call.site).origin is not None:
                 return []
             found: list[str] = []

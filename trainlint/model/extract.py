@@ -6,8 +6,8 @@ import libcst as cst
 
 from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Return, Site, WithItem
 from trainlint.model.gates import (
-    after_training_test, child_nodes, constant_test, has_modulo, is_first_value_test, is_gate_test, is_inference_only_test, is_lazy_init_test, is_sentinel_test,
-    is_latch_test, is_training_test, mostly_true,
+    after_training_test, child_nodes, constant_test, exit_gates, has_modulo, is_first_value_test, is_gate_test, is_inference_only_test, is_lazy_init_test,
+    is_sentinel_test, is_latch_test,
 )
 from trainlint.model.names import ImportMap, dotted
 from trainlint.model.hooks import pass_indexes
@@ -301,7 +301,7 @@ class Extractor(cst.CSTVisitor):
             self._else_of.append(original_node)  # `if not reverse: ...; return`: the rest runs when the test fails
             self._block_else[-1] += 1
         # `if step % 10 != 0: return` (true on most steps) leaves the rest to one step in ten
-        if self._block_gates and is_early_exit(original_node) and any(f(original_node.test) for f in (self._is_gate, self._negated_gate, mostly_true, is_training_test)):
+        if self._block_gates and is_early_exit(original_node) and exit_gates(original_node.test, self._is_gate, self._negated_gate):
             self._gates.append(len(self._loop_stack))
             self._gate_nodes.append(original_node)
             self._block_gates[-1] += 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence, Set as AbstractSet
+from collections.abc import Callable, Iterator, Sequence, Set as AbstractSet
 
 import libcst as cst
 
@@ -353,6 +353,17 @@ def mostly_true(test: cst.BaseExpression) -> bool:
     if isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo):
         return isinstance(right, cst.Integer) and right.value == "0"
     return any(_is_counter(a) and not has_modulo(b) for a, b in ((left, right), (right, left)))
+
+
+def exit_gates(test: cst.BaseExpression, is_gate: Callable[[cst.BaseExpression], bool], negated_gate: Callable[[cst.BaseExpression], bool]) -> bool:
+    """Whether an early exit (`if <test>: ...; return`) leaves the rest of its block to some steps: a
+    test true on most steps (`if step % 10 != 0:`, `if step - last < interval:`, `if not do_log:`), or
+    a training test (the rest is the inference path). Not one true on few (`if step % 100 == 0:`, `if
+    num_boxes == 0: continue`): the rest runs on all the others."""
+    rarely = isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal) and (
+        has_modulo(test) or _is_counter_equality(test)
+    )
+    return is_gate(test) and not rarely or negated_gate(test) or mostly_true(test) or is_training_test(test)
 
 
 # the counters of training steps (not of items within one: `batch`, `idx`, `n`)

@@ -3,6 +3,8 @@ class as a framework's internals, and the paths that mark a file as test code.""
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 
 # What a library's trainer calls once per training step, by the library and the class users derive
 # from (resolved through the subclass's imports and its project bases, in any module): facts of
@@ -43,6 +45,26 @@ LIBRARY_STEP_HOOKS: dict[tuple[str, str], frozenset[str]] = {
     ("mmengine", "Hook"): frozenset({"before_train_iter", "after_train_iter"}),
 }
 LIBRARY_HOOK_NAMES = frozenset().union(*LIBRARY_STEP_HOOKS.values())
+# A library's model registries whose classes its trainer runs every step: detectron2's `build_model`
+# builds the class `cfg.MODEL.META_ARCHITECTURE` names from `META_ARCH_REGISTRY`, and the `run_step`
+# of its trainers (`SimpleTrainer`, `AMPTrainer`, and `DefaultTrainer` through them) calls
+# `self.model(data)` for every batch: the registered class's `forward`, in training mode.
+LIBRARY_REGISTRY_STEP_HOOKS: dict[tuple[str, str], frozenset[str]] = {("detectron2", "META_ARCH_REGISTRY"): frozenset({"forward"})}
+LIBRARY_REGISTRY_HOOK_NAMES = frozenset().union(*LIBRARY_REGISTRY_STEP_HOOKS.values())
+# A library's builders that build the class its registry holds under the name a configuration gives
+# (detectron2's `build_sem_seg_head(cfg, shape)` builds `SEM_SEG_HEADS_REGISTRY.get(name)(cfg, shape)`):
+# what they return is one of the project's classes registered there, as "library.REGISTRY".
+LIBRARY_REGISTRY_BUILDERS: dict[tuple[str, str], str] = {
+    ("detectron2", builder): f"detectron2.{registry}"
+    for builder, registry in (
+        ("build_model", "META_ARCH_REGISTRY"), ("build_backbone", "BACKBONE_REGISTRY"), ("build_sem_seg_head", "SEM_SEG_HEADS_REGISTRY"),
+        ("build_roi_heads", "ROI_HEADS_REGISTRY"), ("build_proposal_generator", "PROPOSAL_GENERATOR_REGISTRY"),
+        ("build_box_head", "ROI_BOX_HEAD_REGISTRY"), ("build_mask_head", "ROI_MASK_HEAD_REGISTRY"),
+        ("build_keypoint_head", "ROI_KEYPOINT_HEAD_REGISTRY"), ("build_rpn_head", "RPN_HEAD_REGISTRY"),
+    )
+}
+# (lower case, for the prefilter: a module that registers a class in one can hold a step hook)
+LIBRARY_REGISTRY_TOKENS = tuple(sorted({name.lower() for _, name in LIBRARY_REGISTRY_STEP_HOOKS}))
 # Attributes a library's trainer calls once per step: the HF `Trainer`'s `compute_loss` calls
 # `self.compute_loss_func(outputs, labels, num_items_in_batch=...)` when it is set (transformers 4.46+),
 # so a function a subclass binds there (`self.compute_loss_func = dft_loss_func`) runs every step.
@@ -120,6 +142,27 @@ def library_step_hook(method: str, bases: tuple[str, ...], table: dict[tuple[str
         if hooks is not None and method in hooks:
             return True
     return False
+
+
+def library_registry(builder: str | None) -> str | None:
+    """The library registry ("detectron2.SEM_SEG_HEADS_REGISTRY") whose class a library function
+    (as imports spell it: `detectron2.modeling.build_sem_seg_head`) builds, or None."""
+    root, _, rest = (builder or "").partition(".")
+    return LIBRARY_REGISTRY_BUILDERS.get((root, rest.rpartition(".")[2])) if rest else None
+
+
+def registered_hook(method: str, info: Any, resolve: "Callable[[Any], str | None]") -> bool:
+    """Whether a library's trainer calls `method` of a class (a `ClassInfo`, or None) every step because
+    its decorators register it in one of the library's model registries (`@META_ARCH_REGISTRY.register()`,
+    its name resolved through the module's imports)."""
+    if method not in LIBRARY_REGISTRY_HOOK_NAMES or info is None:
+        return False
+    registries = []
+    for decorator in info.node.decorators:
+        func = getattr(decorator.decorator, "func", None)
+        if type(func).__name__ == "Attribute" and func.attr.value == "register":
+            registries.append(resolve(func.value) or "")
+    return library_step_hook(method, tuple(registries), LIBRARY_REGISTRY_STEP_HOOKS)
 
 
 # classes of frameworks that implement steps for their users' loops

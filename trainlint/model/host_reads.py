@@ -394,15 +394,18 @@ def _legacy_read(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> 
 
 
 def drained_by(model: "TrainingModel", synced_tests: set[int], per_step: Callable[[Site], bool]) -> Callable[[Site], bool]:
-    """Whether a site runs right after a test that read device values (`synced_tests`: ids of `if` tests)
-    drained the device's queue: in the body of such an `if`, in its `else`, or in the rest of the block
+    """Whether a site runs right after a test that read device values (`synced_tests`: ids of `if` and
+    `while` tests) drained the device's queue: in the body of such an `if` or `while`, in its `else`, or in the rest of the block
     after one that exits early (`if loss == 0: continue`) while nothing has queued device work since
     the test (a backward or an optimizer step between them makes the next read wait again)."""
     tested_at = {id(cond.node): cond.site.order for cond in model.conditions if id(cond.node) in synced_tests}
-    queued = [c for c in model.calls if c.method in ("backward", "step") and per_step(c.site)]
+    # (a scheduler's or an environment's `.step()` queues nothing on the device)
+    queued = [c for c in model.calls if c.method in ("backward", "step") and (model.is_backward(c) or model.is_optimizer_step(c)) and per_step(c.site)]
 
     def after(site: Site) -> bool:
         if any(n is not None and id(n.test) in synced_tests for n in site.gate_nodes):
+            return True
+        if any(type(loop.node) is cst.While and id(loop.node.test) in synced_tests for loop in site.loops):
             return True
         return any(
             id(n.test) in synced_tests and (n.orelse is not None or not any(

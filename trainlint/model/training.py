@@ -21,7 +21,7 @@ from trainlint.model.call_graph import CallGraph
 from trainlint.model.chains import StepChains
 from trainlint.model.extract import Extractor
 from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Site
-from trainlint.model.hooks import LIBRARY_HOOK_NAMES, LIBRARY_STEP_METHODS, library_step_hook
+from trainlint.model.hooks import LIBRARY_HOOK_NAMES, LIBRARY_REGISTRY_TOKENS, LIBRARY_STEP_METHODS, library_step_hook
 from trainlint.model.lattice import Kind
 from trainlint.model.added_methods import attach_added_methods
 from trainlint.model.manual_updates import steps_its_items, updated_by_hand, updates_once
@@ -46,7 +46,7 @@ _DEVICE_QUERIES = frozenset({"is_available", "device_count", "get_device_name", 
 
 # What a module needs in its text to hold a step of its own: a backward, an optimizer or scaler
 # `.step`, a step hook, a loss-scaler call (`loss_scaler(loss, opt)`); see `could_step`.
-_STEP_WORDS = ("backward", "scaler", *sorted(LIBRARY_HOOK_NAMES))  # looked for in lower case
+_STEP_WORDS = ("backward", "scaler", *sorted(LIBRARY_HOOK_NAMES), *LIBRARY_REGISTRY_TOKENS)  # looked for in lower case
 LOOP_TEXT = re.compile(r"^[ \t\f]*(?:async[ \t]+)?(?:for|while)\b", re.MULTILINE)  # a loop statement
 STEP_CALL_TEXT = re.compile(r"\.[\s\\]*step\b")  # a `.step` attribute, as a call `opt.step()` has it
 NOT_OPTIMIZER_WORDS = frozenset({"scheduler", "sched", "lr", "env", "envs", "environment", "sim", "ema"})

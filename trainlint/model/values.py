@@ -19,6 +19,7 @@ from trainlint.model.lattice import UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join
 from trainlint.model.arguments import argument_for, refinable, refines
 from trainlint.model.class_attributes import registered_buffers, torch_layer_parameter
 from trainlint.model.function_values import held_calls_of, library_function
+from trainlint.model.configurable import configured_value
 from trainlint.model.containers import Drawn, comprehension_bindings, comprehension_value, dict_value, element_of, is_empty_list, tested_as_sequence, unpacked_element
 from trainlint.model.subscripts import keyed_moves, moved_dict, subscript_value
 from trainlint.model.names import dotted, target_names
@@ -314,6 +315,7 @@ class ValueModel(CallValues, CycleMemo):
             return declared
         # a declared `nn.Module` (`list[Tensor]`) says what kind, not which class (where): what is passed may say
         for passed in (
+            configured_value(self.of, self.model.local_class, fn, name),
             self._arguments(fn, name),
             self.model.passed_from_other_modules(fn, name),
         ):

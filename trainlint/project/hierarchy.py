@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypeVar
 
 from trainlint.model.summary import ATTRIBUTES, DEFINING
+from trainlint.model.hooks import LIBRARY_REGISTRY_BUILDERS
 from trainlint.project.classes import class_hierarchy
 from trainlint.project.python_trees import python_tree, walk
 from trainlint.project.roots import real_path
@@ -109,6 +110,7 @@ def _published(target: Path, name: str) -> bool:
 _IMPORTS = re.compile(r"^[ \t]*from[ \t]+[\w.]+[ \t]+import[ \t]*\([^)]*\)", re.M)  # (multi-line imports)
 
 
+REGISTRY_GET = ".get()"  # (a factory returning `REGISTRY.get(key)(...)`, as `_TopLevel.factories` notes it)
 MAX_MODULES = 24  # modules read for the classes registered in a registry or deriving from a base
 MAX_DEFINING = 3  # classes defining a method, at most, for an object known only by that method
 
@@ -138,7 +140,9 @@ def classes_defining(project: "Project", from_file: Path, method: str) -> tuple[
 def class_candidates(project: "Project", from_file: Path, kind: str, qualname: str) -> tuple[str, ...]:
     """The project classes ("file::Class") an object may be when module `from_file` builds it from
     `qualname` (as it spells it, or "file::NAME"): "table", the classes a dict of classes holds;
-    "registry", those a method of it decorates (`@LOSSES.register()`); "base", the class and its
+    "registry", those a method of it decorates (`@LOSSES.register()`); "library", those a method of a
+    library's registry ("detectron2.ROI_HEADS_REGISTRY") decorates in any module; "factory", those of the registry
+    whose class every return of function `qualname` builds (`return LOSSES.get(name)(cfg)`); "base", the class and its
     subclasses in the modules importing its module; "functions", the functions ("file::f") a dict of
     functions holds (`loss_registry = {"simple": noise_estimation_loss}`), when it holds only those;
     ATTRIBUTES + prefix, the classes of module `qualname` and those its factories build, named with
@@ -146,6 +150,8 @@ def class_candidates(project: "Project", from_file: Path, kind: str, qualname: s
     (`classes_defining`, `qualname` unused). Empty when `qualname` is none of these."""
     if kind.startswith(DEFINING):
         return classes_defining(project, from_file, kind[len(DEFINING):])
+    if kind == "library":
+        return _library_registered(project, from_file, qualname)
     if kind.startswith(ATTRIBUTES):  # (a module, found as the home of a name in it)
         home = project.locate_any(from_file, f"{qualname}.*")
         return _attributes(project, _real(home[0]), kind[len(ATTRIBUTES):]) if home is not None and home[1] == ["*"] else ()
@@ -159,6 +165,8 @@ def class_candidates(project: "Project", from_file: Path, kind: str, qualname: s
         return _function_table(project, path, name)
     if kind == "registry":
         return _registered(project, path, name)
+    if kind == "factory":
+        return _factory_registered(project, path, name)
     if kind == "base" and name in project.outline(path).classes:
         return _derived(project, path, name)
     return ()
@@ -222,8 +230,19 @@ def _factory_of(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
         if isinstance(node.value, ast.Name):  # a name bound only to calls (`model = MAR(...)`)
             values = [a.value for a in walk(function) if isinstance(a, ast.Assign)
                       and any(isinstance(t, ast.Name) and t.id == node.value.id for t in a.targets)] or [None]
-        made.update(ast.unparse(v.func) if isinstance(v, ast.Call) and isinstance(v.func, (ast.Name, ast.Attribute)) else None for v in values)
+        made.update(_made_by(v) for v in values)
     return made.pop() if len(made) == 1 and None not in made else None
+
+
+def _made_by(value: ast.expr | None) -> str | None:
+    """What a returned call calls, as written: `DiT` of `DiT(depth=28)`, or `REGISTRY.get()` of
+    `REGISTRY.get(name)(cfg)` (a class the registry holds); None for anything else."""
+    if not isinstance(value, ast.Call):
+        return None
+    func = value.func
+    if isinstance(func, ast.Call) and isinstance(func.func, ast.Attribute) and func.func.attr == "get" and isinstance(func.func.value, (ast.Name, ast.Attribute)):
+        return ast.unparse(func.func.value) + REGISTRY_GET
+    return ast.unparse(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
 
 
 T = TypeVar("T")
@@ -318,6 +337,53 @@ def _registered(project: "Project", path: Path, name: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+def _library_registered(project: "Project", from_file: Path, registry: str) -> tuple[str, ...]:
+    """The project classes registered in a library's registry (`@ROI_HEADS_REGISTRY.register()`, the
+    name imported from the library), read in the modules whose imports name it."""
+    modules = project._import_index(_real(from_file)).by_word.get(registry.partition(".")[2], [])
+    out: list[str] = []
+    for module in modules if len(modules) <= MAX_MODULES else ():
+        facts = _top_level(module)
+        for cls, spelled in facts.registrations if facts is not None else ():
+            if _library_registry(project, module, spelled) == registry:
+                out.append(f"{_real(module)}::{cls}")
+    return tuple(dict.fromkeys(out))
+
+
+def _library_builders(project: "Project", module: Path, spelled: str) -> list[str]:
+    """The library functions that build what registry `spelled` of `module` holds, when it is a
+    library's (`build_roi_heads` for `ROI_HEADS_REGISTRY` imported from detectron2)."""
+    registry = _library_registry(project, module, spelled)
+    return [builder for (_, builder), built in LIBRARY_REGISTRY_BUILDERS.items() if built == registry] if registry else []
+
+
+def _library_registry(project: "Project", module: Path, spelled: str) -> str | None:
+    """"library.NAME" for a registry `spelled` in `module` that it imports from a library, else None."""
+    head, _, rest = spelled.partition(".")
+    library = project.outline(module).exports.get(head, "").partition(".")[0]
+    return f"{library}.{(rest or head).rpartition('.')[2]}" if library and not library.startswith(".") else None
+
+
+def _factory_registered(project: "Project", path: Path, name: str) -> tuple[str, ...]:
+    """The classes registered in the registry whose class every `return` of function `name` builds
+    (`return SPARSE_INST_CRITERION_REGISTRY.get(name)(cfg, matcher)`)."""
+    facts = _top_level(path)
+    for _ in range(3):  # (a package's `__init__` re-exporting it: where it is defined)
+        if facts is None or name in facts.factories:
+            break
+        found = _located(project, path, name)
+        if found is None or found == (path, name):
+            return ()
+        path, name = found
+        facts = _top_level(path)
+    made = facts.factories.get(name, "") if facts is not None else ""
+    if not made.endswith(REGISTRY_GET):
+        return ()
+    registry = made[: -len(REGISTRY_GET)]
+    home = (path, registry) if registry in facts.assigned else _located(project, path, registry)  # type: ignore[union-attr]
+    return _registered(project, *home) if home is not None else ()
+
+
 def _located(project: "Project", module: Path, spelled: str) -> tuple[Path, str] | None:
     exports = project.outline(module).exports
     head, _, rest = spelled.partition(".")
@@ -359,6 +425,11 @@ def choosing_modules(project: "Project", target: Path) -> list[Path]:
         if found is not None and found[0] != target:
             registries.add(found[0])
     out: list[Path] = []
+    for _, registry in facts.registrations if facts is not None else ():
+        # a library's registry (detectron2's `ROI_HEADS_REGISTRY`): the modules calling its builders
+        for builder in _library_builders(project, target, registry):
+            callers = project._import_index(target).by_word.get(builder, [])
+            out.extend(m for m in callers[:MAX_MODULES] if m != target and m not in out)
     for home in [*registries, *(h for h in homes if h not in registries)]:
         bases = homes.get(home, set()) if home not in registries else set()
         for module in project.importers(home):
