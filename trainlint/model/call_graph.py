@@ -433,7 +433,7 @@ class CallGraph:
         a function handed to a library's engine as its step or per-step hook, or one the settings name."""
         if fn.name in self.settings.step_functions or id(fn) in engine_step_functions(self):
             return True
-        if fn.class_name and fn.parent is None and registered_hook(fn.name, self.local_class(fn.class_name), self.imports.resolve):
+        if fn.class_name and fn.parent is None and registered_hook(fn.name, fn.class_name, self.local_class, self.imports.resolve):
             return True
         if fn.class_name is None or fn.name not in LIBRARY_HOOK_NAMES:
             return False

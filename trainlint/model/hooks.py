@@ -151,11 +151,13 @@ def library_registry(builder: str | None) -> str | None:
     return LIBRARY_REGISTRY_BUILDERS.get((root, rest.rpartition(".")[2])) if rest else None
 
 
-def registered_hook(method: str, info: Any, resolve: "Callable[[Any], str | None]") -> bool:
-    """Whether a library's trainer calls `method` of a class (a `ClassInfo`, or None) every step because
-    its decorators register it in one of the library's model registries (`@META_ARCH_REGISTRY.register()`,
+def registered_hook(method: str, class_name: str, local_class: "Callable[[str], Any]", resolve: "Callable[[Any], str | None]") -> bool:
+    """Whether a library's trainer calls `method` of the module's class `class_name` (its `ClassInfo`
+    found by `local_class`, asked only for a method a registry's classes have run) every step because its
+    decorators register it in one of the library's model registries (`@META_ARCH_REGISTRY.register()`,
     its name resolved through the module's imports)."""
-    if method not in LIBRARY_REGISTRY_HOOK_NAMES or info is None:
+    info = local_class(class_name) if method in LIBRARY_REGISTRY_HOOK_NAMES else None
+    if info is None:
         return False
     registries = []
     for decorator in info.node.decorators:
