@@ -57,8 +57,8 @@ def test_a_summary_comes_back_with_every_field_of_every_stored_type():
     assert [f.name for f in fields(ModuleSummary)] == ["functions", "classes", "exports", "step_calls", "arguments", "outline", "attached", "uses_accelerator", "graded_methods", "quiet_methods"]
     assert [f.name for f in fields(Argument)] == ["callee_path", "callee", "key", "class_path", "class_name"]
     passed = Argument("/p/trainer.py", "Trainer", "model", "/p/models.py", "Net")
-    assert [f.name for f in fields(StepCall)] == ["target", "chain", "accelerator", "when"]
-    step = StepCall("models.loss.Criterion.forward", (("train.py", 12, 5), ("engine.py", 40, 9, "`criterion` may be `Criterion`, built from the configuration")), True, "Trainer.fit")
+    assert [f.name for f in fields(StepCall)] == ["target", "chain", "accelerator", "when", "flag"]
+    step = StepCall("models.loss.Criterion.forward", (("train.py", 12, 5), ("engine.py", 40, 9, "`criterion` may be `Criterion`, built from the configuration")), True, "Trainer.fit", "1 gen_image")
     summary = ModuleSummary({"f": full, "g": replace(full, differentiates_arguments=None)}, {"Scaler": ClassSummary(Kind.SCALER, {"__call__": full}, ("torch.amp.GradScaler", ".base.Base"), ("FSDP2Backend", "loss_fn"), {"lstm": Value(Kind.MODULE, origin="/p/m.py::Lstm")}, ("require_grad",), ("loss=0 loss",))}, {"x": ".engine.x"}, (step,), (passed,), True, (("book.add_to_class", "book.Trainer", "book.Trainer.clip"),), True, ("visualize_results",), ("predict",))
     depends = {("u.py", 12, "cd" * 32), ("pkg/__init__.py", -1, "")}
     assert decode_summary(encode_summary(summary, depends, 2), 2) == (summary, depends)

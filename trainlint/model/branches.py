@@ -88,7 +88,7 @@ def _passed_flags(model: "TrainingModel", fn: Function, name: str) -> list[str]:
     flag `name`: "True", "False" or "?"; empty when another module calls it and says nothing."""
     default = fn.defaults.get(name)
     fallback = default.value if isinstance(default, cst.Name) and default.value in ("True", "False") else "?"
-    external = model.passed_facts(fn, name) if model.project is not None else None
+    external = model.passed_facts(fn, name, receivers=True) if model.project is not None else None
     if fn in getattr(model, "_external_chains", {}) and external is None:
         return []
     passed = [fallback if f == "default" else f for f in external or ()]
@@ -124,7 +124,7 @@ def _always_none(model: "TrainingModel", fn: Function, name: str) -> bool:
     default = fn.defaults.get(name)
     if not (isinstance(default, cst.Name) and default.value == "None") or model._is_hook(fn):
         return False
-    external = model.passed_facts(fn, name) if model.project is not None else None
+    external = model.passed_facts(fn, name, receivers=True) if model.project is not None else None
     if not external or any(f != "default" for f in external) or any(name in a.targets for a in model.assigns if a.site.function is fn):
         return False  # (only what other modules' steps pass is known: none, no answer)
     return all(not any(a.star for a in c.node.args) and passed_argument(fn, c, name) is None for c in (*model.calls_of(fn), *model.method_calls_of(fn)))
@@ -138,7 +138,7 @@ def _never_none(model: "TrainingModel", fn: Function, name: str) -> bool:
         return False
     default = fn.defaults.get(name)
     given_default = default is not None and not (isinstance(default, cst.Name) and default.value == "None")
-    external = model.passed_facts(fn, name) if model.project is not None else None
+    external = model.passed_facts(fn, name, receivers=True) if model.project is not None else None
     if fn in getattr(model, "_external_chains", {}) and external is None:
         return False  # called from other modules, which say nothing of it
     if external is not None and not all(f in ("tensor", "host", "device", "obs", "value", "True", "False") or (f == "default" and given_default) for f in external):

@@ -13,13 +13,14 @@ import libcst as cst
 
 from trainlint.model.candidates import candidate_classes, chosen_note
 from trainlint.model.inherited_targets import InheritedTargets
+from trainlint.model.whenever_run import WheneverRun
 from trainlint.model.containers import what_a_call_runs
 from trainlint.model.environments import AFTER, BACKWARD, ENV, OBSERVATION, RETURNED, feeds_environment, observed
 from trainlint.model.lattice import MAX_ALTERNATIVES, origins
 from trainlint.model.facts import Call, Function
 from trainlint.model.function_values import partial_function
 from trainlint.model.hooks import LIBRARY_HOOK_ATTRIBUTES, library_step_hook
-from trainlint.model.summary import DISPATCH, FunctionSummary
+from trainlint.model.summary import DISPATCH, FunctionSummary, given_facts
 from trainlint.model.torchnames import LIBRARY_CLASS, LIBRARY_LOGITS_LOSSES, LIBRARY_LOSS_SCALERS
 
 
@@ -36,7 +37,6 @@ class Bound:
 
 
 MAX_TABLE_FUNCTIONS = 3  # a dict of more functions may run any of them: none is followed
-MAX_WHENEVER = 48  # calls recorded per function run from elsewhere (a model's `forward` and what it runs)
 
 if TYPE_CHECKING:
     from trainlint.model.lattice import Value
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from trainlint.model.summary import Place, StepCall
 
 
-class StepChains(InheritedTargets):
+class StepChains(InheritedTargets, WheneverRun):
     """The per-step call chains of one module's functions, and its every-step calls out of it."""
 
     def step_chains(self, fn: Function) -> list[tuple[Call | Place, ...]]:
@@ -125,6 +125,10 @@ class StepChains(InheritedTargets):
     @cached_property
     def _passed_fact_seeds(self) -> "dict[tuple[str, str], tuple[str, ...]]":
         return self.project.passed_arguments(self.path, facts=True) if self.project is not None else {}
+
+    @cached_property
+    def _passed_branch_seeds(self) -> "dict[tuple[str, str], tuple[str, ...]]":
+        return self.project.passed_arguments(self.path, facts=True, receivers=True) if self.project is not None else {}
 
     @property
     def _passed_seeds(self) -> "dict[tuple[str, str], tuple[str, ...]]":
@@ -236,25 +240,18 @@ class StepChains(InheritedTargets):
             return "none"
         return "value" if value.kind in (Kind.MODULE, Kind.OBJECT, Kind.NUMBER, Kind.STRING, Kind.COLLECTION) else "?"
 
-    def passed_facts(self, fn: Function, name: str) -> list[str] | None:
+    def passed_facts(self, fn: Function, name: str, receivers: bool = False) -> list[str] | None:
         """What each call other modules make of `fn` every step passes for parameter `name`
         (`project_arguments`'s facts; "default" where a call passes none), or None when no other
-        module runs it every step."""
+        module runs it every step. The importers' calls; with `receivers`, also those of the modules
+        they hand this module's objects to (`passed_arguments`): a branch's decision reads those, a
+        value the importers' only, as the summaries their reports agree with do."""
         if self.project is None or not self.path or fn.parent is not None or fn not in getattr(self, "_external_chains", {}):
             return None  # (asked of the functions other modules run every step: their callers' summaries are read already)
-        seeds = self._passed_fact_seeds
         owner = fn.class_name if fn.name == "__init__" and fn.class_name else fn.qualified
-        calls = seeds.get((owner, ""), ())
-        if not calls:
-            return None
         params = fn.explicit_params
         keys = [k for k in (name, str(params.index(name)) if name in params else None) if k is not None]
-        facts: dict[str, str] = {}
-        for key in keys:
-            for entry in seeds.get((owner, key), ()):
-                call, _, fact = entry.rpartition(":")
-                facts[call] = fact
-        return [facts.get(call, "default") for call in calls]
+        return given_facts(self._passed_branch_seeds if receivers else self._passed_fact_seeds, owner, keys)
 
     def step_calls(self, place: Callable[[list[Call]], dict[Call, Place]]) -> list[StepCall]:
         """The calls this module makes on every step into names of other project modules: a project
@@ -265,7 +262,7 @@ class StepChains(InheritedTargets):
 
         if self.project is None or not self.path:
             return []
-        found: list[tuple[str, tuple[Call | Place | Bound, ...], str]] = []
+        found: list[tuple[str, tuple[Call | Place | Bound, ...], str, str]] = []
         for call in self.calls:
             if not self.every_step(call.site) or self.framework_internal(call.site):
                 continue
@@ -277,21 +274,21 @@ class StepChains(InheritedTargets):
             if fn is not None and fn in self.step_functions:
                 chains = self.step_chains(fn)
                 prefix = chains[0] if chains else ()
-            found.extend((target, (*prefix, call), "") for target in targets)
+            found.extend((target, (*prefix, call), "", "") for target in targets)
         found.extend(self._calls_whenever_run())
-        found.extend(self._hook_attribute_bindings())
-        for target, chain, when in found:
+        found.extend((target, chain, "", "") for target, chain, _ in self._hook_attribute_bindings())
+        for target, chain, when, _ in found:
             self._stepping_targets.setdefault(chain[-1], []).append((target, when))  # type: ignore[index]
-        places = place([c for _, chain, _ in found for c in chain if not isinstance(c, tuple)]) if found else {}
+        places = place([c for _, chain, _, _ in found for c in chain if not isinstance(c, tuple)]) if found else {}
         notes = self.chosen_notes  # type: ignore[attr-defined]
         out = []
-        for target, chain, when in found:
+        for target, chain, when, flag in found:
             placed = [c if isinstance(c, tuple) else _noted(places.get(c, (self.path, 0, 0)), notes.get(id(c))) for c in chain]
             last = chain[-1]
             if target in self._chosen_targets_of and not isinstance(last, tuple) and id(last) in self.chosen:  # type: ignore[attr-defined]
                 # (the class this target is of, where the call may run several)
                 placed[-1] = _noted(placed[-1], chosen_note(self.chosen[id(last)][0], [self._chosen_targets_of[target]]))  # type: ignore[attr-defined]
-            out.append(StepCall(target, tuple(placed), self.uses_accelerator, when))
+            out.append(StepCall(target, tuple(placed), self.uses_accelerator, when, flag))
         return out
 
     def _hook_attribute_bindings(self) -> "list[tuple[str, tuple[Bound], str]]":
@@ -325,47 +322,6 @@ class StepChains(InheritedTargets):
         if qualname is None or not isinstance(self.project_symbol(qualname), FunctionSummary):
             return []
         return [(expr, qualname)]
-
-    def _calls_whenever_run(self) -> list[tuple[str, tuple[Call, ...], str]]:
-        """For each function other modules may run (top level, or a method of a top-level class) that
-        is not per step here already: the calls into other project modules it makes whenever it runs,
-        through the functions of this module it runs each time (ungated), each with its chain from
-        its body. Per step wherever the function is (`Project.step_seeds` joins them up): what this
-        module does every step does not depend on who calls it, so its summary does not either."""
-        if self.is_test_code:
-            return []
-        edges: dict[Function, list[tuple[Call, Function]]] = {}
-        direct: dict[Function, list[tuple[Call, str]]] = {}
-        for call in self.calls:
-            fn = call.site.function
-            if fn is None or fn in self.step_functions or fn.runs_once or self.framework_internal(call.site):
-                continue
-            if self._gated(call.site, {fn}) or self._outermost_step_loop(call.site) is not None:
-                continue
-            for callee in self.callees(call):
-                if callee is not fn and callee not in self.step_functions:
-                    edges.setdefault(fn, []).append((call, callee))
-            for target in self._targets(call):
-                direct.setdefault(fn, []).append((call, target))
-        if not direct:
-            return []
-        out: list[tuple[str, tuple[Call, ...], str]] = []
-        for entry in self.functions:
-            if entry.parent is not None or entry in self.step_functions or entry.runs_once:
-                continue
-            reached: dict[Function, tuple[Call, ...]] = {entry: ()}
-            queue = [entry]
-            found = 0
-            while queue and found < MAX_WHENEVER:
-                fn = queue.pop(0)
-                for call, target in direct.get(fn, ()):
-                    out.append((target, (*reached[fn], call), entry.qualified))
-                    found += 1
-                for call, callee in edges.get(fn, ()):
-                    if callee not in reached:
-                        reached[callee] = (*reached[fn], call)
-                        queue.append(callee)
-        return out
 
     def _targets(self, call: Call) -> list[str]:
         """What a call runs in other modules: functions of project modules, else an override of a

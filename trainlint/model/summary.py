@@ -145,6 +145,28 @@ class StepCall:
     # of this module ("f", "Class.method") that makes it whenever it runs, so every step where that
     # function runs every step (the chain then starts in its body)
     when: str = ""
+    # a parameter of `when` ("1 gen_image": its place among the explicit parameters, and its name),
+    # False or None by default, under whose test the call is made (`if gen_image: return
+    # self.gen_image(...)`): not per step where every step call of `when` leaves it so
+    flag: str = ""
+
+
+UNSET_FLAG_FACTS = frozenset({"default", "False", "none"})  # what a call leaves a flag that is False or None by default
+
+
+def given_facts(seeds: "dict[tuple[str, str], tuple[str, ...]]", owner: str, keys: "list[str]") -> list[str] | None:
+    """From facts of `ProjectLookup.passed_arguments`: what each call of `owner` ("f", "Class.method",
+    "Class" for its constructor) passes for the parameter keyed `keys` (its name, its place), "default"
+    where it passes none; None when no call is known."""
+    calls = seeds.get((owner, ""), ())
+    if not calls:
+        return None
+    facts: dict[str, str] = {}
+    for key in keys:
+        for entry in seeds.get((owner, key), ()):
+            call, _, fact = entry.rpartition(":")
+            facts[call] = fact
+    return [facts.get(call, "default") for call in calls]
 
 
 @dataclass(frozen=True)
@@ -207,10 +229,12 @@ class ProjectLookup(Protocol):
         """A name as module `from_file` spells it, as any module can find it ("file::Name")."""
         ...
 
-    def passed_arguments(self, path: str, facts: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:
+    def passed_arguments(self, path: str, facts: bool = False, receivers: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:
         """For the functions and classes of module `path`: (name, parameter key) -> the classes whose
         instances other project modules pass there, each as "file::Class"; with `facts`, what each
-        call they make every step passes ("=file#N:tensor", (name, "") -> "=file#N" for each call)."""
+        call they make every step passes ("=file#N:tensor", (name, "") -> "=file#N" for each call),
+        the importers' calls, and with `receivers` also those of the modules the importers hand
+        objects of its classes to (which branch decisions read; values read the importers' only)."""
         ...
 
     def star_names(self, from_file: str, module: str) -> dict[str, str]:

@@ -248,9 +248,8 @@ class SymbolQueries:
         return None
 
     def _requalified(self, value: Value, defined_in: str) -> Value:
-        """A value another module returns, its classes named as that module's imports spell them
-        (`.models.lstm.LSTMEncoder`), renamed so this module finds them ("file::LSTMEncoder"), and of
-        the kind those classes are."""
+        """A value another module returns, its classes named as that module's imports spell them (`.lstm.LSTMEncoder`),
+        renamed so this module finds them ("file::LSTMEncoder"), and of the kind those classes are; a function's call, what it returns."""
         if value.kind is Kind.COLLECTION and value.items is not None and defined_in and self.project is not None:
             items = tuple(self._requalified(i, defined_in) for i in value.items)  # (`model, diffusion = create(...)`)
             return replace(value, element=join(items), items=items) if items != value.items else value
@@ -258,6 +257,7 @@ class SymbolQueries:
             return value
         key = (value, defined_in)
         if key not in self._requalified_memo:
+            self._requalified_memo[key] = value  # (a factory returning its own call: as it came)
             self._requalified_memo[key] = self._requalify(value, defined_in)
         return self._requalified_memo[key]
 
@@ -266,11 +266,13 @@ class SymbolQueries:
         return {}
 
     def _requalify(self, value: Value, defined_in: str) -> Value:
-        from trainlint.model.summary import ClassSummary
+        from trainlint.model.summary import ClassSummary, FunctionSummary
 
         assert self.project is not None
         named = [o if "::" in o else (self.project.qualify(defined_in, o) or o) for o in origins(value)]
         classes = [self.project_symbol(o) for o in named]
+        if len(classes) == 1 and isinstance(classes[0], FunctionSummary) and classes[0].returns.kind is not Kind.UNKNOWN:
+            return self._requalified(classes[0].returns, classes[0].defined[0])  # (`return build(args)` in an `__init__`)
         kinds = {c.kind for c in classes if isinstance(c, ClassSummary)}
         kind = kinds.pop() if len(kinds) == 1 and all(isinstance(c, ClassSummary) for c in classes) else value.kind
         return replace(value, kind=kind, origin="|".join(named))

@@ -186,13 +186,13 @@ class Project(ModuleFinder):
         note_all(known[2], known[0])
         return known[1]
 
-    def passed_arguments(self, path: str, facts: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:
+    def passed_arguments(self, path: str, facts: bool = False, receivers: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:
         """What other modules pass to this module's functions and classes (`ProjectLookup`'s). A
         summary reads the classes its importers pass as their outlines say (`passed_instances`): their
         summaries read its own."""
         if (self.depth and facts) or not path or path == "-":
             return {}
-        return passed_to(self, _real(Path(path)), facts, outlined=bool(self.depth))
+        return passed_to(self, _real(Path(path)), facts, outlined=bool(self.depth), receivers=receivers)
 
     def _arguments(self, path: Path, passed: list[tuple[str, str, str]]) -> tuple[Argument, ...]:
         """The instances a module passes to other project modules, resolved to the defining files."""

@@ -201,13 +201,32 @@ def _bind_header(statement: ast.stmt, bound: Bound) -> None:
 
 def _bind(statement: ast.stmt, bound: Bound, top: bool, classes: set[str], imported: dict[str, str]) -> None:
     for node in _own_nodes(statement):
+        places = _unpacked(node)
         for target in _bound_names(node):
             made = _made_any(node.value, classes, imported, bound) if isinstance(node, ast.Assign) and len(node.targets) == 1 else set()
+            if places is not None:  # `model, criterion, post = build_model(args)`: a place of what the call returns
+                made = {f"{m}{PLACE}{places[target]}" for m in made if PLACE not in m and not m.startswith(("::", TABLE, ATTRIBUTES))} if target in places else set()
             if top and isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 bound[target] = made or None
             else:
                 earlier = bound.get(target, set())
                 bound[target] = earlier | made if made and earlier is not None else None
+
+
+PLACE = "#"  # `made#1`: the second place of the tuple a call of `made` returns
+
+
+def _unpacked(node: ast.AST) -> dict[str, int] | None:
+    """`a, b, c = f(...)`: each name's place in the tuple, where every target is a plain name."""
+    if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(node.targets[0], (ast.Tuple, ast.List)):
+        return None
+    names = node.targets[0].elts
+    if not isinstance(node.value, ast.Call) or not all(isinstance(n, ast.Name) for n in names):
+        return None
+    places: dict[str, int] = {}
+    for index, name in enumerate(names):
+        places.setdefault(name.id, index)  # type: ignore[attr-defined]
+    return places
 
 
 def _is_main_guard(statement: ast.stmt) -> bool:
@@ -343,7 +362,7 @@ def _method_of_bound(func: ast.expr, bound: Bound) -> str | None:
     if not made or len(made) != 1:
         return None
     (cls,) = made
-    return None if cls.startswith("::") else f"{cls}.{func.attr}"
+    return None if cls.startswith("::") else f"{cls}.{func.attr}"  # (`factory#1.method`: a place's method)
 
 
 def resolved_arguments(project: Finder, real: Path, path: Path, passed: list[tuple[str, str, str]]) -> tuple[Argument, ...]:
@@ -363,10 +382,14 @@ def resolved_arguments(project: Finder, real: Path, path: Path, passed: list[tup
 def _resolved_argument(project: Finder, real: Path, path: Path, callee: str, key: str, origin: str) -> list[Argument]:
     """One instance passed to `callee` (as module `path` spells it, or "file::name"), resolved."""
     out: list[Argument] = []
-    where = project.locate_any(path, callee)
+    factory, _, placed = callee.partition(PLACE)
+    place, _, method = placed.partition(".")
+    where = project.locate_any(path, f"{factory}.{method}" if placed else callee)
     final = project.defined_in(where[0], where[1], hops=0) if where is not None else None
     if final is not None and len(final[1]) == 2 and final[1][0] in project.outline(final[0]).functions:
-        final = _factory_method(project, final[0], *final[1])
+        final = _factory_method(project, final[0], *final[1], int(place) if place.isdigit() else None)
+    elif placed:
+        return out
     if final is None or len(final[1]) not in (1, 2):
         return out
     library = origin.startswith(f"{LIBRARY_CLASS}::")
@@ -382,11 +405,12 @@ def _resolved_argument(project: Finder, real: Path, path: Path, callee: str, key
         return out
     cls: tuple[Path, list[str]] | None = (real, [origin[2:]])
     if not origin.startswith("::"):
-        found = project.locate_any(path, origin)
+        spelled, _, place = origin.partition(PLACE)
+        found = project.locate_any(path, spelled)
         cls = project.defined_in(found[0], found[1], hops=0) if found is not None else None
-        if cls is not None and len(cls[1]) == 1 and cls[1][0] not in project.outline(cls[0]).classes:
+        if cls is not None and len(cls[1]) == 1 and (place or cls[1][0] not in project.outline(cls[0]).classes):
             # (a function called, not a class built: the classes its outline says it returns)
-            for file, name in _factory_classes(project, cls[0], cls[1][0]):
+            for file, name in _factory_classes(project, cls[0], cls[1][0], int(place) if place.isdigit() else None):
                 out.append(Argument(str(final[0]), ".".join(final[1]), key, file, name))
             return out
     if cls is not None and len(cls[1]) == 1:
@@ -394,10 +418,11 @@ def _resolved_argument(project: Finder, real: Path, path: Path, callee: str, key
     return out
 
 
-def _factory_method(project: Finder, path: Path, factory: str, method: str) -> tuple[Path, list[str]] | None:
+def _factory_method(project: Finder, path: Path, factory: str, method: str, place: int | None = None) -> tuple[Path, list[str]] | None:
     """`diffusion.training_losses(model, ...)` after `diffusion = create_diffusion()`: the method of the
-    one class factory `factory` of module `path` returns (`return SpacedDiffusion(...)`), where it is."""
-    made = _factory_classes(project, path, factory)
+    one class factory `factory` of module `path` returns (`return SpacedDiffusion(...)`; or at `place`
+    of the tuple it returns), where it is."""
+    made = _factory_classes(project, path, factory, place)
     if len(made) != 1:
         return None
     file, cls = made[0]
@@ -405,14 +430,21 @@ def _factory_method(project: Finder, path: Path, factory: str, method: str) -> t
     return (Path(file), [cls, method]) if info is not None and method in info.methods else None
 
 
-def _factory_classes(project: Finder, path: Path, name: str) -> list[tuple[str, str]]:
+def _factory_classes(project: Finder, path: Path, name: str, place: int | None = None, hops: int = 0) -> list[tuple[str, str]]:
     """The project classes factory `name` of module `path` returns (`def build(cfg): return UNet(cfg)`),
-    as (file, class), where its outline knows them and they are few; else none."""
+    or returns at `place` of a tuple (`return model, criterion, postprocessors`), as (file, class), where
+    its outline knows them and they are few; through a factory of another module it returns the call of
+    (`def build_model(args): return build(args)` in a package's `__init__`); else none."""
     function = project.outline(path).functions.get(name)
-    if function is None or function.returns.kind not in (Kind.MODULE, Kind.OBJECT):
+    if function is None or hops > 3:
+        return []
+    value = function.returns
+    if place is not None and value.kind is Kind.COLLECTION:
+        value, place = (value.items[place], None) if value.items is not None and place < len(value.items) else (value, place)
+    if value.kind not in (Kind.MODULE, Kind.OBJECT) or (place is not None and value.kind is Kind.MODULE):
         return []
     out: list[tuple[str, str]] = []
-    made = origins(function.returns)
+    made = origins(value)
     for origin in made if len(made) <= MAX_TABLE_CLASSES else ():
         file, _, cls = origin.rpartition("::")
         if not file:  # (a class the factory imports, as its module spells it)
@@ -421,5 +453,8 @@ def _factory_classes(project: Finder, path: Path, name: str) -> list[tuple[str, 
             if where is None or len(where[1]) != 1:
                 continue
             file, cls = str(where[0]), where[1][0]
-        out.append((file, cls))
+        if cls in project.outline(Path(file)).functions:
+            out.extend(_factory_classes(project, Path(file), cls, place, hops + 1))
+        elif place is None:
+            out.append((file, cls))
     return out

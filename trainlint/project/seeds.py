@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainlint.model.lattice import origins
-from trainlint.model.summary import DISPATCH, FunctionSummary, ModuleSummary, Place, Seed, StepCall
+from trainlint.model.summary import DISPATCH, UNSET_FLAG_FACTS, FunctionSummary, ModuleSummary, Place, Seed, StepCall, given_facts
 from trainlint.project.classes import class_hierarchy
 from trainlint.project.hierarchy import choosing_modules
 from trainlint.test_code import is_test_name, is_test_path
@@ -37,7 +37,7 @@ def join_seeds(project: "Project", target: Path) -> dict[str, Seed]:
             if caller not in callers_seeds:
                 callers_seeds[caller] = project.step_seeds(str(caller))
             seed = callers_seeds[caller].get(call.when)
-            if seed is None:
+            if seed is None or (call.flag and _flag_left_unset(project, caller, call.when, call.flag)):
                 return
             prefixes = tuple((c, call.accelerator or seed.accelerator) for c in seed.chains[:1])
         chains = found.setdefault(name, [])
@@ -144,18 +144,26 @@ def _attached(project: "Project", target: Path, outline: "ModuleSummary") -> "li
     return out
 
 
-def passed_to(project: "Project", target: Path, facts: bool = False, outlined: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:
+def passed_to(project: "Project", target: Path, facts: bool = False, outlined: bool = False, receivers: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:
     """What the importers of module `target` pass to its functions and classes: (name, parameter key)
     -> the classes of the instances ("file::Class"); with `facts`, the facts of each call they make
     every step ("=file#N:tensor"; (name, "") -> "=file#N" for each call), as
     `ProjectLookup.passed_arguments` says. With `outlined`, the classes as the importers' outlines
-    say (what a summary reads: the importers' own summaries read it)."""
+    say (what a summary reads: the importers' own summaries read it). With `receivers`, the facts of
+    the modules the importers hand objects of its classes to as well (`train_one_epoch(model, ...)`
+    calling `model(x)` every step)."""
     found: dict[tuple[str, str], set[str]] = {}
     importers = project.importers(target, passing=not facts)
     # and the importers of a package's `__init__` that imports it: `from diffusion import
     # create_diffusion`, a factory returning an object of its class, to whose methods they pass theirs
     for package in [i for i in importers if i.name == "__init__.py" and i.parent == target.parent]:
         importers += [i for i in project.importers(package, passing=not facts) if i not in importers and i != target][:MAX_IMPORTERS]
+    if facts and receivers:
+        here = str(target)
+        for importer in list(importers):
+            for a in project.summary(importer).arguments:
+                if a.class_path == here and a.callee_path != here and (receiver := Path(a.callee_path)) not in importers:
+                    importers.append(receiver)
     for importer in importers:
         # the module linted reads what the steps pass as the step seeds read it (a module with no
         # training code of its own makes calls every step too); summaries, what is summarised
@@ -170,6 +178,16 @@ def passed_to(project: "Project", target: Path, facts: bool = False, outlined: b
             entry = f"={importer}#{call}" if not a.class_path else f"{a.class_path}::{a.class_name}"
             found.setdefault((a.callee, a.key), set()).add(entry)
     return {key: tuple(sorted(origins)) for key, origins in found.items()}
+
+
+def _flag_left_unset(project: "Project", caller: Path, when: str, flag: str) -> bool:
+    """Whether every step call other modules make of function `when` of module `caller` leaves its
+    flag `flag` ("1 gen_image") False or None, as by default: the call made under its test is not per
+    step (`model(samples)`, while only generation passes `gen_image=True`)."""
+    place, _, name = flag.partition(" ")
+    owner = when[: -len(".__init__")] if when.endswith(".__init__") else when
+    given = given_facts(project.passed_arguments(str(caller), facts=True, receivers=True), owner, [name, place])
+    return given is not None and all(fact in UNSET_FLAG_FACTS for fact in given)
 
 
 def _no_step_source(project: "Project", module: Path, root: Path) -> bool:

@@ -44,7 +44,7 @@ def encode_summary(summary: ModuleSummary, depends: set[State], version: int) ->
             {k: [c.kind.value, {m: _encode_function(f) for m, f in c.methods.items()}, list(c.bases), list(c.registered),
                  {a: _encode_value(v) for a, v in c.attributes.items()}, list(c.lacks), list(c.holds)] for k, c in summary.classes.items()},
             summary.exports,
-            [[c.target, [list(p) for p in c.chain], c.accelerator, c.when] for c in summary.step_calls],
+            [[c.target, [list(p) for p in c.chain], c.accelerator, c.when, c.flag] for c in summary.step_calls],
             [[a.callee_path, a.callee, a.key, a.class_path, a.class_name] for a in summary.arguments],
             summary.outline,
             [list(a) for a in summary.attached],
@@ -86,14 +86,14 @@ def _decode_argument(v: object) -> Any:
 def _decode_step_call(v: object) -> Any:
     from trainlint.model.summary import StepCall
 
-    target, chain, accelerator, when = items(v, 4)
+    target, chain, accelerator, when, unset = items(v, 5)
     places = []
     for place in items(chain):
         path, line, column, *note = items(place, 4 if type(place) is list and len(place) == 4 else 3)
         if type(line) is not int or type(column) is not int:
             raise BadEntry("not a place")
         places.append((text(path), line, column, text(note[0])) if note else (text(path), line, column))
-    return StepCall(text(target), tuple(places), flag(accelerator), text(when))
+    return StepCall(text(target), tuple(places), flag(accelerator), text(when), text(unset))
 
 
 def _encode_function(f: FunctionSummary) -> list[object]:
