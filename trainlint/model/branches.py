@@ -7,7 +7,12 @@ A value handed on only on logging steps gates what tests for it: a loss's helper
 caller's record (`storer`) when `self.n_train_steps % self.record_loss_every == 1` and None
 otherwise, and each loss term appends `loss.item()` to it under `if storer is not None:`. A plain
 presence test is no gate (`if log_writer is not None:` holds on every step or on none); it is one
-when every value that reaches the name is None but under a periodic test of DESIGN.md."""
+when every value that reaches the name is None but under a periodic test of DESIGN.md.
+
+Nor does a branch on what an object keeps from a constructor parameter that no construction gives:
+taming's `VectorQuantizer2(..., remap=None)` keeps `self.remap = remap`, and where the project builds
+it by name and never passes `remap`, `if self.remap is not None:` runs in no object; YOLO's
+`ComputeLoss(model)` leaves `use_dfl=True`, so the `else` of `if self.use_dfl:` never runs."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import libcst as cst
 
 from trainlint.model.facts import Assign, Call, Function, Site
 from trainlint.model.gates import is_gate_test
+from trainlint.model.names import dotted
 from trainlint.model.torchnames import literal_string
 
 if TYPE_CHECKING:
@@ -64,7 +70,7 @@ def branch_not_taken(model: "TrainingModel", site: Site) -> bool:
     # `if x_mask is not None: ... else: <site>`, with every call passing a tensor for `x_mask`
     branches = [(n, True) for d, n in zip(site.gate_depths, site.gate_nodes) if d == -1 and n is not None]
     return any(
-        _none_branch(model, fn, node.test, body) or _flag_branch(model, fn, node.test, body)
+        _none_branch(model, fn, node.test, body) or _flag_branch(model, fn, node.test, body) or _kept_default_branch(model, fn, node.test, body)
         for node, body in (*branches, *((n, False) for n in site.else_of))
     )
 
@@ -382,3 +388,48 @@ def _parameter_kind(model: "TrainingModel", fn: Function, name: str, depth: int)
     return _join(kinds)
 
 
+_LITERALS = {"None": None, "True": True, "False": False}
+
+
+def _kept_default_branch(model: "TrainingModel", fn: Function, test: cst.BaseExpression, body: bool) -> bool:
+    """Whether the branch (`body` or else) of `if self.x is [not] None:`, `if self.x:` or `if not
+    self.x:` in a method is one no object of its class takes: `self.x` is set only in `__init__`, from
+    a parameter with a literal default that no construction gives."""
+    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+    tested = test.expression if negated else test  # type: ignore[attr-defined]
+    is_none = None
+    if isinstance(tested, cst.Comparison) and len(tested.comparisons) == 1 and dotted(tested.comparisons[0].comparator) == "None":
+        operator = tested.comparisons[0].operator
+        if not isinstance(operator, (cst.Is, cst.IsNot)):
+            return False
+        is_none, tested = isinstance(operator, cst.Is), tested.left
+    attr = dotted(tested)
+    if fn.class_name is None or attr is None or not attr.startswith("self.") or attr.count(".") != 1:
+        return False
+    kept = _kept_default(model, fn.class_name, attr)
+    ask = getattr(model.project, "constructed_values", None)
+    given = ask(model.path, fn.class_name, kept[0], kept[1]) if kept is not None and ask is not None and model.path else None
+    if not given:
+        return False
+    values = {kept[2] if v == "default" else v for v in given}  # type: ignore[index]
+    return all((((value is None) == is_none if is_none is not None else bool(value)) != negated) != body for value in values)
+
+
+def _kept_default(model: "TrainingModel", class_name: str, attr: str) -> tuple[str, int, object] | None:
+    """(parameter, its place among `__init__`'s explicit parameters, its default) when `attr` is set
+    once, in `__init__`, to that parameter as given, and no class of the module derives from the class."""
+    info = model.local_class(class_name)
+    init = info.methods.get("__init__") if info is not None else None
+    assigns = model.attribute_assigns(class_name, attr)
+    if init is None or len(assigns) != 1 or any(class_name in c.bases or any(b.endswith(f".{class_name}") for b in c.bases) for c in model.classes):
+        return None
+    assign = assigns[0]
+    if assign.site.function is not init or assign.op is not None or assign.unpacked or not isinstance(assign.value, cst.Name):
+        return None
+    param = assign.value.value
+    default = init.defaults.get(param)
+    if not isinstance(default, cst.Name) or default.value not in _LITERALS or param not in init.explicit_params:
+        return None
+    if any(param in a.targets for a in model.assigns if a.site.function is init):
+        return None  # (rebound before it is kept)
+    return param, init.explicit_params.index(param), _LITERALS[default.value]

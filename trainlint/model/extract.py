@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from trainlint.model.facts import Assign, Call, ClassInfo, Condition, FormattedValue, Function, Loop, Return, Site, WithItem
 from trainlint.model.gates import (
-    after_training_test, child_nodes, constant_test, exit_gates, has_modulo, is_first_value_test, is_gate_test, is_inference_only_test, is_lazy_init_test,
-    is_sentinel_test, is_latch_test,
+    after_training_test, child_nodes, constant_test, exit_gates, has_modulo, is_gate_test, is_inference_only_test, is_lazy_init_test, is_sentinel_test, is_latch_test,
 )
 from trainlint.model.names import ImportMap, dotted
 from trainlint.model.hooks import pass_indexes
 from trainlint.model.modules_by_name import ImportsByName
+from trainlint.model.first_rounds import is_first_rounds_test
 from trainlint.model.torchnames import AUTOCAST, NO_GRAD, autocast_dtype, decorated_no_grad, is_false
 
 
@@ -57,10 +59,7 @@ def _last_statement(node: cst.If) -> cst.BaseSmallStatement | cst.BaseStatement 
 
 def is_error_branch(node: cst.If) -> bool:
     """A branch that ends the run or skips a broken batch: `if not isfinite(loss): print(...); sys.exit(1)`,
-    `if found_oom: shrink_microbatch(); continue`.
-
-    What it does runs only when something went wrong, like an `except` handler.
-    """
+    `if found_oom: shrink_microbatch(); continue`. What it does runs only when something went wrong, like an `except` handler."""
     last = _last_statement(node)
     kind = last.__class__
     if kind is cst.Raise:
@@ -92,9 +91,9 @@ def _words(expr: cst.CSTNode) -> list[str]:
 class Extractor(cst.CSTVisitor):
     """Collects calls, assignments, loops and functions with their enclosing context."""
 
-    def __init__(self, imports: ImportMap, extra_gates: frozenset[str] = frozenset()) -> None:
-        self.imports = imports
-        self.extra_gates = extra_gates
+    def __init__(self, imports: ImportMap, extra_gates: frozenset[str] = frozenset(), turns_grad_off: Callable[[str], bool] | None = None) -> None:
+        self.imports, self.extra_gates = imports, extra_gates
+        self.turns_grad_off = turns_grad_off  # (a project's decorator running what it decorates without grad)
         self.functions: list[Function] = []
         self.loops: list[Loop] = []
         self.calls: list[Call] = []
@@ -208,7 +207,7 @@ class Extractor(cst.CSTVisitor):
                 info.methods[fn.name] = fn
         self._frames.append((self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes, self._else_of))
         self._function, self._loop_stack, self._gates, self._excepts, self._withs, self._gate_nodes, self._else_of = fn, (), [], 0, [], [], []
-        if decorated_no_grad(decorators):
+        if decorated_no_grad(decorators, self.turns_grad_off):
             self._withs.append(WithItem("no_grad", None))
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
@@ -263,7 +262,7 @@ class Extractor(cst.CSTVisitor):
 
     def visit_If_body(self, node: cst.If) -> None:
         gate = (self._is_gate(node.test) or constant_test(node.test) is False or is_lazy_init_test(node.test, self.cached_globals) or is_inference_only_test(node.test)
-                or is_first_value_test(node, self._loop_stack[-1].node if self._loop_stack else None) or is_sentinel_test(node) or is_latch_test(node) or after_training_test(self._else_of, node))
+                or is_first_rounds_test(node, self._loop_stack[-1].node if self._loop_stack else None) or is_sentinel_test(node) or is_latch_test(node) or after_training_test(self._else_of, node))
         self._gates.append(len(self._loop_stack) if gate else -1)
         self._gate_nodes.append(node)
         if is_error_branch(node):

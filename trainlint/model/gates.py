@@ -113,11 +113,17 @@ def _is_counter_equality(expr: cst.CSTNode, not_counters: frozenset[str] = froze
     if not isinstance(comp.operator, cst.Equal):
         return False
     sides = (expr.left, comp.comparator)
-    if not any(isinstance(s, cst.Integer) for s in sides):
+    if not any(isinstance(s, cst.Integer) or _last_index(s) for s in sides):
         return False
     return any(
         _is_counter(s, COUNTER_WORDS) and not (isinstance(s, cst.Name) and s.value in not_counters) for s in sides
     )
+
+
+def _last_index(expr: cst.BaseExpression) -> bool:
+    """`len(pbar) - 1`: the index of a loop's last round (`if i == len(pbar) - 1:`, once an epoch)."""
+    return (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Subtract) and isinstance(expr.right, cst.Integer)
+            and expr.right.value == "1" and isinstance(expr.left, cst.Call) and dotted(expr.left.func) == "len")
 
 
 def is_rank_name(ident: str) -> bool:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from trainlint.model.arguments import argument_for
 from trainlint.model.names import dotted, root_name, tokens
-from trainlint.model.torchnames import GRAD_SCALER, decorated_no_grad, is_clip_name, is_scheduler_factory
+from trainlint.model.torchnames import GRAD_SCALER, decorated_no_grad, is_clip_name, is_scheduler_factory, wraps_without_grad
 from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value, join, origins
 from trainlint.model.function_values import portable
 from trainlint.model.added_methods import adds_methods
@@ -213,6 +213,7 @@ class Summarizer:
             parameter_facts=self._uses.facts(fn, subs),
             calls_parameters=tuple(k for n in dict.fromkeys(called_parameters) if (k := _parameter_key(fn, n)) is not None),
             self_methods=tuple(dict.fromkeys(self_methods)),
+            turns_grad_off=fn.parent is None and wraps_without_grad(fn.node, m.imports.resolve),
         )
 
     def _returned_activation(self, fn: "Function") -> str | None:

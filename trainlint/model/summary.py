@@ -80,6 +80,9 @@ class FunctionSummary:
     # ("list", "0 output", "1 target"): what it returns, tensors (or a list of them) computed by tensor
     # methods from those parameters, where they are (`computed_returns`)
     returns_computed: tuple[str, ...] = ()
+    # a decorator (or a factory of one) that runs what it decorates without grad: YOLO's
+    # `smart_inference_mode()` returning `(torch.inference_mode if ok else torch.no_grad)()(fn)`
+    turns_grad_off: bool = False
 
 
 @dataclass(frozen=True)
@@ -275,6 +278,12 @@ class ProjectLookup(Protocol):
     def unbuilt(self, path: str, class_name: str, base: str) -> bool:
         """Whether the project builds objects of other classes deriving from `base` ("file::Base") but
         never one of class `class_name` of module `path`."""
+        ...
+
+    def constructed_values(self, path: str, class_name: str, param: str, index: int) -> frozenset[object] | None:
+        """What the constructions of class `class_name` of module `path` give its constructor's
+        parameter `param` (explicit parameter `index`): None, True, False, or "default" for those that
+        give none; None where the project does not build it by name only, or gives other values."""
         ...
 
     def class_candidates(self, from_file: str, kind: str, qualname: str) -> tuple[str, ...]:

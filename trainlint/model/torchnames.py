@@ -11,6 +11,7 @@ from trainlint.model.names import ImportMap
 
 if TYPE_CHECKING:
     from trainlint.model.facts import Call, Function, WithItem
+    from trainlint.model.summary import ProjectLookup
 
 AUTOCAST = frozenset(
     {
@@ -24,9 +25,49 @@ AUTOCAST = frozenset(
 NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
 
 
-def decorated_no_grad(decorators: "tuple[str, ...]") -> bool:
-    """A function decorated to run without grad (`@torch.no_grad()`, `@torch.inference_mode()`)."""
-    return any(d in NO_GRAD for d in decorators)
+def decorated_no_grad(decorators: "tuple[str, ...]", turns_grad_off: "Callable[[str], bool] | None" = None) -> bool:
+    """A function decorated to run without grad (`@torch.no_grad()`, `@torch.inference_mode()`, or a
+    project's decorator that `turns_grad_off` says applies one of those)."""
+    return any(d in NO_GRAD or (turns_grad_off is not None and turns_grad_off(d)) for d in decorators)
+
+
+def grad_off_decorators(project: "ProjectLookup | None", path: str) -> "Callable[[str], bool] | None":
+    """Whether a decorator a module imports from another project module (its name as the imports
+    resolve it) runs what it decorates without grad, by that module's summary (`wraps_without_grad`)."""
+    if project is None or not path:
+        return None
+    return lambda qualname: getattr(project.symbol(path, qualname), "turns_grad_off", False) is True
+
+
+def wraps_without_grad(function: cst.FunctionDef, resolve: Callable[[cst.BaseExpression], str | None]) -> bool:
+    """A decorator that applies `torch.no_grad()` (or `inference_mode()`) to what it is given, or a
+    factory returning one it defines (`def smart_inference_mode(ok=...): def decorate(fn): return
+    (torch.inference_mode if ok else torch.no_grad)()(fn); return decorate`)."""
+    def wraps(f: cst.FunctionDef) -> bool:
+        params = f.params.params
+        returns = [s.value for s in _own_statements(f) if isinstance(s, cst.Return)]
+        return len(params) == 1 and bool(returns) and all(_applies_no_grad(r, params[0].name.value, resolve) for r in returns)
+
+    if wraps(function):
+        return True
+    returned = {s.value.value for s in _own_statements(function) if isinstance(s, cst.Return) and isinstance(s.value, cst.Name)}
+    return any(isinstance(s, cst.FunctionDef) and s.name.value in returned and wraps(s) for s in function.body.body)
+
+
+def _own_statements(function: cst.FunctionDef) -> "list[cst.BaseSmallStatement | cst.BaseCompoundStatement]":
+    """The statements of a function's body, a simple line's parts in it (not nested blocks)."""
+    body = function.body.body if isinstance(function.body, cst.IndentedBlock) else [function.body]
+    return [part for s in body for part in (s.body if isinstance(s, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else [s])]
+
+
+def _applies_no_grad(value: "cst.BaseExpression | None", param: str, resolve: Callable[[cst.BaseExpression], str | None]) -> bool:
+    """`torch.no_grad()(fn)`, `(torch.inference_mode if ok else torch.no_grad)()(fn)` for parameter `fn`."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Call) and len(value.args) == 1 and not value.func.args):
+        return False
+    if not (isinstance(value.args[0].value, cst.Name) and value.args[0].value.value == param):
+        return False
+    maker = value.func.func
+    return all(resolve(made) in NO_GRAD for made in ([maker.body, maker.orelse] if isinstance(maker, cst.IfExp) else [maker]))
 
 
 GRAD_SCALER = frozenset(

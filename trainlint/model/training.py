@@ -29,7 +29,7 @@ from trainlint.model.measuring_loops import measures_passes
 from trainlint.model.names import ImportMap, dotted, keyed, star_reader, tokens
 from trainlint.model.reaching import ReachingDefinitions
 from trainlint.model.symbols import SymbolQueries
-from trainlint.model.torchnames import decorated_no_grad, helper_turns_grad_off, literal_string, wraps_under_no_grad
+from trainlint.model.torchnames import decorated_no_grad, grad_off_decorators, helper_turns_grad_off, literal_string, wraps_under_no_grad
 from trainlint.model.branches import branch_not_taken, presence_gate
 from trainlint.model.gates import boundary_branches
 from trainlint.model.walk import walk
@@ -110,7 +110,7 @@ class TrainingModel(SymbolQueries, CallGraph, ReachingDefinitions, StepChains):
         """
         settings = settings or AnalysisSettings()
         imports = ImportMap(star_reader(module, path, project) if project is not None and path else None)
-        extractor = Extractor(imports, settings.gate_names)
+        extractor = Extractor(imports, settings.gate_names, grad_off_decorators(project, path))
         walk(module, extractor)  # libcst's visit would rebuild every node
         model = cls(
             module=module,

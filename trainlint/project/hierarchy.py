@@ -189,7 +189,7 @@ class _TopLevel:
 
 def _top_level(path: Path) -> _TopLevel | None:
     """A module's `_TopLevel` (memoised by content), its read noted; None if it cannot be read or parsed."""
-    return _per_content(_TOP_LEVELS, path, _read_top_level, None)
+    return per_content(_TOP_LEVELS, path, _read_top_level, None)
 
 
 def _read_top_level(data: bytes, path: Path) -> _TopLevel | None:
@@ -248,7 +248,7 @@ def _made_by(value: ast.expr | None) -> str | None:
 T = TypeVar("T")
 
 
-def _per_content(memo: dict[Path, tuple[object, T]], path: Path, read: Callable[[bytes, Path], T], missing: T) -> T:
+def per_content(memo: dict[Path, tuple[object, T]], path: Path, read: Callable[[bytes, Path], T], missing: T) -> T:
     """`read(data, path)` of a module's content, memoised by its state (read again once it changes);
     the read noted; `missing` for a module that cannot be read."""
     state, data = read_state(str(path))
@@ -449,7 +449,7 @@ _DECLARATION = re.compile(rb"[:>][ \t]*[\"']?([\w.]+)")
 def _declared(path: Path) -> frozenset[str]:
     """Each name a module's text declares something as (each part of `: a.Criterion`), memoised by
     content: asked for every module that may build a base's classes, by every module linted."""
-    return _per_content(_DECLARED, path, lambda data, _: frozenset(
+    return per_content(_DECLARED, path, lambda data, _: frozenset(
         part.decode() for token in _DECLARATION.findall(data) for part in token.split(b".") if part
     ), frozenset())
 

@@ -30,6 +30,7 @@ from trainlint.project import budget, kept_models, roots as import_roots, store
 from trainlint.project.components import Components
 from trainlint.project.watching import CycleFixpoint, InProgress, note, note_all, watching
 from trainlint.project.classes import class_hierarchy, inherited_methods
+from trainlint.project.constructions import constructed_values
 from trainlint.project.hierarchy import class_candidates, unbuilt
 from trainlint.project.passed_instances import passed_instances, resolved_arguments
 from trainlint.project.seeds import join_seeds, passed_to
@@ -86,8 +87,7 @@ class Project(ModuleFinder):
 
     # -- public --------------------------------------------------------------------------------
     def symbol(self, from_file: str, qualname: str) -> Symbol | None:
-        """The summary of `qualname` (as the importing file's imports spell it: `utils.Scaler`,
-        `.engine.train_one_epoch`), or None when it is not a name of a local module."""
+        """The summary of `qualname` (as the importing file's imports spell it: `utils.Scaler`, `.engine.train_one_epoch`), or None when it is not a name of a local module."""
         if not from_file or from_file == "-":
             return None
         found = self.locate_any(Path(from_file), qualname)
@@ -113,8 +113,7 @@ class Project(ModuleFinder):
         return self.locate(importer, qualname)
 
     def qualify(self, from_file: str, qualname: str) -> str | None:
-        """A name as module `from_file` spells it (`.models.lstm.LSTMEncoder`), as any module can find
-        it ("file::LSTMEncoder"); None for a library's name."""
+        """A name as module `from_file` spells it (`.models.lstm.LSTMEncoder`), as any module can find it ("file::LSTMEncoder"); None for a library's name."""
         found = self.locate(Path(from_file), qualname) if from_file and "::" not in qualname else None
         return f"{found[0]}::{'.'.join(found[1])}" if found is not None else None
 
@@ -335,8 +334,7 @@ class Project(ModuleFinder):
         return inherited_methods(found[0], found[1][0], lambda path, name: summaries._resolve(path, [name], 0, asker), self.outline, self.locate)
 
     def method_home(self, from_file: str, qualname: str, method: str) -> str | None:
-        """Where an object of project class `qualname` finds `method` (`ProjectLookup.method_home`),
-        read from outlines."""
+        """Where an object of project class `qualname` finds `method` (`ProjectLookup.method_home`), read from outlines."""
         if not from_file or from_file == "-":
             return None
         found = self.locate_any(Path(from_file), qualname)
@@ -349,9 +347,12 @@ class Project(ModuleFinder):
                 return f"{_real(where)}::{cls}.{method}"
         return None
 
+    def constructed_values(self, path: str, class_name: str, param: str, index: int) -> frozenset[object] | None:
+        """(`ProjectLookup.constructed_values`, `constructions.constructed_values`)"""
+        return constructed_values(None if self.depth else lambda t, w: self._import_index(t).by_word.get(w, []), _real(Path(path)), class_name, param, index) if path and path != "-" else None
+
     def unbuilt(self, path: str, class_name: str, base: str) -> bool:
-        """Whether the project builds objects of other classes deriving from `base` ("file::Base") but
-        never one of class `class_name` of module `path` (`hierarchy.unbuilt`)."""
+        """Whether the project builds objects of other classes deriving from `base` ("file::Base") but never one of class `class_name` of module `path` (`hierarchy.unbuilt`)."""
         return bool(path) and path != "-" and unbuilt(self, _real(Path(path)), class_name, base)
 
     def class_candidates(self, from_file: str, kind: str, qualname: str) -> tuple[str, ...]:
@@ -484,8 +485,7 @@ class Project(ModuleFinder):
             return self.outline(path)
 
     def _model(self, path: Path, source: str, lookup: Any = None) -> Any:
-        """The training model of a module's source, as its summary sees it (through the summaries'
-        project, or `lookup` forwarding to it)."""
+        """The training model of a module's source, as its summary sees it (through the summaries' project, or `lookup` forwarding to it)."""
         from trainlint.model.parse import parse_file
         from trainlint.model.training import TrainingModel
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainlint.project import roots as import_roots
+from trainlint.project.constructions import forget_constructions
 from trainlint.project.hierarchy import forget_hierarchy
 from trainlint.project.index import Project, forget_outlines
 from trainlint.project.kept_models import forget_models
@@ -33,6 +34,7 @@ def forget_projects() -> None:
     forget_outlines()
     import_roots.forget()
     forget_hierarchy()
+    forget_constructions()
     python_tree.cache_clear()
     forget_trees()
     forget_models()

@@ -101,7 +101,7 @@ def _encode_function(f: FunctionSummary) -> list[object]:
             f.reads_arguments, f.no_grad, f.sets_train_mode, f.differentiates_arguments, _encode_value(f.returns),
             list(f.defined), f.returns_argument, list(f.self_calls), f.steps_parameter, f.clips_parameter, f.adds_methods,
             f.saves_arguments, list(f.replaces_layers), list(f.optimizes), f.returns_activation,
-            list(f.parameter_facts), list(f.calls_parameters), list(f.self_methods), list(f.read_parameters), list(f.returns_computed)]
+            list(f.parameter_facts), list(f.calls_parameters), list(f.self_methods), list(f.read_parameters), list(f.returns_computed), f.turns_grad_off]
 
 
 def _decode_function(v: object) -> FunctionSummary:
@@ -109,7 +109,7 @@ def _decode_function(v: object) -> FunctionSummary:
 
     (where, steps, backprops, trains, clears_grads, clips, scales, synchronizes, syncs, reads_arguments, no_grad,
      sets_train_mode, differentiates, returns, defined, returns_argument, self_calls, steps_parameter, clips_parameter,
-     adds_methods, saves_arguments, replaces_layers, optimizes, returns_activation, parameter_facts, calls_parameters, self_methods, read_parameters, returns_computed) = items(v, 29)
+     adds_methods, saves_arguments, replaces_layers, optimizes, returns_activation, parameter_facts, calls_parameters, self_methods, read_parameters, returns_computed, turns_grad_off) = items(v, 30)
     path, qualified = items(defined, 2)
     return FunctionSummary(
         text(where), flag(steps), flag(backprops), flag(trains), flag(clears_grads), flag(clips), flag(scales),
@@ -120,7 +120,7 @@ def _decode_function(v: object) -> FunctionSummary:
         tuple(text(s) for s in items(replaces_layers)), tuple(text(s) for s in items(optimizes)), opt_text(returns_activation),
         tuple(text(s) for s in items(parameter_facts)), tuple(text(s) for s in items(calls_parameters)),
         tuple(text(s) for s in items(self_methods)), tuple(text(s) for s in items(read_parameters)),
-        tuple(text(s) for s in items(returns_computed)),
+        tuple(text(s) for s in items(returns_computed)), flag(turns_grad_off),
     )
 
 
