@@ -13,12 +13,13 @@ import libcst as cst
 
 from trainlint.model.configurable import configured_argument
 from trainlint.model.hooks import library_registry
+from trainlint.model.lattice import Kind, Value
 from trainlint.model.names import dotted
 from trainlint.model.summary import ATTRIBUTES
 from trainlint.model.torchnames import MODULE_MOVES, MODULE_WRAPPERS
 
 if TYPE_CHECKING:
-    from trainlint.model.facts import Site
+    from trainlint.model.facts import Assign, Site
     from trainlint.model.training import TrainingModel
 
 MAX_CANDIDATES = 3
@@ -67,9 +68,27 @@ def _bindings(m: "TrainingModel", expr: cst.BaseExpression, site: "Site") -> lis
         assigns = m.attribute_assigns(fn.class_name, f"self.{expr.attr.value}")
     else:
         return []
-    if not assigns or any(a.op is not None or a.unpacked for a in assigns):
+    if not assigns or any(a.op is not None for a in assigns):
         return []
-    return [(a.value, a.node.annotation.annotation if isinstance(a.node, cst.AnnAssign) else None, a.site) for a in assigns]
+    out: list[tuple[cst.BaseExpression, "cst.BaseExpression | None", "Site"]] = []
+    for a in assigns:
+        given = _prepared(m, a, expr.value) if a.unpacked and isinstance(expr, cst.Name) else None
+        if a.unpacked and not isinstance(given, cst.Name):
+            return []
+        out.extend(_bindings(m, given, a.site) if given is not None else [(a.value, a.node.annotation.annotation if isinstance(a.node, cst.AnnAssign) else None, a.site)])
+    return out
+
+
+def _prepared(m: "TrainingModel", assign: "Assign", name: str) -> cst.BaseExpression | None:
+    """`model, optimizer = accelerator.prepare(model, optimizer)`: what Accelerate's `prepare` was given
+    for `name` (it returns what it is given, wrapped, in order); None for any other unpacking."""
+    call = assign.value
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "prepare" and name in assign.targets):
+        return None
+    args = [a for a in call.args if a.keyword is None and not a.star]
+    if len(args) != len(assign.targets) or m.value(call.func.value, assign.site).origin != "accelerate.Accelerator":
+        return None
+    return args[assign.targets.index(name)].value
 
 
 def _chosen(m: "TrainingModel", value: cst.BaseExpression, at: "Site", depth: int) -> list[str] | None:
@@ -117,6 +136,15 @@ def _chosen(m: "TrainingModel", value: cst.BaseExpression, at: "Site", depth: in
             return None
         out.extend(c for c in chosen if c not in out)
     return out or None
+
+
+def registered_builders(m: "TrainingModel", registry: str) -> Value | None:
+    """`build_func = MODULE_BUILD_FUNCS.get(args.modelname)` (`registry`: the registry's name as the
+    imports spell it): a function value that may be each project function its methods decorate
+    (`@MODULE_BUILD_FUNCS.registe_with_name(module_name='dino') def build_dino(args)`); None where
+    there is none or more than `MAX_CANDIDATES`."""
+    found = _asked(m, "builders", registry)
+    return Value(Kind.FUNCTION, origin="|".join(found)) if found and len(found) <= MAX_CANDIDATES else None
 
 
 def _unwrapped(m: "TrainingModel", value: cst.Call) -> cst.BaseExpression:

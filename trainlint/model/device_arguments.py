@@ -42,7 +42,11 @@ class DeviceArguments:
         device=t.device)` of a host `t` is on the host); without one, the default device."""
         if type(device) is cst.Attribute and device.attr.value == "device" and (beside := self.of(device.value, fn, at)).kind is Kind.TENSOR:  # type: ignore[attr-defined]
             return beside.device
-        return device_of_argument(device) if device is not None else self.default_device  # type: ignore[attr-defined]
+        if device is None or (type(device) is cst.Name and device.value == "None"):
+            return self.default_device  # type: ignore[attr-defined]
+        if isinstance(device, (cst.Name, cst.Attribute)) and self.device_literal(device, fn, at) is None:
+            return ACCEL  # (a device named, not spelled: where the run puts its tensors, as `.to(device)` moves them)
+        return device_of_argument(device) if not isinstance(device, cst.Call) else HOST if self.spells_cpu(device, fn, at) else ACCEL
 
     def _moved(self, base: Value, call: cst.Call, fn: "Function | None", at: "Site | None") -> Value:
         for a in call.args:

@@ -48,11 +48,25 @@ def formats_tensor(model: TrainingModel, expr: cst.BaseExpression, site: Site) -
     """`"loss %f" % (loss,)`: %-formatting converts each tensor operand on the host."""
     if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo)):
         return False
-    if not isinstance(expr.left, (cst.SimpleString, cst.ConcatenatedString)):
+    if not _string_expression(expr.left):
         return False
     right = expr.right
     operands = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
     return any(device_tensor(model.value(v, site)) for v in operands)
+
+
+def _string_expression(expr: cst.BaseExpression) -> bool:
+    """A string literal, or one built from literals (YOLO's `('%11s' * 2 + '%11.4g' * 5) % (...)`):
+    what makes `%` formatting, not a remainder."""
+    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    if not isinstance(expr, cst.BinaryOperation):
+        return False
+    if isinstance(expr.operator, cst.Add):
+        return _string_expression(expr.left) and _string_expression(expr.right)
+    if isinstance(expr.operator, cst.Multiply):
+        return (_string_expression(expr.left) and isinstance(expr.right, cst.Integer)) or (isinstance(expr.left, cst.Integer) and _string_expression(expr.right))
+    return False
 
 
 def chain_base(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -134,7 +148,23 @@ def sized_by_device_tensor(model: TrainingModel, call: Call, site: Site) -> bool
         return False
     given = [a.value for a in call.node.args if a.keyword is None or a.keyword.value in SIZE_KEYWORDS]
     given = [e.value for g in given for e in (g.elements if isinstance(g, (cst.Tuple, cst.List)) else [cst.Element(g)]) if isinstance(e, cst.Element)]
-    return any((v := model.value(g, site)).is_tensor and v.device == ACCEL for g in given)
+    return any((v := model.value(g, site)).is_tensor and v.device == ACCEL and not _no_tensor_here(model, g, site) for g in given)
+
+
+def _no_tensor_here(model: TrainingModel, expr: cst.BaseExpression, site: Site) -> bool:
+    """`t` under `if not torch.is_tensor(t):` (or `not isinstance(t, torch.Tensor)`): whatever else
+    the name may hold, here it is no tensor (voicebox's `torch.arange(t, device=self.device)`)."""
+    if not isinstance(expr, cst.Name):
+        return False
+    for gate in site.gate_nodes:
+        test = gate.test if gate is not None and gate not in site.else_of else None
+        inner = test.expression if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) else None
+        if isinstance(inner, cst.Call) and inner.args and isinstance(inner.args[0].value, cst.Name) and inner.args[0].value.value == expr.value:
+            name = model.imports.resolve(inner.func)
+            kind = model.imports.resolve(inner.args[1].value) if name == "isinstance" or (name is None and len(inner.args) == 2) else None
+            if name == "torch.is_tensor" or kind == "torch.Tensor":
+                return True
+    return False
 
 
 def typed_to_host(model: TrainingModel, call: Call) -> bool:

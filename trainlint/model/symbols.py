@@ -22,6 +22,7 @@ from trainlint.model.function_values import local_function_index, local_function
 from trainlint.model.values import ValueModel
 from trainlint.model.summary import DEFINING
 from trainlint.model.backpropagated import handed_to_backward
+from trainlint.model.candidates import candidate_classes
 
 if TYPE_CHECKING:
     from trainlint.model.summary import FunctionSummary
@@ -157,10 +158,11 @@ class SymbolQueries:
         return {c.name: c for c in self.classes}
 
     def local_function(self, name: str) -> Function | None:
-        for fn in self._by_name.get(name, ()):
-            if fn.class_name is None:
-                return fn
-        return None
+        return next((fn for fn in self._by_name.get(name, ()) if fn.class_name is None), None)
+
+    def own_method(self, fn: Function | None, name: str) -> Function | None:
+        """Method `name` of the class of method `fn`, defined in that class here (`self.positional_embedding`)."""
+        return info.methods.get(name) if fn is not None and fn.class_name and (info := self._classes_by_name.get(fn.class_name)) else None
 
     def visible_function(self, name: str, fn: Function | None) -> Function | None:
         """The function `name` refers to in `fn` by Python's scopes: one defined in `fn` or in a
@@ -337,12 +339,7 @@ class SymbolQueries:
             owner = function.class_name if function is not None else None
         else:
             owner = receiver.value if receiver.value in self._classes_by_name else None
-        if owner is None:
-            return None
-        for fn in self._by_name.get(method, ()):
-            if fn.class_name == owner:
-                return fn
-        return None
+        return next((fn for fn in self._by_name.get(method, ()) if fn.class_name == owner), None) if owner is not None else None
 
     def project_call_summary(self, call: Call) -> "FunctionSummary | None":
         """What a call into the project does: an imported function, a method of an object whose class
@@ -392,23 +389,22 @@ class SymbolQueries:
             return methods.get("__call__") if methods is not None else None
         if call.method is not None and call.receiver is not None and call.receiver_text != "cls":
             base = self.values.of(call.receiver, fn, call.site)
-            if base.origin is not None and "|" in base.origin:  # an object of one of several classes
-                found = [dispatched((self.class_methods(o) or {}).get(call.method), self.class_methods(o) or {}) for o in origins(base)]
+            # an object of one of several classes: written out, or chosen by the project at run time
+            chosen = origins(base) if base.origin is not None and "|" in base.origin else candidate_classes(self, call.receiver, call.site, call.method) if base.kind is Kind.UNKNOWN else ()  # type: ignore[arg-type]
+            if chosen:
+                found = [dispatched((self.class_methods(o) or {}).get(call.method), self.class_methods(o) or {}) for o in chosen]
                 return common_summary([f for f in found if f is not None]) if all(found) else None
-            methods = self.class_methods(base.origin)
-            if methods is not None:
+            if (methods := self.class_methods(base.origin)) is not None:
                 return dispatched(methods.get(call.method), methods)
         elif call.name is not None or (call.method is None):
             callee = self.values.of(call.node.func, fn, call.site)
-            methods = self.class_methods(callee.origin)
-            if methods is not None:
+            if (methods := self.class_methods(callee.origin)) is not None:
                 return methods.get("__call__")
             # `loss_scaler(loss, optimizer, clip_grad=...)`: timm's loss scaler, handed in as a
             # parameter (DeiT/MAE style): it scales, backpropagates, clips when asked, steps and updates
-            name = call.name or ""
             if callee.origin in LIBRARY_LOSS_SCALERS and len(call.node.args) >= 2:
                 clips = call.kwarg("clip_grad") is not None or call.kwarg("clip_value") is not None
-                return FunctionSummary(where=name, steps=True, backprops=True, scales=True, clips=clips)
+                return FunctionSummary(where=call.name or "", steps=True, backprops=True, scales=True, clips=clips)
         return None
 
     def _inherited_summary(self, call: Call) -> "FunctionSummary | None":

@@ -16,6 +16,7 @@ from trainlint.model.arguments import LambdaCalls, argument_for, computed_value
 from trainlint.model.containers import MODULE_CONTAINERS, element_of, held_modules, namespace_value
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
 from trainlint.model.chosen_classes import ChosenClasses
+from trainlint.model.candidates import registered_builders
 from trainlint.model.device_arguments import DeviceArguments, moved_to_device
 from trainlint.model.data_sources import ARRAY_METHODS, numpy_built
 from trainlint.model.distributions import DISTRIBUTIONS, distribution, sampled
@@ -107,14 +108,14 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
         func = call.func
         known = m.call_at(call)  # (its callee as the imports before it say, where the function imports that name)
         qual = m.imports.resolve_in(func, fn, known.qualname) if known is not None else m.imports.resolve(func)
-        if qual is not None:
-            value = self._library_call(qual, call, fn, at)
+        if qual is not None:  # (`REGISTRY.get(name)` of a registry of the project's builder functions: one of them)
+            value = (registered_builders(m, qual[:-4]) if qual.endswith(".get") else None) or self._library_call(qual, call, fn, at)
             if value is not None:
                 return value
         if qual is None and at is not None and isinstance(func, (cst.Name, cst.Attribute)) and is_cuda_type(m, func, at):
             return Value(Kind.TENSOR, ACCEL, False)  # `dtype(array)` of `dtype = torch.cuda.FloatTensor if cuda else ...`
         own = m.imports.own_name(func)  # `f`, or `d2l.f` where `d2l` is this module itself
-        if isinstance(func, cst.Attribute) and dotted(func.value) == "self" and own is None:
+        if isinstance(func, cst.Attribute) and dotted(func.value) == "self" and own is None and not m.own_method(fn, func.attr.value):
             held = self.of(func, fn, at)  # `self.tokenizer(text)` after `self.tokenizer = list_str_to_tensor`
             if held.kind is Kind.UNKNOWN and isinstance(func.value, cst.Name):
                 held = self.called_attribute(fn, f"self.{func.attr.value}")

@@ -452,8 +452,10 @@ class ValueModel(CallValues, CycleMemo):
             init = saving_constructor(self.model, cls, text[5:]) if cls is not None else None
             if init is not None:  # `self.save_hyperparameters()`: the argument of that name
                 values.append(self._parameter(init, text[5:]))
-            if not values and fn is not None and cls is not None:  # set by a project base class
-                values = self._inherited_attribute(fn, text[5:])
+            if not values and fn is not None and cls is not None:  # set by a project base class, or a method named
+                method = self.model.own_method(fn, text[5:])
+                method = method if method is None or all(dotted(d.decorator) in ("staticmethod", "classmethod") for d in method.node.decorators) else None  # (a property's value is no function)
+                values = [self.model.function_value(method)] if method is not None else self._inherited_attribute(fn, text[5:])
             value = join(values) if values else UNKNOWN  # then what its methods do with it (`self.net.parameters()`: a module)
             value = (self.model.attribute_used_as(cls, text) or value) if value.kind is Kind.UNKNOWN and value is not CYCLE else value
         finally:

@@ -140,7 +140,7 @@ def classes_defining(project: "Project", from_file: Path, method: str) -> tuple[
 def class_candidates(project: "Project", from_file: Path, kind: str, qualname: str) -> tuple[str, ...]:
     """The project classes ("file::Class") an object may be when module `from_file` builds it from
     `qualname` (as it spells it, or "file::NAME"): "table", the classes a dict of classes holds;
-    "registry", those a method of it decorates (`@LOSSES.register()`); "library", those a method of a
+    "registry", those a method of it decorates (`@LOSSES.register()`); "builders", the functions it decorates; "library", those a method of a
     library's registry ("detectron2.ROI_HEADS_REGISTRY") decorates in any module; "factory", those of the registry
     whose class every return of function `qualname` builds (`return LOSSES.get(name)(cfg)`); "base", the class and its
     subclasses in the modules importing its module; "functions", the functions ("file::f") a dict of
@@ -163,8 +163,8 @@ def class_candidates(project: "Project", from_file: Path, kind: str, qualname: s
         return _table(project, path, name)
     if kind == "functions":
         return _function_table(project, path, name)
-    if kind == "registry":
-        return _registered(project, path, name)
+    if kind in ("registry", "builders"):
+        return _registered(project, path, name, functions=kind == "builders")
     if kind == "factory":
         return _factory_registered(project, path, name)
     if kind == "base" and name in project.outline(path).classes:
@@ -185,6 +185,7 @@ class _TopLevel:
     registrations: tuple[tuple[str, str], ...]  # (class, registry) of `@REGISTRY.method(...) class C`
     # `def DiT_S_2(**kw): return DiT(depth=12, **kw)`: a top-level function whose every `return` calls one name
     factories: dict[str, str] = field(default_factory=dict)
+    builders: tuple[tuple[str, str], ...] = ()  # (function, registry) of `@REGISTRY.method(...) def build(args)`
 
 
 def _top_level(path: Path) -> _TopLevel | None:
@@ -201,22 +202,23 @@ def _read_top_level(data: bytes, path: Path) -> _TopLevel | None:
     tables: dict[str, tuple[str | None, ...]] = {}
     registrations: list[tuple[str, str]] = []
     factories: dict[str, str] = {}
+    builders: list[tuple[str, str]] = []
     for node in tree.body:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
         assigned.update(t.id for t in targets if isinstance(t, ast.Name))
         if len(targets) == 1 and isinstance(targets[0], ast.Name) and isinstance(node.value, ast.Dict):  # type: ignore[union-attr]
             values = node.value.values  # type: ignore[union-attr]
             tables[targets[0].id] = tuple(ast.unparse(v) if isinstance(v, (ast.Name, ast.Attribute)) else None for v in values)
-        if isinstance(node, ast.ClassDef):
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             for decorator in node.decorator_list:
                 func = decorator.func if isinstance(decorator, ast.Call) else decorator
                 if isinstance(func, ast.Attribute):  # (`@LOSSES.register("set")`: a method of the registry)
-                    registrations.append((node.name, ast.unparse(func.value)))
+                    (registrations if isinstance(node, ast.ClassDef) else builders).append((node.name, ast.unparse(func.value)))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             made = _factory_of(node)
             if made is not None:
                 factories[node.name] = made
-    return _TopLevel(frozenset(assigned), tables, tuple(registrations), factories)
+    return _TopLevel(frozenset(assigned), tables, tuple(registrations), factories, tuple(builders))
 
 
 def _factory_of(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
@@ -324,14 +326,15 @@ def _modules(project: "Project", path: Path) -> list[Path]:
     return [path, *(p for p in project.importers(path) if p.suffix == ".py")][:MAX_MODULES]
 
 
-def _registered(project: "Project", path: Path, name: str) -> tuple[str, ...]:
+def _registered(project: "Project", path: Path, name: str, functions: bool = False) -> tuple[str, ...]:
+    """The classes registered in registry `name` of module `path` (`functions`: the functions, "builders")."""
     facts = _top_level(path)
     if facts is None or name not in facts.assigned:
         return ()
     out: list[str] = []
     for module in _modules(project, path):
         registered = _top_level(module)
-        for cls, registry in registered.registrations if registered is not None else ():
+        for cls, registry in (registered.builders if functions else registered.registrations) if registered is not None else ():
             if module == path and registry == name or _located(project, module, registry) == (path, name):
                 out.append(f"{_real(module)}::{cls}")
     return tuple(dict.fromkeys(out))
@@ -364,9 +367,13 @@ def _library_registry(project: "Project", module: Path, spelled: str) -> str | N
     return f"{library}.{(rest or head).rpartition('.')[2]}" if library and not library.startswith(".") else None
 
 
-def _factory_registered(project: "Project", path: Path, name: str) -> tuple[str, ...]:
-    """The classes registered in the registry whose class every `return` of function `name` builds
-    (`return SPARSE_INST_CRITERION_REGISTRY.get(name)(cfg, matcher)`)."""
+def _factory_registered(project: "Project", path: Path, name: str, depth: int = 0) -> tuple[str, ...]:
+    """The classes function `name` may build: those of the registry whose class every `return`
+    builds (`return SPARSE_INST_CRITERION_REGISTRY.get(name)(cfg, matcher)`), or what the same
+    function of each module of a dict of modules builds (`return method_dict[cfg['method']].config.get_trainer(...)`
+    with `method_dict = {'gan2d': gan2d, 'giraffe': giraffe}`: each package's `config.get_trainer`,
+    returning `training.Trainer(...)`). `depth`: factories followed so far; past the first, a
+    factory returning one class (`return training.Trainer(...)`) gives it."""
     facts = _top_level(path)
     for _ in range(3):  # (a package's `__init__` re-exporting it: where it is defined)
         if facts is None or name in facts.factories:
@@ -377,11 +384,29 @@ def _factory_registered(project: "Project", path: Path, name: str) -> tuple[str,
         path, name = found
         facts = _top_level(path)
     made = facts.factories.get(name, "") if facts is not None else ""
-    if not made.endswith(REGISTRY_GET):
-        return ()
-    registry = made[: -len(REGISTRY_GET)]
-    home = (path, registry) if registry in facts.assigned else _located(project, path, registry)  # type: ignore[union-attr]
-    return _registered(project, *home) if home is not None else ()
+    if made.endswith(REGISTRY_GET):
+        registry = made[: -len(REGISTRY_GET)]
+        home = (path, registry) if registry in facts.assigned else _located(project, path, registry)  # type: ignore[union-attr]
+        return _registered(project, *home) if home is not None else ()
+    table = _MODULE_TABLE.fullmatch(made)
+    if table is not None and facts is not None and table[1] in facts.tables and depth < MAX_FACTORY_DEPTH:
+        out: list[str] = []
+        for module in facts.tables[table[1]]:
+            found = _located(project, path, f"{module}.{table[2]}") if module is not None else None
+            built_there = _factory_registered(project, *found, depth=depth + 1) if found is not None else ()
+            if not built_there:
+                return ()  # (a value that is no module, or a function building no known class: nothing)
+            out.extend(built_there)
+        return tuple(dict.fromkeys(out))
+    if depth and made:
+        found_class = _class_of(project, path, made)
+        return (found_class,) if found_class is not None else ()
+    return ()
+
+
+# what a factory of a dict of modules calls: `method_dict[method].config.get_trainer`
+_MODULE_TABLE = re.compile(r"(\w+)\[[^\[\]]*\]\.([\w.]+)")
+MAX_FACTORY_DEPTH = 3
 
 
 def _located(project: "Project", module: Path, spelled: str) -> tuple[Path, str] | None:
@@ -420,7 +445,8 @@ def choosing_modules(project: "Project", target: Path) -> list[Path]:
             if _real(path) != target:
                 homes.setdefault(_real(path), set()).add(base)
     registries: set[Path] = set()
-    for _, registry in facts.registrations if facts is not None else ():
+    # (and the registries of its builder functions: `@MODULE_BUILD_FUNCS.registe_with_name() def build_dino`)
+    for _, registry in (*facts.registrations, *facts.builders) if facts is not None else ():
         found = _located(project, target, registry)
         if found is not None and found[0] != target:
             registries.add(found[0])

@@ -23,6 +23,20 @@ class Imported(ast.expr):
     _fields = ("spelled",)
 
 
+class Unpacked(ast.expr):
+    """A name bound by unpacking a call's result (`model, criterion, postprocessors = build_func(args)`):
+    the call, and the name's place in the tuple."""
+
+    _fields = ("call", "place")
+
+
+# what a factory returns when it hands on the tuple of a builder function a registry holds
+# (`build_func = MODULE_BUILD_FUNCS.get(args.modelname)`, then `model, criterion, pp = build_func(args)`
+# and `return model, criterion, pp`): the registry as the module spells it, after the prefix
+BUILDERS = "builders:"
+UNPACKED = "#unpacked"  # the key of a name's bindings by unpacking a call, apart from its others
+
+
 class ReturnedClasses:
     """The returns of a module's factories, each read once (a factory may call another)."""
 
@@ -56,6 +70,9 @@ class ReturnedClasses:
     def _returned(self, fn: Function) -> Value | None:
         returned = _returns(fn)
         tuples = [(value, reaching) for value, reaching in returned if isinstance(value, ast.Tuple)]
+        handed_on = self._handed_on(*tuples[0]) if len(tuples) == 1 and len(returned) == 1 else None
+        if handed_on is not None:
+            return handed_on
         if tuples:  # (`return model, optimizer` when training, else `return model`: a caller unpacking it took the first)
             return self._tuple(tuples)
         if len(returned) == 1:
@@ -77,6 +94,27 @@ class ReturnedClasses:
         if all(item is UNKNOWN for item in items):
             return None
         return Value(Kind.COLLECTION, HOST, element=join(items), items=tuple(items))
+
+    def _handed_on(self, value: ast.Tuple, reaching: Bindings) -> Value | None:
+        """`model, criterion, pp = build(args)` then `return model, criterion, pp`: what the call returns,
+        place by place: another factory of the module or an imported one (by its name), or a builder a
+        registry holds (`build = REGISTRY.get(name)`: `BUILDERS` and the registry)."""
+        bound = [reaching.get(f"{e.id}{UNPACKED}", []) if isinstance(e, ast.Name) and e.id not in reaching else [] for e in value.elts]
+        if not all(len(b) == 1 and isinstance(b[0], Unpacked) and b[0].place == i for i, b in enumerate(bound)):  # type: ignore[attr-defined]
+            return None
+        calls = {id(b[0].call) for b in bound}  # type: ignore[attr-defined]
+        func = bound[0][0].call.func if len(calls) == 1 else None  # type: ignore[attr-defined]
+        if not isinstance(func, ast.Name):
+            return None
+        if func.id in self._functions or func.id in self._exports:
+            return Value(Kind.OBJECT, origin=self._exports.get(func.id, func.id))
+        getter = reaching.get(func.id, [])
+        registry = getter[0].func.value if len(getter) == 1 and isinstance(getter[0], ast.Call) and isinstance(getter[0].func, ast.Attribute) and getter[0].func.attr == "get" else None
+        if not isinstance(registry, ast.Name):
+            return None
+        imported = [b.spelled for b in reaching.get(registry.id, ()) if isinstance(b, Imported)]  # type: ignore[attr-defined]
+        spelled = imported[0] if len(imported) == 1 else self._exports.get(registry.id)
+        return Value(Kind.OBJECT, origin=f"{BUILDERS}{spelled}") if spelled else None
 
     def _namespace(self, value: ast.expr, reaching: Bindings) -> Value | None:
         """`return Munch(bert=bert, text_encoder=text_encoder)` (or the name bound to it): the objects
@@ -179,6 +217,12 @@ def _returns(fn: Function) -> list[tuple[ast.expr, Bindings]]:
                     continue  # `net = net.to(device)`: the same object, as it was bound
                 bound.setdefault(node.targets[0].id, []).append(node.value)
                 last[node.targets[0].id] = [node.value] if top else [*last.get(node.targets[0].id, ()), node.value]
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Call):
+                for place, target in enumerate(node.targets[0].elts):  # `model, criterion = build(args)`: kept apart
+                    key = f"{getattr(target, 'id', '')}{UNPACKED}"  # (read only by `_handed_on`)
+                    made = Unpacked(call=node.value, place=place) if not isinstance(target, ast.Starred) else ast.Constant(None)
+                    bound.setdefault(key, []).append(made)
+                    last[key] = [made] if node is statement else [*last.get(key, ()), made]
             else:
                 for target in bound_targets(node):
                     name = getattr(target, "id", "")

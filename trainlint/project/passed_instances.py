@@ -12,6 +12,7 @@ from typing import Callable, Iterable, Iterator, Protocol
 from trainlint.model.lattice import Kind, origins
 from trainlint.model.summary import ATTRIBUTES, Argument, ModuleSummary
 from trainlint.model.torchnames import LIBRARY_CLASS, MODULE_MOVES, MODULE_WRAPPERS
+from trainlint.project.outline_returns import BUILDERS
 from trainlint.project.python_trees import children, python_tree, walk
 
 
@@ -50,6 +51,8 @@ def passed_instances(source: str) -> list[tuple[str, str, str]]:
                     imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
     out: list[tuple[str, str, str]] = []
     functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    for name in functions:  # (a factory of this module, "::build_model_main": what it returns, the project phase reads)
+        imported.setdefault(name, f"::{name}")
     given: dict[int, tuple[str, dict[str, set[str] | None]]] = {}  # what each call of a module function passes
 
     def emit(call: ast.Call, bound: Bound) -> None:
@@ -202,10 +205,13 @@ def _bind_header(statement: ast.stmt, bound: Bound) -> None:
 def _bind(statement: ast.stmt, bound: Bound, top: bool, classes: set[str], imported: dict[str, str]) -> None:
     for node in _own_nodes(statement):
         places = _unpacked(node)
+        prepared = _prepared(node, bound) if places is not None else None
         for target in _bound_names(node):
             made = _made_any(node.value, classes, imported, bound) if isinstance(node, ast.Assign) and len(node.targets) == 1 else set()
-            if places is not None:  # `model, criterion, post = build_model(args)`: a place of what the call returns
-                made = {f"{m}{PLACE}{places[target]}" for m in made if PLACE not in m and not m.startswith(("::", TABLE, ATTRIBUTES))} if target in places else set()
+            if prepared is not None:  # `model, opt = accelerator.prepare(model, opt)`: each what it is given
+                made = prepared.get(target, set())
+            elif places is not None:  # `model, criterion, post = build_model(args)`: a place of what the call returns
+                made = {f"{m}{PLACE}{places[target]}" for m in made if PLACE not in m and m[2:] not in classes and not m.startswith((TABLE, ATTRIBUTES))} if target in places else set()
             if top and isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 bound[target] = made or None
             else:
@@ -214,6 +220,18 @@ def _bind(statement: ast.stmt, bound: Bound, top: bool, classes: set[str], impor
 
 
 PLACE = "#"  # `made#1`: the second place of the tuple a call of `made` returns
+
+
+def _prepared(node: ast.Assign, bound: Bound) -> dict[str, set[str]] | None:
+    """`model, optimizer = accelerator.prepare(model, optimizer)` with `accelerator` an Accelerate
+    `Accelerator`: each target what its argument was bound to (Accelerate's `prepare` wraps what it is
+    given and returns it in order); None for any other unpacking."""
+    call, targets = node.value, node.targets[0].elts  # type: ignore[attr-defined]
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "prepare" and isinstance(call.func.value, ast.Name)):
+        return None
+    if bound.get(call.func.value.id) != {"accelerate.Accelerator"} or len(call.args) != len(targets) or call.keywords:
+        return None
+    return {t.id: set(bound.get(a.id) or ()) if isinstance(a, ast.Name) else set() for t, a in zip(targets, call.args)}  # type: ignore[attr-defined]
 
 
 def _unpacked(node: ast.AST) -> dict[str, int] | None:
@@ -269,7 +287,17 @@ def _bound_names(node: ast.AST) -> list[str]:
         targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
     else:
         return []
-    return [n.id for t in targets for n in walk(t) if isinstance(n, ast.Name)]
+    return [name for t in targets for name in _target_names(t)]
+
+
+def _target_names(target: ast.AST) -> list[str]:
+    """The names an assignment target binds: `a`, `a, (b, *c)`; not `a.x = ...` nor `a[i] = ...`,
+    which change the object `a` holds and leave the name bound to it."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for element in target.elts for name in _target_names(element)]
+    return _target_names(target.value) if isinstance(target, ast.Starred) else []
 
 
 def _spelled(func: ast.expr, imported: dict[str, str]) -> str | None:
@@ -355,14 +383,15 @@ def _wrapped(value: ast.expr, imported: dict[str, str]) -> ast.expr:
 
 def _method_of_bound(func: ast.expr, bound: Bound) -> str | None:
     """`diffusion.training_losses(...)` with `diffusion` bound only to an object of one imported
-    class: that class's method, as the imports spell it."""
-    if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
+    class: that class's method, as the imports spell it; `loss_fn(model, x)`, its `__call__`."""
+    name, method = (func.value, func.attr) if isinstance(func, ast.Attribute) else (func, "__call__")
+    if not isinstance(name, ast.Name):
         return None
-    made = bound.get(func.value.id)
+    made = bound.get(name.id)
     if not made or len(made) != 1:
         return None
     (cls,) = made
-    return None if cls.startswith("::") else f"{cls}.{func.attr}"  # (`factory#1.method`: a place's method)
+    return None if cls.startswith(("::", TABLE, ATTRIBUTES)) else f"{cls}.{method}"  # (`factory#1.method`: a place's method)
 
 
 def resolved_arguments(project: Finder, real: Path, path: Path, passed: list[tuple[str, str, str]]) -> tuple[Argument, ...]:
@@ -404,6 +433,11 @@ def _resolved_argument(project: Finder, real: Path, path: Path, callee: str, key
             out.append(Argument(str(final[0]), ".".join(final[1]), key, file, name))
         return out
     cls: tuple[Path, list[str]] | None = (real, [origin[2:]])
+    own, _, place = origin[2:].partition(PLACE)
+    if origin.startswith("::") and own in project.outline(real).functions:  # (a factory of the module passing it)
+        for file, name in _factory_classes(project, real, own, int(place) if place.isdigit() else None):
+            out.append(Argument(str(final[0]), ".".join(final[1]), key, file, name))
+        return out
     if not origin.startswith("::"):
         spelled, _, place = origin.partition(PLACE)
         found = project.locate_any(path, spelled)
@@ -446,6 +480,12 @@ def _factory_classes(project: Finder, path: Path, name: str, place: int | None =
     out: list[tuple[str, str]] = []
     made = origins(value)
     for origin in made if len(made) <= MAX_TABLE_CLASSES else ():
+        if origin.startswith(BUILDERS):  # (the tuple a builder function of a registry returns, handed on)
+            builders = project.class_candidates(str(path), "builders", origin[len(BUILDERS):])
+            for builder in builders if len(builders) <= MAX_TABLE_CLASSES else ():
+                file, _, function = builder.rpartition("::")
+                out.extend(_factory_classes(project, Path(file), function, place, hops + 1))
+            continue
         file, _, cls = origin.rpartition("::")
         if not file:  # (a class the factory imports, as its module spells it)
             found = project.locate_any(path, origin)
