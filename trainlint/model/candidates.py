@@ -72,14 +72,14 @@ def _bindings(m: "TrainingModel", expr: cst.BaseExpression, site: "Site") -> lis
         return []
     out: list[tuple[cst.BaseExpression, "cst.BaseExpression | None", "Site"]] = []
     for a in assigns:
-        given = _prepared(m, a, expr.value) if a.unpacked and isinstance(expr, cst.Name) else None
+        given = prepared_argument(m, a, expr.value) if a.unpacked and isinstance(expr, cst.Name) else None
         if a.unpacked and not isinstance(given, cst.Name):
             return []
         out.extend(_bindings(m, given, a.site) if given is not None else [(a.value, a.node.annotation.annotation if isinstance(a.node, cst.AnnAssign) else None, a.site)])
     return out
 
 
-def _prepared(m: "TrainingModel", assign: "Assign", name: str) -> cst.BaseExpression | None:
+def prepared_argument(m: "TrainingModel", assign: "Assign", name: str) -> cst.BaseExpression | None:
     """`model, optimizer = accelerator.prepare(model, optimizer)`: what Accelerate's `prepare` was given
     for `name` (it returns what it is given, wrapped, in order); None for any other unpacking."""
     call = assign.value

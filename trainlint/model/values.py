@@ -23,6 +23,7 @@ from trainlint.model.configurable import configured_value
 from trainlint.model.containers import Drawn, comprehension_bindings, comprehension_value, dict_value, element_of, is_empty_list, tested_as_sequence, unpacked_element
 from trainlint.model.subscripts import keyed_moves, moved_dict, subscript_value
 from trainlint.model.names import dotted, target_names
+from trainlint.model.candidates import prepared_argument
 from trainlint.model.arithmetic import arithmetic, built_on_host
 from trainlint.model.cycles import CycleMemo
 from trainlint.model.moving_helpers import placed_before_move
@@ -275,15 +276,8 @@ class ValueModel(CallValues, CycleMemo):
             given = argument_for(call, "1 model")
             net = self.of(given, assign.site.function, assign.site) if given is not None else UNKNOWN
             return net if net.kind is Kind.MODULE else None
-        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute) or call.func.attr.value != "prepare":
-            return None
-        owner = self.of(call.func.value, assign.site.function, assign.site)
-        if owner.origin != "accelerate.Accelerator" or name not in assign.targets:
-            return None
-        args = [a for a in call.args if a.keyword is None and not a.star]
-        if len(args) != len(assign.targets):
-            return None
-        return self.of(args[assign.targets.index(name)].value, assign.site.function, assign.site)
+        given = prepared_argument(self.model, assign, name)
+        return self.of(given, assign.site.function, assign.site) if given is not None else None
 
     def _parameter(self, fn: "Function", name: str) -> Value:
         """A parameter: its annotation, else what this module's calls of the function pass, else its default.
