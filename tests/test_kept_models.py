@@ -127,3 +127,55 @@ def test_an_edited_helper_is_analysed_again(tmp_path: Path, monkeypatch: pytest.
     result = lint_python(edited, "pkg/steps.py", Settings())  # (an editor's buffer, not the file read)
     assert taken[-1] == ("pkg/steps.py", False)
     assert "TL501" in {d.code for d in result.diagnostics}  # (the edit's own finding: its own analysis)
+
+
+NET = """\
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+
+    def predict(self, loader):
+        self.eval()
+        out = []
+        for x in loader:
+            out.append(self(x.cuda()).argmax(1).cpu())
+        return out
+"""
+PREDICTS = """\
+import torch
+from pkg.net import Net
+
+
+def report(loader):
+    net = Net().cuda()
+{predict}
+"""
+
+
+@pytest.mark.parametrize("predict, reported", [
+    ("    with torch.no_grad():\n        print(net.predict(loader))", False),
+    ("    print(net.predict(loader))", True),
+])
+def test_a_module_whose_methods_its_importers_call_with_or_without_grad_keeps_its_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, taken: list[tuple[str, bool]], predict: str, reported: bool
+) -> None:
+    """Whether importers call a method under no_grad enters no model (only the rules and the summary's
+    method lists ask it, of the view they are handed): the two views answering it differently still
+    share the model, and the lint's answer is its own view's."""
+    monkeypatch.chdir(tmp_path)
+    _project(tmp_path, PREDICTS.format(predict=predict))
+    (tmp_path / "pkg" / "net.py").write_text(NET)
+    reused = _findings("train.py", "pkg/net.py")
+    assert ("pkg/net.py", True) in taken
+    assert (("pkg/net.py", "TL303") in [f[:2] for f in reused]) is reported
+    forget_projects()
+    alone = _findings("pkg/net.py") + _findings("train.py")
+    assert sorted(reused) == sorted(alone)

@@ -423,9 +423,11 @@ def step_prediction(model: "TrainingModel", fn: Function) -> Call | None:
     """A helper the step runs every time that trains nothing and gives back only predictions (a
     policy's `select_action`, the action handed to the environment): its forward pass outside
     no_grad, whose graph no backward reaches, or None."""
-    if function_trains(model, fn) or model.under_no_grad_everywhere(fn, importers=True) or inside_forward(model, fn):
+    if function_trains(model, fn) or inside_forward(model, fn):
         return None
-    return prediction_forward(model, fn)
+    # (whether every caller runs it under no_grad asks the callers' summaries: only for a forward found)
+    forward = prediction_forward(model, fn)
+    return None if forward is None or model.under_no_grad_everywhere(fn, importers=True) else forward
 
 
 def inside_forward(model: "TrainingModel", fn: Function) -> bool:

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 # holds its tree, ~80x its source: ~40 MB a process); one is taken by the lint, or dropped
 _KEPT: OrderedDict[str, tuple[str, "TrainingModel", "RecordingLookup"]] = OrderedDict()
 _KEPT_BYTES = 500_000
+# questions whose answers no model keeps: whether importers call a method with grad is read only by
+# `TrainingModel.under_no_grad_everywhere`, which memoises nothing, for the rules and the summary's
+# method lists, each of which asks again of the view it is handed (the lint's own, once taken)
+_NOT_KEPT = frozenset({"called_with_grad"})
 
 
 class RecordingLookup:
@@ -43,7 +47,7 @@ class RecordingLookup:
 
         def ask(*args: Any, **kwargs: Any) -> Any:
             answer = getattr(self._inner, name)(*args, **kwargs)
-            if self._asked is not None:
+            if self._asked is not None and name not in _NOT_KEPT:
                 self._asked.append((name, args, kwargs, answer))
             return answer
 

@@ -381,43 +381,46 @@ def train(model, ema, loader, valid_batches, optimizer):
                 # a driver that trains (or differentiates) and evaluates: its evaluation loops, where it switches a module to eval
                 yield from self._evaluation_loops(model, fn, switches, frozen)
                 continue
-            if model.under_no_grad_everywhere(fn, importers=True):
-                continue
-            here, by_callers = evaluated_here(fn, switches), _evaluated_by_callers(fn, sites.get(fn, ()), switches)
-            if not here and not by_callers:
-                forward = prediction_forward(model, fn)
-                if forward is not None and not inside_forward(model, fn):
-                    yield Finding(forward.node, f"forward pass in `{fn.name}` records an autograd graph: it returns only predictions, which no backward can reach")
-                    continue
-                forward = decoding_forward(model, fn)
-                if forward is not None:
-                    yield Finding(forward.node, f"forward pass in a decoding loop of `{fn.name}` records an autograd graph: each turn feeds back a token it picked (`argmax`, a sample), through which no backward passes")
-                    continue
-                forward = discarded_by_callers(model, fn, sites.get(fn, ()) if switches else model.calls_of(fn))
-                if forward is not None:
-                    yield Finding(forward.node, f"forward pass in a loop of `{fn.name}` records an autograd graph: no caller backpropagates what it returns")
-                continue
-            forwards = []
-            for call in fn.calls:
-                if call.site.function is not fn or model.under(call.site, "no_grad") or model.callee(call) is not None:
-                    continue  # (a helper of this module is judged on its own: `@torch.no_grad()` on it)
-                if call.site.in_except:
-                    continue  # an error path, or code past a `return` that never runs
-                if grad_disabled(fn, call):
-                    continue  # after `torch.set_grad_enabled(False)`
-                callee = dotted(call.node.func) or ""
-                mode = last_mode(callee, call, switches)
-                if (runs_module(model, call, callee, here) and mode is False) or (runs_module(model, call, callee, by_callers) and mode is not True):
-                    pass  # a module in eval mode (or a submodule of one), run: a forward pass, in a loop or not
-                elif not call.site.loops or not _module_forward(model, call, callee):
-                    continue
-                if callee in frozen or model.value(call.node, call.site).graph is False:
-                    continue  # a frozen module (`requires_grad_(False)`) records no graph
-                forwards.append(call)
-            if forwards:  # (the first in a loop, where the memory grows, else the first)
-                call = next((c for c in forwards if c.site.loops), forwards[0])
-                yield Finding(call.node, f"forward pass in `{fn.name}` records an autograd graph: evaluation holds activations it never backpropagates")
+            # (whether every caller runs it under no_grad asks the callers' summaries: only for a forward found)
+            finding = self._forward_recorded(model, fn, switches, frozen, sites)
+            if finding is not None and not model.under_no_grad_everywhere(fn, importers=True):
+                yield finding
         yield from self._script_evaluation(model, switches, frozen)
+
+    def _forward_recorded(self, model: TrainingModel, fn: Function, switches: list[Call], frozen: set[str], sites: dict[Function, list[Call]]) -> Finding | None:
+        """The finding of a function that is no training step and trains nothing, when it runs a
+        forward pass that records a graph no backward reaches (what its callers do aside)."""
+        here, by_callers = evaluated_here(fn, switches), _evaluated_by_callers(fn, sites.get(fn, ()), switches)
+        if not here and not by_callers:
+            forward = prediction_forward(model, fn)
+            if forward is not None and not inside_forward(model, fn):
+                return Finding(forward.node, f"forward pass in `{fn.name}` records an autograd graph: it returns only predictions, which no backward can reach")
+            forward = decoding_forward(model, fn)
+            if forward is not None:
+                return Finding(forward.node, f"forward pass in a decoding loop of `{fn.name}` records an autograd graph: each turn feeds back a token it picked (`argmax`, a sample), through which no backward passes")
+            forward = discarded_by_callers(model, fn, sites.get(fn, ()) if switches else model.calls_of(fn))
+            return None if forward is None else Finding(forward.node, f"forward pass in a loop of `{fn.name}` records an autograd graph: no caller backpropagates what it returns")
+        forwards = []
+        for call in fn.calls:
+            if call.site.function is not fn or model.under(call.site, "no_grad") or model.callee(call) is not None:
+                continue  # (a helper of this module is judged on its own: `@torch.no_grad()` on it)
+            if call.site.in_except:
+                continue  # an error path, or code past a `return` that never runs
+            if grad_disabled(fn, call):
+                continue  # after `torch.set_grad_enabled(False)`
+            callee = dotted(call.node.func) or ""
+            mode = last_mode(callee, call, switches)
+            if (runs_module(model, call, callee, here) and mode is False) or (runs_module(model, call, callee, by_callers) and mode is not True):
+                pass  # a module in eval mode (or a submodule of one), run: a forward pass, in a loop or not
+            elif not call.site.loops or not _module_forward(model, call, callee):
+                continue
+            if callee in frozen or model.value(call.node, call.site).graph is False:
+                continue  # a frozen module (`requires_grad_(False)`) records no graph
+            forwards.append(call)
+        if not forwards:
+            return None
+        call = next((c for c in forwards if c.site.loops), forwards[0])  # (the first in a loop, where the memory grows, else the first)
+        return Finding(call.node, f"forward pass in `{fn.name}` records an autograd graph: evaluation holds activations it never backpropagates")
 
     def _script_evaluation(self, model: TrainingModel, switches: list[Call], frozen: set[str]) -> Iterator[Finding]:
         """The script's top level (a notebook's cells): the first forward in a loop (over a test set, an environment's
