@@ -451,3 +451,26 @@ def test_a_class_a_package_re_exports_under_its_module_s_name_is_the_class(tmp_p
     files["train.py"] = script("import models.Criterion", call="print(models.Criterion.weigh(loss))")
     project = write(tmp_path / "other", files)
     assert tl401(project, "models/Criterion.py") == [("Criterion.py", 11, ["train.py:11"])]
+
+
+def test_roots_asked_again_after_forget_are_read_again_only_where_a_file_changed(tmp_path: Path, monkeypatch) -> None:
+    """The language server forgets what it found before each keystroke's lint: a script's roots are
+    kept while every file they were read from is as it was, and found again once its `sys.path`
+    edit changes."""
+    from trainlint.project import roots as roots_module
+
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "tools").mkdir()
+    train = tmp_path / "tools" / "train.py"
+    train.write_text('import os, sys\nsys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))\nimport helper\n')
+    found = roots(train)
+    assert [p.resolve() for p in found.inserted] == [(tmp_path / "lib").resolve()]
+    parsed: list[Path] = []
+    original = roots_module.path_edits
+    monkeypatch.setattr(roots_module, "path_edits", lambda path, text: parsed.append(path) or original(path, text))
+    roots_module.forget()
+    assert roots(train) is found and not parsed  # nothing changed: the same answer, no file parsed again
+    train.write_text('import os, sys\nsys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))\nimport helper\n')
+    roots_module.forget()
+    again = roots(train)
+    assert parsed == [train] and [p.resolve() for p in again.inserted] == [(tmp_path / "tools").resolve()]

@@ -22,10 +22,11 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from trainlint.model.modules_by_name import modules_named
 from trainlint.project.path_edits import path_edits
-from trainlint.reading import EXISTS, FOLDER, MAX_MODULE_BYTES, SKIPPED_FOLDERS, State, listing_state, module_code, probe_state, read_state
+from trainlint.reading import EXISTS, FOLDER, MAX_MODULE_BYTES, SKIPPED_FOLDERS, State, current_state, listing_state, module_code, probe_state, read_state
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
 MARKER_LEVELS = 6  # folders above a file's own looked in for a marker
@@ -82,6 +83,10 @@ _MARKERS: dict[Path, tuple[Path | None, tuple[State, ...]]] = {}
 _PROBES: dict[Path, State] = {}
 _FOLDER_IMPORTS: dict[Path, tuple[dict[str, str], tuple[State, ...]]] = {}
 _PROJECTS: dict[Path, tuple[Path, str, tuple[State, ...]]] = {}
+# what was found before the last `forget`, with the states it read: found again only where one changed
+# (the language server forgets before each keystroke's lint; reading a script's `sys.path` edits again
+# parses it, and its imports', each time)
+_EARLIER: dict[str, dict[Path, object]] = {"roots": {}, "folder imports": {}, "projects": {}}
 
 
 _REAL: dict[Path, Path] = {}
@@ -100,13 +105,20 @@ def real_path(path: Path) -> Path:
 
 
 def forget() -> None:
-    """Forget what was found (a long-lived process asks again before each lint)."""
+    """Forget what was found (a long-lived process asks again before each lint); what each answer read
+    is checked when it is asked again (`_earlier`)."""
+    for kind, found in (("roots", _ROOTS), ("folder imports", _FOLDER_IMPORTS), ("projects", _PROJECTS)):
+        _EARLIER[kind].update(found)  # type: ignore[arg-type]
+        found.clear()
     _REAL.clear()
-    _ROOTS.clear()
     _MARKERS.clear()
     _PROBES.clear()
-    _FOLDER_IMPORTS.clear()
-    _PROJECTS.clear()
+
+
+def _earlier(kind: str, key: Path, states: Callable[[Any], tuple[State, ...]]) -> Any:
+    """The answer found for `key` before the last `forget`, when every path it read is as it was; else None."""
+    known = _EARLIER[kind].pop(key, None)
+    return known if known is not None and all(current_state(s) == s for s in states(known)) else None
 
 
 def _probe(path: Path) -> State:
@@ -121,7 +133,7 @@ def roots(path: Path) -> Roots:
     the path named: a file's findings do not depend on the folder the linter was started in."""
     known = _ROOTS.get(path)
     if known is None:
-        known = _ROOTS[path] = _find_roots(Path(os.path.abspath(path)))
+        known = _ROOTS[path] = _earlier("roots", path, lambda r: r.states) or _find_roots(Path(os.path.abspath(path)))
     return known
 
 
@@ -131,8 +143,10 @@ def project(path: Path) -> tuple[Path, str, tuple[State, ...]]:
     (`from util.misc import f` in main.py beside util/, no __init__.py); with why, and the states
     read (memoised). Only asked of the files whose callers are looked for, not of every module an
     import is looked up from."""
-    known = _PROJECTS.get(path)
-    if known is None:
+    known = _PROJECTS.get(path) or _earlier("projects", path, lambda p: p[2])
+    if known is not None:
+        _PROJECTS[path] = known
+    else:
         found = roots(path)
         root, why, looked = found.root, found.why, list(found.states)
         absolute = Path(os.path.abspath(path))
@@ -269,8 +283,9 @@ def _folder_imports(folder: Path) -> tuple[dict[str, str], tuple[State, ...]]:
     put `folder` on `sys.path`, `scripts/train.py`) import absolutely (`from a.b import c`: a.b and
     a.b.c; `import c` with `folder/lib` put on `sys.path`: lib.c too), each with the first module
     importing it and how, and the states read (memoised)."""
-    known = _FOLDER_IMPORTS.get(folder)
+    known = _FOLDER_IMPORTS.get(folder) or _earlier("folder imports", folder, lambda f: f[1])
     if known is not None:
+        _FOLDER_IMPORTS[folder] = known
         return known
     looked: list[State] = []
     files: list[Path] = []
