@@ -33,3 +33,21 @@ def test_unwatched_reads_note_nothing() -> None:
             note_all((A,))
         note_all((B,))
     assert seen == {B, C}
+
+
+def test_a_state_memo_gives_an_answer_again_after_forget_while_the_files_it_read_are_unchanged(tmp_path) -> None:
+    from trainlint.project.store import StateMemo, forget_states
+    from trainlint.reading import read_state
+
+    module = tmp_path / "m.py"
+    module.write_text("x = 1\n")
+    memo: StateMemo[str, tuple[str, tuple]] = StateMemo(lambda answer: answer[1])
+    memo["m"] = ("read once", (read_state(str(module))[0],))
+    forget_states(), memo.forget()
+    assert "m" not in memo and memo.get("m") == ("read once", (read_state(str(module))[0],))
+    module.write_text("x = 2\n")
+    forget_states(), memo.forget()
+    assert memo.get("m") is None  # (the file changed: found afresh by the asker)
+    memo["m"] = ("read again", (read_state(str(module))[0],))
+    memo.forget(recheck=False)
+    assert memo.get("m") is None

@@ -73,9 +73,9 @@ class Project(ModuleFinder):
         self._outlines = _OUTLINES
         self._current_outlines: set[Path] = set()
         # (folder, dotted module) -> its file if any, and the states of the paths it was looked for at
-        self._files: dict[tuple[Path, str], tuple[Path | None, tuple[State, ...]]] = {}
+        self._files: store.StateMemo[tuple[Path, str], tuple[Path | None, tuple[State, ...]]] = store.StateMemo(lambda f: f[1])
         # (importer, qualname) -> where it is, and the states of the paths probed to find it (noted on each hit)
-        self._located: dict[tuple[Path, str], tuple[tuple[Path, list[str]] | None, tuple[State, ...]]] = {}
+        self._located: store.StateMemo[tuple[Path, str], tuple[tuple[Path, list[str]] | None, tuple[State, ...]]] = store.StateMemo(lambda f: f[1])
         self._tops: dict[tuple[Path, str], tuple[State, State]] = {}
         self._deeper: Project | None = None  # where summaries are computed: depth 1 (whose own is itself)
         self._index: dict[Path, ImportIndex] = {}  # per project root: which files import which names
@@ -246,8 +246,8 @@ class Project(ModuleFinder):
     def rescan(self) -> None:
         """Forget which files exist (remembered for a run's speed). A long-lived process, the
         language server's, calls this before each lint: modules may have appeared or gone since."""
-        self._files.clear()
-        self._located.clear()
+        self._files.forget()  # (each answer given again while the paths it probed are unchanged)
+        self._located.forget()
         self._tops.clear()
         self._rescanned.update(self._index)
         self._index.clear()

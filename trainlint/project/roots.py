@@ -22,11 +22,11 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
 
 from trainlint.model.modules_by_name import modules_named
 from trainlint.project.path_edits import path_edits
-from trainlint.reading import EXISTS, FOLDER, MAX_MODULE_BYTES, SKIPPED_FOLDERS, State, current_state, listing_state, module_code, probe_state, read_state
+from trainlint.project.store import StateMemo, forget_states
+from trainlint.reading import EXISTS, FOLDER, MAX_MODULE_BYTES, SKIPPED_FOLDERS, State, listing_state, module_code, probe_state, read_state
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
 MARKER_LEVELS = 6  # folders above a file's own looked in for a marker
@@ -78,15 +78,13 @@ class Roots:
         return list(unique.values())
 
 
-_ROOTS: dict[Path, Roots] = {}
+# (answers with the states they read, kept across `forget` and checked when asked again: the language
+# server forgets before each keystroke's lint, and reading a script's `sys.path` edits parses it)
+_ROOTS: StateMemo[Path, Roots] = StateMemo(lambda r: r.states)
 _MARKERS: dict[Path, tuple[Path | None, tuple[State, ...]]] = {}
 _PROBES: dict[Path, State] = {}
-_FOLDER_IMPORTS: dict[Path, tuple[dict[str, str], tuple[State, ...]]] = {}
-_PROJECTS: dict[Path, tuple[Path, str, tuple[State, ...]]] = {}
-# what was found before the last `forget`, with the states it read: found again only where one changed
-# (the language server forgets before each keystroke's lint; reading a script's `sys.path` edits again
-# parses it, and its imports', each time)
-_EARLIER: dict[str, dict[Path, object]] = {"roots": {}, "folder imports": {}, "projects": {}}
+_FOLDER_IMPORTS: StateMemo[Path, tuple[dict[str, str], tuple[State, ...]]] = StateMemo(lambda f: f[1])
+_PROJECTS: StateMemo[Path, tuple[Path, str, tuple[State, ...]]] = StateMemo(lambda p: p[2])
 
 
 _REAL: dict[Path, Path] = {}
@@ -104,21 +102,15 @@ def real_path(path: Path) -> Path:
     return known
 
 
-def forget() -> None:
-    """Forget what was found (a long-lived process asks again before each lint); what each answer read
-    is checked when it is asked again (`_earlier`)."""
-    for kind, found in (("roots", _ROOTS), ("folder imports", _FOLDER_IMPORTS), ("projects", _PROJECTS)):
-        _EARLIER[kind].update(found)  # type: ignore[arg-type]
-        found.clear()
+def forget(recheck: bool = True) -> None:
+    """Forget what was found (a long-lived process asks again before each lint: files may have changed
+    since); `recheck`: keep the answers that read files, given again while those files are unchanged."""
+    forget_states()
     _REAL.clear()
     _MARKERS.clear()
     _PROBES.clear()
-
-
-def _earlier(kind: str, key: Path, states: Callable[[Any], tuple[State, ...]]) -> Any:
-    """The answer found for `key` before the last `forget`, when every path it read is as it was; else None."""
-    known = _EARLIER[kind].pop(key, None)
-    return known if known is not None and all(current_state(s) == s for s in states(known)) else None
+    for found in (_ROOTS, _FOLDER_IMPORTS, _PROJECTS):
+        found.forget(recheck)
 
 
 def _probe(path: Path) -> State:
@@ -133,7 +125,7 @@ def roots(path: Path) -> Roots:
     the path named: a file's findings do not depend on the folder the linter was started in."""
     known = _ROOTS.get(path)
     if known is None:
-        known = _ROOTS[path] = _earlier("roots", path, lambda r: r.states) or _find_roots(Path(os.path.abspath(path)))
+        known = _ROOTS[path] = _find_roots(Path(os.path.abspath(path)))
     return known
 
 
@@ -143,10 +135,8 @@ def project(path: Path) -> tuple[Path, str, tuple[State, ...]]:
     (`from util.misc import f` in main.py beside util/, no __init__.py); with why, and the states
     read (memoised). Only asked of the files whose callers are looked for, not of every module an
     import is looked up from."""
-    known = _PROJECTS.get(path) or _earlier("projects", path, lambda p: p[2])
-    if known is not None:
-        _PROJECTS[path] = known
-    else:
+    known = _PROJECTS.get(path)
+    if known is None:
         found = roots(path)
         root, why, looked = found.root, found.why, list(found.states)
         absolute = Path(os.path.abspath(path))
@@ -283,9 +273,8 @@ def _folder_imports(folder: Path) -> tuple[dict[str, str], tuple[State, ...]]:
     put `folder` on `sys.path`, `scripts/train.py`) import absolutely (`from a.b import c`: a.b and
     a.b.c; `import c` with `folder/lib` put on `sys.path`: lib.c too), each with the first module
     importing it and how, and the states read (memoised)."""
-    known = _FOLDER_IMPORTS.get(folder) or _earlier("folder imports", folder, lambda f: f[1])
+    known = _FOLDER_IMPORTS.get(folder)
     if known is not None:
-        _FOLDER_IMPORTS[folder] = known
         return known
     looked: list[State] = []
     files: list[Path] = []

@@ -32,7 +32,7 @@ def forget_projects() -> None:
 
     _SHARED.clear()
     forget_outlines()
-    import_roots.forget()
+    import_roots.forget(recheck=False)
     forget_hierarchy()
     forget_constructions()
     python_tree.cache_clear()

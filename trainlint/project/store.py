@@ -9,7 +9,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Collection, Hashable, Iterator, TypeVar
 
 from trainlint.checked_json import (
     BadEntry,
@@ -271,18 +271,50 @@ def load_shared(entry: str | None) -> tuple[ModuleSummary, set[State]] | None:
         summary, depends = decode_summary(raw, STORE_FORMAT)
     except Exception:
         return None
-    if not all(_holds(state) for state in depends):
+    if not all(holds(state) for state in depends):
         return None  # a module it read changed (or appeared, or went) since
     if _SHARED_FOLDER is not None:  # the other workers of this run need not check it again
         _share(entry, raw)
     return summary, depends
 
 
-def _holds(recorded: State) -> bool:
+def holds(recorded: State) -> bool:
+    """Whether the path of a recorded state is as it was recorded (checked once until `forget_states`)."""
     known = _HOLDS.get(recorded)
     if known is None:
         known = _HOLDS[recorded] = current_state(recorded) == recorded
     return known
+
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class StateMemo(dict[K, V]):
+    """A memo whose answers carry the states of the paths they were read from (`states(answer)`):
+    after `forget`, an answer asked for again is given while each of those states `holds`, and found
+    afresh otherwise (a long-lived process forgets before each lint; most answers still hold)."""
+
+    def __init__(self, states: Callable[[V], Collection[State]]) -> None:
+        super().__init__()
+        self._states = states
+        self._before: dict[K, V] = {}
+
+    def get(self, key: K, default: Any = None) -> Any:
+        found = dict.get(self, key)
+        if found is None and key in self._before:
+            earlier = self._before.pop(key)
+            if all(holds(s) for s in self._states(earlier)):
+                found = self[key] = earlier
+        return default if found is None else found
+
+    def forget(self, recheck: bool = True) -> None:
+        """Set the answers aside, to be checked when asked for again (`recheck`), else drop them."""
+        if recheck:
+            self._before.update(self)
+        else:
+            self._before.clear()
+        self.clear()
 
 
 def store_shared(entry: str | None, summary: ModuleSummary, depends: set[State]) -> None:
