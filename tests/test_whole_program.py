@@ -1020,7 +1020,8 @@ def test_a_layer_a_subclass_sets_runs_every_step_through_the_method_it_inherits(
 
 def test_a_wrapper_module_converted_to_sync_batchnorm_and_wrapped_in_ddp_keeps_its_forward(tmp_path: Path) -> None:
     # DINO's shape: the model class is another module's, moved, converted under a flag, wrapped, and
-    # handed to the epoch function; its `forward` builds a host tensor and moves it every step
+    # handed to the epoch function; its `forward` builds a host tensor and moves it every step (DINO's
+    # own is empty, `torch.empty(0)`, and copies nothing: one row here)
     write(tmp_path, {
         "utils.py": """
             import torch
@@ -1033,7 +1034,7 @@ def test_a_wrapper_module_converted_to_sync_batchnorm_and_wrapped_in_ddp_keeps_i
                     self.backbone = backbone
 
                 def forward(self, x):
-                    output = torch.empty(0).to(x[0].device)
+                    output = torch.zeros(1, 8).to(x[0].device)
                     for crop in x:
                         output = torch.cat((output, self.backbone(crop)))
                     return output

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable
 import libcst as cst
 
 from trainlint.model.arguments import argument_for
+from trainlint.model.containers import is_empty_list
 from trainlint.model.data_sources import NUMPY_COMBINING, bound_to_read_data, drawn, read_data, stored_rows
 from trainlint.model.lattice import ACCEL, HOST, Kind
 from trainlint.model.gates import child_nodes
@@ -186,10 +187,28 @@ def holds_data(
     bound = model.reaching(fn, given.value, at)
     if not bound and fn is not None and given.value in fn.explicit_params:
         return _passed_data(model, value_of, iterated, fn, given.value, read, depth)
+    if bound and all(is_empty_list(a, given.value) for a in bound):
+        return _appended_data(model, value_of, iterated, given.value, fn)
     return bool(bound) and all(
         a.op is None and not a.unpacked and a.value is not None and holds_data(model, value_of, iterated, _unconverted(a.value), fn, a.site, read, depth + 1)
         for a in bound
     )
+
+
+def _appended_data(
+    model: "TrainingModel", value_of: "Callable[..., Value]", iterated: "Callable[..., bool]",
+    name: str, fn: "Function | None",
+) -> bool:
+    """`labels = []` filled in the function only by appends of what a loop draws (`labels.append(v)`, or
+    `labels.append(classes[int(v)])` in `for v in batch_labels:`), from loops over no device tensor: rows its
+    own values make (not numbers a function returned, `rewards.append(get_score(net))`: host constants)."""
+    appends = [c for c in model.calls if c.receiver_text == name and c.site.function is fn and c.method == "append"]
+    return bool(appends) and all(
+        len(c.node.args) == 1 and c.node.args[0].keyword is None and not c.node.args[0].star
+        and all(value_of(loop.node.iter, fn, c.site).device != ACCEL for loop in c.site.loops if isinstance(loop.node, cst.For))
+        and (iterated(c.node.args[0].value, fn, c.site) or drawn(model, c.node.args[0].value, fn, c.site))
+        for c in appends
+    ) and not any(c.receiver_text == name and c.site.function is fn and c.method in ("extend", "insert", "__setitem__") for c in model.calls)
 
 
 def _unpacks_data(

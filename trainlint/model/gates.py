@@ -264,22 +264,33 @@ def is_sentinel_test(node: cst.If) -> bool:
 
 def _empty_test(test: cst.BaseExpression) -> bool:
     """`if not len(self.q):`, `if self.q.numel() == 0:`: an object's buffer, empty until the body fills it."""
+    held = _emptied(test)
+    return isinstance(held, cst.Attribute) and isinstance(held.value, cst.Name) and held.value.value == "self"
+
+
+def empty_data_test(test: cst.BaseExpression) -> bool:
+    """`if len(tgt_boxes) == 0:`, `if targets.numel() == 0:`: the branch for a batch with nothing in it
+    (no targets, no boxes), taken on the rare steps whose data says so, as an `if` reading a tensor is."""
+    held = _emptied(test)
+    return held is not None and not (isinstance(held, cst.Attribute) and isinstance(held.value, cst.Name) and held.value.value == "self")
+
+
+def _emptied(test: cst.BaseExpression) -> cst.BaseExpression | None:
+    """What `test` tests for emptiness (`not len(x)`, `len(x) == 0`, `x.numel() == 0`), or None."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         size = test.expression
     elif isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal):
         zero = test.comparisons[0].comparator
         size = test.left if isinstance(zero, cst.Integer) and zero.value == "0" else None
     else:
-        return False
+        return None
     if not isinstance(size, cst.Call) or len(size.args) > 1:
-        return False
+        return None
     if isinstance(size.func, cst.Name) and size.func.value == "len" and size.args:
-        held = size.args[0].value
-    elif isinstance(size.func, cst.Attribute) and size.func.attr.value == "numel" and not size.args:
-        held = size.func.value
-    else:
-        return False
-    return isinstance(held, cst.Attribute) and isinstance(held.value, cst.Name) and held.value.value == "self"
+        return size.args[0].value
+    if isinstance(size.func, cst.Attribute) and size.func.attr.value == "numel" and not size.args:
+        return size.func.value
+    return None
 
 
 # the words of a flag that says whether a pass trains (`def run_epoch(loader, is_train):`, `train_mode`):
@@ -366,7 +377,7 @@ def exit_gates(test: cst.BaseExpression, is_gate: Callable[[cst.BaseExpression],
     test true on most steps (`if step % 10 != 0:`, `if step - last < interval:`, `if not do_log:`), or
     a training test (the rest is the inference path). Not one true on few (`if step % 100 == 0:`, `if
     num_boxes == 0: continue`): the rest runs on all the others."""
-    rarely = isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal) and (
+    rarely = empty_data_test(test) or isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal) and (
         has_modulo(test) or _is_counter_equality(test)
     )
     return is_gate(test) and not rarely or negated_gate(test) or mostly_true(test) or is_training_test(test)
@@ -391,7 +402,7 @@ def is_gate_test(
     `not_counters`: names that index something within a step (a library hook's `optimizer_idx`)."""
     if _presence_test(test) or mostly_true(test):
         return False
-    if has_modulo(test):
+    if has_modulo(test) or empty_data_test(test):
         return True
     stack: list[cst.CSTNode] = [test]
     while stack:

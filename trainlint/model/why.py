@@ -21,6 +21,7 @@ from trainlint.model.gates import (
     _presence_test,
     child_nodes,
     constant_test,
+    empty_data_test,
     gate_words,
     has_modulo,
     is_inference_only_test,
@@ -66,6 +67,8 @@ def gate_reason(model: TrainingModel, test: cst.BaseExpression, line_of: LineOf)
         return "it builds what is missing (`... is None`): its body runs once, not every step"
     if sentinel_compared(test) is not None:
         return "it compares with the value the state starts at (negative, or a zero-filled buffer), which its body sets: it runs on the first call only"
+    if empty_data_test(test):
+        return "it tests whether the data is empty (no targets, no boxes): its body runs on the rare steps whose data says so"
     if constant_test(test) is False:
         return "its test is a constant false: its body never runs"
     if is_inference_only_test(test) or is_training_test(test):

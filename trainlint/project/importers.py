@@ -40,6 +40,7 @@ SUMMARISED_TOKENS = (*TRAINING_TOKENS, "no_grad", "inference_mode", "Distributed
 # torch's factories that build a tensor from sizes alone (not `torch.tensor(data)`, not `*_like`)
 HOST_BUILT = frozenset({"zeros", "ones", "full", "arange", "eye", "empty", "linspace", "rand", "randn", "randint", "randperm"})
 MAX_CHAINS = 4
+MAX_PACKAGE_LEVELS = 3  # the packages above a module whose importers may name what it defines
 
 
 @dataclass
@@ -456,19 +457,23 @@ def importers_in(
         return module in named or Path("*") in named
 
     out = [f for f in index.by_word.get(word, ()) if f != target and imports(f, target)]
-    if target.name != "__init__.py" and (target.parent / "__init__.py").is_file():
-        # `from pkg import Class` through the package's __init__; a package's name is a common word
+    package, names = target.parent, [n.encode() for n in (*outline(target).functions, *outline(target).classes)] if target.name != "__init__.py" else []
+    for _ in range(MAX_PACKAGE_LEVELS if names else 0):
+        # `from pkg import Class` through the package's __init__ (or a package above it re-exporting it:
+        # `from models import build_detr` of `models/detr/detr.py`); a package's name is a common word
         # (`utils`): such an importer must also name something the module defines
-        names = [n.encode() for n in (*outline(target).functions, *outline(target).classes)]
-        for importer in index.by_word.get(target.parent.name, ()):
+        if not (package / "__init__.py").is_file():
+            break
+        for importer in index.by_word.get(package.name, ()):
             if importer == target or importer in out or len(out) >= MAX_IMPORTERS + MAX_OUTLINED_IMPORTERS:
                 continue
-            if not imports(importer, target.parent / "__init__.py"):
+            if not imports(importer, package / "__init__.py"):
                 continue
             state, data = read_state(str(importer))
             note(state)
             if data is not None and (b"import *" in data or any(name in data for name in names)):
                 out.append(importer)
+        package = package.parent
     if star:
         def theirs(module: Path) -> list[Path]:
             return importers_in(index, module, outline, resolve, star=False)[0]

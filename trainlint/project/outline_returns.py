@@ -100,10 +100,18 @@ class ReturnedClasses:
         place by place: another factory of the module or an imported one (by its name), or a builder a
         registry holds (`build = REGISTRY.get(name)`: `BUILDERS` and the registry)."""
         bound = [reaching.get(f"{e.id}{UNPACKED}", []) if isinstance(e, ast.Name) and e.id not in reaching else [] for e in value.elts]
-        if not all(len(b) == 1 and isinstance(b[0], Unpacked) and b[0].place == i for i, b in enumerate(bound)):  # type: ignore[attr-defined]
+        if not bound or not all(b and all(isinstance(u, Unpacked) and u.place == i for u in b) for i, b in enumerate(bound)):
             return None
-        calls = {id(b[0].call) for b in bound}  # type: ignore[attr-defined]
-        func = bound[0][0].call.func if len(calls) == 1 else None  # type: ignore[attr-defined]
+        calls = [{id(u.call) for u in b} for b in bound]  # type: ignore[attr-defined]
+        if any(c != calls[0] for c in calls):
+            return None  # (each place from the same statements: `model, criterion = build_a(args)` in each branch)
+        funcs = [u.call.func for u in bound[0]]  # type: ignore[attr-defined]
+        if len(funcs) > 1:  # one factory per branch (`if args.model == "dn_dab_detr": ... = build_DABDETR(args)`)
+            named = [f.id for f in funcs if isinstance(f, ast.Name) and (f.id in self._functions or f.id in self._exports)]
+            if len(named) != len(funcs) or len(set(named)) > MAX_ALTERNATIVES:
+                return None
+            return Value(Kind.OBJECT, origin="|".join(dict.fromkeys(self._exports.get(n, n) for n in named)))
+        func = funcs[0]
         if not isinstance(func, ast.Name):
             return None
         if func.id in self._functions or func.id in self._exports:
@@ -189,6 +197,8 @@ def _one_of(found: list[list[tuple[str, Value]]]) -> Value | None:
     """An object of one of the classes found, when they are few and of one kind."""
     by_name = dict(pair for pairs in found for pair in pairs)
     kinds = {v.kind for v in by_name.values()}
+    if kinds == {Kind.MODULE, Kind.OBJECT}:  # (a class of this module and an imported one, whose kind the outline does not know)
+        kinds = {Kind.OBJECT}
     if not by_name or len(by_name) > MAX_ALTERNATIVES or len(kinds) != 1:
         return None
     return Value(kinds.pop(), origin="|".join(dict.fromkeys(by_name[name].origin or "" for name in sorted(by_name))))

@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Protocol
 
-from trainlint.model.lattice import Kind, origins
+from trainlint.model.lattice import MAX_ALTERNATIVES, Kind, origins
 from trainlint.model.summary import ATTRIBUTES, Argument, ModuleSummary
 from trainlint.model.torchnames import LIBRARY_CLASS, MODULE_MOVES, MODULE_WRAPPERS
 from trainlint.project.outline_returns import BUILDERS
@@ -479,7 +479,7 @@ def _factory_classes(project: Finder, path: Path, name: str, place: int | None =
         return []
     out: list[tuple[str, str]] = []
     made = origins(value)
-    for origin in made if len(made) <= MAX_TABLE_CLASSES else ():
+    for origin in made if len(made) <= (MAX_TABLE_CLASSES if any(o.startswith(BUILDERS) for o in made) else MAX_ALTERNATIVES) else ():  # (a registry's builders: few)
         if origin.startswith(BUILDERS):  # (the tuple a builder function of a registry returns, handed on)
             builders = project.class_candidates(str(path), "builders", origin[len(BUILDERS):])
             for builder in builders if len(builders) <= MAX_TABLE_CLASSES else ():

@@ -175,7 +175,7 @@ for x in loader:
         "`torch.from_numpy` of an array NumPy built in the step from numbers, `np.zeros_like(v)` filled on the host, "
         "a `np.meshgrid` of `np.arange`s raveled, stacked and transposed, a draw of a count `np.random.permutation(n)` or of such an array `npr.choice(np.arange(0, n), size=k)`, one indexed (`np.arange(n)[None, :]`) or sliced by the loop's index as a batch is (`perm[i:i + n]`), "
         "an array of numbers written in the code `np.array([1, 0, 0, 0, 1, 0, 0, 0, 1])` or of a number it chose (`np.array(rot_label)`), the labels of an episode `np.repeat(range(n_way), n_query)`, "
-        "is flagged, while a shuffle or a stack of the batch's own arrays is data), rows a comprehension makes of a collection the code holds (a batched seq2seq's `torch.LongTensor([pad_seq(s, n) for s in input_seqs]).cuda()` of pairs drawn from the corpus, not of values read back from the device, `torch.tensor([mapping[a] for a in target.tolist()]).cuda()`, which cross a second time and are flagged; "
+        "is flagged, while a shuffle or a stack of the batch's own arrays is data), rows a step appends from its batch (`labels.append(classes[int(v)])` for each `v` of the loader's labels, then `torch.tensor(labels).to(device)`; not from a loop over a device tensor), rows a comprehension makes of a collection the code holds (a batched seq2seq's `torch.LongTensor([pad_seq(s, n) for s in input_seqs]).cuda()` of pairs drawn from the corpus, not of values read back from the device, `torch.tensor([mapping[a] for a in target.tolist()]).cuda()`, which cross a second time and are flagged; "
         "rows made of a `range`, of a string written in the code, or of a tensor's elements read back with `.item()` are flagged), a batch a loader cuts from the data it holds at a position it computes "
         "(`torch.tensor(self.tokens[pos:pos + n].astype(np.int32)).cuda()`), a tensor made from what a function "
         "read and the batches cut from it (`data = torch.tensor(encode(text))`, then "
@@ -185,7 +185,7 @@ for x in loader:
         "`env.step(action)` returned, also `torch.FloatTensor(state)` in a policy's `select_action(state)` that the script calls with its observation, reshaped or copied: `state = copy.copy(next_state)`), "
         "rows picked by an index from a tensor the code holds (`storage[idx].cuda()`, `Variable(feats.index_select(0, idx)).cuda()`; rows of a factory's tensor built in the step are flagged, as are new axes of one, `torch.eye(n)[:, :, None, None].to(x.device)`), a tensor an object keeps and replaces with its copy (`self.window = self.window.to(x)`), "
         "casts (`.to(torch.long)`, `.to(dtype)`, `.to(dtype=...)`), moves to the host (`.to(\"cpu\")`), factories that "
-        "already pass `device=` (or in a module that sets a CUDA default with `torch.set_default_device`, or that a script importing it may set one for: ssd.pytorch's `train.py` calls `torch.set_default_tensor_type(\"torch.cuda.FloatTensor\")`, so its loss's `torch.Tensor(num, n, 4)` is built on the device; elsewhere that legacy constructor of the default type builds on the host and is flagged, as are the typed ones, `torch.LongTensor(n)`), an empty one (`torch.Tensor([]).to(device)`: nothing crosses), a branch only a call passing an optional argument takes (the `else` of `if batch_size is None:` in a `forward` that every training step, in another module, calls as `model(text)`; the prediction after training passes `batch_size`; `if gen_image:` in a `forward` that the training loop a script hands the model to calls as `model(x)`, and what that branch runs in other modules; a branch on what an object keeps from a constructor parameter that no construction gives, `if self.remap is not None:` of taming's quantizer that the project builds without `remap`, handed on or not), a cache filled once per key (`if i not in self.sr_u: self.sr_u[i] = torch.ones(n).normal_().cuda()`; a filter, `if i not in self.skip:`, is no cache, and code outside training steps (the `forward` of each block of an `nn.ModuleList` or `nn.Sequential` the step's model runs is inside them, as TL401's page says; code past a `continue` or `return` of its block is not). The fix is safe (applied by `--fix`) only when "
+        "already pass `device=` (or in a module that sets a CUDA default with `torch.set_default_device`, or that a script importing it may set one for: ssd.pytorch's `train.py` calls `torch.set_default_tensor_type(\"torch.cuda.FloatTensor\")`, so its loss's `torch.Tensor(num, n, 4)` is built on the device; elsewhere that legacy constructor of the default type builds on the host and is flagged, as are the typed ones, `torch.LongTensor(n)`), an empty one (`torch.Tensor([]).to(device)`, `torch.zeros((0, 1)).to(x.device)`: nothing crosses), the branch for data with nothing in it (`if len(tgt_boxes) == 0: return torch.as_tensor(0.).to(\"cuda\")`: the rare steps whose batch has no targets), a branch only a call passing an optional argument takes (the `else` of `if batch_size is None:` in a `forward` that every training step, in another module, calls as `model(text)`; the prediction after training passes `batch_size`; `if gen_image:` in a `forward` that the training loop a script hands the model to calls as `model(x)`, and what that branch runs in other modules; a branch on what an object keeps from a constructor parameter that no construction gives, `if self.remap is not None:` of taming's quantizer that the project builds without `remap`, handed on or not), a cache filled once per key (`if i not in self.sr_u: self.sr_u[i] = torch.ones(n).normal_().cuda()`; a filter, `if i not in self.skip:`, is no cache, and code outside training steps (the `forward` of each block of an `nn.ModuleList` or `nn.Sequential` the step's model runs is inside them, as TL401's page says; code past a `continue` or `return` of its block is not). The fix is safe (applied by `--fix`) only when "
         "the argument is surely a device (`\"cuda:0\"`, `torch.device(...)`, a tensor's `.device`, or a name bound "
         "only to those) and the factory's values cannot change with it (no `**kwargs`, `requires_grad=True`, "
         "random draw, `linspace` or fractional `arange`); otherwise it is offered as unsafe, or not at all."
@@ -217,6 +217,15 @@ for x in loader:
     x = x.to(device, non_blocking=True)
     mask = torch.ones(4, device=device)
     model(x, mask).backward()
+    optimizer.step()
+""",
+        # an empty tensor: nothing crosses
+        """
+import torch
+for x in loader:
+    x = x.cuda()
+    extra = torch.zeros((0, 4)).to(x.device)
+    model(torch.cat([x, extra])).backward()
     optimizer.step()
 """,
         """
@@ -323,8 +332,8 @@ for x, targets in loader:
                 continue
             if not direct:
                 continue
-            if name.endswith("_like"):
-                continue  # `torch.randn_like(x)` is built on x's device; nothing came from the host
+            if name.endswith("_like") or _empty(call.receiver, name):
+                continue  # `torch.randn_like(x)` is built on x's device; `torch.zeros((0, 1))` holds nothing to copy
             if name in ("tensor", "as_tensor", *LEGACY_CONSTRUCTORS) and not built_on_host(model.value(call.receiver, call.site)):
                 continue  # `torch.tensor(x)` of the batch a loop draws, `torch.FloatTensor(states)` of a replay buffer's sample: data
             if name in LEGACY_CONSTRUCTORS and call.receiver.args and observed(model, call.receiver.args[0].value, call.site.function, call.site):
@@ -353,6 +362,19 @@ def _one_per_statement(model: TrainingModel, group: list[tuple[Call, Finding]]) 
         edits = tuple(e for f in fixes for e in f.edits)
         fix = NodeFix(f"create each on the device ({len(fixes)} tensors)", edits, Applicability.SAFE if safe else Applicability.UNSAFE)
     return Finding(first.node, f"{first.message} (and, in the same statement, {listed(others)})", fix=fix, facts={**first.facts, "moves": len(group)})
+
+
+def _empty(factory: cst.Call, name: str) -> bool:
+    """A factory sized 0 along an axis (`torch.zeros((0, 1))`, `torch.empty(0, 4)`) or of no elements (`torch.tensor([])`)."""
+    if name in ("tensor", "as_tensor") and factory.args and isinstance(factory.args[0].value, (cst.List, cst.Tuple)):
+        return not factory.args[0].value.elements  # `torch.tensor([])`
+    if name not in ("zeros", "ones", "empty", "full", "rand", "randn"):
+        return False
+    sizes = [a.value for a in factory.args if a.keyword is None]
+    sizes = sizes[:1] if name == "full" else sizes
+    if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)):
+        sizes = [e.value for e in sizes[0].elements]
+    return any(isinstance(s, cst.Integer) and s.evaluated_value == 0 for s in sizes)
 
 
 def _cuda_copy_of_numbers(model: TrainingModel, call: Call) -> bool:
