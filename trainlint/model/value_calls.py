@@ -19,7 +19,7 @@ from trainlint.model.chosen_classes import ChosenClasses
 from trainlint.model.candidates import registered_builders
 from trainlint.model.device_arguments import DeviceArguments, moved_to_device
 from trainlint.model.data_sources import ARRAY_METHODS, numpy_built
-from trainlint.model.distributions import DISTRIBUTIONS, distribution, sampled
+from trainlint.model.distributions import DISTRIBUTIONS, QUASIRANDOM, distribution, sampled
 from trainlint.model.environments import holds_data, wrapped_data
 from trainlint.model.layer_swaps import parameter_free
 from trainlint.model.names import dotted, target_names, tokens
@@ -219,7 +219,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
             return project
         if qual in NAMESPACE_CLASSES:
             return namespace_value(call, lambda e: self.of(e, fn, at))
-        if qual.startswith(DISTRIBUTIONS):
+        if qual.startswith((DISTRIBUTIONS, QUASIRANDOM)):
             return distribution(qual, call, lambda e: self.of(e, fn, at), self.default_device)
         if qual in LIBRARY_LOSS_SCALERS:
             return Value(Kind.SCALER, origin=qual)

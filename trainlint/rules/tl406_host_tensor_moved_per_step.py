@@ -138,7 +138,7 @@ class HostTensorMovedPerStep(Rule):
         "rebinds it (`if opt.mode == \"S\": noise = torch.randn(n)`, then `noise = Variable(noise.cuda())`: "
         "the previous round's device tensor reaches the move only on a round where no branch ran). A "
         "distribution built from numbers draws on the host (`noise = Normal(0, 1)`, then `z = noise.sample()` "
-        "and `z.to(device)` in a policy's step); one built from device tensors draws there. A helper that gives back what it is given moved (`to_var(x)`, `utils.cuda([imgs, z])` returning `[x.cuda() for x in xs]`) moves it at each call: reported there, naming the host tensors handed to it. "
+        "and `z.to(device)` in a policy's step); one built from device tensors draws there. A quasi-random engine draws on the host always (`self.rng = torch.quasirandom.SobolEngine(1)`, then `self.rng.draw(n)[:, 0].to(self.device)` for a diffusion step's timesteps). A helper that gives back what it is given moved (`to_var(x)`, `utils.cuda([imgs, z])` returning `[x.cuda() for x in xs]`) moves it at each call: reported there, naming the host tensors handed to it. "
         "A legacy CUDA constructor given an array NumPy built from numbers copies it from the host too (AutoGAN's noise, "
         "`torch.cuda.FloatTensor(np.random.normal(0, 1, (n, d)))`); given sizes it allocates on the device, and given the batch's own array it moves data. "
         "The same holds for the type under a name of its own, chosen at run time as a device is "
