@@ -208,7 +208,7 @@ def _appended_data(
         and all(value_of(loop.node.iter, fn, c.site).device != ACCEL for loop in c.site.loops if isinstance(loop.node, cst.For))
         and (iterated(c.node.args[0].value, fn, c.site) or drawn(model, c.node.args[0].value, fn, c.site))
         for c in appends
-    ) and not any(c.receiver_text == name and c.site.function is fn and c.method in ("extend", "insert", "__setitem__") for c in model.calls)
+    ) and not any(c.receiver_text == name and c.site.function is fn and c.method in ("extend", "insert") for c in model.calls)
 
 
 def _unpacks_data(

@@ -264,15 +264,19 @@ def is_sentinel_test(node: cst.If) -> bool:
 
 def _empty_test(test: cst.BaseExpression) -> bool:
     """`if not len(self.q):`, `if self.q.numel() == 0:`: an object's buffer, empty until the body fills it."""
-    held = _emptied(test)
-    return isinstance(held, cst.Attribute) and isinstance(held.value, cst.Name) and held.value.value == "self"
+    return _own_attribute(_emptied(test))
 
 
 def empty_data_test(test: cst.BaseExpression) -> bool:
     """`if len(tgt_boxes) == 0:`, `if targets.numel() == 0:`: the branch for a batch with nothing in it
     (no targets, no boxes), taken on the rare steps whose data says so, as an `if` reading a tensor is."""
     held = _emptied(test)
-    return held is not None and not (isinstance(held, cst.Attribute) and isinstance(held.value, cst.Name) and held.value.value == "self")
+    return held is not None and not _own_attribute(held)
+
+
+def _own_attribute(expr: cst.BaseExpression | None) -> bool:
+    """`self.q`: what the object holds."""
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
 
 
 def _emptied(test: cst.BaseExpression) -> cst.BaseExpression | None:
