@@ -718,3 +718,32 @@ def test_a_file_edited_after_its_key_was_computed_is_analysed_as_it_is_and_not_c
     step.write_text(STEP)  # (the key's content: a miss, analysed and stored now)
     [result] = lint_paths([(step, Settings())], jobs=1, cache=cache)
     assert "TL401" in [d.code for d in result.diagnostics] and cache.stored == 1
+
+
+def test_a_long_lived_process_joins_a_module_s_step_seeds_again_only_when_a_file_they_read_changed(tmp_path, monkeypatch):
+    """The language server rescans before each keystroke's lint: the functions of a module that its
+    callers run every step are kept while every file they were joined from is as it was (joining them
+    again per keystroke took a third of the keystroke's time), and joined again when a caller changed,
+    even with its size and modification time kept."""
+    from trainlint.project import index
+    from trainlint.project.index import Project
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "utils.py").write_text("import torch\n\ndef log(loss):\n    print(loss.item())\n")
+    caller = tmp_path / "train.py"
+    caller.write_text("import utils\n\nfor batch in loader:\n    loss.backward()\n    utils.log(loss)\n")
+    joins = []
+    joined = index.join_seeds
+    monkeypatch.setattr(index, "join_seeds", lambda project, target: joins.append(target) or joined(project, target))
+    project = Project()
+    target = str(tmp_path / "utils.py")
+    assert set(project.step_seeds(target)) == {"log"}
+    assert len(joins) == 1
+    project.rescan()
+    assert set(project.step_seeds(target)) == {"log"} and len(joins) == 1  # (nothing changed: kept)
+    before = caller.stat()
+    caller.write_text("import utils\n\nfor batch in loader:\n    loss.backward()\n    utils.nop(loss)\n")  # (as long as before)
+    os.utime(caller, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert caller.stat().st_size == before.st_size
+    project.rescan()
+    assert project.step_seeds(target) == {} and len(joins) == 2

@@ -81,7 +81,7 @@ class Project(ModuleFinder):
         self._index: dict[Path, ImportIndex] = {}  # per project root: which files import which names
         self._rescanned: dict[Path, ImportIndex] = {}  # those `rescan` set aside: reused while current
         self._computing: InProgress[Path] = InProgress()  # summaries being computed (imports may form cycles)
-        self._seeds: CycleFixpoint[Path, dict[str, Seed]] = CycleFixpoint({})  # callers may call each other
+        self._seeds: CycleFixpoint[Path, dict[str, Seed]] = CycleFixpoint({}, store.holds)  # callers may call each other
         self._importers: dict[Path, tuple[tuple[list[Path], frozenset[Path]], tuple[State, ...]]] = {}  # with what they read
         self._differentiates: dict[tuple[Path, str], tuple[State, bool, tuple[State, ...]]] = {}
 
@@ -251,7 +251,7 @@ class Project(ModuleFinder):
         self._tops.clear()
         self._rescanned.update(self._index)
         self._index.clear()
-        self._seeds.clear()
+        self._seeds.forget()  # (each answer given again while the files it read are unchanged)
         self._importers.clear()
         self._differentiates.clear()
         self._current.clear()

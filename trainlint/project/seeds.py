@@ -246,7 +246,8 @@ def _named_through_star(module: Path, names: set[str]) -> bool:
     if data is None or b"import *" not in data:
         return False
     text = module_code(str(module), data)
-    return any(re.search(rf"(?<![\w.]){re.escape(name)}\b", text) for name in names)
+    # (the substring first: a pattern that opens with a look-behind is tried at every position of the text)
+    return any(name in text and re.search(rf"(?<![\w.]){re.escape(name)}\b", text) for name in names)
 
 
 def _carries(outline: "ModuleSummary", names: set[str]) -> set[str]:

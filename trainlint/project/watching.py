@@ -117,17 +117,23 @@ class CycleFixpoint(Generic[K, V]):
     do: the least fixpoint); then every answer is kept. Without cycles each answer is kept as soon as
     it is made. Answers are kept with the states of the files they read (`watching`)."""
 
-    def __init__(self, empty: V) -> None:
+    def __init__(self, empty: V, holds: Callable[[State], bool] | None = None) -> None:
         self._empty = empty
+        self._holds = holds  # whether a state read is still as it was (for answers set aside by `forget`)
         self._open: dict[K, None] = {}
         self._kept: dict[K, tuple[V, tuple[State, ...]]] = {}
+        self._before: dict[K, tuple[V, tuple[State, ...]]] = {}
         self._provisional: dict[K, tuple[V, tuple[State, ...]]] = {}
         self._this_round: set[K] = set()
         self._tainted: set[K] = set()
         self._changed = False
         self._cycled = False  # a question was asked again while open, or read provisionally
 
-    def clear(self) -> None:
+    def forget(self) -> None:
+        """Set the kept answers aside: one asked for again is given while every state it read still
+        `holds` (a long-lived process forgets before each lint; most answers still hold). An answer
+        that read nothing (one kept when its budget ran out) is worked out again."""
+        self._before.update(self._kept)
         self._kept.clear()
 
     def __contains__(self, key: K) -> bool:
@@ -144,6 +150,10 @@ class CycleFixpoint(Generic[K, V]):
 
     def ask(self, key: K, work_out: Callable[[K], V]) -> V:
         kept = self._kept.get(key)
+        if kept is None and key in self._before:
+            earlier = self._before.pop(key)
+            if earlier[1] and self._holds is not None and all(self._holds(s) for s in earlier[1]):
+                kept = self._kept[key] = earlier
         if kept is not None:
             note_all(kept[1])
             return kept[0]
