@@ -50,7 +50,7 @@ def test_a_summary_comes_back_with_every_field_of_every_stored_type():
                            ("t.item()",), True, True, True, False, nested, ("/p/u.py", "f"), "0 model", ("vae_layer",),
                            "1 optimizer", "2 clip_grad", True, True, ("self.head", "0 model.fc"), ("0 model",), "softmax",
                            ("evaluates 0 model", "epochs 1 loader"), ("0 fn",), ("_update_with_batch",), ("1 targets", "*"),
-                           ("list", "0 output", "1 target"), True)
+                           ("list", "0 output", "1 target"), True, "0 input_dict", Value(Kind.COLLECTION, "host", element=Value(Kind.TENSOR)))
     assert all(getattr(full, f.name) != f.default for f in fields(FunctionSummary))  # a new field must be stored too
     assert [f.name for f in fields(Value)] == ["kind", "device", "graph", "dtype", "origin", "enabled", "element", "items", "keys"]
     assert [f.name for f in fields(ClassSummary)] == ["kind", "methods", "bases", "registered", "attributes", "lacks", "holds"]

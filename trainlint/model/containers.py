@@ -133,6 +133,14 @@ def is_empty_list(assign: Any, name: str) -> bool:
     return isinstance(value, cst.List) and not value.elements
 
 
+def is_empty_dict(assign: Any, name: str) -> bool:
+    """`name = {}` or `name = dict()`: a dict the function fills later (`update`, `name[key] = v`)."""
+    value = assign.value
+    if len(assign.targets) != 1 or assign.op is not None or assign.targets[0] != name:
+        return False
+    return (isinstance(value, cst.Dict) and not value.elements) or (isinstance(value, cst.Call) and dotted(value.func) == "dict" and not value.args)
+
+
 def unpacked_element(element: Value, target: cst.BaseExpression, name: str) -> Value:
     """What `name` takes from one element in a `for` target: the element itself for a plain name; by
     place for a tuple target (`for t, l in zip(ts, losses)`: the first and second of each pair), and
@@ -199,3 +207,16 @@ def constant_key(expr: cst.Subscript) -> str | None:
     key = index.value if isinstance(index, cst.Index) else None
     value = key.evaluated_value if isinstance(key, cst.SimpleString) else None
     return value if isinstance(value, str) else None
+
+
+def returned_dict(returned: Value | None, output: Value) -> Value | None:
+    """What calling a module gives when its class's `forward` returns a dict of tensors (a criterion's
+    `{"loss_ce": ..., "loss_bbox": ...}`): that dict, each tensor carrying the graph a forward pass's
+    `output` would; None for any other return."""
+    if returned is None or returned.kind is not Kind.COLLECTION or returned.origin != DICT or returned.element is None or not returned.element.is_tensor:
+        return None
+
+    def with_graph(value: Value) -> Value:
+        return replace(value, graph=output.graph) if value.kind is Kind.TENSOR else value
+
+    return replace(returned, element=with_graph(returned.element), items=tuple(map(with_graph, returned.items)) if returned.items is not None else None)

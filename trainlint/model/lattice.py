@@ -94,7 +94,7 @@ class Value:
             # (a tensor's origin is the factory that built it from no data: either factory, if both did)
             self.origin if self.origin == other.origin or self.kind is Kind.TENSOR and self.origin and other.origin else _either(self, other),
             self.enabled if self.enabled == other.enabled else None,
-            self.element if self.element == other.element else None,
+            self.element if self.element == other.element else _join_elements(self.element, other.element),
             self.items if self.items == other.items else _join_items(self.items, other.items) if self.keys == other.keys else None,
             self.keys if self.keys == other.keys else None,
         )
@@ -117,6 +117,14 @@ def origins(value: Value) -> tuple[str, ...]:
 # the origin of a function of the module being analysed: "def:<its index in the module's functions>"
 # (nested functions of different scopes may share a name); never seen by other modules
 LOCAL_FUNCTION = "def:"
+
+
+def _join_elements(a: "Value | None", b: "Value | None") -> "Value | None":
+    """What two collections' elements are either way (`{"loss_ce": ...}` from one loss, `{"loss_bbox": ...}`
+    from another): joined where each is known, for collections holding no collections (a bound on depth)."""
+    if a is None or b is None or a.element is not None or b.element is not None:
+        return None
+    return a | b
 
 
 def _join_items(a: "tuple[Value, ...] | None", b: "tuple[Value, ...] | None") -> "tuple[Value, ...] | None":

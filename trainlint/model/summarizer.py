@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from trainlint.model.arguments import argument_for
 from trainlint.model.names import dotted, root_name, tokens
+from trainlint.model.gates import isinstance_tests
 from trainlint.model.torchnames import GRAD_SCALER, decorated_no_grad, is_clip_name, is_scheduler_factory, wraps_without_grad
 from trainlint.model.lattice import HOST, UNKNOWN, Kind, Value, join, origins
 from trainlint.model.function_values import portable
@@ -202,6 +203,7 @@ class Summarizer:
             returns=returns if returns.kind is not Kind.UNKNOWN else UNKNOWN,
             defined=(m.path or "", fn.qualified),
             returns_argument=_returned_parameter(fn, m),
+            **_passed_parameter(fn, m),
             self_calls=tuple(dict.fromkeys(self_calls)),
             steps_parameter=_parameter_key(fn, stepped[0]) if stepped and not steps else None,
             clips_parameter=_parameter_key(fn, clip_gates[0]) if clip_gates[0:1] != [None] and len(set(clip_gates)) == 1 else None,
@@ -256,6 +258,23 @@ def _returned_parameter(fn: "Function", m: "TrainingModel") -> str | None:
     if any(m.reaching(fn, name, r.site) for r in fn.return_facts):
         return None
     return _parameter_key(fn, name)
+
+
+def _passed_parameter(fn: "Function", m: "TrainingModel") -> dict[str, object]:
+    """`passes_argument` and `returns_besides` when some `return`s of `fn` give back one parameter
+    unchanged and the others something else (`return input_dict` on one process, the reduced dict
+    otherwise); nothing when every one gives it back (`returns_argument`) or none does."""
+    import libcst as cst
+
+    # (not under a test of its type, `if isinstance(x, (float, int)): return x`: given back only when a number)
+    given = [r for r in fn.return_facts if isinstance(r.value, cst.Name) and r.value.value in fn.params and not m.reaching(fn, r.value.value, r.site)
+             and not any(dotted(tested) == r.value.value for tested, _, _ in isinstance_tests(r.site.gate_nodes))]
+    names = {r.value.value for r in given}  # type: ignore[union-attr]
+    others = [r for r in fn.return_facts if all(r is not g for g in given)]
+    key = _parameter_key(fn, next(iter(names))) if len(names) == 1 and others and all(r.value is not None for r in others) else None
+    if key is None:
+        return {}
+    return {"passes_argument": key, "returns_besides": portable(_qualified(join([m.values.of(r.value, fn, r.site) for r in others]), m))}
 
 
 def _parameter_key(fn: "Function", name: str) -> str | None:

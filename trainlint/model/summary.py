@@ -83,6 +83,10 @@ class FunctionSummary:
     # a decorator (or a factory of one) that runs what it decorates without grad: YOLO's
     # `smart_inference_mode()` returning `(torch.inference_mode if ok else torch.no_grad)()(fn)`
     turns_grad_off: bool = False
+    # some `return` gives back this parameter as it came, the others `returns_besides` (a dict of losses
+    # reduced across processes, or given back as it is on one process): a call's value is the join
+    passes_argument: str | None = None
+    returns_besides: Value = UNKNOWN
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from trainlint.model.arithmetic import arithmetic
-from trainlint.model.lattice import ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NAMESPACE_CLASSES, NUMBER, PARSED_OPTIONS, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join, join_graph
+from trainlint.model.builtin_calls import builtin_call
+from trainlint.model.lattice import ACCEL, BOOL, CYCLE, HOST, HOST_DATA, NAMESPACE_CLASSES, NUMBER, PARSED_OPTIONS, STRING, UNKNOWN, UNKNOWN_DEVICE, Kind, Value, join_graph
 from trainlint.model.arguments import LambdaCalls, argument_for, computed_value
-from trainlint.model.containers import MODULE_CONTAINERS, element_of, held_modules, namespace_value
+from trainlint.model.containers import MODULE_CONTAINERS, held_modules, namespace_value, returned_dict
 from trainlint.model.function_values import FUNCTION_WRAPPERS, FunctionCalls
 from trainlint.model.chosen_classes import ChosenClasses
 from trainlint.model.candidates import registered_builders
@@ -79,8 +80,6 @@ MODULE_API_METHODS = MODULE_METHODS | frozenset(
 CONFIG_NAMES = frozenset({"args", "cfg", "config", "opt", "opts", "hparams", "hp", "flags", "FLAGS", "conf"})
 PREDICATE_PREFIXES = ("is_", "has_", "should_", "can_", "use_")
 HOST_CALL_WORDS = frozenset({"tokenizer", "tokenize", "encode", "decode", "processor", "feature", "extractor", "json", "yaml", "open", "read"})
-COLLECTION_BUILTINS = frozenset({"list", "tuple", "dict", "set", "sorted", "zip", "enumerate", "range", "map", "filter", "reversed"})
-NUMBER_BUILTINS = frozenset({"float", "int", "len", "round", "abs", "sum", "min", "max", "bool", "hash", "ord"})
 
 
 class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
@@ -126,35 +125,9 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
         if isinstance(func, (cst.Name, cst.Attribute)) and own is not None:
             name = own
             if qual is None:
-                if name in ("any", "all") and call.args:
-                    inner = self.of(call.args[0].value, fn, at)
-                    if inner.kind is Kind.COLLECTION and inner.element is not None and inner.element.is_tensor:
-                        # `any(not torch.isfinite(p.grad).all() for p in params)` reads each tensor
-                        return Value(Kind.TENSOR, inner.element.device, False, "bool")
-                    return BOOL
-                if name in ("sum", "min", "max", "abs") and call.args:
-                    # `sum(F.mse_loss(q, t) for q in qs)`, `max(a_loss, b_loss)`: tensors in, a tensor out
-                    inner = [self.of(a.value, fn, at) for a in call.args if a.keyword is None]
-                    elements = [v.element if v.kind is Kind.COLLECTION and v.element is not None else v for v in inner]
-                    tensors = [e for e in elements if e.kind is Kind.TENSOR]
-                    if tensors or (name == "sum" and any(e.kind is Kind.UNKNOWN for e in elements)):
-                        return arithmetic(tensors) if tensors else UNKNOWN  # (`sum(loss_dict.values())` may be a tensor)
-                if name in NUMBER_BUILTINS:
-                    return NUMBER if name != "bool" else BOOL
-                if name in ("str", "repr", "format"):
-                    return STRING
-                if name in ("zip", "enumerate") and call.args and not any(a.star or a.keyword is not None for a in call.args):
-                    # each element a tuple, by place: `for t, l in zip(t_batch, losses)` takes a row of each
-                    parts = [element_of(self.of(a.value, fn, at)) for a in call.args]
-                    if name == "enumerate":
-                        parts = [NUMBER, parts[0]]
-                    return Value(Kind.COLLECTION, HOST, element=Value(Kind.COLLECTION, HOST, element=join(parts), items=tuple(parts)))
-                if name in COLLECTION_BUILTINS:
-                    inner = self.of(call.args[0].value, fn, at) if call.args else UNKNOWN
-                    element = NUMBER if name == "range" else inner.element if inner.kind is Kind.COLLECTION else None
-                    return Value(Kind.COLLECTION, HOST, element=element)
-                if name in ("getattr", "isinstance", "hasattr", "callable", "type", "id", "print", "super"):
-                    return BOOL if name in ("isinstance", "hasattr", "callable") else UNKNOWN
+                built = builtin_call(name, call, lambda e: self.of(e, fn, at))
+                if built is not None:
+                    return built
                 local = m.visible_function(name, fn) if not m.reaching(fn, name, at) and name not in (fn.params if fn else ()) else None
                 if local is not None:
                     inlined = self._expression_call(local, call, fn, at)
@@ -172,7 +145,7 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
                 return self._by_words(name, at)  # `Net(cfg)`: an object of a class we cannot see
             callee = self.of(func, fn, at)
             if callee.kind is Kind.MODULE:
-                return self._forward(at, callee, [self.of(a.value, fn, at) for a in call.args])
+                return self._module_call(at, callee, call, fn)
             if callee.kind is Kind.FUNCTION:
                 return self._called_function(callee, call, fn, at)
             # `loss_scaler(loss, optimizer)`: what its class's `__call__` returns (passed in by another module)
@@ -186,8 +159,16 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
                 return chosen
         callee = self.of(func, fn, at)
         if callee.kind is Kind.MODULE:
-            return self._forward(at, callee, [self.of(a.value, fn, at) for a in call.args])
+            return self._module_call(at, callee, call, fn)
+        if callee.kind is Kind.FUNCTION:  # `loss_map[loss](outputs, targets)` of a dict of bound methods
+            return self._called_function(callee, call, fn, at)
         return UNKNOWN
+
+    def _module_call(self, at: "Site | None", module: Value, call: cst.Call, fn: "Function | None") -> Value:
+        """Calling a module runs its `forward`: a forward pass's output, or the dict of tensors its class's
+        `forward` gives back (a criterion's losses, `returned_dict`)."""
+        output = self._forward(at, module, [self.of(a.value, fn, at) for a in call.args])
+        return returned_dict(self.model.method_value(module, "forward") if module.origin else None, output) or output
 
     def _forward(self, at: "Site | None", module: Value | None = None, inputs: "list[Value] | None" = None) -> Value:
         """The output of a forward pass: a tensor with a graph, unless autograd is off there, the module is frozen
@@ -213,6 +194,9 @@ class CallValues(LambdaCalls, FunctionCalls, DeviceArguments, ChosenClasses):
         passed = argument_for(call, getattr(symbol, "returns_argument", None))
         if passed is not None:  # `model = load_ckpt(model, ckpt)`: it gives back what it is given
             return self.of(passed, fn, at)
+        passed = argument_for(call, getattr(symbol, "passes_argument", None))
+        if passed is not None:  # `reduce_dict(loss_dict)`: what it is given on one path, what it computes on the others
+            return self.of(passed, fn, at) | symbol.returns_besides  # type: ignore[union-attr]
         # (`prec1, prec5 = accuracy(output, target, topk=(1, 5))`: tensors where its arguments were)
         project = computed_value(call, getattr(symbol, "returns_computed", ()), lambda e: self.of(e, fn, at)) or m.project_value(qual)
         if project is not None:

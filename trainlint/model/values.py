@@ -20,7 +20,7 @@ from trainlint.model.arguments import argument_for, refinable, refines
 from trainlint.model.class_attributes import registered_buffers, torch_layer_parameter
 from trainlint.model.function_values import held_calls_of, library_function
 from trainlint.model.configurable import configured_value
-from trainlint.model.containers import Drawn, comprehension_bindings, comprehension_value, dict_value, element_of, is_empty_list, tested_as_sequence, unpacked_element
+from trainlint.model.containers import DICT, Drawn, comprehension_bindings, comprehension_value, dict_value, element_of, is_empty_dict, is_empty_list, tested_as_sequence, unpacked_element
 from trainlint.model.subscripts import keyed_moves, moved_dict, subscript_value
 from trainlint.model.names import dotted, target_names
 from trainlint.model.candidates import prepared_argument
@@ -210,8 +210,8 @@ class ValueModel(CallValues, CycleMemo):
             # evaluate each earlier one again for every later one (asked again while under way, on the
             # previous pass of a loop: no information, what the other definitions say)
             return self._memoised(self._augmented_memo, (id(assign.node), name), lambda: self._augmented(assign, name, value))
-        if is_empty_list(assign, name):  # `xs = []` (or `xs, ys = [], []`), filled by appends
-            return self._filled(assign, name, Value(Kind.COLLECTION, HOST))
+        if is_empty_list(assign, name) or is_empty_dict(assign, name):  # `xs = []` (or `xs, ys = [], []`), `losses = {}`
+            return self._filled(assign, name, value if is_empty_dict(assign, name) else Value(Kind.COLLECTION, HOST))
         container = self.model.imports.resolve(assign.value.func) if isinstance(assign.value, cst.Call) and not assign.value.args else None
         if container in ("torch.nn.ModuleList", "torch.nn.Sequential") and len(assign.targets) == 1:
             return self._filled(assign, name, Value(Kind.MODULE, origin=container))  # `self.layers.append(Block())`
@@ -246,26 +246,32 @@ class ValueModel(CallValues, CycleMemo):
         return join(self._assigned(a, name) for a in plain) if plain else UNKNOWN
 
     def _filled(self, assign, name: str, empty: Value) -> Value:  # type: ignore[no-untyped-def]
-        """`xs = []` then `xs.append(x)` / `xs.extend(ys)` in the same function: a list of what is put in."""
+        """`xs = []` then `xs.append(x)` / `xs.extend(ys)` in the same function: a list of what is put in;
+        `d = {}` then `d.update(other)` / `d[key] = v`: a dict of what is put in (its keys unknown)."""
         key = ("filled", id(assign.node))
         if key in self._in_progress:
             self._cycle(key)
             return empty
         saved = self._enter(key)
+        fn, is_dict = assign.site.function, is_empty_dict(assign, name)
+        methods = ("update",) if is_dict else ("append", "extend")
         try:
             put: list[Value] = []
-            for call in self.model.calls:
-                if call.receiver_text != name or call.site.function is not assign.site.function or call.method not in ("append", "extend"):
+            for call in (c for method in methods for c in self.model.calls_by_method.get(method, ())):
+                if call.receiver_text != name or call.site.function is not fn:
                     continue
                 if len(call.node.args) != 1 or call.node.args[0].keyword is not None or call.node.args[0].star:
                     return empty
                 added = self.of(call.node.args[0].value, call.site.function, call.site)
-                if call.method == "extend":
+                if call.method in ("extend", "update"):
                     added = added.element if added.kind is Kind.COLLECTION and added.element is not None else UNKNOWN
                 put.append(added)
+            for item in self.model.assigns if is_dict else ():
+                if item.targets == (f"{name}[]",) and item.site.function is fn:
+                    put.append(self.of(item.value, fn, item.site))
         finally:
             self._leave(key, saved)
-        return replace(empty, element=join(put)) if put else empty
+        return Value(Kind.COLLECTION, HOST, origin=DICT, element=join(put)) if put and is_dict else replace(empty, element=join(put)) if put else empty
 
     def _prepared(self, assign, name: str) -> Value | None:  # type: ignore[no-untyped-def]
         """`model, opt = accelerator.prepare(model, opt)`: Accelerate's `prepare` returns what it is

@@ -25,7 +25,7 @@ from trainlint.checked_json import (
 )
 from trainlint.reading import State, current_state, digest, read_regular
 
-STORE_FORMAT = 24  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs; 9: the attributes of `self` a method calls; 10: the parameter a function steps; 11: methods set on classes from outside, arguments saved from the caller's frame; 12: layers a function replaces, the modules a returned optimizer holds, returned probabilities, library losses passed; 13: what a function does with its parameters; 14: one summary per module content, no variants; 15: torch layers and other modules' classes a class holds, the gradient flags it lacks; 16: the parameters a function calls, the methods it calls on self; 17: whether the module puts work on a device; 18: the attributes a class's constructor sets from its parameters; 19: what a dict holds by key; 20: the parameters a function reads on the host; 21: the methods a module calls with grad; 22: the parameters a returned tensor is computed from; 23: the methods a module calls without grad; 24: the methods of its class a method of an outlined module calls)
+STORE_FORMAT = 25  # the layout of a stored summary (3: the calls a module makes every step; 4: the instances it passes; 6: where each function is defined; 7: the parameter a function returns; 8: calls made whenever a function runs; 9: the attributes of `self` a method calls; 10: the parameter a function steps; 11: methods set on classes from outside, arguments saved from the caller's frame; 12: layers a function replaces, the modules a returned optimizer holds, returned probabilities, library losses passed; 13: what a function does with its parameters; 14: one summary per module content, no variants; 15: torch layers and other modules' classes a class holds, the gradient flags it lacks; 16: the parameters a function calls, the methods it calls on self; 17: whether the module puts work on a device; 18: the attributes a class's constructor sets from its parameters; 19: what a dict holds by key; 20: the parameters a function reads on the host; 21: the methods a module calls with grad; 22: the parameters a returned tensor is computed from; 23: the methods a module calls without grad; 24: the methods of its class a method of an outlined module calls; 25: the parameter some `return`s give back, and what the others give)
 
 if TYPE_CHECKING:
     from trainlint.model.lattice import Value
@@ -101,7 +101,8 @@ def _encode_function(f: FunctionSummary) -> list[object]:
             f.reads_arguments, f.no_grad, f.sets_train_mode, f.differentiates_arguments, _encode_value(f.returns),
             list(f.defined), f.returns_argument, list(f.self_calls), f.steps_parameter, f.clips_parameter, f.adds_methods,
             f.saves_arguments, list(f.replaces_layers), list(f.optimizes), f.returns_activation,
-            list(f.parameter_facts), list(f.calls_parameters), list(f.self_methods), list(f.read_parameters), list(f.returns_computed), f.turns_grad_off]
+            list(f.parameter_facts), list(f.calls_parameters), list(f.self_methods), list(f.read_parameters), list(f.returns_computed), f.turns_grad_off,
+            f.passes_argument, _encode_value(f.returns_besides)]
 
 
 def _decode_function(v: object) -> FunctionSummary:
@@ -109,7 +110,7 @@ def _decode_function(v: object) -> FunctionSummary:
 
     (where, steps, backprops, trains, clears_grads, clips, scales, synchronizes, syncs, reads_arguments, no_grad,
      sets_train_mode, differentiates, returns, defined, returns_argument, self_calls, steps_parameter, clips_parameter,
-     adds_methods, saves_arguments, replaces_layers, optimizes, returns_activation, parameter_facts, calls_parameters, self_methods, read_parameters, returns_computed, turns_grad_off) = items(v, 30)
+     adds_methods, saves_arguments, replaces_layers, optimizes, returns_activation, parameter_facts, calls_parameters, self_methods, read_parameters, returns_computed, turns_grad_off, passes_argument, returns_besides) = items(v, 32)
     path, qualified = items(defined, 2)
     return FunctionSummary(
         text(where), flag(steps), flag(backprops), flag(trains), flag(clears_grads), flag(clips), flag(scales),
@@ -120,7 +121,7 @@ def _decode_function(v: object) -> FunctionSummary:
         tuple(text(s) for s in items(replaces_layers)), tuple(text(s) for s in items(optimizes)), opt_text(returns_activation),
         tuple(text(s) for s in items(parameter_facts)), tuple(text(s) for s in items(calls_parameters)),
         tuple(text(s) for s in items(self_methods)), tuple(text(s) for s in items(read_parameters)),
-        tuple(text(s) for s in items(returns_computed)), flag(turns_grad_off),
+        tuple(text(s) for s in items(returns_computed)), flag(turns_grad_off), opt_text(passes_argument), _decode_value(returns_besides),
     )
 
 
